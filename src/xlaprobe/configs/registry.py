@@ -1,0 +1,171 @@
+"""The configuration registry: spec strings <-> `Configuration` records, and what runs each kind.
+
+Grammar of a spec (round-trips through `str` and `Configuration.parse`)::
+
+    spec     := kind [":" variant] ["[" option ("," option)* "]"]
+    option   := name "=" value          (an XLA compiler option, e.g. xla_cpu_enable_fast_math=true)
+
+Examples: ``xla``, ``xla:O0``, ``xla:fastmath``, ``xla[xla_cpu_enable_fast_math=true]``, ``eager``,
+``reference``. Kinds register themselves in `_KINDS` (the one registry DESIGN.md allows); a kind's
+module is imported lazily, so parsing a spec never imports XLA-heavy code it does not need.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import re
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from xlaprobe.errors import InvalidArgument
+
+_SPEC = re.compile(r"^(?P<kind>[a-z][a-z0-9_]*)(?::(?P<variant>[A-Za-z0-9_.\-]+))?"
+                   r"(?:\[(?P<options>[^\[\]]*)\])?$")
+_OPTION_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Configuration:
+    """A parsed configuration spec.
+
+    Attributes:
+        kind: registry key, e.g. ``"xla"``, ``"eager"``, ``"reference"``.
+        variant: named preset of the kind (``"O0"``, ``"fastmath"``) or ``None``.
+        options: XLA compiler options as sorted ``(name, value)`` string pairs.
+    """
+
+    kind: str
+    variant: str | None = None
+    options: tuple[tuple[str, str], ...] = ()
+
+    def __str__(self) -> str:
+        text = self.kind if self.variant is None else f"{self.kind}:{self.variant}"
+        if self.options:
+            text += "[" + ",".join(f"{k}={v}" for k, v in self.options) + "]"
+        return text
+
+    @classmethod
+    def parse(cls, spec: str) -> Configuration:
+        """Parse and validate a spec string.
+
+        >>> str(Configuration.parse("xla[xla_cpu_enable_fast_math=true]"))
+        'xla[xla_cpu_enable_fast_math=true]'
+
+        Raises:
+            InvalidArgument: malformed spec, unknown kind or variant, malformed or unknown option.
+        """
+        text = spec.strip()
+        match = _SPEC.match(text)
+        if match is None:
+            raise InvalidArgument(
+                f"malformed configuration '{spec}': expected KIND[:VARIANT][[option=value,...]], "
+                f"e.g. xla, xla:O0, xla[xla_cpu_enable_fast_math=true]; known kinds: {', '.join(kinds())}")
+        options: list[tuple[str, str]] = []
+        if match.group("options") is not None:
+            for item in filter(None, (p.strip() for p in match.group("options").split(","))):
+                name, sep, value = item.partition("=")
+                name, value = name.strip(), value.strip()
+                if not sep or not _OPTION_NAME.match(name) or not value:
+                    raise InvalidArgument(
+                        f"malformed option '{item}' in configuration '{spec}': expected name=value")
+                options.append((name, value))
+            if not options:
+                raise InvalidArgument(f"empty option list in configuration '{spec}'")
+        names = [n for n, _ in options]
+        if len(set(names)) != len(names):
+            raise InvalidArgument(f"an option is given twice in configuration '{spec}'")
+        config = cls(match.group("kind"), match.group("variant"), tuple(sorted(options)))
+        get_kind(config.kind).validate(config)
+        return config
+
+    @property
+    def isolation_group(self) -> str:
+        """Worker group this configuration must run in (kinds that change process state get their own)."""
+        return get_kind(self.kind).isolation_group(self)
+
+
+class ConfigKind(Protocol):
+    """What a configuration kind provides. One object per kind, registered by name."""
+
+    name: str
+    description: str
+
+    def validate(self, config: Configuration) -> None:
+        """Raise `InvalidArgument` (one line, naming the fix) if `config` is not runnable."""
+
+    def isolation_group(self, config: Configuration) -> str:
+        """Name of the worker group to run in; ``"default"`` for kinds without process-global state."""
+
+    def run(self, config: Configuration, jaxpr: Any, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Compile and run a canonical closed jaxpr on `inputs`; returns the flat outputs.
+
+        Runs inside a worker process. Compiler errors propagate as exceptions (the worker turns
+        them into a compile-error Outcome); crashes kill the worker (a crash Outcome).
+        """
+
+
+#: kind name -> module that defines ``KIND`` (imported on first use).
+_KIND_MODULES: dict[str, str] = {
+    "xla": "xlaprobe.configs.xla",
+    "eager": "xlaprobe.configs.eager",
+    "reference": "xlaprobe.configs.reference",
+}
+_KINDS: dict[str, ConfigKind] = {}
+
+
+def kinds() -> list[str]:
+    """Names of all registered configuration kinds."""
+    return sorted(_KIND_MODULES)
+
+
+def get_kind(name: str) -> ConfigKind:
+    """The `ConfigKind` registered as `name`.
+
+    Raises:
+        InvalidArgument: no such kind.
+    """
+    if name not in _KINDS:
+        if name not in _KIND_MODULES:
+            raise InvalidArgument(f"unknown configuration kind '{name}'; known kinds: {', '.join(kinds())}")
+        _KINDS[name] = importlib.import_module(_KIND_MODULES[name]).KIND
+    return _KINDS[name]
+
+
+def parse_configs(text: str | Sequence[str]) -> list[Configuration]:
+    """Parse a comma-separated list of specs (commas inside ``[...]`` belong to the options).
+
+    >>> [str(c) for c in parse_configs("xla,xla[xla_cpu_enable_fast_math=true,xla_cpu_use_thunk_runtime=true],eager")]
+    ['xla', 'xla[xla_cpu_enable_fast_math=true,xla_cpu_use_thunk_runtime=true]', 'eager']
+
+    Raises:
+        InvalidArgument: an empty list, unbalanced brackets, a bad spec, or a duplicate.
+    """
+    if not isinstance(text, str):
+        text = ",".join(text)
+    specs: list[str] = []
+    depth, current = 0, ""
+    for char in text:
+        if char == "[":
+            depth += 1
+        elif char == "]":
+            depth -= 1
+            if depth < 0:
+                raise InvalidArgument(f"unbalanced ']' in configuration list '{text}'")
+        if char == "," and depth == 0:
+            specs.append(current)
+            current = ""
+        else:
+            current += char
+    if depth != 0:
+        raise InvalidArgument(f"unbalanced '[' in configuration list '{text}'")
+    specs.append(current)
+    specs = [s.strip() for s in specs if s.strip()]
+    if not specs:
+        raise InvalidArgument("empty configuration list; e.g. --configs xla,xla:O0,eager,reference")
+    configs = [Configuration.parse(s) for s in specs]
+    if len({str(c) for c in configs}) != len(configs):
+        raise InvalidArgument(f"a configuration is listed twice in '{text}'")
+    return configs

@@ -1,0 +1,248 @@
+"""Jaxpr plumbing shared by every interpreter: one evaluation loop, canonical form, serialization.
+
+A Program's jaxpr is kept in *canonical form*: call-like wrappers whose forward semantics is just
+"evaluate the inner jaxpr" (pjit, custom_jvp_call, custom_vjp_call, checkpoint, closed_call) are
+inlined, and control flow (while, scan, cond) keeps canonical inner jaxprs. Canonical jaxprs hold no
+Python callables, so they pickle (with primitives pickled by reference) and travel to worker
+processes and into artifacts.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import io
+import pickle
+import sys
+import types
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+from jax._src import core as jcore
+
+from xlaprobe.errors import CorruptArtifact
+
+ClosedJaxpr = jcore.ClosedJaxpr
+Jaxpr = jcore.Jaxpr
+JaxprEqn = jcore.JaxprEqn
+
+#: Primitives whose forward semantics is "evaluate params[<key>]"; canonical form inlines them.
+CALL_PRIMITIVES: dict[str, str] = {
+    "pjit": "jaxpr",
+    "jit": "jaxpr",
+    "closed_call": "call_jaxpr",
+    "core_call": "call_jaxpr",
+    "custom_jvp_call": "call_jaxpr",
+    "custom_vjp_call": "call_jaxpr",
+    "custom_vjp_call_jaxpr": "fun_jaxpr",
+    "checkpoint": "jaxpr",
+    "remat": "jaxpr",
+    "custom_lin": "",  # never in a forward program; listed so the error names it
+}
+
+
+def inner_closed_jaxpr(eqn: JaxprEqn) -> ClosedJaxpr:
+    """The jaxpr a call-like equation evaluates, closed (consts bound).
+
+    Raises:
+        KeyError: the equation is not call-like (see `CALL_PRIMITIVES`).
+    """
+    key = CALL_PRIMITIVES[eqn.primitive.name]
+    inner = eqn.params[key]
+    if isinstance(inner, jcore.Jaxpr):
+        return jcore.ClosedJaxpr(inner, ())
+    return inner
+
+
+def eval_jaxpr_with(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any],
+                    apply_eqn: Callable[[JaxprEqn, list[Any]], Sequence[Any]]) -> list[Any]:
+    """Evaluate `jaxpr` equation by equation, each through `apply_eqn(eqn, input_values)`.
+
+    This is the read-apply-write loop of `jax.core.eval_jaxpr`, with the per-equation semantics
+    handed in, so the eager, reference and canonicalizing interpreters share it.
+
+    Args:
+        jaxpr: an open jaxpr with ``len(consts)`` constvars and ``len(args)`` invars.
+        consts: values for the constvars.
+        args: values for the invars.
+        apply_eqn: returns the equation's outputs, one value per outvar.
+
+    Returns:
+        One value per outvar of `jaxpr`. Literals are returned as their value.
+    """
+    env: dict[jcore.Var, Any] = {}
+
+    def read(atom: Any) -> Any:
+        return atom.val if isinstance(atom, jcore.Literal) else env[atom]
+
+    def write(var: Any, value: Any) -> None:
+        if not isinstance(var, jcore.DropVar):
+            env[var] = value
+
+    for var, value in zip(jaxpr.constvars, consts, strict=True):
+        write(var, value)
+    for var, value in zip(jaxpr.invars, args, strict=True):
+        write(var, value)
+    for eqn in jaxpr.eqns:
+        outs = apply_eqn(eqn, [read(v) for v in eqn.invars])
+        if not eqn.primitive.multiple_results:
+            outs = [outs] if not isinstance(outs, (list, tuple)) or len(eqn.outvars) != 1 else outs
+        for var, value in zip(eqn.outvars, outs, strict=True):
+            write(var, value)
+    return [read(v) for v in jaxpr.outvars]
+
+
+def _canonical_params(params: dict[str, Any]) -> dict[str, Any]:
+    def convert(value: Any) -> Any:
+        if isinstance(value, jcore.ClosedJaxpr):
+            return canonicalize(value)
+        if isinstance(value, tuple) and value and all(isinstance(v, jcore.ClosedJaxpr) for v in value):
+            return tuple(canonicalize(v) for v in value)
+        return value
+
+    return {k: convert(v) for k, v in params.items()}
+
+
+def _inline_eqn(eqn: JaxprEqn, invals: list[Any]) -> Sequence[Any]:
+    name = eqn.primitive.name
+    if name in CALL_PRIMITIVES and CALL_PRIMITIVES[name]:
+        inner = inner_closed_jaxpr(eqn)
+        # custom_jvp_call/custom_vjp_call pass their consts as leading operands already.
+        return eval_jaxpr_with(inner.jaxpr, inner.consts, invals, _inline_eqn)
+    params = _canonical_params(eqn.params)
+    return eqn.primitive.bind(*invals, **params)
+
+
+def canonicalize(closed: ClosedJaxpr) -> ClosedJaxpr:
+    """Re-trace `closed` with call-like equations inlined, recursively (see module docstring).
+
+    The result computes the same function with the same primitives otherwise; XLA sees the same
+    computation because it inlines calls itself.
+
+    Args:
+        closed: any closed jaxpr, e.g. from `jax.make_jaxpr`.
+
+    Returns:
+        A closed jaxpr with the same input and output avals.
+    """
+    avals = [v.aval for v in closed.jaxpr.invars]
+
+    def run(*args: Any) -> list[Any]:
+        return eval_jaxpr_with(closed.jaxpr, closed.consts, args, _inline_eqn)
+
+    specs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in avals]
+    return jax.make_jaxpr(run)(*specs)
+
+
+@functools.cache
+def _primitive_index() -> dict[int, tuple[str, str]]:
+    # Primitives are module-level singletons: pickle them as (module, attribute) references.
+    import jax.numpy  # noqa: F401  (registers the lax primitives)
+    index: dict[int, tuple[str, str]] = {}
+    for modname, module in list(sys.modules.items()):
+        if module is None or not modname.split(".")[0] in ("jax", "jaxlib", "flax", "optax"):
+            continue
+        for attr, value in list(vars(module).items()):
+            if isinstance(value, jcore.Primitive):
+                index.setdefault(id(value), (modname, attr))
+    return index
+
+
+def _load_primitive(modname: str, attr: str) -> jcore.Primitive:
+    return getattr(importlib.import_module(modname), attr)
+
+
+def _none() -> None:
+    return None
+
+
+def _typed_ndarray(value: np.ndarray, aval: Any) -> Any:
+    from jax._src.literals import TypedNdArray
+    return TypedNdArray(value, aval)
+
+
+class _JaxprPickler(pickle.Pickler):
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, jcore.Primitive):
+            ref = _primitive_index().get(id(obj))
+            if ref is None:
+                _primitive_index.cache_clear()
+                ref = _primitive_index().get(id(obj))
+            if ref is None:
+                raise pickle.PicklingError(f"primitive '{obj.name}' is not a module attribute")
+            return _load_primitive, ref
+        if obj is _none or obj is _load_primitive or obj is _typed_ndarray:
+            return NotImplemented
+        if type(obj).__name__ == "TypedNdArray":  # literal arrays: ndarray pickling drops the aval
+            return _typed_ndarray, (np.asarray(obj), obj.aval)
+        if type(obj).__name__ == "Traceback":  # source tracebacks are not needed to rerun
+            return _none, ()
+        if isinstance(obj, types.FunctionType):
+            try:
+                pickle.dumps(obj)
+            except Exception:  # a local function (e.g. a JVP rule): forward evaluation never calls it
+                return _none, ()
+        return NotImplemented
+
+
+def dumps_jaxpr(closed: ClosedJaxpr) -> bytes:
+    """Serialize a canonical closed jaxpr to bytes (pickle; primitives by reference).
+
+    Raises:
+        pickle.PicklingError: the jaxpr holds an object that cannot be pickled.
+    """
+    buffer = io.BytesIO()
+    _JaxprPickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(closed)
+    return buffer.getvalue()
+
+
+def loads_jaxpr(data: bytes) -> ClosedJaxpr:
+    """Inverse of `dumps_jaxpr`.
+
+    Raises:
+        CorruptArtifact: the bytes are not a pickled closed jaxpr of this jax version.
+    """
+    try:
+        closed = pickle.loads(data)
+    except Exception as exc:
+        raise CorruptArtifact(f"cannot read serialized jaxpr ({type(exc).__name__}: {exc}); "
+                              "was it written by another jax version?") from exc
+    if not isinstance(closed, jcore.ClosedJaxpr):
+        raise CorruptArtifact(f"serialized jaxpr holds a {type(closed).__name__}, not a ClosedJaxpr")
+    return closed
+
+
+def count_equations(closed: ClosedJaxpr) -> int:
+    """Number of equations, counting those in nested jaxprs (scan/while/cond bodies)."""
+    total = 0
+    for eqn in closed.jaxpr.eqns:
+        total += 1
+        for value in eqn.params.values():
+            subs = value if isinstance(value, tuple) else (value,)
+            for sub in subs:
+                if isinstance(sub, jcore.ClosedJaxpr):
+                    total += count_equations(sub)
+                elif isinstance(sub, jcore.Jaxpr):
+                    total += count_equations(jcore.ClosedJaxpr(sub, ()))
+    return total
+
+
+def primitives_used(closed: ClosedJaxpr) -> set[str]:
+    """Names of all primitives in `closed`, nested jaxprs included."""
+    names: set[str] = set()
+    for eqn in closed.jaxpr.eqns:
+        names.add(eqn.primitive.name)
+        for value in eqn.params.values():
+            for sub in value if isinstance(value, tuple) else (value,):
+                if isinstance(sub, jcore.ClosedJaxpr):
+                    names |= primitives_used(sub)
+                elif isinstance(sub, jcore.Jaxpr):
+                    names |= primitives_used(jcore.ClosedJaxpr(sub, ()))
+    return names
+
+
+def as_numpy(value: Any) -> np.ndarray:
+    """A concrete value (jax.Array, NumPy scalar, Python scalar) as a NumPy array."""
+    return np.asarray(value)

@@ -1,0 +1,140 @@
+"""Program: a canonical closed jaxpr, its concrete inputs and where it came from.
+
+A Program is the unit every configuration runs and every finding points to. Its artifact (see
+`xlaprobe.artifact`) reruns without the code that made it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+from xlaprobe import jaxprs
+from xlaprobe.errors import InvalidArgument
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Provenance:
+    """Where a Program came from.
+
+    Attributes:
+        source: ``"model"`` (zoo), ``"user"`` (FILE:FN or module:fn), ``"case"`` (a case module),
+            ``"artifact"``, ``"fuzz"``.
+        name: the model name, ``path/to/file.py:fn``, ``package.module:fn`` or the case path.
+        seed: seed of random weights and inputs, or ``None`` where the inputs are fixed.
+        input_spec: the input spec string (``f32[8,128],i32[8]``) where one was given, else ``""``.
+    """
+
+    source: str
+    name: str
+    seed: int | None = None
+    input_spec: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict; `from_json` inverts it."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Provenance:
+        """Inverse of `to_json`."""
+        return cls(**data)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Tolerance:
+    """Per-dtype tolerance overrides for the oracle (absent fields keep the oracle's defaults).
+
+    Attributes:
+        atol: absolute bound per dtype name, e.g. ``{"float32": 1e-5}`` (units of the value).
+        rtol: relative bound per dtype name, e.g. ``{"float32": 1e-4}`` (dimensionless).
+        reason: why the defaults are overridden (shown in reports).
+    """
+
+    atol: tuple[tuple[str, float], ...] = ()
+    rtol: tuple[tuple[str, float], ...] = ()
+    reason: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict; `from_json` inverts it."""
+        return {"atol": dict(self.atol), "rtol": dict(self.rtol), "reason": self.reason}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Tolerance:
+        """Inverse of `to_json`."""
+        return cls(tuple(sorted(data.get("atol", {}).items())),
+                   tuple(sorted(data.get("rtol", {}).items())), data.get("reason", ""))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Program:
+    """A closed jaxpr in canonical form (see `xlaprobe.jaxprs`) with concrete inputs.
+
+    Attributes:
+        jaxpr: canonical `ClosedJaxpr`; its invars are the flattened inputs.
+        inputs: one NumPy array per jaxpr invar, of exactly the invar's shape and dtype.
+        provenance: where the program came from.
+        output_names: one readable name per flat output (pytree key paths, e.g. ``"[0]['loss']"``).
+        tolerance: oracle overrides for this program.
+        expected: known right outputs (flat), e.g. from a case's ``expected()``, or ``None``.
+    """
+
+    jaxpr: jaxprs.ClosedJaxpr
+    inputs: tuple[np.ndarray, ...]
+    provenance: Provenance
+    output_names: tuple[str, ...]
+    tolerance: Tolerance = Tolerance()
+    expected: tuple[np.ndarray, ...] | None = None
+
+    @classmethod
+    def from_function(cls, fn: Callable[..., Any], args: Sequence[Any], provenance: Provenance, *,
+                      tolerance: Tolerance = Tolerance(),
+                      expected: Any = None) -> Program:
+        """Trace `fn(*args)` to a canonical jaxpr over the flattened leaves of `args`.
+
+        Args:
+            fn: a JAX-traceable function of pytrees of arrays.
+            args: concrete arguments (pytrees of arrays or scalars).
+            provenance: recorded as is.
+            tolerance: oracle overrides.
+            expected: pytree of known right outputs with the structure of ``fn(*args)``, or None.
+
+        Raises:
+            InvalidArgument: `fn` does not trace (the message carries JAX's reason).
+        """
+        leaves, treedef = jax.tree_util.tree_flatten(tuple(args))
+        inputs = tuple(np.asarray(leaf) for leaf in leaves)
+
+        def flat_fn(*flat: Any) -> list[Any]:
+            return jax.tree_util.tree_leaves(fn(*jax.tree_util.tree_unflatten(treedef, flat)))
+
+        try:
+            closed = jax.make_jaxpr(flat_fn)(*inputs)
+            out_shape = jax.eval_shape(lambda *a: fn(*jax.tree_util.tree_unflatten(treedef, a)), *inputs)
+        except Exception as exc:  # JAX raises many types for untraceable code
+            raise InvalidArgument(f"cannot trace {provenance.name}: {type(exc).__name__}: "
+                                  f"{str(exc).splitlines()[0] if str(exc) else ''}") from exc
+        paths = jax.tree_util.tree_flatten_with_path(out_shape)[0]
+        names = tuple(jax.tree_util.keystr(path) or "out" for path, _ in paths)
+        flat_expected = None
+        if expected is not None:
+            flat_expected = tuple(np.asarray(x) for x in jax.tree_util.tree_leaves(expected))
+        return cls(jaxprs.canonicalize(closed), inputs, provenance, names, tolerance, flat_expected)
+
+    @property
+    def fingerprint(self) -> str:
+        """SHA-256 (hex, 16 chars) of the jaxpr text and the input bytes: equal programs, equal keys."""
+        digest = hashlib.sha256(str(self.jaxpr).encode())
+        for x in self.inputs:
+            digest.update(str((x.dtype, x.shape)).encode())
+            digest.update(np.ascontiguousarray(x).tobytes())
+        return digest.hexdigest()[:16]
+
+    @property
+    def num_equations(self) -> int:
+        """Equation count, nested jaxprs included."""
+        return jaxprs.count_equations(self.jaxpr)
