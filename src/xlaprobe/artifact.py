@@ -1,0 +1,251 @@
+"""Program artifacts: a directory that reruns a Program without the code that made it.
+
+Layout::
+
+    metadata.json      provenance, jax/jaxlib versions, input avals, output names, tolerance
+    inputs.npz         the inputs (narrow float types stored as their bit patterns)
+    reference.npz      reference outputs (float64 for floats), when known
+    expected.npz       known right outputs (a case's expected()), when known
+    jaxpr.pkl          the canonical jaxpr (xlaprobe.jaxprs.dumps_jaxpr): eager and reference rerun
+    module.jax_export  the program serialized with jax.export: runs with jax alone
+    repro.py           standalone reproducer: compiles module.jax_export under the failing
+                       configuration's compiler options and prints the mismatch against reference.npz
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import jax
+import ml_dtypes
+import numpy as np
+
+from xlaprobe import __version__, jaxprs
+from xlaprobe.errors import CorruptArtifact, InvalidArgument
+from xlaprobe.program import Program, Provenance, Tolerance
+
+ARTIFACT_SCHEMA = 1
+_FILES = ("metadata.json", "inputs.npz", "jaxpr.pkl")
+
+
+def _pack(arrays: Sequence[np.ndarray]) -> tuple[dict[str, np.ndarray], list[str]]:
+    # np.savez cannot round-trip ml_dtypes (bfloat16 loads as raw void): store their bits.
+    packed, dtypes = {}, []
+    for i, array in enumerate(arrays):
+        array = np.asarray(array)
+        dtypes.append(array.dtype.name)
+        if array.dtype.type.__module__.startswith("ml_dtypes"):
+            array = array.view(f"u{array.dtype.itemsize}")
+        packed[f"arg{i}"] = array
+    return packed, dtypes
+
+
+def _unpack(path: Path, dtypes: Sequence[str]) -> tuple[np.ndarray, ...]:
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = [data[f"arg{i}"] for i in range(len(dtypes))]
+    except Exception as exc:
+        raise CorruptArtifact(f"cannot read {path}: {type(exc).__name__}: {exc}") from exc
+    out = []
+    for array, name in zip(arrays, dtypes):
+        dtype = np.dtype(getattr(ml_dtypes, name)) if hasattr(ml_dtypes, name) and not hasattr(np, name) \
+            else np.dtype(name)
+        out.append(array.view(dtype) if array.dtype != dtype else array)
+    return tuple(out)
+
+
+def _save_arrays(path: Path, arrays: Sequence[np.ndarray]) -> list[str]:
+    packed, dtypes = _pack(arrays)
+    np.savez(path, **packed)
+    return dtypes
+
+
+def export_module(program: Program) -> bytes:
+    """The program serialized with `jax.export` (StableHLO plus calling convention)."""
+    closed = program.jaxpr
+
+    def fn(*args: Any) -> list[Any]:
+        return jax.core.eval_jaxpr(closed.jaxpr, closed.consts, *args)
+
+    specs = [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in program.inputs]
+    return bytes(jax.export.export(jax.jit(fn))(*specs).serialize())
+
+
+def save_artifact(program: Program, directory: str | Path, *,
+                  reference: Sequence[np.ndarray] | None = None,
+                  repro_config: str = "xla", compiler_options: dict[str, Any] | None = None,
+                  note: str = "") -> Path:
+    """Write `program` as an artifact directory (created; existing files are replaced).
+
+    Args:
+        program: the program.
+        directory: where to write.
+        reference: the reference outputs (float64 for floats), used by repro.py to show a mismatch.
+        repro_config: configuration spec repro.py reproduces (shown and recorded).
+        compiler_options: the XLA compiler options of `repro_config` (None: defaults).
+        note: a line for metadata (e.g. the verdict).
+
+    Returns:
+        The directory path.
+    """
+    root = Path(directory)
+    root.mkdir(parents=True, exist_ok=True)
+    input_dtypes = _save_arrays(root / "inputs.npz", program.inputs)
+    metadata: dict[str, Any] = {
+        "schema": ARTIFACT_SCHEMA,
+        "xlaprobe": __version__,
+        "jax": jax.__version__,
+        "jaxlib": jax.lib.__version__ if hasattr(jax.lib, "__version__") else jax.__version__,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "provenance": program.provenance.to_json(),
+        "inputs": [{"shape": list(x.shape), "dtype": d} for x, d in zip(program.inputs, input_dtypes)],
+        "output_names": list(program.output_names),
+        "tolerance": program.tolerance.to_json(),
+        "num_equations": program.num_equations,
+        "fingerprint": program.fingerprint,
+        "repro_config": repro_config,
+        "compiler_options": compiler_options or {},
+        "note": note,
+    }
+    if reference is not None:
+        metadata["reference_dtypes"] = _save_arrays(root / "reference.npz", reference)
+    if program.expected is not None:
+        metadata["expected_dtypes"] = _save_arrays(root / "expected.npz", program.expected)
+    (root / "jaxpr.pkl").write_bytes(jaxprs.dumps_jaxpr(program.jaxpr))
+    (root / "module.jax_export").write_bytes(export_module(program))
+    (root / "repro.py").write_text(_REPRO)
+    (root / "metadata.json").write_text(json.dumps(metadata, indent=2) + "\n")
+    return root
+
+
+def is_artifact(path: str | Path) -> bool:
+    """True if `path` is a directory holding an artifact's metadata.json."""
+    return (Path(path) / "metadata.json").is_file()
+
+
+def load_artifact(directory: str | Path) -> Program:
+    """Load a Program saved by `save_artifact`; the provenance source becomes ``"artifact"`` only in
+    name: the original provenance is kept.
+
+    Raises:
+        InvalidArgument: not a directory.
+        CorruptArtifact: a required file is missing or unreadable, or the jaxpr does not match the
+            recorded inputs.
+    """
+    root = Path(directory)
+    if not root.is_dir():
+        raise InvalidArgument(f"no such artifact directory: {directory}")
+    missing = [name for name in _FILES if not (root / name).is_file()]
+    if missing:
+        raise CorruptArtifact(f"{directory} is not a complete artifact: missing {', '.join(missing)}")
+    try:
+        metadata = json.loads((root / "metadata.json").read_text())
+        input_dtypes = [item["dtype"] for item in metadata["inputs"]]
+        provenance = Provenance.from_json(metadata["provenance"])
+        tolerance = Tolerance.from_json(metadata.get("tolerance", {}))
+        output_names = tuple(metadata["output_names"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CorruptArtifact(f"{root / 'metadata.json'} is malformed: {exc}") from exc
+    inputs = _unpack(root / "inputs.npz", input_dtypes)
+    expected = None
+    if (root / "expected.npz").is_file() and "expected_dtypes" in metadata:
+        expected = _unpack(root / "expected.npz", metadata["expected_dtypes"])
+    closed = jaxprs.loads_jaxpr((root / "jaxpr.pkl").read_bytes())
+    avals = [v.aval for v in closed.jaxpr.invars]
+    if len(avals) != len(inputs) or any(
+            tuple(a.shape) != x.shape or np.dtype(a.dtype) != x.dtype for a, x in zip(avals, inputs)):
+        raise CorruptArtifact(f"{directory}: inputs.npz does not match the jaxpr's inputs")
+    if len(output_names) != len(closed.jaxpr.outvars):
+        raise CorruptArtifact(f"{directory}: metadata lists {len(output_names)} outputs, the jaxpr "
+                              f"has {len(closed.jaxpr.outvars)}")
+    return Program(closed, inputs, provenance, output_names, tolerance, expected)
+
+
+def load_reference(directory: str | Path) -> tuple[np.ndarray, ...] | None:
+    """The reference outputs stored with an artifact, or None."""
+    root = Path(directory)
+    metadata = json.loads((root / "metadata.json").read_text())
+    if "reference_dtypes" not in metadata or not (root / "reference.npz").is_file():
+        return None
+    return _unpack(root / "reference.npz", metadata["reference_dtypes"])
+
+
+# The reproducer must run with jax and numpy alone: it duplicates the tiny array (un)packing on purpose.
+_REPRO = '''\
+"""Standalone reproducer written by xlaprobe. Needs only jax (and numpy).
+
+Compiles module.jax_export (the program, serialized with jax.export) with the XLA compiler options
+of the failing configuration, runs it on inputs.npz, and compares each output with reference.npz
+(an XLA-independent float64 reference). Exit code 1 when an output differs beyond tolerance.
+
+    python repro.py                 # the configuration recorded in metadata.json
+    python repro.py --defaults      # jit with default options, for comparison
+"""
+import json
+import pathlib
+import sys
+
+import jax
+import numpy as np
+from jax import export
+
+HERE = pathlib.Path(__file__).resolve().parent
+META = json.loads((HERE / "metadata.json").read_text())
+ATOL = {"float64": 1e-12, "float32": 1e-6, "float16": 1e-3, "bfloat16": 1e-2}
+RTOL = {"float64": 1e-9, "float32": 1e-5, "float16": 1e-2, "bfloat16": 2e-2}
+
+
+def load(name, dtypes):
+    import ml_dtypes
+    with np.load(HERE / name) as data:
+        arrays = [data["arg%d" % i] for i in range(len(dtypes))]
+    out = []
+    for array, dtype in zip(arrays, dtypes):
+        dtype = np.dtype(getattr(ml_dtypes, dtype)) if dtype in ("bfloat16",) else np.dtype(dtype)
+        out.append(array.view(dtype) if array.dtype != dtype else array)
+    return out
+
+
+def main():
+    defaults = "--defaults" in sys.argv[1:]
+    options = {} if defaults else META["compiler_options"]
+    config = "xla" if defaults else META["repro_config"]
+    inputs = load("inputs.npz", [i["dtype"] for i in META["inputs"]])
+    exported = export.deserialize(bytearray((HERE / "module.jax_export").read_bytes()))
+    compiled = jax.jit(exported.call).lower(*inputs).compile(compiler_options=options or None)
+    outputs = [np.asarray(x) for x in jax.tree_util.tree_leaves(compiled(*inputs))]
+    print("program: %s (%s), jax %s; configuration %s, options %s"
+          % (META["provenance"]["name"], META["provenance"]["source"], jax.__version__, config, options))
+    if "reference_dtypes" not in META:
+        for name, out in zip(META["output_names"], outputs):
+            print(name, out)
+        return 0
+    reference = load("reference.npz", META["reference_dtypes"])
+    failed = 0
+    for name, out, ref in zip(META["output_names"], outputs, reference):
+        if np.issubdtype(out.dtype, np.integer) or out.dtype == np.bool_:
+            bad = out.astype(np.float64) != ref.astype(np.float64)
+        else:
+            o, r = out.astype(np.float64), ref.astype(np.float64)
+            err = np.abs(o - r)
+            kind = out.dtype.name
+            bad = (err > ATOL.get(kind, 1e-6)) & (err > RTOL.get(kind, 1e-5) * np.abs(r))
+            bad |= np.isnan(o) != np.isnan(r)
+        if bad.any():
+            failed += 1
+            index = int(np.argmax(bad.ravel()))
+            print("MISMATCH %s: %d of %d elements; first at flat index %d: got %r, reference %r"
+                  % (name, int(bad.sum()), bad.size, index, out.ravel()[index], ref.ravel()[index]))
+        else:
+            print("ok       %s" % name)
+    print("%d of %d outputs mismatch" % (failed, len(outputs)))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''

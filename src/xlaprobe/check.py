@@ -1,0 +1,209 @@
+"""Differential check of one Program: run every configuration in workers, judge each output leaf
+against the float64 reference with the honest-run error budget, and name the findings."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from xlaprobe import jaxprs
+from xlaprobe.configs.registry import Configuration
+from xlaprobe.oracle import Verdict, VerdictKind, judge_leaf, judge_outcome
+from xlaprobe.outcome import Outcome
+from xlaprobe.program import Program
+
+REFERENCE = "reference"
+#: The honest run in the program's own dtypes: the error budget (see `xlaprobe.oracle`).
+BUDGET = "reference:native"
+DEFAULT_CONFIGS = "xla,xla:O0,eager,reference"
+
+#: Severity order used to pick a configuration's verdict kind for its finding.
+_SEVERITY = [VerdictKind.CRASH, VerdictKind.TIMEOUT, VerdictKind.COMPILE_ERROR,
+             VerdictKind.NAN_MISMATCH, VerdictKind.INF_MISMATCH, VerdictKind.MISMATCH]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Finding:
+    """A configuration whose verdict on the program is not ok.
+
+    Attributes:
+        config: the configuration spec.
+        kind: its most severe verdict kind over output leaves.
+        outputs: names of the failing output leaves.
+        fingerprint: structural key for deduplication (hex, 16 chars): primitives of the program,
+            input dtypes, the configuration and the verdict kind.
+    """
+
+    config: str
+    kind: VerdictKind
+    outputs: tuple[str, ...]
+    fingerprint: str
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {"config": self.config, "kind": self.kind.value, "outputs": list(self.outputs),
+                "fingerprint": self.fingerprint}
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckResult:
+    """Everything one check produced.
+
+    Attributes:
+        program: the checked program.
+        configs: the configuration specs, in the order given.
+        outcomes: one Outcome per configuration.
+        verdicts: per configuration, one Verdict per output leaf.
+        judged_against: ``"reference"``, or the configuration used as baseline when the reference
+            is not among the configurations or did not run.
+        budget: the honest-run outcome (``reference:native``) or None.
+        findings: the configurations with a finding, in configuration order.
+    """
+
+    program: Program
+    configs: tuple[str, ...]
+    outcomes: tuple[Outcome, ...]
+    verdicts: tuple[tuple[Verdict, ...], ...]
+    judged_against: str
+    budget: Outcome | None
+    findings: tuple[Finding, ...]
+
+    @property
+    def ok(self) -> bool:
+        """True when there is no finding."""
+        return not self.findings
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready summary (for ``--json``)."""
+        p = self.program
+        return {
+            "program": {"name": p.provenance.name, "source": p.provenance.source,
+                        "seed": p.provenance.seed, "fingerprint": p.fingerprint,
+                        "equations": p.num_equations, "outputs": len(p.output_names)},
+            "judged_against": self.judged_against,
+            "configs": [
+                {"config": c, "outcome": o.kind.value, "seconds": round(o.seconds, 4),
+                 "error": o.error[-500:], "signal": o.signal,
+                 "verdict": _summary_kind(v).value,
+                 "outputs": [x.to_json() for x in v]}
+                for c, o, v in zip(self.configs, self.outcomes, self.verdicts)],
+            "findings": [f.to_json() for f in self.findings],
+        }
+
+
+def _summary_kind(verdicts: Sequence[Verdict]) -> VerdictKind:
+    kinds = {v.kind for v in verdicts}
+    for kind in _SEVERITY:
+        if kind in kinds:
+            return kind
+    return VerdictKind.FTZ if VerdictKind.FTZ in kinds else VerdictKind.OK
+
+
+def structural_fingerprint(program: Program, config: str, kind: VerdictKind) -> str:
+    """Deduplication key of a finding (hex, 16 chars).
+
+    Uses the sorted primitive names of the program, its input dtypes, the configuration and the
+    verdict kind; two findings with the same key are most likely one compiler bug.
+    """
+    parts = [",".join(sorted(jaxprs.primitives_used(program.jaxpr))),
+             ",".join(sorted({x.dtype.name for x in program.inputs})), config, kind.value]
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
+
+def _reference_verdicts(program: Program, outcome: Outcome) -> list[Verdict]:
+    # The reference is the oracle; it is only judged where the right answer is known.
+    if outcome.ran and program.expected is not None:
+        return judge_outcome(outcome, program.expected, program.output_names,
+                             tolerance=program.tolerance)
+    if outcome.ran:
+        return [Verdict(config=outcome.config, output=n, index=i, kind=VerdictKind.OK,
+                        detail="the oracle") for i, n in enumerate(program.output_names)]
+    return judge_outcome(outcome, [], program.output_names)
+
+
+def judge(program: Program, configs: Sequence[str], outcomes: Sequence[Outcome],
+          budget: Outcome | None) -> CheckResult:
+    """Turn outcomes into verdicts and findings (pure; no running).
+
+    Args:
+        program: the program.
+        configs: configuration specs, one per outcome.
+        outcomes: one per configuration.
+        budget: the ``reference:native`` outcome, or None.
+
+    Returns:
+        The `CheckResult`.
+    """
+    by_config = dict(zip(configs, outcomes))
+    reference = by_config.get(REFERENCE)
+    if reference is not None and reference.ran:
+        judged_against, baseline = REFERENCE, reference.outputs
+    else:
+        ran = [c for c in configs if by_config[c].ran and c != REFERENCE]
+        judged_against = ran[0] if ran else ""
+        baseline = by_config[judged_against].outputs if ran else None
+    honest = budget.outputs if budget is not None and budget.ran and judged_against == REFERENCE \
+        else None
+    verdicts: list[tuple[Verdict, ...]] = []
+    findings: list[Finding] = []
+    for config, outcome in zip(configs, outcomes):
+        if config == REFERENCE:
+            leaf_verdicts = _reference_verdicts(program, outcome)
+        elif baseline is None:
+            leaf_verdicts = judge_outcome(outcome, [np.zeros(0)] * len(program.output_names),
+                                          program.output_names)
+            if outcome.ran:  # nothing to compare with
+                leaf_verdicts = [dataclasses.replace(v, kind=VerdictKind.OK, detail="no baseline")
+                                 for v in leaf_verdicts]
+        else:
+            leaf_verdicts = judge_outcome(outcome, baseline, program.output_names, budget=honest,
+                                          tolerance=program.tolerance)
+        verdicts.append(tuple(leaf_verdicts))
+        kind = _summary_kind(leaf_verdicts)
+        # A reference that cannot run is a gap in xlaprobe, not a compiler bug.
+        if kind.is_finding and not (config == REFERENCE and not outcome.ran):
+            failing = tuple(v.output for v in leaf_verdicts if v.kind.is_finding)
+            findings.append(Finding(config, kind, failing,
+                                    structural_fingerprint(program, config, kind)))
+    return CheckResult(program, tuple(configs), tuple(outcomes), tuple(verdicts), judged_against,
+                       budget, tuple(findings))
+
+
+def check_program(program: Program, configs: Sequence[Configuration | str], pool: Any, *,
+                  on_outcome: Callable[[Outcome], None] | None = None,
+                  timeout_s: float | None = None) -> CheckResult:
+    """Run every configuration on `program` in `pool`'s workers and judge the outputs.
+
+    When ``reference`` is among the configurations, ``reference:native`` runs too (the error
+    budget). Crashes, hangs and compile errors are outcomes, never exceptions.
+
+    Args:
+        program: the program.
+        configs: configurations or spec strings (parsed and validated in this process).
+        pool: an `xlaprobe.workers.WorkerPool`.
+        on_outcome: called with each outcome as it arrives (progress display).
+        timeout_s: per-run limit (s); None: the pool's default.
+
+    Returns:
+        The `CheckResult`.
+
+    Raises:
+        InvalidArgument: a configuration spec is invalid.
+    """
+    parsed = [c if isinstance(c, Configuration) else Configuration.parse(c) for c in configs]
+    specs = [str(c) for c in parsed]
+    run = list(parsed)
+    if REFERENCE in specs and BUDGET not in specs:
+        run.append(Configuration.parse(BUDGET))
+    outcomes: dict[int, Outcome] = {}
+    kwargs = {} if timeout_s is None else {"timeout_s": timeout_s}
+    for index, outcome in pool.run_many([(program, c) for c in run], **kwargs):
+        outcomes[index] = outcome
+        if on_outcome is not None:
+            on_outcome(outcome)
+    budget = outcomes.get(len(parsed))
+    return judge(program, specs, [outcomes[i] for i in range(len(parsed))], budget)

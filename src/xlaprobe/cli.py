@@ -1,0 +1,253 @@
+"""The xlaprobe command line (typer + rich).
+
+Exit codes: 0 all ok, 1 findings, 2 bad input (one line on stderr, never a traceback), 130 on Ctrl-C
+(everything stored so far is kept).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from xlaprobe.errors import XlaprobeError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Differential checking of XLA (from JAX): finds miscompilations.")
+out = Console()
+err = Console(stderr=True)
+
+MAX_DETAIL_ROWS = 20
+
+
+def _fmt(value: float) -> str:
+    if value != value:  # NaN
+        return "-"
+    if value == 0:
+        return "0"
+    return f"{value:.3g}"
+
+
+def _print_result(result: Any, artifacts: dict[str, str], all_outputs: bool) -> None:
+    from xlaprobe.check import BUDGET, _summary_kind
+    from xlaprobe.oracle import VerdictKind
+
+    p = result.program
+    seed = f", seed {p.provenance.seed}" if p.provenance.seed is not None else ""
+    out.print(f"[bold]{p.provenance.name}[/] ({p.provenance.source}{seed}): {p.num_equations} "
+              f"equations, {len(p.output_names)} outputs; judged against "
+              f"[bold]{result.judged_against or 'nothing'}[/]"
+              + (f" with budget {BUDGET}" if result.budget is not None and result.budget.ran else ""))
+    table = Table(show_lines=False)
+    for column in ("configuration", "outcome", "time (s)", "verdict", "failing outputs",
+                   "max abs", "max rel", "max ULP"):
+        table.add_column(column, justify="right" if column.startswith(("time", "max")) else "left")
+    colors = {VerdictKind.OK: "green", VerdictKind.FTZ: "yellow"}
+    for config, outcome, verdicts in zip(result.configs, result.outcomes, result.verdicts):
+        kind = _summary_kind(verdicts)
+        failing = sum(v.kind.is_finding for v in verdicts)
+        color = colors.get(kind, "red")
+        table.add_row(config, outcome.kind.value, f"{outcome.seconds:.2f}",
+                      f"[{color}]{kind.value}[/]", f"{failing}/{len(verdicts)}",
+                      _fmt(max((v.max_abs for v in verdicts), default=0.0)),
+                      _fmt(max((v.max_rel for v in verdicts), default=0.0)),
+                      _fmt(max((v.max_ulp for v in verdicts), default=0.0)))
+    out.print(table)
+    rows = [v for verdicts in result.verdicts for v in verdicts
+            if all_outputs or v.kind is not VerdictKind.OK]
+    if rows:
+        detail = Table(title="output leaves" if all_outputs else "output leaves not ok")
+        for column in ("configuration", "output", "verdict", "max abs", "max rel", "max ULP",
+                       "share over", "worst: expected / actual", "detail"):
+            detail.add_column(column)
+        for v in rows[:MAX_DETAIL_ROWS if not all_outputs else None]:
+            worst = f"{v.expected:.6g} / {v.actual:.6g}" if v.worst >= 0 else ""
+            detail.add_row(v.config, v.output, v.kind.value, _fmt(v.max_abs), _fmt(v.max_rel),
+                           _fmt(v.max_ulp), f"{v.frac_over:.1%}", worst, v.detail[:80])
+        out.print(detail)
+        if len(rows) > MAX_DETAIL_ROWS and not all_outputs:
+            out.print(f"... {len(rows) - MAX_DETAIL_ROWS} more (--all-outputs shows them)")
+    for finding in result.findings:
+        where = artifacts.get(finding.config)
+        out.print(f"[red]finding[/]: {finding.config} {finding.kind.value} on "
+                  f"{len(finding.outputs)} output(s) [{finding.fingerprint}]")
+        if where:
+            out.print(f"  replay: python {where}/repro.py   or   xlaprobe check {where} "
+                      f"--configs {finding.config},reference")
+    if result.ok:
+        out.print("[green]all ok[/]")
+
+
+@app.command()
+def check(
+    target: Annotated[str, typer.Argument(help="zoo MODEL, path/to/case.py, FILE.py:FN, module:fn, "
+                                               "or an artifact directory")],
+    configs: Annotated[str, typer.Option("--configs", "-c", help="comma-separated configuration "
+                                         "specs")] = "xla,xla:O0,eager,reference",
+    inputs: Annotated[str, typer.Option("--inputs", help="input spec for FILE:FN, e.g. "
+                                        "'f32[8,128],i32[8]'")] = "",
+    seed: Annotated[int, typer.Option(help="seed of random weights and inputs")] = 0,
+    db: Annotated[Path, typer.Option(help="SQLite store")] = Path(".xlaprobe/xlaprobe.db"),
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="worker processes")] = 1,
+    timeout: Annotated[float, typer.Option(help="per-configuration limit (s)", min=0.1)] = 600.0,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON to stdout")] = False,
+    all_outputs: Annotated[bool, typer.Option("--all-outputs", help="list every output leaf")] = False,
+) -> None:
+    """Check TARGET under several configurations; exit 0 all ok, 1 findings, 2 bad input."""
+    from xlaprobe.artifact import save_artifact
+    from xlaprobe.check import check_program
+    from xlaprobe.configs.registry import parse_configs
+    from xlaprobe.sources.targets import resolve
+    from xlaprobe.store import Store
+    from xlaprobe.workers import WorkerPool
+
+    parsed = parse_configs(configs)
+    with err.status(f"building {target} ..."):
+        resolved = resolve(target, seed=seed, input_spec=inputs)
+    specs = [str(c) for c in parsed]
+    for extra in resolved.extra_configs:
+        if extra not in specs:
+            parsed.append(next(iter(parse_configs(extra))))
+            specs.append(extra)
+    program = resolved.program
+    with Store(db) as store, WorkerPool(size=jobs, timeout_s=timeout) as pool:
+        with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                      console=err, transient=True, disable=as_json) as progress:
+            task = progress.add_task(f"compiling and running {len(parsed)} configurations "
+                                     f"({program.num_equations} equations)", total=None)
+            done: list[str] = []
+
+            def on_outcome(outcome: Any) -> None:
+                done.append(outcome.config)
+                progress.update(task, description=f"done: {', '.join(done)}")
+
+            result = check_program(program, parsed, pool, on_outcome=on_outcome)
+        artifacts = _save_findings(result, db, save_artifact)
+        store.record_check(program, result.configs, result.judged_against, result.outcomes,
+                           result.verdicts,
+                           [(f.config, f.kind.value, f.fingerprint, artifacts.get(f.config))
+                            for f in result.findings],
+                           artifact=next(iter(artifacts.values()), None))
+    if as_json:
+        data = result.to_json()
+        for item in data["findings"]:
+            item["artifact"] = artifacts.get(item["config"])
+        print(json.dumps(data, indent=2))
+    else:
+        _print_result(result, artifacts, all_outputs)
+    raise typer.Exit(1 if result.findings else 0)
+
+
+def _save_findings(result: Any, db: Path, save_artifact: Any) -> dict[str, str]:
+    """Write one artifact per failing configuration; returns config -> directory."""
+    from xlaprobe.check import REFERENCE
+    from xlaprobe.configs.registry import Configuration
+
+    if not result.findings:
+        return {}
+    reference = None
+    for config, outcome in zip(result.configs, result.outcomes):
+        if config == REFERENCE and outcome.ran:
+            reference = outcome.outputs
+    saved = {}
+    for finding in result.findings:
+        config = Configuration.parse(finding.config)
+        options: dict[str, Any] = {}
+        if config.kind == "xla":
+            from xlaprobe.configs.xla import compiler_options
+            options = compiler_options(config)
+        safe = finding.config.replace(":", "_").replace("[", "_").replace("]", "").replace(",", "_") \
+            .replace("=", "-")
+        directory = db.parent / "artifacts" / f"{result.program.fingerprint}-{safe}"[:120]
+        save_artifact(result.program, directory, reference=reference, repro_config=finding.config,
+                      compiler_options=options, note=f"{finding.kind.value} on {finding.outputs}")
+        saved[finding.config] = str(directory)
+    return saved
+
+
+@app.command()
+def models(as_json: Annotated[bool, typer.Option("--json", help="print JSON to stdout")] = False) -> None:
+    """List the model zoo."""
+    from xlaprobe.sources.models import MODELS
+
+    if as_json:
+        print(json.dumps([{"name": m.name, "kind": m.kind, "description": m.description}
+                          for m in MODELS.values()], indent=2))
+        return
+    table = Table()
+    for column in ("name", "kind", "description"):
+        table.add_column(column)
+    for m in MODELS.values():
+        table.add_row(m.name, m.kind, m.description)
+    out.print(table)
+
+
+@app.command()
+def configs() -> None:
+    """List the configuration kinds and the spec syntax."""
+    from xlaprobe.configs.registry import get_kind, kinds
+
+    table = Table(caption="spec: KIND[:VARIANT][[option=value,...]], e.g. xla:O0, "
+                          "xla[xla_cpu_enable_fast_math=true]")
+    table.add_column("kind")
+    table.add_column("description")
+    for name in kinds():
+        table.add_row(name, get_kind(name).description)
+    out.print(table)
+
+
+@app.command()
+def findings(db: Annotated[Path, typer.Option(help="SQLite store")] = Path(".xlaprobe/xlaprobe.db"),
+             as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """List stored findings, newest first."""
+    from xlaprobe.errors import InvalidArgument
+    from xlaprobe.store import Store
+
+    if not db.exists():
+        raise InvalidArgument(f"no store at {db}; run xlaprobe check first or pass --db")
+    with Store(db) as store:
+        rows = store.findings()
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    table = Table()
+    for column in ("id", "program", "config", "kind", "fingerprint", "artifact"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(str(row["id"]), row["name"], row["config"], row["kind"], row["fingerprint"],
+                      row["artifact"] or "")
+    out.print(table)
+
+
+def main() -> None:
+    """Entry point: run the app; XlaprobeError -> one line and exit 2; Ctrl-C -> exit 130."""
+    try:
+        code = app(standalone_mode=False)
+    except typer.Exit as exc:
+        code = exc.exit_code
+    except XlaprobeError as exc:
+        err.print(f"[red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        err.print("interrupted: results stored so far are kept")
+        sys.exit(130)
+    except Exception as exc:  # click usage errors and friends
+        import click
+        if isinstance(exc, click.exceptions.Abort):
+            err.print("interrupted: results stored so far are kept")
+            sys.exit(130)
+        if isinstance(exc, click.ClickException):
+            err.print(f"[red]error:[/] {exc.format_message()}", highlight=False, soft_wrap=True)
+            sys.exit(2)
+        raise
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+if __name__ == "__main__":
+    main()

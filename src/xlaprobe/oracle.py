@@ -1,0 +1,309 @@
+"""The oracle: per-output verdicts from a configuration's outputs, the float64 reference and an
+error budget that does not come from XLA.
+
+Rules (see DESIGN.md, "Oracle: no false alarms, no missed bugs"):
+
+- Integers and booleans compare exactly.
+- A floating element fails only if its error exceeds the absolute AND the relative bound of its
+  dtype, each widened by the *error budget*; narrow floats (float16, bfloat16) must also be more
+  than `max_ulps` ULPs away.
+- The budget is how far an honest computation in the program's own dtypes lands from float64: the
+  reference interpreter run with every equation rounded to its dtype (``reference:native``). It is
+  independent of XLA, so a fault every XLA configuration shares (one that also shows op by op) is
+  still caught, while ill-conditioned programs (cancellation, sign flips near thresholds) raise no
+  alarm. Per element the budget is ``C * |native - ref|``, plus the largest such deviation in the
+  leaf once, since honest errors land on different elements in different runs.
+- A zero where the reference is subnormal in the output dtype is flushing to zero, a freedom of
+  XLA:CPU: labelled ``ftz``, not a mismatch. NaN where the reference is finite is a finding, unless
+  the honest run gives NaN there too; likewise for infinities.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from xlaprobe.outcome import Outcome, OutcomeKind
+from xlaprobe.program import Tolerance
+
+
+class VerdictKind(enum.Enum):
+    """Judgement of one output leaf of one configuration."""
+
+    OK = "ok"
+    FTZ = "ftz"                       # differs only by flushing subnormal results to zero: allowed
+    MISMATCH = "mismatch"
+    NAN_MISMATCH = "nan-mismatch"
+    INF_MISMATCH = "inf-mismatch"
+    CRASH = "crash"
+    TIMEOUT = "timeout"
+    COMPILE_ERROR = "compile-error"
+
+    @property
+    def is_finding(self) -> bool:
+        """True for every kind a user must look at (not ok, not ftz)."""
+        return self not in (VerdictKind.OK, VerdictKind.FTZ)
+
+
+#: Default bounds per dtype name: (atol, rtol, max_ulps). float32 follows JAX's own test tolerances
+#: for compiled-vs-reference comparisons; max_ulps applies to narrow floats only.
+DEFAULT_BOUNDS: dict[str, tuple[float, float, int]] = {
+    "float64": (1e-12, 1e-9, 0),
+    "float32": (1e-6, 1e-5, 0),
+    "float16": (1e-3, 1e-2, 2),
+    "bfloat16": (1e-2, 2e-2, 2),
+}
+#: Multiplier on the honest (native-dtype) error at each element.
+BUDGET_FACTOR = 4.0
+
+_OUTCOME_VERDICT = {
+    OutcomeKind.CRASH: VerdictKind.CRASH,
+    OutcomeKind.TIMEOUT: VerdictKind.TIMEOUT,
+    OutcomeKind.COMPILE_ERROR: VerdictKind.COMPILE_ERROR,
+}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Verdict:
+    """The verdict on one output leaf of one configuration.
+
+    Attributes:
+        config: configuration spec, e.g. ``"xla:fastmath"``.
+        output: output leaf name, e.g. ``"[0]"`` or ``"['loss']"``.
+        index: position of the leaf among the flat outputs.
+        kind: the verdict.
+        max_abs: largest absolute error (units of the value); 0 where not applicable.
+        max_rel: largest relative error ``|out - ref| / |ref|`` over elements with ``ref != 0``.
+        max_ulp: largest distance in units in the last place of the output dtype (floats only).
+        frac_over: share of elements that fail (0..1).
+        worst: flat index of the worst failing element, or -1.
+        expected: reference value at `worst` (NaN where not applicable).
+        actual: configuration's value at `worst` (NaN where not applicable).
+        detail: error text for crash/timeout/compile-error, or a note (e.g. a shape difference).
+    """
+
+    config: str
+    output: str
+    index: int
+    kind: VerdictKind
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    max_ulp: float = 0.0
+    frac_over: float = 0.0
+    worst: int = -1
+    expected: float = math.nan
+    actual: float = math.nan
+    detail: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (NaN written as null)."""
+        data = dataclasses.asdict(self)
+        data["kind"] = self.kind.value
+        for key, value in data.items():
+            if isinstance(value, float) and not math.isfinite(value):
+                data[key] = None if math.isnan(value) else str(value)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Verdict:
+        """Inverse of `to_json`."""
+        values = dict(data)
+        values["kind"] = VerdictKind(values["kind"])
+        for key in ("max_abs", "max_rel", "max_ulp", "frac_over", "expected", "actual"):
+            values[key] = math.nan if values[key] is None else float(values[key])
+        return cls(**values)
+
+
+def _bits_dtype(dtype: np.dtype) -> tuple[type, int]:
+    size = np.dtype(dtype).itemsize
+    return {2: (np.int16, 16), 4: (np.int32, 32), 8: (np.int64, 64)}[size]
+
+
+def ulp_distance(a: np.ndarray, b: np.ndarray, dtype: Any) -> np.ndarray:
+    """Number of representable values of `dtype` between `a` and `b`, elementwise.
+
+    Both are rounded to `dtype` first; +0 and -0 are 0 ULPs apart; NaN gives a huge distance.
+
+    Args:
+        a, b: arrays of the same shape, any float dtype.
+        dtype: a float dtype (float64, float32, float16, bfloat16).
+
+    Returns:
+        float64 array of the broadcast shape, in ULPs of `dtype`.
+
+    >>> int(ulp_distance(np.float32(1.0), np.nextafter(np.float32(1.0), np.float32(2)), np.float32))
+    1
+    >>> int(ulp_distance(np.float32(-0.0), np.float32(1e-45), np.float32))
+    1
+    """
+    dtype = np.dtype(dtype)
+    int_type, bits = _bits_dtype(dtype)
+
+    def ordered(x: np.ndarray) -> np.ndarray:
+        i = np.asarray(np.asarray(x).astype(dtype)).view(int_type).astype(np.int64)
+        if bits == 64:  # avoid overflow of the sign flip in int64: use object-free float mapping
+            return np.where(i < 0, -(i & 0x7FFFFFFFFFFFFFFF), i).astype(np.float64)
+        sign_mask = 1 << (bits - 1)
+        return np.where(i < 0, -(i & (sign_mask - 1)), i).astype(np.float64)
+
+    distance = np.abs(ordered(a) - ordered(b))
+    nan = np.isnan(np.asarray(a, np.float64)) | np.isnan(np.asarray(b, np.float64))
+    return np.where(nan, np.inf, distance)
+
+
+def _bounds(dtype: np.dtype, tolerance: Tolerance) -> tuple[float, float, int]:
+    atol, rtol, max_ulps = DEFAULT_BOUNDS.get(dtype.name, DEFAULT_BOUNDS["float32"])
+    atol = dict(tolerance.atol).get(dtype.name, atol)
+    rtol = dict(tolerance.rtol).get(dtype.name, rtol)
+    return atol, rtol, max_ulps
+
+
+def _is_float(dtype: np.dtype) -> bool:
+    return np.issubdtype(dtype, np.floating) or dtype == np.dtype(ml_dtypes.bfloat16)
+
+
+def judge_leaf(actual: np.ndarray, reference: np.ndarray, *, budget: np.ndarray | None = None,
+               tolerance: Tolerance = Tolerance(), config: str = "", output: str = "",
+               index: int = 0) -> Verdict:
+    """Judge one output leaf against the reference.
+
+    Args:
+        actual: the configuration's output, dtype D (any), shape S.
+        reference: the float64 reference (float outputs as float64; integers and bools in D), shape S.
+        budget: the honest run (``reference:native``) of the same leaf, float64, shape S; None
+            judges with the dtype bounds alone.
+        tolerance: per-program overrides of `DEFAULT_BOUNDS`.
+        config, output, index: recorded in the verdict.
+
+    Returns:
+        The `Verdict` (never raises on mismatched shapes or dtypes: that is a ``mismatch``).
+    """
+    actual = np.asarray(actual)
+    reference = np.asarray(reference)
+    base = dict(config=config, output=output, index=index)
+    if actual.shape != reference.shape:
+        return Verdict(kind=VerdictKind.MISMATCH, frac_over=1.0, **base,
+                       detail=f"shape {actual.shape} != reference shape {reference.shape}")
+    if actual.size == 0:
+        return Verdict(kind=VerdictKind.OK, **base)
+    if not _is_float(actual.dtype):
+        return _judge_exact(actual, reference, base)
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf is handled as a special value
+        return _judge_float(actual, reference, budget, tolerance, base)
+
+
+def _judge_exact(actual: np.ndarray, reference: np.ndarray, base: dict[str, Any]) -> Verdict:
+    if _is_float(reference.dtype) and not np.array_equal(reference, np.round(reference)):
+        return Verdict(kind=VerdictKind.MISMATCH, frac_over=1.0, **base,
+                       detail=f"dtype {actual.dtype} but the reference is fractional")
+    wrong = actual.astype(np.float64) != reference.astype(np.float64)
+    if actual.dtype == np.bool_:
+        wrong = actual != reference.astype(bool)
+    if not wrong.any():
+        return Verdict(kind=VerdictKind.OK, **base)
+    diff = np.abs(actual.astype(np.float64) - reference.astype(np.float64))
+    ref_abs = np.abs(reference.astype(np.float64))
+    rel = np.where(ref_abs > 0, diff / np.where(ref_abs > 0, ref_abs, 1), 0)
+    worst = int(np.argmax(np.where(wrong, diff, -1).ravel()))
+    return Verdict(kind=VerdictKind.MISMATCH, max_abs=float(diff.max()), max_rel=float(rel.max()),
+                   frac_over=float(wrong.mean()), worst=worst,
+                   expected=float(reference.ravel()[worst]), actual=float(actual.ravel()[worst]),
+                   **base)
+
+
+def _judge_float(actual: np.ndarray, reference: np.ndarray, budget: np.ndarray | None,
+                 tolerance: Tolerance, base: dict[str, Any]) -> Verdict:
+    dtype = actual.dtype
+    out = actual.astype(np.float64)
+    ref = reference.astype(np.float64)
+    atol, rtol, max_ulps = _bounds(dtype, tolerance)
+    honest = np.asarray(budget, np.float64) if budget is not None else None
+
+    finite_ref, finite_out = np.isfinite(ref), np.isfinite(out)
+    both_nan = np.isnan(ref) & np.isnan(out)
+    same_inf = np.isinf(ref) & np.isinf(out) & (np.sign(ref) == np.sign(out))
+    # Where the honest run gives the same non-finite value, the reference's finiteness is moot.
+    if honest is not None:
+        honest_agrees = (np.isnan(honest) & np.isnan(out)) | (
+            np.isinf(honest) & np.isinf(out) & (np.sign(honest) == np.sign(out)))
+    else:
+        honest_agrees = np.zeros(out.shape, bool)
+    special_ok = both_nan | same_inf | honest_agrees
+    nan_bad = (np.isnan(out) ^ np.isnan(ref)) & ~special_ok
+    inf_bad = ~nan_bad & (np.isinf(out) | np.isinf(ref)) & ~special_ok
+
+    comparable = finite_ref & finite_out
+    diff = np.where(comparable, np.abs(out - ref), 0.0)
+    ref_abs = np.abs(np.where(comparable, ref, 0.0))
+    slack = np.zeros(out.shape)
+    if honest is not None:
+        honest_err = np.where(comparable & np.isfinite(honest), np.abs(honest - ref), 0.0)
+        slack = BUDGET_FACTOR * honest_err + honest_err.max()
+    over = comparable & (diff > atol + slack) & (diff > rtol * ref_abs + slack)
+    ulps = np.where(comparable, ulp_distance(out, ref, dtype), 0.0)
+    if max_ulps:
+        over &= ulps > max_ulps
+    # Flushing subnormal results to zero is a legal freedom on XLA:CPU.
+    tiny = float(ml_dtypes.finfo(dtype).tiny)
+    ref_rounded = np.abs(ref.astype(dtype).astype(np.float64))
+    flushed = over & (out == 0) & (ref_rounded < tiny)
+    over &= ~flushed
+
+    failing = over | nan_bad | inf_bad
+    rel = np.where(ref_abs > 0, diff / np.where(ref_abs > 0, ref_abs, 1.0), 0.0)
+    stats = dict(max_abs=float(diff.max()), max_rel=float(rel.max()), max_ulp=float(ulps.max()),
+                 frac_over=float(failing.mean()))
+    if nan_bad.any():
+        kind, mask = VerdictKind.NAN_MISMATCH, nan_bad
+    elif inf_bad.any():
+        kind, mask = VerdictKind.INF_MISMATCH, inf_bad
+    elif over.any():
+        kind, mask = VerdictKind.MISMATCH, over
+    elif flushed.any():
+        return Verdict(kind=VerdictKind.FTZ, **stats, **base,
+                       detail=f"{int(flushed.sum())} subnormal result(s) flushed to zero")
+    else:
+        return Verdict(kind=VerdictKind.OK, **stats, **base)
+    score = np.where(mask, np.where(np.isfinite(diff), diff, np.inf), -1.0).ravel()
+    worst = int(np.argmax(np.nan_to_num(score, posinf=np.finfo(np.float64).max)))
+    return Verdict(kind=kind, worst=worst, expected=float(ref.ravel()[worst]),
+                   actual=float(out.ravel()[worst]), **stats, **base)
+
+
+def judge_outcome(outcome: Outcome, reference: Sequence[np.ndarray], output_names: Sequence[str], *,
+                  budget: Sequence[np.ndarray] | None = None,
+                  tolerance: Tolerance = Tolerance()) -> list[Verdict]:
+    """Judge every output leaf of one configuration's outcome.
+
+    Args:
+        outcome: the configuration's outcome; a crash, timeout or compile error gives that verdict
+            on every leaf.
+        reference: the reference outputs, one array per leaf.
+        output_names: one name per leaf.
+        budget: the honest-run outputs (``reference:native``), one per leaf, or None.
+        tolerance: per-program overrides.
+
+    Returns:
+        One `Verdict` per output leaf, in order.
+    """
+    if not outcome.ran:
+        kind = _OUTCOME_VERDICT[outcome.kind]
+        detail = outcome.error.strip().splitlines()[-1] if outcome.error.strip() else ""
+        if outcome.kind is OutcomeKind.CRASH and outcome.signal is not None:
+            detail = f"signal {outcome.signal}: {detail}"
+        return [Verdict(config=outcome.config, output=name, index=i, kind=kind, frac_over=1.0,
+                        detail=detail) for i, name in enumerate(output_names)]
+    if len(outcome.outputs) != len(reference):
+        return [Verdict(config=outcome.config, output=name, index=i, kind=VerdictKind.MISMATCH,
+                        frac_over=1.0, detail=f"{len(outcome.outputs)} outputs, reference has "
+                                              f"{len(reference)}")
+                for i, name in enumerate(output_names)]
+    return [judge_leaf(out, ref, budget=None if budget is None else budget[i], tolerance=tolerance,
+                       config=outcome.config, output=output_names[i], index=i)
+            for i, (out, ref) in enumerate(zip(outcome.outputs, reference))]

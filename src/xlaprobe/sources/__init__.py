@@ -1,0 +1,1 @@
+"""Sources of Programs: the fuzzer, the model zoo, user functions and stored artifacts."""

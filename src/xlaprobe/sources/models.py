@@ -1,0 +1,481 @@
+"""The model zoo: real workloads built offline with random weights, each a pure function of arrays.
+
+Every entry is a `ModelSpec` whose ``build(seed)`` returns ``(fn, args)``: ``fn(*args)`` is a
+deterministic, JAX-traceable function of pytrees of arrays, and ``args`` are concrete NumPy arrays
+(random weights, optimizer state and a random batch, all fixed by the seed). `build_program` turns
+an entry into a `Program`. Nothing is downloaded: weights are random, batches are random.
+
+Conventions by ``kind``:
+
+* ``"train_step"``: ``args == (*state, batch)`` and ``fn(*args)`` returns ``(loss, *new_state)``,
+  where ``loss`` is a float32 scalar (the loss *before* the update) and ``new_state[i]`` has the
+  pytree structure, shapes and dtypes of ``state[i]``. Feeding ``(*outputs[1:], batch)`` back into
+  ``fn`` runs the next step.
+* ``"forward"``: ``args == (params, inputs)`` and ``fn(*args)`` returns the model's outputs.
+
+Parameter pytrees are plain nested dicts (flax nnx ``State.to_pure_dict()``), so output names read
+like ``[1]['blocks'][0]['attn']['query']['kernel']``. Floating point is float32, token ids and labels
+int32. Flax and optax (the ``models`` extra) are imported on the first build, so listing the zoo
+needs neither.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from xlaprobe.errors import InvalidArgument
+from xlaprobe.program import Program, Provenance
+
+BuildFn = Callable[[int], tuple[Callable[..., Any], tuple[Any, ...]]]
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    """One entry of the zoo.
+
+    Attributes:
+        name: registry key, e.g. ``"transformer_lm"``.
+        description: one line for listings.
+        kind: ``"train_step"`` or ``"forward"`` (see the module docstring for what each returns).
+        build: ``seed -> (fn, args)``; all random initialization happens here, never in ``fn``.
+    """
+
+    name: str
+    description: str
+    kind: str
+    build: BuildFn
+
+
+# ----------------------------------------------------------------------------------------- helpers
+
+@functools.cache
+def _deps() -> tuple[Any, Any, Any, Any]:
+    """``(jax, jnp, nnx, optax)``, imported on first use.
+
+    Raises:
+        InvalidArgument: flax or optax is not installed.
+    """
+    try:
+        import jax
+        import jax.numpy as jnp
+        import optax
+        from flax import nnx
+    except ImportError as exc:
+        raise InvalidArgument(f"the model zoo needs flax and optax ({exc}): "
+                              f"pip install 'xlaprobe[models]'") from exc
+    return jax, jnp, nnx, optax
+
+
+def _to_numpy(tree: Any) -> Any:
+    """The pytree with every leaf a NumPy array (concrete inputs that do not alias device buffers)."""
+    jax = _deps()[0]
+    return jax.tree_util.tree_map(np.asarray, tree)
+
+
+def _cross_entropy(logits: Any, labels: Any) -> Any:
+    """Mean softmax cross-entropy of ``logits[..., C]`` (float32) against int32 ``labels[...]``."""
+    optax = _deps()[3]
+    return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
+
+
+# ---------------------------------------------------------------------------------- transformer_lm
+
+def build_transformer_lm(seed: int) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    """A decoder-only transformer language model's training step (GPT-style, pre-norm).
+
+    Architecture: token embedding (vocab 64, width 32) plus learned positions (16), 2 blocks of
+    [layer norm, 4-head causal self-attention, residual, layer norm, MLP 32->128->32 with gelu,
+    residual], final layer norm, linear head to 64 logits. Loss: mean cross-entropy of the logits
+    at positions ``0..15`` against the tokens at ``1..16``. Gradients by `jax.value_and_grad`,
+    update by optax Adam (learning rate 3e-3).
+
+    Args:
+        seed: fixes the weights and the batch.
+
+    Returns:
+        ``(train_step, (params, opt_state, batch))`` with ``params`` a dict of float32 arrays,
+        ``opt_state`` optax Adam state (int32 ``count``, float32 ``mu``/``nu`` like ``params``),
+        ``batch = {"tokens": int32[2, 17]}``. ``train_step`` returns
+        ``(loss: float32[], new_params, new_opt_state)``.
+    """
+    jax, jnp, nnx, optax = _deps()
+    vocab, seq, batch_size, width, heads, depth = 64, 16, 2, 32, 4, 2
+
+    class Block(nnx.Module):
+        def __init__(self, rngs: Any):
+            self.ln1 = nnx.LayerNorm(width, rngs=rngs)
+            self.attn = nnx.MultiHeadAttention(num_heads=heads, in_features=width, decode=False,
+                                               rngs=rngs)
+            self.ln2 = nnx.LayerNorm(width, rngs=rngs)
+            self.fc1 = nnx.Linear(width, 4 * width, rngs=rngs)
+            self.fc2 = nnx.Linear(4 * width, width, rngs=rngs)
+
+        def __call__(self, x: Any, mask: Any) -> Any:
+            x = x + self.attn(self.ln1(x), mask=mask)
+            return x + self.fc2(jax.nn.gelu(self.fc1(self.ln2(x))))
+
+    class LM(nnx.Module):
+        def __init__(self, rngs: Any):
+            self.embed = nnx.Embed(vocab, width, rngs=rngs)
+            self.pos = nnx.Param(0.02 * jax.random.normal(rngs.params(), (seq, width), jnp.float32))
+            self.blocks = nnx.List([Block(rngs) for _ in range(depth)])
+            self.ln_f = nnx.LayerNorm(width, rngs=rngs)
+            self.head = nnx.Linear(width, vocab, use_bias=False, rngs=rngs)
+
+        def __call__(self, tokens: Any) -> Any:
+            x = self.embed(tokens) + self.pos[...][: tokens.shape[1]]
+            mask = nnx.make_causal_mask(tokens)  # [batch, 1, seq, seq]
+            for block in self.blocks:
+                x = block(x, mask)
+            return self.head(self.ln_f(x))
+
+    graphdef, state = nnx.split(LM(nnx.Rngs(seed)))
+    params = state.to_pure_dict()
+    tx = optax.adam(3e-3)
+    opt_state = tx.init(params)
+    rng = np.random.default_rng(seed)
+    batch = {"tokens": rng.integers(0, vocab, (batch_size, seq + 1), dtype=np.int32)}
+
+    def train_step(params: Any, opt_state: Any, batch: Any) -> tuple[Any, Any, Any]:
+        tokens = batch["tokens"]
+
+        def loss_fn(p: Any) -> Any:
+            logits = nnx.merge(graphdef, p)(tokens[:, :-1])
+            return _cross_entropy(logits, tokens[:, 1:])
+
+        loss, grads = jax.value_and_grad(loss_fn)(params)
+        updates, new_opt_state = tx.update(grads, opt_state, params)
+        return loss, optax.apply_updates(params, updates), new_opt_state
+
+    return train_step, _to_numpy((params, opt_state, batch))
+
+
+# ------------------------------------------------------------------------------------------ resnet
+
+def build_resnet(seed: int) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    """A small ResNet's training step with batch norm in train mode.
+
+    Architecture: 3x3 conv stem (3->16 channels) + batch norm + relu, then three basic residual
+    blocks (16 ch; 32 ch stride 2; 64 ch stride 2; each two 3x3 convs with batch norm, the
+    strided ones with a 1x1 strided projection + batch norm on the shortcut), global average pool,
+    linear head to 10 classes. Batch norm normalizes with batch statistics and updates its running
+    averages (momentum 0.9), which the step returns. Loss: mean softmax cross-entropy; update:
+    optax SGD with momentum 0.9 (learning rate 0.05). Downsampling is by strided convolution (no
+    max pool).
+
+    Args:
+        seed: fixes the weights and the batch.
+
+    Returns:
+        ``(train_step, (params, batch_stats, opt_state, batch))`` with ``batch = {"images":
+        float32[4, 16, 16, 3] (NHWC), "labels": int32[4] in [0, 10)}``; ``train_step`` returns
+        ``(loss: float32[], new_params, new_batch_stats, new_opt_state)``.
+    """
+    jax, jnp, nnx, optax = _deps()
+    num_classes, batch_size, size = 10, 4, 16
+
+    def conv(cin: int, cout: int, kernel: int, stride: int, rngs: Any) -> Any:
+        return nnx.Conv(cin, cout, (kernel, kernel), strides=stride, padding="SAME",
+                        use_bias=False, rngs=rngs)
+
+    def norm(ch: int, rngs: Any) -> Any:
+        return nnx.BatchNorm(ch, use_running_average=False, momentum=0.9, rngs=rngs)
+
+    class ResBlock(nnx.Module):
+        def __init__(self, cin: int, cout: int, stride: int, rngs: Any):
+            self.conv1, self.bn1 = conv(cin, cout, 3, stride, rngs), norm(cout, rngs)
+            self.conv2, self.bn2 = conv(cout, cout, 3, 1, rngs), norm(cout, rngs)
+            self.has_proj = stride != 1 or cin != cout
+            if self.has_proj:
+                self.proj, self.proj_bn = conv(cin, cout, 1, stride, rngs), norm(cout, rngs)
+
+        def __call__(self, x: Any) -> Any:
+            y = jax.nn.relu(self.bn1(self.conv1(x)))
+            y = self.bn2(self.conv2(y))
+            shortcut = self.proj_bn(self.proj(x)) if self.has_proj else x
+            return jax.nn.relu(y + shortcut)
+
+    class ResNet(nnx.Module):
+        def __init__(self, rngs: Any):
+            self.stem, self.stem_bn = conv(3, 16, 3, 1, rngs), norm(16, rngs)
+            self.blocks = nnx.List([ResBlock(16, 16, 1, rngs), ResBlock(16, 32, 2, rngs),
+                                    ResBlock(32, 64, 2, rngs)])
+            self.head = nnx.Linear(64, num_classes, rngs=rngs)
+
+        def __call__(self, x: Any) -> Any:
+            x = jax.nn.relu(self.stem_bn(self.stem(x)))
+            for block in self.blocks:
+                x = block(x)
+            return self.head(x.mean(axis=(1, 2)))
+
+    graphdef, params_state, stats_state = nnx.split(ResNet(nnx.Rngs(seed)), nnx.Param,
+                                                    nnx.BatchStat)
+    params, batch_stats = params_state.to_pure_dict(), stats_state.to_pure_dict()
+    tx = optax.sgd(0.05, momentum=0.9)
+    opt_state = tx.init(params)
+    rng = np.random.default_rng(seed)
+    batch = {"images": rng.standard_normal((batch_size, size, size, 3), dtype=np.float32),
+             "labels": rng.integers(0, num_classes, (batch_size,), dtype=np.int32)}
+
+    def train_step(params: Any, batch_stats: Any, opt_state: Any,
+                   batch: Any) -> tuple[Any, Any, Any, Any]:
+        def loss_fn(p: Any) -> tuple[Any, Any]:
+            model = nnx.merge(graphdef, p, batch_stats)
+            logits = model(batch["images"])
+            new_stats = nnx.state(model, nnx.BatchStat).to_pure_dict()
+            return _cross_entropy(logits, batch["labels"]), new_stats
+
+        (loss, new_stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+        updates, new_opt_state = tx.update(grads, opt_state, params)
+        return loss, optax.apply_updates(params, updates), new_stats, new_opt_state
+
+    return train_step, _to_numpy((params, batch_stats, opt_state, batch))
+
+
+# -------------------------------------------------------------------------------------- mlp_mixer
+
+def build_mlp_mixer(seed: int) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    """An MLP-Mixer's forward pass (image classifier).
+
+    Architecture: 4x4 patch embedding by a stride-4 conv (16x16x3 image -> 16 tokens of width
+    32), 2 mixer blocks of [layer norm, token-mixing MLP 16->32->16 with gelu across tokens,
+    residual, layer norm, channel-mixing MLP 32->64->32 with gelu, residual], final layer norm,
+    mean over tokens, linear head to 10 classes.
+
+    Args:
+        seed: fixes the weights and the images.
+
+    Returns:
+        ``(forward, (params, images))`` with ``images`` float32[2, 16, 16, 3] (NHWC); ``forward``
+        returns the logits, float32[2, 10].
+    """
+    jax, jnp, nnx, optax = _deps()
+    batch_size, size, patch, width, num_classes, depth = 2, 16, 4, 32, 10, 2
+    tokens = (size // patch) ** 2
+
+    class MlpBlock(nnx.Module):
+        def __init__(self, dim: int, hidden: int, rngs: Any):
+            self.fc1 = nnx.Linear(dim, hidden, rngs=rngs)
+            self.fc2 = nnx.Linear(hidden, dim, rngs=rngs)
+
+        def __call__(self, x: Any) -> Any:
+            return self.fc2(jax.nn.gelu(self.fc1(x)))
+
+    class MixerBlock(nnx.Module):
+        def __init__(self, rngs: Any):
+            self.ln1 = nnx.LayerNorm(width, rngs=rngs)
+            self.token_mlp = MlpBlock(tokens, 2 * tokens, rngs)
+            self.ln2 = nnx.LayerNorm(width, rngs=rngs)
+            self.channel_mlp = MlpBlock(width, 2 * width, rngs)
+
+        def __call__(self, x: Any) -> Any:  # x: [batch, tokens, width]
+            y = self.token_mlp(jnp.swapaxes(self.ln1(x), 1, 2))
+            x = x + jnp.swapaxes(y, 1, 2)
+            return x + self.channel_mlp(self.ln2(x))
+
+    class Mixer(nnx.Module):
+        def __init__(self, rngs: Any):
+            self.stem = nnx.Conv(3, width, (patch, patch), strides=patch, padding="VALID",
+                                 rngs=rngs)
+            self.blocks = nnx.List([MixerBlock(rngs) for _ in range(depth)])
+            self.ln_f = nnx.LayerNorm(width, rngs=rngs)
+            self.head = nnx.Linear(width, num_classes, rngs=rngs)
+
+        def __call__(self, images: Any) -> Any:
+            x = self.stem(images)
+            x = x.reshape(x.shape[0], -1, width)
+            for block in self.blocks:
+                x = block(x)
+            return self.head(self.ln_f(x).mean(axis=1))
+
+    graphdef, state = nnx.split(Mixer(nnx.Rngs(seed)))
+    rng = np.random.default_rng(seed)
+    images = rng.standard_normal((batch_size, size, size, 3), dtype=np.float32)
+
+    def forward(params: Any, images: Any) -> Any:
+        return nnx.merge(graphdef, params)(images)
+
+    return forward, _to_numpy((state.to_pure_dict(), images))
+
+
+# ------------------------------------------------------------------------------------------- lstm
+
+def build_lstm(seed: int) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    """An LSTM language model's training step, the recurrence a `jax.lax.scan` over 16 steps.
+
+    Architecture: token embedding (vocab 32, width 32), one LSTM layer (hidden 32; gates
+    ``i, f, g, o`` from ``x W_x + h W_h + b``; ``c' = sigmoid(f) c + sigmoid(i) tanh(g)``,
+    ``h' = sigmoid(o) tanh(c')``; zero initial state), linear head to 32 logits per step. Loss:
+    mean cross-entropy of the logits at steps ``0..15`` against the tokens at ``1..16``; update:
+    optax Adam (learning rate 1e-2).
+
+    Args:
+        seed: fixes the weights and the batch.
+
+    Returns:
+        ``(train_step, (params, opt_state, batch))`` with ``batch = {"tokens": int32[4, 17]}``;
+        ``train_step`` returns ``(loss: float32[], new_params, new_opt_state)``.
+    """
+    jax, jnp, nnx, optax = _deps()
+    vocab, seq, batch_size, width, hidden = 32, 16, 4, 32, 32
+
+    class LstmLM(nnx.Module):
+        def __init__(self, rngs: Any):
+            self.embed = nnx.Embed(vocab, width, rngs=rngs)
+            self.wx = nnx.Linear(width, 4 * hidden, rngs=rngs)
+            self.wh = nnx.Linear(hidden, 4 * hidden, use_bias=False, rngs=rngs)
+            self.head = nnx.Linear(hidden, vocab, rngs=rngs)
+
+        def __call__(self, tokens: Any) -> Any:  # tokens: [batch, seq] -> logits [batch, seq, V]
+            xw = jnp.swapaxes(self.wx(self.embed(tokens)), 0, 1)  # [seq, batch, 4H], time-major
+            w_h = self.wh.kernel[...]
+
+            def step(carry: tuple[Any, Any], xw_t: Any) -> tuple[tuple[Any, Any], Any]:
+                h, c = carry
+                i, f, g, o = jnp.split(xw_t + h @ w_h, 4, axis=-1)
+                c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+                h = jax.nn.sigmoid(o) * jnp.tanh(c)
+                return (h, c), h
+
+            zeros = jnp.zeros((tokens.shape[0], hidden), jnp.float32)
+            _, hs = jax.lax.scan(step, (zeros, zeros), xw)
+            return self.head(jnp.swapaxes(hs, 0, 1))
+
+    graphdef, state = nnx.split(LstmLM(nnx.Rngs(seed)))
+    params = state.to_pure_dict()
+    tx = optax.adam(1e-2)
+    opt_state = tx.init(params)
+    rng = np.random.default_rng(seed)
+    batch = {"tokens": rng.integers(0, vocab, (batch_size, seq + 1), dtype=np.int32)}
+
+    def train_step(params: Any, opt_state: Any, batch: Any) -> tuple[Any, Any, Any]:
+        tokens = batch["tokens"]
+
+        def loss_fn(p: Any) -> Any:
+            logits = nnx.merge(graphdef, p)(tokens[:, :-1])
+            return _cross_entropy(logits, tokens[:, 1:])
+
+        loss, grads = jax.value_and_grad(loss_fn)(params)
+        updates, new_opt_state = tx.update(grads, opt_state, params)
+        return loss, optax.apply_updates(params, updates), new_opt_state
+
+    return train_step, _to_numpy((params, opt_state, batch))
+
+
+# -------------------------------------------------------------------------------------------- vit
+
+def build_vit(seed: int) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    """A vision transformer's forward pass (image classifier).
+
+    Architecture: 4x4 patches of a 16x16x3 image flattened by reshape and projected to width 32
+    (16 tokens), a learned class token and learned positions (17), 2 pre-norm blocks of [layer
+    norm, 4-head bidirectional self-attention, residual, layer norm, MLP 32->64->32 with gelu,
+    residual], final layer norm of the class token, linear head to 10 classes, softmax.
+
+    Args:
+        seed: fixes the weights and the images.
+
+    Returns:
+        ``(forward, (params, images))`` with ``images`` float32[2, 16, 16, 3] (NHWC); ``forward``
+        returns ``{"logits": float32[2, 10], "probs": float32[2, 10]}``.
+    """
+    jax, jnp, nnx, optax = _deps()
+    batch_size, size, patch, width, heads, num_classes, depth = 2, 16, 4, 32, 4, 10, 2
+    grid = size // patch
+
+    class Block(nnx.Module):
+        def __init__(self, rngs: Any):
+            self.ln1 = nnx.LayerNorm(width, rngs=rngs)
+            self.attn = nnx.MultiHeadAttention(num_heads=heads, in_features=width, decode=False,
+                                               rngs=rngs)
+            self.ln2 = nnx.LayerNorm(width, rngs=rngs)
+            self.fc1 = nnx.Linear(width, 2 * width, rngs=rngs)
+            self.fc2 = nnx.Linear(2 * width, width, rngs=rngs)
+
+        def __call__(self, x: Any) -> Any:
+            x = x + self.attn(self.ln1(x))
+            return x + self.fc2(jax.nn.gelu(self.fc1(self.ln2(x))))
+
+    class ViT(nnx.Module):
+        def __init__(self, rngs: Any):
+            self.patch_proj = nnx.Linear(patch * patch * 3, width, rngs=rngs)
+            self.cls = nnx.Param(jnp.zeros((1, 1, width), jnp.float32))
+            self.pos = nnx.Param(
+                0.02 * jax.random.normal(rngs.params(), (grid * grid + 1, width), jnp.float32))
+            self.blocks = nnx.List([Block(rngs) for _ in range(depth)])
+            self.ln_f = nnx.LayerNorm(width, rngs=rngs)
+            self.head = nnx.Linear(width, num_classes, rngs=rngs)
+
+        def __call__(self, images: Any) -> dict[str, Any]:
+            b = images.shape[0]
+            x = images.reshape(b, grid, patch, grid, patch, 3).transpose(0, 1, 3, 2, 4, 5)
+            x = self.patch_proj(x.reshape(b, grid * grid, patch * patch * 3))
+            cls = jnp.broadcast_to(self.cls[...], (b, 1, width))
+            x = jnp.concatenate([cls, x], axis=1) + self.pos[...]
+            for block in self.blocks:
+                x = block(x)
+            logits = self.head(self.ln_f(x[:, 0]))
+            return {"logits": logits, "probs": jax.nn.softmax(logits, axis=-1)}
+
+    graphdef, state = nnx.split(ViT(nnx.Rngs(seed)))
+    rng = np.random.default_rng(seed)
+    images = rng.standard_normal((batch_size, size, size, 3), dtype=np.float32)
+
+    def forward(params: Any, images: Any) -> dict[str, Any]:
+        return nnx.merge(graphdef, params)(images)
+
+    return forward, _to_numpy((state.to_pure_dict(), images))
+
+
+# ---------------------------------------------------------------------------------------- registry
+
+MODELS: dict[str, ModelSpec] = {spec.name: spec for spec in [
+    ModelSpec("transformer_lm", "decoder-only transformer LM (2 blocks, causal attention), "
+              "Adam training step", "train_step", build_transformer_lm),
+    ModelSpec("resnet", "ResNet CNN (3 residual blocks, batch norm in train mode), "
+              "SGD-momentum training step", "train_step", build_resnet),
+    ModelSpec("mlp_mixer", "MLP-Mixer image classifier (conv patches, 2 mixer blocks), "
+              "forward pass", "forward", build_mlp_mixer),
+    ModelSpec("lstm", "LSTM language model (lax.scan over 16 steps), Adam training step",
+              "train_step", build_lstm),
+    ModelSpec("vit", "vision transformer (reshape patches, class token, 2 blocks), "
+              "forward pass with softmax", "forward", build_vit),
+]}
+
+
+def get_model(name: str) -> ModelSpec:
+    """The zoo entry called `name`.
+
+    Raises:
+        InvalidArgument: no such model (the message lists the known names and a close match).
+    """
+    try:
+        return MODELS[name]
+    except KeyError:
+        close = difflib.get_close_matches(str(name), list(MODELS), n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        raise InvalidArgument(f"unknown model '{name}'{hint}; known models: "
+                              f"{', '.join(sorted(MODELS))}") from None
+
+
+def build_program(name: str, seed: int = 0) -> Program:
+    """Build zoo model `name` with random weights and batch from `seed` and trace it to a Program.
+
+    Args:
+        name: a key of `MODELS`.
+        seed: non-negative integer; equal seeds give bit-identical inputs.
+
+    Raises:
+        InvalidArgument: unknown name, bad seed, or flax/optax missing.
+    """
+    spec = get_model(name)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InvalidArgument(f"model seed must be a non-negative integer, got {seed!r}")
+    fn, args = spec.build(int(seed))
+    return Program.from_function(fn, args, Provenance("model", name, int(seed)))

@@ -1,0 +1,192 @@
+"""User functions and case modules as Programs.
+
+A target is ``path/to/file.py:fn`` or ``package.module:fn``; its inputs come from an input spec
+(``f32[8,128],i32[8]``, random and seeded) or from an input factory in the same module
+(``fn_inputs()`` or ``inputs()``, returning a tuple of arrays). A *case module* (the format of
+``shared/cases/xla_cpu_bugs``) defines ``program``, ``inputs`` and optionally ``expected``,
+``KIND`` and ``FAULTY_CONFIG``; it is checked as ``path/to/case.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import re
+import sys
+import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from xlaprobe.errors import InvalidArgument
+from xlaprobe.program import Program, Provenance
+
+#: Short dtype names of input specs, as in HLO text.
+DTYPES: dict[str, np.dtype] = {
+    "pred": np.dtype(bool), "bool": np.dtype(bool),
+    "i8": np.dtype(np.int8), "i16": np.dtype(np.int16), "i32": np.dtype(np.int32),
+    "i64": np.dtype(np.int64), "u8": np.dtype(np.uint8), "u16": np.dtype(np.uint16),
+    "u32": np.dtype(np.uint32), "u64": np.dtype(np.uint64),
+    "f16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16),
+    "f32": np.dtype(np.float32), "f64": np.dtype(np.float64),
+}
+_ONE_SPEC = re.compile(r"^\s*([a-z]+[0-9]*)\[\s*([0-9,\s]*)\]\s*$")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class InputSpec:
+    """Shape and dtype of one input. `shape`: tuple of ints; `dtype`: NumPy dtype."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+
+def parse_input_spec(text: str) -> list[InputSpec]:
+    """Parse ``f32[8,128],i32[8],bool[]`` into input specs.
+
+    >>> [(s.shape, s.dtype.name) for s in parse_input_spec("f32[8,128], i32[8], bf16[]")]
+    [((8, 128), 'float32'), ((8,), 'int32'), ((), 'bfloat16')]
+
+    Raises:
+        InvalidArgument: malformed item or unknown dtype (the message lists the dtypes).
+    """
+    items = re.findall(r"[^,\[\]]+\[[^\]]*\]|[^,\s][^,]*", text)
+    if not text.strip() or not items:
+        raise InvalidArgument(f"empty input spec '{text}'; e.g. --inputs 'f32[8,128],i32[8]'")
+    specs = []
+    for item in items:
+        match = _ONE_SPEC.match(item)
+        if not match:
+            raise InvalidArgument(f"malformed input '{item.strip()}' in spec '{text}': expected "
+                                  "DTYPE[d0,d1,...], e.g. f32[8,128] or i32[] for a scalar")
+        name, dims = match.groups()
+        if name not in DTYPES:
+            raise InvalidArgument(f"unknown dtype '{name}' in input spec '{text}'; known: "
+                                  f"{', '.join(DTYPES)}")
+        shape = tuple(int(d) for d in dims.replace(" ", "").split(",") if d)
+        specs.append(InputSpec(shape, DTYPES[name]))
+    return specs
+
+
+def random_inputs(specs: list[InputSpec], seed: int) -> tuple[np.ndarray, ...]:
+    """Seeded random arrays for `specs`: floats ~ N(0, 1), signed ints in [-10, 10], unsigned in
+    [0, 20], bools fair. Deterministic in `seed`."""
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for spec in specs:
+        if spec.dtype == np.bool_:
+            arrays.append(rng.random(spec.shape) < 0.5)
+        elif np.issubdtype(spec.dtype, np.signedinteger):
+            arrays.append(rng.integers(-10, 11, spec.shape).astype(spec.dtype))
+        elif np.issubdtype(spec.dtype, np.unsignedinteger):
+            arrays.append(rng.integers(0, 21, spec.shape).astype(spec.dtype))
+        else:
+            arrays.append(rng.standard_normal(spec.shape).astype(spec.dtype))
+    return tuple(np.asarray(a) for a in arrays)
+
+
+def load_module(path_or_name: str) -> types.ModuleType:
+    """Import ``path/to/file.py`` (by path, under a private name) or ``package.module``.
+
+    Raises:
+        InvalidArgument: missing file, or the module fails to import (with the reason).
+    """
+    try:
+        if path_or_name.endswith(".py") or "/" in path_or_name:
+            path = Path(path_or_name)
+            if not path.is_file():
+                raise InvalidArgument(f"no such file: {path_or_name}")
+            name = f"xlaprobe_user_{abs(hash(str(path.resolve())))}"
+            spec = importlib.util.spec_from_file_location(name, path)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            spec.loader.exec_module(module)
+            return module
+        return importlib.import_module(path_or_name)
+    except InvalidArgument:
+        raise
+    except ModuleNotFoundError as exc:
+        raise InvalidArgument(f"cannot import '{path_or_name}': {exc}") from exc
+    except Exception as exc:
+        raise InvalidArgument(f"importing '{path_or_name}' failed: {type(exc).__name__}: {exc}") from exc
+
+
+def _call_factory(factory: Callable[[], Any], where: str) -> tuple[Any, ...]:
+    try:
+        args = factory()
+    except Exception as exc:
+        raise InvalidArgument(f"input factory {where} failed: {type(exc).__name__}: {exc}") from exc
+    return tuple(args) if isinstance(args, (tuple, list)) else (args,)
+
+
+def user_program(target: str, *, input_spec: str = "", seed: int = 0) -> Program:
+    """A Program from ``file.py:fn`` or ``module:fn``.
+
+    Args:
+        target: where the function is.
+        input_spec: e.g. ``"f32[8,128],i32[8]"``; when empty, the module's ``<fn>_inputs()`` or
+            ``inputs()`` factory gives the inputs.
+        seed: seed of random inputs from the spec.
+
+    Raises:
+        InvalidArgument: malformed target, missing module/function/factory, bad spec, or a
+            function that does not trace with those inputs.
+    """
+    location, sep, fn_name = target.rpartition(":")
+    if not sep or not location or not fn_name.isidentifier():
+        raise InvalidArgument(f"malformed target '{target}': expected path/to/file.py:fn or "
+                              "package.module:fn")
+    module = load_module(location)
+    fn = getattr(module, fn_name, None)
+    if not callable(fn):
+        raise InvalidArgument(f"'{location}' has no function '{fn_name}'")
+    if input_spec:
+        args = random_inputs(parse_input_spec(input_spec), seed)
+    else:
+        factory = getattr(module, f"{fn_name}_inputs", None) or getattr(module, "inputs", None)
+        if not callable(factory):
+            raise InvalidArgument(f"no inputs for '{target}': pass --inputs 'f32[8,128],...' or "
+                                  f"define {fn_name}_inputs() or inputs() in {location}")
+        args = _call_factory(factory, f"{location}:{getattr(factory, '__name__', 'inputs')}")
+    provenance = Provenance("user", target, seed if input_spec else None, input_spec)
+    return Program.from_function(fn, args, provenance)
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """A case module: a Program with known right outputs.
+
+    Attributes:
+        program: traced from the module's ``program(*inputs())``, with ``expected`` set when the
+            module defines ``expected()``.
+        kind: the op kind where the fault lies (``KIND``), or "".
+        faulty_config: the configuration that computes it wrongly (``FAULTY_CONFIG``), or "".
+    """
+
+    program: Program
+    kind: str
+    faulty_config: str
+
+
+def load_case(path: str) -> Case:
+    """Load a case module (``program``, ``inputs``, optional ``expected``, ``KIND``, ``FAULTY_CONFIG``).
+
+    Raises:
+        InvalidArgument: missing file, missing ``program``/``inputs``, or an untraceable program.
+    """
+    module = load_module(path)
+    program_fn, inputs_fn = getattr(module, "program", None), getattr(module, "inputs", None)
+    if not callable(program_fn) or not callable(inputs_fn):
+        raise InvalidArgument(f"{path} is not a case module: it must define program(*args) and "
+                              "inputs(); for another function use FILE.py:FN")
+    args = _call_factory(inputs_fn, f"{path}:inputs")
+    expected = None
+    if callable(getattr(module, "expected", None)):
+        expected = _call_factory(module.expected, f"{path}:expected")
+    program = Program.from_function(program_fn, args, Provenance("case", path), expected=expected)
+    return Case(program, str(getattr(module, "KIND", "")), str(getattr(module, "FAULTY_CONFIG", "")))

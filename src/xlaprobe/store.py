@@ -1,0 +1,180 @@
+"""The store: programs, runs, verdicts and findings in SQLite (stdlib).
+
+WAL journal and one transaction per recorded check: once `record_check` returns, a kill loses
+nothing it stored. The store is a cache of what was run; the source of truth for a regression is a
+committed reproducer (artifact directory).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from xlaprobe.errors import CorruptArtifact, InvalidArgument
+from xlaprobe.oracle import Verdict
+from xlaprobe.outcome import Outcome
+from xlaprobe.program import Program
+
+SCHEMA_VERSION = 1
+DEFAULT_DB = Path(".xlaprobe") / "xlaprobe.db"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS programs (
+    id TEXT PRIMARY KEY,            -- Program.fingerprint
+    source TEXT NOT NULL, name TEXT NOT NULL, seed INTEGER, input_spec TEXT NOT NULL,
+    num_equations INTEGER NOT NULL, artifact TEXT, created REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS checks (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, program_id TEXT NOT NULL REFERENCES programs(id),
+    configs TEXT NOT NULL, judged_against TEXT NOT NULL, created REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, check_id INTEGER NOT NULL REFERENCES checks(id),
+    config TEXT NOT NULL, outcome TEXT NOT NULL, seconds REAL NOT NULL, signal INTEGER,
+    error TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS verdicts (
+    run_id INTEGER NOT NULL REFERENCES runs(id), output_index INTEGER NOT NULL,
+    kind TEXT NOT NULL, data TEXT NOT NULL, PRIMARY KEY (run_id, output_index));
+CREATE TABLE IF NOT EXISTS findings (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, program_id TEXT NOT NULL REFERENCES programs(id),
+    config TEXT NOT NULL, kind TEXT NOT NULL, fingerprint TEXT NOT NULL, artifact TEXT,
+    check_id INTEGER NOT NULL REFERENCES checks(id), created REAL NOT NULL,
+    UNIQUE (program_id, config));
+CREATE INDEX IF NOT EXISTS findings_by_fingerprint ON findings(fingerprint);
+"""
+
+
+class Store:
+    """A SQLite database of checks. Use as a context manager, or call `close()`.
+
+    Args:
+        path: database file; its parent directory is created. ``":memory:"`` for tests.
+
+    Raises:
+        InvalidArgument: the path is a directory or cannot be created.
+        CorruptArtifact: the file is not an xlaprobe database (or is of a newer schema).
+    """
+
+    def __init__(self, path: str | Path = DEFAULT_DB):
+        self.path = str(path)
+        if self.path != ":memory:":
+            target = Path(self.path)
+            if target.is_dir():
+                raise InvalidArgument(f"--db {self.path} is a directory; give a file path, "
+                                      f"e.g. {target / 'xlaprobe.db'}")
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise InvalidArgument(f"cannot create the directory of --db {self.path}: {exc}") from exc
+        try:
+            self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            with self._transaction():
+                for statement in filter(str.strip, _SCHEMA.split(";")):
+                    self._db.execute(statement)
+                row = self._db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+                if row is None:
+                    self._db.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+                elif int(row[0]) > SCHEMA_VERSION:
+                    raise CorruptArtifact(f"{self.path} has schema {row[0]}, newer than this "
+                                          f"xlaprobe ({SCHEMA_VERSION}); upgrade xlaprobe")
+        except sqlite3.DatabaseError as exc:
+            raise CorruptArtifact(f"{self.path} is not an xlaprobe database ({exc}); "
+                                  "move it away or pass another --db") from exc
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection (committed data is already on disk)."""
+        self._db.close()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def record_check(self, program: Program, configs: Sequence[str], judged_against: str,
+                     outcomes: Sequence[Outcome], verdicts: Sequence[Sequence[Verdict]],
+                     findings: Sequence[tuple[str, str, str, str | None]],
+                     artifact: str | None = None) -> int:
+        """Store one differential check atomically.
+
+        Args:
+            program: the checked program.
+            configs: the configuration specs, in order.
+            judged_against: the spec the verdicts compare with (``"reference"`` normally).
+            outcomes: one per configuration.
+            verdicts: one list (per output leaf) per configuration.
+            findings: ``(config, verdict kind, structural fingerprint, artifact path or None)``.
+            artifact: the program's artifact directory, if saved.
+
+        Returns:
+            The check id.
+        """
+        now = time.time()
+        p = program.provenance
+        with self._transaction():
+            self._db.execute(
+                "INSERT INTO programs VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET "
+                "artifact=COALESCE(excluded.artifact, programs.artifact)",
+                (program.fingerprint, p.source, p.name, p.seed, p.input_spec,
+                 program.num_equations, artifact, now))
+            check_id = self._db.execute(
+                "INSERT INTO checks (program_id, configs, judged_against, created) VALUES (?,?,?,?)",
+                (program.fingerprint, ",".join(configs), judged_against, now)).lastrowid
+            for outcome, leaf_verdicts in zip(outcomes, verdicts, strict=True):
+                run_id = self._db.execute(
+                    "INSERT INTO runs (check_id, config, outcome, seconds, signal, error) "
+                    "VALUES (?,?,?,?,?,?)",
+                    (check_id, outcome.config, outcome.kind.value, outcome.seconds, outcome.signal,
+                     outcome.error)).lastrowid
+                self._db.executemany(
+                    "INSERT INTO verdicts VALUES (?,?,?,?)",
+                    [(run_id, v.index, v.kind.value, json.dumps(v.to_json())) for v in leaf_verdicts])
+            for config, kind, fingerprint, finding_artifact in findings:
+                self._db.execute(
+                    "INSERT INTO findings (program_id, config, kind, fingerprint, artifact, check_id,"
+                    " created) VALUES (?,?,?,?,?,?,?) ON CONFLICT(program_id, config) DO UPDATE SET "
+                    "kind=excluded.kind, check_id=excluded.check_id, artifact=excluded.artifact",
+                    (program.fingerprint, config, kind, fingerprint, finding_artifact, check_id, now))
+        return int(check_id)
+
+    def findings(self) -> list[dict[str, Any]]:
+        """All findings, newest first: id, program_id, name, config, kind, fingerprint, artifact."""
+        rows = self._db.execute(
+            "SELECT f.id, f.program_id, p.name, f.config, f.kind, f.fingerprint, f.artifact, f.created "
+            "FROM findings f JOIN programs p ON p.id = f.program_id ORDER BY f.id DESC").fetchall()
+        keys = ("id", "program_id", "name", "config", "kind", "fingerprint", "artifact", "created")
+        return [dict(zip(keys, row)) for row in rows]
+
+    def verdicts(self, check_id: int) -> list[Verdict]:
+        """The verdicts of one check, in configuration then output order."""
+        rows = self._db.execute(
+            "SELECT v.data FROM verdicts v JOIN runs r ON r.id = v.run_id WHERE r.check_id = ? "
+            "ORDER BY r.id, v.output_index", (check_id,)).fetchall()
+        return [Verdict.from_json(json.loads(row[0])) for row in rows]
+
+    def count(self, table: str) -> int:
+        """Number of rows in one of the tables (programs, checks, runs, verdicts, findings).
+
+        Raises:
+            InvalidArgument: unknown table.
+        """
+        if table not in ("programs", "checks", "runs", "verdicts", "findings"):
+            raise InvalidArgument(f"unknown table '{table}'")
+        return int(self._db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])

@@ -1,0 +1,616 @@
+"""Isolated execution: every configuration compiles and runs in a worker process.
+
+A compiler crash (abort, segfault) or a hang kills or stalls a worker, never the caller: it comes back
+as an `Outcome` of kind CRASH (with the signal and the tail of the worker's stderr) or TIMEOUT.
+
+Process model:
+
+* Workers are long-lived processes started with the multiprocessing ``spawn`` context (jax is never
+  forked), started lazily, reused between runs and restarted on the next use after one died or was
+  killed. A script that creates a pool must guard its entry point with
+  ``if __name__ == "__main__":`` (the usual rule of ``spawn``).
+* Workers are grouped by `Configuration.isolation_group`: a worker only ever runs configurations of
+  one group, so kinds that change process-global state (planted-fault compilers) run alone.
+* Each worker is the leader of its own session and process group (so a terminal's Ctrl-C reaches only
+  the parent, and killing the group also kills any children the worker started), ignores SIGINT,
+  writes its fd 1 and fd 2 to a per-worker log file (the stderr tail of a CRASH outcome; the log is
+  emptied at the start of every task) and kills itself when its parent disappears.
+* A program travels to a worker once (serialized with `xlaprobe.jaxprs.dumps_jaxpr`); the worker keeps
+  the last few programs by `Program.fingerprint`. Arrays travel as out-of-band pickle protocol 5
+  buffers, without intermediate copies.
+* The parent's ``jax_enable_x64`` and ``jax_default_matmul_precision`` are applied in the worker
+  before every task, so a program runs there as it would in the caller.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import dataclasses
+import importlib
+import os
+import pickle
+import queue
+import signal
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from collections.abc import Iterator, Sequence
+from multiprocessing import connection as mp_connection
+from typing import Any
+
+import numpy as np
+
+from xlaprobe.configs.registry import Configuration, get_kind
+from xlaprobe.errors import InvalidArgument, WorkerCrashed
+from xlaprobe.outcome import Outcome, OutcomeKind
+from xlaprobe.program import Program
+
+#: How long a fresh worker may take to import jax and report ready (s).
+STARTUP_TIMEOUT_S = 300.0
+#: Programs a worker keeps deserialized (least recently used are dropped).
+PROGRAM_CACHE_SIZE = 4
+#: Characters of a dead worker's stderr kept in a CRASH outcome.
+STDERR_TAIL_CHARS = 2000
+#: jax configuration values that change how a jaxpr compiles; mirrored from the caller into workers.
+MIRRORED_JAX_FLAGS = ("jax_enable_x64", "jax_default_matmul_precision")
+#: Seconds between a worker's checks that its parent is still alive.
+_PARENT_POLL_S = 1.0
+
+
+# --------------------------------------------------------------------------------------------------
+# Wire format: pickle protocol 5 with out-of-band buffers (arrays are not copied into the pickle).
+
+def _send(conn: mp_connection.Connection, obj: Any) -> None:
+    buffers: list[pickle.PickleBuffer] = []
+    header = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
+    raws = [b.raw() for b in buffers]
+    conn.send_bytes(pickle.dumps([r.nbytes for r in raws]))
+    conn.send_bytes(header)
+    for raw in raws:
+        conn.send_bytes(raw)
+
+
+def _recv(conn: mp_connection.Connection) -> Any:
+    sizes = pickle.loads(conn.recv_bytes())
+    header = conn.recv_bytes()
+    buffers = []
+    for size in sizes:
+        buffer = np.empty(size, np.uint8)  # aligned, writable memory for the array to live in
+        conn.recv_bytes_into(buffer)
+        buffers.append(buffer)
+    return pickle.loads(header, buffers=buffers)
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    return text[:1000]
+
+
+def _jax_settings() -> tuple[tuple[str, Any], ...]:
+    import jax
+    return tuple((name, getattr(jax.config, name)) for name in MIRRORED_JAX_FLAGS)
+
+
+# --------------------------------------------------------------------------------------------------
+# The worker process.
+
+def _watch_parent(parent_pid: int, own_group: bool) -> None:
+    while True:
+        time.sleep(_PARENT_POLL_S)
+        if os.getppid() != parent_pid:
+            if own_group:
+                os.killpg(0, signal.SIGKILL)  # this worker and everything it started
+            os._exit(1)
+
+
+def _worker_main(conn: mp_connection.Connection, log_path: str, preload: tuple[str, ...]) -> None:
+    """Entry point of a worker process: serve tasks from `conn` until it closes."""
+    parent_pid = os.getppid()
+    try:
+        os.setsid()
+        own_group = True
+    except OSError:
+        own_group = False
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    os.close(log_fd)
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None and hasattr(stream, "reconfigure"):
+            stream.reconfigure(write_through=True)
+    threading.Thread(target=_watch_parent, args=(parent_pid, own_group), daemon=True,
+                     name="xlaprobe-parent-watch").start()
+    try:
+        import jax
+        from xlaprobe import jaxprs
+        for module in preload:
+            importlib.import_module(module)
+    except Exception as exc:  # reported to the parent, which raises WorkerCrashed
+        _send(conn, ("startup-error", _one_line(exc)))
+        return
+    _send(conn, ("ready", os.getpid()))
+
+    cache: collections.OrderedDict[str, tuple[Any, tuple[np.ndarray, ...]]] = collections.OrderedDict()
+    while True:
+        try:
+            _, fingerprint, payload, spec, settings = _recv(conn)
+        except (EOFError, OSError):
+            return  # the parent closed the connection or died
+        os.ftruncate(2, 0)  # the log holds this task's output only
+        started = time.perf_counter()
+        try:
+            if payload is not None:
+                blob, inputs = payload
+                cache[fingerprint] = (jaxprs.loads_jaxpr(blob), tuple(inputs))
+            elif fingerprint not in cache:
+                _send(conn, ("missing",))
+                continue
+            cache.move_to_end(fingerprint)
+            while len(cache) > PROGRAM_CACHE_SIZE:
+                cache.popitem(last=False)
+            closed_jaxpr, inputs = cache[fingerprint]
+            for name, value in settings:
+                if getattr(jax.config, name) != value:
+                    jax.config.update(name, value)
+            config = Configuration.parse(spec)
+            kind = get_kind(config.kind)
+            started = time.perf_counter()
+            outputs = kind.run(config, closed_jaxpr, inputs)
+            outputs = tuple(np.asarray(x) for x in outputs)
+            reply: tuple[Any, ...] = ("ok", outputs, time.perf_counter() - started)
+            _send(conn, reply)
+        except Exception as exc:  # compiler and interpreter errors: a COMPILE_ERROR outcome
+            _send(conn, ("error", _one_line(exc), time.perf_counter() - started))
+
+
+# --------------------------------------------------------------------------------------------------
+# The parent side.
+
+def _tail(path: str | None, limit: int = STDERR_TAIL_CHARS) -> str:
+    if path is None:
+        return ""
+    try:
+        with open(path, "rb") as file:
+            file.seek(0, os.SEEK_END)
+            file.seek(max(0, file.tell() - 4 * limit))
+            data = file.read()
+    except OSError:
+        return ""
+    return data.decode("utf-8", "replace").strip()[-limit:]
+
+
+class _Worker:
+    """One worker slot of a group: a process (or none yet) and the parent's view of its state."""
+
+    def __init__(self, group: str):
+        self.group = group
+        self.process: Any = None
+        self.conn: mp_connection.Connection | None = None
+        self.log_path: str | None = None
+        self.pid: int | None = None
+        self.known: collections.OrderedDict[str, None] = collections.OrderedDict()  # mirror of its cache
+        self.busy = False
+        self.lock = threading.Lock()  # orders kill() against reaping, so a reused pid is never signalled
+        self.reap_lock = threading.Lock()  # one discard() at a time
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.exitcode is None
+
+    def kill(self) -> None:
+        """SIGKILL the worker's process group (the worker and its children); safe from any thread."""
+        with self.lock:
+            if self.process is None or self.process.exitcode is not None:
+                return
+            for send in (os.killpg, os.kill):
+                try:
+                    send(self.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError, OSError):
+                    pass
+
+    def discard(self) -> tuple[int | None, str]:
+        """Reap the (dead or dying) process, drop its log; returns its exit code and stderr tail."""
+        with self.reap_lock:
+            return self._discard()
+
+    def _discard(self) -> tuple[int | None, str]:
+        if self.process is None:
+            return None, ""
+        self.process.join(5.0)
+        if self.process.exitcode is None:
+            self.kill()
+            self.process.join()
+        with self.lock:
+            exitcode = self.process.exitcode
+            tail = _tail(self.log_path)
+            # Leftover children of a crashed worker share its process group; the group id cannot be
+            # reused while any of them lives, so signalling it here is safe.
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            if self.conn is not None:
+                self.conn.close()
+            if self.log_path is not None:
+                try:
+                    os.unlink(self.log_path)
+                except OSError:
+                    pass
+            self.process = self.conn = self.log_path = self.pid = None
+            self.known.clear()
+        return exitcode, tail
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PoolStats:
+    """Counters of a `WorkerPool` since it was created.
+
+    Attributes:
+        workers_started: worker processes started (first starts and restarts).
+        programs_sent: programs serialized and sent to a worker (once per program per worker).
+        tasks: runs completed, whatever their outcome.
+        crashes: runs that ended in a CRASH outcome.
+        timeouts: runs that ended in a TIMEOUT outcome.
+    """
+
+    workers_started: int = 0
+    programs_sent: int = 0
+    tasks: int = 0
+    crashes: int = 0
+    timeouts: int = 0
+
+
+_LIVE_POOLS: weakref.WeakSet[WorkerPool] = weakref.WeakSet()
+
+
+def _close_live_pools() -> None:
+    for pool in list(_LIVE_POOLS):
+        pool.close()
+
+
+atexit.register(_close_live_pools)
+
+
+class WorkerPool:
+    """Long-lived worker processes that compile and run configurations in isolation.
+
+    Use as a context manager; `close` also runs at interpreter exit (so a Ctrl-C that ends the
+    caller leaves no worker behind). Thread-safe: `run` may be called from several threads.
+
+    Args:
+        size: at most this many worker processes per isolation group.
+        timeout_s: default limit on one run (compile plus execute) in seconds; the worker is killed
+            when it is exceeded.
+        preload: modules every worker imports at start-up, e.g. ones that register extra
+            configuration kinds (the registry of the caller is not copied into workers).
+
+    Raises:
+        InvalidArgument: `size` < 1 or `timeout_s` <= 0.
+    """
+
+    def __init__(self, size: int = 1, timeout_s: float = 600.0, *, preload: Sequence[str] = ()):
+        if size < 1:
+            raise InvalidArgument(f"worker pool size must be at least 1, got {size}")
+        if not timeout_s > 0:
+            raise InvalidArgument(f"worker timeout must be positive (seconds), got {timeout_s}")
+        import multiprocessing
+        self.size = size
+        self.timeout_s = float(timeout_s)
+        self._preload = tuple(preload)
+        self._context = multiprocessing.get_context("spawn")
+        self._cond = threading.Condition()
+        self._slots: dict[str, list[_Worker]] = {}
+        self._closed = False
+        self._counts = collections.Counter()
+        self._payloads: weakref.WeakKeyDictionary[Program, tuple[str, bytes]] = weakref.WeakKeyDictionary()
+        self._payload_lock = threading.Lock()
+        _LIVE_POOLS.add(self)
+
+    # -- public API --------------------------------------------------------------------------------
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def run(self, program: Program, config: Configuration | str,
+            timeout_s: float | None = None) -> Outcome:
+        """Compile and run `config` on `program` in a worker of the configuration's isolation group.
+
+        Args:
+            program: the program; sent to the worker only if that worker has not seen it recently.
+            config: a `Configuration` or its spec string.
+            timeout_s: limit on this run in seconds (default: the pool's ``timeout_s``).
+
+        Returns:
+            RAN with outputs and seconds; COMPILE_ERROR with a one-line error; CRASH with the signal
+            number (``None`` for a plain non-zero exit) and the worker's stderr tail; TIMEOUT with
+            ``seconds`` set to the limit.
+
+        Raises:
+            InvalidArgument: `config` is a malformed or unknown spec.
+            WorkerCrashed: a worker could not start (its import of jax or a preload module failed).
+            RuntimeError: the pool is closed.
+        """
+        config = self._config(config)
+        limit = self.timeout_s if timeout_s is None else float(timeout_s)
+        fingerprint, _ = self._payload(program)
+        worker = self._acquire(config.isolation_group, fingerprint)
+        try:
+            outcome = self._execute(worker, program, config, limit, _jax_settings())
+        finally:
+            self._release(worker)
+        if self._closed:
+            raise RuntimeError("WorkerPool was closed while a run was in flight")
+        return outcome
+
+    def run_many(self, items: Sequence[tuple[Program, Configuration | str]],
+                 timeout_s: float | None = None) -> Iterator[tuple[int, Outcome]]:
+        """Run many (program, configuration) pairs, up to ``size`` at a time per isolation group.
+
+        Closing the iterator early (or an exception in the caller's loop) kills the workers still
+        busy with its items.
+
+        Args:
+            items: the pairs; configurations as `Configuration` or spec strings.
+            timeout_s: limit on each run in seconds (default: the pool's ``timeout_s``).
+
+        Returns:
+            An iterator of ``(index into items, outcome)`` in order of completion.
+
+        Raises:
+            InvalidArgument: a configuration spec is malformed or unknown (raised at once).
+            WorkerCrashed: a worker could not start (raised by the iterator).
+            RuntimeError: the pool is closed.
+        """
+        pairs = [(program, self._config(config)) for program, config in items]
+        limit = self.timeout_s if timeout_s is None else float(timeout_s)
+        return self._run_many(pairs, limit)
+
+    def worker_pids(self) -> dict[str, list[int]]:
+        """Process ids of the live workers, by isolation group."""
+        with self._cond:
+            return {group: [w.pid for w in slots if w.alive()]
+                    for group, slots in self._slots.items()}
+
+    @property
+    def stats(self) -> PoolStats:
+        """A snapshot of the pool's counters."""
+        with self._cond:
+            return PoolStats(**{f.name: self._counts[f.name] for f in dataclasses.fields(PoolStats)})
+
+    def close(self) -> None:
+        """Kill all workers (and their children) and remove their logs; later runs raise. Idempotent."""
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            workers = [w for slots in self._slots.values() for w in slots]
+            self._cond.notify_all()
+        for worker in workers:
+            worker.kill()
+        for worker in workers:
+            if not worker.busy:  # busy ones are reaped by the thread that runs them
+                worker.discard()
+        _LIVE_POOLS.discard(self)
+
+    # -- internals ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def _config(config: Configuration | str) -> Configuration:
+        return Configuration.parse(config) if isinstance(config, str) else config
+
+    def _count(self, name: str) -> None:
+        with self._cond:
+            self._counts[name] += 1
+
+    def _payload(self, program: Program) -> tuple[str, bytes]:
+        from xlaprobe.jaxprs import dumps_jaxpr
+        with self._payload_lock:
+            cached = self._payloads.get(program)
+            if cached is None:
+                cached = self._payloads[program] = (program.fingerprint, dumps_jaxpr(program.jaxpr))
+            return cached
+
+    def _acquire(self, group: str, fingerprint: str) -> _Worker:
+        with self._cond:
+            while True:
+                if self._closed:
+                    raise RuntimeError("WorkerPool is closed")
+                slots = self._slots.setdefault(group, [])
+                idle = [w for w in slots if not w.busy]
+                # Prefer a live worker that holds the program, then any live one, then a dead one.
+                idle.sort(key=lambda w: (not w.alive(), fingerprint not in w.known))
+                if idle:
+                    chosen = idle[0]
+                elif len(slots) < self.size:
+                    chosen = _Worker(group)
+                    slots.append(chosen)
+                else:
+                    self._cond.wait()
+                    continue
+                chosen.busy = True
+                return chosen
+
+    def _release(self, worker: _Worker) -> None:
+        with self._cond:
+            worker.busy = False
+            self._cond.notify_all()
+        if self._closed:
+            worker.kill()
+            worker.discard()
+
+    def _start(self, worker: _Worker) -> None:
+        fd, log_path = tempfile.mkstemp(prefix="xlaprobe-worker-", suffix=".log")
+        os.close(fd)
+        parent_conn, child_conn = self._context.Pipe(duplex=True)
+        process = self._context.Process(target=_worker_main, args=(child_conn, log_path, self._preload),
+                                        name=f"xlaprobe-worker[{worker.group}]", daemon=True)
+        process.start()
+        child_conn.close()
+        with worker.lock:
+            worker.process, worker.conn, worker.log_path, worker.pid = process, parent_conn, log_path, process.pid
+            worker.known.clear()
+        self._count("workers_started")
+        ready = mp_connection.wait([parent_conn, process.sentinel], STARTUP_TIMEOUT_S)
+        message: Any = None
+        if parent_conn in ready:
+            try:
+                message = _recv(parent_conn)
+            except (EOFError, OSError):
+                pass
+        if isinstance(message, tuple) and message[0] == "ready":
+            return
+        worker.kill()
+        exitcode, tail = worker.discard()
+        if message is not None:
+            why = message[1]
+        elif not ready:
+            why = f"not ready after {STARTUP_TIMEOUT_S:g} s"
+        else:
+            why = f"exit code {exitcode}"
+        raise WorkerCrashed(f"a worker process for group '{worker.group}' failed to start ({why}); "
+                            f"check that jax imports in this environment. Worker stderr:\n{tail}")
+
+    def _await(self, worker: _Worker, timeout_s: float) -> Any:
+        """The worker's reply, ``"died"`` or ``"timeout"``."""
+        conn, sentinel = worker.conn, worker.process.sentinel
+        ready = mp_connection.wait([conn, sentinel], timeout_s)
+        if not ready:
+            return "timeout"
+        if conn in ready or conn.poll(0):
+            try:
+                return _recv(conn)
+            except (EOFError, OSError):
+                return "died"
+        return "died"
+
+    def _execute(self, worker: _Worker, program: Program, config: Configuration, timeout_s: float,
+                 settings: tuple[tuple[str, Any], ...]) -> Outcome:
+        spec = str(config)
+        fingerprint, blob = self._payload(program)
+        try:
+            retried_send = resent = False
+            while True:
+                if not worker.alive():
+                    worker.discard()  # died while idle (or never started): not this run's fault
+                    self._start(worker)
+                with_payload = fingerprint not in worker.known
+                task = ("task", fingerprint, (blob, program.inputs) if with_payload else None, spec,
+                        settings)
+                try:
+                    _send(worker.conn, task)
+                except OSError:
+                    if retried_send:
+                        reply: Any = "died"
+                    else:
+                        retried_send = True
+                        worker.kill()
+                        worker.discard()
+                        continue
+                else:
+                    if with_payload:
+                        self._count("programs_sent")
+                        worker.known[fingerprint] = None
+                    worker.known.move_to_end(fingerprint)
+                    while len(worker.known) > PROGRAM_CACHE_SIZE:
+                        worker.known.popitem(last=False)
+                    reply = self._await(worker, timeout_s)
+                if reply == ("missing",) and not resent:
+                    resent = True
+                    worker.known.pop(fingerprint, None)
+                    continue
+                break
+        except BaseException:
+            worker.kill()  # a half-finished exchange (Ctrl-C, an error here) leaves it unusable
+            worker.discard()
+            raise
+        self._count("tasks")
+        if reply == "timeout":
+            worker.kill()
+            worker.discard()
+            self._count("timeouts")
+            return Outcome(spec, OutcomeKind.TIMEOUT, seconds=timeout_s,
+                           error=f"no result within {timeout_s:g} s; the worker was killed")
+        if reply == "died":
+            pid = worker.pid
+            exitcode, tail = worker.discard()
+            self._count("crashes")
+            signum = -exitcode if exitcode is not None and exitcode < 0 else None
+            if not tail:
+                how = (f"died from signal {signum} ({signal.Signals(signum).name})" if signum
+                       else f"exited with code {exitcode}")
+                tail = f"worker process {pid} {how} and wrote nothing to stderr"
+            return Outcome(spec, OutcomeKind.CRASH, error=tail, signal=signum)
+        if reply[0] == "ok":
+            return Outcome(spec, OutcomeKind.RAN, outputs=reply[1], seconds=reply[2])
+        if reply[0] == "error":
+            return Outcome(spec, OutcomeKind.COMPILE_ERROR, error=reply[1], seconds=reply[2])
+        worker.kill()
+        worker.discard()
+        raise RuntimeError(f"unexpected reply from worker: {reply[0]!r}")  # a bug in this module
+
+    def _run_many(self, pairs: list[tuple[Program, Configuration]],
+                  timeout_s: float) -> Iterator[tuple[int, Outcome]]:
+        settings = _jax_settings()  # read in the caller's thread (jax config contexts are per thread)
+        results: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        stop = threading.Event()
+        flight_lock = threading.Lock()
+        in_flight: dict[int, _Worker] = {}
+        by_group: dict[str, collections.deque[int]] = {}
+        for index, (_, config) in enumerate(pairs):
+            by_group.setdefault(config.isolation_group, collections.deque()).append(index)
+
+        def drain(group: str, pending: collections.deque[int]) -> None:
+            me = threading.get_ident()
+            while not stop.is_set():
+                try:
+                    index = pending.popleft()  # deque.popleft is atomic
+                except IndexError:
+                    return
+                program, config = pairs[index]
+                try:
+                    worker = self._acquire(group, self._payload(program)[0])
+                except BaseException as exc:
+                    results.put(exc)
+                    return
+                with flight_lock:
+                    if stop.is_set():
+                        self._release(worker)
+                        return
+                    in_flight[me] = worker
+                try:
+                    outcome = self._execute(worker, program, config, timeout_s, settings)
+                except BaseException as exc:
+                    results.put(exc)
+                    return
+                finally:
+                    with flight_lock:
+                        in_flight.pop(me, None)
+                    self._release(worker)
+                results.put((index, outcome))
+
+        threads = [threading.Thread(target=drain, args=(group, pending), daemon=True,
+                                    name=f"xlaprobe-pool[{group}]")
+                   for group, pending in by_group.items()
+                   for _ in range(min(self.size, len(pending)))]
+        for thread in threads:
+            thread.start()
+        try:
+            for _ in range(len(pairs)):
+                item = results.get()
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            stop.set()
+            with flight_lock:
+                for worker in in_flight.values():
+                    worker.kill()
+            for thread in threads:
+                thread.join()

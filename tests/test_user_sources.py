@@ -1,0 +1,72 @@
+"""User functions, input specs and case modules."""
+
+import numpy as np
+import pytest
+
+from xlaprobe.errors import InvalidArgument
+from xlaprobe.sources.targets import resolve
+from xlaprobe.sources.user import load_case, parse_input_spec, random_inputs, user_program
+
+
+def test_input_spec_parse():
+    specs = parse_input_spec("f32[8,128],i32[8],bool[],u8[3]")
+    assert [(s.shape, s.dtype.name) for s in specs] == [
+        ((8, 128), "float32"), ((8,), "int32"), ((), "bool"), ((3,), "uint8")]
+
+
+@pytest.mark.parametrize("bad", ["", "f32", "f33[2]", "f32[2", "f32[a]"])
+def test_input_spec_errors(bad):
+    with pytest.raises(InvalidArgument):
+        parse_input_spec(bad)
+
+
+def test_random_inputs_seeded():
+    specs = parse_input_spec("f32[4],i8[5]")
+    a, b = random_inputs(specs, 1), random_inputs(specs, 1)
+    assert all(np.array_equal(x, y) for x, y in zip(a, b))
+    assert not np.array_equal(a[0], random_inputs(specs, 2)[0])
+    assert a[1].dtype == np.int8 and a[1].min() >= -10 and a[1].max() <= 10
+
+
+def test_user_function_from_file(tmp_path):
+    f = tmp_path / "mine.py"
+    f.write_text("import jax.numpy as jnp\nimport numpy as np\n"
+                 "def f(x, y):\n    return jnp.tanh(x) * y\n"
+                 "def f_inputs():\n    return np.ones(3, np.float32), np.float32(2)\n")
+    program = user_program(f"{f}:f")
+    assert [x.shape for x in program.inputs] == [(3,), ()]
+    program = user_program(f"{f}:f", input_spec="f32[5],f32[]", seed=3)
+    assert program.inputs[0].shape == (5,) and program.provenance.seed == 3
+    with pytest.raises(InvalidArgument, match="no function 'g'"):
+        user_program(f"{f}:g")
+
+
+def test_user_function_from_module():
+    program = user_program("jax.numpy:sin", input_spec="f32[4]")
+    assert program.num_equations == 1
+
+
+@pytest.mark.parametrize("target, words", [
+    ("/no/such/file.py:f", "no such file"),
+    ("no_such_module_xyz:f", "cannot import"),
+    ("transformr_lm", "did you mean 'transformer_lm'"),
+    ("/no/such/case.py", "no such file"),
+])
+def test_bad_targets(target, words):
+    with pytest.raises(InvalidArgument, match=words):
+        resolve(target)
+
+
+def test_case_module(tmp_path):
+    f = tmp_path / "case.py"
+    f.write_text("import numpy as np\nKIND = 'add'\nFAULTY_CONFIG = 'xla:fastmath'\n"
+                 "def program(x):\n    return x + 1\n"
+                 "def inputs():\n    return (np.zeros(2, np.int32),)\n"
+                 "def expected():\n    return np.ones(2, np.int32)\n")
+    target = resolve(str(f))
+    assert target.extra_configs == ("xla:fastmath",) and target.kind == "add"
+    assert np.array_equal(target.program.expected[0], [1, 1])
+    g = tmp_path / "notacase.py"
+    g.write_text("x = 1\n")
+    with pytest.raises(InvalidArgument, match="not a case module"):
+        load_case(str(g))

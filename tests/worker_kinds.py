@@ -1,0 +1,84 @@
+"""Test-only helpers for tests/test_workers.py, importable in spawned workers (``preload``).
+
+Importing this module registers the configuration kind ``wtest`` in this process's registry:
+
+* ``wtest``: jit the jaxpr with default options (as the ``xla`` kind will);
+* ``wtest:raise``: raise a ValueError with a two-line message;
+* ``wtest:pid``: return the worker's process id as the only output;
+* ``wtest:exit``: leave the process with exit code 3 (no signal);
+* option ``group=NAME`` puts the configuration in isolation group NAME (default ``"default"``).
+
+It also defines module-level host callbacks (importable in workers, so jaxprs that call them pickle by
+reference) that abort, segfault or hang the process that runs them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import jax.extend
+import numpy as np
+
+from xlaprobe.configs import registry
+from xlaprobe.errors import InvalidArgument
+
+STDERR_MARKER = "worker_kinds: about to abort"
+
+
+class _TestKind:
+    name = "wtest"
+    description = "test-only kind: jit, or a scripted failure"
+    variants = (None, "raise", "pid", "exit")
+
+    def validate(self, config: registry.Configuration) -> None:
+        if config.variant not in self.variants:
+            raise InvalidArgument(f"unknown wtest variant '{config.variant}'")
+        if any(name != "group" for name, _ in config.options):
+            raise InvalidArgument("wtest takes only the option group=NAME")
+
+    def isolation_group(self, config: registry.Configuration) -> str:
+        return dict(config.options).get("group", "default")
+
+    def run(self, config: registry.Configuration, jaxpr: Any,
+            inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        if config.variant == "raise":
+            raise ValueError("boom\nsecond line of the message")
+        if config.variant == "pid":
+            return [np.array(os.getpid())]
+        if config.variant == "exit":
+            os._exit(3)
+        return run_jit(jaxpr, inputs)
+
+
+def run_jit(jaxpr: Any, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """The closed jaxpr under jax.jit (the reference for bit-identity checks)."""
+    outs = jax.jit(jax.extend.core.jaxpr_as_fun(jaxpr))(*inputs)
+    return [np.asarray(x) for x in outs]
+
+
+KIND = _TestKind()
+registry._KIND_MODULES["wtest"] = __name__
+registry._KINDS["wtest"] = KIND
+
+
+def abort_cb(x: np.ndarray) -> np.ndarray:
+    """Host callback: write a marker to fd 2, then SIGABRT."""
+    os.write(2, (STDERR_MARKER + "\n").encode())
+    os.abort()
+
+
+def segv_cb(x: np.ndarray) -> np.ndarray:
+    """Host callback: read address 0 (SIGSEGV)."""
+    ctypes.string_at(0)
+    return x
+
+
+def hang_cb(x: np.ndarray) -> np.ndarray:
+    """Host callback: sleep for a minute."""
+    time.sleep(60)
+    return x
