@@ -13,10 +13,14 @@ Conventions by ``kind``:
   ``fn`` runs the next step.
 * ``"forward"``: ``args == (params, inputs)`` and ``fn(*args)`` returns the model's outputs.
 
-Parameter pytrees are plain nested dicts (flax nnx ``State.to_pure_dict()``), so output names read
-like ``[1]['blocks'][0]['attn']['query']['kernel']``. Floating point is float32, token ids and labels
-int32. Flax and optax (the ``models`` extra) are imported on the first build, so listing the zoo
-needs neither.
+Models are flax nnx modules made abstractly once per process (`nnx.eval_shape`, nothing
+compiled); ``fn`` rebuilds the module from the parameter dict with `nnx.merge`. Weights come from
+NumPy generators seeded by the seed (see `_random_params`), not from `jax.random`, whose first call
+per shape compiles for seconds on CPU; so a build takes well under a second and its inputs are the
+same on every jaxlib release. Parameter pytrees are plain nested dicts (`nnx.to_pure_dict`), so
+output names read like ``[1]['blocks'][0]['attn']['query']['kernel']``. Floating point is float32,
+token ids and labels int32. Flax and optax (the ``models`` extra) are imported on the first build,
+so listing the zoo needs neither.
 """
 
 from __future__ import annotations
@@ -72,10 +76,71 @@ def _deps() -> tuple[Any, Any, Any, Any]:
     return jax, jnp, nnx, optax
 
 
-def _to_numpy(tree: Any) -> Any:
-    """The pytree with every leaf a NumPy array (concrete inputs that do not alias device buffers)."""
+def _random_params(abstract: Any, rng: np.random.Generator) -> Any:
+    """Random float32 values for an abstract parameter pytree (nested dicts of shape structs).
+
+    Weights are drawn with NumPy rather than `jax.random`: every new shape of a `jax.random` call
+    compiles an XLA program on CPU (seconds per model), and NumPy draws are the same on every jaxlib
+    release. The leaf's name picks the distribution: ``kernel`` normal with std ``1/sqrt(fan_in)``,
+    ``embedding`` normal with std ``1/sqrt(width)``, ``scale`` and batch-norm ``var`` uniform in
+    ``[0.9, 1.1]``, anything else (``bias``, batch-norm ``mean``, positions, class token) normal
+    with std 0.02. Biases and norm parameters are deliberately not the usual exact 0 and 1, so a
+    fault in adding or scaling by them changes the outputs.
+    """
     jax = _deps()[0]
-    return jax.tree_util.tree_map(np.asarray, tree)
+
+    def leaf(path: Any, aval: Any) -> np.ndarray:
+        names = [str(getattr(key, "key", key)) for key in path]
+        shape = tuple(aval.shape)
+        if names[-1] == "kernel":
+            if len(shape) == 3 and (len(names) < 2 or names[-2] != "out"):
+                fan_in = shape[0]  # attention q/k/v kernels: [in, heads, head_dim]
+            else:
+                fan_in = int(np.prod(shape[:-1]))  # dense [in, out], conv [h, w, in, out], out proj
+            value = rng.standard_normal(shape) / np.sqrt(fan_in)
+        elif names[-1] == "embedding":
+            value = rng.standard_normal(shape) / np.sqrt(shape[-1])
+        elif names[-1] in ("scale", "var"):
+            value = rng.uniform(0.9, 1.1, shape)
+        else:
+            value = 0.02 * rng.standard_normal(shape)
+        return np.asarray(value, dtype=aval.dtype)
+
+    return jax.tree_util.tree_map_with_path(leaf, abstract)
+
+
+def _zeros_like(abstract: Any) -> Any:
+    """NumPy zeros for an abstract pytree: the initial state of the optax optimizers used here
+    (Adam: ``count``, ``mu``, ``nu``; SGD with momentum: ``trace``), without compiling
+    ``tx.init``."""
+    jax = _deps()[0]
+    return jax.tree_util.tree_map(lambda aval: np.zeros(aval.shape, aval.dtype), abstract)
+
+
+def _rngs(seed: int) -> tuple[np.random.Generator, np.random.Generator]:
+    """Independent NumPy generators for the weights and for the batch of one seed."""
+    return np.random.default_rng([seed, 0]), np.random.default_rng([seed, 1])
+
+
+def _abstract_split(make: Callable[[Any], Any], *filters: Any) -> tuple[Any, ...]:
+    """``(graphdef, *abstract_pure_dicts)`` of the nnx module ``make(rngs)``, built abstractly
+    (shapes only, nothing computed or compiled)."""
+    nnx = _deps()[2]
+    graphdef, *states = nnx.split(nnx.eval_shape(lambda: make(nnx.Rngs(0))), *filters)
+    return (graphdef, *(nnx.to_pure_dict(state) for state in states))
+
+
+def _forward_builder(forward: Callable[..., Any], abstract: Any,
+                     image_shape: tuple[int, ...]) -> BuildFn:
+    """The build function of a forward model over ``(params, images)``: random weights, images
+    standard normal float32 of `image_shape`."""
+
+    def build(seed: int) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+        w_rng, b_rng = _rngs(seed)
+        images = b_rng.standard_normal(image_shape, dtype=np.float32)
+        return forward, (_random_params(abstract, w_rng), images)
+
+    return build
 
 
 def _cross_entropy(logits: Any, labels: Any) -> Any:
@@ -104,6 +169,12 @@ def build_transformer_lm(seed: int) -> tuple[Callable[..., Any], tuple[Any, ...]
         ``batch = {"tokens": int32[2, 17]}``. ``train_step`` returns
         ``(loss: float32[], new_params, new_opt_state)``.
     """
+    return _transformer_lm()(seed)
+
+
+@functools.cache
+def _transformer_lm() -> BuildFn:
+    """The model, its pure function and the build closure of `build_transformer_lm`, made once."""
     jax, jnp, nnx, optax = _deps()
     vocab, seq, batch_size, width, heads, depth = 64, 16, 2, 32, 4, 2
 
@@ -123,7 +194,7 @@ def build_transformer_lm(seed: int) -> tuple[Callable[..., Any], tuple[Any, ...]
     class LM(nnx.Module):
         def __init__(self, rngs: Any):
             self.embed = nnx.Embed(vocab, width, rngs=rngs)
-            self.pos = nnx.Param(0.02 * jax.random.normal(rngs.params(), (seq, width), jnp.float32))
+            self.pos = nnx.Param(jnp.zeros((seq, width), jnp.float32))  # random at build
             self.blocks = nnx.List([Block(rngs) for _ in range(depth)])
             self.ln_f = nnx.LayerNorm(width, rngs=rngs)
             self.head = nnx.Linear(width, vocab, use_bias=False, rngs=rngs)
@@ -135,12 +206,8 @@ def build_transformer_lm(seed: int) -> tuple[Callable[..., Any], tuple[Any, ...]
                 x = block(x, mask)
             return self.head(self.ln_f(x))
 
-    graphdef, state = nnx.split(LM(nnx.Rngs(seed)))
-    params = state.to_pure_dict()
+    graphdef, abstract = _abstract_split(LM)
     tx = optax.adam(3e-3)
-    opt_state = tx.init(params)
-    rng = np.random.default_rng(seed)
-    batch = {"tokens": rng.integers(0, vocab, (batch_size, seq + 1), dtype=np.int32)}
 
     def train_step(params: Any, opt_state: Any, batch: Any) -> tuple[Any, Any, Any]:
         tokens = batch["tokens"]
@@ -153,7 +220,14 @@ def build_transformer_lm(seed: int) -> tuple[Callable[..., Any], tuple[Any, ...]
         updates, new_opt_state = tx.update(grads, opt_state, params)
         return loss, optax.apply_updates(params, updates), new_opt_state
 
-    return train_step, _to_numpy((params, opt_state, batch))
+    def build(seed: int) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+        w_rng, b_rng = _rngs(seed)
+        params = _random_params(abstract, w_rng)
+        opt_state = _zeros_like(jax.eval_shape(tx.init, params))
+        batch = {"tokens": b_rng.integers(0, vocab, (batch_size, seq + 1), dtype=np.int32)}
+        return train_step, (params, opt_state, batch)
+
+    return build
 
 
 # ------------------------------------------------------------------------------------------ resnet
@@ -177,6 +251,12 @@ def build_resnet(seed: int) -> tuple[Callable[..., Any], tuple[Any, ...]]:
         float32[4, 16, 16, 3] (NHWC), "labels": int32[4] in [0, 10)}``; ``train_step`` returns
         ``(loss: float32[], new_params, new_batch_stats, new_opt_state)``.
     """
+    return _resnet()(seed)
+
+
+@functools.cache
+def _resnet() -> BuildFn:
+    """The model, its pure function and the build closure of `build_resnet`, made once."""
     jax, jnp, nnx, optax = _deps()
     num_classes, batch_size, size = 10, 4, 16
 
@@ -214,28 +294,31 @@ def build_resnet(seed: int) -> tuple[Callable[..., Any], tuple[Any, ...]]:
                 x = block(x)
             return self.head(x.mean(axis=(1, 2)))
 
-    graphdef, params_state, stats_state = nnx.split(ResNet(nnx.Rngs(seed)), nnx.Param,
-                                                    nnx.BatchStat)
-    params, batch_stats = params_state.to_pure_dict(), stats_state.to_pure_dict()
+    graphdef, abstract_params, abstract_stats = _abstract_split(ResNet, nnx.Param, nnx.BatchStat)
     tx = optax.sgd(0.05, momentum=0.9)
-    opt_state = tx.init(params)
-    rng = np.random.default_rng(seed)
-    batch = {"images": rng.standard_normal((batch_size, size, size, 3), dtype=np.float32),
-             "labels": rng.integers(0, num_classes, (batch_size,), dtype=np.int32)}
 
     def train_step(params: Any, batch_stats: Any, opt_state: Any,
                    batch: Any) -> tuple[Any, Any, Any, Any]:
         def loss_fn(p: Any) -> tuple[Any, Any]:
             model = nnx.merge(graphdef, p, batch_stats)
             logits = model(batch["images"])
-            new_stats = nnx.state(model, nnx.BatchStat).to_pure_dict()
+            new_stats = nnx.to_pure_dict(nnx.state(model, nnx.BatchStat))
             return _cross_entropy(logits, batch["labels"]), new_stats
 
         (loss, new_stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
         updates, new_opt_state = tx.update(grads, opt_state, params)
         return loss, optax.apply_updates(params, updates), new_stats, new_opt_state
 
-    return train_step, _to_numpy((params, batch_stats, opt_state, batch))
+    def build(seed: int) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+        w_rng, b_rng = _rngs(seed)
+        params = _random_params(abstract_params, w_rng)
+        batch_stats = _random_params(abstract_stats, w_rng)
+        opt_state = _zeros_like(jax.eval_shape(tx.init, params))
+        batch = {"images": b_rng.standard_normal((batch_size, size, size, 3), dtype=np.float32),
+                 "labels": b_rng.integers(0, num_classes, (batch_size,), dtype=np.int32)}
+        return train_step, (params, batch_stats, opt_state, batch)
+
+    return build
 
 
 # -------------------------------------------------------------------------------------- mlp_mixer
@@ -255,6 +338,12 @@ def build_mlp_mixer(seed: int) -> tuple[Callable[..., Any], tuple[Any, ...]]:
         ``(forward, (params, images))`` with ``images`` float32[2, 16, 16, 3] (NHWC); ``forward``
         returns the logits, float32[2, 10].
     """
+    return _mlp_mixer()(seed)
+
+
+@functools.cache
+def _mlp_mixer() -> BuildFn:
+    """The model, its pure function and the build closure of `build_mlp_mixer`, made once."""
     jax, jnp, nnx, optax = _deps()
     batch_size, size, patch, width, num_classes, depth = 2, 16, 4, 32, 10, 2
     tokens = (size // patch) ** 2
@@ -294,14 +383,12 @@ def build_mlp_mixer(seed: int) -> tuple[Callable[..., Any], tuple[Any, ...]]:
                 x = block(x)
             return self.head(self.ln_f(x).mean(axis=1))
 
-    graphdef, state = nnx.split(Mixer(nnx.Rngs(seed)))
-    rng = np.random.default_rng(seed)
-    images = rng.standard_normal((batch_size, size, size, 3), dtype=np.float32)
+    graphdef, abstract = _abstract_split(Mixer)
 
     def forward(params: Any, images: Any) -> Any:
         return nnx.merge(graphdef, params)(images)
 
-    return forward, _to_numpy((state.to_pure_dict(), images))
+    return _forward_builder(forward, abstract, (batch_size, size, size, 3))
 
 
 # ------------------------------------------------------------------------------------------- lstm
@@ -322,6 +409,12 @@ def build_lstm(seed: int) -> tuple[Callable[..., Any], tuple[Any, ...]]:
         ``(train_step, (params, opt_state, batch))`` with ``batch = {"tokens": int32[4, 17]}``;
         ``train_step`` returns ``(loss: float32[], new_params, new_opt_state)``.
     """
+    return _lstm()(seed)
+
+
+@functools.cache
+def _lstm() -> BuildFn:
+    """The model, its pure function and the build closure of `build_lstm`, made once."""
     jax, jnp, nnx, optax = _deps()
     vocab, seq, batch_size, width, hidden = 32, 16, 4, 32, 32
 
@@ -347,12 +440,8 @@ def build_lstm(seed: int) -> tuple[Callable[..., Any], tuple[Any, ...]]:
             _, hs = jax.lax.scan(step, (zeros, zeros), xw)
             return self.head(jnp.swapaxes(hs, 0, 1))
 
-    graphdef, state = nnx.split(LstmLM(nnx.Rngs(seed)))
-    params = state.to_pure_dict()
+    graphdef, abstract = _abstract_split(LstmLM)
     tx = optax.adam(1e-2)
-    opt_state = tx.init(params)
-    rng = np.random.default_rng(seed)
-    batch = {"tokens": rng.integers(0, vocab, (batch_size, seq + 1), dtype=np.int32)}
 
     def train_step(params: Any, opt_state: Any, batch: Any) -> tuple[Any, Any, Any]:
         tokens = batch["tokens"]
@@ -365,7 +454,14 @@ def build_lstm(seed: int) -> tuple[Callable[..., Any], tuple[Any, ...]]:
         updates, new_opt_state = tx.update(grads, opt_state, params)
         return loss, optax.apply_updates(params, updates), new_opt_state
 
-    return train_step, _to_numpy((params, opt_state, batch))
+    def build(seed: int) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+        w_rng, b_rng = _rngs(seed)
+        params = _random_params(abstract, w_rng)
+        opt_state = _zeros_like(jax.eval_shape(tx.init, params))
+        batch = {"tokens": b_rng.integers(0, vocab, (batch_size, seq + 1), dtype=np.int32)}
+        return train_step, (params, opt_state, batch)
+
+    return build
 
 
 # -------------------------------------------------------------------------------------------- vit
@@ -385,6 +481,12 @@ def build_vit(seed: int) -> tuple[Callable[..., Any], tuple[Any, ...]]:
         ``(forward, (params, images))`` with ``images`` float32[2, 16, 16, 3] (NHWC); ``forward``
         returns ``{"logits": float32[2, 10], "probs": float32[2, 10]}``.
     """
+    return _vit()(seed)
+
+
+@functools.cache
+def _vit() -> BuildFn:
+    """The model, its pure function and the build closure of `build_vit`, made once."""
     jax, jnp, nnx, optax = _deps()
     batch_size, size, patch, width, heads, num_classes, depth = 2, 16, 4, 32, 4, 10, 2
     grid = size // patch
@@ -406,8 +508,7 @@ def build_vit(seed: int) -> tuple[Callable[..., Any], tuple[Any, ...]]:
         def __init__(self, rngs: Any):
             self.patch_proj = nnx.Linear(patch * patch * 3, width, rngs=rngs)
             self.cls = nnx.Param(jnp.zeros((1, 1, width), jnp.float32))
-            self.pos = nnx.Param(
-                0.02 * jax.random.normal(rngs.params(), (grid * grid + 1, width), jnp.float32))
+            self.pos = nnx.Param(jnp.zeros((grid * grid + 1, width), jnp.float32))
             self.blocks = nnx.List([Block(rngs) for _ in range(depth)])
             self.ln_f = nnx.LayerNorm(width, rngs=rngs)
             self.head = nnx.Linear(width, num_classes, rngs=rngs)
@@ -423,14 +524,12 @@ def build_vit(seed: int) -> tuple[Callable[..., Any], tuple[Any, ...]]:
             logits = self.head(self.ln_f(x[:, 0]))
             return {"logits": logits, "probs": jax.nn.softmax(logits, axis=-1)}
 
-    graphdef, state = nnx.split(ViT(nnx.Rngs(seed)))
-    rng = np.random.default_rng(seed)
-    images = rng.standard_normal((batch_size, size, size, 3), dtype=np.float32)
+    graphdef, abstract = _abstract_split(ViT)
 
     def forward(params: Any, images: Any) -> dict[str, Any]:
         return nnx.merge(graphdef, params)(images)
 
-    return forward, _to_numpy((state.to_pure_dict(), images))
+    return _forward_builder(forward, abstract, (batch_size, size, size, 3))
 
 
 # ---------------------------------------------------------------------------------------- registry

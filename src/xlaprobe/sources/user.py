@@ -100,12 +100,24 @@ def load_module(path_or_name: str) -> types.ModuleType:
             path = Path(path_or_name)
             if not path.is_file():
                 raise InvalidArgument(f"no such file: {path_or_name}")
-            name = f"xlaprobe_user_{abs(hash(str(path.resolve())))}"
+            # Import under the file's own name with its directory on sys.path, as `python file.py`
+            # would: worker processes (spawned with this sys.path) then unpickle callbacks defined
+            # in it by reference.
+            name, folder = path.stem, str(path.resolve().parent)
+            existing = sys.modules.get(name)
+            if existing is not None and getattr(existing, "__file__", None) != str(path.resolve()):
+                name = f"xlaprobe_user_{abs(hash(str(path.resolve())))}"
+            if folder not in sys.path:
+                sys.path.insert(0, folder)
             spec = importlib.util.spec_from_file_location(name, path)
             assert spec is not None and spec.loader is not None
             module = importlib.util.module_from_spec(spec)
             sys.modules[name] = module
-            spec.loader.exec_module(module)
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                del sys.modules[name]
+                raise
             return module
         return importlib.import_module(path_or_name)
     except InvalidArgument:
