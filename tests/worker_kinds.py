@@ -1,6 +1,8 @@
-"""Test-only helpers for tests/test_workers.py, importable in spawned workers (``preload``).
+"""Test-only helpers for tests/test_workers.py, importable in spawned workers.
 
-Importing this module registers the configuration kind ``wtest`` in this process's registry:
+Importing it registers the configuration kind ``wtest`` in this process's registry (workers get it
+with ``WorkerPool(preload=("worker_kinds",))``; the test module unregisters it in the parent outside
+its own tests, so other modules' tests never see it):
 
 * ``wtest``: jit the jaxpr with default options (as the ``xla`` kind will);
 * ``wtest:raise``: raise a ValueError with a two-line message;
@@ -62,8 +64,21 @@ def run_jit(jaxpr: Any, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
 
 
 KIND = _TestKind()
-registry._KIND_MODULES["wtest"] = __name__
-registry._KINDS["wtest"] = KIND
+
+
+def register() -> None:
+    """Add ``wtest`` to the configuration registry of this process."""
+    registry._KIND_MODULES["wtest"] = __name__
+    registry._KINDS["wtest"] = KIND
+
+
+def unregister() -> None:
+    """Remove ``wtest`` from the configuration registry of this process."""
+    registry._KIND_MODULES.pop("wtest", None)
+    registry._KINDS.pop("wtest", None)
+
+
+register()
 
 
 def abort_cb(x: np.ndarray) -> np.ndarray:

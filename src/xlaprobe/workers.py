@@ -28,6 +28,7 @@ import atexit
 import collections
 import dataclasses
 import importlib
+import multiprocessing
 import os
 import pickle
 import queue
@@ -98,10 +99,14 @@ def _jax_settings() -> tuple[tuple[str, Any], ...]:
 # --------------------------------------------------------------------------------------------------
 # The worker process.
 
-def _watch_parent(parent_pid: int, own_group: bool) -> None:
+def _watch_parent(parent_pid: int, own_group: bool, log_path: str) -> None:
     while True:
         time.sleep(_PARENT_POLL_S)
         if os.getppid() != parent_pid:
+            try:
+                os.unlink(log_path)  # nobody is left to read it
+            except OSError:
+                pass
             if own_group:
                 os.killpg(0, signal.SIGKILL)  # this worker and everything it started
             os._exit(1)
@@ -123,11 +128,12 @@ def _worker_main(conn: mp_connection.Connection, log_path: str, preload: tuple[s
     for stream in (sys.stdout, sys.stderr):
         if stream is not None and hasattr(stream, "reconfigure"):
             stream.reconfigure(write_through=True)
-    threading.Thread(target=_watch_parent, args=(parent_pid, own_group), daemon=True,
+    threading.Thread(target=_watch_parent, args=(parent_pid, own_group, log_path), daemon=True,
                      name="xlaprobe-parent-watch").start()
     try:
         import jax
         from xlaprobe import jaxprs
+        jax.devices()  # initialise the backend now, outside any task's time limit
         for module in preload:
             importlib.import_module(module)
     except Exception as exc:  # reported to the parent, which raises WorkerCrashed
@@ -139,8 +145,12 @@ def _worker_main(conn: mp_connection.Connection, log_path: str, preload: tuple[s
     while True:
         try:
             _, fingerprint, payload, spec, settings = _recv(conn)
-        except (EOFError, OSError):
-            return  # the parent closed the connection or died
+        except (EOFError, OSError):  # the parent closed the connection or died
+            try:
+                os.unlink(log_path)
+            except OSError:
+                pass
+            return
         os.ftruncate(2, 0)  # the log holds this task's output only
         started = time.perf_counter()
         try:
@@ -182,6 +192,13 @@ def _tail(path: str | None, limit: int = STDERR_TAIL_CHARS) -> str:
     except OSError:
         return ""
     return data.decode("utf-8", "replace").strip()[-limit:]
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return "unknown signal"
 
 
 class _Worker:
@@ -297,7 +314,6 @@ class WorkerPool:
             raise InvalidArgument(f"worker pool size must be at least 1, got {size}")
         if not timeout_s > 0:
             raise InvalidArgument(f"worker timeout must be positive (seconds), got {timeout_s}")
-        import multiprocessing
         self.size = size
         self.timeout_s = float(timeout_s)
         self._preload = tuple(preload)
@@ -335,7 +351,8 @@ class WorkerPool:
         Raises:
             InvalidArgument: `config` is a malformed or unknown spec.
             WorkerCrashed: a worker could not start (its import of jax or a preload module failed).
-            RuntimeError: the pool is closed.
+            pickle.PicklingError: the program's jaxpr holds an object that cannot be serialized.
+            RuntimeError: the pool is closed, or was closed while the run was in flight.
         """
         config = self._config(config)
         limit = self.timeout_s if timeout_s is None else float(timeout_s)
@@ -451,8 +468,13 @@ class WorkerPool:
         parent_conn, child_conn = self._context.Pipe(duplex=True)
         process = self._context.Process(target=_worker_main, args=(child_conn, log_path, self._preload),
                                         name=f"xlaprobe-worker[{worker.group}]", daemon=True)
-        process.start()
-        child_conn.close()
+        try:
+            process.start()
+        except BaseException:
+            os.unlink(log_path)
+            raise
+        finally:
+            child_conn.close()
         with worker.lock:
             worker.process, worker.conn, worker.log_path, worker.pid = process, parent_conn, log_path, process.pid
             worker.known.clear()
@@ -474,8 +496,11 @@ class WorkerPool:
             why = f"not ready after {STARTUP_TIMEOUT_S:g} s"
         else:
             why = f"exit code {exitcode}"
-        raise WorkerCrashed(f"a worker process for group '{worker.group}' failed to start ({why}); "
-                            f"check that jax imports in this environment. Worker stderr:\n{tail}")
+        raise WorkerCrashed(
+            f"a worker process for group '{worker.group}' failed to start ({why}). If the calling script "
+            "has no `if __name__ == '__main__':` guard, add one (spawned workers import the main "
+            "module); else check that jax and the preload modules import in this environment. "
+            f"Worker stderr (errors before start-up finished went to this process's stderr):\n{tail}")
 
     def _await(self, worker: _Worker, timeout_s: float) -> Any:
         """The worker's reply, ``"died"`` or ``"timeout"``."""
@@ -496,6 +521,7 @@ class WorkerPool:
         fingerprint, blob = self._payload(program)
         try:
             retried_send = resent = False
+            sent_at = time.monotonic()
             while True:
                 if not worker.alive():
                     worker.discard()  # died while idle (or never started): not this run's fault
@@ -520,6 +546,7 @@ class WorkerPool:
                     worker.known.move_to_end(fingerprint)
                     while len(worker.known) > PROGRAM_CACHE_SIZE:
                         worker.known.popitem(last=False)
+                    sent_at = time.monotonic()
                     reply = self._await(worker, timeout_s)
                 if reply == ("missing",) and not resent:
                     resent = True
@@ -530,6 +557,9 @@ class WorkerPool:
             worker.kill()  # a half-finished exchange (Ctrl-C, an error here) leaves it unusable
             worker.discard()
             raise
+        if reply in ("timeout", "died") and self._closed:
+            worker.discard()
+            raise RuntimeError("WorkerPool was closed while a run was in flight")
         self._count("tasks")
         if reply == "timeout":
             worker.kill()
@@ -543,10 +573,11 @@ class WorkerPool:
             self._count("crashes")
             signum = -exitcode if exitcode is not None and exitcode < 0 else None
             if not tail:
-                how = (f"died from signal {signum} ({signal.Signals(signum).name})" if signum
+                how = (f"died from signal {signum} ({_signal_name(signum)})" if signum
                        else f"exited with code {exitcode}")
                 tail = f"worker process {pid} {how} and wrote nothing to stderr"
-            return Outcome(spec, OutcomeKind.CRASH, error=tail, signal=signum)
+            return Outcome(spec, OutcomeKind.CRASH, error=tail, signal=signum,
+                           seconds=time.monotonic() - sent_at)
         if reply[0] == "ok":
             return Outcome(spec, OutcomeKind.RAN, outputs=reply[1], seconds=reply[2])
         if reply[0] == "error":
