@@ -41,12 +41,14 @@ def test_bad_specs_raise_one_line(bad, words):
     assert words in message and "\n" not in message
 
 
-_NAMES = st.sampled_from(["xla_cpu_enable_fast_math", "xla_backend_optimization_level",
-                          "xla_cpu_fast_math_honor_nans", "xla_cpu_fast_math_honor_infs"])
+_BOOL = st.sampled_from(["true", "false"])
+_OPTIONS = st.fixed_dictionaries({}, optional={
+    "xla_cpu_enable_fast_math": _BOOL, "xla_cpu_fast_math_honor_nans": _BOOL,
+    "xla_cpu_fast_math_honor_infs": _BOOL,
+    "xla_backend_optimization_level": st.integers(0, 3).map(str)})
 
 
-@given(st.dictionaries(_NAMES, st.sampled_from(["true", "false", "0", "1"]), min_size=1),
-       st.sampled_from([None, "O0", "fastmath"]))
+@given(_OPTIONS.filter(bool), st.sampled_from([None, "O0", "fastmath"]))
 def test_round_trip_property(options, variant):
     config = Configuration("xla", variant, tuple(sorted(options.items())))
     assert Configuration.parse(str(config)) == config

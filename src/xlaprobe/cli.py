@@ -20,8 +20,9 @@ from xlaprobe.errors import XlaprobeError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Differential checking of XLA (from JAX): finds miscompilations.")
-out = Console()
-err = Console(stderr=True)
+# Not a terminal (CI logs, pipes): rich would wrap tables at 80 columns.
+out = Console(width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 
 MAX_DETAIL_ROWS = 20
 

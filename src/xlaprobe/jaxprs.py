@@ -39,6 +39,7 @@ CALL_PRIMITIVES: dict[str, str] = {
     "custom_vjp_call_jaxpr": "fun_jaxpr",
     "checkpoint": "jaxpr",
     "remat": "jaxpr",
+    "remat2": "jaxpr",  # jax.checkpoint in jax 0.10
     "custom_lin": "",  # never in a forward program; listed so the error names it
 }
 

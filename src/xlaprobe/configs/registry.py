@@ -4,6 +4,7 @@ Grammar of a spec (round-trips through `str` and `Configuration.parse`)::
 
     spec     := kind [":" variant] ["[" option ("," option)* "]"]
     option   := name "=" value          (an XLA compiler option, e.g. xla_cpu_enable_fast_math=true)
+    value    := item ("+" item)*        (list options: xla_disable_hlo_passes=algsimp+fusion)
 
 Examples: ``xla``, ``xla:O0``, ``xla:fastmath``, ``xla[xla_cpu_enable_fast_math=true]``, ``eager``,
 ``reference``. Kinds register themselves in `_KINDS` (the one registry DESIGN.md allows); a kind's

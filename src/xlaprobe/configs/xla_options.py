@@ -202,7 +202,8 @@ def _encode_tag(number: int, wire: int) -> bytes:
     return _encode_varint(number << 3 | wire)
 
 
-def _enums_of(container: bytes, prefix: str, enum_field: int, message_field: int) -> dict[str, tuple[str, ...]]:
+def _enums_of(container: bytes, prefix: str, enum_field: int,
+              message_field: int) -> dict[str, tuple[str, ...]]:
     """Full enum name -> value names, for enums in `container` and its nested messages."""
     enums: dict[str, tuple[str, ...]] = {}
     for number, value in _fields(container):
@@ -236,7 +237,8 @@ def option_specs() -> dict[str, OptionSpec] | None:
     descriptor = _file_descriptor("xla/xla.proto")
     if descriptor is None:
         return None
-    message = next((v for n, v in _fields(descriptor) if n == 4 and _first(v, 1) == b"DebugOptions"), None)
+    message = next((v for n, v in _fields(descriptor)
+                    if n == 4 and _first(v, 1) == b"DebugOptions"), None)
     if message is None:
         return None
     dependencies = [v.decode() for n, v in _fields(descriptor) if n == 3]
@@ -386,8 +388,8 @@ def compiler_options(options: Sequence[tuple[str, str]], *, check_passes: bool =
                     if not is_known_pass(item):
                         raise InvalidArgument(
                             f"{where}: unknown HLO pass or pipeline '{item}' (XLA would silently "
-                            f"ignore it){_suggest(item, sorted(pass_names()))}; the list is "
-                            f"{_PASS_LIST_FILE.name}")
+                            f"ignore it; known names: xlaprobe/configs/{_PASS_LIST_FILE.name})"
+                            f"{_suggest(item, sorted(pass_names()))}")
             result[name] = ",".join(str(v) for v in converted)
         else:
             result[name] = _convert_scalar(spec, text, where)

@@ -1,0 +1,117 @@
+"""The ``xla`` configuration kind: jit-compile the whole program with XLA and run it.
+
+Specs::
+
+    xla                                   jit with XLA's default options
+    xla:O0                                xla_backend_optimization_level=0
+    xla:fastmath                          xla_cpu_enable_fast_math=true
+    xla[name=value,...]                   any XLA compiler option, e.g. xla[xla_cpu_enable_fast_math=true]
+    xla:O0[xla_disable_hlo_passes=algsimp+fusion]
+                                          a variant plus options; options override the variant's
+
+Options are checked in the parent process without compiling (see `xlaprobe.configs.xla_options`):
+names against XLA's DebugOptions descriptor, values against the field types, HLO pass names
+against the shipped pass list. Repeated options join their values with ``+``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+from xlaprobe import jaxprs
+from xlaprobe.configs import xla_options
+from xlaprobe.configs.registry import Configuration
+from xlaprobe.errors import InvalidArgument
+
+#: Named presets: variant -> compiler options (value text as in a spec).
+VARIANTS: dict[str, tuple[tuple[str, str], ...]] = {
+    "O0": (("xla_backend_optimization_level", "0"),),
+    "fastmath": (("xla_cpu_enable_fast_math", "true"),),
+}
+
+
+def compiler_options(config: Configuration) -> dict[str, Any]:
+    """The typed ``compile(compiler_options=...)`` dict of an ``xla`` configuration.
+
+    The variant's options come first; the spec's options override them by name.
+
+    >>> compiler_options(Configuration("xla", "O0", (("xla_cpu_enable_fast_math", "true"),)))
+    {'xla_backend_optimization_level': 0, 'xla_cpu_enable_fast_math': True}
+
+    Raises:
+        InvalidArgument: unknown variant, or an option `xla_options.compiler_options` rejects.
+    """
+    if config.kind != KIND.name:
+        raise InvalidArgument(f"configuration '{config}' is not of kind 'xla'")
+    if config.variant is not None and config.variant not in VARIANTS:
+        raise InvalidArgument(f"unknown variant 'xla:{config.variant}'; known variants: "
+                              f"{', '.join('xla:' + v for v in VARIANTS)}")
+    merged = dict(VARIANTS.get(config.variant, ()) if config.variant else ())
+    merged.update(config.options)
+    return xla_options.compiler_options(list(merged.items()))
+
+
+def compile_program(config: Configuration, closed_jaxpr: jaxprs.ClosedJaxpr,
+                    inputs: Sequence[np.ndarray]) -> jax.stages.Compiled:
+    """Lower the jaxpr with `jax.jit` and compile it with the configuration's XLA options.
+
+    Args:
+        config: an ``xla`` configuration.
+        closed_jaxpr: a closed jaxpr (canonical or not) with one invar per input.
+        inputs: one array per invar, of the invar's shape and dtype.
+
+    Returns:
+        The compiled executable; ``.as_text()`` gives the optimized HLO, ``.cost_analysis()``
+        flops and bytes accessed. Call it on `inputs`.
+
+    Raises:
+        InvalidArgument: the configuration is invalid (see `compiler_options`).
+        jax.errors.JaxRuntimeError: XLA rejected an option value or failed to compile.
+    """
+    options = compiler_options(config)
+    jaxpr, consts = closed_jaxpr.jaxpr, closed_jaxpr.consts
+
+    def program(*args: Any) -> list[Any]:
+        return jax.core.eval_jaxpr(jaxpr, consts, *args)
+
+    return jax.jit(program).lower(*inputs).compile(compiler_options=options)
+
+
+class XlaKind:
+    """`ConfigKind` for whole-program XLA compilation (see module docstring)."""
+
+    name = "xla"
+    description = "jit-compile the program with XLA (variants O0, fastmath; any [option=value])"
+
+    def validate(self, config: Configuration) -> None:
+        """Check variant and options without compiling (safe in the parent process).
+
+        Raises:
+            InvalidArgument: unknown variant, unknown option name (with close matches), a value of
+                the wrong type, an unknown HLO pass name, or options XLA cannot combine.
+        """
+        compiler_options(config)
+
+    def isolation_group(self, config: Configuration) -> str:
+        """All ``xla`` configurations share workers: options apply per compile, not per process."""
+        return "default"
+
+    def run(self, config: Configuration, jaxpr: jaxprs.ClosedJaxpr,
+            inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Compile with `compile_program` and run once.
+
+        Returns:
+            The flat outputs as NumPy arrays, one per jaxpr outvar.
+
+        Raises:
+            InvalidArgument, jax.errors.JaxRuntimeError: as `compile_program`.
+        """
+        compiled = compile_program(config, jaxpr, inputs)
+        return [np.asarray(out) for out in compiled(*inputs)]
+
+
+KIND = XlaKind()
