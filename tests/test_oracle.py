@@ -133,3 +133,18 @@ def test_verdict_json_round_trip():
     assert np.isnan(Verdict.from_json(v.to_json()).actual)
     ok = judge_leaf(np.array([1.0], F32), np.array([1.0]))
     assert Verdict.from_json(ok.to_json()).kind is ok.kind
+
+
+def test_ill_conditioned_leaf_gets_the_leaf_budget():
+    # A leaf that honest rounding scrambles (an Adam step on a gradient that is mathematically zero):
+    # the configuration's noise lands on other elements than the honest run's.
+    ref = np.array([0.01, -0.01, 0.01, -0.01])
+    honest = np.array([0.01, -0.01, -0.01, -0.01])   # one element flipped by rounding
+    out = np.array([-0.01, -0.01, 0.01, -0.01], F32)  # another element flipped
+    assert judge_leaf(out, ref).kind is VerdictKind.MISMATCH
+    assert judge_leaf(out, ref, budget=honest).kind is VerdictKind.OK
+    # A well-conditioned leaf keeps per-element resolution: a 1e-3 error is not hidden by a 1e-6
+    # honest error elsewhere.
+    honest_good = np.array([0.01 + 1e-9, -0.01, 0.01, -0.01])
+    bad = np.array([0.01, -0.01 + 1e-3, 0.01, -0.01], F32)
+    assert judge_leaf(bad, ref, budget=honest_good).kind is VerdictKind.MISMATCH
