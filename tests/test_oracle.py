@@ -59,14 +59,34 @@ def test_bools_exact():
 
 
 def test_float32_abs_and_rel_both_needed():
-    # atol 1e-6, rtol 1e-5 for float32: an element fails only when both are exceeded.
+    # float32: atol is the smallest normal number, rtol 1e-5; an element fails only when both are
+    # exceeded.
+    tight = Tolerance(atol=(("float32", 1e-6),))
     ref = np.array([1000.0, 1e-8, 1.0])
     out = np.array([1000.0 + 5e-3, 5e-7, 1.0], F32)  # 1000: abs 5e-3 > 1e-6 but rel 5e-6 < 1e-5
-    assert judge_leaf(out, ref).kind is VerdictKind.OK  # 1e-8 vs 5e-7: rel huge, abs 4.9e-7 < 1e-6
+    assert judge_leaf(out, ref, tolerance=tight).kind is VerdictKind.OK  # 1e-8: abs 4.9e-7 < 1e-6
+    assert judge_leaf(out, ref).kind is VerdictKind.MISMATCH  # default atol does not hide 1e-8 -> 5e-7
     out_bad = np.array([1000.1, 1e-8, 1.0], F32)
-    v = judge_leaf(out_bad, ref)
+    v = judge_leaf(out_bad, ref, tolerance=tight)
     assert v.kind is VerdictKind.MISMATCH and v.worst == 0
     assert v.max_rel == pytest.approx(1e-4, rel=0.05)
+
+
+def test_small_magnitudes_are_judged_relatively():
+    # XLA:CPU's cbrt of float32 subnormals gives -5.6e-16 where 1.8e-13 is right.
+    v = judge_leaf(np.array([-5.5951735e-16, 2.0], F32), np.array([1.8047e-13, 2.0]))
+    assert v.kind is VerdictKind.MISMATCH and v.worst == 0
+
+
+def test_flushing_inputs_to_zero_is_labelled_ftz():
+    # cbrt(subnormal) flushed to cbrt(0) = 0: the reference:ftz run explains it.
+    ref = np.array([1.8047e-13, 2.0])
+    out = np.array([0.0, 2.0], F32)
+    v = judge_leaf(out, ref, budget=ref, flushed=np.array([0.0, 2.0]))
+    assert v.kind is VerdictKind.FTZ
+    garbage = np.array([-5.5951735e-16, 2.0], F32)
+    assert judge_leaf(garbage, ref, budget=ref, flushed=np.array([0.0, 2.0])).kind \
+        is VerdictKind.MISMATCH
 
 
 def test_budget_widens_bounds():

@@ -19,6 +19,8 @@ from xlaprobe.program import Program
 REFERENCE = "reference"
 #: The honest run in the program's own dtypes: the error budget (see `xlaprobe.oracle`).
 BUDGET = "reference:native"
+#: The honest run with subnormals flushed to zero: explains `ftz` differences.
+FLUSHED = "reference:ftz"
 DEFAULT_CONFIGS = "xla,xla:O0,eager,reference"
 
 #: Severity order used to pick a configuration's verdict kind for its finding.
@@ -61,6 +63,7 @@ class CheckResult:
         judged_against: ``"reference"``, or the configuration used as baseline when the reference
             is not among the configurations or did not run.
         budget: the honest-run outcome (``reference:native``) or None.
+        flushed: the flushed honest-run outcome (``reference:ftz``) or None.
         findings: the configurations with a finding, in configuration order.
     """
 
@@ -70,6 +73,7 @@ class CheckResult:
     verdicts: tuple[tuple[Verdict, ...], ...]
     judged_against: str
     budget: Outcome | None
+    flushed: Outcome | None
     findings: tuple[Finding, ...]
 
     @property
@@ -117,8 +121,11 @@ def structural_fingerprint(program: Program, config: str, kind: VerdictKind) -> 
 def _reference_verdicts(program: Program, outcome: Outcome) -> list[Verdict]:
     # The reference is the oracle; it is only judged where the right answer is known.
     if outcome.ran and program.expected is not None:
-        return judge_outcome(outcome, program.expected, program.output_names,
-                             tolerance=program.tolerance)
+        # Judge the float64 reference rounded to the program's output dtypes, as expected() is.
+        rounded = tuple(np.asarray(r).astype(np.asarray(e).dtype)
+                        for r, e in zip(outcome.outputs, program.expected))
+        return judge_outcome(dataclasses.replace(outcome, outputs=rounded), program.expected,
+                             program.output_names, tolerance=program.tolerance)
     if outcome.ran:
         return [Verdict(config=outcome.config, output=n, index=i, kind=VerdictKind.OK,
                         detail="the oracle") for i, n in enumerate(program.output_names)]
@@ -126,7 +133,7 @@ def _reference_verdicts(program: Program, outcome: Outcome) -> list[Verdict]:
 
 
 def judge(program: Program, configs: Sequence[str], outcomes: Sequence[Outcome],
-          budget: Outcome | None) -> CheckResult:
+          budget: Outcome | None, flushed: Outcome | None = None) -> CheckResult:
     """Turn outcomes into verdicts and findings (pure; no running).
 
     Args:
@@ -134,6 +141,7 @@ def judge(program: Program, configs: Sequence[str], outcomes: Sequence[Outcome],
         configs: configuration specs, one per outcome.
         outcomes: one per configuration.
         budget: the ``reference:native`` outcome, or None.
+        flushed: the ``reference:ftz`` outcome, or None.
 
     Returns:
         The `CheckResult`.
@@ -146,8 +154,11 @@ def judge(program: Program, configs: Sequence[str], outcomes: Sequence[Outcome],
         ran = [c for c in configs if by_config[c].ran and c != REFERENCE]
         judged_against = ran[0] if ran else ""
         baseline = by_config[judged_against].outputs if ran else None
-    honest = budget.outputs if budget is not None and budget.ran and judged_against == REFERENCE \
-        else None
+    def usable(extra: Outcome | None) -> tuple[np.ndarray, ...] | None:
+        return extra.outputs if extra is not None and extra.ran and judged_against == REFERENCE \
+            else None
+
+    honest, flushed_outputs = usable(budget), usable(flushed)
     verdicts: list[tuple[Verdict, ...]] = []
     findings: list[Finding] = []
     for config, outcome in zip(configs, outcomes):
@@ -161,7 +172,7 @@ def judge(program: Program, configs: Sequence[str], outcomes: Sequence[Outcome],
                                  for v in leaf_verdicts]
         else:
             leaf_verdicts = judge_outcome(outcome, baseline, program.output_names, budget=honest,
-                                          tolerance=program.tolerance)
+                                          flushed=flushed_outputs, tolerance=program.tolerance)
         verdicts.append(tuple(leaf_verdicts))
         kind = _summary_kind(leaf_verdicts)
         # A reference that cannot run is a gap in xlaprobe, not a compiler bug.
@@ -170,7 +181,7 @@ def judge(program: Program, configs: Sequence[str], outcomes: Sequence[Outcome],
             findings.append(Finding(config, kind, failing,
                                     structural_fingerprint(program, config, kind)))
     return CheckResult(program, tuple(configs), tuple(outcomes), tuple(verdicts), judged_against,
-                       budget, tuple(findings))
+                       budget, flushed, tuple(findings))
 
 
 def check_program(program: Program, configs: Sequence[Configuration | str], pool: Any, *,
@@ -178,8 +189,8 @@ def check_program(program: Program, configs: Sequence[Configuration | str], pool
                   timeout_s: float | None = None) -> CheckResult:
     """Run every configuration on `program` in `pool`'s workers and judge the outputs.
 
-    When ``reference`` is among the configurations, ``reference:native`` runs too (the error
-    budget). Crashes, hangs and compile errors are outcomes, never exceptions.
+    When ``reference`` is among the configurations, ``reference:native`` (the error budget) and
+    ``reference:ftz`` (what flushing subnormals gives) run too. Crashes, hangs and compile errors are outcomes, never exceptions.
 
     Args:
         program: the program.
@@ -197,13 +208,13 @@ def check_program(program: Program, configs: Sequence[Configuration | str], pool
     parsed = [c if isinstance(c, Configuration) else Configuration.parse(c) for c in configs]
     specs = [str(c) for c in parsed]
     run = list(parsed)
-    if REFERENCE in specs and BUDGET not in specs:
-        run.append(Configuration.parse(BUDGET))
+    if REFERENCE in specs:
+        run += [Configuration.parse(BUDGET), Configuration.parse(FLUSHED)]
     outcomes: dict[int, Outcome] = {}
     kwargs = {} if timeout_s is None else {"timeout_s": timeout_s}
     for index, outcome in pool.run_many([(program, c) for c in run], **kwargs):
         outcomes[index] = outcome
         if on_outcome is not None:
             on_outcome(outcome)
-    budget = outcomes.get(len(parsed))
-    return judge(program, specs, [outcomes[i] for i in range(len(parsed))], budget)
+    extra = [outcomes.get(i) for i in range(len(parsed), len(run))] + [None, None]
+    return judge(program, specs, [outcomes[i] for i in range(len(parsed))], extra[0], extra[1])

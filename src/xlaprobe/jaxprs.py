@@ -100,7 +100,9 @@ def _canonical_params(params: dict[str, Any]) -> dict[str, Any]:
         if isinstance(value, jcore.ClosedJaxpr):
             return canonicalize(value)
         if isinstance(value, tuple) and value and all(isinstance(v, jcore.ClosedJaxpr) for v in value):
-            return tuple(canonicalize(v) for v in value)
+            converted = [canonicalize(v) for v in value]
+            # Keep named tuples (custom_linear_solve's `jaxprs`) as their own type.
+            return type(value)(*converted) if hasattr(value, "_fields") else tuple(converted)
         return value
 
     return {k: convert(v) for k, v in params.items()}

@@ -53,13 +53,16 @@ class VerdictKind(enum.Enum):
         return self not in (VerdictKind.OK, VerdictKind.FTZ)
 
 
-#: Default bounds per dtype name: (atol, rtol, max_ulps). float32 follows JAX's own test tolerances
-#: for compiled-vs-reference comparisons; max_ulps applies to narrow floats only.
+#: Default bounds per dtype name: (atol, rtol, max_ulps); max_ulps applies to narrow floats only.
+#: rtol is about 80 ULPs (float32), 10 (float16), 2.5 (bfloat16). atol is the smallest normal
+#: number: cancellation and other ill-conditioning are covered by the honest-run budget, not by a
+#: fixed absolute slack, which would hide wrong results of small magnitude (a cbrt of subnormals
+#: that returns garbage around 1e-16 instead of 1e-13 is still 100% wrong).
 DEFAULT_BOUNDS: dict[str, tuple[float, float, int]] = {
-    "float64": (1e-12, 1e-9, 0),
-    "float32": (1e-6, 1e-5, 0),
-    "float16": (1e-3, 1e-2, 2),
-    "bfloat16": (1e-2, 2e-2, 2),
+    "float64": (float(np.finfo(np.float64).tiny), 1e-9, 0),
+    "float32": (float(np.finfo(np.float32).tiny), 1e-5, 0),
+    "float16": (float(np.finfo(np.float16).tiny), 1e-2, 2),
+    "bfloat16": (float(ml_dtypes.finfo(ml_dtypes.bfloat16).tiny), 2e-2, 2),
 }
 #: Multiplier on the honest (native-dtype) error at each element.
 BUDGET_FACTOR = 4.0
@@ -174,8 +177,8 @@ def _is_float(dtype: np.dtype) -> bool:
 
 
 def judge_leaf(actual: np.ndarray, reference: np.ndarray, *, budget: np.ndarray | None = None,
-               tolerance: Tolerance = Tolerance(), config: str = "", output: str = "",
-               index: int = 0) -> Verdict:
+               flushed: np.ndarray | None = None, tolerance: Tolerance = Tolerance(),
+               config: str = "", output: str = "", index: int = 0) -> Verdict:
     """Judge one output leaf against the reference.
 
     Args:
@@ -183,6 +186,9 @@ def judge_leaf(actual: np.ndarray, reference: np.ndarray, *, budget: np.ndarray 
         reference: the float64 reference (float outputs as float64; integers and bools in D), shape S.
         budget: the honest run (``reference:native``) of the same leaf, float64, shape S; None
             judges with the dtype bounds alone.
+        flushed: the honest run with subnormals flushed to zero (``reference:ftz``), float64,
+            shape S, or None: elements that fail against `reference` but agree with it are
+            labelled ``ftz``.
         tolerance: per-program overrides of `DEFAULT_BOUNDS`.
         config, output, index: recorded in the verdict.
 
@@ -200,7 +206,7 @@ def judge_leaf(actual: np.ndarray, reference: np.ndarray, *, budget: np.ndarray 
     if not _is_float(actual.dtype):
         return _judge_exact(actual, reference, base)
     with np.errstate(invalid="ignore", over="ignore"):  # inf - inf is handled as a special value
-        return _judge_float(actual, reference, budget, tolerance, base)
+        return _judge_float(actual, reference, budget, flushed, tolerance, base)
 
 
 def _judge_exact(actual: np.ndarray, reference: np.ndarray, base: dict[str, Any]) -> Verdict:
@@ -223,7 +229,8 @@ def _judge_exact(actual: np.ndarray, reference: np.ndarray, base: dict[str, Any]
 
 
 def _judge_float(actual: np.ndarray, reference: np.ndarray, budget: np.ndarray | None,
-                 tolerance: Tolerance, base: dict[str, Any]) -> Verdict:
+                 flushed_run: np.ndarray | None, tolerance: Tolerance,
+                 base: dict[str, Any]) -> Verdict:
     dtype = actual.dtype
     out = actual.astype(np.float64)
     ref = reference.astype(np.float64)
@@ -262,10 +269,21 @@ def _judge_float(actual: np.ndarray, reference: np.ndarray, budget: np.ndarray |
     ulps = np.where(comparable, ulp_distance(out, ref, dtype), 0.0)
     if max_ulps:
         over &= ulps > max_ulps
-    # Flushing subnormal results to zero is a legal freedom on XLA:CPU.
+    # Flushing subnormals to zero (inputs and results) is a legal freedom on XLA:CPU.
     tiny = float(ml_dtypes.finfo(dtype).tiny)
     ref_rounded = np.abs(ref.astype(dtype).astype(np.float64))
     flushed = over & (out == 0) & (ref_rounded < tiny)
+    if flushed_run is not None:
+        ftz = np.asarray(flushed_run, np.float64)
+        ftz_diff = np.abs(out - ftz)
+        agrees = (np.isnan(ftz) & np.isnan(out)) | (ftz == out) | (
+            np.isfinite(ftz_diff) & (ftz_diff <= rtol * np.abs(ftz) + slack))
+        # Only where flushing changes the honest result is it the explanation.
+        differs_by_flushing = np.ones(out.shape, bool) if honest is None else ~(
+            (ftz == honest) | (np.isnan(ftz) & np.isnan(honest)))
+        flushed |= (over | nan_bad | inf_bad) & agrees & differs_by_flushing
+        nan_bad &= ~flushed
+        inf_bad &= ~flushed
     over &= ~flushed
 
     failing = over | nan_bad | inf_bad
@@ -292,6 +310,7 @@ def _judge_float(actual: np.ndarray, reference: np.ndarray, budget: np.ndarray |
 
 def judge_outcome(outcome: Outcome, reference: Sequence[np.ndarray], output_names: Sequence[str], *,
                   budget: Sequence[np.ndarray] | None = None,
+                  flushed: Sequence[np.ndarray] | None = None,
                   tolerance: Tolerance = Tolerance()) -> list[Verdict]:
     """Judge every output leaf of one configuration's outcome.
 
@@ -301,6 +320,7 @@ def judge_outcome(outcome: Outcome, reference: Sequence[np.ndarray], output_name
         reference: the reference outputs, one array per leaf.
         output_names: one name per leaf.
         budget: the honest-run outputs (``reference:native``), one per leaf, or None.
+        flushed: the flushed honest-run outputs (``reference:ftz``), one per leaf, or None.
         tolerance: per-program overrides.
 
     Returns:
@@ -318,6 +338,7 @@ def judge_outcome(outcome: Outcome, reference: Sequence[np.ndarray], output_name
                         frac_over=1.0, detail=f"{len(outcome.outputs)} outputs, reference has "
                                               f"{len(reference)}")
                 for i, name in enumerate(output_names)]
-    return [judge_leaf(out, ref, budget=None if budget is None else budget[i], tolerance=tolerance,
+    return [judge_leaf(out, ref, budget=None if budget is None else budget[i],
+                       flushed=None if flushed is None else flushed[i], tolerance=tolerance,
                        config=outcome.config, output=output_names[i], index=i)
             for i, (out, ref) in enumerate(zip(outcome.outputs, reference))]

@@ -1,0 +1,1568 @@
+"""The ``reference`` configuration: a NumPy interpreter of jaxprs that never calls XLA.
+
+It is the oracle's second opinion, and the only one that sees faults XLA makes op by op (a wrong
+``cbrt`` kernel, a scatter that drops valid indices, a convolution that reads past its padding):
+every rule below follows the XLA / StableHLO semantics of its primitive, written out in NumPy.
+
+Two modes, one rule table:
+
+* **float64** (default, ``reference``): every floating value is carried and computed in float64,
+  whatever the program's dtype (float16, bfloat16, float32 inputs, literals and constants are upcast;
+  conversions between float dtypes are the identity). This is the "true" answer, up to float64
+  rounding, that a correct compilation approximates.
+* **native** (``reference:native``, ``round_each_op=True``): after every equation each floating
+  result is rounded to its outvar's dtype (then carried as float64), and sums (reduce_sum,
+  dot_general, convolutions, cumulative and windowed sums, scatter-add) accumulate in the program's
+  dtype. It models an honest computation in the program's own precision; its distance from the
+  float64 run is the error budget the oracle allows a configuration, so that ill-conditioned
+  programs raise no alarm while a fault far beyond that budget still does. float16 and bfloat16
+  sums accumulate in float32, as every hardware dot unit and XLA:CPU do.
+
+Integers and booleans are exact in both modes: arithmetic wraps in two's complement, division and
+remainder truncate, shifts and conversions saturate or wrap exactly as XLA specifies. Operations
+about the representation (bitcast_convert_type, nextafter, reduce_precision) act on the value
+rounded to the operand's dtype in both modes. Subnormals are never flushed (XLA:CPU may flush them:
+a legal freedom the oracle labels, not a reference behaviour).
+
+Rules live in `RULES`, keyed by JAX primitive name. A rule is ``rule(ctx, *args, **params)``: `ctx`
+(a `_Ctx`) tells the mode and the equation's logical dtypes and shapes, `args` are NumPy arrays
+(floating ones as float64), `params` are the equation's parameters. It returns one array, or a list
+for multiple-result primitives; the interpreter then rounds (native mode) and casts to the outvar
+dtype. PRNG key arrays are carried as `_Keys` (impl plus uint32 key data); structural primitives
+work on them component by component, and the ``random_*`` primitives evaluate JAX's own definition
+of the PRNG (traced to a jaxpr) with these same rules, so ``jax.random`` is bit-exact.
+
+Source: StableHLO specification (https://openxla.org/stablehlo/spec) and XLA operation semantics
+(https://openxla.org/xla/operation_semantics); behaviours the specs leave open (float to int
+conversion of NaN and out-of-range values, division by zero, out-of-bounds scatter) follow XLA:CPU
+as measured on jaxlib 0.10.2.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import jax
+import ml_dtypes
+import numpy as np
+from jax import dtypes as jdtypes
+from jax._src import core as jcore
+from jax.lax import GatherScatterMode
+
+from xlaprobe import jaxprs
+from xlaprobe.errors import InvalidArgument, UnsupportedPrimitive
+
+if TYPE_CHECKING:
+    from xlaprobe.configs.registry import Configuration
+
+_WHERE = "xlaprobe/configs/reference.py"
+
+Rule = Callable[..., Any]
+
+__all__ = ["KIND", "RULES", "ReferenceKind", "evaluate"]
+
+
+# ---------------------------------------------------------------------------------------------
+# dtypes and values
+
+
+@functools.cache
+def _kind(dtype: Any) -> str:
+    """'f' float (ml_dtypes included), 'c' complex, 'i' signed, 'u' unsigned, 'b' bool, 'k' key."""
+    if jdtypes.issubdtype(dtype, jdtypes.prng_key):
+        return "k"
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return "b"
+    if jdtypes.issubdtype(dtype, np.complexfloating):
+        return "c"
+    if jdtypes.issubdtype(dtype, np.floating):
+        return "f"
+    if jdtypes.issubdtype(dtype, np.signedinteger):
+        return "i"
+    if jdtypes.issubdtype(dtype, np.unsignedinteger):
+        return "u"
+    raise TypeError(f"reference interpreter: unsupported dtype {dtype}")
+
+
+def _carrier(dtype: Any) -> np.dtype:
+    """The dtype a value of logical `dtype` is carried in: float64/complex128 for inexact types."""
+    kind = _kind(dtype)
+    if kind == "f":
+        return np.dtype(np.float64)
+    if kind == "c":
+        return np.dtype(np.complex128)
+    return np.dtype(dtype)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Keys:
+    """A PRNG key array: `data` is uint32[*shape, *impl.key_shape]."""
+
+    impl: Any
+    data: np.ndarray
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.data.shape[:self.data.ndim - len(self.impl.key_shape)]
+
+
+def _prepare(value: Any, aval: Any) -> Any:
+    """An input value in carried form: float64 for floats, the exact dtype otherwise."""
+    if isinstance(value, _Keys):
+        return value
+    dtype = aval.dtype
+    if _kind(dtype) == "k":
+        data = np.asarray(jax.random.key_data(value), np.uint32)
+        return _Keys(dtype._impl, data)
+    return np.asarray(value, dtype=_carrier(dtype))
+
+
+def _finish(value: Any, aval: Any, native: bool, flush: bool = False) -> Any:
+    """A rule's result in carried form; in native mode floats are rounded to the outvar dtype, and
+    with `flush` subnormal results become zero of the same sign."""
+    dtype = aval.dtype
+    kind = _kind(dtype)
+    if kind == "k":
+        return value
+    if kind in "fc":
+        out = np.asarray(value, dtype=_carrier(dtype))
+        if native and np.dtype(dtype) != out.dtype:
+            out = out.astype(dtype).astype(out.dtype)
+        if flush and kind == "f":
+            tiny = float(ml_dtypes.finfo(dtype).tiny)
+            out = np.where(np.abs(out) < tiny, np.copysign(0.0, out), out).astype(out.dtype)
+        return out
+    return np.asarray(value).astype(dtype, copy=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# the interpreter
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Ctx:
+    """What a rule may know besides its operands and parameters.
+
+    Attributes:
+        interp: the running interpreter (for inner jaxprs).
+        eqn: the equation being evaluated.
+        in_dtypes: logical dtype per operand (float32, not the float64 it is carried in).
+        out_dtypes: logical dtype per result.
+        out_shapes: shape per result.
+    """
+
+    interp: _Interpreter
+    eqn: Any
+    in_dtypes: tuple[np.dtype, ...]
+    out_dtypes: tuple[np.dtype, ...]
+    out_shapes: tuple[tuple[int, ...], ...]
+
+    @property
+    def native(self) -> bool:
+        return self.interp.native
+
+    @property
+    def out_dtype(self) -> np.dtype:
+        return self.out_dtypes[0]
+
+    @property
+    def multiple_results(self) -> bool:
+        return self.eqn.primitive.multiple_results
+
+    def acc_dtype(self, dtype: Any = None) -> np.dtype:
+        """The dtype a sum producing `dtype` (default: the first result's) accumulates in."""
+        dtype = np.dtype(self.out_dtype if dtype is None else dtype)
+        kind = _kind(dtype)
+        if kind not in "fc":
+            return np.dtype(np.uint64 if kind == "u" else np.int64) if kind != "b" else dtype
+        if not self.native:
+            return _carrier(dtype)
+        if kind == "f" and dtype.itemsize < 4:
+            return np.dtype(np.float32)
+        return dtype
+
+    def eval(self, closed: Any, args: Sequence[Any]) -> list[Any]:
+        return self.interp.eval_closed(closed, args)
+
+
+class _Interpreter:
+    def __init__(self, native: bool, flush: bool = False):
+        self.native = native
+        self.flush = flush
+
+    def eval_closed(self, closed: Any, args: Sequence[Any]) -> list[Any]:
+        if isinstance(closed, jcore.Jaxpr):
+            closed = jcore.ClosedJaxpr(closed, ())
+        jaxpr = closed.jaxpr
+        consts = [_prepare(c, v.aval) for c, v in zip(closed.consts, jaxpr.constvars, strict=True)]
+        outs = jaxprs.eval_jaxpr_with(jaxpr, consts, list(args), self.apply)
+        return [_prepare(o, v.aval) for o, v in zip(outs, jaxpr.outvars, strict=True)]
+
+    def apply(self, eqn: Any, invals: list[Any]) -> list[Any]:
+        name = eqn.primitive.name
+        rule = RULES.get(name)
+        if rule is None:
+            raise UnsupportedPrimitive(name, _WHERE)
+        args = [_prepare(v, a.aval) for v, a in zip(invals, eqn.invars, strict=True)]
+        ctx = _Ctx(self, eqn, tuple(a.aval.dtype for a in eqn.invars),
+                   tuple(v.aval.dtype for v in eqn.outvars),
+                   tuple(tuple(getattr(v.aval, "shape", ())) for v in eqn.outvars))
+        try:
+            if name not in _KEY_AWARE and any(isinstance(a, _Keys) for a in args):
+                outs = _on_key_components(rule, ctx, args, eqn.params)
+            else:
+                outs = rule(ctx, *args, **eqn.params)
+        except (UnsupportedPrimitive, InvalidArgument):
+            raise
+        except Exception as exc:
+            exc.add_note(f"in the reference rule for '{name}' ({_WHERE})")
+            raise
+        if not eqn.primitive.multiple_results:
+            outs = [outs]
+        return [_finish(o, v.aval, self.native, self.flush)
+                for o, v in zip(outs, eqn.outvars, strict=True)]
+
+
+def evaluate(closed_jaxpr: Any, inputs: Sequence[np.ndarray], *,
+             round_each_op: bool = False, flush_subnormals: bool = False) -> list[np.ndarray]:
+    """Evaluate a closed jaxpr in NumPy, following XLA semantics, without XLA.
+
+    Args:
+        closed_jaxpr: a `jax.core.ClosedJaxpr` (canonical or not: call-like equations are
+            evaluated by recursion).
+        inputs: one array per invar, of the invar's shape; floating inputs of any float dtype.
+        round_each_op: native mode (see the module docstring): round every floating result to its
+            dtype and accumulate sums in that dtype. Default: float64 throughout.
+        flush_subnormals: with `round_each_op`, also flush subnormal inputs and results of every
+            equation to zero (``reference:ftz``): what XLA:CPU may legally do (DAZ/FTZ).
+
+    Returns:
+        One array per outvar: float64 for floating outvars (both modes), the exact outvar dtype for
+        integer and boolean ones, the uint32 key data for PRNG key outvars.
+
+    Raises:
+        UnsupportedPrimitive: the jaxpr uses a primitive that has no rule in `RULES`.
+        InvalidArgument: wrong number of inputs.
+
+    >>> import jax
+    >>> closed = jax.make_jaxpr(lambda b: b * b)(np.int8(16))
+    >>> evaluate(closed, [np.int8(16)])  # int8 arithmetic wraps
+    [array(0, dtype=int8)]
+    >>> closed = jax.make_jaxpr(lambda x: x / 3)(np.float32(1))
+    >>> [float(v) for v in evaluate(closed, [np.float32(1)])]
+    [0.3333333333333333]
+    >>> [float(v) for v in evaluate(closed, [np.float32(1)], round_each_op=True)]
+    [0.3333333432674408]
+    """
+    jaxpr = closed_jaxpr.jaxpr
+    if len(inputs) != len(jaxpr.invars):
+        raise InvalidArgument(f"the jaxpr takes {len(jaxpr.invars)} inputs, got {len(inputs)}")
+    flush = round_each_op and flush_subnormals
+    interp = _Interpreter(round_each_op, flush)
+    args = [_prepare(x, v.aval) for x, v in zip(inputs, jaxpr.invars)]
+    if round_each_op:
+        args = [_finish(a, v.aval, True, flush) for a, v in zip(args, jaxpr.invars)]
+    with np.errstate(all="ignore"):
+        outs = interp.eval_closed(closed_jaxpr, args)
+    return [o.data if isinstance(o, _Keys) else np.asarray(o) for o in outs]
+
+
+# ---------------------------------------------------------------------------------------------
+# PRNG keys: structural primitives act on each key component separately
+
+
+def _on_key_components(rule: Rule, ctx: _Ctx, args: list[Any], params: dict[str, Any]) -> Any:
+    impl = next(a.impl for a in args if isinstance(a, _Keys))
+    key_shape = tuple(impl.key_shape)
+    width = math.prod(key_shape)
+    phys = lambda dts: tuple(np.dtype(np.uint32) if _kind(d) == "k" else d for d in dts)  # noqa: E731
+    pctx = dataclasses.replace(ctx, in_dtypes=phys(ctx.in_dtypes), out_dtypes=phys(ctx.out_dtypes))
+
+    def component(a: Any, c: int) -> Any:
+        if not isinstance(a, _Keys):
+            return a
+        return a.data.reshape(a.shape + (width,))[..., c]
+
+    per_component = []
+    for c in range(width):
+        outs = rule(pctx, *[component(a, c) for a in args], **params)
+        per_component.append(list(outs) if ctx.multiple_results else [outs])
+    results = []
+    for j, dtype in enumerate(ctx.out_dtypes):
+        if _kind(dtype) == "k":
+            data = np.stack([np.asarray(p[j], np.uint32) for p in per_component], axis=-1)
+            results.append(_Keys(dtype._impl, data.reshape(data.shape[:-1] + key_shape)))
+        else:
+            results.append(per_component[0][j])
+    return results if ctx.multiple_results else results[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# elementwise: special functions
+
+_frompy = lambda f: (lambda x: np.asarray(np.frompyfunc(f, 1, 1)(x), np.float64))  # noqa: E731
+
+
+def _safe_lgamma(v: float) -> float:
+    try:
+        return math.lgamma(v)
+    except ValueError:  # poles at 0, -1, -2, ...
+        return math.inf
+
+
+_erf = _frompy(math.erf)
+_erfc = _frompy(math.erfc)
+_lgamma = _frompy(_safe_lgamma)
+
+
+def _digamma(x: np.ndarray) -> np.ndarray:
+    """psi(x) by reflection, recurrence up to 10 and the asymptotic series; NaN at the poles (XLA)."""
+    x = np.asarray(x, np.float64)
+    poles = (x <= 0) & (x == np.floor(x))
+    reflect = x < 0.5
+    frac = x - np.floor(x)
+    cot_term = np.where(reflect, np.pi / np.tan(np.pi * frac), 0.0)
+    y = np.where(reflect, 1.0 - x, x)
+    acc = np.zeros_like(y)
+    for _ in range(10):
+        small = y < 10
+        acc = acc - np.where(small, 1.0 / y, 0.0)
+        y = np.where(small, y + 1.0, y)
+    inv2 = 1.0 / (y * y)
+    series = np.log(y) - 0.5 / y - inv2 * (1 / 12 - inv2 * (1 / 120 - inv2 * (
+        1 / 252 - inv2 * (1 / 240 - inv2 * (1 / 132 - inv2 * (691 / 32760))))))
+    psi = acc + series
+    psi = np.where(reflect, psi - cot_term, psi)
+    return np.where(poles, np.nan, psi)
+
+
+def _erf_inv(y: np.ndarray) -> np.ndarray:
+    """Inverse error function: Winitzki's approximation, then Halley steps on erfc (float64)."""
+    y = np.asarray(y, np.float64)
+    a = np.abs(y)
+    one_minus = 1.0 - a  # exact for a >= 0.5 (Sterbenz), where erfc keeps the precision
+    ln = np.log(one_minus * (1.0 + a))
+    k = 0.147
+    t = 2 / (np.pi * k) + ln / 2
+    x = np.sqrt(np.maximum(np.sqrt(t * t - ln / k) - t, 0.0))
+    inside = (a > 0) & (a < 1)
+    x = np.where(inside, x, 0.0)
+    for _ in range(4):
+        f = np.where(a < 0.5, _erf(x) - a, one_minus - _erfc(x))  # erf(x) - a, both ways
+        deriv = 2 / math.sqrt(math.pi) * np.exp(-x * x)
+        step = np.where(inside, f / deriv, 0.0)
+        x = x - step / (1 + x * step)
+    x = np.where(a == 1, np.inf, np.where(a > 1, np.nan, x))
+    x = np.where(np.isnan(y), np.nan, x)
+    return np.where(a == 0, y, np.copysign(x, y))
+
+
+def _logistic(x: np.ndarray) -> np.ndarray:
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
+def _round(ctx: _Ctx, x: np.ndarray, *, rounding_method: Any = 0, **_: Any) -> np.ndarray:
+    if int(rounding_method) == 1:  # TO_NEAREST_EVEN
+        return np.rint(x)
+    t = np.trunc(x)  # AWAY_FROM_ZERO; floor(|x| + 0.5) would round 0.49999999999999994 up
+    return np.copysign(np.where(np.abs(x - t) >= 0.5, t + np.sign(x), t), x)
+
+
+def _sign(ctx: _Ctx, x: np.ndarray, **_: Any) -> np.ndarray:
+    if _kind(ctx.in_dtypes[0]) in "fc":
+        return np.where(x == 0, x, np.sign(x))  # sign(-0.0) is -0.0 on XLA
+    return np.sign(x)
+
+
+def _integer_pow(ctx: _Ctx, x: np.ndarray, *, y: int, **_: Any) -> np.ndarray:
+    if _kind(ctx.in_dtypes[0]) in "fc":
+        return np.power(x, float(y)) if _kind(ctx.in_dtypes[0]) == "f" else x ** y
+    result = np.ones_like(x)
+    base, n = x.copy(), abs(int(y))
+    while n:  # binary powering in the dtype: wraps exactly like XLA's multiply chain
+        if n & 1:
+            result = result * base
+        base = base * base
+        n >>= 1
+    return result
+
+
+def _nextafter(ctx: _Ctx, x: np.ndarray, y: np.ndarray, **_: Any) -> np.ndarray:
+    dtype = ctx.in_dtypes[0]  # the neighbour of x in the program's dtype, not in float64
+    return np.nextafter(x.astype(dtype), y.astype(dtype)).astype(np.float64)
+
+
+def _reduce_precision(ctx: _Ctx, x: np.ndarray, *, exponent_bits: int, mantissa_bits: int,
+                      **_: Any) -> np.ndarray:
+    """XLA's bit-level ReducePrecision on the operand's dtype (denormals of the reduced format flush)."""
+    dtype = np.dtype(ctx.in_dtypes[0])
+    info = jdtypes.finfo(dtype)
+    src_mant, src_exp = int(info.nmant), int(info.nexp)
+    if mantissa_bits >= src_mant and exponent_bits >= src_exp:
+        return x
+    nbits = dtype.itemsize * 8
+    uint = np.dtype(f"uint{nbits}")
+    bits = np.ascontiguousarray(x.astype(dtype)).view(uint).astype(np.uint64)
+    one = np.uint64(1)
+    if mantissa_bits < src_mant:
+        shift = np.uint64(src_mant - mantissa_bits)
+        last_bit = (bits >> shift) & one
+        bias = (one << (shift - one)) - one + last_bit
+        bits = (bits + bias) & ~((one << shift) - one)
+    if exponent_bits < src_exp:
+        sign = bits & (one << np.uint64(nbits - 1))
+        exp_mask = np.uint64(((1 << src_exp) - 1) << src_mant)
+        diff = (1 << (src_exp - 1)) - (1 << (exponent_bits - 1))
+        max_exp = diff + (1 << exponent_bits) - 2
+        exponent = bits & exp_mask
+        overflow = exponent > np.uint64(max_exp << src_mant)
+        underflow = exponent <= np.uint64(diff << src_mant)
+        bits = np.where(overflow, sign | exp_mask, np.where(underflow, sign, bits))
+    out = bits.astype(uint).view(dtype).astype(np.float64)
+    return np.where(np.isnan(x), x, out)
+
+
+# ---------------------------------------------------------------------------------------------
+# elementwise: integer semantics
+
+
+def _unsigned(dtype: Any) -> np.dtype:
+    return np.dtype(f"uint{np.dtype(dtype).itemsize * 8}")
+
+
+def _int_div(ctx: _Ctx, x: np.ndarray, y: np.ndarray, **_: Any) -> np.ndarray:
+    kind = _kind(ctx.in_dtypes[0])
+    if kind in "fc":
+        return x / y
+    x, y = np.broadcast_arrays(x, y)
+    zero = y == 0
+    overflow = np.zeros_like(zero)
+    if kind == "i":
+        overflow = (x == np.iinfo(x.dtype).min) & (y == -1)
+    safe = np.where(zero | overflow, np.ones_like(y), y)
+    q = x // safe
+    q = np.where((q * safe != x) & ((x < 0) != (safe < 0)), q + 1, q)  # floor -> truncate
+    q = np.where(overflow, x, q)  # INT_MIN / -1 = INT_MIN
+    return np.where(zero, np.array(-1).astype(x.dtype), q)  # x / 0 = -1 (all ones if unsigned)
+
+
+def _rem(ctx: _Ctx, x: np.ndarray, y: np.ndarray, **_: Any) -> np.ndarray:
+    if _kind(ctx.in_dtypes[0]) in "fc":
+        return np.fmod(x, y)
+    x, y = np.broadcast_arrays(x, y)
+    zero = y == 0
+    overflow = np.zeros_like(zero)
+    if _kind(ctx.in_dtypes[0]) == "i":
+        overflow = (x == np.iinfo(x.dtype).min) & (y == -1)
+    safe = np.where(zero | overflow, np.ones_like(y), y)
+    r = np.fmod(x, safe)  # C semantics: sign of the dividend
+    return np.where(zero, x, np.where(overflow, np.zeros_like(x), r))
+
+
+def _shift(kind: str) -> Rule:
+    def rule(ctx: _Ctx, x: np.ndarray, y: np.ndarray, **_: Any) -> np.ndarray:
+        x, y = np.broadcast_arrays(x, y)
+        nbits = x.dtype.itemsize * 8
+        uint = _unsigned(x.dtype)
+        amount = y.astype(uint)  # XLA reads shift amounts as unsigned
+        ok = amount < nbits
+        s = np.where(ok, amount, 0).astype(uint)
+        if kind == "left":
+            out = (x.astype(uint) << s).astype(x.dtype)
+            return np.where(ok, out, np.zeros_like(x))
+        if kind == "logical":
+            out = (x.astype(uint) >> s).astype(x.dtype)
+            return np.where(ok, out, np.zeros_like(x))
+        signed = x.astype(np.dtype(f"int{nbits}"))
+        out = (signed >> s.astype(signed.dtype)).astype(x.dtype)
+        fill = np.where(signed < 0, -1, 0).astype(signed.dtype).astype(x.dtype)
+        return np.where(ok, out, fill)
+    return rule
+
+
+def _population_count(ctx: _Ctx, x: np.ndarray, **_: Any) -> np.ndarray:
+    return np.bitwise_count(x.astype(_unsigned(x.dtype))).astype(x.dtype)
+
+
+def _clz(ctx: _Ctx, x: np.ndarray, **_: Any) -> np.ndarray:
+    nbits = x.dtype.itemsize * 8
+    v = x.astype(_unsigned(x.dtype)).astype(np.uint64)
+    length = np.zeros(v.shape, np.int64)
+    for s in (32, 16, 8, 4, 2, 1):
+        big = v >= np.uint64(1 << s)
+        length += np.where(big, s, 0)
+        v = np.where(big, v >> np.uint64(s), v)
+    length += (v > 0).astype(np.int64)
+    return (nbits - length).astype(x.dtype)
+
+
+def _mulhi(ctx: _Ctx, x: np.ndarray, y: np.ndarray, **_: Any) -> np.ndarray:
+    nbits = x.dtype.itemsize * 8
+    if nbits < 64:
+        wide = np.int64 if _kind(x.dtype) == "i" else np.uint64
+        return ((x.astype(wide) * y.astype(wide)) >> nbits).astype(x.dtype)
+    prod = np.frompyfunc(lambda a, b: (int(a) * int(b)) >> 64, 2, 1)(x, y)
+    mask = (1 << 64) - 1
+    return np.array([int(v) & mask for v in np.ravel(prod)], np.uint64).reshape(
+        np.shape(prod)).astype(x.dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# elementwise: float min/max (NaN-propagating; max(-0, +0) = +0, min(-0, +0) = -0 as on XLA)
+
+
+def _fmax(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    r = np.maximum(x, y)
+    both_zero = (x == 0) & (y == 0)
+    return np.where(both_zero, x + y, r)
+
+
+def _fmin(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    r = np.minimum(x, y)
+    both_zero = (x == 0) & (y == 0)
+    return np.where(both_zero, -((-x) + (-y)), r)
+
+
+def _max(ctx: _Ctx, x: np.ndarray, y: np.ndarray, **_: Any) -> np.ndarray:
+    return _fmax(x, y) if _kind(ctx.in_dtypes[0]) == "f" else np.maximum(x, y)
+
+
+def _min(ctx: _Ctx, x: np.ndarray, y: np.ndarray, **_: Any) -> np.ndarray:
+    return _fmin(x, y) if _kind(ctx.in_dtypes[0]) == "f" else np.minimum(x, y)
+
+
+def _clamp(ctx: _Ctx, lo: np.ndarray, x: np.ndarray, hi: np.ndarray, **_: Any) -> np.ndarray:
+    if _kind(ctx.in_dtypes[1]) == "f":
+        return _fmin(_fmax(x, lo), hi)
+    return np.minimum(np.maximum(x, lo), hi)
+
+
+def _total_order_key(x: np.ndarray, dtype: Any) -> np.ndarray:
+    """int64 keys ordering floats as -NaN < -inf < ... < -0 < +0 < ... < inf < NaN (IEEE totalOrder)."""
+    if _kind(dtype) == "u":  # flip the top bit so that uint64 values above 2**63 stay ordered
+        return (x.astype(np.uint64) ^ np.uint64(1 << 63)).view(np.int64)
+    if _kind(dtype) != "f":
+        return x.astype(np.int64)
+    bits = np.ascontiguousarray(np.asarray(x, np.float64)).view(np.int64)
+    return bits ^ ((bits >> 63) & np.int64(0x7FFFFFFFFFFFFFFF))
+
+
+def _total_compare(op: Callable) -> Rule:
+    def rule(ctx: _Ctx, x: np.ndarray, y: np.ndarray, **_: Any) -> np.ndarray:
+        dtype = ctx.in_dtypes[0]
+        return op(_total_order_key(x, dtype), _total_order_key(y, dtype))
+    return rule
+
+
+def _select_n(ctx: _Ctx, which: np.ndarray, *cases: np.ndarray, **_: Any) -> np.ndarray:
+    if len(cases) == 1:
+        return cases[0]
+    if which.dtype == np.bool_:
+        return np.where(which, cases[1], cases[0])
+    which = np.clip(which.astype(np.int64), 0, len(cases) - 1)
+    out = cases[0]
+    for i, case in enumerate(cases[1:], start=1):
+        out = np.where(which == i, case, out)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# conversions
+
+
+def _convert_element_type(ctx: _Ctx, x: np.ndarray, *, new_dtype: Any, **_: Any) -> np.ndarray:
+    src, dst = ctx.in_dtypes[0], np.dtype(ctx.out_dtype)
+    skind, dkind = _kind(src), _kind(dst)
+    if dkind in "fc":
+        if skind == "c" and dkind == "f":
+            return np.real(x)
+        return x.astype(_carrier(dst))  # float64 mode: no rounding between float dtypes
+    if dkind == "b":
+        return x != 0
+    if skind == "f":  # XLA:CPU: truncate toward zero, saturate, NaN -> 0
+        info = np.iinfo(dst)
+        t = np.trunc(x)
+        hi_excl, lo = float(info.max) + 1.0, float(info.min)
+        bad = np.isnan(t) | (t >= hi_excl) | (t < lo)
+        out = np.where(bad, 0.0, t).astype(dst)
+        out = np.where(t >= hi_excl, info.max, out)
+        return np.where(t < lo, info.min, out).astype(dst)
+    if skind == "c":
+        return _convert_element_type(dataclasses.replace(ctx, in_dtypes=(np.dtype(np.float64),)),
+                                     np.real(x), new_dtype=new_dtype)
+    return x.astype(dst)  # integer narrowing wraps
+
+
+def _bitcast_convert_type(ctx: _Ctx, x: np.ndarray, *, new_dtype: Any, **_: Any) -> np.ndarray:
+    src, dst = np.dtype(ctx.in_dtypes[0]), np.dtype(new_dtype)
+    raw = np.ascontiguousarray(x.astype(src))
+    if src.itemsize == dst.itemsize:
+        return raw.view(dst)
+    if src.itemsize > dst.itemsize:
+        return raw.reshape(raw.shape + (1,)).view(dst)
+    return raw.view(dst).reshape(raw.shape[:-1])
+
+
+# ---------------------------------------------------------------------------------------------
+# rule factories
+
+
+def _unary(fn: Callable[[np.ndarray], np.ndarray]) -> Rule:
+    return lambda ctx, x, **_: fn(x)
+
+
+def _binary(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Rule:
+    return lambda ctx, x, y, **_: fn(x, y)
+
+
+def _identity(ctx: _Ctx, *args: Any, **_: Any) -> Any:
+    return list(args) if ctx.multiple_results else args[0]
+
+
+_UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "neg": np.negative, "floor": np.floor, "ceil": np.ceil, "is_finite": np.isfinite,
+    "exp": np.exp, "exp2": np.exp2, "log": np.log, "log1p": np.log1p, "expm1": np.expm1,
+    "tanh": np.tanh, "logistic": _logistic, "sin": np.sin, "cos": np.cos, "tan": np.tan,
+    "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh,
+    "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh, "sqrt": np.sqrt,
+    "rsqrt": lambda x: 1.0 / np.sqrt(x), "cbrt": np.cbrt, "erf": _erf, "erfc": _erfc,
+    "erf_inv": _erf_inv, "lgamma": _lgamma, "digamma": _digamma, "abs": np.abs,
+    "square": lambda x: x * x, "not": np.invert, "real": np.real, "imag": np.imag,
+    "conj": np.conj,
+}
+
+_BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "pow": np.power, "atan2": np.arctan2,
+    "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor, "eq": np.equal,
+    "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
+    "ge": np.greater_equal, "add_any": np.add, "complex": lambda x, y: x + 1j * y,
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# shape and structure
+
+
+def _broadcast_in_dim(ctx: _Ctx, x: np.ndarray, *dyn: Any, shape: Sequence[int],
+                      broadcast_dimensions: Sequence[int], **_: Any) -> np.ndarray:
+    expanded = [1] * len(shape)
+    for i, d in enumerate(broadcast_dimensions):
+        expanded[d] = x.shape[i]
+    return np.broadcast_to(x.reshape(expanded), tuple(shape))
+
+
+def _reshape(ctx: _Ctx, x: np.ndarray, *dyn: Any, new_sizes: Sequence[int],
+             dimensions: Sequence[int] | None = None, **_: Any) -> np.ndarray:
+    if dimensions is not None:
+        x = np.transpose(x, dimensions)
+    return x.reshape(tuple(new_sizes))
+
+
+def _slice(ctx: _Ctx, x: np.ndarray, *, start_indices: Sequence[int], limit_indices: Sequence[int],
+           strides: Sequence[int] | None = None, **_: Any) -> np.ndarray:
+    strides = strides or (1,) * x.ndim
+    return x[tuple(slice(s, e, st) for s, e, st in zip(start_indices, limit_indices, strides))]
+
+
+def _clamped_starts(shape: Sequence[int], sizes: Sequence[int], starts: Sequence[Any]) -> list[int]:
+    """XLA clamps dynamic start indices (of any integer dtype) so that the slice fits."""
+    return [min(max(int(s), 0), dim - size) for s, dim, size in zip(starts, shape, sizes)]
+
+
+def _dynamic_slice(ctx: _Ctx, x: np.ndarray, *starts: np.ndarray, slice_sizes: Sequence[int],
+                   **_: Any) -> np.ndarray:
+    begin = _clamped_starts(x.shape, slice_sizes, starts[:x.ndim])
+    return x[tuple(slice(b, b + n) for b, n in zip(begin, slice_sizes))]
+
+
+def _dynamic_update_slice(ctx: _Ctx, x: np.ndarray, update: np.ndarray, *starts: np.ndarray,
+                          **_: Any) -> np.ndarray:
+    begin = _clamped_starts(x.shape, update.shape, starts)
+    out = np.array(x, copy=True)
+    out[tuple(slice(b, b + n) for b, n in zip(begin, update.shape))] = update
+    return out
+
+
+def _pad_general(x: np.ndarray, value: Any, config: Sequence[tuple[int, int, int]]) -> np.ndarray:
+    """Pad with (low, high, interior) per dim; negative low/high crop (StableHLO pad)."""
+    for axis, (lo, hi, interior) in enumerate(config):
+        lo, hi, interior = int(lo), int(hi), int(interior)
+        n = x.shape[axis]
+        if interior > 0 and n > 1:
+            shape = list(x.shape)
+            shape[axis] = n + (n - 1) * interior
+            y = np.full(shape, value, dtype=x.dtype)
+            index = [slice(None)] * x.ndim
+            index[axis] = slice(None, None, interior + 1)
+            y[tuple(index)] = x
+            x = y
+        parts = []
+        if lo > 0:
+            shape = list(x.shape)
+            shape[axis] = lo
+            parts.append(np.full(shape, value, dtype=x.dtype))
+        index = [slice(None)] * x.ndim
+        index[axis] = slice(max(-lo, 0), x.shape[axis] - max(-hi, 0))
+        parts.append(x[tuple(index)])
+        if hi > 0:
+            shape = list(x.shape)
+            shape[axis] = hi
+            parts.append(np.full(shape, value, dtype=x.dtype))
+        x = np.concatenate(parts, axis=axis) if len(parts) > 1 else parts[0]
+    return x
+
+
+def _pad(ctx: _Ctx, x: np.ndarray, value: np.ndarray, *, padding_config: Any, **_: Any) -> np.ndarray:
+    return _pad_general(x, value, padding_config)
+
+
+def _iota(ctx: _Ctx, *dyn: Any, dtype: Any, shape: Sequence[int], dimension: int,
+          **_: Any) -> np.ndarray:
+    expanded = [1] * len(shape)
+    expanded[dimension] = shape[dimension]
+    values = np.arange(shape[dimension]).astype(_carrier(dtype))
+    return np.broadcast_to(values.reshape(expanded), tuple(shape))
+
+
+def _split(ctx: _Ctx, x: np.ndarray, *, sizes: Sequence[int], axis: int, **_: Any) -> list[np.ndarray]:
+    return np.split(x, np.cumsum([int(s) for s in sizes])[:-1], axis=axis)
+
+
+def _unstack(ctx: _Ctx, x: np.ndarray, *, axis: int, **_: Any) -> list[np.ndarray]:
+    return [np.take(x, i, axis=axis) for i in range(x.shape[axis])]
+
+
+def _empty(ctx: _Ctx, *, shape: Sequence[int], dtype: Any, **_: Any) -> np.ndarray:
+    return np.zeros(tuple(shape), _carrier(dtype))
+
+
+def _zeros_like(ctx: _Ctx, x: np.ndarray, **_: Any) -> np.ndarray:
+    return np.zeros(ctx.out_shapes[0], _carrier(ctx.out_dtype))
+
+
+# ---------------------------------------------------------------------------------------------
+# reductions
+
+
+def _reduce_sum(ctx: _Ctx, x: np.ndarray, *, axes: Sequence[int], **_: Any) -> np.ndarray:
+    acc = ctx.acc_dtype()  # integers: a 64-bit sum wraps to the same low bits as the narrow one
+    return np.sum(x.astype(acc), axis=tuple(axes), dtype=acc)
+
+
+def _reduce_prod(ctx: _Ctx, x: np.ndarray, *, axes: Sequence[int], **_: Any) -> np.ndarray:
+    acc = ctx.acc_dtype()
+    return np.prod(x.astype(acc), axis=tuple(axes), dtype=acc)
+
+
+def _lowest(dtype: Any) -> Any:
+    kind = _kind(dtype)
+    return -np.inf if kind == "f" else (False if kind == "b" else np.iinfo(dtype).min)
+
+
+def _highest(dtype: Any) -> Any:
+    kind = _kind(dtype)
+    return np.inf if kind == "f" else (True if kind == "b" else np.iinfo(dtype).max)
+
+
+def _reduce_max(ctx: _Ctx, x: np.ndarray, *, axes: Sequence[int], **_: Any) -> np.ndarray:
+    axes = tuple(axes)
+    dtype = ctx.in_dtypes[0]
+    r = np.max(x, axis=axes, initial=_lowest(dtype))
+    if _kind(dtype) == "f":
+        has_pos_zero = np.any((x == 0) & ~np.signbit(x), axis=axes)
+        r = np.where((r == 0) & has_pos_zero, 0.0, r)
+    return r
+
+
+def _reduce_min(ctx: _Ctx, x: np.ndarray, *, axes: Sequence[int], **_: Any) -> np.ndarray:
+    axes = tuple(axes)
+    dtype = ctx.in_dtypes[0]
+    r = np.min(x, axis=axes, initial=_highest(dtype))
+    if _kind(dtype) == "f":
+        has_neg_zero = np.any((x == 0) & np.signbit(x), axis=axes)
+        r = np.where((r == 0) & has_neg_zero, -0.0, r)
+    return r
+
+
+def _reduce_bitwise(ufunc: np.ufunc, identity: int) -> Rule:
+    def rule(ctx: _Ctx, x: np.ndarray, *, axes: Sequence[int], **_: Any) -> np.ndarray:
+        initial = np.array(identity).astype(x.dtype) if x.dtype != np.bool_ else bool(identity)
+        return ufunc.reduce(x, axis=tuple(axes), initial=initial)
+    return rule
+
+
+def _argminmax(fn: Callable) -> Rule:
+    def rule(ctx: _Ctx, x: np.ndarray, *, axes: Sequence[int], index_dtype: Any,
+             **_: Any) -> np.ndarray:
+        return fn(x, axis=axes[0]).astype(index_dtype)  # NumPy, like XLA: first NaN wins
+    return rule
+
+
+def _cumulative(kind: str) -> Rule:
+    def rule(ctx: _Ctx, x: np.ndarray, *, axis: int, reverse: bool = False, **_: Any) -> np.ndarray:
+        float_ = _kind(ctx.out_dtype) == "f"
+        if kind in ("sum", "prod", "logsumexp") and float_:
+            x = x.astype(ctx.acc_dtype())
+        if reverse:
+            x = np.flip(x, axis)
+        if kind == "sum":
+            out = np.cumsum(x, axis=axis, dtype=x.dtype)
+        elif kind == "prod":
+            out = np.cumprod(x, axis=axis, dtype=x.dtype)
+        elif kind == "logsumexp":
+            out = np.logaddexp.accumulate(x, axis=axis)
+        elif kind == "max":
+            out = (np.maximum if x.dtype != np.bool_ else np.logical_or).accumulate(x, axis=axis)
+        else:
+            out = (np.minimum if x.dtype != np.bool_ else np.logical_and).accumulate(x, axis=axis)
+        return np.flip(out, axis) if reverse else out
+    return rule
+
+
+def _generic_reduce(ctx: _Ctx, *args: np.ndarray, jaxpr: Any, dimensions: Sequence[int],
+                    **_: Any) -> list[np.ndarray]:
+    """`reduce` with a user computation: fold sequentially, vectorized over the kept positions."""
+    n = len(args) // 2
+    operands, inits = args[:n], args[n:]
+    dims = tuple(dimensions)
+    kept = [d for d in range(operands[0].ndim) if d not in dims]
+    moved = [np.transpose(x, kept + list(dims)) for x in operands]
+    out_shape = tuple(operands[0].shape[d] for d in kept)
+    flat = [m.reshape(out_shape + (-1,)) for m in moved]
+    acc = [np.broadcast_to(i, out_shape) for i in inits]
+    for k in range(flat[0].shape[-1]):
+        acc = ctx.eval(jaxpr, acc + [f[..., k] for f in flat])
+    return acc
+
+
+# ---------------------------------------------------------------------------------------------
+# windows: reduce_window*, select_and_scatter_add, select_and_gather_add
+
+
+def _window_views(x: np.ndarray, window_dimensions: Sequence[int], window_strides: Sequence[int],
+                  window_dilation: Sequence[int] | None = None):
+    """Yield one strided view per window position, each of the output's shape."""
+    window_dilation = window_dilation or (1,) * x.ndim
+    out_shape = []
+    for n, w, s, d in zip(x.shape, window_dimensions, window_strides, window_dilation):
+        span = (w - 1) * d + 1
+        out_shape.append(0 if n < span else (n - span) // s + 1)
+    for position in np.ndindex(*window_dimensions):
+        index = tuple(slice(k * d, k * d + (o - 1) * s + 1, s) if o else slice(0, 0)
+                      for k, d, o, s in zip(position, window_dilation, out_shape, window_strides))
+        yield x[index]
+
+
+def _window_input(x: np.ndarray, value: Any, padding: Sequence[tuple[int, int]],
+                  base_dilation: Sequence[int] | None) -> np.ndarray:
+    base_dilation = base_dilation or (1,) * x.ndim
+    return _pad_general(x, value, [(lo, hi, b - 1) for (lo, hi), b in zip(padding, base_dilation)])
+
+
+def _reduce_window_named(kind: str) -> Rule:
+    def rule(ctx: _Ctx, x: np.ndarray, *, window_dimensions: Sequence[int],
+             window_strides: Sequence[int], padding: Sequence[tuple[int, int]],
+             base_dilation: Sequence[int] | None = None,
+             window_dilation: Sequence[int] | None = None, **_: Any) -> np.ndarray:
+        dtype = ctx.in_dtypes[0]
+        if kind == "sum":
+            x = x.astype(ctx.acc_dtype()) if _kind(dtype) == "f" else x
+            init, combine = np.zeros((), x.dtype), np.add
+        elif kind == "max":
+            init, combine = _lowest(dtype), (_fmax if _kind(dtype) == "f" else np.maximum)
+        else:
+            init, combine = _highest(dtype), (_fmin if _kind(dtype) == "f" else np.minimum)
+        padded = _window_input(x, init, padding, base_dilation)
+        acc = None
+        for view in _window_views(padded, window_dimensions, window_strides, window_dilation):
+            acc = np.array(view, copy=True) if acc is None else combine(acc, view)
+        return acc.astype(x.dtype, copy=False)
+    return rule
+
+
+def _reduce_window(ctx: _Ctx, *args: np.ndarray, jaxpr: Any, consts: Sequence[Any] = (),
+                   window_dimensions: Sequence[int], window_strides: Sequence[int],
+                   padding: Sequence[tuple[int, int]], base_dilation: Sequence[int] | None = None,
+                   window_dilation: Sequence[int] | None = None, **_: Any) -> list[np.ndarray]:
+    n = len(args) // 2
+    operands, inits = args[:n], args[n:]
+    closed = jaxpr if isinstance(jaxpr, jcore.ClosedJaxpr) else jcore.ClosedJaxpr(jaxpr, list(consts))
+    views = [list(_window_views(_window_input(x, i, padding, base_dilation), window_dimensions,
+                                window_strides, window_dilation)) for x, i in zip(operands, inits)]
+    out_shape = views[0][0].shape
+    acc = [np.broadcast_to(i, out_shape) for i in inits]
+    for k in range(len(views[0])):
+        acc = ctx.eval(closed, acc + [v[k] for v in views])
+    return acc
+
+
+_SELECT = {"ge": np.greater_equal, "gt": np.greater, "le": np.less_equal, "lt": np.less}
+
+
+def _select_and_scatter_add(ctx: _Ctx, source: np.ndarray, operand: np.ndarray, *, select_prim: Any,
+                            window_dimensions: Sequence[int], window_strides: Sequence[int],
+                            padding: Sequence[tuple[int, int]], **_: Any) -> np.ndarray:
+    """XLA SelectAndScatter with add: in each window, iterated in row-major order, keep the current
+    choice while select(current, candidate) holds; padding is never selected."""
+    select = _SELECT[select_prim.name]
+    index = np.arange(operand.size, dtype=np.int64).reshape(operand.shape)
+    value_views = _window_views(_window_input(operand, 0, padding, None), window_dimensions,
+                                window_strides)
+    index_views = _window_views(_window_input(index, -1, padding, None), window_dimensions,
+                                window_strides)
+    chosen_value = chosen_index = None
+    for values, indices in zip(value_views, index_views):
+        if chosen_index is None:
+            chosen_value, chosen_index = np.array(values), np.array(indices)
+            continue
+        take = (indices >= 0) & ((chosen_index < 0) | ~select(chosen_value, values))
+        chosen_value = np.where(take, values, chosen_value)
+        chosen_index = np.where(take, indices, chosen_index)
+    acc = ctx.acc_dtype() if _kind(ctx.out_dtype) == "f" else source.dtype
+    out = np.zeros(operand.size, acc)
+    if chosen_index is not None:
+        valid = chosen_index >= 0
+        np.add.at(out, chosen_index[valid], source.astype(acc)[valid])
+    return out.reshape(operand.shape)
+
+
+def _select_and_gather_add(ctx: _Ctx, tangents: np.ndarray, operand: np.ndarray, *,
+                           select_prim: Any, window_dimensions: Sequence[int],
+                           window_strides: Sequence[int], padding: Sequence[tuple[int, int]],
+                           base_dilation: Sequence[int] | None = None,
+                           window_dilation: Sequence[int] | None = None, **_: Any) -> np.ndarray:
+    """Per window, the tangent at the operand element that `select_prim` picks (first on ties)."""
+    select = _SELECT[select_prim.name]
+    init = -np.inf if select_prim.name in ("ge", "gt") else np.inf
+    op_views = _window_views(_window_input(operand, init, padding, base_dilation),
+                             window_dimensions, window_strides, window_dilation)
+    t_views = _window_views(_window_input(tangents, 0, padding, base_dilation),
+                            window_dimensions, window_strides, window_dilation)
+    best = best_t = None
+    for values, ts in zip(op_views, t_views):
+        if best is None:
+            best, best_t = np.array(values), np.array(ts)
+            continue
+        keep = select(best, values)
+        best, best_t = np.where(keep, best, values), np.where(keep, best_t, ts)
+    return best_t
+
+
+# ---------------------------------------------------------------------------------------------
+# dot_general and conv_general_dilated
+
+
+def _finish_contraction(ctx: _Ctx, out: np.ndarray) -> np.ndarray:
+    if _kind(ctx.out_dtype) == "b":
+        return out != 0
+    if _kind(ctx.out_dtype) in "iu":
+        return out.astype(ctx.out_dtype)  # the wide product sum, wrapped to the output width
+    return out
+
+
+def _dot_general(ctx: _Ctx, lhs: np.ndarray, rhs: np.ndarray, *, dimension_numbers: Any,
+                 **_: Any) -> np.ndarray:
+    (lc, rc), (lb, rb) = dimension_numbers
+    lc, rc, lb, rb = (tuple(int(d) for d in ds) for ds in (lc, rc, lb, rb))
+    lfree = [d for d in range(lhs.ndim) if d not in lc and d not in lb]
+    rfree = [d for d in range(rhs.ndim) if d not in rc and d not in rb]
+    acc = ctx.acc_dtype()
+    batch_shape = [lhs.shape[d] for d in lb]
+    m_shape, n_shape = [lhs.shape[d] for d in lfree], [rhs.shape[d] for d in rfree]
+    k = math.prod(lhs.shape[d] for d in lc)
+    a = np.transpose(lhs, list(lb) + lfree + list(lc)).astype(acc)
+    b = np.transpose(rhs, list(rb) + list(rc) + rfree).astype(acc)
+    a = a.reshape((math.prod(batch_shape), math.prod(m_shape), k))
+    b = b.reshape((math.prod(batch_shape), k, math.prod(n_shape)))
+    out = np.matmul(a, b).reshape(tuple(batch_shape + m_shape + n_shape))
+    return _finish_contraction(ctx, out)
+
+
+def _conv_general_dilated(ctx: _Ctx, lhs: np.ndarray, rhs: np.ndarray, *, window_strides: Sequence[int],
+                          padding: Sequence[tuple[int, int]], lhs_dilation: Sequence[int] | None,
+                          rhs_dilation: Sequence[int] | None, dimension_numbers: Any,
+                          feature_group_count: int, batch_group_count: int,
+                          **_: Any) -> np.ndarray:
+    """Direct convolution: one matmul per kernel position over a dilated, padded (or cropped) input."""
+    nsp = lhs.ndim - 2
+    if dimension_numbers is None:
+        lhs_spec = rhs_spec = out_spec = tuple(range(lhs.ndim))
+    else:
+        lhs_spec, rhs_spec, out_spec = (tuple(s) for s in dimension_numbers)
+    acc = ctx.acc_dtype()
+    x = np.transpose(lhs, lhs_spec).astype(acc)  # N, C, spatial...
+    w = np.transpose(rhs, rhs_spec).astype(acc)  # O, I, kernel spatial...
+    lhs_dilation = lhs_dilation or (1,) * nsp
+    rhs_dilation = rhs_dilation or (1,) * nsp
+    x = _pad_general(x, 0, [(0, 0, 0), (0, 0, 0)] +
+                     [(lo, hi, d - 1) for (lo, hi), d in zip(padding, lhs_dilation)])
+    n, c = x.shape[:2]
+    o, i = w.shape[:2]
+    g, bg = int(feature_group_count), int(batch_group_count)
+    kernel = w.shape[2:]
+    # XLA splits features (feature groups) or the batch (batch groups) into contiguous blocks.
+    xg = x.reshape((bg, n // bg, g, c // g) + x.shape[2:])
+    wg = w.reshape((bg, g, o // (bg * g), i) + kernel)
+    out = None
+    views = _window_views(xg, (1, 1, 1, 1) + kernel, (1, 1, 1, 1) + tuple(window_strides),
+                          (1, 1, 1, 1) + tuple(rhs_dilation))
+    for position, view in zip(np.ndindex(*kernel), views):
+        sp_shape = view.shape[4:]
+        # view: (bg, nb, g, ci, *sp) -> (bg, g, nb*sp, ci) @ (bg, g, ci, og) -> (bg, g, nb*sp, og)
+        v = np.moveaxis(view, 3, -1)  # bg, nb, g, *sp, ci
+        v = np.moveaxis(v, 2, 1)  # bg, g, nb, *sp, ci
+        v = v.reshape(bg, g, -1, i)
+        k = np.moveaxis(wg[(slice(None),) * 4 + position], 2, 3)  # bg, g, ci, og
+        term = np.matmul(v, k).reshape((bg, g, n // bg) + sp_shape + (o // (bg * g),))
+        out = term if out is None else out + term
+    if out is None:  # no kernel positions: empty kernel
+        sp_shape = next(_window_views(xg, (1, 1, 1, 1) + kernel, (1, 1, 1, 1) + tuple(window_strides),
+                                      (1, 1, 1, 1) + tuple(rhs_dilation))).shape[4:]
+        out = np.zeros((bg, g, n // bg) + sp_shape + (o // (bg * g),), acc)
+    # (bg, g, nb, *sp, og) -> (nb, bg*g*og, *sp) in logical order, then to out_spec
+    out = np.moveaxis(out, 2, 0)  # nb, bg, g, *sp, og
+    out = np.moveaxis(out, -1, 3)  # nb, bg, g, og, *sp
+    out = out.reshape((n // bg, o) + out.shape[4:])
+    out = np.transpose(out, np.argsort(out_spec))
+    return _finish_contraction(ctx, out)
+
+
+# ---------------------------------------------------------------------------------------------
+# gather and scatter (StableHLO semantics with batching dims; index_vector_dim is the last)
+
+
+def _as_index(indices: np.ndarray) -> np.ndarray:
+    """Indices of any integer dtype as int64 (uint8 200 stays 200: XLA bound checks are not done in
+    the narrow index dtype)."""
+    if _kind(indices.dtype) == "u" and indices.dtype.itemsize == 8:
+        indices = np.minimum(indices, np.uint64(2**62))
+    return indices.astype(np.int64)
+
+
+def _batch_coordinate(batch_shape: Sequence[int], dim: int) -> np.ndarray:
+    shape = [1] * len(batch_shape)
+    shape[dim] = batch_shape[dim]
+    return np.broadcast_to(np.arange(batch_shape[dim]).reshape(shape), tuple(batch_shape))
+
+
+def _gather_fill(dtype: Any) -> Any:
+    kind = _kind(dtype)
+    if kind in "fc":
+        return np.nan
+    if kind == "i":
+        return np.iinfo(dtype).min
+    if kind == "u":
+        return np.iinfo(dtype).max
+    return True
+
+
+def _gather(ctx: _Ctx, operand: np.ndarray, indices: np.ndarray, *, dimension_numbers: Any,
+            slice_sizes: Sequence[int], mode: Any, fill_value: Any = None, **_: Any) -> np.ndarray:
+    dn = dimension_numbers
+    mode = GatherScatterMode.from_any(mode)
+    out_shape = ctx.out_shapes[0]
+    idx = _as_index(indices)
+    batch_shape = idx.shape[:-1]
+    offset_dims = tuple(dn.offset_dims)
+    batch_out = [d for d in range(len(out_shape)) if d not in offset_dims]
+    offset_operand = [d for d in range(operand.ndim)
+                      if d not in dn.collapsed_slice_dims and d not in dn.operand_batching_dims]
+
+    def place(a: np.ndarray) -> np.ndarray:
+        shape = [1] * len(out_shape)
+        for pos, size in zip(batch_out, batch_shape):
+            shape[pos] = size
+        return np.asarray(a).reshape(shape)
+
+    starts: dict[int, np.ndarray] = {}
+    in_bounds = np.ones(batch_shape, bool)
+    for k, d in enumerate(dn.start_index_map):
+        upper = operand.shape[d] - slice_sizes[d]
+        s = idx[..., k]
+        in_bounds &= (s >= 0) & (s <= upper)
+        starts[d] = np.clip(s, 0, upper)  # XLA gather clamps (CLIP and PROMISE_IN_BOUNDS)
+    for d, idim in zip(dn.operand_batching_dims, dn.start_indices_batching_dims):
+        starts[d] = _batch_coordinate(batch_shape, idim)
+    index_arrays = []
+    for d in range(operand.ndim):
+        a = place(starts[d]) if d in starts else np.zeros((1,) * len(out_shape), np.int64)
+        if d in offset_operand:
+            shape = [1] * len(out_shape)
+            shape[offset_dims[offset_operand.index(d)]] = slice_sizes[d]
+            a = a + np.arange(slice_sizes[d]).reshape(shape)
+        index_arrays.append(np.broadcast_to(a, out_shape))
+    out = operand[tuple(index_arrays)]
+    if mode == GatherScatterMode.FILL_OR_DROP:
+        fill = _gather_fill(ctx.out_dtype) if fill_value is None else fill_value
+        out = np.where(np.broadcast_to(place(in_bounds), out_shape), out,
+                       np.asarray(fill).astype(out.dtype))
+    return out
+
+
+def _scatter_targets(operand: np.ndarray, indices: np.ndarray, updates: np.ndarray, dn: Any,
+                     mode: Any) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+    """Operand index tuples and the mask of updates that land (whole out-of-bounds windows drop)."""
+    mode = GatherScatterMode.from_any(mode)
+    idx = _as_index(indices)
+    batch_shape = idx.shape[:-1]
+    window_dims = tuple(dn.update_window_dims)
+    scatter_dims = [d for d in range(updates.ndim) if d not in window_dims]
+    window_operand = [d for d in range(operand.ndim)
+                      if d not in dn.inserted_window_dims and d not in dn.operand_batching_dims]
+    window_size = {d: updates.shape[u] for d, u in zip(window_operand, window_dims)}
+
+    def place(a: np.ndarray) -> np.ndarray:
+        shape = [1] * updates.ndim
+        for pos, size in zip(scatter_dims, batch_shape):
+            shape[pos] = size
+        return np.asarray(a).reshape(shape)
+
+    starts: dict[int, np.ndarray] = {}
+    valid = np.ones(batch_shape, bool)
+    for k, d in enumerate(dn.scatter_dims_to_operand_dims):
+        upper = operand.shape[d] - window_size.get(d, 1)
+        s = idx[..., k]
+        if mode == GatherScatterMode.CLIP:
+            s = np.clip(s, 0, upper)
+        else:
+            valid &= (s >= 0) & (s <= upper)
+        starts[d] = s
+    for d, idim in zip(dn.operand_batching_dims, dn.scatter_indices_batching_dims):
+        starts[d] = _batch_coordinate(batch_shape, idim)
+    index_arrays = []
+    for d in range(operand.ndim):
+        a = place(starts[d]) if d in starts else np.zeros((1,) * updates.ndim, np.int64)
+        if d in window_size:
+            shape = [1] * updates.ndim
+            shape[window_dims[window_operand.index(d)]] = window_size[d]
+            a = a + np.arange(window_size[d]).reshape(shape)
+        index_arrays.append(np.broadcast_to(a, updates.shape))
+    mask = np.broadcast_to(place(valid), updates.shape)
+    return tuple(a[mask] for a in index_arrays), mask
+
+
+def _scatter_named(ufunc: np.ufunc | None) -> Rule:
+    def rule(ctx: _Ctx, operand: np.ndarray, indices: np.ndarray, updates: np.ndarray, *,
+             dimension_numbers: Any, mode: Any, update_jaxpr: Any = None, update_consts: Any = (),
+             **_: Any) -> np.ndarray:
+        targets, mask = _scatter_targets(operand, indices, updates, dimension_numbers, mode)
+        values = updates[mask]
+        if ufunc is None and update_jaxpr is not None:
+            return _scatter_apply(ctx, operand, targets, values, update_jaxpr, update_consts)
+        acc = operand.dtype
+        if ufunc is not None and _kind(ctx.out_dtype) == "f" and ufunc in (np.add, np.subtract,
+                                                                          np.multiply):
+            acc = ctx.acc_dtype()
+        out = np.array(operand, dtype=acc, copy=True)
+        if ufunc is None:
+            out[targets] = values  # duplicate indices: XLA leaves the winner unspecified
+        elif ufunc is np.maximum and _kind(ctx.out_dtype) == "f":
+            _apply_at_rounds(out, targets, values, _fmax)
+        elif ufunc is np.minimum and _kind(ctx.out_dtype) == "f":
+            _apply_at_rounds(out, targets, values, _fmin)
+        else:
+            ufunc.at(out, targets, values.astype(acc))
+        return out
+    return rule
+
+
+def _apply_at_rounds(out: np.ndarray, targets: tuple[np.ndarray, ...], values: np.ndarray,
+                     combine: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> None:
+    """out[t] = combine(out[t], v) for each update in order; duplicates go in successive rounds."""
+    if not values.size:
+        return
+    flat = np.ravel_multi_index(targets, out.shape) if out.ndim else np.zeros(values.shape, np.int64)
+    view = out.reshape(-1)
+    remaining = np.arange(values.size)
+    while remaining.size:
+        _, first = np.unique(flat[remaining], return_index=True)
+        chosen = remaining[np.sort(first)]
+        view[flat[chosen]] = combine(view[flat[chosen]], values[chosen])
+        remaining = np.setdiff1d(remaining, chosen, assume_unique=True)
+
+
+def _scatter_apply(ctx: _Ctx, operand: np.ndarray, targets: tuple[np.ndarray, ...],
+                   values: np.ndarray, update_jaxpr: Any, update_consts: Any) -> np.ndarray:
+    closed = (update_jaxpr if isinstance(update_jaxpr, jcore.ClosedJaxpr)
+              else jcore.ClosedJaxpr(update_jaxpr, list(update_consts)))
+    out = np.array(operand, copy=True)
+    _apply_at_rounds(out, targets, values, lambda a, b: ctx.eval(closed, [a, b])[0])
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# sort and top_k
+
+
+def _sort(ctx: _Ctx, *operands: np.ndarray, dimension: int, is_stable: bool = True, num_keys: int = 1,
+          **_: Any) -> list[np.ndarray]:
+    """JAX's comparator: lexicographic on the first `num_keys` operands; floats with -0 == +0 and
+    every NaN equal and last. Always stable (ties are unspecified when is_stable is false)."""
+    moved = [np.moveaxis(x, dimension, -1) for x in operands]
+    significance = []  # most significant first
+    for x, dtype in zip(moved[:num_keys], ctx.in_dtypes):
+        if _kind(dtype) == "f":
+            nan = np.isnan(x)
+            significance += [nan, np.where(nan, 0.0, x + 0.0)]
+        elif _kind(dtype) == "c":
+            for part in (np.real(x), np.imag(x)):
+                nan = np.isnan(part)
+                significance += [nan, np.where(nan, 0.0, part + 0.0)]
+        else:
+            significance.append(x)
+    if moved[0].ndim == 0:
+        return list(operands)
+    keys = [np.broadcast_to(k, moved[0].shape) for k in reversed(significance)]
+    perm = np.lexsort(keys, axis=-1)
+    return [np.moveaxis(np.take_along_axis(x, perm, axis=-1), -1, dimension) for x in moved]
+
+
+def _top_k(ctx: _Ctx, x: np.ndarray, *, k: int, axis: int = -1, **_: Any) -> list[np.ndarray]:
+    """XLA TopK: descending in IEEE total order (NaN largest, -NaN smallest, +0 > -0), ties by index."""
+    moved = np.moveaxis(x, axis, -1)
+    key = _total_order_key(moved, ctx.in_dtypes[0])
+    perm = np.argsort(~key, axis=-1, kind="stable")[..., :k]
+    values = np.take_along_axis(moved, perm, axis=-1)
+    return [np.moveaxis(values, -1, axis),
+            np.moveaxis(perm, -1, axis).astype(ctx.out_dtypes[1])]
+
+
+# ---------------------------------------------------------------------------------------------
+# control flow and calls
+
+
+def _index0(value: Any, i: int) -> Any:
+    if isinstance(value, _Keys):
+        return _Keys(value.impl, value.data[i])
+    return value[i]
+
+
+def _stack0(values: list[Any], aval: Any) -> Any:
+    if _kind(aval.dtype) == "k":
+        if not values:
+            return _Keys(aval.dtype._impl, np.zeros(tuple(aval.shape) + tuple(
+                aval.dtype._impl.key_shape), np.uint32))
+        return _Keys(values[0].impl, np.stack([v.data for v in values]))
+    if not values:
+        return np.zeros(tuple(aval.shape), _carrier(aval.dtype))
+    return np.stack(values)
+
+
+def _while(ctx: _Ctx, *args: Any, cond_jaxpr: Any, body_jaxpr: Any, cond_nconsts: int,
+           body_nconsts: int, **_: Any) -> list[Any]:
+    cond_consts = list(args[:cond_nconsts])
+    body_consts = list(args[cond_nconsts:cond_nconsts + body_nconsts])
+    carry = list(args[cond_nconsts + body_nconsts:])
+    while True:
+        (pred,) = ctx.eval(cond_jaxpr, cond_consts + carry)
+        pred = np.asarray(pred)
+        if not pred.any():
+            return carry
+        new = ctx.eval(body_jaxpr, body_consts + carry)
+        if pred.ndim == 0:
+            carry = new
+        else:
+            # A batched predicate (vmap of a while loop): JAX lowers it to "loop while any", with
+            # each carry's leading (batch) elements advanced only where their predicate holds.
+            carry = [_select_leading(pred, n, c) for n, c in zip(new, carry)]
+
+
+def _select_leading(pred: np.ndarray, new: Any, old: Any) -> Any:
+    if isinstance(new, _Keys):
+        return _Keys(new.impl, _select_leading(pred, new.data, old.data))
+    return np.where(pred.reshape(pred.shape + (1,) * (np.ndim(new) - pred.ndim)), new, old)
+
+
+def _scan(ctx: _Ctx, *args: Any, jaxpr: Any, num_consts: int, num_carry: int, length: int,
+          reverse: bool = False, **_: Any) -> list[Any]:
+    consts = list(args[:num_consts])
+    carry = list(args[num_consts:num_consts + num_carry])
+    xs = list(args[num_consts + num_carry:])
+    ys: list[list[Any]] = []
+    order = range(length - 1, -1, -1) if reverse else range(length)
+    for i in order:
+        outs = ctx.eval(jaxpr, consts + carry + [_index0(x, i) for x in xs])
+        carry, y = outs[:num_carry], outs[num_carry:]
+        ys.append(y)
+    if reverse:
+        ys.reverse()
+    y_avals = [v.aval for v in ctx.eqn.outvars[num_carry:]]
+    stacked = [_stack0([y[j] for y in ys], aval) for j, aval in enumerate(y_avals)]
+    return carry + stacked
+
+
+def _cond(ctx: _Ctx, index: np.ndarray, *args: Any, branches: Sequence[Any], **_: Any) -> list[Any]:
+    i = min(max(int(np.asarray(index)), 0), len(branches) - 1)  # XLA clamps the branch index
+    return ctx.eval(branches[i], list(args))
+
+
+# jaxprs.CALL_PRIMITIVES, plus calls that canonical form keeps (remat2 is jax.checkpoint in 0.10.2)
+_CALLS: dict[str, str] = {
+    name: key for name, key in {**jaxprs.CALL_PRIMITIVES, "remat2": "jaxpr", "composite": "jaxpr",
+                                "custom_vmap_call": "call_jaxpr"}.items() if key}
+
+
+def _call(ctx: _Ctx, *args: Any, **params: Any) -> list[Any]:
+    inner = params[_CALLS[ctx.eqn.primitive.name]]
+    if isinstance(inner, jcore.Jaxpr):
+        inner = jcore.ClosedJaxpr(inner, ())
+    outs = ctx.eval(inner, list(args))
+    return outs if ctx.multiple_results else outs[0]
+
+
+def _custom_linear_solve(ctx: _Ctx, *args: Any, const_lengths: Any, jaxprs: Any,
+                         **_: Any) -> list[Any]:
+    counts = list(const_lengths)
+    offsets = np.cumsum([0] + counts)
+    solve_consts = list(args[offsets[2]:offsets[3]])
+    b = list(args[offsets[-1]:])
+    solve = jaxprs.solve if hasattr(jaxprs, "solve") else jaxprs[2]  # a plain tuple once rebuilt
+    return ctx.eval(solve, solve_consts + b)
+
+
+def _logical_args(ctx: _Ctx, args: Sequence[Any]) -> list[Any]:
+    """Operands in the program's own dtypes, for user callbacks."""
+    return [a.data if isinstance(a, _Keys) else np.asarray(a).astype(d)
+            for a, d in zip(args, ctx.in_dtypes)]
+
+
+def _pure_callback(ctx: _Ctx, *args: Any, callback: Callable[..., Any], **_: Any) -> list[Any]:
+    outs = callback(*_logical_args(ctx, args))
+    return [np.asarray(o) for o in jax.tree_util.tree_leaves(outs)]
+
+
+def _debug_callback(ctx: _Ctx, *args: Any, callback: Callable[..., Any], **_: Any) -> list[Any]:
+    callback(*_logical_args(ctx, args))
+    return []
+
+
+def _no_output(ctx: _Ctx, *args: Any, **_: Any) -> list[Any]:
+    return []  # debug_print: printing from the oracle would duplicate the program's own output
+
+
+def _platform_index(ctx: _Ctx, *, platforms: Any, **_: Any) -> np.ndarray:
+    default = None
+    for i, names in enumerate(platforms):
+        if names is None:
+            default = i
+        elif "cpu" in names:
+            return np.int32(i)
+    return np.int32(default if default is not None else 0)
+
+
+def _tie(ctx: _Ctx, x: Any, y: Any, **_: Any) -> Any:
+    return y
+
+
+# ---------------------------------------------------------------------------------------------
+# PRNG: threefry2x32 in NumPy, and the key primitives by JAX's own definition
+
+
+def _rotl32(x: np.ndarray, r: int) -> np.ndarray:
+    return (x << np.uint32(r)) | (x >> np.uint32(32 - r))
+
+
+def _threefry2x32(ctx: _Ctx, k1: np.ndarray, k2: np.ndarray, x1: np.ndarray, x2: np.ndarray,
+                  **_: Any) -> list[np.ndarray]:
+    """Threefry-2x32 with 20 rounds (Salmon et al. 2011, "Parallel random numbers: as easy as 1, 2, 3")."""
+    k1, k2, x1, x2 = np.broadcast_arrays(*(np.asarray(a, np.uint32) for a in (k1, k2, x1, x2)))
+    ks = [k1, k2, k1 ^ k2 ^ np.uint32(0x1BD11BDA)]
+    rotations = ((13, 15, 26, 6), (17, 29, 16, 24))
+    x = [x1 + ks[0], x2 + ks[1]]
+    for i in range(5):
+        for r in rotations[i % 2]:
+            x[0] = x[0] + x[1]
+            x[1] = _rotl32(x[1], r) ^ x[0]
+        x[0] = x[0] + ks[(i + 1) % 3]
+        x[1] = x[1] + ks[(i + 2) % 3] + np.uint32(i + 1)
+    return x
+
+
+def _iota_2x32_shape(ctx: _Ctx, *, shape: Sequence[int], **_: Any) -> list[np.ndarray]:
+    counts = np.arange(math.prod(shape), dtype=np.uint64).reshape(tuple(shape))
+    return [(counts >> np.uint64(32)).astype(np.uint32), counts.astype(np.uint32)]
+
+
+@functools.lru_cache(maxsize=256)
+def _traced_prng(op: str, impl: Any, in_avals: tuple[tuple[tuple[int, ...], str], ...],
+                 params: tuple[Any, ...]) -> Any:
+    """JAX's own definition of a PRNG primitive on raw key data, as a jaxpr (cached)."""
+    from jax._src.random import core as random_core
+    from jax._src.random import prng
+
+    key_ndim = len(in_avals[0][0]) - len(impl.key_shape)
+    if op == "seed":
+        fn = prng.iterated_vmap_unary(len(in_avals[0][0]), impl.seed)
+    elif op == "split":
+        (shape,) = params
+        fn = prng.iterated_vmap_unary(key_ndim, lambda k: impl.split(k, shape))
+    elif op == "bits":
+        bit_width, shape = params
+        fn = prng.iterated_vmap_unary(key_ndim, lambda k: impl.random_bits(k, bit_width, shape))
+    elif op == "fold_in":
+        fn = prng.iterated_vmap_binary_bcast(in_avals[0][0][:key_ndim], in_avals[1][0], impl.fold_in)
+    else:  # gamma: the lowering's definition (vmapped samples), on wrapped keys
+        (log_space,) = params
+
+        def fn(data: Any, a: Any) -> Any:
+            keys = prng.random_wrap(data, impl=impl)
+            return random_core._gamma_impl(keys, a, log_space=log_space, use_vmap=True)
+    specs = [jax.ShapeDtypeStruct(shape, np.dtype(dtype)) for shape, dtype in in_avals]
+    return jax.make_jaxpr(fn)(*specs)
+
+
+def _run_prng(ctx: _Ctx, op: str, impl: Any, arrays: Sequence[np.ndarray],
+              params: tuple[Any, ...] = ()) -> np.ndarray:
+    dtypes = [np.dtype(np.uint32) if _kind(d) == "k" else np.dtype(d) for d in ctx.in_dtypes]
+    avals = tuple((tuple(a.shape), d.str) for a, d in zip(arrays, dtypes))
+    closed = _traced_prng(op, impl, avals, params)
+    return ctx.eval(closed, list(arrays))[0]
+
+
+def _random_seed(ctx: _Ctx, seeds: np.ndarray, *, impl: Any, **_: Any) -> _Keys:
+    return _Keys(impl, np.asarray(_run_prng(ctx, "seed", impl, [seeds]), np.uint32))
+
+
+def _random_split(ctx: _Ctx, keys: _Keys, *, shape: Sequence[int], **_: Any) -> _Keys:
+    data = _run_prng(ctx, "split", keys.impl, [keys.data], (tuple(shape),))
+    return _Keys(keys.impl, np.asarray(data, np.uint32))
+
+
+def _random_fold_in(ctx: _Ctx, keys: _Keys, msgs: np.ndarray, **_: Any) -> _Keys:
+    data = _run_prng(ctx, "fold_in", keys.impl, [keys.data, msgs])
+    return _Keys(keys.impl, np.asarray(data, np.uint32))
+
+
+def _random_bits(ctx: _Ctx, keys: _Keys, *, bit_width: int, shape: Sequence[int], **_: Any) -> np.ndarray:
+    return _run_prng(ctx, "bits", keys.impl, [keys.data], (int(bit_width), tuple(shape)))
+
+
+def _random_gamma(ctx: _Ctx, keys: _Keys, a: np.ndarray, *, log_space: bool = False,
+                  **_: Any) -> np.ndarray:
+    return _run_prng(ctx, "gamma", keys.impl, [keys.data, a], (bool(log_space),))
+
+
+def _random_wrap(ctx: _Ctx, data: np.ndarray, *, impl: Any, **_: Any) -> _Keys:
+    return _Keys(impl, np.asarray(data, np.uint32))
+
+
+def _random_unwrap(ctx: _Ctx, keys: _Keys, **_: Any) -> np.ndarray:
+    return keys.data
+
+
+# ---------------------------------------------------------------------------------------------
+# the rule table
+
+RULES: dict[str, Rule] = {
+    **{name: _unary(fn) for name, fn in _UNARY.items()},
+    **{name: _binary(fn) for name, fn in _BINARY.items()},
+    "sign": _sign, "round": _round, "integer_pow": _integer_pow, "nextafter": _nextafter,
+    "reduce_precision": _reduce_precision, "div": _int_div, "rem": _rem, "max": _max, "min": _min,
+    "clamp": _clamp, "select_n": _select_n, "shift_left": _shift("left"),
+    "shift_right_logical": _shift("logical"), "shift_right_arithmetic": _shift("arithmetic"),
+    "population_count": _population_count, "clz": _clz, "mulhi": _mulhi,
+    "eq_to": _total_compare(np.equal), "le_to": _total_compare(np.less_equal),
+    "lt_to": _total_compare(np.less),
+    "convert_element_type": _convert_element_type, "bitcast_convert_type": _bitcast_convert_type,
+    # identities: copies, sharding and scheduling annotations
+    **{name: _identity for name in ("copy", "optimization_barrier", "sharding_constraint", "reshard",
+                                    "layout_constraint", "device_put", "pvary", "name",
+                                    "stop_gradient", "random_clone")},
+    "tie": _tie,
+    # structure
+    "broadcast_in_dim": _broadcast_in_dim, "reshape": _reshape,
+    "transpose": lambda ctx, x, *, permutation, **_: np.transpose(x, permutation),
+    "rev": lambda ctx, x, *, dimensions, **_: np.flip(x, tuple(dimensions)) if dimensions else x,
+    "squeeze": lambda ctx, x, *, dimensions, **_: np.squeeze(x, tuple(dimensions)),
+    "slice": _slice, "dynamic_slice": _dynamic_slice, "dynamic_update_slice": _dynamic_update_slice,
+    "concatenate": lambda ctx, *xs, dimension, **_: np.concatenate(xs, axis=dimension),
+    "pad": _pad, "iota": _iota, "split": _split,
+    "stack": lambda ctx, *xs, axis, **_: np.stack(xs, axis=axis),
+    "unstack": _unstack, "tile": lambda ctx, x, *, reps, **_: np.tile(x, tuple(reps)),
+    "empty": _empty, "zeros_like": _zeros_like,
+    "gather": _gather, "scatter": _scatter_named(None), "scatter-add": _scatter_named(np.add),
+    "scatter-sub": _scatter_named(np.subtract), "scatter-mul": _scatter_named(np.multiply),
+    "scatter-min": _scatter_named(np.minimum), "scatter-max": _scatter_named(np.maximum),
+    # reductions
+    "reduce_sum": _reduce_sum, "reduce_prod": _reduce_prod, "reduce_max": _reduce_max,
+    "reduce_min": _reduce_min, "reduce_and": _reduce_bitwise(np.bitwise_and, -1),
+    "reduce_or": _reduce_bitwise(np.bitwise_or, 0), "reduce_xor": _reduce_bitwise(np.bitwise_xor, 0),
+    "argmax": _argminmax(np.argmax), "argmin": _argminmax(np.argmin), "reduce": _generic_reduce,
+    "cumsum": _cumulative("sum"), "cumprod": _cumulative("prod"), "cummax": _cumulative("max"),
+    "cummin": _cumulative("min"), "cumlogsumexp": _cumulative("logsumexp"),
+    "reduce_window_sum": _reduce_window_named("sum"), "reduce_window_max": _reduce_window_named("max"),
+    "reduce_window_min": _reduce_window_named("min"), "reduce_window": _reduce_window,
+    "select_and_scatter_add": _select_and_scatter_add,
+    "select_and_gather_add": _select_and_gather_add,
+    "sort": _sort, "top_k": _top_k,
+    # contractions
+    "dot_general": _dot_general, "conv_general_dilated": _conv_general_dilated,
+    # control flow and calls
+    "while": _while, "scan": _scan, "cond": _cond,
+    **{name: _call for name in _CALLS},
+    "custom_linear_solve": _custom_linear_solve,
+    "pure_callback": _pure_callback, "io_callback": _pure_callback,
+    "debug_callback": _debug_callback, "debug_print": _no_output,
+    "platform_index": _platform_index,
+    # PRNG
+    "threefry2x32": _threefry2x32, "iota_2x32_shape": _iota_2x32_shape,
+    "random_seed": _random_seed, "random_split": _random_split, "random_fold_in": _random_fold_in,
+    "random_bits": _random_bits, "random_wrap": _random_wrap, "random_unwrap": _random_unwrap,
+    "random_gamma": _random_gamma,
+}
+
+# Primitives that take PRNG key arrays whole; every other rule sees one key component at a time.
+_KEY_AWARE = frozenset({
+    "random_seed", "random_split", "random_fold_in", "random_bits", "random_wrap", "random_unwrap",
+    "random_clone", "random_gamma", "while", "scan", "cond", "custom_linear_solve", "pure_callback",
+    "io_callback",
+    "debug_callback", "debug_print", "tie", "optimization_barrier", "copy",
+    "sharding_constraint", "reshard", "layout_constraint", "device_put", "pvary",
+    "name", *_CALLS})
+
+
+# ---------------------------------------------------------------------------------------------
+# the configuration kind
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReferenceKind:
+    """The ``reference`` configuration kind (see the module docstring).
+
+    Variants: none (float64 throughout) and ``native`` (each op rounded to its dtype: the error
+    budget). No options: there is no compiler to configure.
+    """
+
+    name: str = "reference"
+    description: str = ("NumPy interpreter of the jaxpr, independent of XLA: float64 by default, "
+                        "':native' rounds each op to the program's dtypes (the error budget)")
+
+    def validate(self, config: Configuration) -> None:
+        """Raise `InvalidArgument` unless `config` is ``reference`` or ``reference:native``."""
+        if config.variant not in (None, "native", "ftz"):
+            raise InvalidArgument(
+                f"unknown variant '{config.variant}' of configuration kind 'reference'; "
+                "use 'reference' (float64), 'reference:native' (rounded to the program's dtypes) "
+                "or 'reference:ftz' (native, subnormals flushed to zero)")
+        if config.options:
+            raise InvalidArgument(
+                f"configuration '{config}' takes no options: the NumPy reference has no compiler; "
+                "use 'reference' or 'reference:native'")
+
+    def isolation_group(self, config: Configuration) -> str:
+        """The reference changes no process state: ``"default"``."""
+        return "default"
+
+    def run(self, config: Configuration, jaxpr: Any, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Evaluate `jaxpr` on `inputs` with `evaluate` (native mode for ``reference:native``)."""
+        return evaluate(jaxpr, inputs, round_each_op=config.variant in ("native", "ftz"),
+                        flush_subnormals=config.variant == "ftz")
+
+
+KIND = ReferenceKind()
