@@ -25,7 +25,7 @@ def _result(program, wrong=False):
     right = (np.arange(3) * 2.0,)
     outcomes = [Outcome("xla", OutcomeKind.RAN, (np.array([0, 2, 5 if wrong else 4], np.float32),)),
                 Outcome("reference", OutcomeKind.RAN, right)]
-    return judge(program, ["xla", "reference"], outcomes, None)
+    return judge(program, ["xla", "reference"], outcomes)
 
 
 def _record(store, result):

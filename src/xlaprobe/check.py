@@ -21,6 +21,9 @@ REFERENCE = "reference"
 BUDGET = "reference:native"
 #: The honest run with subnormals flushed to zero: explains `ftz` differences.
 FLUSHED = "reference:ftz"
+#: Monte Carlo arithmetic samples of honest rounding: one round-to-nearest run is a single sample
+#: of the rounding error and can land close to float64 by chance (see `reference.evaluate`).
+MCA_SAMPLES = ("reference:mca[seed=1]", "reference:mca[seed=2]")
 DEFAULT_CONFIGS = "xla,xla:O0,eager,reference"
 
 #: Severity order used to pick a configuration's verdict kind for its finding.
@@ -62,7 +65,7 @@ class CheckResult:
         verdicts: per configuration, one Verdict per output leaf.
         judged_against: ``"reference"``, or the configuration used as baseline when the reference
             is not among the configurations or did not run.
-        budget: the honest-run outcome (``reference:native``) or None.
+        budget: the honest-run outcomes (``reference:native`` then the Monte Carlo samples).
         flushed: the flushed honest-run outcome (``reference:ftz``) or None.
         findings: the configurations with a finding, in configuration order.
     """
@@ -72,7 +75,7 @@ class CheckResult:
     outcomes: tuple[Outcome, ...]
     verdicts: tuple[tuple[Verdict, ...], ...]
     judged_against: str
-    budget: Outcome | None
+    budget: tuple[Outcome, ...]
     flushed: Outcome | None
     findings: tuple[Finding, ...]
 
@@ -133,14 +136,14 @@ def _reference_verdicts(program: Program, outcome: Outcome) -> list[Verdict]:
 
 
 def judge(program: Program, configs: Sequence[str], outcomes: Sequence[Outcome],
-          budget: Outcome | None, flushed: Outcome | None = None) -> CheckResult:
+          budget: Sequence[Outcome] = (), flushed: Outcome | None = None) -> CheckResult:
     """Turn outcomes into verdicts and findings (pure; no running).
 
     Args:
         program: the program.
         configs: configuration specs, one per outcome.
         outcomes: one per configuration.
-        budget: the ``reference:native`` outcome, or None.
+        budget: the ``reference:native`` and Monte Carlo outcomes (empty: no budget).
         flushed: the ``reference:ftz`` outcome, or None.
 
     Returns:
@@ -158,7 +161,9 @@ def judge(program: Program, configs: Sequence[str], outcomes: Sequence[Outcome],
         return extra.outputs if extra is not None and extra.ran and judged_against == REFERENCE \
             else None
 
-    honest, flushed_outputs = usable(budget), usable(flushed)
+    honest_runs = [o for o in map(usable, budget) if o is not None]
+    honest = [list(leaves) for leaves in zip(*honest_runs)] if honest_runs else None
+    flushed_outputs = usable(flushed)
     verdicts: list[tuple[Verdict, ...]] = []
     findings: list[Finding] = []
     for config, outcome in zip(configs, outcomes):
@@ -181,7 +186,7 @@ def judge(program: Program, configs: Sequence[str], outcomes: Sequence[Outcome],
             findings.append(Finding(config, kind, failing,
                                     structural_fingerprint(program, config, kind)))
     return CheckResult(program, tuple(configs), tuple(outcomes), tuple(verdicts), judged_against,
-                       budget, flushed, tuple(findings))
+                       tuple(budget), flushed, tuple(findings))
 
 
 def check_program(program: Program, configs: Sequence[Configuration | str], pool: Any, *,
@@ -189,8 +194,9 @@ def check_program(program: Program, configs: Sequence[Configuration | str], pool
                   timeout_s: float | None = None) -> CheckResult:
     """Run every configuration on `program` in `pool`'s workers and judge the outputs.
 
-    When ``reference`` is among the configurations, ``reference:native`` (the error budget) and
-    ``reference:ftz`` (what flushing subnormals gives) run too. Crashes, hangs and compile errors are outcomes, never exceptions.
+    When ``reference`` is among the configurations, ``reference:native`` and two Monte Carlo
+    arithmetic samples (the error budget) and ``reference:ftz`` (what flushing subnormals gives)
+    run too. Crashes, hangs and compile errors are outcomes, never exceptions.
 
     Args:
         program: the program.
@@ -209,12 +215,13 @@ def check_program(program: Program, configs: Sequence[Configuration | str], pool
     specs = [str(c) for c in parsed]
     run = list(parsed)
     if REFERENCE in specs:
-        run += [Configuration.parse(BUDGET), Configuration.parse(FLUSHED)]
+        run += [Configuration.parse(s) for s in (FLUSHED, BUDGET, *MCA_SAMPLES)]
     outcomes: dict[int, Outcome] = {}
     kwargs = {} if timeout_s is None else {"timeout_s": timeout_s}
     for index, outcome in pool.run_many([(program, c) for c in run], **kwargs):
         outcomes[index] = outcome
         if on_outcome is not None:
             on_outcome(outcome)
-    extra = [outcomes.get(i) for i in range(len(parsed), len(run))] + [None, None]
-    return judge(program, specs, [outcomes[i] for i in range(len(parsed))], extra[0], extra[1])
+    extra = [outcomes[i] for i in range(len(parsed), len(run))]
+    return judge(program, specs, [outcomes[i] for i in range(len(parsed))], extra[1:],
+                 extra[0] if extra else None)

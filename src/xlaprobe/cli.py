@@ -44,7 +44,8 @@ def _print_result(result: Any, artifacts: dict[str, str], all_outputs: bool) -> 
     out.print(f"[bold]{p.provenance.name}[/] ({p.provenance.source}{seed}): {p.num_equations} "
               f"equations, {len(p.output_names)} outputs; judged against "
               f"[bold]{result.judged_against or 'nothing'}[/]"
-              + (f" with budget {BUDGET}" if result.budget is not None and result.budget.ran else ""))
+              + (f" with budget {BUDGET} (+{len(result.budget) - 1} Monte Carlo samples)"
+                 if result.budget and result.budget[0].ran else ""))
     table = Table(show_lines=False)
     for column in ("configuration", "outcome", "time (s)", "verdict", "failing outputs",
                    "max abs", "max rel", "max ULP"):

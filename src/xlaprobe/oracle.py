@@ -11,10 +11,13 @@ Rules (see DESIGN.md, "Oracle: no false alarms, no missed bugs"):
   reference interpreter run with every equation rounded to its dtype (``reference:native``). It is
   independent of XLA, so a fault every XLA configuration shares (one that also shows op by op) is
   still caught, while ill-conditioned programs (cancellation, sign flips near thresholds) raise no
-  alarm. Per element the budget is ``C * |native - ref|``, plus the largest such deviation in the
-  leaf once, since honest errors land on different elements in different runs; in a leaf where the
-  honest run is off by more than ``ILL_CONDITIONED_EPS`` machine epsilons of the leaf's scale, every
-  element gets ``C`` times the leaf's largest honest error.
+  alarm. The honest runs are ``reference:native`` (round to nearest) and Monte Carlo arithmetic
+  samples (see `xlaprobe.configs.reference`); the honest error of an element is their largest
+  distance from float64. Per element the budget is ``C`` times that, plus the largest honest error
+  among elements of no larger magnitude, since honest errors land on different elements in
+  different runs; in a leaf where the honest run is off by more than ``ILL_CONDITIONED_EPS``
+  machine epsilons of the leaf's scale, every element gets ``C`` times the leaf's largest honest
+  error.
 - A zero where the reference is subnormal in the output dtype is flushing to zero, a freedom of
   XLA:CPU: labelled ``ftz``, not a mismatch. NaN where the reference is finite is a finding, unless
   the honest run gives NaN there too; likewise for infinities.
@@ -176,7 +179,8 @@ def _is_float(dtype: np.dtype) -> bool:
     return np.issubdtype(dtype, np.floating) or dtype == np.dtype(ml_dtypes.bfloat16)
 
 
-def judge_leaf(actual: np.ndarray, reference: np.ndarray, *, budget: np.ndarray | None = None,
+def judge_leaf(actual: np.ndarray, reference: np.ndarray, *,
+               budget: np.ndarray | Sequence[np.ndarray] | None = None,
                flushed: np.ndarray | None = None, tolerance: Tolerance = Tolerance(),
                config: str = "", output: str = "", index: int = 0) -> Verdict:
     """Judge one output leaf against the reference.
@@ -184,8 +188,9 @@ def judge_leaf(actual: np.ndarray, reference: np.ndarray, *, budget: np.ndarray 
     Args:
         actual: the configuration's output, dtype D (any), shape S.
         reference: the float64 reference (float outputs as float64; integers and bools in D), shape S.
-        budget: the honest run (``reference:native``) of the same leaf, float64, shape S; None
-            judges with the dtype bounds alone.
+        budget: the honest run (``reference:native``) of the same leaf, float64, shape S, or a
+            sequence of such runs (native plus Monte Carlo arithmetic samples: the honest error is
+            their elementwise largest); None judges with the dtype bounds alone.
         flushed: the honest run with subnormals flushed to zero (``reference:ftz``), float64,
             shape S, or None: elements that fail against `reference` but agree with it are
             labelled ``ftz``.
@@ -228,6 +233,23 @@ def _judge_exact(actual: np.ndarray, reference: np.ndarray, base: dict[str, Any]
                    **base)
 
 
+def _honest_error_below(magnitude: np.ndarray, honest_err: np.ndarray) -> np.ndarray:
+    """Per element, the largest honest error among elements of no larger reference magnitude.
+
+    Honest rounding errors land on different elements in different runs, so an element may be
+    off by any error the honest run showed on an element no larger than itself; errors of larger
+    elements are not evidence for smaller ones (a 1-ULP error on 2.0 says nothing about 1e-13).
+
+    >>> _honest_error_below(np.array([2.0, 1e-13, 1.0]), np.array([2e-7, 0.0, 1e-7])).tolist()
+    [2e-07, 0.0, 1e-07]
+    """
+    flat_mag, flat_err = magnitude.ravel(), honest_err.ravel()
+    order = np.argsort(flat_mag, kind="stable")
+    running = np.maximum.accumulate(flat_err[order])
+    last_of_equal = np.searchsorted(flat_mag[order], flat_mag, side="right") - 1
+    return running[last_of_equal].reshape(magnitude.shape)
+
+
 def _judge_float(actual: np.ndarray, reference: np.ndarray, budget: np.ndarray | None,
                  flushed_run: np.ndarray | None, tolerance: Tolerance,
                  base: dict[str, Any]) -> Verdict:
@@ -235,7 +257,11 @@ def _judge_float(actual: np.ndarray, reference: np.ndarray, budget: np.ndarray |
     out = actual.astype(np.float64)
     ref = reference.astype(np.float64)
     atol, rtol, max_ulps = _bounds(dtype, tolerance)
-    honest = np.asarray(budget, np.float64) if budget is not None else None
+    honest_runs = None
+    if budget is not None:
+        honest_runs = [np.asarray(b, np.float64) for b in
+                       (budget if isinstance(budget, (list, tuple)) else [budget])]
+    honest = honest_runs[0] if honest_runs else None
 
     finite_ref, finite_out = np.isfinite(ref), np.isfinite(out)
     both_nan = np.isnan(ref) & np.isnan(out)
@@ -255,7 +281,10 @@ def _judge_float(actual: np.ndarray, reference: np.ndarray, budget: np.ndarray |
     ref_abs = np.abs(np.where(comparable, ref, 0.0))
     slack = np.zeros(out.shape)
     if honest is not None:
-        honest_err = np.where(comparable & np.isfinite(honest), np.abs(honest - ref), 0.0)
+        honest_err = np.zeros(out.shape)
+        for run in honest_runs:
+            honest_err = np.maximum(honest_err,
+                                    np.where(comparable & np.isfinite(run), np.abs(run - ref), 0.0))
         worst_honest = honest_err.max()
         scale = ref_abs.max()
         if scale > 0 and worst_honest > ILL_CONDITIONED_EPS * ml_dtypes.finfo(dtype).eps * scale:
@@ -264,7 +293,7 @@ def _judge_float(actual: np.ndarray, reference: np.ndarray, budget: np.ndarray |
             # chance, so every element gets the leaf's honest error.
             slack = np.full(out.shape, BUDGET_FACTOR * worst_honest)
         else:
-            slack = BUDGET_FACTOR * honest_err + worst_honest
+            slack = BUDGET_FACTOR * honest_err + _honest_error_below(ref_abs, honest_err)
     over = comparable & (diff > atol + slack) & (diff > rtol * ref_abs + slack)
     ulps = np.where(comparable, ulp_distance(out, ref, dtype), 0.0)
     if max_ulps:
@@ -309,7 +338,7 @@ def _judge_float(actual: np.ndarray, reference: np.ndarray, budget: np.ndarray |
 
 
 def judge_outcome(outcome: Outcome, reference: Sequence[np.ndarray], output_names: Sequence[str], *,
-                  budget: Sequence[np.ndarray] | None = None,
+                  budget: Sequence[Any] | None = None,
                   flushed: Sequence[np.ndarray] | None = None,
                   tolerance: Tolerance = Tolerance()) -> list[Verdict]:
     """Judge every output leaf of one configuration's outcome.
@@ -319,7 +348,7 @@ def judge_outcome(outcome: Outcome, reference: Sequence[np.ndarray], output_name
             on every leaf.
         reference: the reference outputs, one array per leaf.
         output_names: one name per leaf.
-        budget: the honest-run outputs (``reference:native``), one per leaf, or None.
+        budget: per leaf, the honest run's output or a list of honest runs' outputs, or None.
         flushed: the flushed honest-run outputs (``reference:ftz``), one per leaf, or None.
         tolerance: per-program overrides.
 

@@ -122,15 +122,21 @@ def _prepare(value: Any, aval: Any) -> Any:
     return np.asarray(value, dtype=_carrier(dtype))
 
 
-def _finish(value: Any, aval: Any, native: bool, flush: bool = False) -> Any:
+def _finish(value: Any, aval: Any, native: bool, flush: bool = False,
+            rng: np.random.Generator | None = None) -> Any:
     """A rule's result in carried form; in native mode floats are rounded to the outvar dtype, and
-    with `flush` subnormal results become zero of the same sign."""
+    with `flush` subnormal results become zero of the same sign; with `rng` (Monte Carlo
+    arithmetic) each result is first perturbed by a random relative amount of up to one unit
+    roundoff of its dtype."""
     dtype = aval.dtype
     kind = _kind(dtype)
     if kind == "k":
         return value
     if kind in "fc":
         out = np.asarray(value, dtype=_carrier(dtype))
+        if native and rng is not None and kind == "f" and out.size:
+            roundoff = float(ml_dtypes.finfo(dtype).eps) / 2
+            out = out * (1.0 + roundoff * rng.uniform(-1.0, 1.0, out.shape))
         if native and np.dtype(dtype) != out.dtype:
             out = out.astype(dtype).astype(out.dtype)
         if flush and kind == "f":
@@ -191,9 +197,10 @@ class _Ctx:
 
 
 class _Interpreter:
-    def __init__(self, native: bool, flush: bool = False):
+    def __init__(self, native: bool, flush: bool = False, rng: np.random.Generator | None = None):
         self.native = native
         self.flush = flush
+        self.rng = rng
 
     def eval_closed(self, closed: Any, args: Sequence[Any]) -> list[Any]:
         if isinstance(closed, jcore.Jaxpr):
@@ -224,12 +231,28 @@ class _Interpreter:
             raise
         if not eqn.primitive.multiple_results:
             outs = [outs]
-        return [_finish(o, v.aval, self.native, self.flush)
+        if self.rng is not None and name in _ACCUMULATION_TERMS and _kind(ctx.out_dtype) == "f":
+            outs = [self._accumulation_error(rule, ctx, args, eqn.params, outs[0])]
+        return [_finish(o, v.aval, self.native, self.flush, self.rng)
                 for o, v in zip(outs, eqn.outvars, strict=True)]
 
 
+    def _accumulation_error(self, rule: Rule, ctx: _Ctx, args: list[Any], params: dict[str, Any],
+                            out: np.ndarray) -> np.ndarray:
+        # NumPy sums pairwise and in blocks; XLA may sum sequentially, with an error up to ~n times
+        # larger. Monte Carlo arithmetic that perturbs only the final sum would undersample it, so
+        # sample the probabilistic bound sqrt(n) * u * sum|terms| (Higham and Mary, "A new approach
+        # to probabilistic rounding error analysis", SIAM J. Sci. Comput. 2019).
+        magnitude = np.asarray(rule(ctx, *[np.abs(a) for a in args], **params), np.float64)
+        terms = _ACCUMULATION_TERMS[ctx.eqn.primitive.name](args, params, magnitude)
+        roundoff = float(ml_dtypes.finfo(ctx.out_dtype).eps) / 2
+        noise = self.rng.uniform(-1.0, 1.0, magnitude.shape)
+        return np.asarray(out, np.float64) + roundoff * math.sqrt(max(terms, 1)) * magnitude * noise
+
+
 def evaluate(closed_jaxpr: Any, inputs: Sequence[np.ndarray], *,
-             round_each_op: bool = False, flush_subnormals: bool = False) -> list[np.ndarray]:
+             round_each_op: bool = False, flush_subnormals: bool = False,
+             mca_seed: int | None = None) -> list[np.ndarray]:
     """Evaluate a closed jaxpr in NumPy, following XLA semantics, without XLA.
 
     Args:
@@ -240,6 +263,11 @@ def evaluate(closed_jaxpr: Any, inputs: Sequence[np.ndarray], *,
             dtype and accumulate sums in that dtype. Default: float64 throughout.
         flush_subnormals: with `round_each_op`, also flush subnormal inputs and results of every
             equation to zero (``reference:ftz``): what XLA:CPU may legally do (DAZ/FTZ).
+        mca_seed: with `round_each_op`, Monte Carlo arithmetic (``reference:mca[seed=N]``): every
+            floating result is perturbed by a random relative amount of up to one unit roundoff
+            before rounding, so repeated runs sample the spread of honest rounding errors rather
+            than one instance of it. Source: D. S. Parker, "Monte Carlo Arithmetic" (1997); the
+            CESTAC method of J. Vignes (1993).
 
     Returns:
         One array per outvar: float64 for floating outvars (both modes), the exact outvar dtype for
@@ -263,7 +291,8 @@ def evaluate(closed_jaxpr: Any, inputs: Sequence[np.ndarray], *,
     if len(inputs) != len(jaxpr.invars):
         raise InvalidArgument(f"the jaxpr takes {len(jaxpr.invars)} inputs, got {len(inputs)}")
     flush = round_each_op and flush_subnormals
-    interp = _Interpreter(round_each_op, flush)
+    rng = np.random.default_rng(mca_seed) if round_each_op and mca_seed is not None else None
+    interp = _Interpreter(round_each_op, flush, rng)
     args = [_prepare(x, v.aval) for x, v in zip(inputs, jaxpr.invars)]
     if round_each_op:
         args = [_finish(a, v.aval, True, flush) for a, v in zip(args, jaxpr.invars)]
@@ -1545,11 +1574,18 @@ class ReferenceKind:
 
     def validate(self, config: Configuration) -> None:
         """Raise `InvalidArgument` unless `config` is ``reference`` or ``reference:native``."""
-        if config.variant not in (None, "native", "ftz"):
+        if config.variant not in (None, "native", "ftz", "mca"):
             raise InvalidArgument(
                 f"unknown variant '{config.variant}' of configuration kind 'reference'; "
-                "use 'reference' (float64), 'reference:native' (rounded to the program's dtypes) "
-                "or 'reference:ftz' (native, subnormals flushed to zero)")
+                "use 'reference' (float64), 'reference:native' (rounded to the program's dtypes), "
+                "'reference:ftz' (native, subnormals flushed to zero) or 'reference:mca[seed=N]' "
+                "(native with Monte Carlo arithmetic)")
+        if config.variant == "mca":
+            names = [name for name, _ in config.options]
+            if names not in ([], ["seed"]) or not all(v.isdigit() for _, v in config.options):
+                raise InvalidArgument(f"configuration '{config}': reference:mca takes only "
+                                      "seed=N (a non-negative integer), e.g. reference:mca[seed=1]")
+            return
         if config.options:
             raise InvalidArgument(
                 f"configuration '{config}' takes no options: the NumPy reference has no compiler; "
@@ -1561,8 +1597,18 @@ class ReferenceKind:
 
     def run(self, config: Configuration, jaxpr: Any, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Evaluate `jaxpr` on `inputs` with `evaluate` (native mode for ``reference:native``)."""
-        return evaluate(jaxpr, inputs, round_each_op=config.variant in ("native", "ftz"),
-                        flush_subnormals=config.variant == "ftz")
+        seed = int(dict(config.options).get("seed", 0)) if config.variant == "mca" else None
+        return evaluate(jaxpr, inputs, round_each_op=config.variant in ("native", "ftz", "mca"),
+                        flush_subnormals=config.variant == "ftz", mca_seed=seed)
 
+
+#: Primitives that sum many terms -> number of terms per output element (Monte Carlo mode).
+_ACCUMULATION_TERMS: dict[str, Callable[[list[Any], dict[str, Any], np.ndarray], int]] = {
+    "reduce_sum": lambda args, params, out: args[0].size // max(out.size, 1),
+    "dot_general": lambda args, params, out: math.prod(
+        args[0].shape[d] for d in params["dimension_numbers"][0][0]),
+    "conv_general_dilated": lambda args, params, out: args[1].size // max(
+        args[1].shape[params["dimension_numbers"].rhs_spec[0]], 1),
+}
 
 KIND = ReferenceKind()

@@ -1,0 +1,95 @@
+"""Artifacts rerun without the code that made them: bit-identical reload in a fresh process, and a
+standalone repro.py that shows the mismatch."""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from xlaprobe.artifact import load_artifact, load_reference, save_artifact
+from xlaprobe.configs import reference
+from xlaprobe.configs.registry import Configuration
+from xlaprobe.configs.xla import compiler_options
+from xlaprobe.errors import CorruptArtifact, InvalidArgument
+from xlaprobe.sources.user import load_case
+from xlaprobe.workers import WorkerPool  # noqa: F401  (the pool fixture)
+
+CASES = pathlib.Path(__file__).parent / "cases"
+
+
+def _run_xla_in_fresh_process(directory, out_file):
+    script = (
+        "import sys, numpy as np\n"
+        "from xlaprobe.artifact import load_artifact\n"
+        "from xlaprobe.configs.registry import Configuration, get_kind\n"
+        f"p = load_artifact({str(directory)!r})\n"
+        "c = Configuration.parse('xla')\n"
+        "outs = get_kind('xla').run(c, p.jaxpr, p.inputs)\n"
+        f"np.savez({str(out_file)!r}, *outs)\n")
+    subprocess.run([sys.executable, "-c", script], check=True, capture_output=True)
+    with np.load(out_file) as data:
+        return [data[f"arr_{i}"] for i in range(len(data.files))]
+
+
+def test_reload_in_fresh_process_is_bit_identical(tmp_path):
+    from xlaprobe.sources.models import build_program
+    from xlaprobe.configs.registry import get_kind
+    program = build_program("mlp_mixer", seed=3)
+    directory = save_artifact(program, tmp_path / "mixer")
+    here = get_kind("xla").run(Configuration.parse("xla"), program.jaxpr, program.inputs)
+    there = _run_xla_in_fresh_process(directory, tmp_path / "out.npz")
+    assert len(here) == len(there)
+    for a, b in zip(here, there):
+        assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+    loaded = load_artifact(directory)
+    assert loaded.fingerprint == program.fingerprint
+    assert loaded.output_names == program.output_names
+
+
+def test_repro_runs_standalone_and_prints_the_mismatch(tmp_path):
+    case = load_case(str(CASES / "fastmath_masked_max.py"))
+    program = case.program
+    ref = reference.evaluate(program.jaxpr, program.inputs)
+    config = Configuration.parse("xla:fastmath")
+    directory = save_artifact(program, tmp_path / "fastmath", reference=ref,
+                              repro_config=str(config), compiler_options=compiler_options(config))
+    source = (directory / "repro.py").read_text()
+    assert "xlaprobe" not in "".join(l for l in source.splitlines() if "import" in l)
+    run = subprocess.run([sys.executable, "repro.py"], cwd=directory, capture_output=True, text=True)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "MISMATCH" in run.stdout and "xla:fastmath" in run.stdout
+    defaults = subprocess.run([sys.executable, str(directory / "repro.py"), "--defaults"],
+                              cwd=tmp_path, capture_output=True, text=True)
+    assert defaults.returncode == 0, defaults.stdout + defaults.stderr
+    np.testing.assert_array_equal(load_reference(directory)[0], ref[0])
+
+
+def test_narrow_dtypes_round_trip(tmp_path):
+    import ml_dtypes
+    from xlaprobe.program import Program, Provenance
+    x = np.array([1.5, -2.25], ml_dtypes.bfloat16)
+    program = Program.from_function(lambda a, b: (a * 2, b + 1), (x, np.array([3], np.uint8)),
+                                    Provenance("user", "narrow"))
+    loaded = load_artifact(save_artifact(program, tmp_path / "narrow"))
+    assert loaded.inputs[0].dtype == x.dtype and loaded.inputs[0].tobytes() == x.tobytes()
+    assert loaded.inputs[1].dtype == np.uint8
+
+
+def test_corrupt_artifacts(tmp_path):
+    case = load_case(str(CASES / "while_loop_skipped.py"))
+    directory = save_artifact(case.program, tmp_path / "w")
+    (directory / "jaxpr.pkl").write_bytes(b"garbage")
+    with pytest.raises(CorruptArtifact):
+        load_artifact(directory)
+    (directory / "inputs.npz").unlink()
+    with pytest.raises(CorruptArtifact, match="missing inputs.npz"):
+        load_artifact(directory)
+    (directory / "metadata.json").write_text("{not json")
+    (directory / "inputs.npz").write_bytes(b"")
+    with pytest.raises(CorruptArtifact):
+        load_artifact(directory)
+    with pytest.raises(InvalidArgument):
+        load_artifact(tmp_path / "nothing")

@@ -1,0 +1,106 @@
+"""The command line, as a user runs it: exit codes, JSON, one-line errors, crashes as outcomes."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+CASES = ROOT / "tests" / "cases"
+
+
+def xlaprobe(*args, cwd=None, timeout=600):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "xlaprobe.cli", *args], capture_output=True,
+                          text=True, cwd=cwd, env=env, timeout=timeout)
+
+
+def test_models_json():
+    run = xlaprobe("models", "--json")
+    assert run.returncode == 0, run.stderr
+    names = {m["name"] for m in json.loads(run.stdout)}
+    assert {"transformer_lm", "resnet", "mlp_mixer", "lstm"} <= names
+
+
+def test_check_case_flags_finding_and_stores_it(tmp_path):
+    db = tmp_path / "x.db"
+    run = xlaprobe("check", str(CASES / "int8_square_select_abs.py"), "--json", "--db", str(db))
+    assert run.returncode == 1, run.stderr
+    data = json.loads(run.stdout)
+    [finding] = data["findings"]
+    assert finding["config"] == "xla" and finding["kind"] == "mismatch"
+    assert pathlib.Path(finding["artifact"], "repro.py").is_file()
+    listed = xlaprobe("findings", "--json", "--db", str(db))
+    assert [f["config"] for f in json.loads(listed.stdout)] == ["xla"]
+    table = xlaprobe("check", str(CASES / "int8_square_select_abs.py"), "--db", str(db))
+    assert table.returncode == 1 and "mismatch" in table.stdout and "replay" in table.stdout
+
+
+def test_check_ok_exit_zero(tmp_path):
+    run = xlaprobe("check", "jax.numpy:tanh", "--inputs", "f32[16]", "--db", str(tmp_path / "db"))
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "all ok" in run.stdout
+
+
+@pytest.mark.parametrize("args, words", [
+    (["check", "transformr_lm"], "unknown target"),
+    (["check", "lstm", "--configs", "xla,nosuch"], "unknown configuration kind"),
+    (["check", "lstm", "--configs", "xla[xla_cpu_enable_fast_mat=true]"], "xla_cpu_enable_fast_mat"),
+    (["check", "lstm", "--configs", "xla[oops"], "unbalanced"),
+    (["check", "/no/such/file.py"], "no such file"),
+    (["check", "jax.numpy:tanh", "--inputs", "f32[3"], "malformed input"),
+    (["check", "jax.numpy:tanh"], "no inputs"),
+    (["check"], "Missing argument"),
+    (["frobnicate"], "No such command"),
+])
+def test_bad_input_one_line_exit_2(tmp_path, args, words):
+    run = xlaprobe(*args, "--db", str(tmp_path / "db")) if args[:1] == ["check"] and len(args) > 1 \
+        else xlaprobe(*args)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "Traceback" not in run.stderr
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and words in lines[0], run.stderr
+
+
+CRASHY = '''
+import os, time
+import jax, numpy as np
+
+
+def _abort(x):
+    os.abort()
+
+
+def _sleep(x):
+    time.sleep(120)
+    return x
+
+
+def aborts(x):
+    return jax.pure_callback(_abort, jax.ShapeDtypeStruct(x.shape, x.dtype), x) + 1
+
+
+def hangs(x):
+    return jax.pure_callback(_sleep, jax.ShapeDtypeStruct(x.shape, x.dtype), x) + 1
+'''
+
+
+def test_crash_and_hang_are_outcomes(tmp_path):
+    module = tmp_path / "crashy.py"
+    module.write_text(CRASHY)
+    env_path = f"{tmp_path}"
+    run = xlaprobe("check", f"{module}:aborts", "--inputs", "f32[4]", "--json", "--configs",
+                   "xla,eager,reference", "--db", str(tmp_path / "db"), cwd=env_path)
+    assert run.returncode == 1, run.stderr
+    data = json.loads(run.stdout)
+    outcomes = {c["config"]: c for c in data["configs"]}
+    assert outcomes["xla"]["outcome"] == "crash" and outcomes["xla"]["signal"] == 6
+    assert outcomes["eager"]["outcome"] == "crash"
+    hang = xlaprobe("check", f"{module}:hangs", "--inputs", "f32[4]", "--json", "--configs",
+                    "xla,eager", "--timeout", "3", "--db", str(tmp_path / "db"), cwd=env_path)
+    assert hang.returncode == 1, hang.stderr
+    kinds = {c["config"]: c["outcome"] for c in json.loads(hang.stdout)["configs"]}
+    assert kinds == {"xla": "timeout", "eager": "timeout"}
