@@ -7,7 +7,9 @@ Layout::
     reference.npz      reference outputs (float64 for floats), when known
     expected.npz       known right outputs (a case's expected()), when known
     jaxpr.pkl          the canonical jaxpr (xlaprobe.jaxprs.dumps_jaxpr): eager and reference rerun
-    module.jax_export  the program serialized with jax.export: runs with jax alone
+    module.jax_export  the program serialized with jax.export: runs with jax alone (absent when
+                       jax.export cannot serialize the program, e.g. host callbacks; metadata's
+                       export_error says why)
     repro.py           standalone reproducer: compiles module.jax_export under the failing
                        configuration's compiler options and prints the mismatch against reference.npz
 """
@@ -116,7 +118,11 @@ def save_artifact(program: Program, directory: str | Path, *,
     if program.expected is not None:
         metadata["expected_dtypes"] = _save_arrays(root / "expected.npz", program.expected)
     (root / "jaxpr.pkl").write_bytes(jaxprs.dumps_jaxpr(program.jaxpr))
-    (root / "module.jax_export").write_bytes(export_module(program))
+    try:
+        (root / "module.jax_export").write_bytes(export_module(program))
+    except Exception as exc:  # e.g. host callbacks, which jax.export cannot serialize
+        (root / "module.jax_export").unlink(missing_ok=True)
+        metadata["export_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     (root / "repro.py").write_text(_REPRO)
     (root / "metadata.json").write_text(json.dumps(metadata, indent=2) + "\n")
     return root
@@ -214,6 +220,10 @@ def main():
     defaults = "--defaults" in sys.argv[1:]
     options = {} if defaults else META["compiler_options"]
     config = "xla" if defaults else META["repro_config"]
+    if "export_error" in META:
+        print("this program could not be serialized with jax.export (%s); rerun it with "
+              "xlaprobe check %s" % (META["export_error"], HERE))
+        return 3
     inputs = load("inputs.npz", [i["dtype"] for i in META["inputs"]])
     exported = export.deserialize(bytearray((HERE / "module.jax_export").read_bytes()))
     compiled = jax.jit(exported.call).lower(*inputs).compile(compiler_options=options or None)

@@ -7,6 +7,7 @@ Exit codes: 0 all ok, 1 findings, 2 bad input (one line on stderr, never a trace
 from __future__ import annotations
 
 import json
+import pickle
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -71,7 +72,7 @@ def _print_result(result: Any, artifacts: dict[str, str], all_outputs: bool) -> 
         for v in rows[:MAX_DETAIL_ROWS if not all_outputs else None]:
             worst = f"{v.expected:.6g} / {v.actual:.6g}" if v.worst >= 0 else ""
             detail.add_row(v.config, v.output, v.kind.value, _fmt(v.max_abs), _fmt(v.max_rel),
-                           _fmt(v.max_ulp), f"{v.frac_over:.1%}", worst, v.detail[:80])
+                           _fmt(v.max_ulp), f"{v.frac_over:.1%}", worst, v.detail[:120])
         out.print(detail)
         if len(rows) > MAX_DETAIL_ROWS and not all_outputs:
             out.print(f"... {len(rows) - MAX_DETAIL_ROWS} more (--all-outputs shows them)")
@@ -167,8 +168,14 @@ def _save_findings(result: Any, db: Path, save_artifact: Any) -> dict[str, str]:
         safe = finding.config.replace(":", "_").replace("[", "_").replace("]", "").replace(",", "_") \
             .replace("=", "-")
         directory = db.parent / "artifacts" / f"{result.program.fingerprint}-{safe}"[:120]
-        save_artifact(result.program, directory, reference=reference, repro_config=finding.config,
-                      compiler_options=options, note=f"{finding.kind.value} on {finding.outputs}")
+        try:
+            save_artifact(result.program, directory, reference=reference,
+                          repro_config=finding.config, compiler_options=options,
+                          note=f"{finding.kind.value} on {finding.outputs}")
+        except (OSError, pickle.PicklingError) as exc:  # the finding itself is still stored
+            err.print(f"warning: could not write the artifact of {finding.config} to {directory}: "
+                      f"{exc}", highlight=False, soft_wrap=True)
+            continue
         saved[finding.config] = str(directory)
     return saved
 
@@ -239,13 +246,14 @@ def main() -> None:
     except KeyboardInterrupt:
         err.print("interrupted: results stored so far are kept")
         sys.exit(130)
-    except Exception as exc:  # click usage errors and friends
-        import click
-        if isinstance(exc, click.exceptions.Abort):
+    except Exception as exc:
+        # typer vendors click: match its usage errors and Abort by shape, not by import path.
+        if type(exc).__name__ == "Abort":
             err.print("interrupted: results stored so far are kept")
             sys.exit(130)
-        if isinstance(exc, click.ClickException):
-            err.print(f"[red]error:[/] {exc.format_message()}", highlight=False, soft_wrap=True)
+        if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):
+            err.print(f"[red]error:[/] {exc.format_message()} (see xlaprobe --help)",
+                      highlight=False, soft_wrap=True)
             sys.exit(2)
         raise
     sys.exit(code if isinstance(code, int) else 0)
