@@ -149,6 +149,38 @@ def _cross_entropy(logits: Any, labels: Any) -> Any:
     return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
 
 
+def _next_token_trainer(model_cls: Any, tx: Any, *, vocab: int, batch_size: int,
+                        seq: int) -> Callable[[int], tuple[Callable[..., Any], tuple[Any, ...]]]:
+    """A `build(seed)` for a next-token language model's training step.
+
+    The step takes ``(params, opt_state, {"tokens": i32[batch_size, seq + 1]})``, computes the
+    cross-entropy of predicting tokens[:, 1:] from tokens[:, :-1], and returns
+    ``(loss: f32[], new_params, new_opt_state)`` after one `tx` update.
+    """
+    jax, _, nnx, optax = _deps()
+    graphdef, abstract = _abstract_split(model_cls)
+
+    def train_step(params: Any, opt_state: Any, batch: Any) -> tuple[Any, Any, Any]:
+        tokens = batch["tokens"]
+
+        def loss_fn(p: Any) -> Any:
+            logits = nnx.merge(graphdef, p)(tokens[:, :-1])
+            return _cross_entropy(logits, tokens[:, 1:])
+
+        loss, grads = jax.value_and_grad(loss_fn)(params)
+        updates, new_opt_state = tx.update(grads, opt_state, params)
+        return loss, optax.apply_updates(params, updates), new_opt_state
+
+    def build(seed: int) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+        w_rng, b_rng = _rngs(seed)
+        params = _random_params(abstract, w_rng)
+        opt_state = _zeros_like(jax.eval_shape(tx.init, params))
+        batch = {"tokens": b_rng.integers(0, vocab, (batch_size, seq + 1), dtype=np.int32)}
+        return train_step, (params, opt_state, batch)
+
+    return build
+
+
 # ---------------------------------------------------------------------------------- transformer_lm
 
 def build_transformer_lm(seed: int) -> tuple[Callable[..., Any], tuple[Any, ...]]:
@@ -206,28 +238,7 @@ def _transformer_lm() -> BuildFn:
                 x = block(x, mask)
             return self.head(self.ln_f(x))
 
-    graphdef, abstract = _abstract_split(LM)
-    tx = optax.adam(3e-3)
-
-    def train_step(params: Any, opt_state: Any, batch: Any) -> tuple[Any, Any, Any]:
-        tokens = batch["tokens"]
-
-        def loss_fn(p: Any) -> Any:
-            logits = nnx.merge(graphdef, p)(tokens[:, :-1])
-            return _cross_entropy(logits, tokens[:, 1:])
-
-        loss, grads = jax.value_and_grad(loss_fn)(params)
-        updates, new_opt_state = tx.update(grads, opt_state, params)
-        return loss, optax.apply_updates(params, updates), new_opt_state
-
-    def build(seed: int) -> tuple[Callable[..., Any], tuple[Any, ...]]:
-        w_rng, b_rng = _rngs(seed)
-        params = _random_params(abstract, w_rng)
-        opt_state = _zeros_like(jax.eval_shape(tx.init, params))
-        batch = {"tokens": b_rng.integers(0, vocab, (batch_size, seq + 1), dtype=np.int32)}
-        return train_step, (params, opt_state, batch)
-
-    return build
+    return _next_token_trainer(LM, optax.adam(3e-3), vocab=vocab, batch_size=batch_size, seq=seq)
 
 
 # ------------------------------------------------------------------------------------------ resnet
@@ -440,28 +451,7 @@ def _lstm() -> BuildFn:
             _, hs = jax.lax.scan(step, (zeros, zeros), xw)
             return self.head(jnp.swapaxes(hs, 0, 1))
 
-    graphdef, abstract = _abstract_split(LstmLM)
-    tx = optax.adam(1e-2)
-
-    def train_step(params: Any, opt_state: Any, batch: Any) -> tuple[Any, Any, Any]:
-        tokens = batch["tokens"]
-
-        def loss_fn(p: Any) -> Any:
-            logits = nnx.merge(graphdef, p)(tokens[:, :-1])
-            return _cross_entropy(logits, tokens[:, 1:])
-
-        loss, grads = jax.value_and_grad(loss_fn)(params)
-        updates, new_opt_state = tx.update(grads, opt_state, params)
-        return loss, optax.apply_updates(params, updates), new_opt_state
-
-    def build(seed: int) -> tuple[Callable[..., Any], tuple[Any, ...]]:
-        w_rng, b_rng = _rngs(seed)
-        params = _random_params(abstract, w_rng)
-        opt_state = _zeros_like(jax.eval_shape(tx.init, params))
-        batch = {"tokens": b_rng.integers(0, vocab, (batch_size, seq + 1), dtype=np.int32)}
-        return train_step, (params, opt_state, batch)
-
-    return build
+    return _next_token_trainer(LstmLM, optax.adam(1e-2), vocab=vocab, batch_size=batch_size, seq=seq)
 
 
 # -------------------------------------------------------------------------------------------- vit
