@@ -202,12 +202,14 @@ def configs() -> None:
     """List the configuration kinds and the spec syntax."""
     from xlaprobe.configs.registry import get_kind, kinds
 
-    table = Table(caption="spec: KIND[:VARIANT][[option=value,...]], e.g. xla:O0, "
-                          "xla[xla_cpu_enable_fast_math=true]")
+    from rich.markup import escape
+
+    table = Table(caption=escape("spec: KIND[:VARIANT][[option=value,...]], e.g. xla:O0, "
+                                 "xla[xla_cpu_enable_fast_math=true]"))
     table.add_column("kind")
     table.add_column("description")
     for name in kinds():
-        table.add_row(name, get_kind(name).description)
+        table.add_row(name, escape(get_kind(name).description))
     out.print(table)
 
 

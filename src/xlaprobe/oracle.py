@@ -90,8 +90,9 @@ class Verdict:
         index: position of the leaf among the flat outputs.
         kind: the verdict.
         max_abs: largest absolute error (units of the value); 0 where not applicable.
-        max_rel: largest relative error ``|out - ref| / |ref|`` over elements with ``|ref| > atol``.
-        max_ulp: largest distance in units in the last place of the output dtype (floats only).
+        max_rel: largest relative error ``|out - ref| / |ref|`` over elements whose ``|ref|``
+            exceeds atol and their error budget (elsewhere relative error means nothing).
+        max_ulp: largest distance in ULPs of the output dtype over the same elements (floats only).
         frac_over: share of elements that fail (0..1).
         worst: flat index of the worst failing element, or -1.
         expected: reference value at `worst` (NaN where not applicable).
@@ -316,9 +317,12 @@ def _judge_float(actual: np.ndarray, reference: np.ndarray, budget: np.ndarray |
     over &= ~flushed
 
     failing = over | nan_bad | inf_bad
-    # Relative error is meaningless where the reference is (mathematically) zero: skip |ref| <= atol.
-    rel = np.where(ref_abs > atol, diff / np.where(ref_abs > atol, ref_abs, 1.0), 0.0)
-    stats = dict(max_abs=float(diff.max()), max_rel=float(rel.max()), max_ulp=float(ulps.max()),
+    # Relative and ULP errors mean nothing where the reference is within its own honest
+    # uncertainty (a mathematically zero gradient): report them only where |ref| exceeds it.
+    meaningful = ref_abs > np.maximum(atol, slack)
+    rel = np.where(meaningful, diff / np.where(meaningful, ref_abs, 1.0), 0.0)
+    stats = dict(max_abs=float(diff.max()), max_rel=float(rel.max()),
+                 max_ulp=float(np.where(meaningful, ulps, 0.0).max()),
                  frac_over=float(failing.mean()))
     if nan_bad.any():
         kind, mask = VerdictKind.NAN_MISMATCH, nan_bad

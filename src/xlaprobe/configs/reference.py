@@ -1569,8 +1569,9 @@ class ReferenceKind:
     """
 
     name: str = "reference"
-    description: str = ("NumPy interpreter of the jaxpr, independent of XLA: float64 by default, "
-                        "':native' rounds each op to the program's dtypes (the error budget)")
+    description: str = ("NumPy interpreter of the jaxpr, independent of XLA: float64 by default; "
+                        "':native' rounds each op to the program's dtypes, ':ftz' also flushes "
+                        "subnormals, ':mca[seed=N]' adds Monte Carlo arithmetic (error budget)")
 
     def validate(self, config: Configuration) -> None:
         """Raise `InvalidArgument` unless `config` is ``reference`` or ``reference:native``."""
