@@ -105,3 +105,70 @@ def test_crash_and_hang_are_outcomes(tmp_path):
     assert hang.returncode == 1, hang.stderr
     kinds = {c["config"]: c["outcome"] for c in json.loads(hang.stdout)["configs"]}
     assert kinds == {"xla": "timeout", "eager": "timeout"}
+
+
+FNS = '''
+import jax, jax.numpy as jnp, numpy as np
+
+
+def add(x, y):
+    return x + y
+
+
+def local_callback(x):
+    def cb(v):
+        return v
+    return jax.pure_callback(cb, jax.ShapeDtypeStruct(x.shape, x.dtype), x)
+
+
+def no_args():
+    return jnp.arange(3) * 2
+'''
+
+BAD_CASE = '''
+import numpy as np
+def program(x):
+    return x + 1
+def inputs():
+    return (np.zeros(3, np.float32),)
+def expected():
+    return np.zeros(4, np.float32)
+'''
+
+
+@pytest.mark.parametrize("args, words", [
+    (["check", "[/red]"], "unknown target"),                     # rich markup in user text
+    (["check", "FNS:add", "--inputs", "f32[/x]"], "malformed input"),
+    (["check", "FNS:add", "--inputs", "f32[4],f32[4]", "--configs", "xla[/bold]"], "malformed"),
+    (["check", "FNS:add", "--inputs", "f32[4,,4],f32[4]"], "malformed dimensions"),
+    (["check", "FNS:add", "--inputs", "f32[4],f32[4]", "--seed", "-1"], "--seed"),
+    (["check", "FNS:add", "--inputs", "f32[99999999999],f32[1]"], "GiB"),
+    (["check", "FNS:local_callback", "--inputs", "f32[4]"], "define it at module level"),
+    (["check", "BADCASE"], "expected() output"),
+])
+def test_more_bad_input(tmp_path, args, words):
+    (tmp_path / "fns.py").write_text(FNS)
+    (tmp_path / "badcase.py").write_text(BAD_CASE)
+    args = [a.replace("FNS", str(tmp_path / "fns.py")).replace("BADCASE", str(tmp_path / "badcase.py"))
+            for a in args]
+    run = xlaprobe(*args, "--db", str(tmp_path / "db"))
+    assert run.returncode == 2, run.stdout + run.stderr
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert "Traceback" not in run.stderr and len(lines) == 1 and words in lines[0], run.stderr
+
+
+def test_float64_and_zero_argument_functions(tmp_path):
+    (tmp_path / "fns.py").write_text(FNS)
+    run = xlaprobe("check", f"{tmp_path / 'fns.py'}:add", "--inputs", "f64[4],f64[4]", "--json",
+                   "--db", str(tmp_path / "db"))
+    assert run.returncode == 0, run.stderr
+    zero = xlaprobe("check", f"{tmp_path / 'fns.py'}:no_args", "--db", str(tmp_path / "db"))
+    assert zero.returncode == 0, zero.stdout + zero.stderr
+
+
+def test_option_configs_keep_their_names(tmp_path):
+    run = xlaprobe("check", str(CASES / "fastmath_masked_max.py"), "--configs",
+                   "xla[xla_cpu_enable_fast_math=true],reference", "--db", str(tmp_path / "db"))
+    assert run.returncode == 1
+    assert "xla[xla_cpu_enable_fast_math=true]" in run.stdout
+    assert "--configs 'xla[xla_cpu_enable_fast_math=true],reference'" in run.stdout

@@ -28,7 +28,7 @@ import numpy as np
 
 from xlaprobe import __version__, jaxprs
 from xlaprobe.errors import CorruptArtifact, InvalidArgument
-from xlaprobe.program import Program, Provenance, Tolerance
+from xlaprobe.program import Program, Provenance, Tolerance, enable_x64_for
 
 ARTIFACT_SCHEMA = 1
 _FILES = ("metadata.json", "inputs.npz", "jaxpr.pkl")
@@ -150,6 +150,9 @@ def load_artifact(directory: str | Path) -> Program:
         raise CorruptArtifact(f"{directory} is not a complete artifact: missing {', '.join(missing)}")
     try:
         metadata = json.loads((root / "metadata.json").read_text())
+        if int(metadata.get("schema", 0)) > ARTIFACT_SCHEMA:
+            raise CorruptArtifact(f"{directory} has artifact schema {metadata['schema']}, newer than "
+                                  f"this xlaprobe ({ARTIFACT_SCHEMA}); upgrade xlaprobe")
         input_dtypes = [item["dtype"] for item in metadata["inputs"]]
         provenance = Provenance.from_json(metadata["provenance"])
         tolerance = Tolerance.from_json(metadata.get("tolerance", {}))
@@ -157,6 +160,7 @@ def load_artifact(directory: str | Path) -> Program:
     except (ValueError, KeyError, TypeError) as exc:
         raise CorruptArtifact(f"{root / 'metadata.json'} is malformed: {exc}") from exc
     inputs = _unpack(root / "inputs.npz", input_dtypes)
+    enable_x64_for(inputs)
     expected = None
     if (root / "expected.npz").is_file() and "expected_dtypes" in metadata:
         expected = _unpack(root / "expected.npz", metadata["expected_dtypes"])

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -42,9 +43,9 @@ def _print_result(result: Any, artifacts: dict[str, str], all_outputs: bool) -> 
 
     p = result.program
     seed = f", seed {p.provenance.seed}" if p.provenance.seed is not None else ""
-    out.print(f"[bold]{p.provenance.name}[/] ({p.provenance.source}{seed}): {p.num_equations} "
-              f"equations, {len(p.output_names)} outputs; judged against "
-              f"[bold]{result.judged_against or 'nothing'}[/]"
+    out.print(f"[bold]{escape(p.provenance.name)}[/] ({p.provenance.source}{seed}): "
+              f"{p.num_equations} equations, {len(p.output_names)} outputs; judged against "
+              f"[bold]{escape(result.judged_against or 'nothing')}[/]"
               + (f" with budget {BUDGET} (+{len(result.budget) - 1} Monte Carlo samples)"
                  if result.budget and result.budget[0].ran else ""))
     table = Table(show_lines=False)
@@ -56,7 +57,7 @@ def _print_result(result: Any, artifacts: dict[str, str], all_outputs: bool) -> 
         kind = _summary_kind(verdicts)
         failing = sum(v.kind.is_finding for v in verdicts)
         color = colors.get(kind, "red")
-        table.add_row(config, outcome.kind.value, f"{outcome.seconds:.2f}",
+        table.add_row(escape(config), outcome.kind.value, f"{outcome.seconds:.2f}",
                       f"[{color}]{kind.value}[/]", f"{failing}/{len(verdicts)}",
                       _fmt(max((v.max_abs for v in verdicts), default=0.0)),
                       _fmt(max((v.max_rel for v in verdicts), default=0.0)),
@@ -71,18 +72,20 @@ def _print_result(result: Any, artifacts: dict[str, str], all_outputs: bool) -> 
             detail.add_column(column)
         for v in rows[:MAX_DETAIL_ROWS if not all_outputs else None]:
             worst = f"{v.expected:.6g} / {v.actual:.6g}" if v.worst >= 0 else ""
-            detail.add_row(v.config, v.output, v.kind.value, _fmt(v.max_abs), _fmt(v.max_rel),
-                           _fmt(v.max_ulp), f"{v.frac_over:.1%}", worst, v.detail[:120])
+            detail.add_row(escape(v.config), escape(v.output), v.kind.value, _fmt(v.max_abs),
+                           _fmt(v.max_rel), _fmt(v.max_ulp), f"{v.frac_over:.1%}", worst,
+                           escape(v.detail[:120]))
         out.print(detail)
         if len(rows) > MAX_DETAIL_ROWS and not all_outputs:
             out.print(f"... {len(rows) - MAX_DETAIL_ROWS} more (--all-outputs shows them)")
     for finding in result.findings:
         where = artifacts.get(finding.config)
-        out.print(f"[red]finding[/]: {finding.config} {finding.kind.value} on "
-                  f"{len(finding.outputs)} output(s) [{finding.fingerprint}]")
+        out.print(f"[red]finding[/]: {escape(finding.config)} {finding.kind.value} on "
+                  f"{len(finding.outputs)} output(s), fingerprint {finding.fingerprint}")
         if where:
-            out.print(f"  replay: python {where}/repro.py   or   xlaprobe check {where} "
-                      f"--configs {finding.config},reference")
+            configs = finding.config if finding.config == "reference" else f"{finding.config},reference"
+            out.print(escape(f"  replay: python {where}/repro.py   or   xlaprobe check {where} "
+                             f"--configs '{configs}'"), soft_wrap=True)
     if result.ok:
         out.print("[green]all ok[/]")
 
@@ -95,10 +98,12 @@ def check(
                                          "specs")] = "xla,xla:O0,eager,reference",
     inputs: Annotated[str, typer.Option("--inputs", help="input spec for FILE:FN, e.g. "
                                         "'f32[8,128],i32[8]'")] = "",
-    seed: Annotated[int, typer.Option(help="seed of random weights and inputs")] = 0,
+    seed: Annotated[int, typer.Option(help="seed of random weights and inputs", min=0,
+                                      max=2 ** 63 - 1)] = 0,
     db: Annotated[Path, typer.Option(help="SQLite store")] = Path(".xlaprobe/xlaprobe.db"),
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="worker processes")] = 1,
-    timeout: Annotated[float, typer.Option(help="per-configuration limit (s)", min=0.1)] = 600.0,
+    timeout: Annotated[float, typer.Option(help="per-run limit (s); the reference's error-budget "
+                                           "runs get it too", min=0.1, max=7 * 24 * 3600.0)] = 600.0,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON to stdout")] = False,
     all_outputs: Annotated[bool, typer.Option("--all-outputs", help="list every output leaf")] = False,
 ) -> None:
@@ -111,7 +116,7 @@ def check(
     from xlaprobe.workers import WorkerPool
 
     parsed = parse_configs(configs)
-    with err.status(f"building {target} ..."):
+    with err.status(escape(f"building {target} ...")):
         resolved = resolve(target, seed=seed, input_spec=inputs)
     specs = [str(c) for c in parsed]
     for extra in resolved.extra_configs:
@@ -128,7 +133,7 @@ def check(
 
             def on_outcome(outcome: Any) -> None:
                 done.append(outcome.config)
-                progress.update(task, description=f"done: {', '.join(done)}")
+                progress.update(task, description=escape(f"done: {', '.join(done)}"))
 
             result = check_program(program, parsed, pool, on_outcome=on_outcome)
         artifacts = _save_findings(result, db, save_artifact)
@@ -173,8 +178,8 @@ def _save_findings(result: Any, db: Path, save_artifact: Any) -> dict[str, str]:
                           repro_config=finding.config, compiler_options=options,
                           note=f"{finding.kind.value} on {finding.outputs}")
         except (OSError, pickle.PicklingError) as exc:  # the finding itself is still stored
-            err.print(f"warning: could not write the artifact of {finding.config} to {directory}: "
-                      f"{exc}", highlight=False, soft_wrap=True)
+            err.print(escape(f"warning: could not write the artifact of {finding.config} to "
+                             f"{directory}: {exc}"), highlight=False, soft_wrap=True)
             continue
         saved[finding.config] = str(directory)
     return saved
@@ -231,8 +236,8 @@ def findings(db: Annotated[Path, typer.Option(help="SQLite store")] = Path(".xla
     for column in ("id", "program", "config", "kind", "fingerprint", "artifact"):
         table.add_column(column)
     for row in rows:
-        table.add_row(str(row["id"]), row["name"], row["config"], row["kind"], row["fingerprint"],
-                      row["artifact"] or "")
+        table.add_row(*(escape(str(row[key] or "")) for key in
+                        ("id", "name", "config", "kind", "fingerprint", "artifact")))
     out.print(table)
 
 
@@ -243,7 +248,7 @@ def main() -> None:
     except typer.Exit as exc:
         code = exc.exit_code
     except XlaprobeError as exc:
-        err.print(f"[red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
         err.print("interrupted: results stored so far are kept")
@@ -254,10 +259,12 @@ def main() -> None:
             err.print("interrupted: results stored so far are kept")
             sys.exit(130)
         if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):
-            err.print(f"[red]error:[/] {exc.format_message()} (see xlaprobe --help)",
+            err.print(f"[red]error:[/] {escape(exc.format_message())} (see xlaprobe --help)",
                       highlight=False, soft_wrap=True)
             sys.exit(2)
         raise
+    if code == 130:  # typer turns Ctrl-C into Exit(130)
+        err.print("interrupted: results stored so far are kept")
     sys.exit(code if isinstance(code, int) else 0)
 
 

@@ -22,7 +22,7 @@ import jax
 import numpy as np
 from jax._src import core as jcore
 
-from xlaprobe.errors import CorruptArtifact
+from xlaprobe.errors import CorruptArtifact, InvalidArgument
 
 ClosedJaxpr = jcore.ClosedJaxpr
 Jaxpr = jcore.Jaxpr
@@ -185,8 +185,13 @@ class _JaxprPickler(pickle.Pickler):
         if isinstance(obj, types.FunctionType):
             try:
                 pickle.dumps(obj)
-            except Exception:  # a local function (e.g. a JVP rule): forward evaluation never calls it
-                return _none, ()
+            except Exception as exc:
+                # Canonical jaxprs inline custom_jvp/vjp, so a function left here is called when
+                # the program runs (a host callback): dropping it would change the program.
+                raise InvalidArgument(
+                    f"the program calls the Python function '{obj.__qualname__}' (e.g. through "
+                    "jax.pure_callback), which worker processes cannot import by name: define it "
+                    "at module level") from exc
         return NotImplemented
 
 
@@ -195,6 +200,7 @@ def dumps_jaxpr(closed: ClosedJaxpr) -> bytes:
 
     Raises:
         pickle.PicklingError: the jaxpr holds an object that cannot be pickled.
+        InvalidArgument: the program calls a Python function that is not importable by name.
     """
     buffer = io.BytesIO()
     _JaxprPickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(closed)
@@ -209,6 +215,10 @@ def loads_jaxpr(data: bytes) -> ClosedJaxpr:
     """
     try:
         closed = pickle.loads(data)
+    except ModuleNotFoundError as exc:
+        raise CorruptArtifact(f"the program calls Python code from module '{exc.name}' (a host "
+                              "callback such as jax.pure_callback), which is not importable here; "
+                              "put its directory on PYTHONPATH") from exc
     except Exception as exc:
         raise CorruptArtifact(f"cannot read serialized jaxpr ({type(exc).__name__}: {exc}); "
                               "was it written by another jax version?") from exc

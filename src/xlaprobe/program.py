@@ -18,6 +18,17 @@ from xlaprobe import jaxprs
 from xlaprobe.errors import InvalidArgument
 
 
+def enable_x64_for(arrays: Sequence[np.ndarray]) -> None:
+    """Turn on `jax_enable_x64` when any array is 64-bit, so JAX does not silently narrow it.
+
+    JAX traces float64/int64/uint64 inputs as 32-bit unless x64 is on; a differential check of
+    a float64 program must run it in float64. Worker processes copy the setting per task.
+    """
+    if any(np.asarray(a).dtype.itemsize == 8 and np.asarray(a).dtype.kind in "fiuc"
+           for a in arrays) and not jax.config.jax_enable_x64:
+        jax.config.update("jax_enable_x64", True)
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Provenance:
     """Where a Program came from.
@@ -108,6 +119,7 @@ class Program:
         """
         leaves, treedef = jax.tree_util.tree_flatten(tuple(args))
         inputs = tuple(np.asarray(leaf) for leaf in leaves)
+        enable_x64_for(inputs)
 
         def flat_fn(*flat: Any) -> list[Any]:
             return jax.tree_util.tree_leaves(fn(*jax.tree_util.tree_unflatten(treedef, flat)))

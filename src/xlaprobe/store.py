@@ -81,9 +81,10 @@ class Store:
                 row = self._db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
                 if row is None:
                     self._db.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
-                elif int(row[0]) > SCHEMA_VERSION:
-                    raise CorruptArtifact(f"{self.path} has schema {row[0]}, newer than this "
-                                          f"xlaprobe ({SCHEMA_VERSION}); upgrade xlaprobe")
+                elif not row[0].isdigit() or int(row[0]) > SCHEMA_VERSION:
+                    raise CorruptArtifact(f"{self.path} has schema '{row[0]}', not one this "
+                                          f"xlaprobe reads ({SCHEMA_VERSION}); upgrade xlaprobe "
+                                          "or pass another --db")
         except sqlite3.DatabaseError as exc:
             raise CorruptArtifact(f"{self.path} is not an xlaprobe database ({exc}); "
                                   "move it away or pass another --db") from exc

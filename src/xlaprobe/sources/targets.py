@@ -40,7 +40,12 @@ def resolve(target: str, *, seed: int = 0, input_spec: str = "") -> Target:
     from xlaprobe import artifact
     from xlaprobe.sources import user
 
+    if not target.strip():
+        raise InvalidArgument("empty target: give a zoo model, path/to/case.py, FILE.py:FN, "
+                              "module:fn or an artifact directory")
     if artifact.is_artifact(target):
+        if input_spec:
+            raise InvalidArgument(f"--inputs does not apply to artifact {target}: it holds its inputs")
         return Target(artifact.load_artifact(target))
     if ":" in target and not Path(target).exists():
         return Target(user.user_program(target, input_spec=input_spec, seed=seed))

@@ -12,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import importlib.util
+import inspect
+import os
 import re
 import sys
 import types
@@ -34,6 +36,8 @@ DTYPES: dict[str, np.dtype] = {
     "f16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16),
     "f32": np.dtype(np.float32), "f64": np.dtype(np.float64),
 }
+#: Largest total size of random inputs from a spec (bytes).
+MAX_INPUT_BYTES = 4 * 2 ** 30
 _ONE_SPEC = re.compile(r"^\s*([a-z]+[0-9]*)\[\s*([0-9,\s]*)\]\s*$")
 
 
@@ -55,6 +59,10 @@ def parse_input_spec(text: str) -> list[InputSpec]:
         InvalidArgument: malformed item or unknown dtype (the message lists the dtypes).
     """
     items = re.findall(r"[^,\[\]]+\[[^\]]*\]|[^,\s][^,]*", text)
+    leftover = re.sub(r"[^,\[\]]+\[[^\]]*\]|[^,\s][^,]*", "", text).replace(" ", "")
+    if leftover != "," * max(len(items) - 1, 0):
+        raise InvalidArgument(f"malformed input spec '{text}': expected items like f32[8,128] "
+                              "separated by single commas")
     if not text.strip() or not items:
         raise InvalidArgument(f"empty input spec '{text}'; e.g. --inputs 'f32[8,128],i32[8]'")
     specs = []
@@ -67,7 +75,11 @@ def parse_input_spec(text: str) -> list[InputSpec]:
         if name not in DTYPES:
             raise InvalidArgument(f"unknown dtype '{name}' in input spec '{text}'; known: "
                                   f"{', '.join(DTYPES)}")
-        shape = tuple(int(d) for d in dims.replace(" ", "").split(",") if d)
+        parts = dims.replace(" ", "").split(",") if dims.strip() else []
+        if any(not part.isdigit() for part in parts):
+            raise InvalidArgument(f"malformed dimensions '[{dims}]' in input spec '{text}': "
+                                  "expected non-negative integers separated by commas")
+        shape = tuple(int(d) for d in parts)
         specs.append(InputSpec(shape, DTYPES[name]))
     return specs
 
@@ -75,6 +87,10 @@ def parse_input_spec(text: str) -> list[InputSpec]:
 def random_inputs(specs: list[InputSpec], seed: int) -> tuple[np.ndarray, ...]:
     """Seeded random arrays for `specs`: floats ~ N(0, 1), signed ints in [-10, 10], unsigned in
     [0, 20], bools fair. Deterministic in `seed`."""
+    total = sum(int(np.prod(s.shape, dtype=np.float64)) * s.dtype.itemsize for s in specs)
+    if total > MAX_INPUT_BYTES:
+        raise InvalidArgument(f"the input spec asks for {total / 2 ** 30:.1f} GiB of inputs; the limit "
+                              f"is {MAX_INPUT_BYTES / 2 ** 30:.0f} GiB")
     rng = np.random.default_rng(seed)
     arrays = []
     for spec in specs:
@@ -119,9 +135,14 @@ def load_module(path_or_name: str) -> types.ModuleType:
                 del sys.modules[name]
                 raise
             return module
+        if "" not in sys.path and os.getcwd() not in sys.path:
+            sys.path.insert(0, os.getcwd())  # as `python -m` does: modules beside the user resolve
         return importlib.import_module(path_or_name)
     except InvalidArgument:
         raise
+    except SystemExit as exc:
+        raise InvalidArgument(f"importing '{path_or_name}' called sys.exit({exc.code}); a module to "
+                              "check must not exit on import") from exc
     except ModuleNotFoundError as exc:
         raise InvalidArgument(f"cannot import '{path_or_name}': {exc}") from exc
     except Exception as exc:
@@ -161,12 +182,38 @@ def user_program(target: str, *, input_spec: str = "", seed: int = 0) -> Program
         args = random_inputs(parse_input_spec(input_spec), seed)
     else:
         factory = getattr(module, f"{fn_name}_inputs", None) or getattr(module, "inputs", None)
+        if not callable(factory) and _takes_no_arguments(fn):
+            factory = tuple
         if not callable(factory):
             raise InvalidArgument(f"no inputs for '{target}': pass --inputs 'f32[8,128],...' or "
                                   f"define {fn_name}_inputs() or inputs() in {location}")
         args = _call_factory(factory, f"{location}:{getattr(factory, '__name__', 'inputs')}")
     provenance = Provenance("user", target, seed if input_spec else None, input_spec)
     return Program.from_function(fn, args, provenance)
+
+
+def _check_expected(path: str, program: Program) -> None:
+    """expected() must match the program's outputs in count and shape, with numeric values."""
+    avals = [v.aval for v in program.jaxpr.jaxpr.outvars]
+    assert program.expected is not None
+    if len(program.expected) != len(avals):
+        raise InvalidArgument(f"{path}: expected() gives {len(program.expected)} arrays, the program "
+                              f"has {len(avals)} outputs")
+    for name, want, aval in zip(program.output_names, program.expected, avals):
+        if want.dtype.kind not in "biufc" and want.dtype.name != "bfloat16":
+            raise InvalidArgument(f"{path}: expected() output {name} has dtype {want.dtype}, "
+                                  "not a number")
+        if tuple(want.shape) != tuple(aval.shape):
+            raise InvalidArgument(f"{path}: expected() output {name} has shape {want.shape}, the "
+                                  f"program's is {tuple(aval.shape)}")
+
+
+def _takes_no_arguments(fn: Callable[..., Any]) -> bool:
+    try:
+        return all(p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+                   for p in inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):  # builtins without a signature
+        return False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -201,4 +248,6 @@ def load_case(path: str) -> Case:
     if callable(getattr(module, "expected", None)):
         expected = _call_factory(module.expected, f"{path}:expected")
     program = Program.from_function(program_fn, args, Provenance("case", path), expected=expected)
+    if program.expected is not None:
+        _check_expected(path, program)
     return Case(program, str(getattr(module, "KIND", "")), str(getattr(module, "FAULTY_CONFIG", "")))
