@@ -203,6 +203,24 @@ def models(as_json: Annotated[bool, typer.Option("--json", help="print JSON to s
 
 
 @app.command()
+def mutants(as_json: Annotated[bool, typer.Option("--json", help="print JSON to stdout")] = False) -> None:
+    """List the mutant compilers (planted miscompilations: configuration mutant:<name>)."""
+    from xlaprobe.configs.mutants import MUTANTS
+
+    if as_json:
+        print(json.dumps([{"name": m.name, "stage": m.stage, "description": m.description,
+                           "below_tolerance": m.below_tolerance, "crashes": m.crashes}
+                          for m in MUTANTS.values()], indent=2))
+        return
+    table = Table(caption="use as a configuration: --configs xla,reference,mutant:<name>")
+    for column in ("name", "stage", "description"):
+        table.add_column(column)
+    for m in MUTANTS.values():
+        table.add_row(m.name, m.stage, escape(m.description))
+    out.print(table)
+
+
+@app.command()
 def configs() -> None:
     """List the configuration kinds and the spec syntax."""
     from xlaprobe.configs.registry import get_kind, kinds

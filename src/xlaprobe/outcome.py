@@ -18,6 +18,39 @@ class OutcomeKind(enum.Enum):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class MutationSite:
+    """Where a planted fault (a ``mutant:<name>`` configuration) changed the compiled program: the
+    ground truth that detection and localization are measured against.
+
+    Attributes:
+        mutant: the mutant's name.
+        stage: the HLO pipeline stage its pass ran at (``PRE_SCHEDULER`` or ``POST_SCHEDULER``).
+        instruction: name of the changed HLO instruction (e.g. ``"subtract.3"``).
+        opcode: its opcode before the change (e.g. ``"subtract"``).
+        computation: the HLO computation it sits in.
+        fusion: the fusion instruction that calls that computation, or "" when not fused.
+        op_name: the instruction's ``op_name`` metadata (JAX's name stack).
+        equation: index of the top-level jaxpr equation it came from (from the ``eqnN`` named
+            scope xla configurations trace with), or -1 when unknown.
+        change: one line saying what was changed.
+    """
+
+    mutant: str
+    stage: str
+    instruction: str
+    opcode: str
+    computation: str
+    fusion: str
+    op_name: str
+    equation: int
+    change: str
+
+    def to_json(self) -> dict[str, object]:
+        """A JSON-ready dict."""
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Outcome:
     """The result of running one configuration in a worker.
 
@@ -29,6 +62,7 @@ class Outcome:
             description for TIMEOUT.
         signal: the signal number that killed the worker (CRASH), else None.
         seconds: wall time of compile plus run in the worker (s); for TIMEOUT the limit (s).
+        mutations: where a planted-fault configuration fired during this run (empty otherwise).
     """
 
     config: str
@@ -37,6 +71,7 @@ class Outcome:
     error: str = ""
     signal: int | None = None
     seconds: float = 0.0
+    mutations: tuple[MutationSite, ...] = ()
 
     @property
     def ran(self) -> bool:

@@ -172,7 +172,9 @@ def _worker_main(conn: mp_connection.Connection, log_path: str, preload: tuple[s
             started = time.perf_counter()
             outputs = kind.run(config, closed_jaxpr, inputs)
             outputs = tuple(np.asarray(x) for x in outputs)
-            reply: tuple[Any, ...] = ("ok", outputs, time.perf_counter() - started)
+            # Planted-fault kinds report where their pass fired during this run.
+            sites = tuple(getattr(kind, "fired_sites", tuple)())
+            reply: tuple[Any, ...] = ("ok", outputs, time.perf_counter() - started, sites)
             _send(conn, reply)
         except Exception as exc:  # compiler and interpreter errors: a COMPILE_ERROR outcome
             _send(conn, ("error", _one_line(exc), time.perf_counter() - started))
@@ -579,7 +581,8 @@ class WorkerPool:
             return Outcome(spec, OutcomeKind.CRASH, error=tail, signal=signum,
                            seconds=time.monotonic() - sent_at)
         if reply[0] == "ok":
-            return Outcome(spec, OutcomeKind.RAN, outputs=reply[1], seconds=reply[2])
+            return Outcome(spec, OutcomeKind.RAN, outputs=reply[1], seconds=reply[2],
+                           mutations=reply[3])
         if reply[0] == "error":
             return Outcome(spec, OutcomeKind.COMPILE_ERROR, error=reply[1], seconds=reply[2])
         worker.kill()

@@ -113,6 +113,7 @@ _KIND_MODULES: dict[str, str] = {
     "xla": "xlaprobe.configs.xla",
     "eager": "xlaprobe.configs.eager",
     "reference": "xlaprobe.configs.reference",
+    "mutant": "xlaprobe.configs.mutants",
 }
 _KINDS: dict[str, ConfigKind] = {}
 

@@ -73,12 +73,32 @@ def compile_program(config: Configuration, closed_jaxpr: jaxprs.ClosedJaxpr,
         jax.errors.JaxRuntimeError: XLA rejected an option value or failed to compile.
     """
     options = compiler_options(config)
+    return jax.jit(scoped_function(closed_jaxpr)).lower(*inputs).compile(compiler_options=options)
+
+
+#: Prefix of the named scope each top-level equation is traced in (``eqn12``).
+EQUATION_SCOPE = "eqn"
+
+
+def scoped_function(closed_jaxpr: jaxprs.ClosedJaxpr) -> Any:
+    """A function evaluating `closed_jaxpr` with each top-level equation k in
+    ``jax.named_scope(f"eqn{k}")``.
+
+    The scopes only add ``op_name`` metadata (``jit(program)/eqn12/...``), so the compiled code is
+    the same, while every HLO instruction names the jaxpr equation it came from exactly
+    (``op_name`` alone names only the primitive).
+    """
     jaxpr, consts = closed_jaxpr.jaxpr, closed_jaxpr.consts
+    index = {id(eqn): k for k, eqn in enumerate(jaxpr.eqns)}
+
+    def apply(eqn: Any, invals: list[Any]) -> Any:
+        with jax.named_scope(f"{EQUATION_SCOPE}{index[id(eqn)]}"):
+            return eqn.primitive.bind(*invals, **eqn.params)
 
     def program(*args: Any) -> list[Any]:
-        return jax.core.eval_jaxpr(jaxpr, consts, *args)
+        return jaxprs.eval_jaxpr_with(jaxpr, consts, args, apply)
 
-    return jax.jit(program).lower(*inputs).compile(compiler_options=options)
+    return program
 
 
 class XlaKind:
