@@ -6,8 +6,9 @@ compiles the program in a worker of its own and its outputs are judged against t
 and error budget, exactly as ``xlaprobe check --configs xla,xla:O0,eager,reference,mutant:<name>``
 would. Prints a table (mutant x program: fired? detected? verdict; where it fired) and the
 mutation score = detected / fired, per (mutant, program) pair and per mutant, with the
-below-tolerance mutant reported apart (it must never be flagged) and the crash mutant counted as
-detected when it comes back as a crash outcome.
+below-tolerance mutant reported apart (it must never be flagged), the crash mutant counted as
+detected when it comes back as a crash outcome, and equivalent firings (outputs bit-identical to
+the unmutated compiler's) listed but not scored.
 
     python benchmarks/mutation_score.py                 # zoo + corpus (about 10 minutes on 2 cores)
     python benchmarks/mutation_score.py --corpus-only   # about 2 minutes
@@ -62,9 +63,15 @@ def main() -> None:
                                base.budget, base.flushed)
                 finding = next((f for f in result.findings if f.config == spec), None)
                 site = outcome.mutations[0] if outcome.mutations else None
+                # Fired, yet bit-identical to the unmutated compiler on this input: an equivalent
+                # mutant (e.g. (a-b)**2 with a and b swapped), which no oracle can detect.
+                xla = base.outcomes[base.configs.index("xla")]
+                equivalent = (outcome.ran and xla.ran and len(outcome.outputs) == len(xla.outputs)
+                              and all(a.tobytes() == b.tobytes()
+                                      for a, b in zip(outcome.outputs, xla.outputs)))
                 rows.append({
                     "mutant": mutant.name, "program": name, "fired": True,
-                    "detected": finding is not None,
+                    "detected": finding is not None, "equivalent": equivalent,
                     "verdict": finding.kind.value if finding else "ok",
                     "below_tolerance": mutant.below_tolerance, "crashes": mutant.crashes,
                     "site": site.to_json() if site else None})
@@ -76,16 +83,20 @@ def main() -> None:
         site = row["site"]
         where = (f"{site['instruction']} / {site['fusion'] or '-'} / eqn{site['equation']}"
                  if site else "(compiler crashed)")
-        print(f"{row['mutant']:32} {row['program']:26} {'yes' if row['detected'] else 'no':9} "
+        detected = "yes" if row["detected"] else ("equiv." if row["equivalent"] else "no")
+        print(f"{row['mutant']:32} {row['program']:26} {detected:9} "
               f"{row['verdict']:14} {where}")
 
     never = [m for m in MUTANTS if not any(r["mutant"] == m for r in rows)]
-    scored = [r for r in rows if not r["below_tolerance"]]
+    equivalent = [(r["mutant"], r["program"]) for r in rows
+                  if r["equivalent"] and not r["below_tolerance"]]
+    scored = [r for r in rows if not r["below_tolerance"] and not r["equivalent"]]
     pairs_detected = sum(r["detected"] for r in scored)
     mutants_fired = sorted({r["mutant"] for r in scored})
     mutants_detected = sorted({r["mutant"] for r in scored if r["detected"]})
     quiet = [r for r in rows if r["below_tolerance"]]
     print(f"\nprograms: {len(programs)}; mutants: {len(MUTANTS)}; never fired: {never or 'none'}")
+    print(f"fired with no effect on the outputs (equivalent, not scored): {equivalent or 'none'}")
     print(f"mutation score per (mutant, program) pair: {pairs_detected}/{len(scored)} = "
           f"{pairs_detected / max(len(scored), 1):.1%}")
     print(f"mutation score per mutant (detected on some program where it fires): "

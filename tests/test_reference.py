@@ -766,3 +766,24 @@ def test_gather_and_scatter_add_parameters(config, mode, window, starts, seed):
     _assert_matches_xla(lambda x, i, u: (lax.gather(x, i, gd, sizes, mode=mode),
                                          lax.scatter_add(x, i, u, sd, mode=mode)),
                         (operand, idx, updates), rtol=0)
+
+
+def test_monte_carlo_arithmetic_keeps_exact_operations_exact():
+    # The gradient of max is the one-hot mask eq(x, max(x)): perturbing the (exact) max would
+    # zero it. Monte Carlo arithmetic perturbs only rounded results.
+    x = np.linspace(-1.0, 1.0, 33).astype(np.float32) ** 3
+    closed = jax.make_jaxpr(jax.grad(lambda v: jnp.max(v) * 3.0))(x)
+    for seed in range(5):
+        [grad] = evaluate(closed, [x], round_each_op=True, mca_seed=seed)
+        np.testing.assert_array_equal(grad[:-1], 0.0)  # the mask itself is exact
+        assert abs(grad[-1] - 3.0) <= 4 * np.finfo(np.float32).eps * 3.0
+
+
+def test_monte_carlo_arithmetic_spreads_sums():
+    x = np.random.default_rng(0).standard_normal(4096).astype(np.float32)
+    closed = jax.make_jaxpr(jnp.sum)(x)
+    samples = {float(evaluate(closed, [x], round_each_op=True, mca_seed=s)[0]) for s in range(4)}
+    exact = float(evaluate(closed, [x])[0])
+    assert len(samples) > 1  # different seeds, different honest rounding
+    bound = np.sqrt(4096) * np.finfo(np.float32).eps / 2 * np.abs(x).sum() * 2
+    assert all(abs(v - exact) <= bound for v in samples)

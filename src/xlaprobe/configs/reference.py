@@ -135,8 +135,10 @@ def _finish(value: Any, aval: Any, native: bool, flush: bool = False,
     if kind in "fc":
         out = np.asarray(value, dtype=_carrier(dtype))
         if native and rng is not None and kind == "f" and out.size:
+            # Like stochastic rounding, leave results the dtype represents exactly alone.
             roundoff = float(ml_dtypes.finfo(dtype).eps) / 2
-            out = out * (1.0 + roundoff * rng.uniform(-1.0, 1.0, out.shape))
+            inexact = out.astype(dtype).astype(out.dtype) != out
+            out = np.where(inexact, out * (1.0 + roundoff * rng.uniform(-1.0, 1.0, out.shape)), out)
         if native and np.dtype(dtype) != out.dtype:
             out = out.astype(dtype).astype(out.dtype)
         if flush and kind == "f":
@@ -233,7 +235,11 @@ class _Interpreter:
             outs = [outs]
         if self.rng is not None and name in _ACCUMULATION_TERMS and _kind(ctx.out_dtype) == "f":
             outs = [self._accumulation_error(rule, ctx, args, eqn.params, outs[0])]
-        return [_finish(o, v.aval, self.native, self.flush, self.rng)
+        # Monte Carlo arithmetic perturbs only results that IEEE arithmetic rounds: a max, a
+        # select or a slice is exact, and perturbing it would break exact equalities programs
+        # rely on (the argmax mask eq(x, max(x)) of a max's gradient).
+        rng = self.rng if name in ROUNDING_PRIMITIVES else None
+        return [_finish(o, v.aval, self.native, self.flush, rng)
                 for o, v in zip(outs, eqn.outvars, strict=True)]
 
 
@@ -1602,6 +1608,15 @@ class ReferenceKind:
         return evaluate(jaxpr, inputs, round_each_op=config.variant in ("native", "ftz", "mca"),
                         flush_subnormals=config.variant == "ftz", mca_seed=seed)
 
+
+#: Primitives whose floating results IEEE arithmetic rounds (Monte Carlo mode perturbs only these).
+ROUNDING_PRIMITIVES = frozenset({
+    "add", "add_any", "sub", "mul", "div", "rem", "pow", "integer_pow", "square", "sqrt", "rsqrt",
+    "cbrt", "exp", "exp2", "expm1", "log", "log1p", "tanh", "logistic", "sin", "cos", "tan",
+    "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "atan2", "erf", "erfc",
+    "erf_inv", "lgamma", "digamma", "reduce_sum", "reduce_prod", "dot_general",
+    "conv_general_dilated", "cumsum", "cumprod", "cumlogsumexp", "reduce_window_sum",
+    "scatter-add", "scatter_add", "scatter-mul", "scatter_mul", "select_and_scatter_add"})
 
 #: Primitives that sum many terms -> number of terms per output element (Monte Carlo mode).
 _ACCUMULATION_TERMS: dict[str, Callable[[list[Any], dict[str, Any], np.ndarray], int]] = {
