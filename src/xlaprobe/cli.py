@@ -186,6 +186,33 @@ def _save_findings(result: Any, db: Path, save_artifact: Any) -> dict[str, str]:
 
 
 @app.command()
+def fuzz(
+    time: Annotated[str, typer.Option("--time", help="wall-time budget: 90s, 10m, 1h")] = "5m",
+    configs: Annotated[str, typer.Option("--configs", "-c", help="comma-separated configuration "
+                                         "specs")] = "xla,xla:O0,eager,reference",
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="worker processes")] = 1,
+    seed: Annotated[int, typer.Option(help="first generator seed", min=0, max=2 ** 62)] = 0,
+    db: Annotated[Path, typer.Option(help="SQLite store")] = Path(".xlaprobe/xlaprobe.db"),
+    resume: Annotated[bool, typer.Option("--resume", help="continue the last campaign")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
+) -> None:
+    """Fuzz: generate random valid programs and check each; findings are stored and deduplicated."""
+    from xlaprobe.campaign import fuzz_command
+    from xlaprobe.errors import InvalidArgument
+
+    units = {"s": 1.0, "m": 60.0, "h": 3600.0}
+    text = time.strip().lower()
+    try:
+        seconds = float(text[:-1]) * units[text[-1]] if text[-1:] in units else float(text)
+    except (ValueError, IndexError) as exc:
+        raise InvalidArgument(f"malformed --time '{time}': e.g. 90s, 10m, 1h") from exc
+    if not 0 < seconds <= 30 * 24 * 3600:
+        raise InvalidArgument(f"--time must be between 1s and 30 days, got '{time}'")
+    raise typer.Exit(fuzz_command(time_s=seconds, configs=configs, jobs=jobs, seed=seed, db=db,
+                                  resume=resume, json_output=as_json))
+
+
+@app.command()
 def models(as_json: Annotated[bool, typer.Option("--json", help="print JSON to stdout")] = False) -> None:
     """List the model zoo."""
     from xlaprobe.sources.models import MODELS

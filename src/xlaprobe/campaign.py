@@ -1,0 +1,673 @@
+"""Fuzzing campaigns: generate programs seed after seed, check each under the configurations in
+the worker pool, store every check, save an artifact for each new finding, deduplicate findings on
+their structural fingerprint, and resume after Ctrl-C or a kill.
+
+Durability. Every check lands in the store (`xlaprobe.store.Store.record_check`, one SQLite
+transaction) before the campaign counts it. The campaign's own state (seeds done, counters,
+coverage) lives in a table of the same database file, ``fuzz_campaigns``, created with ``CREATE
+TABLE IF NOT EXISTS`` through a second connection and rewritten after every check. A kill between
+the two writes leaves a check the state does not know; `--resume` finds such checks in the store
+(programs ``fuzz:<seed>`` checked under the same configurations since the campaign began), counts
+them from the stored verdicts and findings and marks their seeds done, so no seed is checked twice
+and nothing stored is lost.
+
+Seeds. A campaign checks seeds ``seed, seed + 1, ...`` with up to ``jobs + 1`` programs in flight
+(one is generated while the workers run the others), so they complete out of order: the state
+keeps the lowest seed not yet done (``next_seed``) and the set of done seeds above it.
+
+Deduplication. Two findings with the same `xlaprobe.check.Finding.fingerprint` (primitives of the
+program, input dtypes, configuration, verdict kind) count as one; the first
+`ARTIFACTS_PER_FINGERPRINT` of each get an artifact directory (``<db dir>/artifacts/``), later ones
+are stored as findings without one and counted as duplicates.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures as cf
+import dataclasses
+import json
+import math
+import pickle
+import sqlite3
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from xlaprobe.errors import InvalidArgument
+
+#: Artifacts saved per finding fingerprint (later findings with it are counted, not saved).
+ARTIFACTS_PER_FINGERPRINT = 1
+#: Per-run limit of fuzzed programs (s): they are small; a run this long is itself a finding.
+RUN_TIMEOUT_S = 120.0
+#: Equations per generated program, at most.
+MAX_EQUATIONS = 30
+#: Configuration kinds that compile with XLA (their Outcome.seconds is XLA compile+run time).
+XLA_KINDS = ("xla", "eager", "mutant")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS fuzz_campaigns (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    configs TEXT NOT NULL,          -- comma-separated configuration specs, as checked
+    start_seed INTEGER NOT NULL,
+    next_seed INTEGER NOT NULL,     -- every seed in [start_seed, next_seed) is done
+    state TEXT NOT NULL,            -- JSON: see CampaignState.to_json
+    status TEXT NOT NULL,           -- running, done, interrupted
+    created REAL NOT NULL, updated REAL NOT NULL)
+"""
+
+_SEVERITY = ("crash", "timeout", "compile-error", "nan-mismatch", "inf-mismatch", "mismatch", "ftz",
+             "ok")
+
+
+@dataclasses.dataclass
+class CampaignState:
+    """What a campaign has done so far (persisted as JSON in ``fuzz_campaigns.state``).
+
+    Attributes:
+        id: row id in ``fuzz_campaigns``.
+        configs: the configuration specs.
+        start_seed: first seed.
+        next_seed: lowest seed not yet done.
+        done_above: seeds >= next_seed already done.
+        programs: programs checked.
+        generation_errors: seeds the generator failed on (bugs in xlaprobe; skipped).
+        verdicts: per configuration, count of each summary verdict kind over programs.
+        findings: findings stored (one per failing configuration of a program).
+        failing_programs: programs with at least one finding.
+        fingerprints: finding fingerprint -> [count, first seed, configuration, verdict kind].
+        coverage: catalogue primitive -> programs that use it.
+        seconds: wall time spent running (s), over all sessions.
+        xla_seconds: Outcome.seconds summed over XLA-compiling configurations (s).
+        reference_seconds: Outcome.seconds summed over reference runs, budget included (s).
+        sessions: runs of the campaign (1 + resumes).
+    """
+
+    id: int
+    configs: tuple[str, ...]
+    start_seed: int
+    next_seed: int
+    done_above: set[int] = dataclasses.field(default_factory=set)
+    programs: int = 0
+    generation_errors: int = 0
+    verdicts: dict[str, collections.Counter] = dataclasses.field(default_factory=dict)
+    findings: int = 0
+    failing_programs: int = 0
+    fingerprints: dict[str, list[Any]] = dataclasses.field(default_factory=dict)
+    coverage: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    seconds: float = 0.0
+    xla_seconds: float = 0.0
+    reference_seconds: float = 0.0
+    sessions: int = 1
+
+    @property
+    def unique_findings(self) -> int:
+        """Distinct finding fingerprints."""
+        return len(self.fingerprints)
+
+    @property
+    def duplicates(self) -> int:
+        """Findings whose fingerprint an earlier finding of this campaign had."""
+        return self.findings - len(self.fingerprints)
+
+    def is_done(self, seed: int) -> bool:
+        return seed < self.next_seed or seed in self.done_above
+
+    def mark_done(self, seed: int) -> None:
+        self.done_above.add(seed)
+        while self.next_seed in self.done_above:
+            self.done_above.discard(self.next_seed)
+            self.next_seed += 1
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON state (without id, configs and seeds, which have columns)."""
+        return {"done_above": sorted(self.done_above), "programs": self.programs,
+                "generation_errors": self.generation_errors,
+                "verdicts": {c: dict(v) for c, v in self.verdicts.items()},
+                "findings": self.findings, "failing_programs": self.failing_programs,
+                "fingerprints": self.fingerprints,
+                "coverage": dict(self.coverage), "seconds": self.seconds,
+                "xla_seconds": self.xla_seconds, "reference_seconds": self.reference_seconds,
+                "sessions": self.sessions}
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row | tuple[Any, ...]) -> CampaignState:
+        rid, configs, start, next_seed, state = row[:5]
+        data = json.loads(state)
+        return cls(rid, tuple(configs.split(",")), start, next_seed, set(data["done_above"]),
+                   data["programs"], data["generation_errors"],
+                   {c: collections.Counter(v) for c, v in data["verdicts"].items()},
+                   data["findings"], data.get("failing_programs", 0), data["fingerprints"],
+                   collections.Counter(data["coverage"]),
+                   data["seconds"], data["xla_seconds"], data["reference_seconds"],
+                   data["sessions"])
+
+
+@dataclasses.dataclass(frozen=True)
+class CampaignSummary:
+    """A snapshot of a campaign for progress displays and ``--json``.
+
+    Attributes:
+        campaign: row id in ``fuzz_campaigns``.
+        configs: configuration specs.
+        programs: programs checked (all sessions).
+        session_programs: programs checked in this session.
+        elapsed_s: wall time of this session so far (s).
+        programs_per_s: this session's programs per second of wall time.
+        verdicts: per configuration, summary verdict kind -> programs.
+        findings: findings stored.
+        failing_programs: programs with at least one finding.
+        unique_findings: distinct fingerprints.
+        duplicates: findings - unique_findings.
+        covered: catalogue primitives exercised (all sessions).
+        catalogue: catalogue size.
+        uncovered: catalogue primitives not exercised yet.
+        next_seed: lowest seed not done.
+        generation_errors: seeds the generator failed on.
+        xla_share: XLA compile+run seconds over (wall seconds x jobs) in this session.
+        status: running, done or interrupted.
+        last_finding: one line on the newest finding ("" if none).
+        fingerprints: fingerprint -> (count, first seed, configuration, verdict kind).
+    """
+
+    campaign: int
+    configs: tuple[str, ...]
+    programs: int
+    session_programs: int
+    elapsed_s: float
+    programs_per_s: float
+    verdicts: dict[str, dict[str, int]]
+    findings: int
+    failing_programs: int
+    unique_findings: int
+    duplicates: int
+    covered: int
+    catalogue: int
+    uncovered: tuple[str, ...]
+    next_seed: int
+    generation_errors: int
+    xla_share: float
+    status: str
+    last_finding: str
+    fingerprints: dict[str, tuple[int, int, str, str]]
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        data = dataclasses.asdict(self)
+        data["configs"] = list(self.configs)
+        data["uncovered"] = list(self.uncovered)
+        data["fingerprints"] = {k: {"count": v[0], "first_seed": v[1], "config": v[2],
+                                    "kind": v[3]} for k, v in self.fingerprints.items()}
+        return data
+
+
+def parse_duration(text: str | float) -> float:
+    """Seconds in a duration: ``300``, ``300s``, ``10m``, ``1.5h`` (for ``--time``).
+
+    >>> parse_duration("10m"), parse_duration("90"), parse_duration("1.5h")
+    (600.0, 90.0, 5400.0)
+
+    Raises:
+        InvalidArgument: not a positive number with an optional unit s, m or h.
+    """
+    value = str(text).strip().lower()
+    scale = {"s": 1.0, "m": 60.0, "h": 3600.0}.get(value[-1:], None)
+    number = value[:-1] if scale is not None else value
+    try:
+        seconds = float(number) * (scale or 1.0)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise InvalidArgument(f"--time must be a positive duration like 300, 300s, 10m or 1h, "
+                              f"got '{text}'")
+    return seconds
+
+
+def summary_kind(kinds: Sequence[str]) -> str:
+    """The most severe verdict kind of a configuration's output leaves.
+
+    >>> summary_kind(["ok", "ftz", "mismatch"])
+    'mismatch'
+    """
+    present = set(kinds)
+    return next((k for k in _SEVERITY if k in present), "ok")
+
+
+def _is_xla(config: str) -> bool:
+    return config.split(":")[0].split("[")[0] in XLA_KINDS
+
+
+def save_finding_artifacts(result: Any, root: Path, configs: Sequence[str]) -> dict[str, str]:
+    """Write one artifact directory per finding of `result` among `configs`.
+
+    Args:
+        result: a `xlaprobe.check.CheckResult`.
+        root: the artifacts directory (``<db dir>/artifacts``).
+        configs: the failing configurations to save.
+
+    Returns:
+        configuration spec -> artifact directory (failed writes are left out, with a warning on
+        stderr: the finding itself is still stored).
+    """
+    from xlaprobe.artifact import save_artifact
+    from xlaprobe.check import REFERENCE
+    from xlaprobe.configs.registry import Configuration
+
+    reference = next((o.outputs for c, o in zip(result.configs, result.outcomes)
+                      if c == REFERENCE and o.ran), None)
+    saved = {}
+    for finding in result.findings:
+        if finding.config not in configs:
+            continue
+        config = Configuration.parse(finding.config)
+        options: dict[str, Any] = {}
+        if config.kind == "xla":
+            from xlaprobe.configs.xla import compiler_options
+            options = compiler_options(config)
+        safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in finding.config)
+        directory = root / f"{result.program.fingerprint}-{safe}"[:120]
+        try:
+            save_artifact(result.program, directory, reference=reference,
+                          repro_config=finding.config, compiler_options=options,
+                          note=f"{finding.kind.value} on {list(finding.outputs)}; fingerprint "
+                               f"{finding.fingerprint}")
+        except (OSError, pickle.PicklingError) as exc:
+            print(f"warning: could not write the artifact of {finding.config} to {directory}: "
+                  f"{exc}", file=sys.stderr)
+            continue
+        saved[finding.config] = str(directory)
+    return saved
+
+
+class Campaign:
+    """One fuzzing campaign over a store (see the module docstring).
+
+    Args:
+        db: the SQLite store file (created if missing).
+        configs: configuration specs (validated).
+        seed: first seed of a new campaign (ignored when resuming).
+        resume: continue the newest campaign with the same configurations in `db`.
+        jobs: worker processes per isolation group.
+        max_equations: most equations per generated program.
+        timeout_s: per-run limit (s).
+        source: ``seed -> Program`` (default: `xlaprobe.sources.generator.generate` with
+            `max_equations`); it must be deterministic for `resume` to be exact.
+
+    Raises:
+        InvalidArgument: bad configurations, jobs, seed or db path; nothing to resume.
+    """
+
+    def __init__(self, db: Path, configs: Sequence[str], *, seed: int = 0, resume: bool = False,
+                 jobs: int = 1, max_equations: int = MAX_EQUATIONS,
+                 timeout_s: float = RUN_TIMEOUT_S, source: Callable[[int], Any] | None = None):
+        from xlaprobe.configs.registry import parse_configs
+        from xlaprobe.sources.ops import RULES
+        from xlaprobe.store import Store
+
+        if jobs < 1:
+            raise InvalidArgument(f"--jobs must be at least 1, got {jobs}")
+        if seed < 0 or seed >= 2 ** 63:
+            raise InvalidArgument(f"--seed must be in [0, 2**63), got {seed}")
+        if str(db) == ":memory:":
+            raise InvalidArgument("a campaign needs a database file (it resumes from it), "
+                                  "not ':memory:'")
+        self.configs = tuple(str(c) for c in parse_configs(list(configs)))
+        self.db = Path(db)
+        self.jobs = jobs
+        self.max_equations = max_equations
+        self.timeout_s = timeout_s
+        self.source = source or self._generate
+        self.catalogue = tuple(RULES)
+        self.store = Store(self.db)  # validates the path and the schema
+        try:
+            self._conn = sqlite3.connect(str(self.db), timeout=30.0, isolation_level=None)
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute(_SCHEMA)
+            self.state = self._resume() if resume else self._new(seed)
+        except BaseException:
+            self.close()
+            raise
+        self._last_finding = ""
+        #: The newest summary of `run` (also after Ctrl-C), or None before it ran.
+        self.last_summary: CampaignSummary | None = None
+
+    def _generate(self, seed: int) -> Any:
+        from xlaprobe.sources.generator import generate
+        return generate(seed, max_equations=self.max_equations)
+
+    # -- persistence --------------------------------------------------------------------------
+
+    def _new(self, seed: int) -> CampaignState:
+        now = time.time()
+        state = CampaignState(0, self.configs, seed, seed)
+        cursor = self._conn.execute(
+            "INSERT INTO fuzz_campaigns (configs, start_seed, next_seed, state, status, created, "
+            "updated) VALUES (?,?,?,?,?,?,?)",
+            (",".join(self.configs), seed, seed, json.dumps(state.to_json()), "running", now, now))
+        state.id = int(cursor.lastrowid)
+        return state
+
+    def _resume(self) -> CampaignState:
+        row = self._conn.execute(
+            "SELECT id, configs, start_seed, next_seed, state, created FROM fuzz_campaigns "
+            "WHERE configs = ? ORDER BY id DESC LIMIT 1", (",".join(self.configs),)).fetchone()
+        if row is None:
+            raise InvalidArgument(
+                f"no fuzz campaign with configurations '{','.join(self.configs)}' in {self.db} to "
+                "resume; run without --resume to start one (or pass the same --configs and --db)")
+        state = CampaignState.from_row(row)
+        state.sessions += 1
+        self._reconcile(state, created=row[5])
+        self._save(state, "running")
+        return state
+
+    def _reconcile(self, state: CampaignState, created: float) -> None:
+        """Count checks the store holds but the state missed (a kill between the two writes)."""
+        from xlaprobe import jaxprs
+
+        rows = self._conn.execute(
+            "SELECT c.id, p.seed FROM checks c JOIN programs p ON p.id = c.program_id "
+            "WHERE p.source = 'fuzz' AND c.configs = ? AND c.created >= ? AND p.seed >= ? "
+            "ORDER BY c.id", (",".join(self.configs), created, state.next_seed)).fetchall()
+        for check_id, seed in rows:
+            if seed is None or state.is_done(seed):
+                continue
+            runs = self._conn.execute(
+                "SELECT r.config, v.kind FROM runs r JOIN verdicts v ON v.run_id = r.id "
+                "WHERE r.check_id = ?", (check_id,)).fetchall()
+            by_config: dict[str, list[str]] = collections.defaultdict(list)
+            for config, kind in runs:
+                by_config[config].append(kind)
+            for config, kinds in by_config.items():
+                state.verdicts.setdefault(config, collections.Counter())[summary_kind(kinds)] += 1
+            by_finding = self._conn.execute(
+                "SELECT config, kind, fingerprint FROM findings WHERE check_id = ?",
+                (check_id,)).fetchall()
+            for config, kind, fingerprint in by_finding:
+                self._count_finding(state, fingerprint, seed, config, kind)
+            try:  # generation is deterministic: recover the coverage of the lost update
+                program = self.source(seed)
+                state.coverage.update(jaxprs.primitives_used(program.jaxpr) & set(self.catalogue))
+            except Exception:
+                pass
+            state.failing_programs += bool(by_finding)
+            state.programs += 1
+            state.mark_done(seed)
+
+    def _save(self, state: CampaignState, status: str) -> None:
+        self._conn.execute(
+            "UPDATE fuzz_campaigns SET next_seed = ?, state = ?, status = ?, updated = ? "
+            "WHERE id = ?", (state.next_seed, json.dumps(state.to_json()), status, time.time(),
+                             state.id))
+
+    @staticmethod
+    def _count_finding(state: CampaignState, fingerprint: str, seed: int, config: str,
+                       kind: str) -> bool:
+        """Count one finding; True when its fingerprint is new to the campaign."""
+        state.findings += 1
+        entry = state.fingerprints.get(fingerprint)
+        if entry is None:
+            state.fingerprints[fingerprint] = [1, seed, config, kind]
+            return True
+        entry[0] += 1
+        return False
+
+    def close(self) -> None:
+        """Close both database connections (everything is committed already)."""
+        for closer in (getattr(self, "_conn", None), getattr(self, "store", None)):
+            if closer is not None:
+                try:
+                    closer.close()
+                except Exception:
+                    pass
+
+    # -- running ------------------------------------------------------------------------------
+
+    def _record(self, seed: int, program: Any, result: Any) -> None:
+        from xlaprobe import jaxprs
+
+        state = self.state
+        new = {}
+        for finding in result.findings:
+            entry = state.fingerprints.get(finding.fingerprint)
+            seen = (entry[0] if entry else 0) + sum(
+                1 for f in new.values() if f == finding.fingerprint)
+            if seen < ARTIFACTS_PER_FINGERPRINT:
+                new[finding.config] = finding.fingerprint
+        artifacts = save_finding_artifacts(result, self.db.parent / "artifacts", list(new)) \
+            if new else {}
+        self.store.record_check(
+            program, result.configs, result.judged_against, result.outcomes, result.verdicts,
+            [(f.config, f.kind.value, f.fingerprint, artifacts.get(f.config))
+             for f in result.findings],
+            artifact=next(iter(artifacts.values()), None))
+        for config, verdicts in zip(result.configs, result.verdicts):
+            kind = summary_kind([v.kind.value for v in verdicts])
+            state.verdicts.setdefault(config, collections.Counter())[kind] += 1
+        for finding in result.findings:
+            self._count_finding(state, finding.fingerprint, seed, finding.config,
+                                finding.kind.value)
+            self._last_finding = (f"seed {seed}: {finding.config} {finding.kind.value} "
+                                  f"(fingerprint {finding.fingerprint})"
+                                  + (f" -> {artifacts[finding.config]}"
+                                     if finding.config in artifacts else ""))
+        for outcome in (*result.outcomes, *result.budget,
+                        *((result.flushed,) if result.flushed is not None else ())):
+            if _is_xla(outcome.config):
+                state.xla_seconds += outcome.seconds
+            elif outcome.config.startswith("reference"):
+                state.reference_seconds += outcome.seconds
+        state.coverage.update(jaxprs.primitives_used(program.jaxpr) & set(self.catalogue))
+        state.failing_programs += bool(result.findings)
+        state.programs += 1
+        state.mark_done(seed)
+
+    def summary(self, *, session_programs: int, elapsed_s: float, session_xla_s: float,
+                status: str) -> CampaignSummary:
+        """A snapshot of the campaign."""
+        state = self.state
+        uncovered = tuple(p for p in self.catalogue if not state.coverage.get(p))
+        return CampaignSummary(
+            campaign=state.id, configs=self.configs, programs=state.programs,
+            session_programs=session_programs, elapsed_s=elapsed_s,
+            programs_per_s=session_programs / elapsed_s if elapsed_s > 0 else 0.0,
+            verdicts={c: dict(v) for c, v in state.verdicts.items()},
+            findings=state.findings, failing_programs=state.failing_programs,
+            unique_findings=state.unique_findings,
+            duplicates=state.duplicates, covered=len(self.catalogue) - len(uncovered),
+            catalogue=len(self.catalogue), uncovered=uncovered, next_seed=state.next_seed,
+            generation_errors=state.generation_errors,
+            xla_share=session_xla_s / (elapsed_s * self.jobs) if elapsed_s > 0 else 0.0,
+            status=status, last_finding=self._last_finding,
+            fingerprints={k: tuple(v) for k, v in state.fingerprints.items()})
+
+    def run(self, time_s: float, *, max_programs: int | None = None,
+            on_progress: Callable[[CampaignSummary], None] | None = None) -> CampaignSummary:
+        """Check programs until `time_s` seconds have passed (or `max_programs` were checked).
+
+        Programs in flight at the deadline are finished and recorded. On Ctrl-C the workers are
+        killed, the state is saved with status ``interrupted`` and KeyboardInterrupt propagates.
+
+        Args:
+            time_s: wall-time budget of this session (s).
+            max_programs: stop after this many programs in this session (None: no limit).
+            on_progress: called with a summary after each recorded program.
+
+        Returns:
+            The final summary (status ``done``).
+
+        Raises:
+            KeyboardInterrupt: Ctrl-C (everything recorded so far is stored).
+            WorkerCrashed: a worker process could not start.
+        """
+        from xlaprobe.workers import WorkerPool
+
+        start = time.monotonic()
+        deadline = start + time_s
+        base_seconds, base_xla = self.state.seconds, self.state.xla_seconds
+        session = 0
+        status = "interrupted"
+        pool = WorkerPool(size=self.jobs, timeout_s=self.timeout_s)
+        executor = cf.ThreadPoolExecutor(max_workers=self.jobs + 1,
+                                         thread_name_prefix="xlaprobe-fuzz")
+        in_flight: dict[cf.Future, int] = {}
+        next_seed = self.state.next_seed
+
+        def snapshot(state_status: str) -> CampaignSummary:
+            elapsed = time.monotonic() - start
+            return self.summary(session_programs=session, elapsed_s=elapsed,
+                                session_xla_s=self.state.xla_seconds - base_xla,
+                                status=state_status)
+
+        try:
+            while True:
+                stop_submitting = time.monotonic() >= deadline or (
+                    max_programs is not None and session + len(in_flight) >= max_programs)
+                while not stop_submitting and len(in_flight) < self.jobs + 1:
+                    while self.state.is_done(next_seed):
+                        next_seed += 1
+                    in_flight[executor.submit(self._check_seed, next_seed, pool)] = next_seed
+                    next_seed += 1
+                    stop_submitting = max_programs is not None and \
+                        session + len(in_flight) >= max_programs
+                if not in_flight:
+                    break
+                done, _ = cf.wait(list(in_flight), timeout=0.5, return_when=cf.FIRST_COMPLETED)
+                for future in done:
+                    seed = in_flight.pop(future)
+                    program, result = future.result()
+                    if result is None:  # the generator failed on this seed: a bug, skip it
+                        self.state.generation_errors += 1
+                        self.state.mark_done(seed)
+                    else:
+                        self._record(seed, program, result)
+                        session += 1
+                    self.state.seconds = base_seconds + time.monotonic() - start
+                    self._save(self.state, "running")
+                    if on_progress is not None:
+                        on_progress(snapshot("running"))
+                if not done and on_progress is not None:
+                    on_progress(snapshot("running"))
+            status = "done"
+        finally:
+            for future in in_flight:
+                future.cancel()
+            pool.close()  # kills busy workers: their checks raise and are dropped, not recorded
+            executor.shutdown(wait=True, cancel_futures=True)
+            self.state.seconds = base_seconds + time.monotonic() - start
+            self._save(self.state, status)
+            self.last_summary = snapshot(status)
+        return self.last_summary
+
+    def _check_seed(self, seed: int, pool: Any) -> tuple[Any, Any]:
+        from xlaprobe.check import check_program
+
+        try:
+            program = self.source(seed)
+        except Exception as exc:  # a generator bug: report and skip the seed
+            print(f"warning: the generator failed on seed {seed} ({type(exc).__name__}: {exc}); "
+                  "skipped (a bug in xlaprobe/sources/generator.py)", file=sys.stderr)
+            return None, None
+        return program, check_program(program, self.configs, pool, timeout_s=self.timeout_s)
+
+
+# ---------------------------------------------------------------------------------------------
+# the command
+
+
+def _progress_view(summary: CampaignSummary) -> Any:
+    from rich.markup import escape
+    from rich.table import Table
+    from rich.text import Text
+    from rich.console import Group
+
+    head = Text.from_markup(
+        f"[bold]fuzz[/] campaign {summary.campaign}: {summary.programs} programs "
+        f"({summary.session_programs} now, {summary.programs_per_s:.2f}/s, "
+        f"{summary.elapsed_s:.0f} s), next seed {summary.next_seed}; findings "
+        f"[{'red' if summary.findings else 'green'}]{summary.findings}[/] in "
+        f"{summary.failing_programs} programs ({summary.unique_findings} unique, "
+        f"{summary.duplicates} duplicates); coverage "
+        f"{summary.covered}/{summary.catalogue} primitives")
+    kinds = [k for k in _SEVERITY if any(k in v for v in summary.verdicts.values())]
+    table = Table(box=None, pad_edge=False)
+    table.add_column("configuration")
+    for kind in kinds:
+        table.add_column(kind, justify="right")
+    for config, counts in summary.verdicts.items():
+        table.add_row(escape(config), *(str(counts.get(k, 0)) for k in kinds))
+    parts = [head, table]
+    if summary.last_finding:
+        parts.append(Text(f"last finding: {summary.last_finding}", style="red"))
+    return Group(*parts)
+
+
+def fuzz_command(*, time_s: float, configs: str, jobs: int, seed: int, db: Path, resume: bool,
+                 json_output: bool) -> int:
+    """``xlaprobe fuzz``: run (or resume) a campaign; live progress on stderr.
+
+    Args:
+        time_s: wall-time budget (s), > 0.
+        configs: comma-separated configuration specs (e.g. ``xla,xla:O0,eager,reference``).
+        jobs: worker processes per isolation group, >= 1.
+        seed: first seed of a new campaign (ignored with `resume`).
+        db: the SQLite store file.
+        resume: continue the newest campaign with the same configurations in `db`.
+        json_output: print the final summary as JSON on stdout (no live display).
+
+    Returns:
+        0 no findings in the campaign, 1 findings, 130 interrupted (everything recorded so far is
+        stored; ``--resume`` continues).
+
+    Raises:
+        InvalidArgument: bad time, configurations, jobs, seed or db; nothing to resume.
+    """
+    from rich.console import Console
+    from rich.live import Live
+    from rich.markup import escape
+
+    from xlaprobe.configs.registry import parse_configs
+
+    if not (isinstance(time_s, (int, float)) and math.isfinite(time_s) and time_s > 0):
+        raise InvalidArgument(f"--time must be a positive number of seconds, got {time_s}")
+    parsed = [str(c) for c in parse_configs(configs)]
+    campaign = Campaign(Path(db), parsed, seed=seed, resume=resume, jobs=jobs)
+    err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+    summary: CampaignSummary | None = None
+    interrupted = False
+    try:
+        if json_output:
+            summary = campaign.run(time_s)
+        else:
+            with Live(console=err, refresh_per_second=4, transient=False) as live:
+                def show(s: CampaignSummary) -> None:
+                    live.update(_progress_view(s))
+                summary = campaign.run(time_s, on_progress=show)
+                live.update(_progress_view(summary))
+            if not err.is_terminal:
+                err.print()  # Live leaves its last line open when not drawing on a terminal
+    except KeyboardInterrupt:
+        interrupted = True
+        summary = campaign.last_summary or campaign.summary(
+            session_programs=0, elapsed_s=0.0, session_xla_s=0.0, status="interrupted")
+    finally:
+        campaign.close()
+    if json_output:
+        print(json.dumps(summary.to_json(), indent=2))
+    else:
+        if summary.uncovered:
+            err.print(escape(f"not yet exercised: {', '.join(summary.uncovered)}"),
+                      highlight=False, soft_wrap=True)
+        for fingerprint, (count, first, config, kind) in summary.fingerprints.items():
+            err.print(escape(f"finding {fingerprint}: {config} {kind} x{count} (first seed "
+                             f"{first}); replay: xlaprobe findings --db {db}"),
+                      highlight=False, soft_wrap=True)
+        if interrupted:
+            err.print(escape(f"interrupted: {summary.programs} programs stored; continue with "
+                             f"xlaprobe fuzz --resume --configs {','.join(parsed)} --db {db}"),
+                      highlight=False, soft_wrap=True)
+    if interrupted:
+        return 130
+    return 1 if summary.findings else 0
