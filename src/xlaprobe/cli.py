@@ -213,6 +213,25 @@ def fuzz(
 
 
 @app.command()
+def localize(
+    target: Annotated[str, typer.Argument(help="finding id, artifact directory, case module, zoo "
+                                               "MODEL, FILE.py:FN or module:fn")],
+    config: Annotated[str, typer.Argument(help="the faulty configuration (default: the finding's "
+                                               "or the case's FAULTY_CONFIG)")] = "",
+    db: Annotated[Path, typer.Option(help="SQLite store")] = Path(".xlaprobe/xlaprobe.db"),
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="worker processes")] = 1,
+    timeout: Annotated[float, typer.Option(help="per-run limit (s)", min=0.1,
+                                           max=7 * 24 * 3600.0)] = 600.0,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON to stdout")] = False,
+) -> None:
+    """Localize a finding: failing outputs, smallest failing jaxpr segment, equation, fusion."""
+    from xlaprobe.localize.api import localize_command
+
+    raise typer.Exit(localize_command(target, config, db=db, json_output=as_json, jobs=jobs,
+                                      timeout_s=timeout))
+
+
+@app.command()
 def models(as_json: Annotated[bool, typer.Option("--json", help="print JSON to stdout")] = False) -> None:
     """List the model zoo."""
     from xlaprobe.sources.models import MODELS

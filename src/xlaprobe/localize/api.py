@@ -1,0 +1,560 @@
+"""Localization, tiers 1-3: failing outputs -> first wrong jaxpr equation -> the fused kernels it
+sits in, and the smallest segment around it that fails compiled alone.
+
+1. **Outputs.** The finding's failing output leaves and their cone of influence (the top-level
+   equations they depend on); the rest of the program is never blamed.
+2. **Equation** (`xlaprobe.localize.bisect`). The reference interpreter and the honest runs of the
+   error budget run once on the program with every intermediate as an output. For a numeric
+   finding a binary search over cuts of the cone compiles the *whole* program under the faulty
+   configuration, also returning the values computed before the cut, and judges them against
+   that recording: the first cut whose values are wrong names the equation, in the module XLA
+   builds for this program (``method="cuts"``). Values that a trusted configuration also gets
+   "wrong" (rounding noise the outputs' budget absorbs) are no evidence. Then segments are
+   compiled *alone* (fed the reference values of their inputs): the equation itself; else, since
+   XLA may fuse a copy of an earlier equation into the kernel of the first wrong value while
+   computing that equation's own exposed value apart (the copy is what it gets wrong), a binary
+   search over the equations fused into that kernel finds the latest start whose segment fails
+   alone, named when it fails alone by itself. The smallest window that fails alone is the
+   segment (a few equations when the fault needs context, such as a fusion across the cut). Crashes, timeouts and compile
+   errors (and ``method="segments"``) bisect over segments compiled alone instead, since a whole
+   program that crashes shows nothing: the latest failing suffix, then the earliest failing end,
+   re-verified; a wider window is run once more with its intermediates exposed and its first
+   wrong value names the equation.
+3. **Kernel** (`xlaprobe.localize.fusion`). The faulty configuration's optimized HLO of the whole
+   program (and of the segment alone) maps the equation to the fusions that hold its instructions,
+   through the ``eqnN`` named scope every ``xla`` compile traces equation N in.
+
+Every compile and run happens in the worker pool. ``cycles`` counts the runs of the faulty
+configuration (cuts, segments and HLO compiles); the reference runs that judge them are not
+counted. A failure that vanishes on re-verification is rerun up to five times and reported
+``flaky``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from jax._src import core as jcore
+
+from xlaprobe.check import CheckResult, check_program
+from xlaprobe.configs.registry import Configuration
+from xlaprobe.errors import InvalidArgument, NotReproducible
+from xlaprobe.localize import fusion as fusion_mod
+from xlaprobe.localize.bisect import (NUMERIC, RERUNS, Recording, Searcher, Step, alone_window,
+                                      baseline_spec, bisect_cuts, bisect_segments,
+                                      latest_failing_start, record, summary_kind)
+from xlaprobe.localize.segments import Segmenter, cone_of_influence, recording_program
+from xlaprobe.oracle import VerdictKind
+from xlaprobe.program import Program
+
+METHODS = ("auto", "cuts", "segments")
+#: The evidence of an equation named only as a necessary end of a failing segment.
+FALLBACK = "a necessary end of the smallest failing segment (not pinned down further)"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Localization:
+    """Where a failing configuration goes wrong in a program.
+
+    Attributes:
+        program: the program's name (provenance).
+        fingerprint: the program's fingerprint.
+        config: the faulty configuration spec.
+        kind: verdict kind of the finding (``mismatch``, ``crash``, ...).
+        method: ``"cuts"`` or ``"segments"`` (see the module docstring).
+        equations: number of top-level equations of the program.
+        failing_outputs: names of the failing output leaves (tier 1).
+        cone: number of top-level equations the failing outputs depend on.
+        equation: the top-level equation named as miscompiled, or -1.
+        primitive: its primitive name, or "".
+        source: its source line (``file:line (function)``) where the jaxpr still carries it, else "".
+        exact: True when the equation is pinned down by `evidence`; False when it is only a
+            necessary end of the failing segment (or nothing was localized).
+        evidence: why this equation: ``"first wrong value in the program's compile"``, ``"fused
+            into the kernel of the first wrong value ... and needed for it to fail compiled
+            alone"``, ``"fails compiled alone"``, ``"first wrong value of the smallest segment that
+            fails alone"``, or `FALLBACK`.
+        segment: top-level equation indices of the smallest segment found that fails compiled
+            alone; empty when none does (the fault needs the whole program's compile).
+        fusions: in the faulty configuration's optimized HLO of the whole program, the kernels
+            (fusions, or unfused instructions) holding the equation's instructions (tier 3).
+        instructions: those HLO instruction names.
+        segment_fusions: the same kernels in the optimized HLO of the segment compiled alone.
+        cycles: compile+run cycles of the faulty configuration spent.
+        seconds: wall time of the whole localization (s).
+        flaky: True when a failure vanished on a rerun.
+        steps: every cycle, in order.
+        notes: what the user should know (fallbacks taken, why a tier is missing).
+    """
+
+    program: str
+    fingerprint: str
+    config: str
+    kind: str
+    method: str
+    equations: int
+    failing_outputs: tuple[str, ...]
+    cone: int
+    equation: int
+    primitive: str
+    source: str
+    exact: bool
+    evidence: str
+    segment: tuple[int, ...]
+    fusions: tuple[str, ...]
+    instructions: tuple[str, ...]
+    segment_fusions: tuple[str, ...]
+    cycles: int
+    seconds: float
+    flaky: bool
+    steps: tuple[Step, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (``steps`` as a list of dicts)."""
+        data: dict[str, Any] = {}
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            data[field.name] = list(value) if isinstance(value, tuple) else value
+        data["steps"] = [s.to_json() for s in self.steps]
+        data["seconds"] = round(self.seconds, 3)
+        return data
+
+
+def _source_line(eqn: Any) -> str:
+    try:
+        from jax._src import source_info_util
+        text = source_info_util.summarize(eqn.source_info)
+    except Exception:  # source info is dropped when a jaxpr is pickled (artifacts, workers)
+        return ""
+    # A canonical jaxpr re-traced without the user's frames points into xlaprobe itself, which
+    # tells the user nothing.
+    return "" if "xlaprobe/" in text.replace("\\", "/") or "unknown" in text else text
+
+
+def _initial_check(program: Program, spec: str, pool: Any, check: CheckResult | None,
+                   timeout_s: float | None) -> tuple[CheckResult, int, int]:
+    """(the check, cycles spent, reruns needed): reruns a check without finding up to `RERUNS`
+    times; a given check is used as is."""
+    if check is not None:
+        if spec not in check.configs:
+            raise InvalidArgument(f"the given check did not run configuration '{spec}'; run "
+                                  f"xlaprobe check with --configs {spec},reference")
+        return check, 0, 0
+    cycles = reruns = 0
+    while True:
+        result = check_program(program, [spec, "reference"], pool, timeout_s=timeout_s)
+        cycles += 1
+        verdicts = result.verdicts[result.configs.index(spec)]
+        if any(v.kind.is_finding for v in verdicts) or reruns == RERUNS:
+            return result, cycles, reruns
+        reruns += 1
+
+
+def localize(program: Program, config: Configuration | str, pool: Any, *,
+             check: CheckResult | None = None, method: str = "auto", direction: str = "suffix",
+             timeout_s: float | None = None,
+             on_step: Callable[[Step], None] | None = None) -> Localization:
+    """Localize the failure of `config` on `program` (tiers 1-3, see the module docstring).
+
+    Args:
+        program: the failing program.
+        config: the faulty configuration (``xla...``, ``mutant:<name>``, ``eager``, ...; fused
+            kernels are named for ``xla`` and ``mutant`` kinds only).
+        pool: a `xlaprobe.workers.WorkerPool` whose workers preload `fusion.PRELOAD` (see
+            `fusion.make_pool`); without it the kernel tier is skipped with a note.
+        check: a `CheckResult` of `program` that ran `config` and ``reference``, to skip the first
+            run; None runs it.
+        method: ``"cuts"``, ``"segments"``, or ``"auto"`` (cuts for numeric findings, segments
+            for crashes, timeouts and compile errors).
+        direction: for segments, ``"suffix"`` or ``"prefix"``: which end of the window the binary
+            search fixes first (see `bisect.bisect_segments`).
+        timeout_s: per-run limit (s); None: the pool's default.
+        on_step: called after each cycle (progress display).
+
+    Returns:
+        The `Localization`.
+
+    Raises:
+        InvalidArgument: a malformed configuration, a `check` without it, an unknown `method` or
+            `direction`, or cuts asked for a crash-like finding.
+        NotReproducible: `config` has no finding on `program` (also after `RERUNS` reruns), or
+            the reference cannot evaluate the program's intermediates.
+    """
+    started = time.perf_counter()
+    if method not in METHODS:
+        raise InvalidArgument(f"unknown localization method '{method}': use {', '.join(METHODS)}")
+    if direction not in ("suffix", "prefix"):
+        raise InvalidArgument(f"unknown search direction '{direction}': use 'suffix' or 'prefix'")
+    config = Configuration.parse(config) if isinstance(config, str) else config
+    spec = str(config)
+    result, cycles, reruns = _initial_check(program, spec, pool, check, timeout_s)
+    verdicts = result.verdicts[result.configs.index(spec)]
+    if not any(v.kind.is_finding for v in verdicts):
+        raise NotReproducible(
+            f"configuration '{spec}' gives no finding on {program.provenance.name} "
+            f"(judged against {result.judged_against or 'nothing'}; {reruns + 1} run(s)); nothing "
+            f"to localize. Check it first: xlaprobe check TARGET --configs {spec},reference")
+    kind = summary_kind({v.kind for v in verdicts})
+    if method == "auto":
+        method = "cuts" if kind in NUMERIC else "segments"
+    elif method == "cuts" and kind not in NUMERIC:
+        raise InvalidArgument(f"the finding is a {kind.value}: the whole program shows it at every "
+                              "cut, so only method='segments' can isolate it")
+    search = Searcher(config, pool, kind, timeout_s, on_step)
+    search.cycles = cycles
+    if reruns:
+        search.flaky = True
+        search.notes.append(f"flaky: the whole program passed {reruns} time(s) before failing")
+    search.log("outputs", (), len(program.jaxpr.jaxpr.eqns), True, kind,
+               time.perf_counter() - started)
+
+    # Tier 1: the cone of the failing outputs.
+    jaxpr = program.jaxpr.jaxpr
+    failing = [v.index for v in verdicts if v.kind.is_finding]
+    cone = cone_of_influence(jaxpr, failing)
+    if not cone:
+        raise NotReproducible(f"the failing outputs of {program.provenance.name} are program "
+                              "inputs or literals: no equation computes them")
+    recorder, variables = recording_program(program, range(len(jaxpr.eqns)))
+    try:
+        if method == "cuts":
+            recording = record(pool, recorder, variables, timeout_s, baseline_spec(config))
+        else:
+            recording = _reference_only(pool, recorder, variables, timeout_s)
+    except RuntimeError as exc:
+        raise NotReproducible(f"the reference cannot evaluate the intermediates of "
+                              f"{program.provenance.name} ({exc}); localization needs them") from exc
+    segmenter = Segmenter(program, cone, failing, recording.reference)
+
+    # Tier 2.
+    if method == "cuts":
+        found = _by_cuts(search, program, segmenter, recording)
+    else:
+        found = _by_segments(search, program, segmenter, recording, direction)
+    if found is None:
+        search.notes.append("the failure did not reproduce on re-verification: nothing localized")
+        return _result(search, program, method, result, segmenter, -1, "", (), None, started)
+    segmenter, equation, evidence, window = found
+
+    # Tier 3.
+    segment = segmenter.segment(*window) if window is not None else None
+    return _result(search, program, method, result, segmenter, equation, evidence,
+                   segmenter.cone[window[0]:window[1]] if window else (), segment, started)
+
+
+def _reference_only(pool: Any, recorder: Program, variables: list[Any],
+                    timeout_s: float | None) -> Recording:
+    outcome = pool.run(recorder, "reference", timeout_s=timeout_s)
+    if not outcome.ran:
+        raise RuntimeError(f"{outcome.kind.value}: {outcome.error[-300:]}")
+    return Recording(dict(zip(variables, outcome.outputs)), {}, {})
+
+
+def _ancestors(jaxpr: Any, equation: int) -> set[int]:
+    """Top-level equations whose values `equation` depends on (not itself)."""
+    producer = {v: k for k, eqn in enumerate(jaxpr.eqns) for v in eqn.outvars}
+    seen: set[int] = set()
+    stack = [a for a in jaxpr.eqns[equation].invars if isinstance(a, jcore.Var) and a in producer]
+    while stack:
+        k = producer[stack.pop()]
+        if k not in seen:
+            seen.add(k)
+            stack.extend(a for a in jaxpr.eqns[k].invars
+                         if isinstance(a, jcore.Var) and a in producer)
+    return seen
+
+
+def _lowest_fused(search: Searcher, program: Program, segmenter: Segmenter, equation: int,
+                  position: int) -> int:
+    """The earliest cone position of an equation that `equation` depends on and that XLA fused
+    into a kernel of `equation` in the faulty compile of the program (`position` if none)."""
+    text = _hlo(search, program, ())
+    if text is None:
+        return position
+    own = fusion_mod.equation_kernels(text, [equation])[equation]
+    if not own.instructions:  # an equation XLA folded away is its own answer
+        return position
+    jaxpr = program.jaxpr.jaxpr
+    fused = fusion_mod.kernel_equations(text, own.fusions) & _ancestors(jaxpr, equation)
+    where = {k: p for p, k in enumerate(segmenter.cone)}
+    return min([where[k] for k in fused if k in where] + [position])
+
+
+def _by_cuts(search: Searcher, program: Program, segmenter: Segmenter, recording: Recording
+             ) -> tuple[Segmenter, int, str, tuple[int, int] | None] | None:
+    """Cuts find the first wrong value; segments compiled alone then check it, or find the
+    earlier equation fused into its kernel that XLA gets wrong (see the module docstring)."""
+    cut, trial = bisect_cuts(search, segmenter, recording)
+    if cut < segmenter.size:  # the cut at size is the failing program itself, already verified
+        again = search.confirm(lambda: search.run_cut(segmenter, cut, recording, "cut-verify"),
+                               f"the values before cone position {cut}")
+        if again is None:
+            return None
+        trial = again
+    position = cut - 1
+    equation = segmenter.cone[position]
+    exposed = segmenter.exposed_at(cut)
+    wrong = {segmenter.producer(exposed[i]) for i in trial.failing}
+    # At the last cut the exposed values are the failing outputs, and the cone's last equation
+    # computes one of them (nothing later reads it).
+    evidence = "first wrong value in the program's compile"
+    if not (equation in wrong or cut == segmenter.size):
+        evidence = FALLBACK
+        search.notes.append(f"equation {equation} is where the values first go wrong, but its own "
+                            f"outputs are right: the wrong ones come from equations "
+                            f"{sorted(wrong)[:5]}")
+    # Compiled alone, the equation itself may already fail. If not, XLA may have fused a copy of
+    # an earlier equation into the kernel that computes the first wrong value while computing
+    # that equation's own (exposed) value apart: the copy is what it gets wrong. Among the
+    # equations fused into that kernel, the latest start whose segment up to here fails alone is
+    # that equation when it fails alone too, else it only gives the context the fault needs.
+    window = None
+    if search.segment_trial(segmenter, position, position + 1, "alone").failed:
+        window = (position, position + 1)
+    else:
+        lowest = _lowest_fused(search, program, segmenter, equation, position)
+        start = latest_failing_start(search, segmenter, lowest, position + 1)
+        if start is not None and search.segment_trial(segmenter, start, start + 1,
+                                                      "alone").failed:
+            window = (start, start + 1)
+            equation = segmenter.cone[start]
+            evidence = (f"fused into the kernel of the first wrong value (equation "
+                        f"{segmenter.cone[position]}) and fails compiled alone")
+        elif start is not None:
+            window = (start, position + 1)
+        else:  # context after it (a consumer that fuses it) or around it
+            window = alone_window(search, segmenter, position)
+    if window is None:
+        search.notes.append(f"no segment around equation {equation} fails compiled alone: the "
+                            "fault needs the whole program's compile")
+    return segmenter, equation, evidence, window
+
+
+def _by_segments(search: Searcher, program: Program, segmenter: Segmenter, recording: Recording,
+                 direction: str) -> tuple[Segmenter, int, str, tuple[int, int] | None] | None:
+    jaxpr = program.jaxpr.jaxpr
+    if not search.run_segment(segmenter.segment(0, segmenter.size), "outputs").failed:
+        # Dropping the passing outputs (or the equations only they need) changed the compile.
+        search.notes.append("the failing outputs alone did not fail: searching the whole program")
+        segmenter = Segmenter(program, range(len(jaxpr.eqns)), range(len(jaxpr.outvars)),
+                              recording.reference)
+        whole = segmenter.segment(0, segmenter.size)
+        if search.confirm(lambda: search.run_segment(whole, "outputs"), "the whole program") is None:
+            return None
+    start, stop = bisect_segments(search, segmenter, direction)
+    if (start, stop) != (0, segmenter.size):
+        window = segmenter.segment(start, stop)
+        if search.confirm(lambda: search.run_segment(window, "verify"),
+                          f"equations {window.equations[0]}..{window.equations[-1]}") is None:
+            search.notes.append("the smallest failing segment did not fail again: the result "
+                                "is a best guess")
+    if stop - start == 1:
+        return segmenter, segmenter.cone[start], "fails compiled alone", (start, stop)
+    exposed = segmenter.segment(start, stop, expose_all=True)
+    trial = search.run_segment(exposed, "expose")
+    if trial.failed:
+        return (segmenter, min(exposed.outputs[i] for i in trial.failing),
+                "first wrong value of the smallest segment that fails alone", (start, stop))
+    # Exposing the intermediates changed the fused code: blame the window's necessary end.
+    blamed = segmenter.cone[start] if direction == "suffix" else segmenter.cone[stop - 1]
+    search.notes.append(f"with its intermediates exposed the segment passed; blaming its "
+                        f"{'first' if direction == 'suffix' else 'last'} equation {blamed}")
+    return segmenter, blamed, FALLBACK, (start, stop)
+
+
+def _hlo(search: Searcher, target: Program, equations: tuple[int, ...]) -> str | None:
+    """The faulty configuration's optimized HLO text of `target` (one compile cycle, cached), or
+    None (with a note) where there is none."""
+    cache = search.hlo_cache
+    if target.fingerprint in cache:
+        return cache[target.fingerprint]
+    try:
+        spec = fusion_mod.hlo_spec(search.config)
+    except InvalidArgument as exc:
+        cache[target.fingerprint] = None
+        search.notes.append(str(exc))
+        return None
+    started = time.perf_counter()
+    outcome = search.pool.run(target, spec, timeout_s=search.timeout_s)
+    search.cycles += 1
+    kind = VerdictKind.OK if outcome.ran else VerdictKind(outcome.kind.value)
+    search.log("hlo", equations, len(target.jaxpr.jaxpr.eqns), outcome.ran, kind,
+               time.perf_counter() - started)
+    text = None
+    if outcome.ran:
+        text = fusion_mod.hlo_text(outcome.outputs)
+    else:
+        error = outcome.error.strip().splitlines()[-1][:200] if outcome.error.strip() else ""
+        hint = (" (the pool must preload xlaprobe.localize.fusion: see fusion.make_pool)"
+                if "unknown configuration kind" in outcome.error else "")
+        search.notes.append(f"no optimized HLO from {spec}: {outcome.kind.value} {error}{hint}")
+    cache[target.fingerprint] = text
+    return text
+
+
+def _kernels(search: Searcher, program: Program, equation: int, segment: Any
+             ) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """(kernels, instructions) of `equation` in the faulty configuration's optimized HLO of the
+    whole program, and its kernels in the HLO of `segment` compiled alone."""
+    fusions: tuple[str, ...] = ()
+    instructions: tuple[str, ...] = ()
+    alone: tuple[str, ...] = ()
+    text = _hlo(search, program, ())
+    if text is not None:
+        kernels, note = fusion_mod.kernels_in(text, program.jaxpr.jaxpr, equation)
+        fusions, instructions = kernels.fusions, kernels.instructions
+        if note:
+            search.notes.append(note)
+    if segment is not None and equation in segment.equations:
+        text = _hlo(search, segment.program, segment.equations)
+        if text is not None:
+            local = segment.equations.index(equation)
+            alone = fusion_mod.kernels_in(text, segment.program.jaxpr.jaxpr, local)[0].fusions
+    return fusions, instructions, alone
+
+
+def _result(search: Searcher, program: Program, method: str, result: CheckResult,
+            segmenter: Segmenter, equation: int, evidence: str, segment: tuple[int, ...],
+            segment_program: Any, started: float) -> Localization:
+    jaxpr = program.jaxpr.jaxpr
+    verdicts = result.verdicts[result.configs.index(search.spec)]
+    fusions: tuple[str, ...] = ()
+    instructions: tuple[str, ...] = ()
+    segment_fusions: tuple[str, ...] = ()
+    if equation >= 0:
+        fusions, instructions, segment_fusions = _kernels(search, program, equation,
+                                                          segment_program)
+    eqn = jaxpr.eqns[equation] if equation >= 0 else None
+    return Localization(
+        program=program.provenance.name, fingerprint=program.fingerprint, config=search.spec,
+        kind=search.kind.value, method=method, equations=len(jaxpr.eqns),
+        failing_outputs=tuple(v.output for v in verdicts if v.kind.is_finding),
+        cone=len(segmenter.cone), equation=equation,
+        primitive=eqn.primitive.name if eqn is not None else "",
+        source=_source_line(eqn) if eqn is not None else "",
+        exact=bool(evidence) and evidence != FALLBACK, evidence=evidence, segment=tuple(segment),
+        fusions=fusions, instructions=instructions, segment_fusions=segment_fusions,
+        cycles=search.cycles, seconds=time.perf_counter() - started, flaky=search.flaky,
+        steps=tuple(search.steps), notes=tuple(search.notes))
+
+
+def cycle_bound(n: int) -> float:
+    """The cycle budget the issue sets for a program of `n` equations: 2 log2(n) + 10.
+
+    >>> cycle_bound(1024)
+    30.0
+    """
+    return 2 * math.log2(max(n, 1)) + 10
+
+
+# ------------------------------------------------------------------------------------------------
+# Command line
+
+
+def _describe(step: Step) -> str:
+    if step.tier.startswith("cut"):
+        where = f"whole program, values up to eqn {step.last}"
+    elif step.first < 0:
+        where = f"whole program ({step.size} equations)"
+    else:
+        where = f"eqn {step.first}" if step.first == step.last else \
+            f"eqns {step.first}..{step.last} ({step.size})"
+    verdict = ("compiled" if step.failed else "failed to compile") if step.tier == "hlo" else (
+        f"fails ({step.kind})" if step.failed else "passes")
+    return f"  {step.tier:10s} {where}: {verdict} [{step.seconds:.2f} s]"
+
+
+def _resolve_target(target: str, config: str, db: Path) -> tuple[Program, str]:
+    """A finding id (from the store) or any target `xlaprobe check` accepts, and the config."""
+    from xlaprobe.sources.targets import resolve
+    if target.strip().isdigit():
+        from xlaprobe.store import Store
+        if not Path(db).exists():
+            raise InvalidArgument(f"no store at {db} to look finding {target} up in; run xlaprobe "
+                                  "check first or pass --db")
+        with Store(db) as store:
+            row = next((r for r in store.findings() if str(r["id"]) == target.strip()), None)
+        if row is None:
+            raise InvalidArgument(f"no finding {target} in {db}; xlaprobe findings lists them")
+        if not row["artifact"]:
+            raise InvalidArgument(f"finding {target} has no artifact directory to rerun; rerun "
+                                  f"xlaprobe check {row['name']} --configs {row['config']},reference")
+        resolved = resolve(row["artifact"])
+        return resolved.program, config or row["config"]
+    resolved = resolve(target)
+    if not config:
+        if not resolved.extra_configs:
+            raise InvalidArgument(f"which configuration fails on {target}? pass one, e.g. "
+                                  "xlaprobe localize TARGET xla:fastmath")
+        config = resolved.extra_configs[0]
+    return resolved.program, config
+
+
+def localize_command(target: str, config: str, *, db: Path | str, json_output: bool,
+                     jobs: int = 1, timeout_s: float = 600.0) -> int:
+    """``xlaprobe localize TARGET [CONFIG]``: localize, print each tier as it completes, store it.
+
+    Args:
+        target: a finding id from the store, an artifact directory, a case module, a zoo model,
+            FILE.py:FN or module:fn (as for ``xlaprobe check``).
+        config: the faulty configuration; "" takes the finding's (or the case's FAULTY_CONFIG).
+        db: the SQLite store; the localization is written beside it as
+            ``localizations/<fingerprint>-<config>.json``.
+        json_output: print the `Localization` as JSON on stdout instead of the progress lines.
+        jobs: worker processes per isolation group.
+        timeout_s: per-run limit (s).
+
+    Returns:
+        Exit code: 0 localized, 1 nothing localized (the failure vanished) or flaky.
+
+    Raises:
+        InvalidArgument: bad target, configuration or store.
+        NotReproducible: the configuration gives no finding on the target.
+    """
+    db = Path(db)
+    program, config = _resolve_target(target, config, db)
+    parsed = Configuration.parse(config)
+    if parsed.kind == "reference":
+        raise InvalidArgument("the reference is the oracle; localize a configuration that is "
+                              "judged against it, e.g. xla or xla:fastmath")
+    say = (lambda text: None) if json_output else print
+    say(f"localizing {config} on {program.provenance.name} ({len(program.jaxpr.jaxpr.eqns)} "
+        "top-level equations)")
+    with fusion_mod.make_pool(size=jobs, timeout_s=timeout_s) as pool:
+        loc = localize(program, parsed, pool, on_step=lambda step: say(_describe(step)))
+    if json_output:
+        print(json.dumps(loc.to_json(), indent=2))
+    else:
+        names = ", ".join(loc.failing_outputs[:5]) + (", ..." if len(loc.failing_outputs) > 5 else "")
+        say(f"tier 1 outputs:  {len(loc.failing_outputs)} failing ({names}); cone of {loc.cone} "
+            "equations")
+        if loc.equation >= 0:
+            say(f"tier 2 equation: {loc.equation} {loc.primitive}"
+                + ("" if loc.exact else " (not exact: a necessary end of the failing segment)")
+                + (f" at {loc.source}" if loc.source else ""))
+            if loc.segment:
+                say(f"       segment:  equations {list(loc.segment)[:12]}"
+                    f"{' ...' if len(loc.segment) > 12 else ''} fail compiled alone")
+            if loc.fusions:
+                say(f"tier 3 kernels:  {', '.join(loc.fusions[:6])}"
+                    f"{' ...' if len(loc.fusions) > 6 else ''}"
+                    + (f" (alone: {', '.join(loc.segment_fusions[:3])})"
+                       if loc.segment_fusions else ""))
+        for note in loc.notes:
+            say(f"note: {note}")
+        say(f"{loc.cycles} compile+run cycles, {loc.seconds:.1f} s" + (", FLAKY" if loc.flaky else ""))
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in loc.config)
+    out_dir = db.parent / "localizations"
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / f"{loc.fingerprint}-{safe}.json"[:150]).write_text(json.dumps(loc.to_json(), indent=2))
+    except OSError as exc:
+        print(f"warning: could not store the localization in {out_dir}: {exc}")
+    return 0 if loc.equation >= 0 and not loc.flaky else 1

@@ -1,0 +1,280 @@
+"""Fused kernels: the optimized HLO of a faulty compile, and which fusions hold a jaxpr equation.
+
+Every ``xla`` compile traces top-level equation k inside ``jax.named_scope(f"eqn{k}")``
+(`xlaprobe.configs.xla.scoped_function`), so each HLO instruction's ``op_name`` names its equation
+exactly (`xlaprobe.hlo.equation_of`). The optimized HLO comes from a worker, through the
+configuration kind ``hlo`` defined here: ``hlo:<base>`` compiles the program as configuration
+``<base>`` does and returns the optimized HLO module text (as a uint8 array) instead of running it.
+``<base>`` is an ``xla`` configuration (``hlo:xla``, ``hlo:xla.fastmath[...]``) or a planted-fault
+compiler (``hlo:mutant.<name>``, which runs in that mutant's isolation group so its pass applies):
+the text is what the faulty compiler produced.
+
+Importing this module registers the kind in this process; worker processes get it with
+``WorkerPool(preload=(PRELOAD,))`` (see `make_pool`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from jax._src import core as jcore
+
+from xlaprobe.configs import registry
+from xlaprobe.configs.registry import Configuration
+from xlaprobe.errors import InvalidArgument
+from xlaprobe.hlo import HloText, Instruction, equation_of
+
+#: Module a worker pool must preload for the ``hlo`` kind.
+PRELOAD = __name__
+#: Opcodes that only move or reinterpret data; an equation's kernel is named by its other ones.
+_PLUMBING = frozenset({"parameter", "constant", "broadcast", "bitcast", "reshape", "copy", "tuple",
+                       "get-tuple-element", "convert", "slice", "transpose", "iota",
+                       "copy-start", "copy-done"})
+
+
+def hlo_spec(config: Configuration | str) -> Configuration:
+    """The ``hlo`` configuration that compiles as `config` does and returns the HLO text.
+
+    >>> str(hlo_spec("xla:fastmath"))
+    'hlo:xla.fastmath'
+    >>> str(hlo_spec("mutant:swap-subtract-fused"))
+    'hlo:mutant.swap-subtract-fused'
+
+    Raises:
+        InvalidArgument: `config` is not an ``xla`` or ``mutant`` configuration (no HLO to show).
+    """
+    config = Configuration.parse(config) if isinstance(config, str) else config
+    if config.kind not in ("xla", "mutant"):
+        raise InvalidArgument(f"configuration '{config}' does not compile with XLA as one module; "
+                              "fused kernels are named only for xla and mutant configurations")
+    variant = config.kind if config.variant is None else f"{config.kind}.{config.variant}"
+    return Configuration("hlo", variant, config.options)
+
+
+def _base(config: Configuration) -> Configuration:
+    kind, _, variant = (config.variant or "").partition(".")
+    if kind not in ("xla", "mutant"):
+        raise InvalidArgument(f"configuration '{config}': expected hlo:xla[.VARIANT][options] or "
+                              "hlo:mutant.NAME")
+    return Configuration(kind, variant or None, config.options)
+
+
+class HloKind:
+    """`ConfigKind` ``hlo:<base>``: compile like ``<base>``, return the optimized HLO text."""
+
+    name = "hlo"
+    description = ("optimized HLO text of an xla or mutant compile (hlo:xla[.VARIANT][opts], "
+                   "hlo:mutant.NAME), for localization")
+
+    def __init__(self) -> None:
+        self._mutant = False
+
+    def validate(self, config: Configuration) -> None:
+        """Raise `InvalidArgument` unless the base configuration is valid."""
+        base = _base(config)
+        registry.get_kind(base.kind).validate(base)
+
+    def isolation_group(self, config: Configuration) -> str:
+        """The base configuration's group (a mutant's own workers for ``hlo:mutant.NAME``)."""
+        base = _base(config)
+        return registry.get_kind(base.kind).isolation_group(base)
+
+    def run(self, config: Configuration, jaxpr: Any, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Compile (in a worker) and return ``[uint8 array of the HLO module text]``."""
+        from xlaprobe.configs.xla import compile_program
+        base = _base(config)
+        self._mutant = base.kind == "mutant"
+        if self._mutant:
+            from xlaprobe.configs import mutants
+            kind = mutants.KIND
+            kind._register(mutants.get_mutant(base.variant or ""))
+            kind._current = id(jaxpr)  # keep the mutant's per-program record of where it fired
+            base = Configuration("xla")
+        text = compile_program(base, jaxpr, inputs).as_text()
+        return [np.frombuffer(text.encode(), np.uint8).copy()]
+
+    def fired_sites(self) -> tuple[Any, ...]:
+        """Where a mutant's pass fired during the last compile (empty for xla bases)."""
+        if not self._mutant:
+            return ()
+        from xlaprobe.configs import mutants
+        return mutants.KIND.fired_sites()
+
+
+KIND = HloKind()
+
+
+def register() -> None:
+    """Add the ``hlo`` kind to this process's configuration registry (idempotent)."""
+    registry._KIND_MODULES.setdefault(KIND.name, __name__)
+    registry._KINDS.setdefault(KIND.name, KIND)
+
+
+register()
+
+
+def make_pool(size: int = 1, timeout_s: float = 600.0) -> Any:
+    """A `WorkerPool` whose workers know the ``hlo`` kind."""
+    from xlaprobe.workers import WorkerPool
+    return WorkerPool(size=size, timeout_s=timeout_s, preload=(PRELOAD,))
+
+
+def hlo_text(outputs: Sequence[np.ndarray]) -> str:
+    """The HLO module text from an ``hlo`` run's outputs."""
+    return np.asarray(outputs[0], np.uint8).tobytes().decode()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Kernels:
+    """Where one jaxpr equation's HLO instructions ended up in an optimized module.
+
+    Attributes:
+        equation: the top-level equation index (in the compiled program's numbering).
+        instructions: names of the instructions whose ``op_name`` names the equation.
+        fusions: the kernels holding its computing instructions (those that do not only move
+            data), in module order: the outermost fusion around each, or the instruction itself
+            where it is not fused; only where the equation just moves data, the kernels of those.
+    """
+
+    equation: int
+    instructions: tuple[str, ...]
+    fusions: tuple[str, ...]
+
+
+_CALLED = re.compile(r"(calls|to_apply|body|condition|true_computation|false_computation|"
+                     r"branch_computations|called_computations|comparator)=(\{[^}]*\}|%[\w.\-]+)")
+#: Callers whose called computations are separate kernels (loops, branches, calls).
+_BOUNDARY = frozenset({"while", "conditional", "call", "async-start", "custom-call"})
+
+
+def _callers(instructions: Sequence[Instruction]) -> dict[str, Instruction]:
+    """Called computation name -> the instruction that calls it (fusion, reduce, while, ...)."""
+    index = {}
+    for instruction in instructions:
+        for _, names in _CALLED.findall(instruction.attributes):
+            for name in re.findall(r"%([\w.\-]+)", names):
+                index.setdefault(name, instruction)
+    return index
+
+
+def _kernel_of(instruction: Instruction, callers: dict[str, Instruction]) -> str:
+    """The outermost fusion holding `instruction`, else the instruction (or the reduce, scatter
+    or sort whose region it is) at the nearest loop, branch or module level."""
+    current, fusion, seen = instruction, "", set()
+    while current.computation in callers and current.computation not in seen:
+        seen.add(current.computation)
+        caller = callers[current.computation]
+        if caller.opcode in _BOUNDARY:
+            break
+        if caller.opcode == "fusion":
+            fusion = caller.name
+        current = caller
+    return fusion or current.name
+
+
+def equation_kernels(text: str, equations: Sequence[int]) -> dict[int, Kernels]:
+    """The kernels of each of `equations` in an optimized HLO module.
+
+    Args:
+        text: optimized HLO module text of a program compiled with per-equation named scopes.
+        equations: top-level equation indices of that program.
+
+    Returns:
+        equation -> `Kernels` (equations with no instruction, e.g. folded away, have empty tuples).
+    """
+    instructions = list(HloText(text).instructions())
+    callers = _callers(instructions)
+    wanted = set(equations)
+    found: dict[int, list[Instruction]] = {k: [] for k in equations}
+    for instruction in instructions:
+        if instruction.opcode in ("parameter", "fusion"):
+            continue
+        k = equation_of(instruction.op_name)
+        if k in wanted:
+            found[k].append(instruction)
+    result = {}
+    for k, members in found.items():
+        main = [i for i in members if i.opcode not in _PLUMBING and i.opcode not in _BOUNDARY]
+        kernels: list[str] = []
+        for instruction in main or members:
+            kernel = _kernel_of(instruction, callers)
+            if kernel not in kernels:
+                kernels.append(kernel)
+        result[k] = Kernels(k, tuple(i.name for i in members), tuple(kernels))
+    return result
+
+
+#: How many consumer (or producer) hops to follow from an equation XLA folded away.
+FOLD_DEPTH = 3
+
+
+def _defined(eqn: Any) -> set[Any]:
+    return {v for v in eqn.outvars if isinstance(v, jcore.Var) and not isinstance(v, jcore.DropVar)}
+
+
+def _read(eqn: Any) -> set[Any]:
+    return {a for a in eqn.invars if isinstance(a, jcore.Var)}
+
+
+def consumers(jaxpr: Any, equation: int) -> list[int]:
+    """Top-level equations of `jaxpr` that read an output of `equation`."""
+    outs = _defined(jaxpr.eqns[equation])
+    return [k for k in range(equation + 1, len(jaxpr.eqns))
+            if outs & _read(jaxpr.eqns[k])]
+
+
+def producers(jaxpr: Any, equation: int) -> list[int]:
+    """Top-level equations of `jaxpr` whose outputs `equation` reads, nearest first."""
+    reads = _read(jaxpr.eqns[equation])
+    return [k for k in range(equation - 1, -1, -1) if _defined(jaxpr.eqns[k]) & reads]
+
+
+def kernels_in(text: str, jaxpr: Any, equation: int) -> tuple[Kernels, str]:
+    """The kernels of `equation` in the optimized HLO `text` of a program whose jaxpr is `jaxpr`.
+
+    An equation XLA folded away (a transpose into a dot, two transposes into one, a comparison
+    into a constant) has no instruction of its own: then the kernels of its consumers stand in
+    (breadth first, up to `FOLD_DEPTH` hops), else those of its producers (a comparison folded to
+    a constant leaves its operand's kernel computing the output), with a note saying so.
+
+    Returns:
+        (the `Kernels`, a note or "").
+    """
+    own = equation_kernels(text, [equation])[equation]
+    if own.instructions:
+        return own, ""
+    for neighbours, which in ((consumers, "consumers"), (producers, "producers")):
+        frontier, seen = [equation], {equation}
+        for _ in range(FOLD_DEPTH):
+            frontier = [k for e in frontier for k in neighbours(jaxpr, e) if k not in seen]
+            seen.update(frontier)
+            if not frontier:
+                break
+            found = equation_kernels(text, frontier)
+            merged: list[str] = []
+            for k in frontier:
+                merged += [f for f in found[k].fusions if f not in merged]
+            if merged:
+                return Kernels(equation, (), tuple(merged)), (
+                    f"equation {equation} has no HLO instruction of its own (XLA folded it away): "
+                    f"the kernels of its {which} {frontier[:5]} are listed")
+    return own, f"equation {equation} and its neighbours have no HLO instruction"
+
+
+def kernel_equations(text: str, kernels: Sequence[str]) -> set[int]:
+    """The top-level equations with an instruction inside any of `kernels` (names as
+    `equation_kernels` gives them) in the optimized HLO `text`."""
+    instructions = list(HloText(text).instructions())
+    callers = _callers(instructions)
+    wanted = set(kernels)
+    found = set()
+    for instruction in instructions:
+        k = equation_of(instruction.op_name)
+        if k >= 0 and instruction.opcode not in ("parameter", "fusion") \
+                and _kernel_of(instruction, callers) in wanted:
+            found.add(k)
+    return found

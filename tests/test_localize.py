@@ -1,0 +1,195 @@
+"""Localization (tiers 1-3) against known answers: planted faults whose `MutationSite` names the
+miscompiled equation and fusion, a real XLA:CPU bug case, and the O(log n) cycle budget."""
+
+import json
+import math
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from xlaprobe.configs import reference
+from xlaprobe.errors import InvalidArgument, NotReproducible
+from xlaprobe.localize import cycle_bound, localize, localize_command, make_pool
+from xlaprobe.localize.fusion import equation_kernels, hlo_spec
+from xlaprobe.localize.segments import Segmenter, cone_of_influence, recording_program
+from xlaprobe.program import Program, Provenance
+from xlaprobe.sources.corpus import corpus_program
+from xlaprobe.sources.models import build_program
+from xlaprobe.sources.user import load_case
+
+
+@pytest.fixture(scope="module")
+def lpool():
+    # Workers must know the `hlo` kind (optimized HLO text of the faulty compile).
+    with make_pool(size=1, timeout_s=300) as pool:
+        yield pool
+
+
+def _ground_truth(program, spec, pool):
+    [site] = pool.run(program, spec).mutations
+    return site
+
+
+# ------------------------------------------------------------------------------ pure pieces
+
+
+def test_cone_of_influence_keeps_only_what_the_outputs_read():
+    program = Program.from_function(lambda x, y: (jnp.sin(x) * 2.0, jnp.cos(y) + 1.0),
+                                    (np.float32(1), np.float32(2)), Provenance("user", "two"))
+    assert cone_of_influence(program.jaxpr.jaxpr, [0]) == [0, 1]
+    assert cone_of_influence(program.jaxpr.jaxpr, [1]) == [2, 3]
+
+
+def test_segment_program_reads_reference_values_and_returns_live_values():
+    program = corpus_program("fused_arithmetic")  # sub, abs, add, div, exp, mul
+    jaxpr = program.jaxpr.jaxpr
+    cone = list(range(len(jaxpr.eqns)))
+    record, recorded = recording_program(program, cone)
+    values = dict(zip(recorded, reference.evaluate(record.jaxpr, record.inputs)))
+    segmenter = Segmenter(program, cone, [0], values)
+    middle = segmenter.segment(1, 4)  # abs, add, div: reads x - y (eqn 0) and y
+    assert middle.equations == (1, 2, 3)
+    assert middle.outputs == (3,)  # only the div is read later (by the mul)
+    x, y = program.inputs  # free variables in order of first use: y (by abs), then x - y (by div)
+    np.testing.assert_array_equal(middle.program.inputs[0], y)  # a program input, exact
+    np.testing.assert_allclose(middle.program.inputs[1], x - y, rtol=1e-6)  # eqn 0's value
+    [out] = reference.evaluate(middle.program.jaxpr, middle.program.inputs)
+    np.testing.assert_allclose(out, values[jaxpr.eqns[3].outvars[0]], rtol=1e-6)
+    exposed = segmenter.segment(1, 4, expose_all=True)
+    assert exposed.outputs == (1, 2, 3)
+    with pytest.raises(InvalidArgument, match="outside the cone"):
+        segmenter.segment(3, 3)
+
+
+def test_hlo_spec_maps_xla_and_mutant_configs():
+    assert str(hlo_spec("xla:fastmath")) == "hlo:xla.fastmath"
+    assert str(hlo_spec("xla[xla_cpu_enable_fast_math=true]")) == \
+        "hlo:xla[xla_cpu_enable_fast_math=true]"
+    assert hlo_spec("mutant:reduce-wrong-init").isolation_group == "mutant:reduce-wrong-init"
+    with pytest.raises(InvalidArgument, match="xla and mutant"):
+        hlo_spec("eager")
+
+
+def test_equation_kernels_names_the_fusion_of_an_equation():
+    from xlaprobe.configs.registry import Configuration
+    from xlaprobe.configs.xla import compile_program
+    program = corpus_program("fused_arithmetic")
+    text = compile_program(Configuration("xla"), program.jaxpr, program.inputs).as_text()
+    kernels = equation_kernels(text, [0, 5])
+    assert kernels[0].instructions and kernels[0].fusions  # the subtract, fused
+    assert kernels[0].fusions[0] in kernels[5].fusions  # one loop fusion computes it all
+
+
+# ------------------------------------------------------------------------------ planted faults
+
+#: (corpus program, mutant): each mutant fires once there; the site is the known answer.
+CORPUS_CASES = [
+    ("fused_arithmetic", "swap-subtract-fused"),
+    ("row_sums", "reduce-wrong-init"),       # needs context: the mul fused into the reduce
+    ("dynamic_window", "dynamic-slice-off-by-one"),
+    ("scaled_tanh", "fused-transcendental-neighbour"),
+    ("transpose_add", "transpose-as-reshape"),
+]
+
+
+@pytest.mark.parametrize("name,mutant", CORPUS_CASES)
+def test_corpus_mutant_is_localized_exactly(name, mutant, lpool):
+    program = corpus_program(name)
+    spec = f"mutant:{mutant}"
+    site = _ground_truth(program, spec, lpool)
+    loc = localize(program, spec, lpool)
+    assert loc.equation == site.equation, loc
+    assert loc.exact and not loc.flaky, loc.notes
+    assert loc.equation in loc.segment
+    assert loc.primitive == program.jaxpr.jaxpr.eqns[site.equation].primitive.name
+    if site.fusion:
+        assert site.fusion in loc.fusions, (site, loc.fusions)
+    assert loc.cycles <= cycle_bound(loc.equations)
+
+
+#: Zoo model cases whose fault fires deep in the model (the site is near its end).
+ZOO_CASES = [("mlp_mixer", "swap-subtract-fused"), ("mlp_mixer", "transpose-as-reshape")]
+
+
+@pytest.mark.parametrize("model,mutant", ZOO_CASES)
+def test_zoo_mutant_is_localized_exactly(model, mutant, lpool):
+    program = build_program(model)
+    spec = f"mutant:{mutant}"
+    site = _ground_truth(program, spec, lpool)
+    loc = localize(program, spec, lpool)
+    assert loc.equation == site.equation and loc.segment == (site.equation,), loc
+    assert site.fusion in loc.fusions
+    assert loc.cycles <= cycle_bound(loc.equations)
+    data = json.loads(json.dumps(loc.to_json()))
+    assert data["equation"] == site.equation and data["steps"][0]["tier"] == "outputs"
+
+
+# ------------------------------------------------------------------------------ a real bug
+
+
+def test_real_case_int8_square_select_abs(lpool):
+    # XLA assumes the int8 square b * b cannot wrap, folds p < 0 to false and drops the select:
+    # the comparison is what it computes wrongly. The smallest failing segment is {mul, lt}
+    # (the lt alone, fed the wrapped square, is right: it needs the mul to be folded with), and
+    # with both values exposed the first wrong one is the lt (the square itself is right).
+    case = load_case("tests/cases/int8_square_select_abs.py")
+    assert case.kind == "select"
+    loc = localize(case.program, case.faulty_config, lpool)
+    jaxpr = case.program.jaxpr.jaxpr
+    assert [jaxpr.eqns[k].primitive.name for k in loc.segment] == ["mul", "lt"]
+    assert loc.primitive == "lt" and loc.exact
+    # lt has no kernel of its own in the faulty compile (folded away): the square's stands in.
+    assert loc.fusions and not loc.instructions
+    assert any("folded" in note for note in loc.notes)
+
+
+# ------------------------------------------------------------------------------ cost
+
+
+def _chain(n: int, subtract_at: int):
+    def fn(x, y):
+        for k in range(n // 2):
+            x = x - y if k == subtract_at else (x + y) * 0.999
+        return x
+    return fn
+
+
+def test_cycles_grow_like_log_n(lpool):
+    n = 600
+    rng = np.random.default_rng(0)
+    args = (rng.standard_normal(64).astype(np.float32), rng.standard_normal(64).astype(np.float32))
+    program = Program.from_function(_chain(n, 111), args, Provenance("user", "chain"))
+    spec = "mutant:swap-subtract-fused"
+    site = _ground_truth(program, spec, lpool)
+    loc = localize(program, spec, lpool)
+    assert loc.equations == n - 1  # the subtract replaces an add and a mul
+    assert loc.equation == site.equation == 222
+    assert loc.cycles <= 2 * math.log2(loc.equations) + 10, loc.steps
+
+
+def test_nothing_to_localize_is_not_reproducible(lpool):
+    with pytest.raises(NotReproducible, match="no finding"):
+        localize(corpus_program("matmul"), "xla", lpool)
+
+
+# ------------------------------------------------------------------------------ command
+
+
+def test_localize_command_json(tmp_path, capsys):
+    code = localize_command("tests/cases/int8_square_select_abs.py", "", db=tmp_path / "x.db",
+                            json_output=True)
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0 and data["primitive"] == "lt" and data["config"] == "xla"
+    assert list((tmp_path / "localizations").glob("*.json"))
+
+
+def test_localize_command_bad_input(tmp_path):
+    with pytest.raises(InvalidArgument, match="unknown"):
+        localize_command("tests/cases/int8_square_select_abs.py", "xla:nope", db=tmp_path / "x.db",
+                         json_output=True)
+    with pytest.raises(InvalidArgument, match="oracle"):
+        localize_command("tests/cases/int8_square_select_abs.py", "reference",
+                         db=tmp_path / "x.db", json_output=True)
+    with pytest.raises(InvalidArgument, match="no store"):
+        localize_command("7", "xla", db=tmp_path / "missing.db", json_output=True)
