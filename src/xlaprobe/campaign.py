@@ -604,6 +604,19 @@ def _progress_view(summary: CampaignSummary) -> Any:
     return Group(*parts)
 
 
+#: Findings listed after a campaign (the rest: ``xlaprobe findings``).
+MAX_LISTED = 20
+
+
+def _artifacts(db: Path, fingerprints: dict[str, Any]) -> dict[str, str]:
+    """fingerprint -> an artifact directory of a finding with it (from the store)."""
+    from xlaprobe.store import Store
+
+    with Store(db) as store:
+        return {row["fingerprint"]: row["artifact"] for row in reversed(store.findings())
+                if row["artifact"] and row["fingerprint"] in fingerprints}
+
+
 def fuzz_command(*, time_s: float, configs: str, jobs: int, seed: int, db: Path, resume: bool,
                  json_output: bool) -> int:
     """``xlaprobe fuzz``: run (or resume) a campaign; live progress on stderr.
@@ -660,13 +673,22 @@ def fuzz_command(*, time_s: float, configs: str, jobs: int, seed: int, db: Path,
         if summary.uncovered:
             err.print(escape(f"not yet exercised: {', '.join(summary.uncovered)}"),
                       highlight=False, soft_wrap=True)
-        for fingerprint, (count, first, config, kind) in summary.fingerprints.items():
+        artifacts = _artifacts(Path(db), summary.fingerprints)
+        for shown, (fingerprint, (count, first, config, kind)) in enumerate(
+                summary.fingerprints.items()):
+            if shown == MAX_LISTED:
+                err.print(f"... {len(summary.fingerprints) - MAX_LISTED} more: xlaprobe findings "
+                          f"--db {escape(str(db))}", highlight=False)
+                break
+            where = artifacts.get(fingerprint)
+            replay = (f"xlaprobe check {where} --configs "
+                      f"'{config if config == 'reference' else config + ',reference'}'"
+                      if where else f"xlaprobe findings --db {db}")
             err.print(escape(f"finding {fingerprint}: {config} {kind} x{count} (first seed "
-                             f"{first}); replay: xlaprobe findings --db {db}"),
-                      highlight=False, soft_wrap=True)
+                             f"{first}); replay: {replay}"), highlight=False, soft_wrap=True)
         if interrupted:
             err.print(escape(f"interrupted: {summary.programs} programs stored; continue with "
-                             f"xlaprobe fuzz --resume --configs {','.join(parsed)} --db {db}"),
+                             f"xlaprobe fuzz --resume --configs '{','.join(parsed)}' --db {db}"),
                       highlight=False, soft_wrap=True)
     if interrupted:
         return 130

@@ -1,33 +1,37 @@
-"""Localization, tiers 1-3: failing outputs -> first wrong jaxpr equation -> the fused kernels it
-sits in, and the smallest segment around it that fails compiled alone.
+"""Localization, tiers 1-3: failing outputs -> the jaxpr equation XLA gets wrong -> the fused
+kernels it sits in, with the smallest segment around it that fails compiled alone.
 
 1. **Outputs.** The finding's failing output leaves and their cone of influence (the top-level
    equations they depend on); the rest of the program is never blamed.
-2. **Equation** (`xlaprobe.localize.bisect`). The reference interpreter and the honest runs of the
-   error budget run once on the program with every intermediate as an output. For a numeric
-   finding a binary search over cuts of the cone compiles the *whole* program under the faulty
-   configuration, also returning the values computed before the cut, and judges them against
-   that recording: the first cut whose values are wrong names the equation, in the module XLA
-   builds for this program (``method="cuts"``). Values that a trusted configuration also gets
-   "wrong" (rounding noise the outputs' budget absorbs) are no evidence. Then segments are
-   compiled *alone* (fed the reference values of their inputs): the equation itself; else, since
-   XLA may fuse a copy of an earlier equation into the kernel of the first wrong value while
-   computing that equation's own exposed value apart (the copy is what it gets wrong), a binary
-   search over the equations fused into that kernel finds the latest start whose segment fails
-   alone, named when it fails alone by itself. The smallest window that fails alone is the
-   segment (a few equations when the fault needs context, such as a fusion across the cut). Crashes, timeouts and compile
-   errors (and ``method="segments"``) bisect over segments compiled alone instead, since a whole
-   program that crashes shows nothing: the latest failing suffix, then the earliest failing end,
-   re-verified; a wider window is run once more with its intermediates exposed and its first
-   wrong value names the equation.
+2. **Equation** (`xlaprobe.localize.bisect`). The reference interpreter and the honest runs of
+   the error budget run once on the program with every intermediate as an output.
+
+   *Cuts* (numeric findings, ``method="cuts"``): a binary search compiles the *whole* program
+   under the faulty configuration, also returning the values computed before a cut, and judges
+   them against that recording; the first cut whose values are wrong names the equation, in the
+   module XLA builds for this very program. A failing cut is rerun under a trusted configuration
+   (`bisect.baseline_spec`): values it gets "wrong" too are rounding noise the outputs' budget
+   absorbs, not evidence. Segments compiled *alone* (fed the reference values of their inputs)
+   then check the equation: it fails alone; or XLA fused a copy of an earlier equation into the
+   kernel of the first wrong value while computing that equation's own exposed value apart (the
+   copy is what it gets wrong): a binary search over the equations fused into that kernel finds
+   the latest start whose segment fails alone, named if it fails alone by itself; or the fault
+   needs context, and the smallest window around it that fails alone is the segment. A reshape
+   (or other data movement) XLA folded into its producer passes the blame to that producer.
+
+   *Segments* (crashes, timeouts, compile errors, where the whole program shows nothing at every
+   cut; or ``method="segments"``): a binary search over segments compiled alone finds the latest
+   failing suffix, then the earliest failing end; the window is re-verified and, if wider than one
+   equation, run once more with its intermediates exposed: its first wrong value names the
+   equation.
 3. **Kernel** (`xlaprobe.localize.fusion`). The faulty configuration's optimized HLO of the whole
-   program (and of the segment alone) maps the equation to the fusions that hold its instructions,
-   through the ``eqnN`` named scope every ``xla`` compile traces equation N in.
+   program (and of the segment alone) maps the equation to the fusions that hold its
+   instructions, through the ``eqnN`` named scope every ``xla`` compile traces equation N in.
 
 Every compile and run happens in the worker pool. ``cycles`` counts the runs of the faulty
-configuration (cuts, segments and HLO compiles); the reference runs that judge them are not
-counted. A failure that vanishes on re-verification is rerun up to five times and reported
-``flaky``.
+configuration (cuts, segments and HLO compiles); the reference and trusted-configuration runs that
+judge them are not counted. A failure that vanishes on re-verification is rerun up to five times
+and reported ``flaky``.
 """
 
 from __future__ import annotations
@@ -54,6 +58,9 @@ from xlaprobe.oracle import VerdictKind
 from xlaprobe.program import Program
 
 METHODS = ("auto", "cuts", "segments")
+#: Primitives that only move or reinterpret data: XLA folds them into their producers' kernels.
+DATA_MOVEMENT = frozenset({"reshape", "squeeze", "expand_dims", "broadcast_in_dim",
+                           "convert_element_type", "copy", "copy_p"})
 #: The evidence of an equation named only as a necessary end of a failing segment.
 FALLBACK = "a necessary end of the smallest failing segment (not pinned down further)"
 
@@ -209,6 +216,7 @@ def localize(program: Program, config: Configuration | str, pool: Any, *,
                               "cut, so only method='segments' can isolate it")
     search = Searcher(config, pool, kind, timeout_s, on_step)
     search.cycles = cycles
+    search.baseline = baseline_spec(config) if method == "cuts" else None
     if reruns:
         search.flaky = True
         search.notes.append(f"flaky: the whole program passed {reruns} time(s) before failing")
@@ -225,7 +233,7 @@ def localize(program: Program, config: Configuration | str, pool: Any, *,
     recorder, variables = recording_program(program, range(len(jaxpr.eqns)))
     try:
         if method == "cuts":
-            recording = record(pool, recorder, variables, timeout_s, baseline_spec(config))
+            recording = record(pool, recorder, variables, timeout_s)
         else:
             recording = _reference_only(pool, recorder, variables, timeout_s)
     except RuntimeError as exc:
@@ -334,7 +342,32 @@ def _by_cuts(search: Searcher, program: Program, segmenter: Segmenter, recording
     if window is None:
         search.notes.append(f"no segment around equation {equation} fails compiled alone: the "
                             "fault needs the whole program's compile")
+    equation, evidence = _through_data_movement(search, program, equation, evidence)
     return segmenter, equation, evidence, window
+
+
+def _through_data_movement(search: Searcher, program: Program, equation: int,
+                           evidence: str) -> tuple[int, str]:
+    """A reshape (or broadcast, convert, ...) that XLA folded into its producer's kernel computes
+    nothing itself: the wrong value it shows first is the producer's kernel's. Returns the nearest
+    producer that is no such equation instead, else the arguments unchanged."""
+    jaxpr = program.jaxpr.jaxpr
+    text = _hlo(search, program, ())
+    if text is None or jaxpr.eqns[equation].primitive.name not in DATA_MOVEMENT:
+        return equation, evidence
+    if fusion_mod.equation_kernels(text, [equation])[equation].instructions:
+        return equation, evidence
+    current = equation
+    for _ in range(fusion_mod.FOLD_DEPTH):
+        producers = fusion_mod.producers(jaxpr, current)
+        if not producers:
+            break
+        current = producers[0]
+        if jaxpr.eqns[current].primitive.name not in DATA_MOVEMENT:
+            return current, (f"computes the value that equation {equation} "
+                             f"({jaxpr.eqns[equation].primitive.name}, folded into its kernel) "
+                             "first shows wrong")
+    return equation, evidence
 
 
 def _by_segments(search: Searcher, program: Program, segmenter: Segmenter, recording: Recording,
@@ -498,7 +531,7 @@ def _resolve_target(target: str, config: str, db: Path) -> tuple[Program, str]:
 
 
 def localize_command(target: str, config: str, *, db: Path | str, json_output: bool,
-                     jobs: int = 1, timeout_s: float = 600.0) -> int:
+                     jobs: int = 1, timeout_s: float = 600.0, method: str = "auto") -> int:
     """``xlaprobe localize TARGET [CONFIG]``: localize, print each tier as it completes, store it.
 
     Args:
@@ -510,6 +543,7 @@ def localize_command(target: str, config: str, *, db: Path | str, json_output: b
         json_output: print the `Localization` as JSON on stdout instead of the progress lines.
         jobs: worker processes per isolation group.
         timeout_s: per-run limit (s).
+        method: ``auto``, ``cuts`` or ``segments`` (see `localize`).
 
     Returns:
         Exit code: 0 localized, 1 nothing localized (the failure vanished) or flaky.
@@ -521,6 +555,8 @@ def localize_command(target: str, config: str, *, db: Path | str, json_output: b
     db = Path(db)
     program, config = _resolve_target(target, config, db)
     parsed = Configuration.parse(config)
+    if method not in METHODS:
+        raise InvalidArgument(f"unknown localization method '{method}': use {', '.join(METHODS)}")
     if parsed.kind == "reference":
         raise InvalidArgument("the reference is the oracle; localize a configuration that is "
                               "judged against it, e.g. xla or xla:fastmath")
@@ -528,7 +564,8 @@ def localize_command(target: str, config: str, *, db: Path | str, json_output: b
     say(f"localizing {config} on {program.provenance.name} ({len(program.jaxpr.jaxpr.eqns)} "
         "top-level equations)")
     with fusion_mod.make_pool(size=jobs, timeout_s=timeout_s) as pool:
-        loc = localize(program, parsed, pool, on_step=lambda step: say(_describe(step)))
+        loc = localize(program, parsed, pool, method=method,
+                       on_step=lambda step: say(_describe(step)))
     if json_output:
         print(json.dumps(loc.to_json(), indent=2))
     else:
@@ -537,8 +574,7 @@ def localize_command(target: str, config: str, *, db: Path | str, json_output: b
             "equations")
         if loc.equation >= 0:
             say(f"tier 2 equation: {loc.equation} {loc.primitive}"
-                + ("" if loc.exact else " (not exact: a necessary end of the failing segment)")
-                + (f" at {loc.source}" if loc.source else ""))
+                + (f" at {loc.source}" if loc.source else "") + f" ({loc.evidence})")
             if loc.segment:
                 say(f"       segment:  equations {list(loc.segment)[:12]}"
                     f"{' ...' if len(loc.segment) > 12 else ''} fail compiled alone")

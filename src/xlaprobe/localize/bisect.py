@@ -103,15 +103,11 @@ class Recording:
         reference: variable -> float64 reference value.
         budget: variable -> its values in the honest runs (``reference:native``, Monte Carlo).
         flushed: variable -> its value in ``reference:ftz`` (absent where that run failed).
-        noisy: variables whose value a trusted configuration (`baseline_spec`) also gets wrong by
-            the oracle's measure (e.g. ``1 - tanh(x)`` amplifying XLA's few-ULP tanh): a cut
-            never counts them as evidence, as the failing outputs' own budget may cover them.
     """
 
     reference: dict[Any, np.ndarray]
     budget: dict[Any, list[np.ndarray]]
     flushed: dict[Any, np.ndarray]
-    noisy: frozenset[Any] = frozenset()
 
 
 class Searcher:
@@ -140,6 +136,11 @@ class Searcher:
         self.flaky = False
         self.notes: list[str] = []
         self.hlo_cache: dict[str, str | None] = {}  # program fingerprint -> optimized HLO text
+        #: A trusted configuration (`baseline_spec`) a failing cut is rerun under, and the
+        #: variables it also got wrong there: noise (e.g. ``1 - tanh(x)`` amplifying XLA's
+        #: few-ULP tanh) that the failing outputs' own budget absorbs, never evidence.
+        self.baseline: str | None = None
+        self.noisy: set[Any] = set()
         self._trials: dict[tuple[int, int, int], Trial] = {}
 
     def matches(self, kind: VerdictKind) -> bool:
@@ -196,22 +197,37 @@ class Searcher:
             kind = _OUTCOME_VERDICT[outcome.kind.value]
             trial = Trial(self.matches(kind), kind, tuple(range(len(exposed))))
         else:
-            failing, kinds = [], set()
-            for i, (position, var) in enumerate(zip(positions, exposed)):
-                if var not in recording.reference or var in recording.noisy:
-                    continue  # a PRNG key (no reference value), or noise a trusted compile shares
-                verdict = judge_leaf(outcome.outputs[position], recording.reference[var],
-                                     budget=recording.budget.get(var),
-                                     flushed=recording.flushed.get(var),
-                                     tolerance=segmenter.program.tolerance)
-                kinds.add(verdict.kind)
-                if self.matches(verdict.kind):
-                    failing.append(i)
-            trial = Trial(bool(failing), summary_kind(kinds), tuple(failing))
+            trial = self._judge_cut(segmenter, recording, outcome.outputs, positions, exposed)
+            if trial.failed and self.baseline:
+                # Values the trusted configuration also gets "wrong" in this very module are
+                # rounding noise the failing outputs' budget absorbs, not evidence.
+                trusted = self.pool.run(program, self.baseline, timeout_s=self.timeout_s)
+                if trusted.ran:
+                    shared = self._judge_cut(segmenter, recording, trusted.outputs, positions,
+                                             exposed)
+                    if shared.failing:
+                        self.noisy.update(exposed[i] for i in shared.failing)
+                        trial = self._judge_cut(segmenter, recording, outcome.outputs, positions,
+                                                exposed)
         cone = segmenter.cone
         self.log(tier, cone[:cut], len(segmenter.program.jaxpr.jaxpr.eqns), trial.failed,
                  trial.kind, time.perf_counter() - started)
         return trial
+
+    def _judge_cut(self, segmenter: Segmenter, recording: Recording, outputs: Sequence[Any],
+                   positions: Sequence[int], exposed: Sequence[Any]) -> Trial:
+        failing, kinds = [], set()
+        for i, (position, var) in enumerate(zip(positions, exposed)):
+            if var not in recording.reference or var in self.noisy:
+                continue  # a PRNG key (no reference value), or noise a trusted compile shares
+            verdict = judge_leaf(outputs[position], recording.reference[var],
+                                 budget=recording.budget.get(var),
+                                 flushed=recording.flushed.get(var),
+                                 tolerance=segmenter.program.tolerance)
+            kinds.add(verdict.kind)
+            if self.matches(verdict.kind):
+                failing.append(i)
+        return Trial(bool(failing), summary_kind(kinds), tuple(failing))
 
     def confirm(self, run: Callable[[], Trial], what: str) -> Trial | None:
         """Re-verify something seen failing; rerun up to `RERUNS` times if the failure vanished.
@@ -353,16 +369,15 @@ def baseline_spec(config: Configuration) -> str:
 
 
 def record(pool: Any, recording_program: Program, variables: list[Any],
-           timeout_s: float | None, baseline: str | None = None) -> Recording:
-    """Run the reference, the honest runs of the error budget and (optionally) a trusted baseline
-    configuration on the recording program (`xlaprobe.localize.segments.recording_program`) in
-    the pool, once.
+           timeout_s: float | None) -> Recording:
+    """Run the reference and the honest runs of the error budget on the recording program
+    (`xlaprobe.localize.segments.recording_program`) in the pool, once.
 
     Raises:
         RuntimeError: the float64 reference itself cannot run (its error is in the message).
     """
     from xlaprobe.check import BUDGET, FLUSHED, MCA_SAMPLES, REFERENCE
-    specs = [REFERENCE, BUDGET, *MCA_SAMPLES, FLUSHED] + ([baseline] if baseline else [])
+    specs = [REFERENCE, BUDGET, *MCA_SAMPLES, FLUSHED]
     kwargs = {} if timeout_s is None else {"timeout_s": timeout_s}
     outcomes = dict(pool.run_many([(recording_program, s) for s in specs], **kwargs))
     reference = outcomes[0]
@@ -374,19 +389,10 @@ def record(pool: Any, recording_program: Program, variables: list[Any],
             for var, value in zip(variables, outcomes[index].outputs):
                 budget[var].append(value)
     flushed = {}
-    ftz = outcomes[2 + len(MCA_SAMPLES)]
-    if ftz.ran:
-        flushed = dict(zip(variables, ftz.outputs))
-    budget = {v: runs for v, runs in budget.items() if runs}
-    values = dict(zip(variables, reference.outputs))
-    noisy = set()
-    if baseline and outcomes[len(specs) - 1].ran:
-        for var, value in zip(variables, outcomes[len(specs) - 1].outputs):
-            verdict = judge_leaf(value, values[var], budget=budget.get(var),
-                                 flushed=flushed.get(var), tolerance=recording_program.tolerance)
-            if verdict.kind.is_finding:
-                noisy.add(var)
-    return Recording(values, budget, flushed, frozenset(noisy))
+    if outcomes[len(specs) - 1].ran:
+        flushed = dict(zip(variables, outcomes[len(specs) - 1].outputs))
+    return Recording(dict(zip(variables, reference.outputs)),
+                     {v: runs for v, runs in budget.items() if runs}, flushed)
 
 
 def latest_failing_start(search: Searcher, segmenter: Segmenter, lowest: int,
@@ -403,4 +409,3 @@ def latest_failing_start(search: Searcher, segmenter: Segmenter, lowest: int,
         else:
             passing = mid
     return failing
-

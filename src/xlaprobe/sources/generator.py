@@ -57,6 +57,8 @@ REUSE_RATE = 0.85
 #: Dtype frequencies of new values.
 _DTYPE_WEIGHTS = {"float32": 8, "float16": 2, "bfloat16": 2, "int32": 3, "int8": 2, "int16": 1,
                   "uint8": 2, "uint16": 1, "uint32": 1, "bool": 2}
+#: Dtype frequencies of new values with ``x64=True`` (added to `_DTYPE_WEIGHTS`).
+_X64_WEIGHTS = {"float64": 3, "int64": 1, "uint64": 1}
 #: Scalar constants of binary ops, clamps and pads (cast to the dtype, kept inside the domain).
 _NICE_CONSTANTS = (2.0, 0.5, -1.0, 3.0, 0.1, 1e-3, 10.0, -2.5, 1.0, 0.0, 1e4, 0.37, 7.0)
 
@@ -235,7 +237,7 @@ def sample_input(rng: np.random.Generator, aval: Aval, domain: Domain = ops.ANY,
 
 def _sample_int(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype,
                 domain: Domain) -> np.ndarray:
-    lo_t, hi_t = (int(v) for v in _dtype_range(dtype))
+    lo_t, hi_t = int(np.iinfo(dtype).min), int(np.iinfo(dtype).max)  # exact (no float)
     lo = lo_t if domain.lo == -math.inf else max(lo_t, math.ceil(domain.lo))
     hi = hi_t if domain.hi == math.inf else min(hi_t, math.floor(domain.hi))
     if lo > hi:
@@ -257,7 +259,7 @@ def _sample_int(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtyp
     if domain.specials and size and rng.random() < SPECIAL_RATE:
         specials = [v for v in (lo_t, hi_t, 0, -1, 1) if lo <= v <= hi]
         picks = rng.choice(size, int(rng.integers(1, max(2, size // 6) + 1)), replace=True)
-        data[picks] = rng.choice(specials, len(picks))
+        data[picks] = rng.choice(np.asarray(specials, data.dtype), len(picks))
     if domain.nonzero:
         data = np.where((data == 0) | (data == -1), np.where(rng.random(size) < 0.5, 1, 2), data)
         data = np.clip(data, max(lo, 1) if lo > 0 else lo, hi)
@@ -267,6 +269,7 @@ def _sample_int(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtyp
                    if lo_t <= v <= hi_t and not lo <= v <= hi]
         if outside:
             picks = rng.choice(size, int(rng.integers(1, max(2, size // 4) + 1)), replace=False)
+            outside = np.asarray(outside, data.dtype)
             chosen = rng.choice(outside, len(picks), replace=len(outside) < len(picks))
             if domain.unique:  # distinct out-of-range values only (each update then drops)
                 chosen = rng.permutation(outside)[:len(picks)]
@@ -281,15 +284,17 @@ def _sample_float(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dt
     big, tiny = float(info.max), float(info.tiny)
     lo, hi = max(domain.lo, -big), min(domain.hi, big)
     size = math.prod(shape)
+    # A domain of finite but huge width ("finite": [-max, max]) samples as an unbounded one.
+    interval = math.isfinite(domain.lo) and math.isfinite(domain.hi) and hi - lo <= 1e6
     mode = ops._choice(rng, ["normal", "uniform", "integers", "wide"], [4, 2, 2, 1])
     if mode == "normal":
         data = rng.standard_normal(size) * 10 ** rng.uniform(-1, 1.5)
     elif mode == "uniform":  # over the domain, or over [-4, 4] moved inside a half-bounded one
-        if math.isfinite(domain.lo) and math.isfinite(domain.hi):
+        if interval:
             a, b = lo, hi
-        elif math.isfinite(domain.lo):
+        elif math.isfinite(domain.lo) and domain.lo > -4.0:
             a, b = lo, lo + 8.0
-        elif math.isfinite(domain.hi):
+        elif math.isfinite(domain.hi) and domain.hi < 4.0:
             a, b = hi - 8.0, hi
         else:
             a, b = -4.0, 4.0
@@ -302,7 +307,7 @@ def _sample_float(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dt
     # Map into the domain: a lower (upper) bound reflects, an interval wraps around. (lo and hi
     # are clipped to the dtype's range; the domain's own bounds say which sides are bounded.)
     lower, upper = math.isfinite(domain.lo), math.isfinite(domain.hi)
-    if lower and upper:
+    if interval:
         inside = (data >= lo) & (data <= hi)
         data = np.where(inside, data, rng.uniform(lo, hi, size))
     elif lower:
@@ -519,8 +524,9 @@ class _Builder:
             weights = np.asarray([1.0 + 1.5 * v.computed + (v.id in recent) for v in existing])
             value = existing[int(self.rng.choice(len(existing), p=weights / weights.sum()))]
             return value.aval, value.id
-        names = [d for d in _DTYPE_WEIGHTS if d in dtypes] or sorted(dtypes)
-        weights = np.asarray([_DTYPE_WEIGHTS.get(d, 1) for d in names], np.float64)
+        table = {**_DTYPE_WEIGHTS, **(_X64_WEIGHTS if self.x64 else {})}
+        names = [d for d in table if d in dtypes] or sorted(dtypes)
+        weights = np.asarray([table.get(d, 1) for d in names], np.float64)
         dtype = dtype_of(names[int(self.rng.choice(len(names), p=weights / weights.sum()))])
         return Aval(_new_shape(self.rng, rule), dtype), None
 
@@ -669,6 +675,8 @@ def generate_graph(seed: int, *, max_equations: int = 30,
         raise InvalidArgument(f"fuzz seed must be a non-negative integer, got {seed!r}")
     if max_equations < 1:
         raise InvalidArgument(f"max_equations must be at least 1, got {max_equations}")
+    if x64 and not jax.config.jax_enable_x64:
+        jax.config.update("jax_enable_x64", True)  # else JAX narrows 64-bit values silently
     rng = np.random.default_rng(int(seed))
     for _ in range(MAX_ATTEMPTS):
         builder = _Builder(rng, x64=x64)
