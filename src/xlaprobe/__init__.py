@@ -5,3 +5,17 @@ findings -> store/report. See README.md for the command line.
 """
 
 __version__ = "0.1.0"
+
+from typing import Any
+
+from xlaprobe.tune.knobs import Knob, knob
+
+__all__ = ["Knob", "knob", "tuned"]
+
+
+def __getattr__(name: str) -> Any:
+    # `tuned` imports jax and the store: only when asked for, so `import xlaprobe` stays light.
+    if name == "tuned":
+        from xlaprobe.tune.api import tuned
+        return tuned
+    raise AttributeError(f"module 'xlaprobe' has no attribute {name!r}")

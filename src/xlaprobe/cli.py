@@ -232,6 +232,34 @@ def localize(
 
 
 @app.command()
+def tune(
+    target: Annotated[str, typer.Argument(help="zoo MODEL, FILE.py:FN, module:fn, case module or "
+                                               "artifact directory")],
+    budget: Annotated[int, typer.Option(min=1, max=100000, help="measurements to spend")] = 20,
+    strategy: Annotated[str, typer.Option(help="model (cost-model guided), tpe (Optuna) or "
+                                               "random")] = "model",
+    seed: Annotated[int, typer.Option(min=0, max=2**31 - 1, help="seed of the search and of "
+                                                                 "random weights/inputs")] = 0,
+    db: Annotated[Path, typer.Option(help="SQLite store")] = Path(".xlaprobe/xlaprobe.db"),
+    name: Annotated[str, typer.Option(help="name of the stored result (default: TARGET)")] = "",
+    only: Annotated[str, typer.Option(help="comma-separated dimensions to search, e.g. "
+                                           "pass:algsimp,knob:layout (default: all)")] = "",
+    max_rounds: Annotated[int, typer.Option(min=2, max=1000, help="timing rounds per "
+                                                                 "measurement at most")] = 25,
+    timeout: Annotated[float, typer.Option(help="per-measurement limit (s)", min=0.1,
+                                           max=7 * 24 * 3600.0)] = 600.0,
+    plot: Annotated[Path | None, typer.Option(help="write the search plot (.svg or .png)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON to stdout")] = False,
+) -> None:
+    """Tune XLA compiler options, pass toggles and program knobs for speed, numerics guarded."""
+    from xlaprobe.tune.api import tune_command
+
+    raise typer.Exit(tune_command(target, budget=budget, strategy=strategy, seed=seed, db=db,
+                                  name=name, only=only, max_rounds=max_rounds, timeout_s=timeout,
+                                  json_output=as_json, plot=plot))
+
+
+@app.command()
 def models(as_json: Annotated[bool, typer.Option("--json", help="print JSON to stdout")] = False) -> None:
     """List the model zoo."""
     from xlaprobe.sources.models import MODELS

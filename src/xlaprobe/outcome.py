@@ -63,6 +63,7 @@ class Outcome:
         signal: the signal number that killed the worker (CRASH), else None.
         seconds: wall time of compile plus run in the worker (s); for TIMEOUT the limit (s).
         mutations: where a planted-fault configuration fired during this run (empty otherwise).
+        value: what a worker function returned (`xlaprobe.workers.WorkerPool.call`), else None.
     """
 
     config: str
@@ -72,6 +73,7 @@ class Outcome:
     signal: int | None = None
     seconds: float = 0.0
     mutations: tuple[MutationSite, ...] = ()
+    value: object = None
 
     @property
     def ran(self) -> bool:

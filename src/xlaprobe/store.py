@@ -45,6 +45,16 @@ CREATE TABLE IF NOT EXISTS findings (
     check_id INTEGER NOT NULL REFERENCES checks(id), created REAL NOT NULL,
     UNIQUE (program_id, config));
 CREATE INDEX IF NOT EXISTS findings_by_fingerprint ON findings(fingerprint);
+CREATE TABLE IF NOT EXISTS tuning_runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL, program_id TEXT NOT NULL,
+    strategy TEXT NOT NULL, budget INTEGER NOT NULL, seed INTEGER NOT NULL,
+    result TEXT, created REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS measurements (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, run_id INTEGER NOT NULL REFERENCES tuning_runs(id),
+    program_id TEXT NOT NULL, candidate TEXT NOT NULL, status TEXT NOT NULL,
+    speedup REAL, low REAL, high REAL, replicate INTEGER NOT NULL, data TEXT NOT NULL,
+    created REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS measurements_by_program ON measurements(program_id);
 """
 
 
@@ -170,12 +180,59 @@ class Store:
             "ORDER BY r.id, v.output_index", (check_id,)).fetchall()
         return [Verdict.from_json(json.loads(row[0])) for row in rows]
 
+    def start_tuning_run(self, name: str, program_id: str, strategy: str, budget: int,
+                         seed: int) -> int:
+        """Open a tuning run (its result is filled by `finish_tuning_run`); returns its id."""
+        with self._transaction():
+            return int(self._db.execute(
+                "INSERT INTO tuning_runs (name, program_id, strategy, budget, seed, created) "
+                "VALUES (?,?,?,?,?,?)",
+                (name, program_id, strategy, budget, seed, time.time())).lastrowid)
+
+    def record_measurement(self, run_id: int, program_id: str, candidate: dict[str, Any],
+                           status: str, data: dict[str, Any], *, speedup: float | None = None,
+                           low: float | None = None, high: float | None = None,
+                           replicate: bool = False) -> int:
+        """Store one tuning measurement atomically (status ``ok``, ``rejected``,
+        ``compile-error``, ``crash`` or ``timeout``); `data` holds its features and details."""
+        with self._transaction():
+            return int(self._db.execute(
+                "INSERT INTO measurements (run_id, program_id, candidate, status, speedup, low, "
+                "high, replicate, data, created) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (run_id, program_id, json.dumps(candidate, sort_keys=True), status, speedup, low,
+                 high, int(replicate), json.dumps(data), time.time())).lastrowid)
+
+    def finish_tuning_run(self, run_id: int, result: dict[str, Any]) -> None:
+        """Store a tuning run's result (JSON)."""
+        with self._transaction():
+            self._db.execute("UPDATE tuning_runs SET result=? WHERE id=?",
+                             (json.dumps(result), run_id))
+
+    def measurements(self, *, exclude_program: str | None = None) -> list[dict[str, Any]]:
+        """Successful, non-replicate measurements, oldest first: program_id, candidate (dict),
+        speedup, low, high, data (dict). Optionally without one program's."""
+        rows = self._db.execute(
+            "SELECT program_id, candidate, speedup, low, high, data FROM measurements "
+            "WHERE status='ok' AND replicate=0 AND program_id IS NOT ? ORDER BY id",
+            (exclude_program,)).fetchall()
+        return [{"program_id": r[0], "candidate": json.loads(r[1]), "speedup": r[2], "low": r[3],
+                 "high": r[4], "data": json.loads(r[5])} for r in rows]
+
+    def tuning_result(self, name: str) -> dict[str, Any] | None:
+        """The newest finished tuning run called `name`: its result dict, or None."""
+        row = self._db.execute(
+            "SELECT result FROM tuning_runs WHERE name=? AND result IS NOT NULL "
+            "ORDER BY id DESC LIMIT 1", (name,)).fetchone()
+        return None if row is None else json.loads(row[0])
+
     def count(self, table: str) -> int:
-        """Number of rows in one of the tables (programs, checks, runs, verdicts, findings).
+        """Number of rows in one of the tables (programs, checks, runs, verdicts, findings,
+        tuning_runs, measurements).
 
         Raises:
             InvalidArgument: unknown table.
         """
-        if table not in ("programs", "checks", "runs", "verdicts", "findings"):
+        if table not in ("programs", "checks", "runs", "verdicts", "findings", "tuning_runs",
+                         "measurements"):
             raise InvalidArgument(f"unknown table '{table}'")
         return int(self._db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])

@@ -167,6 +167,13 @@ def _worker_main(conn: mp_connection.Connection, log_path: str, preload: tuple[s
             for name, value in settings:
                 if getattr(jax.config, name) != value:
                     jax.config.update(name, value)
+            if isinstance(spec, tuple):  # ("call", "module:function", kwargs): see WorkerPool.call
+                module, _, name = spec[1].partition(":")
+                function = getattr(importlib.import_module(module), name)
+                started = time.perf_counter()
+                value = function(closed_jaxpr, inputs, **spec[2])
+                _send(conn, ("value", value, time.perf_counter() - started))
+                continue
             config = Configuration.parse(spec)
             kind = get_kind(config.kind)
             started = time.perf_counter()
@@ -391,6 +398,54 @@ class WorkerPool:
         limit = self.timeout_s if timeout_s is None else float(timeout_s)
         return self._run_many(pairs, limit)
 
+    def call(self, program: Program, function: str, kwargs: dict[str, Any] | None = None, *,
+             group: str = "call", timeout_s: float | None = None) -> Outcome:
+        """Run ``function(closed_jaxpr, inputs, **kwargs)`` in a worker of isolation `group`.
+
+        For work that is not one configuration's run, e.g. timing several executables
+        interleaved in one process (`xlaprobe.tune.measure`). Crashes and hangs are outcomes, as
+        in `run`.
+
+        Args:
+            program: its canonical closed jaxpr and inputs (tuple of NumPy arrays) are the first
+                two arguments.
+            function: ``"module:name"`` of a module-level function importable in the worker.
+            kwargs: picklable keyword arguments.
+            group: isolation group (workers of other groups never run it).
+            timeout_s: limit in seconds (default: the pool's ``timeout_s``).
+
+        Returns:
+            RAN with ``value`` the function's (picklable) return value and ``seconds`` its wall
+            time; COMPILE_ERROR when it raised (one-line error); CRASH; TIMEOUT.
+
+        Raises:
+            InvalidArgument: `function` is not of the form ``module:name``.
+            WorkerCrashed, RuntimeError: as `run`.
+        """
+        module, _, name = function.partition(":")
+        if not module or not name.isidentifier():
+            raise InvalidArgument(f"worker call target must be 'module:function', got {function!r}")
+        limit = self.timeout_s if timeout_s is None else float(timeout_s)
+        fingerprint, _ = self._payload(program)
+        worker = self._acquire(group, fingerprint)
+        try:
+            outcome = self._execute(worker, program, ("call", function, dict(kwargs or {})),
+                                    limit, _jax_settings())
+        finally:
+            self._release(worker)
+        if self._closed:
+            raise RuntimeError("WorkerPool was closed while a run was in flight")
+        return outcome
+
+    def recycle(self, group: str) -> None:
+        """Stop the idle workers of `group`, so that its next run starts in a fresh process (e.g. to
+        replicate a timing measurement outside the process that made it)."""
+        with self._cond:
+            workers = [w for w in self._slots.get(group, []) if not w.busy]
+        for worker in workers:
+            worker.kill()
+            worker.discard()
+
     def worker_pids(self) -> dict[str, list[int]]:
         """Process ids of the live workers, by isolation group."""
         with self._cond:
@@ -517,9 +572,11 @@ class WorkerPool:
                 return "died"
         return "died"
 
-    def _execute(self, worker: _Worker, program: Program, config: Configuration, timeout_s: float,
-                 settings: tuple[tuple[str, Any], ...]) -> Outcome:
-        spec = str(config)
+    def _execute(self, worker: _Worker, program: Program, config: Configuration | tuple[Any, ...],
+                 timeout_s: float, settings: tuple[tuple[str, Any], ...]) -> Outcome:
+        # A configuration's run, or a ("call", function, kwargs) task (see `call`).
+        task_spec: Any = str(config) if isinstance(config, Configuration) else config
+        spec = task_spec if isinstance(task_spec, str) else f"call:{config[1]}"
         fingerprint, blob = self._payload(program)
         try:
             retried_send = resent = False
@@ -529,8 +586,8 @@ class WorkerPool:
                     worker.discard()  # died while idle (or never started): not this run's fault
                     self._start(worker)
                 with_payload = fingerprint not in worker.known
-                task = ("task", fingerprint, (blob, program.inputs) if with_payload else None, spec,
-                        settings)
+                task = ("task", fingerprint, (blob, program.inputs) if with_payload else None,
+                        task_spec, settings)
                 try:
                     _send(worker.conn, task)
                 except OSError:
@@ -583,6 +640,8 @@ class WorkerPool:
         if reply[0] == "ok":
             return Outcome(spec, OutcomeKind.RAN, outputs=reply[1], seconds=reply[2],
                            mutations=reply[3])
+        if reply[0] == "value":
+            return Outcome(spec, OutcomeKind.RAN, seconds=reply[2], value=reply[1])
         if reply[0] == "error":
             return Outcome(spec, OutcomeKind.COMPILE_ERROR, error=reply[1], seconds=reply[2])
         worker.kill()

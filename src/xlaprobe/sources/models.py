@@ -35,6 +35,7 @@ import numpy as np
 
 from xlaprobe.errors import InvalidArgument
 from xlaprobe.program import Program, Provenance
+from xlaprobe.tune.knobs import Knob, resolve_knobs
 
 BuildFn = Callable[[int], tuple[Callable[..., Any], tuple[Any, ...]]]
 
@@ -48,12 +49,15 @@ class ModelSpec:
         description: one line for listings.
         kind: ``"train_step"`` or ``"forward"`` (see the module docstring for what each returns).
         build: ``seed -> (fn, args)``; all random initialization happens here, never in ``fn``.
+            A model with knobs takes them as keyword arguments: ``build(seed, **knob_values)``.
+        knobs: program knobs the tuner may set (`xlaprobe.tune.knobs.Knob`), by name.
     """
 
     name: str
     description: str
     kind: str
     build: BuildFn
+    knobs: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------------------- helpers
@@ -522,6 +526,189 @@ def _vit() -> BuildFn:
     return _forward_builder(forward, abstract, (batch_size, size, size, 3))
 
 
+# ------------------------------------------------------------------------ tunable: attention_lm
+
+#: Knobs of `build_attention_lm` (the tuner's subgraph-level search space for it).
+ATTENTION_LM_KNOBS = {
+    "attention_block": Knob(128, (32, 64, 128), "query rows per attention block (128: unblocked)"),
+    "mlp_chunks": Knob(1, (1, 2, 4), "the MLP's hidden layer computed in this many chunks"),
+    "remat": Knob("none", ("none", "dots_saveable", "nothing_saveable"),
+                  "jax.checkpoint policy of each block in the backward pass"),
+}
+
+
+def build_attention_lm(seed: int, *, attention_block: int = 128, mlp_chunks: int = 1,
+                       remat: str = "none") -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    """A transformer language model's training step with tunable knobs (see `ATTENTION_LM_KNOBS`).
+
+    Architecture (plain jax.numpy, no flax modules): embedding (vocab 256, width 128) plus learned
+    positions (128), 2 pre-norm blocks of [layer norm, 4-head causal self-attention computed in
+    query blocks of ``attention_block`` rows, residual, layer norm, MLP 128->512->128 with gelu
+    computed in ``mlp_chunks`` column chunks, residual], each block under `jax.checkpoint` with
+    the ``remat`` policy (``"none"``: no checkpoint), final layer norm, linear head. Loss: mean
+    next-token cross-entropy; update: optax Adam (learning rate 1e-3). The knobs change the
+    traced program, never its mathematical result.
+
+    Args:
+        seed: fixes the weights and the batch.
+        attention_block, mlp_chunks, remat: the knobs.
+
+    Returns:
+        ``(train_step, (params, opt_state, batch))``, ``batch = {"tokens": int32[4, 129]}``;
+        ``train_step`` returns ``(loss: float32[], new_params, new_opt_state)``.
+
+    Raises:
+        InvalidArgument: a knob value outside its choices.
+    """
+    jax, jnp, _, optax = _deps()
+    resolve_knobs(ATTENTION_LM_KNOBS, {"attention_block": attention_block,
+                                       "mlp_chunks": mlp_chunks, "remat": remat})
+    vocab, seq, batch_size, width, heads, depth, hidden = 256, 128, 4, 128, 4, 2, 512
+    head_dim = width // heads
+    tx = optax.adam(1e-3)
+
+    def layer_norm(x: Any, p: Any) -> Any:
+        mean = x.mean(-1, keepdims=True)
+        var = ((x - mean) ** 2).mean(-1, keepdims=True)
+        return (x - mean) * jax.lax.rsqrt(var + 1e-5) * p["scale"] + p["bias"]
+
+    def attention(x: Any, p: Any) -> Any:
+        q, k, v = (jnp.einsum("bsw,whd->bhsd", x, p[n]["kernel"]) for n in ("query", "key", "value"))
+        outs = []
+        for start in range(0, seq, attention_block):  # causal: a block sees keys up to its end
+            stop = start + attention_block
+            scores = jnp.einsum("bhqd,bhkd->bhqk", q[:, :, start:stop], k[:, :, :stop])
+            scores = scores / np.sqrt(head_dim)
+            # Traced (iota), not a NumPy constant: every input of a zoo program is an argument.
+            rows = (jax.lax.broadcasted_iota(np.int32, (attention_block, stop), 0) + start
+                    >= jax.lax.broadcasted_iota(np.int32, (attention_block, stop), 1))
+            scores = jnp.where(rows, scores, -1e30)
+            outs.append(jnp.einsum("bhqk,bhkd->bhqd", jax.nn.softmax(scores, -1),
+                                   v[:, :, :stop]))
+        return jnp.einsum("bhsd,hdw->bsw", jnp.concatenate(outs, axis=2), p["out"]["kernel"])
+
+    def mlp(x: Any, p: Any) -> Any:
+        step = hidden // mlp_chunks
+        total = 0.0
+        for c in range(mlp_chunks):
+            cols = slice(c * step, (c + 1) * step)
+            h = jax.nn.gelu(x @ p["fc1"]["kernel"][:, cols] + p["fc1"]["bias"][cols])
+            total = total + h @ p["fc2"]["kernel"][cols]
+        return total + p["fc2"]["bias"]
+
+    def block(x: Any, p: Any) -> Any:
+        x = x + attention(layer_norm(x, p["ln1"]), p["attn"])
+        return x + mlp(layer_norm(x, p["ln2"]), p)
+
+    if remat != "none":
+        block = jax.checkpoint(block, policy=getattr(jax.checkpoint_policies, remat))
+
+    def loss_fn(params: Any, tokens: Any) -> Any:
+        x = params["embed"]["embedding"][tokens[:, :-1]] + params["pos"]
+        for p in params["blocks"]:
+            x = block(x, p)
+        logits = layer_norm(x, params["ln_f"]) @ params["head"]["kernel"]
+        return _cross_entropy(logits, tokens[:, 1:])
+
+    def train_step(params: Any, opt_state: Any, batch: Any) -> tuple[Any, Any, Any]:
+        loss, grads = jax.value_and_grad(loss_fn)(params, batch["tokens"])
+        updates, new_opt_state = tx.update(grads, opt_state, params)
+        return loss, optax.apply_updates(params, updates), new_opt_state
+
+    def dense(i: int, o: int) -> dict[str, Any]:
+        return {"kernel": jax.ShapeDtypeStruct((i, o), np.float32),
+                "bias": jax.ShapeDtypeStruct((o,), np.float32)}
+
+    def norm() -> dict[str, Any]:
+        return {"scale": jax.ShapeDtypeStruct((width,), np.float32),
+                "bias": jax.ShapeDtypeStruct((width,), np.float32)}
+
+    qkv = {"kernel": jax.ShapeDtypeStruct((width, heads, head_dim), np.float32)}
+    abstract = {
+        "embed": {"embedding": jax.ShapeDtypeStruct((vocab, width), np.float32)},
+        "pos": jax.ShapeDtypeStruct((seq, width), np.float32),
+        "blocks": [{"ln1": norm(), "ln2": norm(), "fc1": dense(width, hidden),
+                    "fc2": dense(hidden, width),
+                    "attn": {"query": qkv, "key": qkv, "value": qkv, "out": {
+                        "kernel": jax.ShapeDtypeStruct((heads, head_dim, width), np.float32)}}}
+                   for _ in range(depth)],
+        "ln_f": norm(),
+        "head": {"kernel": jax.ShapeDtypeStruct((width, vocab), np.float32)},
+    }
+    w_rng, b_rng = _rngs(seed)
+    params = _random_params(abstract, w_rng)
+    opt_state = _zeros_like(jax.eval_shape(tx.init, params))
+    batch = {"tokens": b_rng.integers(0, vocab, (batch_size, seq + 1), dtype=np.int32)}
+    return train_step, (params, opt_state, batch)
+
+
+# ----------------------------------------------------------------------------- tunable: convnet
+
+#: Knobs of `build_convnet`.
+CONVNET_KNOBS = {"layout": Knob("NHWC", ("NHWC", "NCHW"), "activation and kernel layout")}
+
+
+def build_convnet(seed: int, *, layout: str = "NHWC") -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    """A plain ConvNet's training step with a layout knob (see `CONVNET_KNOBS`).
+
+    Architecture (plain jax.lax): four 3x3 convolutions (3->32, 32->64 stride 2, 64->64,
+    64->128 stride 2) each with bias and relu, global average pool, dense head to 10 classes.
+    ``layout`` picks the dimension numbers the convolutions run in (``NHWC``/``HWIO`` or
+    ``NCHW``/``OIHW``; the inputs are always stored NHWC/HWIO and transposed inside). Loss: mean
+    softmax cross-entropy; update: optax SGD with momentum 0.9 (learning rate 0.05).
+
+    Args:
+        seed: fixes the weights and the batch.
+        layout: the knob.
+
+    Returns:
+        ``(train_step, (params, opt_state, batch))`` with ``batch = {"images": float32[8, 32, 32,
+        3], "labels": int32[8] in [0, 10)}``; ``train_step`` returns ``(loss, new_params,
+        new_opt_state)``.
+
+    Raises:
+        InvalidArgument: a knob value outside its choices.
+    """
+    jax, jnp, _, optax = _deps()
+    resolve_knobs(CONVNET_KNOBS, {"layout": layout})
+    channels, strides = (3, 32, 64, 64, 128), (1, 2, 1, 2)
+    tx = optax.sgd(0.05, momentum=0.9)
+
+    def forward(params: Any, images: Any) -> Any:
+        x = images if layout == "NHWC" else images.transpose(0, 3, 1, 2)
+        numbers = ("NHWC", "HWIO", "NHWC") if layout == "NHWC" else ("NCHW", "OIHW", "NCHW")
+        for p, stride in zip(params["convs"], strides):
+            kernel = p["kernel"] if layout == "NHWC" else p["kernel"].transpose(3, 2, 0, 1)
+            x = jax.lax.conv_general_dilated(x, kernel, (stride, stride), "SAME",
+                                             dimension_numbers=numbers)
+            bias = p["bias"] if layout == "NHWC" else p["bias"][:, None, None]
+            x = jax.nn.relu(x + bias)
+        pooled = x.mean(axis=(1, 2) if layout == "NHWC" else (2, 3))
+        return pooled @ params["head"]["kernel"] + params["head"]["bias"]
+
+    def train_step(params: Any, opt_state: Any, batch: Any) -> tuple[Any, Any, Any]:
+        def loss_fn(p: Any) -> Any:
+            return _cross_entropy(forward(p, batch["images"]), batch["labels"])
+
+        loss, grads = jax.value_and_grad(loss_fn)(params)
+        updates, new_opt_state = tx.update(grads, opt_state, params)
+        return loss, optax.apply_updates(params, updates), new_opt_state
+
+    abstract = {
+        "convs": [{"kernel": jax.ShapeDtypeStruct((3, 3, cin, cout), np.float32),
+                   "bias": jax.ShapeDtypeStruct((cout,), np.float32)}
+                  for cin, cout in zip(channels, channels[1:])],
+        "head": {"kernel": jax.ShapeDtypeStruct((channels[-1], 10), np.float32),
+                 "bias": jax.ShapeDtypeStruct((10,), np.float32)},
+    }
+    w_rng, b_rng = _rngs(seed)
+    params = _random_params(abstract, w_rng)
+    opt_state = _zeros_like(jax.eval_shape(tx.init, params))
+    batch = {"images": b_rng.standard_normal((8, 32, 32, 3), dtype=np.float32),
+             "labels": b_rng.integers(0, 10, (8,), dtype=np.int32)}
+    return train_step, (params, opt_state, batch)
+
+
 # ---------------------------------------------------------------------------------------- registry
 
 MODELS: dict[str, ModelSpec] = {spec.name: spec for spec in [
@@ -535,6 +722,12 @@ MODELS: dict[str, ModelSpec] = {spec.name: spec for spec in [
               "train_step", build_lstm),
     ModelSpec("vit", "vision transformer (reshape patches, class token, 2 blocks), "
               "forward pass with softmax", "forward", build_vit),
+    ModelSpec("attention_lm", "transformer LM (seq 128, width 128) with knobs: attention block, "
+              "MLP chunks, remat policy; Adam training step", "train_step", build_attention_lm,
+              ATTENTION_LM_KNOBS),
+    ModelSpec("convnet", "plain ConvNet (4 convs on 32x32 images) with a layout knob "
+              "(NHWC/NCHW); SGD-momentum training step", "train_step", build_convnet,
+              CONVNET_KNOBS),
 ]}
 
 
@@ -553,18 +746,24 @@ def get_model(name: str) -> ModelSpec:
                               f"{', '.join(sorted(MODELS))}") from None
 
 
-def build_program(name: str, seed: int = 0) -> Program:
+def build_program(name: str, seed: int = 0, knobs: dict[str, Any] | None = None) -> Program:
     """Build zoo model `name` with random weights and batch from `seed` and trace it to a Program.
 
     Args:
         name: a key of `MODELS`.
         seed: non-negative integer; equal seeds give bit-identical inputs.
+        knobs: values of the model's knobs (`ModelSpec.knobs`); the rest keep their defaults.
+            Non-default values are recorded in the provenance name (``attention_lm[remat=...]``).
 
     Raises:
-        InvalidArgument: unknown name, bad seed, or flax/optax missing.
+        InvalidArgument: unknown name, bad seed, unknown knob or value, or flax/optax missing.
     """
     spec = get_model(name)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise InvalidArgument(f"model seed must be a non-negative integer, got {seed!r}")
-    fn, args = spec.build(int(seed))
-    return Program.from_function(fn, args, Provenance("model", name, int(seed)))
+    values = resolve_knobs(spec.knobs, knobs)
+    fn, args = spec.build(int(seed), **values)
+    changed = {k: v for k, v in values.items() if v != spec.knobs[k].default}
+    label = name + ("[" + ",".join(f"{k}={v}" for k, v in sorted(changed.items())) + "]"
+                    if changed else "")
+    return Program.from_function(fn, args, Provenance("model", label, int(seed)))

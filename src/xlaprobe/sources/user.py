@@ -10,6 +10,7 @@ A target is ``path/to/file.py:fn`` or ``package.module:fn``; its inputs come fro
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import importlib.util
 import inspect
@@ -157,18 +158,11 @@ def _call_factory(factory: Callable[[], Any], where: str) -> tuple[Any, ...]:
     return tuple(args) if isinstance(args, (tuple, list)) else (args,)
 
 
-def user_program(target: str, *, input_spec: str = "", seed: int = 0) -> Program:
-    """A Program from ``file.py:fn`` or ``module:fn``.
-
-    Args:
-        target: where the function is.
-        input_spec: e.g. ``"f32[8,128],i32[8]"``; when empty, the module's ``<fn>_inputs()`` or
-            ``inputs()`` factory gives the inputs.
-        seed: seed of random inputs from the spec.
+def user_function(target: str) -> tuple[types.ModuleType, Callable[..., Any]]:
+    """The module and function of a ``file.py:fn`` or ``module:fn`` target.
 
     Raises:
-        InvalidArgument: malformed target, missing module/function/factory, bad spec, or a
-            function that does not trace with those inputs.
+        InvalidArgument: malformed target, missing module or function.
     """
     location, sep, fn_name = target.rpartition(":")
     if not sep or not location or not fn_name.isidentifier():
@@ -178,6 +172,32 @@ def user_program(target: str, *, input_spec: str = "", seed: int = 0) -> Program
     fn = getattr(module, fn_name, None)
     if not callable(fn):
         raise InvalidArgument(f"'{location}' has no function '{fn_name}'")
+    return module, fn
+
+
+def user_program(target: str, *, input_spec: str = "", seed: int = 0,
+                 knobs: dict[str, Any] | None = None) -> Program:
+    """A Program from ``file.py:fn`` or ``module:fn``.
+
+    Args:
+        target: where the function is.
+        input_spec: e.g. ``"f32[8,128],i32[8]"``; when empty, the module's ``<fn>_inputs()`` or
+            ``inputs()`` factory gives the inputs.
+        seed: seed of random inputs from the spec.
+        knobs: values of the function's knobs (`xlaprobe.knob` defaults of keyword-only
+            parameters); the rest take their defaults.
+
+    Raises:
+        InvalidArgument: malformed target, missing module/function/factory, bad spec, unknown
+            knob or value, or a function that does not trace with those inputs.
+    """
+    from xlaprobe.tune.knobs import declared_knobs, resolve_knobs
+
+    module, fn = user_function(target)
+    location, _, fn_name = target.rpartition(":")
+    declared = declared_knobs(fn)
+    if declared or knobs:
+        fn = functools.partial(fn, **resolve_knobs(declared, knobs))
     if input_spec:
         args = random_inputs(parse_input_spec(input_spec), seed)
     else:

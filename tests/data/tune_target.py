@@ -1,0 +1,18 @@
+"""A small user program for the tuner's tests: a knob, and a fused subtract that the
+swap-subtract-fused mutant corrupts."""
+
+import jax.numpy as jnp
+import numpy as np
+
+import xlaprobe
+
+
+def step(x, y, w, *, scale: float = xlaprobe.knob(2.0, (2.0, 4.0))):
+    return jnp.tanh((x - y) * scale) @ w
+
+
+def inputs():
+    rng = np.random.default_rng(0)
+    return (rng.standard_normal((32, 64), dtype=np.float32),
+            rng.standard_normal((32, 64), dtype=np.float32),
+            rng.standard_normal((64, 16), dtype=np.float32))

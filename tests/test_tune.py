@@ -1,0 +1,315 @@
+"""The autotuner: search space, knobs, timing statistics, cost model, strategies, the guard, CLI."""
+
+import json
+import math
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+import xlaprobe
+from xlaprobe.errors import InvalidArgument
+from xlaprobe.store import Store
+from xlaprobe.tune import costmodel, space as space_mod
+from xlaprobe.tune.costmodel import CostModel, kendall_tau, relevance, top_k_slowdown
+from xlaprobe.tune.knobs import declared_knobs, knob, resolve_knobs
+from xlaprobe.tune.measure import Protocol, measure, speedup_interval
+from xlaprobe.tune.search import ModelStrategy, RandomStrategy, TpeStrategy, tune, tune_target
+from xlaprobe.tune.space import SearchSpace
+
+TARGET = "tests/data/tune_target.py:step"
+QUICK = Protocol(min_rounds=3, max_rounds=4, sample_s=0.002)
+
+
+# ------------------------------------------------------------------------------ space and knobs
+
+def test_default_candidate_is_plain_xla():
+    space = SearchSpace.for_program()
+    default = space.default()
+    assert space.key(default) == ""
+    assert space_mod.option_pairs(default) == []
+    assert str(space_mod.configuration(default)) == "xla"
+    assert space.prior_score(default) == 0.0
+    assert space.encode(default).sum() == 0
+
+
+def test_candidate_becomes_options_flags_and_a_spec():
+    space = SearchSpace.for_program()
+    candidate = space.validate({"pass:algsimp": True, "pass:cse": True,
+                                "xla_cpu_experimental_ynn_fusion_type":
+                                    "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"})
+    assert space_mod.option_pairs(candidate) == [
+        ("xla_cpu_experimental_ynn_fusion_type", "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"),
+        ("xla_disable_hlo_passes", "algsimp+cse")]
+    assert space_mod.xla_flags(candidate) == (
+        "--xla_cpu_experimental_ynn_fusion_type=LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT "
+        "--xla_disable_hlo_passes=algsimp,cse")
+    from xlaprobe.configs.registry import Configuration
+    from xlaprobe.configs.xla import compiler_options
+    config = space_mod.configuration(candidate)
+    assert Configuration.parse(str(config)) == config
+    assert compiler_options(config)["xla_disable_hlo_passes"] == "algsimp,cse"
+
+
+def test_bad_candidates_and_dimensions_are_rejected():
+    space = SearchSpace.for_program()
+    with pytest.raises(InvalidArgument, match="unknown search dimension"):
+        space.validate({"xla_nope": "1"})
+    with pytest.raises(InvalidArgument, match="not one of"):
+        space.validate({"pass:algsimp": "maybe"})
+    with pytest.raises(InvalidArgument, match="unknown search dimension"):
+        SearchSpace.for_program(only=["pass:nope"])
+    assert [d.name for d in space.without("pass:algsimp", [True]).dimensions].count(
+        "pass:algsimp") == 0
+
+
+def test_priors_favour_the_measured_wins():
+    # YNNPACK for dots alone and algsimp off are the wins measured on XLA:CPU; nothing else
+    # scores above the cost of a change.
+    space = SearchSpace.for_program()
+    best = space.prior_best()
+    assert space.key(best) == ("xla_cpu_experimental_ynn_fusion_type="
+                               "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,pass:algsimp=True")
+    assert space.prior_score(best) == pytest.approx(math.log(4 / 2) + math.log(3 / 2))
+    assert len(space.neighbours(space.default())) == sum(len(d.values) - 1
+                                                          for d in space.dimensions)
+
+
+def test_knob_declaration_and_resolution():
+    def f(x, *, block=knob(64, (32, 64)), mode=knob("a", ("a", "b"))):
+        return x
+
+    knobs = declared_knobs(f)
+    assert set(knobs) == {"block", "mode"}
+    assert resolve_knobs(knobs, {"block": 32}) == {"block": 32, "mode": "a"}
+    with pytest.raises(InvalidArgument, match="unknown knob"):
+        resolve_knobs(knobs, {"blok": 32})
+    with pytest.raises(InvalidArgument, match="not one of"):
+        resolve_knobs(knobs, {"block": 48})
+    with pytest.raises(InvalidArgument, match="not among its choices"):
+        knob(5, (1, 2))
+
+
+def test_zoo_knobs_change_the_program_not_its_result():
+    from xlaprobe.sources import models
+    from jax.extend.core import jaxpr_as_fun
+
+    nhwc = models.build_program("convnet")
+    nchw = models.build_program("convnet", knobs={"layout": "NCHW"})
+    assert nchw.provenance.name == "convnet[layout=NCHW]"
+    assert nhwc.fingerprint != nchw.fingerprint
+    a = jax.jit(jaxpr_as_fun(nhwc.jaxpr))(*nhwc.inputs)
+    b = jax.jit(jaxpr_as_fun(nchw.jaxpr))(*nchw.inputs)
+    np.testing.assert_allclose(a[0], b[0], rtol=1e-5)  # the loss
+    with pytest.raises(InvalidArgument, match="not one of"):
+        models.build_program("convnet", knobs={"layout": "NHCW"})
+    assert set(models.MODELS["attention_lm"].knobs) == {"attention_block", "mlp_chunks", "remat"}
+
+
+@pytest.mark.slow
+def test_attention_lm_knobs_keep_the_loss():
+    from xlaprobe.sources import models
+    from jax.extend.core import jaxpr_as_fun
+
+    losses = []
+    for knobs in ({}, {"attention_block": 32, "mlp_chunks": 4, "remat": "dots_saveable"}):
+        p = models.build_program("attention_lm", knobs=knobs)
+        losses.append(float(jax.jit(jaxpr_as_fun(p.jaxpr))(*p.inputs)[0]))
+    assert losses[0] == pytest.approx(losses[1], rel=1e-5)
+
+
+# ------------------------------------------------------------------------------ statistics
+
+def test_speedup_interval_of_exact_ratio():
+    base = np.full(10, 2.0)
+    speedup, low, high = speedup_interval(base, base / 2)
+    assert (speedup, low, high) == (2.0, 2.0, 2.0)
+
+
+def test_speedup_interval_covers_the_true_ratio_under_noise():
+    rng = np.random.default_rng(1)
+    covered = 0
+    for trial in range(200):
+        base = 1.0 * rng.lognormal(0, 0.1, 20)
+        cand = 0.8 * rng.lognormal(0, 0.1, 20)
+        _, low, high = speedup_interval(base, cand, seed=trial)
+        covered += low <= 1.25 <= high
+    assert covered >= 170  # nominal 95%; the percentile bootstrap of a median runs a bit low
+
+
+def test_speedup_interval_rejects_bad_series():
+    with pytest.raises(InvalidArgument):
+        speedup_interval(np.ones(3), np.ones(4))
+    with pytest.raises(InvalidArgument):
+        speedup_interval(np.ones(3), np.zeros(3))
+
+
+def test_ranking_metrics_known_values():
+    assert kendall_tau([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert kendall_tau([4, 3, 2, 1], [10, 20, 30, 40]) == pytest.approx(-1.0)
+    speedups = [1.0, 2.0, 1.5]
+    assert top_k_slowdown([0, 9, 1], speedups, 1) == 0.0
+    assert top_k_slowdown([9, 0, 1], speedups, 1) == pytest.approx(1.0)  # picked 1.0x vs 2.0x
+    assert top_k_slowdown([9, 0, 1], speedups, 3) == 0.0
+    assert list(relevance([0.5, 3.0, 1.0, 2.0, 1.5])) == [0, 4, 1, 3, 2]
+
+
+def test_roofline_ranks_less_work_first():
+    scores = costmodel.roofline_scores([{"flops": 1e9, "bytes accessed": 1e6},
+                                        {"flops": 1e6, "bytes accessed": 1e6}])
+    assert scores[1] > scores[0]
+
+
+def test_cost_model_learns_a_rule_across_programs():
+    # Speedup is 2x when option A is set, 0.5x when B is set, on every program: a model trained
+    # on some programs ranks held-out programs' candidates perfectly.
+    rng = np.random.default_rng(0)
+
+    def rows(program):
+        out = []
+        for _ in range(12):
+            a, b = rng.random() < 0.5, rng.random() < 0.5
+            features = {"prog:size": float(program), **({"set:A=1": 1.0} if a else {}),
+                        **({"set:B=1": 1.0} if b else {})}
+            out.append((f"p{program}", features, 2.0 ** (a - b) * rng.lognormal(0, 0.01)))
+        return out
+
+    train = [r for p in range(6) for r in rows(p)]
+    model = CostModel(seed=0).fit(*zip(*train))
+    assert model.ready
+    held = rows(99)
+    tau = kendall_tau(model.score([f for _, f, _ in held]), [s for _, _, s in held])
+    assert tau > 0.7
+    assert not CostModel().fit(["p"], [{}], [1.0]).ready
+
+
+# ------------------------------------------------------------------------------ strategies
+
+def test_random_strategy_never_repeats():
+    space = SearchSpace.for_program(only=["pass:algsimp", "pass:cse", "xla_cpu_use_xnnpack"])
+    chooser = RandomStrategy(space, 0)
+    keys = {space.key(chooser.propose()) for _ in range(7)}  # 2*2*2 - the baseline
+    assert len(keys) == 7 and "" not in keys
+    with pytest.raises(InvalidArgument, match="exhausted"):
+        chooser.propose()
+
+
+def test_model_strategy_starts_from_the_priors_then_learns():
+    space = SearchSpace.for_program()
+    chooser = ModelStrategy(space, 0, {"size": 1.0}, [], "p")
+    first = chooser.propose()
+    assert first == space.prior_best()
+    # Teach it that disabling fusion is what helps on this program: it proposes fusion off.
+    for candidate in space.neighbours(space.default())[:12] + [space.prior_best()]:
+        chooser.observe(candidate, 3.0 if candidate["pass:fusion"] else 1.0)
+    chooser.observe({**space.default(), "pass:fusion": True, "pass:cse": True}, 3.0)
+    chooser.observe({**space.default(), "pass:fusion": True, "xla_cpu_use_xnnpack": "false"}, 3.0)
+    picks = [chooser.propose() for _ in range(5)]
+    assert sum(c["pass:fusion"] for c in picks) >= 4
+
+
+def test_tpe_strategy_proposes_valid_unique_candidates():
+    space = SearchSpace.for_program(only=["pass:algsimp", "pass:cse", "xla_cpu_prefer_vector_width"])
+    chooser = TpeStrategy(space, 0)
+    seen = set()
+    for i in range(6):
+        candidate = chooser.propose()
+        assert space.validate(candidate) == candidate
+        seen.add(space.key(candidate))
+        chooser.observe(candidate, None if i == 0 else 1.0 + 0.1 * i)
+    assert len(seen) == 6 and "" not in seen
+
+
+# ------------------------------------------------------------------------------ real runs
+
+def test_worker_call_returns_values_errors_and_recycles(pool):
+    target = tune_target(TARGET)
+    program = target.build({})
+    first = measure(pool, program, {}, {}, protocol=QUICK)[0]
+    assert first is not None and first.rounds >= QUICK.min_rounds and first.threads >= 1
+    assert first.features["op:dot"] > 0 and first.cost["flops"] > 0
+    bad = pool.call(program, "xlaprobe.tune.search:compile_probe", {"option_sets": 3})
+    assert bad.kind.value == "compile-error" and "TypeError" in bad.error
+    pool.recycle("tune")
+    again = measure(pool, program, {}, {}, protocol=QUICK)[0]
+    assert again.pid != first.pid  # a fresh process
+
+
+def test_guard_rejects_a_planted_miscompile_and_stores_it_as_a_finding(pool, tmp_path):
+    target = tune_target(TARGET)
+    space = SearchSpace.for_program(target.knobs, only=["mutant"], plant="swap-subtract-fused")
+    with Store(tmp_path / "t.db") as store:
+        result = tune(target, pool, store, strategy="random", budget=1, space=space,
+                      protocol=QUICK, name="guarded")
+        assert [t.status for t in result.trials] == ["rejected"]
+        assert result.findings == (("mutant=swap-subtract-fused", "mismatch"),)
+        assert not result.accepted and result.compiler_options == {}
+        findings = store.findings()
+        assert [(f["config"], f["kind"]) for f in findings] == [
+            ("mutant:swap-subtract-fused", "mismatch")]
+        assert store.tuning_result("guarded")["rejected"] == [
+            {"candidate": "mutant=swap-subtract-fused", "kind": "mismatch"}]
+
+
+def test_tune_measures_knobs_and_stores_every_measurement(pool, tmp_path):
+    target = tune_target(TARGET)
+    assert set(target.knobs) == {"scale"}
+    space = SearchSpace.for_program(target.knobs, only=["knob:scale", "pass:algsimp"])
+    with Store(tmp_path / "t.db") as store:
+        result = tune(target, pool, store, strategy="model", budget=3, space=space,
+                      protocol=QUICK, replicate=False)
+        assert {t.key for t in result.trials} == {"pass:algsimp=True", "knob:scale=4.0",
+                                                  "pass:algsimp=True,knob:scale=4.0"}
+        assert all(t.status == "ok" for t in result.trials)  # same math: the guard passes
+        assert store.count("measurements") == 3 and store.count("findings") == 0
+        assert [t.index for t in result.trials] == [1, 2, 3]
+        best = [t.best for t in result.trials]
+        assert best == sorted(best) and best[0] >= 1.0
+
+
+def test_tuned_applies_a_stored_result(tmp_path):
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        run = store.start_tuning_run("mine", "p", "model", 1, 0)
+        store.finish_tuning_run(run, {"compiler_options": {"xla_cpu_enable_fast_math": False},
+                                      "knobs": {"scale": 4.0}})
+
+    def f(x, *, scale=knob(2.0, (2.0, 4.0))):
+        return x * scale
+
+    fast = xlaprobe.tuned(f, "mine", db=db)
+    assert fast.compiler_options == {"xla_cpu_enable_fast_math": False}
+    np.testing.assert_array_equal(fast(np.ones(3, np.float32)), np.full(3, 4.0, np.float32))
+    with pytest.raises(InvalidArgument, match="no tuning result named 'other'"):
+        xlaprobe.tuned(f, "other", db=db)
+
+
+def _cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "xlaprobe.cli", *args], capture_output=True,
+                          text=True, timeout=600, cwd=cwd)
+
+
+@pytest.mark.parametrize("args,words", [
+    (["tune", "convnet", "--strategy", "annealing"], "unknown strategy"),
+    (["tune", "convnet", "--only", "pass:nope"], "unknown search dimension"),
+    (["tune", "no_such_model"], "unknown target"),
+])
+def test_tune_bad_input_is_one_line(tmp_path, args, words):
+    proc = _cli(*args, "--db", str(tmp_path / "t.db"))
+    assert proc.returncode == 2, proc.stderr
+    assert words in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_tune_cli_json_and_plot(tmp_path):
+    plot = tmp_path / "search.svg"
+    proc = _cli("tune", TARGET, "--budget", "2", "--strategy", "tpe", "--only",
+                "pass:algsimp,knob:scale", "--max-rounds", "4", "--db", str(tmp_path / "t.db"),
+                "--json", "--plot", str(plot))
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["strategy"] == "tpe" and len(data["trials"]) == 2
+    assert "A/A control" in proc.stderr and "[2/2]" in proc.stderr
+    assert plot.read_text().lstrip().startswith("<?xml")
