@@ -81,7 +81,7 @@ def tune_command(target: str, *, budget: int, strategy: str, seed: int, db: Path
             run or fails the check.
     """
     from xlaprobe.tune.measure import Protocol
-    from xlaprobe.tune.search import STRATEGIES, tune, tune_target
+    from xlaprobe.tune.search import STRATEGIES, acceptance_threshold, tune, tune_target
     from xlaprobe.tune.space import SearchSpace
     from xlaprobe.workers import WorkerPool
 
@@ -140,7 +140,8 @@ def tune_command(target: str, *, budget: int, strategy: str, seed: int, db: Path
         best = result.best
         why = ("no candidate beat the baseline" if best is None else
                f"the best ({best.measurement.speedup:.3f}x) did not replicate in a fresh process"
-               if result.replicated is None or result.replicated.low <= 1.0 else
+               if result.replicated is None
+               or result.replicated.low <= acceptance_threshold(result.control) else
                "the best failed the guard when replicated")
         say(f"no verified speedup: {why}; keep XLA's defaults ({rejected} candidate(s) "
             "rejected by the guard)")

@@ -48,6 +48,16 @@ PENALTY_SPEEDUP = 0.1
 EPSILON = 0.1
 #: Candidates the model strategy ranks per proposal.
 POOL_SIZE = 384
+#: Smallest speedup worth accepting: below it a "win" is within what noise and a fresh process
+#: give (see `acceptance_threshold`).
+MIN_GAIN = 1.02
+
+
+def acceptance_threshold(control: Measurement) -> float:
+    """The lower end a replicated speedup's interval must exceed to be accepted: the larger of
+    `MIN_GAIN` and the upper end of the A/A control's interval (the baseline timed against
+    itself, so the noise this machine shows now)."""
+    return max(MIN_GAIN, control.high)
 
 
 # ---------------------------------------------------------------------------------------- targets
@@ -340,8 +350,9 @@ class TuneResult:
         trials: every measurement in order.
         best: the best candidate measured (None when nothing beat the baseline).
         replicated: the best's re-measurement in a fresh worker process (None if not run).
-        accepted: True when the best's replication is faster (interval above 1) and both its
-            runs passed the guard; else the baseline is the result.
+        accepted: True when the best's replication is faster (its interval above
+            `acceptance_threshold`) and both its runs passed the guard; else the baseline is the
+            result.
         compiler_options, xla_flags, knobs: the accepted configuration ({} / "" / {} if none).
         findings: ``(candidate key, verdict kind)`` of every rejected candidate.
         run_id: the store's tuning run id.
@@ -572,7 +583,7 @@ def tune(target: TuneTarget, pool: Any, store: Any, *, strategy: str = "model", 
         if replicated is not None:
             emit("replicated", replicated)
             check = guard.judge(program, space_mod.label(best.candidate), replicated.outputs)
-            accepted = replicated.low > 1.0 and not check.findings
+            accepted = replicated.low > acceptance_threshold(control) and not check.findings
             store.record_measurement(run_id, baseline.fingerprint, best.candidate,
                                      "ok" if not check.findings else "rejected",
                                      replicated.to_json(), speedup=replicated.speedup,
