@@ -45,7 +45,7 @@ STRATEGIES = ("model", "tpe", "random")
 #: Speedup charged to a candidate that failed or was rejected, for the strategies' learning.
 PENALTY_SPEEDUP = 0.1
 #: Share of the model strategy's proposals taken at random from its pool (epsilon-greedy).
-EPSILON = 0.1
+EPSILON = 0.15
 #: Candidates the model strategy ranks per proposal.
 POOL_SIZE = 384
 #: Smallest speedup worth accepting: below it a "win" is within what noise and a fresh process
@@ -236,7 +236,15 @@ class ModelStrategy(RandomStrategy):
         super().__init__(space, seed)
         self.program_features = dict(program_features)
         self.program_id = program_id
-        self.rows = list(history)
+        # Every program's baseline is a row of speedup 1 by definition: without it a program
+        # whose measured candidates all share one harmful value could never rank them below the
+        # default (LambdaRank only compares rows within a program).
+        baselines = {}
+        for group, features, _ in history:
+            baselines.setdefault(group, {k: v for k, v in features.items()
+                                         if not k.startswith("set:")})
+        self.rows = list(history) + [(g, f, 1.0) for g, f in baselines.items()]
+        self.rows.append((program_id, self.row_features(space.default()), 1.0))
         self.model = CostModel(seed=seed)
         self.measured: list[tuple[Candidate, float]] = []
         self._refit()
