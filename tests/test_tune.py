@@ -77,6 +77,14 @@ def test_priors_favour_the_measured_wins():
                                                           for d in space.dimensions)
 
 
+def test_knob_on_a_positional_parameter_is_an_error():
+    def f(x, block=knob(2, (2, 4))):
+        return x
+
+    with pytest.raises(InvalidArgument, match="must be keyword-only"):
+        declared_knobs(f)
+
+
 def test_knob_declaration_and_resolution():
     def f(x, *, block=knob(64, (32, 64)), mode=knob("a", ("a", "b"))):
         return x
@@ -269,6 +277,16 @@ def test_tune_measures_knobs_and_stores_every_measurement(pool, tmp_path):
         assert best == sorted(best) and best[0] >= 1.0
 
 
+def test_a_budget_beyond_the_space_stops_and_stores_the_result(pool, tmp_path):
+    target = tune_target(TARGET)
+    space = SearchSpace.for_program(target.knobs, only=["pass:algsimp"])
+    with Store(tmp_path / "t.db") as store:
+        result = tune(target, pool, store, strategy="random", budget=5, space=space,
+                      protocol=QUICK, replicate=False, name="small")
+        assert [t.key for t in result.trials] == ["pass:algsimp=True"]
+        assert store.tuning_result("small")["budget"] == 5
+
+
 def test_tuned_applies_a_stored_result(tmp_path):
     db = tmp_path / "t.db"
     with Store(db) as store:
@@ -282,8 +300,30 @@ def test_tuned_applies_a_stored_result(tmp_path):
     fast = xlaprobe.tuned(f, "mine", db=db)
     assert fast.compiler_options == {"xla_cpu_enable_fast_math": False}
     np.testing.assert_array_equal(fast(np.ones(3, np.float32)), np.full(3, 4.0, np.float32))
-    with pytest.raises(InvalidArgument, match="no tuning result named 'other'"):
+    with pytest.raises(InvalidArgument, match="no tuning result named 'other'.*known: 'mine'"):
         xlaprobe.tuned(f, "other", db=db)
+
+
+def test_tuned_prefers_the_accepted_result_and_fills_knob_defaults(tmp_path):
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        for accepted, knobs in ((True, {"scale": 4.0}), (False, {})):
+            run = store.start_tuning_run("mine", "p", "model", 1, 0)
+            store.finish_tuning_run(run, {"accepted": accepted, "compiler_options": {},
+                                          "knobs": knobs})
+        run = store.start_tuning_run("plain", "p", "model", 1, 0)
+        store.finish_tuning_run(run, {"accepted": False, "compiler_options": {}, "knobs": {}})
+
+    def f(x, y=1.0, *, scale=knob(2.0, (2.0, 4.0))):
+        return x * scale + y
+
+    db.chmod(0o444)  # read-only is enough to apply a result
+    np.testing.assert_array_equal(xlaprobe.tuned(f, "mine", db=db)(np.ones(2, np.float32)),
+                                  np.full(2, 5.0, np.float32))
+    plain = xlaprobe.tuned(f, "plain", db=db)
+    assert plain.knobs == {"scale": 2.0}
+    np.testing.assert_array_equal(plain(np.ones(2, np.float32), y=np.float32(0.5)),
+                                  np.full(2, 2.5, np.float32))
 
 
 def _cli(*args, cwd=None):
@@ -295,6 +335,9 @@ def _cli(*args, cwd=None):
     (["tune", "convnet", "--strategy", "annealing"], "unknown strategy"),
     (["tune", "convnet", "--only", "pass:nope"], "unknown search dimension"),
     (["tune", "no_such_model"], "unknown target"),
+    (["tune", "convnet", "--only", " , "], "names no dimension"),
+    (["tune", "convnet", "--plot", "search.txt"], "use a file ending in"),
+    (["tune", "convnet", "--plot", "/no/such/dir/p.svg"], "does not exist"),
 ])
 def test_tune_bad_input_is_one_line(tmp_path, args, words):
     proc = _cli(*args, "--db", str(tmp_path / "t.db"))

@@ -248,15 +248,21 @@ def tune(
                                                                  "measurement at most")] = 25,
     timeout: Annotated[float, typer.Option(help="per-measurement limit (s)", min=0.1,
                                            max=7 * 24 * 3600.0)] = 600.0,
-    plot: Annotated[Path | None, typer.Option(help="write the search plot (.svg or .png)")] = None,
+    plot: Annotated[Path | None, typer.Option(help="write the search plot (.svg, .png or "
+                                                   ".pdf)")] = None,
+    inputs: Annotated[str, typer.Option(help="input spec for FILE.py:FN, e.g. "
+                                             "'f32[8,128],i32[8]'")] = "",
     as_json: Annotated[bool, typer.Option("--json", help="print JSON to stdout")] = False,
 ) -> None:
-    """Tune XLA compiler options, pass toggles and program knobs for speed, numerics guarded."""
+    """Tune XLA compiler options, pass toggles and program knobs for speed, numerics guarded.
+
+    Exit 0 when a result (accepted or not) is stored; rejected candidates are findings
+    (xlaprobe findings)."""
     from xlaprobe.tune.api import tune_command
 
     raise typer.Exit(tune_command(target, budget=budget, strategy=strategy, seed=seed, db=db,
                                   name=name, only=only, max_rounds=max_rounds, timeout_s=timeout,
-                                  json_output=as_json, plot=plot))
+                                  json_output=as_json, plot=plot, input_spec=inputs))
 
 
 @app.command()

@@ -63,14 +63,19 @@ class Store:
 
     Args:
         path: database file; its parent directory is created. ``":memory:"`` for tests.
+        readonly: open an existing database for reading only (nothing is created or written;
+            works on read-only media).
 
     Raises:
         InvalidArgument: the path is a directory or cannot be created.
         CorruptArtifact: the file is not an xlaprobe database (or is of a newer schema).
     """
 
-    def __init__(self, path: str | Path = DEFAULT_DB):
+    def __init__(self, path: str | Path = DEFAULT_DB, *, readonly: bool = False):
         self.path = str(path)
+        if readonly:
+            self._open_readonly()
+            return
         if self.path != ":memory:":
             target = Path(self.path)
             if target.is_dir():
@@ -95,9 +100,26 @@ class Store:
                     raise CorruptArtifact(f"{self.path} has schema '{row[0]}', not one this "
                                           f"xlaprobe reads ({SCHEMA_VERSION}); upgrade xlaprobe "
                                           "or pass another --db")
+        except sqlite3.OperationalError as exc:
+            if "unable to open" in str(exc) or "readonly" in str(exc):
+                raise InvalidArgument(f"cannot open {self.path} for writing ({exc}): a read-only "
+                                      "location or no permission; pass another --db") from exc
+            raise CorruptArtifact(f"{self.path} is not an xlaprobe database ({exc}); "
+                                  "move it away or pass another --db") from exc
         except sqlite3.DatabaseError as exc:
             raise CorruptArtifact(f"{self.path} is not an xlaprobe database ({exc}); "
                                   "move it away or pass another --db") from exc
+
+    def _open_readonly(self) -> None:
+        if not Path(self.path).is_file():
+            raise InvalidArgument(f"no xlaprobe database at {self.path}")
+        try:
+            self._db = sqlite3.connect(f"file:{Path(self.path).resolve()}?mode=ro", uri=True,
+                                       timeout=30.0, isolation_level=None)
+            self._db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise CorruptArtifact(f"{self.path} is not a readable xlaprobe database ({exc})") \
+                from exc
 
     def __enter__(self) -> Store:
         return self
@@ -219,11 +241,20 @@ class Store:
                  "high": r[4], "data": json.loads(r[5])} for r in rows]
 
     def tuning_result(self, name: str) -> dict[str, Any] | None:
-        """The newest finished tuning run called `name`: its result dict, or None."""
-        row = self._db.execute(
+        """The result of the newest finished tuning run called `name` that accepted a speedup,
+        else of the newest finished one; None when there is none."""
+        rows = self._db.execute(
             "SELECT result FROM tuning_runs WHERE name=? AND result IS NOT NULL "
-            "ORDER BY id DESC LIMIT 1", (name,)).fetchone()
-        return None if row is None else json.loads(row[0])
+            "ORDER BY id DESC", (name,)).fetchall()
+        results = [json.loads(row[0]) for row in rows]
+        accepted = [r for r in results if r.get("accepted")]
+        return (accepted or results or [None])[0]
+
+    def tuning_names(self) -> list[str]:
+        """Names of the finished tuning runs, newest first, each once."""
+        rows = self._db.execute("SELECT name FROM tuning_runs WHERE result IS NOT NULL "
+                                "ORDER BY id DESC").fetchall()
+        return list(dict.fromkeys(row[0] for row in rows))
 
     def count(self, table: str) -> int:
         """Number of rows in one of the tables (programs, checks, runs, verdicts, findings,

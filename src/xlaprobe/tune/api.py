@@ -20,6 +20,27 @@ def _fmt_interval(speedup: float, low: float, high: float) -> str:
     return f"{speedup:.3f}x [{low:.3f}, {high:.3f}]"
 
 
+PLOT_SUFFIXES = (".svg", ".png", ".pdf")
+
+
+def check_plot_path(path: Path) -> None:
+    """Fail early (before a search) on a plot path that cannot be written.
+
+    Raises:
+        InvalidArgument: an unsupported suffix, a directory, or a missing or unwritable parent.
+    """
+    import os
+
+    if path.suffix.lower() not in PLOT_SUFFIXES:
+        raise InvalidArgument(f"--plot {path}: use a file ending in {', '.join(PLOT_SUFFIXES)}")
+    if path.is_dir():
+        raise InvalidArgument(f"--plot {path} is a directory; give a file path")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        raise InvalidArgument(f"--plot {path}: the directory {parent} does not exist or is not "
+                              "writable")
+
+
 def plot_search(result: Any, path: Path) -> None:
     """Write the search's plot (best verified-so-far speedup and each measured speedup against
     measurements spent) as an SVG or PNG file (by suffix), with matplotlib.
@@ -31,6 +52,7 @@ def plot_search(result: Any, path: Path) -> None:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        import matplotlib.ticker
     except ImportError as exc:
         raise InvalidArgument(f"--plot needs matplotlib ({exc}): pip install 'xlaprobe[plot]'") \
             from exc
@@ -42,6 +64,7 @@ def plot_search(result: Any, path: Path) -> None:
     ax.step([0] + [t.index for t in result.trials], [1.0] + [t.best for t in result.trials],
             where="post", color="tab:blue", label="best so far")
     ax.axhline(1.0, color="black", lw=0.5)
+    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     ax.set_xlabel("measurements")
     ax.set_ylabel("speedup over default XLA")
     ax.set_title(f"{result.name}: {result.strategy} search")
@@ -57,7 +80,7 @@ def plot_search(result: Any, path: Path) -> None:
 
 def tune_command(target: str, *, budget: int, strategy: str, seed: int, db: Path | str,
                  name: str, only: str, max_rounds: int, timeout_s: float, json_output: bool,
-                 plot: Path | None) -> int:
+                 plot: Path | None, input_spec: str = "") -> int:
     """``xlaprobe tune TARGET``: search, print progress on stderr, store and print the result.
 
     Args:
@@ -71,7 +94,8 @@ def tune_command(target: str, *, budget: int, strategy: str, seed: int, db: Path
         max_rounds: timing rounds per measurement at most.
         timeout_s: limit on one measurement or reference run (s).
         json_output: print the result as JSON on stdout.
-        plot: write the search plot here (SVG or PNG), or None.
+        plot: write the search plot here (SVG, PNG or PDF), or None.
+        input_spec: input spec for ``FILE.py:FN`` targets (``f32[8,128],i32[8]``).
 
     Returns:
         Exit code 0 (a result was stored, accepted or not).
@@ -92,11 +116,16 @@ def tune_command(target: str, *, budget: int, strategy: str, seed: int, db: Path
     def say(text: str) -> None:
         err.print(escape(text), soft_wrap=True)
 
-    tuned_target = tune_target(target, seed=seed)
-    dims = [d.strip() for d in only.split(",") if d.strip()] or None
+    if plot is not None:
+        check_plot_path(plot)
+    dims = None
+    if only.strip():
+        dims = [d.strip() for d in only.split(",") if d.strip()]
+        if not dims:
+            raise InvalidArgument(f"--only '{only}' names no dimension")
+    tuned_target = tune_target(target, seed=seed, input_spec=input_spec)
     space = SearchSpace.for_program(tuned_target.knobs, only=dims)
-    protocol = Protocol(max_rounds=max(max_rounds, Protocol.min_rounds),
-                        min_rounds=min(Protocol.min_rounds, max_rounds))
+    protocol = Protocol(max_rounds=max_rounds, min_rounds=min(Protocol.min_rounds, max_rounds))
 
     def on_event(event: str, payload: Any) -> None:
         if event == "note":
@@ -108,23 +137,30 @@ def tune_command(target: str, *, budget: int, strategy: str, seed: int, db: Path
         elif event == "trial":
             m = payload.measurement
             timing = _fmt_interval(m.speedup, m.low, m.high) if m else "-"
-            say(f"[{payload.index}/{budget}] {payload.status:13} {timing:28} best "
+            status = {"ok": "passed guard"}.get(payload.status, payload.status)
+            say(f"[{payload.index}/{budget}] {status:13} {timing:28} best so far "
                 f"{payload.best:.3f}x  {payload.key or '(defaults)'}"
                 + (f"  ({payload.detail})" if payload.detail else ""))
         elif event == "replicated":
             say(f"replicated in a fresh process: "
                 f"{_fmt_interval(payload.speedup, payload.low, payload.high)}")
 
-    say(f"tuning {target} ({strategy}, {budget} measurements, {len(space.dimensions)} "
-        f"dimensions, {space.size:,} candidates)")
+    def plural(n: int, word: str) -> str:
+        return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+    say(f"tuning {target} ({strategy}, {plural(budget, 'measurement')}, "
+        f"{plural(len(space.dimensions), 'dimension')}, {plural(space.size, 'candidate')}; "
+        "pass:NAME=True means the pass is disabled)")
     with WorkerPool(size=1, timeout_s=timeout_s) as pool, Store(db) as store:
         result = tune(tuned_target, pool, store, strategy=strategy, budget=budget, seed=seed,
                       protocol=protocol, space=space, name=name or target, timeout_s=timeout_s,
                       on_event=on_event)
-    if plot is not None:
-        plot_search(result, plot)
     if json_output:
         print(json.dumps(result.to_json(), indent=2))
+    if plot is not None:
+        plot_search(result, plot)
+        say(f"plot: {plot}")
+    if json_output:
         return 0
     rejected = len(result.findings)
     speedup, low, high = result.speedup
@@ -132,19 +168,22 @@ def tune_command(target: str, *, budget: int, strategy: str, seed: int, db: Path
         say(f"accepted: {_fmt_interval(speedup, low, high)} (replicated), "
             f"{rejected} candidate(s) rejected by the guard")
         say(f"compiler_options = {json.dumps(result.compiler_options)}")
-        say(f"XLA_FLAGS='{result.xla_flags}'")
+        if result.xla_flags:
+            say(f"XLA_FLAGS='{result.xla_flags}'")
         if result.knobs:
             say(f"knobs = {json.dumps(result.knobs)}")
         say(f"apply: xlaprobe.tuned(fn, {result.name!r}, db={str(db)!r})")
     else:
         best = result.best
+        threshold = acceptance_threshold(result.control)
+        replicated = result.replicated
         why = ("no candidate beat the baseline" if best is None else
-               f"the best ({best.measurement.speedup:.3f}x) did not replicate in a fresh process"
-               if result.replicated is None
-               or result.replicated.low <= acceptance_threshold(result.control) else
-               "the best failed the guard when replicated")
+               "the best failed the guard when replicated" if replicated is not None
+               and replicated.low > threshold else
+               f"the best measured ({best.measurement.speedup:.3f}x) was not faster beyond noise "
+               f"when re-measured in a fresh process (interval must clear {threshold:.3f}x)")
         say(f"no verified speedup: {why}; keep XLA's defaults ({rejected} candidate(s) "
-            "rejected by the guard)")
+            f"rejected by the guard); stored as '{result.name}' in {db}")
     return 0
 
 
@@ -153,46 +192,47 @@ def tuned(fn: Any, name: str, *, db: Path | str = DEFAULT_DB) -> Any:
 
     Args:
         fn: the function that was tuned (e.g. the ``FILE.py:FN`` target's function, or a zoo
-            model's step); knobs it does not declare as parameters are not passed.
-        name: the tuning run's name (``xlaprobe tune --name``; default there: the target).
-        db: the store the result is in.
+            model's step). Its declared knobs (`xlaprobe.knob`) take the result's values, or
+            their defaults where the result has none.
+        name: the tuning run's name (``xlaprobe tune --name``; default there: the target as
+            typed). The newest run of that name that accepted a speedup is used, else the newest.
+        db: the store the result is in (opened read-only).
 
     Returns:
-        A callable with `fn`'s arguments that compiles once per input shapes/dtypes with the
-        tuned ``compiler_options`` (attribute ``compiler_options``; ``knobs`` too) and runs.
+        A callable with `fn`'s arguments (positional and keyword) that compiles once per
+        argument structure, shapes and dtypes with the tuned ``compiler_options`` (attribute
+        ``compiler_options``; ``knobs`` too) and runs.
 
     Raises:
-        InvalidArgument: no finished tuning run of that name in `db`.
+        InvalidArgument: no database at `db`, or no finished tuning run of that name in it (the
+            message lists the names there).
+        CorruptArtifact: `db` is not a readable xlaprobe database.
     """
-    import inspect
-
     import jax
 
-    if str(db) != ":memory:" and not Path(db).exists():
-        raise InvalidArgument(f"no tuning database at {db}: run xlaprobe tune first")
-    with Store(db) as store:
+    from xlaprobe.tune.knobs import declared_knobs
+
+    with Store(db, readonly=True) as store:
         result = store.tuning_result(name)
+        names = store.tuning_names() if result is None else []
     if result is None:
-        raise InvalidArgument(f"no tuning result named '{name}' in {db}: run xlaprobe tune "
-                              f"--name {name} first")
+        known = f"; known: {', '.join(repr(n) for n in names[:10])}" if names else ""
+        raise InvalidArgument(f"no tuning result named '{name}' in {db}{known}")
     options = dict(result.get("compiler_options") or {})
-    knobs = dict(result.get("knobs") or {})
-    try:
-        accepted = set(inspect.signature(fn).parameters)
-    except (TypeError, ValueError):
-        accepted = set()
-    bound = functools.partial(fn, **{k: v for k, v in knobs.items() if k in accepted})
+    stored = dict(result.get("knobs") or {})
+    knobs = {k: stored.get(k, knob.default) for k, knob in declared_knobs(fn).items()}
+    bound = functools.partial(fn, **knobs) if knobs else fn
     jitted = jax.jit(bound)
     cache: dict[Any, Any] = {}
 
     @functools.wraps(fn)
-    def run(*args: Any) -> Any:
-        key = jax.tree_util.tree_structure(args), tuple(
-            (getattr(x, "shape", ()), str(getattr(x, "dtype", type(x))))
-            for x in jax.tree_util.tree_leaves(args))
+    def run(*args: Any, **kwargs: Any) -> Any:
+        leaves, structure = jax.tree_util.tree_flatten((args, kwargs))
+        key = structure, tuple((getattr(x, "shape", ()), str(getattr(x, "dtype", type(x))))
+                               for x in leaves)
         if key not in cache:
-            cache[key] = jitted.lower(*args).compile(compiler_options=options)
-        return cache[key](*args)
+            cache[key] = jitted.lower(*args, **kwargs).compile(compiler_options=options)
+        return cache[key](*args, **kwargs)
 
     run.compiler_options = options
     run.knobs = knobs

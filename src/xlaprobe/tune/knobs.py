@@ -58,11 +58,21 @@ def knob(default: Any, choices: tuple[Any, ...] | list[Any], help: str = "") -> 
 
 
 def declared_knobs(fn: Callable[..., Any]) -> dict[str, Knob]:
-    """The knobs a function declares: keyword-only parameters whose default is a `Knob`."""
+    """The knobs a function declares: keyword-only parameters whose default is a `Knob`.
+
+    Raises:
+        InvalidArgument: a `Knob` default on a parameter that is not keyword-only (it would be
+            filled by a positional argument).
+    """
     try:
         parameters = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
         return {}
+    for p in parameters:
+        if isinstance(p.default, Knob) and p.kind is not inspect.Parameter.KEYWORD_ONLY:
+            name = getattr(fn, "__qualname__", getattr(fn, "__name__", "the function"))
+            raise InvalidArgument(f"knob parameter '{p.name}' of {name} must be keyword-only: "
+                                  f"def {getattr(fn, '__name__', 'f')}(..., *, {p.name}=knob(...))")
     return {p.name: p.default for p in parameters
             if p.kind is inspect.Parameter.KEYWORD_ONLY and isinstance(p.default, Knob)}
 

@@ -54,10 +54,14 @@ MIN_GAIN = 1.02
 
 
 def acceptance_threshold(control: Measurement) -> float:
-    """The lower end a replicated speedup's interval must exceed to be accepted: the larger of
-    `MIN_GAIN` and the upper end of the A/A control's interval (the baseline timed against
-    itself, so the noise this machine shows now)."""
-    return max(MIN_GAIN, control.high)
+    """The lower end a replicated speedup's interval must exceed to be accepted: the largest of
+    `MIN_GAIN` and how far the A/A control's interval (the baseline timed against itself, so the
+    noise this machine shows now) strays from 1 on either side."""
+    return max(MIN_GAIN, control.high, 2.0 - control.low)
+
+
+class SpaceExhausted(InvalidArgument):
+    """Every candidate of the search space has been proposed."""
 
 
 # ---------------------------------------------------------------------------------------- targets
@@ -156,7 +160,7 @@ class RandomStrategy:
             candidate = draw()
             if self.space.key(candidate) not in self.seen:
                 return candidate
-        raise InvalidArgument("the search space is exhausted")
+        raise SpaceExhausted("the search space is exhausted")
 
     def propose(self) -> Candidate:
         """The next candidate to measure."""
@@ -452,8 +456,9 @@ def validate_space(space: SearchSpace, pool: Any) -> tuple[SearchSpace, list[str
     outcome = pool.call(_probe_program(), "xlaprobe.tune.search:compile_probe",
                         {"option_sets": [options for _, _, options in tried]}, group=GROUP)
     if not outcome.ran:
-        raise InvalidArgument(f"validating the search space failed ({outcome.kind.value}): "
-                              f"{outcome.error.strip().splitlines()[-1][:200] if outcome.error else ''}")
+        last = outcome.error.strip().splitlines()[-1][:200] if outcome.error else ""
+        raise InvalidArgument(f"compiling a tiny probe program with each option of the search "
+                              f"space failed ({outcome.kind.value}: {last}); raise --timeout")
     notes = []
     for (name, value, _), error in zip(tried, outcome.value):
         if error:
@@ -543,7 +548,12 @@ def tune(target: TuneTarget, pool: Any, store: Any, *, strategy: str = "model", 
     findings: list[tuple[str, str]] = []
     best_speedup, best = 1.0, None
     for index in range(1, budget + 1):
-        candidate = chooser.propose()
+        try:
+            candidate = chooser.propose()
+        except SpaceExhausted:
+            emit("note", f"all {space.size - 1} candidates of the space measured; stopping "
+                         f"after {index - 1} of {budget} measurements")
+            break
         key = space.key(candidate)
         knobs = space_mod.knob_values(candidate)
         program = target.build(knobs)
