@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 from xlaprobe.campaign import Campaign, CampaignState, fuzz_command, summary_kind
-from xlaprobe.check import check_program
+from xlaprobe.check import judge, check_program, structural_fingerprint
+from xlaprobe.oracle import VerdictKind
+from xlaprobe.outcome import Outcome, OutcomeKind
 from xlaprobe.errors import InvalidArgument
 from xlaprobe.program import Program, Provenance
 from xlaprobe.sources.generator import generate
@@ -168,3 +170,89 @@ def test_ctrl_c_keeps_what_was_recorded(tmp_path):
     next_seed, state = _state(db)
     assert status == "interrupted" and state["programs"] == checked >= 1
     assert next_seed + len(state["done_above"]) == 20 + checked
+
+
+def _two_outputs(first):
+    """Program (first(x), cos(y) * 2) on float32 x and y."""
+    import jax.numpy as jnp
+
+    def program(x, y):
+        return first(x), jnp.cos(y) * 2.0
+    x, y = np.linspace(0.1, 1.0, 4, dtype=np.float32), np.linspace(1, 2, 4, dtype=np.float32)
+    return Program.from_function(program, (x, y), Provenance("user", "two"))
+
+
+def _findings_when_output_wrong(program, wrong, eager_wrong=None):
+    """Judge fabricated xla and eager outcomes whose outputs `wrong` (xla) and `eager_wrong`
+    (eager; None: all right) are off by 1, against the reference."""
+    from xlaprobe.configs.reference import evaluate
+
+    right = [np.asarray(o) for o in evaluate(program.jaxpr, program.inputs)]
+
+    def run(config, index):
+        return Outcome(config, OutcomeKind.RAN, tuple(
+            np.asarray(o + (1.0 if k == index else 0.0), np.float32) for k, o in enumerate(right)))
+    outcomes = [run("xla", wrong), run("eager", eager_wrong),
+                Outcome("reference", OutcomeKind.RAN, tuple(right))]
+    return judge(program, ["xla", "eager", "reference"], outcomes).findings
+
+
+def test_fingerprint_covers_only_the_failing_outputs_cone():
+    import jax.numpy as jnp
+
+    sin_program, exp_program = _two_outputs(jnp.sin), _two_outputs(lambda x: jnp.exp(x) + 1)
+    # cos(y) * 2 fails in both: the unrelated first output does not split the bug in two.
+    [a] = _findings_when_output_wrong(sin_program, 1)
+    [b] = _findings_when_output_wrong(exp_program, 1)
+    assert a.outputs == b.outputs == ("[1]",) and a.kind is VerdictKind.MISMATCH
+    assert a.fingerprint == b.fingerprint
+    # The known answer: primitives cos and mul (the cone of output 1), input dtype float32.
+    import hashlib
+    want = hashlib.sha256(b"cos,mul|float32|xla|mismatch").hexdigest()[:16]
+    assert a.fingerprint == want
+    # Different failing cones, different keys; all outputs is the whole program.
+    [c] = _findings_when_output_wrong(sin_program, 0)
+    [d] = _findings_when_output_wrong(exp_program, 0)
+    assert len({a.fingerprint, c.fingerprint, d.fingerprint}) == 3
+    assert structural_fingerprint(sin_program, "xla", VerdictKind.MISMATCH) == hashlib.sha256(
+        b"cos,mul,sin|float32|xla|mismatch").hexdigest()[:16]
+    # A fault that xla and eager share is one key for both; eager failing elsewhere is not.
+    shared = _findings_when_output_wrong(sin_program, 1, eager_wrong=1)
+    assert [f.config for f in shared] == ["xla", "eager"]
+    assert {f.fingerprint for f in shared} == {
+        hashlib.sha256(b"cos,mul|float32|eager,xla|mismatch").hexdigest()[:16]}
+    apart = _findings_when_output_wrong(sin_program, 1, eager_wrong=0)
+    assert apart[0].fingerprint == a.fingerprint
+    assert apart[1].fingerprint == hashlib.sha256(b"sin|float32|eager|mismatch").hexdigest()[:16]
+
+
+def test_stop_ends_a_session_early(tmp_path):
+    campaign = Campaign(tmp_path / "fuzz.db", FAST, seed=30, jobs=1)
+    try:
+        summary = campaign.run(120.0, stop=lambda: campaign.state.programs >= 2)
+    finally:
+        campaign.close()
+    assert summary.status == "done" and 2 <= summary.programs <= 3
+    assert summary.next_seed <= 30 + summary.programs
+
+
+def test_crash_fingerprint_is_the_failed_check_not_the_program():
+    # Two fuzz programs (seeds 7100050 and 7100155) abort in the same check of XLA's algebraic
+    # simplifier, with different shapes in the message: one key. Another check: another key.
+    import jax.numpy as jnp
+
+    def crash(config, shapes, where="algebraic_simplifier.cc:586"):
+        return Outcome(config, OutcomeKind.CRASH, signal=6, error=(
+            f"F1129 19:31:07.923233    7861 {where}] Check failed: computation->Accept(this) is "
+            f"OK (INTERNAL: RET_CHECK failure {shapes})\n*** Check failure stack trace: ***"))
+
+    def keys(program, shapes, where="algebraic_simplifier.cc:586"):
+        outcomes = [crash("xla", shapes, where), crash("eager", shapes, where),
+                    Outcome("reference", OutcomeKind.RAN, tuple(
+                        np.zeros(np.shape(o)) for o in program.inputs[:len(program.output_names)]))]
+        return {f.fingerprint for f in judge(program, ["xla", "eager", "reference"],
+                                             outcomes).findings}
+    first, second = _two_outputs(jnp.sin), _two_outputs(lambda x: jnp.exp(x) + 1)
+    assert len(keys(first, "f16[15,1] vs f16[16,1]")) == 1
+    assert keys(first, "f16[15,1] vs f16[16,1]") == keys(second, "f32[2,1] vs f32[3,1]")
+    assert keys(first, "x") != keys(first, "x", where="hlo_verifier.cc:12")

@@ -172,3 +172,17 @@ def test_option_configs_keep_their_names(tmp_path):
     assert run.returncode == 1
     assert "xla[xla_cpu_enable_fast_math=true]" in run.stdout
     assert "--configs 'xla[xla_cpu_enable_fast_math=true],reference'" in run.stdout
+
+
+@pytest.mark.parametrize("value", ["bogus", "0", "-5m", "31d", "721h"])
+def test_fuzz_time_parsed_by_the_campaign_parser(tmp_path, value):
+    # One duration parser (xlaprobe.campaign.parse_duration) serves the CLI and the benchmarks.
+    from xlaprobe.campaign import parse_duration
+    from xlaprobe.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument) as raised:
+        parse_duration(value)
+    run = xlaprobe("fuzz", "--time", value, "--db", str(tmp_path / "db"))
+    assert run.returncode == 2 and run.stderr.strip() == f"error: {raised.value}"
+    assert not (tmp_path / "db").exists()
+    assert parse_duration("720h") == 30 * 24 * 3600.0

@@ -127,3 +127,42 @@ def test_apply_mutant_is_pure_text_rewriting():
     after = next(i for i in HloText(new_text).instructions() if i.name == site.instruction)
     assert after.operands == before.operands[::-1]
     assert mutants.apply_mutant(mutants.MUTANTS["crash-on-sort"], text) is None
+
+
+def test_large_constants_survive_the_mutant_round_trip(pool):
+    # XLA folds this reduce_window over an iota into an s32[8,6] constant before the pass runs;
+    # printed with "{...}" it would parse back as 0, 1, 2, ... (a fuzz finding of seed 7100222).
+    import jax.numpy as jnp
+    import numpy as np
+    from jax import lax
+
+    from xlaprobe.program import Program, Provenance
+
+    def program(x):
+        rows = lax.broadcasted_iota(jnp.int32, (16, 6), 0)
+        folded = lax.reduce_window(rows, 0, lax.bitwise_or, (1, 1), (2, 1), ((-1, 1), (1, -1)),
+                                   window_dilation=(1, 2))
+        return folded, x * np.float32(0.3)  # 0.3: the constant constant-few-ulps moves
+
+    prog = Program.from_function(program, (np.ones(4, np.float32),), Provenance("user", "folded"))
+    outcome = pool.run(prog, "mutant:constant-few-ulps")
+    assert outcome.ran and outcome.mutations  # it fired, on the float constant
+    # out[i, j] = iota row 2i + 1, column j - 1 (0 where the window sits on the low padding)
+    want = np.where(np.arange(6)[None, :] == 0, 0, 2 * np.arange(8)[:, None] + 1)
+    np.testing.assert_array_equal(outcome.outputs[0], want)
+
+
+def test_convert_saturates_from_unsigned_to_signed(pool):
+    # u32 -> s8 saturates to [0, 127]: a bound of -128 is no u32 literal (the pass used to emit
+    # one, and the module failed to parse: a compile error, fuzz seed 7100041).
+    import jax.numpy as jnp
+    import numpy as np
+
+    from xlaprobe.program import Program, Provenance
+
+    x = np.array([0, 5, 127, 128, 200, 4294967295], np.uint32)
+    prog = Program.from_function(lambda v: (v + np.uint32(0)).astype(jnp.int8), (x,),
+                                 Provenance("user", "u32_to_s8"))
+    outcome = pool.run(prog, "mutant:convert-saturates")
+    assert outcome.ran and outcome.mutations, outcome.error
+    assert outcome.outputs[0].tolist() == [0, 5, 127, 127, 127, 127]  # wrapping gives -128, -56, -1

@@ -108,6 +108,39 @@ def test_nan_where_honest_run_also_nan_is_ok():
     assert v.kind is VerdictKind.OK
 
 
+def test_any_non_finite_value_where_honest_arithmetic_overflows_is_ok():
+    # A bfloat16 convolution with float32 accumulation (fuzz seed 9300057): the float64 answer
+    # is 2.82e38, but partial sums pass float32's 3.4e38; NumPy's order gives inf - inf = NaN,
+    # XLA's gives +inf. Both are honest float32 arithmetic.
+    ref = np.array([2.8201960387131916e38, -1.5e38, 1.0])
+    honest = [np.array([np.nan, np.nan, 1.0]), np.array([np.inf, np.nan, 1.0])]
+    out = np.array([np.inf, -np.inf, 1.0], F32)
+    assert judge_leaf(out, ref, budget=honest).kind is VerdictKind.OK
+    assert judge_leaf(np.array([np.nan, np.nan, 1.0], F32), ref, budget=honest).kind \
+        is VerdictKind.OK
+    # Where no honest run overflows, an infinity is still a finding.
+    fine = [np.array([2.8201960387131916e38, -1.5e38, 1.0])]
+    v = judge_leaf(out, ref, budget=fine)
+    assert v.kind is VerdictKind.INF_MISMATCH and v.worst == 0
+    # Overflowing where the honest run does, but then a finite wrong value: still a mismatch.
+    assert judge_leaf(np.array([np.inf, -np.inf, 2.0], F32), ref, budget=honest).kind \
+        is VerdictKind.MISMATCH
+
+
+def test_flushed_zero_does_not_explain_a_small_garbage_value():
+    # bfloat16 cbrt of the subnormal 9.18e-41 (fuzz seed 9300093): the right answer is 4.51e-14,
+    # flushing gives 0, XLA:CPU gives -5.59e-16. The garbage is within the element's own budget
+    # of the flushed zero (2 bfloat16 ULPs of 4.5e-14 ~ 1.2e-15) but a zero's budget is zero.
+    bf16 = ml_dtypes.bfloat16
+    ref = np.array([4.511665144855782e-14, 2.0])
+    honest = [np.array([4.5075054799781356e-14, 2.0]), np.array([4.4853010194856324e-14, 2.0])]
+    ftz = np.array([0.0, 2.0])
+    garbage = np.array([-5.58581e-16, 2.0]).astype(bf16)
+    assert judge_leaf(garbage, ref, budget=honest, flushed=ftz).kind is VerdictKind.MISMATCH
+    assert judge_leaf(np.array([0.0, 2.0]).astype(bf16), ref, budget=honest, flushed=ftz).kind \
+        is VerdictKind.FTZ
+
+
 def test_masking_minus_inf_is_not_a_finding():
     assert judge_leaf(np.array([-np.inf, 0.0], F32), np.array([-np.inf, 0.0])).kind is VerdictKind.OK
 

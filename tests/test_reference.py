@@ -787,3 +787,98 @@ def test_monte_carlo_arithmetic_spreads_sums():
     assert len(samples) > 1  # different seeds, different honest rounding
     bound = np.sqrt(4096) * np.finfo(np.float32).eps / 2 * np.abs(x).sum() * 2
     assert all(abs(v - exact) <= bound for v in samples)
+
+
+def test_rank0_bitcast_and_reduce_precision_keep_rank0():
+    # 1.5f = 0x3FC00000 = 1069547520; a rank-0 operand gives a rank-0 result, not shape (1,).
+    [bits] = _run(lambda x: lax.bitcast_convert_type(x, jnp.int32), F32(1.5))
+    assert bits.shape == () and bits.dtype == np.int32 and int(bits) == 1069547520
+    [wide] = _run(lambda x: lax.bitcast_convert_type(x, jnp.uint8), F32(1.5))
+    assert wide.shape == (4,) and wide.tolist() == [0, 0, 0xC0, 0x3F]  # little endian
+    # 1 + 2**-11 rounds to 1 + 2**-10 (ties to even) with 10 mantissa bits; 1e6 overflows 5 bits.
+    [near, big] = _run(lambda x: (lax.reduce_precision(x, 5, 10), lax.reduce_precision(x * 1e6, 5, 10)),
+                       F32(1 + 2 ** -11 + 2 ** -20))
+    assert near.shape == () and float(near) == 1 + 2 ** -10
+    assert big.shape == () and float(big) == np.inf
+
+
+@pytest.mark.parametrize("n, config, want", [
+    (2, (3, -4, 0), [9.0]),                     # the high crop eats x and two low pads
+    (2, (-3, 2, 0), [9.0]),                     # the low crop eats x and one high pad
+    (3, (-1, -1, 0), [2.0]),
+    (2, (-1, -1, 0), []),                       # crop to nothing
+    (3, (-1, 1, 1), [9.0, 2.0, 9.0, 3.0, 9.0]),  # interior first, then the crop
+    (3, (2, -5, 1), [9.0, 9.0]),                # 2 pads + 1 9 2 9 3 (5) - 5
+])
+def test_pad_negative_edges_crop_through_the_operand(n, config, want):
+    x = np.arange(1, n + 1, dtype=F32)
+    [got] = _run(lambda v: lax.pad(v, F32(9), (config,)), x)
+    assert got.tolist() == want
+    assert got.shape == jax.eval_shape(lambda v: lax.pad(v, F32(9), (config,)), x).shape
+
+
+@pytest.mark.parametrize("name, fn, x, n", [
+    # sequential sums of 1000 terms of 0.1: honest float32 error ~ sqrt(1000) u |sum|, not u |sum|
+    ("cumsum", lambda v: lax.cumsum(v)[-1], np.full(1000, 0.1, F32), 1000),
+    ("reduce_window_sum", lambda v: lax.reduce_window(v, F32(0), lax.add, (1000,), (1,), "VALID")[0],
+     np.full(1000, 0.1, F32), 1000),
+    ("scatter-add", lambda v: jnp.zeros(2, F32).at[jnp.zeros(1000, jnp.int32)].add(v)[0],
+     np.full(1000, 0.1, F32), 1001),
+])
+def test_monte_carlo_arithmetic_spreads_accumulations(name, fn, x, n):
+    closed = jax.make_jaxpr(fn)(x)
+    assert name in {e.primitive.name for e in closed.jaxpr.eqns}
+    exact = float(evaluate(closed, [x])[0])
+    assert abs(exact - 1000 * float(F32(0.1))) < 1e-9
+    # Around the honest float32 run (itself ~1e-3 off: 0.1f added sequentially), each sample moves
+    # by up to sqrt(n) u sum|terms| (plus the rounding of the result).
+    native = float(evaluate(closed, [x], round_each_op=True)[0])
+    samples = [float(evaluate(closed, [x], round_each_op=True, mca_seed=s)[0]) for s in range(8)]
+    u = np.finfo(np.float32).eps / 2
+    bound = np.sqrt(n) * u * exact * 1.01 + 4 * u * exact
+    spread = max(abs(v - native) for v in samples)
+    assert spread <= bound
+    assert spread > 8 * u * exact  # far more than rounding the final result once would give
+
+
+def test_pow_follows_ieee_where_numpy_shortcuts_to_sqrt():
+    # np.power with a 0-d exponent 0.5 is sqrt: NaN at -inf and -0.0 at -0.0; IEEE pow (and
+    # XLA) give +inf and +0 (fuzz seed 9300413 had pow(x, 0.5)).
+    x = np.array([-np.inf, -0.0, 0.0, 4.0, np.inf], F32)
+    [got] = _run(lambda v: lax.pow(v, F32(0.5)), x)
+    assert got.tolist() == [np.inf, 0.0, 0.0, 2.0, np.inf] and not np.signbit(got[1])
+    [scalar] = _run(lambda v: lax.pow(v, F32(0.5)), F32(-np.inf))
+    assert scalar.shape == () and float(scalar) == np.inf
+    _assert_matches_xla(lambda v: lax.pow(v, F32(0.5)), (x,), rtol=0)
+
+
+def test_monte_carlo_arithmetic_gives_transcendentals_a_few_ulps():
+    # tan(x) - tanh(tan(x)) near x = -2 pi cancels ~6000-fold (fuzz seed 9300659): XLA's tan,
+    # within about 1 ULP, lands 1.6e-9 from float64, 5x the correctly rounded run's error. The
+    # budget samples transcendentals APPROXIMATION_ULPS wide, so that is honest; 50 ULPs is not.
+    from xlaprobe.oracle import VerdictKind, judge_leaf
+
+    x = np.array([-6.2610855, 0.5], F32)
+    closed = jax.make_jaxpr(lambda v: jnp.tan(v) - jnp.tanh(jnp.tan(v)))(x)
+    [ref] = evaluate(closed, [x])
+    honest = [evaluate(closed, [x], round_each_op=True, mca_seed=s)[0] for s in (None, 1, 2)]
+    ulp_t = float(np.spacing(np.float32(abs(np.tan(np.float64(x[0]))))))
+    assert max(abs(h[0] - ref[0]) for h in honest) > ulp_t  # sampled wider than one rounding
+    xla = np.array([3.600493e-06, ref[1]], F32)  # jaxlib 0.10.2 XLA:CPU, measured
+    assert judge_leaf(xla, ref, budget=honest).kind is VerdictKind.OK
+    wrong = np.array([ref[0] + 50 * ulp_t, ref[1]], F32)
+    assert judge_leaf(wrong, ref, budget=honest).kind is VerdictKind.MISMATCH
+    assert {"tan", "tanh", "exp", "cbrt", "pow"} <= reference.APPROXIMATE_PRIMITIVES
+    assert not {"add", "mul", "div", "sqrt"} & reference.APPROXIMATE_PRIMITIVES  # IEEE exact
+
+
+def test_flushed_mode_flushes_partial_products():
+    # 0.543 * 1.1755e-38 is subnormal in float32: XLA:CPU may flush it, and the product is then
+    # -0, not -1.44e-38 (fuzz seed 7100246, a bfloat16 reduce_prod): reference:ftz shows that.
+    x = np.array([0.54296875, 1.1754943508222875e-38, 1.640625, -1.375], ml_dtypes.bfloat16)
+    closed = jax.make_jaxpr(lambda v: jnp.prod(v))(x)
+    [exact] = evaluate(closed, [x])
+    [native] = evaluate(closed, [x], round_each_op=True)
+    [flushed] = evaluate(closed, [x], round_each_op=True, flush_subnormals=True)
+    assert exact == pytest.approx(-1.4398173565121776e-38, rel=1e-6) and native < -1e-38
+    assert flushed == 0.0 and np.signbit(flushed)

@@ -17,7 +17,7 @@ import pytest
 from xlaprobe.errors import InvalidArgument
 from xlaprobe.outcome import Outcome, OutcomeKind
 from xlaprobe.program import Program, Provenance
-from xlaprobe.workers import WorkerPool
+from xlaprobe.workers import STDERR_TAIL_CHARS, WorkerPool, crash_excerpt
 
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 if TESTS_DIR not in sys.path:  # spawned workers inherit sys.path, so they find the helpers too
@@ -135,6 +135,31 @@ def test_abort_is_crash_with_sigabrt_and_pool_recovers(pool):
     again = pool.run(_mlp_program(), "wtest")
     assert again.ran
     assert _only_pid(pool) != pid
+
+
+def test_crash_keeps_the_glog_fatal_line_before_a_long_trace(pool):
+    # The fatal line is ~8 kB before the end of stderr: a plain 2000-character tail would lose it.
+    outcome = pool.run(_callback_program(worker_kinds.glog_abort_cb), "wtest")
+    assert outcome.kind is OutcomeKind.CRASH and outcome.signal == signal.SIGABRT
+    assert outcome.error.splitlines()[0] == worker_kinds.GLOG_FATAL_LINE
+    assert "HloPassPipeline::Run" in outcome.error.splitlines()[-1]  # the tail is still there
+    assert len(outcome.error) <= STDERR_TAIL_CHARS
+    assert pool.run(_mlp_program(), "wtest").ran
+
+
+def test_crash_excerpt_known_answers():
+    fatal = "F0000 00:00:1.0 1 x.cc:2] Check failed: a (1 vs. 2)"
+    long_trace = "".join(f"  @ frame {k}\n" for k in range(500))
+    assert crash_excerpt("short\n") == "short"
+    assert crash_excerpt("x" * 3000).startswith("x") and len(crash_excerpt("x" * 3000)) == 2000
+    out = crash_excerpt(f"{fatal}\n{long_trace}")
+    assert out.startswith(fatal + "\n...\n") and out.endswith("frame 499") and len(out) <= 2000
+    # Without an F line, the last 'Check failed' line leads.
+    out = crash_excerpt(f"E1 Check failed: first\nRuntimeError: Check failed: second\n{long_trace}")
+    assert out.startswith("RuntimeError: Check failed: second\n...\n")
+    # Already in the tail: not repeated.
+    out = crash_excerpt(f"{long_trace}{fatal}\n  @ last")
+    assert out.count(fatal) == 1 and out.endswith("@ last")
 
 
 def test_segfault_is_crash_with_sigsegv(pool):

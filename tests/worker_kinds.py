@@ -11,7 +11,8 @@ its own tests, so other modules' tests never see it):
 * option ``group=NAME`` puts the configuration in isolation group NAME (default ``"default"``).
 
 It also defines module-level host callbacks (importable in workers, so jaxprs that call them pickle by
-reference) that abort, segfault or hang the process that runs them.
+reference) that abort (plainly, or after a glog fatal line and a long stack trace), segfault or hang the
+process that runs them.
 """
 
 from __future__ import annotations
@@ -84,6 +85,19 @@ register()
 def abort_cb(x: np.ndarray) -> np.ndarray:
     """Host callback: write a marker to fd 2, then SIGABRT."""
     os.write(2, (STDERR_MARKER + "\n").encode())
+    os.abort()
+
+
+#: The fatal line `glog_abort_cb` writes, as XLA's absl logging does on a failed CHECK.
+GLOG_FATAL_LINE = ("F0000 00:00:1764400000.123456 4242 shape_inference.cc:1234] Check failed: "
+                   "operand_shape.rank() == 2 (3 vs. 2) planted by worker_kinds")
+
+
+def glog_abort_cb(x: np.ndarray) -> np.ndarray:
+    """Host callback: write a glog fatal line and a stack trace longer than a CRASH tail, abort."""
+    trace = "".join(f"    @     0x7f00000{k:05x}  xla::HloPassPipeline::Run()\n" for k in range(200))
+    os.write(2, f"W0000 00:00:1.0 4242 warn.cc:1] a harmless warning\n{GLOG_FATAL_LINE}\n"
+                f"*** Check failure stack trace: ***\n{trace}".encode())
     os.abort()
 
 

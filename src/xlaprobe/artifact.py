@@ -128,6 +128,55 @@ def save_artifact(program: Program, directory: str | Path, *,
     return root
 
 
+def save_finding_artifacts(result: Any, root: str | Path,
+                           configs: Sequence[str] | None = None) -> dict[str, str]:
+    """Write one artifact directory per finding of a check (``xlaprobe check`` and campaigns).
+
+    Each directory is ``<root>/<program fingerprint>-<configuration, filesystem-safe>`` (at most
+    120 characters) and holds the program, the float64 reference outputs (when the reference
+    ran), and a ``repro.py`` for the failing configuration with its XLA compiler options.
+
+    Args:
+        result: a `xlaprobe.check.CheckResult`.
+        root: the artifacts directory (``<db dir>/artifacts``); created if missing.
+        configs: the failing configurations to save; None: every finding's.
+
+    Returns:
+        configuration spec -> artifact directory. A write that fails (OSError, a program that
+        does not pickle) is left out with a warning on stderr: the finding itself is still stored.
+    """
+    import pickle
+    import sys
+
+    from xlaprobe.check import REFERENCE
+    from xlaprobe.configs.registry import Configuration
+
+    reference = next((o.outputs for c, o in zip(result.configs, result.outcomes)
+                      if c == REFERENCE and o.ran), None)
+    saved = {}
+    for finding in result.findings:
+        if configs is not None and finding.config not in configs:
+            continue
+        config = Configuration.parse(finding.config)
+        options: dict[str, Any] = {}
+        if config.kind == "xla":
+            from xlaprobe.configs.xla import compiler_options
+            options = compiler_options(config)
+        safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in finding.config)
+        directory = Path(root) / f"{result.program.fingerprint}-{safe}"[:120]
+        try:
+            save_artifact(result.program, directory, reference=reference,
+                          repro_config=finding.config, compiler_options=options,
+                          note=f"{finding.kind.value} on {list(finding.outputs)}; fingerprint "
+                               f"{finding.fingerprint}")
+        except (OSError, pickle.PicklingError) as exc:
+            print(f"warning: could not write the artifact of {finding.config} to {directory}: "
+                  f"{exc}", file=sys.stderr)
+            continue
+        saved[finding.config] = str(directory)
+    return saved
+
+
 def is_artifact(path: str | Path) -> bool:
     """True if `path` is a directory holding an artifact's metadata.json."""
     return (Path(path) / "metadata.json").is_file()

@@ -16,9 +16,10 @@ Seeds. A campaign checks seeds ``seed, seed + 1, ...`` with up to ``jobs + 1`` p
 keeps the lowest seed not yet done (``next_seed``) and the set of done seeds above it.
 
 Deduplication. Two findings with the same `xlaprobe.check.Finding.fingerprint` (primitives of the
-program, input dtypes, configuration, verdict kind) count as one; the first
-`ARTIFACTS_PER_FINGERPRINT` of each get an artifact directory (``<db dir>/artifacts/``), later ones
-are stored as findings without one and counted as duplicates.
+failing outputs' cone of influence, the input dtypes it reads, the configurations failing alike,
+verdict kind) count as one; the first `ARTIFACTS_PER_FINGERPRINT` of each get an artifact
+directory (``<db dir>/artifacts/``, written by `xlaprobe.artifact.save_finding_artifacts`), later
+ones are stored as findings without one and counted as duplicates.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ import concurrent.futures as cf
 import dataclasses
 import json
 import math
-import pickle
 import sqlite3
 import sys
 import time
@@ -44,6 +44,8 @@ ARTIFACTS_PER_FINGERPRINT = 1
 RUN_TIMEOUT_S = 120.0
 #: Equations per generated program, at most.
 MAX_EQUATIONS = 30
+#: Longest accepted ``--time`` (s): 30 days.
+MAX_DURATION_S = 30 * 24 * 3600.0
 #: Configuration kinds that compile with XLA (their Outcome.seconds is XLA compile+run time).
 XLA_KINDS = ("xla", "eager", "mutant")
 
@@ -204,13 +206,14 @@ class CampaignSummary:
 
 
 def parse_duration(text: str | float) -> float:
-    """Seconds in a duration: ``300``, ``300s``, ``10m``, ``1.5h`` (for ``--time``).
+    """Seconds in a duration: ``300``, ``300s``, ``10m``, ``1.5h`` (``xlaprobe fuzz --time``).
 
     >>> parse_duration("10m"), parse_duration("90"), parse_duration("1.5h")
     (600.0, 90.0, 5400.0)
 
     Raises:
-        InvalidArgument: not a positive number with an optional unit s, m or h.
+        InvalidArgument: not a positive number with an optional unit s, m or h, or more than
+            `MAX_DURATION_S`.
     """
     value = str(text).strip().lower()
     scale = {"s": 1.0, "m": 60.0, "h": 3600.0}.get(value[-1:], None)
@@ -219,9 +222,9 @@ def parse_duration(text: str | float) -> float:
         seconds = float(number) * (scale or 1.0)
     except ValueError:
         seconds = math.nan
-    if not (math.isfinite(seconds) and seconds > 0):
-        raise InvalidArgument(f"--time must be a positive duration like 300, 300s, 10m or 1h, "
-                              f"got '{text}'")
+    if not (math.isfinite(seconds) and 0 < seconds <= MAX_DURATION_S):
+        raise InvalidArgument(f"--time must be a positive duration up to 30 days like 300, 300s, "
+                              f"10m or 1h, got '{text}'")
     return seconds
 
 
@@ -237,48 +240,6 @@ def summary_kind(kinds: Sequence[str]) -> str:
 
 def _is_xla(config: str) -> bool:
     return config.split(":")[0].split("[")[0] in XLA_KINDS
-
-
-def save_finding_artifacts(result: Any, root: Path, configs: Sequence[str]) -> dict[str, str]:
-    """Write one artifact directory per finding of `result` among `configs`.
-
-    Args:
-        result: a `xlaprobe.check.CheckResult`.
-        root: the artifacts directory (``<db dir>/artifacts``).
-        configs: the failing configurations to save.
-
-    Returns:
-        configuration spec -> artifact directory (failed writes are left out, with a warning on
-        stderr: the finding itself is still stored).
-    """
-    from xlaprobe.artifact import save_artifact
-    from xlaprobe.check import REFERENCE
-    from xlaprobe.configs.registry import Configuration
-
-    reference = next((o.outputs for c, o in zip(result.configs, result.outcomes)
-                      if c == REFERENCE and o.ran), None)
-    saved = {}
-    for finding in result.findings:
-        if finding.config not in configs:
-            continue
-        config = Configuration.parse(finding.config)
-        options: dict[str, Any] = {}
-        if config.kind == "xla":
-            from xlaprobe.configs.xla import compiler_options
-            options = compiler_options(config)
-        safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in finding.config)
-        directory = root / f"{result.program.fingerprint}-{safe}"[:120]
-        try:
-            save_artifact(result.program, directory, reference=reference,
-                          repro_config=finding.config, compiler_options=options,
-                          note=f"{finding.kind.value} on {list(finding.outputs)}; fingerprint "
-                               f"{finding.fingerprint}")
-        except (OSError, pickle.PicklingError) as exc:
-            print(f"warning: could not write the artifact of {finding.config} to {directory}: "
-                  f"{exc}", file=sys.stderr)
-            continue
-        saved[finding.config] = str(directory)
-    return saved
 
 
 class Campaign:
@@ -427,6 +388,7 @@ class Campaign:
 
     def _record(self, seed: int, program: Any, result: Any) -> None:
         from xlaprobe import jaxprs
+        from xlaprobe.artifact import save_finding_artifacts
 
         state = self.state
         new = {}
@@ -484,8 +446,10 @@ class Campaign:
             fingerprints={k: tuple(v) for k, v in state.fingerprints.items()})
 
     def run(self, time_s: float, *, max_programs: int | None = None,
-            on_progress: Callable[[CampaignSummary], None] | None = None) -> CampaignSummary:
-        """Check programs until `time_s` seconds have passed (or `max_programs` were checked).
+            on_progress: Callable[[CampaignSummary], None] | None = None,
+            stop: Callable[[], bool] | None = None) -> CampaignSummary:
+        """Check programs until `time_s` seconds have passed (or `max_programs` were checked, or
+        `stop` said so).
 
         Programs in flight at the deadline are finished and recorded. On Ctrl-C the workers are
         killed, the state is saved with status ``interrupted`` and KeyboardInterrupt propagates.
@@ -494,6 +458,8 @@ class Campaign:
             time_s: wall-time budget of this session (s).
             max_programs: stop after this many programs in this session (None: no limit).
             on_progress: called with a summary after each recorded program.
+            stop: called after each recorded program; True ends the session early: programs
+                still in flight are dropped, not recorded (their seeds stay to do).
 
         Returns:
             The final summary (status ``done``).
@@ -523,6 +489,8 @@ class Campaign:
 
         try:
             while True:
+                if stop is not None and stop():
+                    break
                 stop_submitting = time.monotonic() >= deadline or (
                     max_programs is not None and session + len(in_flight) >= max_programs)
                 while not stop_submitting and len(in_flight) < self.jobs + 1:

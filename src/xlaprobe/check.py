@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -39,8 +40,10 @@ class Finding:
         config: the configuration spec.
         kind: its most severe verdict kind over output leaves.
         outputs: names of the failing output leaves.
-        fingerprint: structural key for deduplication (hex, 16 chars): primitives of the program,
-            input dtypes, the configuration and the verdict kind.
+        fingerprint: structural key for deduplication (hex, 16 chars): primitives of the failing
+            outputs' cone of influence, the input dtypes it reads, the configurations failing
+            alike and the verdict kind (`structural_fingerprint`); for a crash, the crash's
+            `crash_signature` instead of the cone.
     """
 
     config: str
@@ -110,15 +113,56 @@ def _summary_kind(verdicts: Sequence[Verdict]) -> VerdictKind:
     return VerdictKind.FTZ if VerdictKind.FTZ in kinds else VerdictKind.OK
 
 
-def structural_fingerprint(program: Program, config: str, kind: VerdictKind) -> str:
+def structural_fingerprint(program: Program, config: str, kind: VerdictKind,
+                           outputs: Sequence[int] | None = None) -> str:
     """Deduplication key of a finding (hex, 16 chars).
 
-    Uses the sorted primitive names of the program, its input dtypes, the configuration and the
-    verdict kind; two findings with the same key are most likely one compiler bug.
+    Hashes the sorted primitive names of the failing outputs' cone of influence (the equations
+    they depend on, nested bodies included), the dtypes of the program inputs that cone reads, the
+    configuration difference and the verdict kind. Equations that feed only passing outputs do not
+    count, so two fuzzed programs that hit one compiler bug beside different unrelated code get one
+    key; `judge` passes as `config` all the configurations that fail alike (same kind, same
+    outputs), so a fault that every XLA configuration shares is one key, not one per configuration.
+
+    Args:
+        program: the program.
+        config: the failing configuration's spec, or the sorted comma-joined specs of all the
+            configurations failing alike (``"eager,xla,xla:O0"``).
+        kind: its verdict kind.
+        outputs: positions of the failing output leaves; None: all outputs.
+
+    Returns:
+        16 hex digits.
     """
-    parts = [",".join(sorted(jaxprs.primitives_used(program.jaxpr))),
-             ",".join(sorted({x.dtype.name for x in program.inputs})), config, kind.value]
+    positions = range(len(program.jaxpr.jaxpr.outvars)) if outputs is None else outputs
+    primitives, dtypes = jaxprs.output_cone(program.jaxpr, positions)
+    parts = [",".join(sorted(primitives)), ",".join(sorted(dtypes)), config, kind.value]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
+
+_FATAL = re.compile(r"^F\d{4} [^\]]*?(\w+\.(?:cc|h|cpp)):(\d+)\] (.*)$", re.MULTILINE)
+
+
+def crash_signature(error: str) -> str:
+    """What names a compiler crash in its stderr, for deduplication: the glog fatal line's source
+    location and the failed check, without values; else the first line, digits masked.
+
+    A crash aborts the compilation of the whole program, so the cone of its outputs says nothing;
+    two programs that fail the same check in the same pass are one bug.
+
+    >>> crash_signature("W0000 x\\nF1129 19:31:07.9 7861 algebraic_simplifier.cc:586] Check failed: "
+    ...                 "computation->Accept(this) is OK (INTERNAL: f16[15,1] vs f16[16,1])\\n@ 0x7f")
+    'algebraic_simplifier.cc:586 Check failed: computation->Accept(this) is OK'
+    >>> crash_signature("munmap_chunk(): invalid pointer")
+    'munmap_chunk(): invalid pointer'
+    >>> crash_signature("worker process 5754 died from signal 6 (SIGABRT) and wrote nothing")
+    'worker process # died from signal # (SIGABRT) and wrote nothing'
+    """
+    match = _FATAL.search(error)
+    if match:
+        return f"{match.group(1)}:{match.group(2)} {match.group(3).split(' (')[0].strip()}"
+    first = next((line.strip() for line in error.splitlines() if line.strip()), "")
+    return re.sub(r"\d+", "#", first)[:200]
 
 
 def _reference_verdicts(program: Program, outcome: Outcome) -> list[Verdict]:
@@ -165,6 +209,7 @@ def judge(program: Program, configs: Sequence[str], outcomes: Sequence[Outcome],
     honest = [list(leaves) for leaves in zip(*honest_runs)] if honest_runs else None
     flushed_outputs = usable(flushed)
     verdicts: list[tuple[Verdict, ...]] = []
+    failed: list[tuple[str, VerdictKind, tuple[int, ...], str]] = []
     findings: list[Finding] = []
     for config, outcome in zip(configs, outcomes):
         if config == REFERENCE:
@@ -182,9 +227,17 @@ def judge(program: Program, configs: Sequence[str], outcomes: Sequence[Outcome],
         kind = _summary_kind(leaf_verdicts)
         # A reference that cannot run is a gap in xlaprobe, not a compiler bug.
         if kind.is_finding and not (config == REFERENCE and not outcome.ran):
-            failing = tuple(v.output for v in leaf_verdicts if v.kind.is_finding)
-            findings.append(Finding(config, kind, failing,
-                                    structural_fingerprint(program, config, kind)))
+            failing = tuple(v.index for v in leaf_verdicts if v.kind.is_finding)
+            signature = crash_signature(outcome.error) if kind is VerdictKind.CRASH else ""
+            failed.append((config, kind, failing, signature))
+    for config, kind, failing, signature in failed:
+        # The configuration difference: every configuration that fails alike (same verdict kind,
+        # same outputs) is named, so one fault that xla, xla:O0 and eager share is one key.
+        alike = ",".join(sorted(c for c, k, f, _ in failed if (k, f) == (kind, failing)))
+        key = (hashlib.sha256(f"{signature}|{alike}|{kind.value}".encode()).hexdigest()[:16]
+               if signature else structural_fingerprint(program, alike, kind, failing))
+        findings.append(Finding(config, kind, tuple(program.output_names[i] for i in failing),
+                                key))
     return CheckResult(program, tuple(configs), tuple(outcomes), tuple(verdicts), judged_against,
                        tuple(budget), flushed, tuple(findings))
 

@@ -246,14 +246,65 @@ def primitives_used(closed: ClosedJaxpr) -> set[str]:
     """Names of all primitives in `closed`, nested jaxprs included."""
     names: set[str] = set()
     for eqn in closed.jaxpr.eqns:
-        names.add(eqn.primitive.name)
-        for value in eqn.params.values():
-            for sub in value if isinstance(value, tuple) else (value,):
-                if isinstance(sub, jcore.ClosedJaxpr):
-                    names |= primitives_used(sub)
-                elif isinstance(sub, jcore.Jaxpr):
-                    names |= primitives_used(jcore.ClosedJaxpr(sub, ()))
+        names |= _eqn_primitives(eqn)
     return names
+
+
+def _eqn_primitives(eqn: JaxprEqn) -> set[str]:
+    """The equation's primitive and those of its nested jaxprs."""
+    names = {eqn.primitive.name}
+    for value in eqn.params.values():
+        for sub in value if isinstance(value, tuple) else (value,):
+            if isinstance(sub, jcore.ClosedJaxpr):
+                names |= primitives_used(sub)
+            elif isinstance(sub, jcore.Jaxpr):
+                names |= primitives_used(jcore.ClosedJaxpr(sub, ()))
+    return names
+
+
+def output_cone(closed: ClosedJaxpr, outputs: Sequence[int]) -> tuple[set[str], set[str]]:
+    """Primitives and input dtypes of the cone of influence of some outputs.
+
+    The cone is the top-level equations the outputs depend on (transitively); a primitive inside a
+    nested jaxpr (scan, while, cond bodies) of a cone equation counts too.
+
+    Args:
+        closed: the program's closed jaxpr.
+        outputs: positions in ``closed.jaxpr.outvars``.
+
+    Returns:
+        (primitive names, dtype names of the jaxpr inputs the cone reads). An output that is an
+        input itself adds its dtype and no primitive; a literal output adds nothing.
+
+    >>> closed = jax.make_jaxpr(lambda x, i: (jax.numpy.sin(x), i * 2))(1.0, 3)
+    >>> output_cone(closed, [1])
+    ({'mul'}, {'int32'})
+    """
+    jaxpr = closed.jaxpr
+    def is_var(atom: Any) -> bool:
+        return isinstance(atom, jcore.Var) and not isinstance(atom, jcore.DropVar)
+
+    producer = {v: k for k, eqn in enumerate(jaxpr.eqns) for v in eqn.outvars if is_var(v)}
+    inputs = set(jaxpr.invars)
+    primitives: set[str] = set()
+    dtypes: set[str] = set()
+    seen: set[int] = set()
+    stack = [jaxpr.outvars[i] for i in outputs]
+    while stack:
+        atom = stack.pop()
+        if not is_var(atom):
+            continue
+        if atom in inputs:
+            dtypes.add(np.dtype(atom.aval.dtype).name if hasattr(atom.aval, "dtype") else
+                       str(atom.aval))
+        k = producer.get(atom)
+        if k is None or k in seen:
+            continue
+        seen.add(k)
+        eqn = jaxpr.eqns[k]
+        primitives |= _eqn_primitives(eqn)
+        stack.extend(eqn.invars)
+    return primitives, dtypes
 
 
 def as_numpy(value: Any) -> np.ndarray:

@@ -20,7 +20,9 @@ Rules (see DESIGN.md, "Oracle: no false alarms, no missed bugs"):
   error.
 - A zero where the reference is subnormal in the output dtype is flushing to zero, a freedom of
   XLA:CPU: labelled ``ftz``, not a mismatch. NaN where the reference is finite is a finding, unless
-  the honest run gives NaN there too; likewise for infinities.
+  the honest run gives NaN there too; likewise for infinities. Where an honest run overflows
+  (non-finite where float64 is finite), any non-finite output is honest: which one comes out
+  depends on the order of operations.
 """
 
 from __future__ import annotations
@@ -234,21 +236,29 @@ def _judge_exact(actual: np.ndarray, reference: np.ndarray, base: dict[str, Any]
                    **base)
 
 
-def _honest_error_below(magnitude: np.ndarray, honest_err: np.ndarray) -> np.ndarray:
+def _honest_error_below(magnitude: np.ndarray, honest_err: np.ndarray,
+                        at: np.ndarray | None = None) -> np.ndarray:
     """Per element, the largest honest error among elements of no larger reference magnitude.
 
     Honest rounding errors land on different elements in different runs, so an element may be
     off by any error the honest run showed on an element no larger than itself; errors of larger
     elements are not evidence for smaller ones (a 1-ULP error on 2.0 says nothing about 1e-13).
+    With `at` (same shape), the same at other magnitudes: elements of no larger magnitude than
+    ``at`` (0 where there is none).
 
     >>> _honest_error_below(np.array([2.0, 1e-13, 1.0]), np.array([2e-7, 0.0, 1e-7])).tolist()
     [2e-07, 0.0, 1e-07]
+    >>> _honest_error_below(np.array([2.0, 1e-13, 1.0]), np.array([2e-7, 0.0, 1e-7]),
+    ...                     at=np.array([0.0, 1.5, 1e-20])).tolist()
+    [0.0, 1e-07, 0.0]
     """
     flat_mag, flat_err = magnitude.ravel(), honest_err.ravel()
     order = np.argsort(flat_mag, kind="stable")
     running = np.maximum.accumulate(flat_err[order])
-    last_of_equal = np.searchsorted(flat_mag[order], flat_mag, side="right") - 1
-    return running[last_of_equal].reshape(magnitude.shape)
+    query = flat_mag if at is None else np.asarray(at, np.float64).ravel()
+    last_of_equal = np.searchsorted(flat_mag[order], query, side="right") - 1
+    found = np.where(last_of_equal >= 0, running[np.maximum(last_of_equal, 0)], 0.0)
+    return found.reshape(magnitude.shape)
 
 
 def _judge_float(actual: np.ndarray, reference: np.ndarray, budget: np.ndarray | None,
@@ -268,9 +278,16 @@ def _judge_float(actual: np.ndarray, reference: np.ndarray, budget: np.ndarray |
     both_nan = np.isnan(ref) & np.isnan(out)
     same_inf = np.isinf(ref) & np.isinf(out) & (np.sign(ref) == np.sign(out))
     # Where the honest run gives the same non-finite value, the reference's finiteness is moot.
+    # Where any honest run overflows although float64 does not (partial sums of a dot or a
+    # convolution beyond the dtype's range), which non-finite value comes out (+inf, -inf, or NaN
+    # from inf - inf) depends on the unspecified order of operations: any of them is honest.
     if honest is not None:
+        honest_overflow = np.zeros(out.shape, bool)
+        for run in honest_runs:
+            honest_overflow |= ~np.isfinite(run)
         honest_agrees = (np.isnan(honest) & np.isnan(out)) | (
-            np.isinf(honest) & np.isinf(out) & (np.sign(honest) == np.sign(out)))
+            np.isinf(honest) & np.isinf(out) & (np.sign(honest) == np.sign(out))) | (
+            honest_overflow & finite_ref & ~finite_out)
     else:
         honest_agrees = np.zeros(out.shape, bool)
     special_ok = both_nan | same_inf | honest_agrees
@@ -281,6 +298,7 @@ def _judge_float(actual: np.ndarray, reference: np.ndarray, budget: np.ndarray |
     diff = np.where(comparable, np.abs(out - ref), 0.0)
     ref_abs = np.abs(np.where(comparable, ref, 0.0))
     slack = np.zeros(out.shape)
+    slack_at: Any = None  # the budget at other magnitudes (for the flushed run), if it scales
     if honest is not None:
         honest_err = np.zeros(out.shape)
         for run in honest_runs:
@@ -295,19 +313,29 @@ def _judge_float(actual: np.ndarray, reference: np.ndarray, budget: np.ndarray |
             slack = np.full(out.shape, BUDGET_FACTOR * worst_honest)
         else:
             slack = BUDGET_FACTOR * honest_err + _honest_error_below(ref_abs, honest_err)
+
+            def slack_at(magnitude: np.ndarray) -> np.ndarray:
+                # Honest error is relative to a value's size: at |v| the element's share of it.
+                ratio = np.minimum(magnitude / np.maximum(ref_abs, tiny), 1.0)
+                return BUDGET_FACTOR * honest_err * ratio + _honest_error_below(ref_abs, honest_err,
+                                                                              magnitude)
+    tiny = float(ml_dtypes.finfo(dtype).tiny)
     over = comparable & (diff > atol + slack) & (diff > rtol * ref_abs + slack)
     ulps = np.where(comparable, ulp_distance(out, ref, dtype), 0.0)
     if max_ulps:
         over &= ulps > max_ulps
     # Flushing subnormals to zero (inputs and results) is a legal freedom on XLA:CPU.
-    tiny = float(ml_dtypes.finfo(dtype).tiny)
     ref_rounded = np.abs(ref.astype(dtype).astype(np.float64))
     flushed = over & (out == 0) & (ref_rounded < tiny)
     if flushed_run is not None:
         ftz = np.asarray(flushed_run, np.float64)
         ftz_diff = np.abs(out - ftz)
+        # The budget at the flushed value's magnitude, not the reference's: a flushed zero
+        # explains a zero, not a garbage value as small as the reference's own honest error.
+        ftz_abs = np.where(np.isfinite(ftz), np.abs(ftz), 0.0)
+        ftz_slack = slack if slack_at is None else slack_at(ftz_abs)
         agrees = (np.isnan(ftz) & np.isnan(out)) | (ftz == out) | (
-            np.isfinite(ftz_diff) & (ftz_diff <= rtol * np.abs(ftz) + slack))
+            np.isfinite(ftz_diff) & (ftz_diff <= np.maximum(atol, rtol * ftz_abs + ftz_slack)))
         # Only where flushing changes the honest result is it the explanation.
         differs_by_flushing = np.ones(out.shape, bool) if honest is None else ~(
             (ftz == honest) | (np.isnan(ftz) & np.isnan(honest)))

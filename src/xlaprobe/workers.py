@@ -32,6 +32,7 @@ import multiprocessing
 import os
 import pickle
 import queue
+import re
 import signal
 import sys
 import tempfile
@@ -190,17 +191,61 @@ def _worker_main(conn: mp_connection.Connection, log_path: str, preload: tuple[s
 # --------------------------------------------------------------------------------------------------
 # The parent side.
 
+#: How much of a dead worker's log is searched for its fatal line (bytes, from the end).
+_FATAL_SEARCH_BYTES = 1 << 20
+#: glog's fatal line: severity F, then MMDD (``F0000 00:00:...`` in XLA's absl logging), or a
+#: ``Check failed`` anywhere in a line.
+_FATAL_LINE = re.compile(r"^F\d{4} .*$|^.*Check failed.*$", re.MULTILINE)
+
+
+def crash_excerpt(text: str, limit: int = STDERR_TAIL_CHARS) -> str:
+    r"""What a CRASH outcome keeps of a dead worker's stderr: its tail, led by the fatal line.
+
+    A compiler that aborts on a failed check logs one line saying why (``F0000 ... Check failed:
+    ...``), then a stack trace that easily fills the tail; that line is the one that names the bug,
+    so it is kept even when the tail no longer holds it.
+
+    Args:
+        text: the worker's stderr (possibly only its end).
+        limit: most characters returned (>= 200).
+
+    Returns:
+        The stripped text when it fits in `limit`; else its last characters, preceded by the last
+        glog fatal line (the last ``Check failed`` line when there is no ``F`` line), cut to a
+        quarter of `limit`, and a ``...`` line, when the tail does not already hold it.
+
+    >>> log = "W0000 a warning\nF0000 00:00:1.0 1 hlo.cc:9] Check failed: a == b (1 vs. 2)\n"
+    >>> out = crash_excerpt(log + "*** Check failure stack trace: ***\n" + "    @ frame\n" * 100, 300)
+    >>> out.splitlines()[0]
+    'F0000 00:00:1.0 1 hlo.cc:9] Check failed: a == b (1 vs. 2)'
+    >>> len(out) <= 300
+    True
+    """
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    tail = text[-limit:]
+    fatal = [m.group(0).strip() for m in _FATAL_LINE.finditer(text)]
+    fatal_f = [line for line in fatal if line[:1] == "F" and line[1:5].isdigit()]
+    line = (fatal_f or fatal or [""])[-1]
+    if not line or line in tail:
+        return tail
+    head = line[: limit // 4] + "\n...\n"
+    return head + text[-(limit - len(head)):].lstrip()
+
+
 def _tail(path: str | None, limit: int = STDERR_TAIL_CHARS) -> str:
+    """`crash_excerpt` of the end of the log file at `path` ("" when there is none)."""
     if path is None:
         return ""
     try:
         with open(path, "rb") as file:
             file.seek(0, os.SEEK_END)
-            file.seek(max(0, file.tell() - 4 * limit))
+            file.seek(max(0, file.tell() - _FATAL_SEARCH_BYTES))
             data = file.read()
     except OSError:
         return ""
-    return data.decode("utf-8", "replace").strip()[-limit:]
+    return crash_excerpt(data.decode("utf-8", "replace"), limit)
 
 
 def _signal_name(signum: int) -> str:

@@ -237,6 +237,8 @@ def _convert_saturates(hlo: HloText) -> tuple[Instruction, str] | None:
     source = names[target.operands[0]]
     low, high = _INT_RANGE[target.element_type]
     scalar = source.element_type
+    if scalar.startswith("u"):  # an unsigned source cannot hold a negative bound (u32 -> s8)
+        low = max(low, 0)
     lo, hi, lo_b, hi_b, clamped = (hlo.fresh_name(f"mutant_{n}") for n in
                                    ("low", "high", "low_b", "high_b", "clamped"))
     dims = f"dimensions={{}}"
@@ -418,9 +420,14 @@ class MutantKind:
         import jax.extend.xla as jex
         from jax._src.lib import xla_client
 
+        # The default printer elides constants of more than a few elements as "{...}", and the
+        # parser reads that back as other values: print them, or every round trip corrupts them.
+        options = xla_client.hlo.HloPrintOptions()
+        options.print_large_constants = True
+
         def transform(serialized: bytes) -> bytes | None:
             module = xla_client.hlo.HloModule.from_serialized_hlo_module_proto(serialized)
-            applied = apply_mutant(mutant, module.to_string())
+            applied = apply_mutant(mutant, module.to_string(options))
             if applied is None:
                 return None
             text, site = applied

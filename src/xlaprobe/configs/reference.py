@@ -123,11 +123,11 @@ def _prepare(value: Any, aval: Any) -> Any:
 
 
 def _finish(value: Any, aval: Any, native: bool, flush: bool = False,
-            rng: np.random.Generator | None = None) -> Any:
+            rng: np.random.Generator | None = None, roundoffs: float = 1.0) -> Any:
     """A rule's result in carried form; in native mode floats are rounded to the outvar dtype, and
     with `flush` subnormal results become zero of the same sign; with `rng` (Monte Carlo
-    arithmetic) each result is first perturbed by a random relative amount of up to one unit
-    roundoff of its dtype."""
+    arithmetic) each result is first perturbed by a random relative amount of up to `roundoffs`
+    unit roundoffs of its dtype."""
     dtype = aval.dtype
     kind = _kind(dtype)
     if kind == "k":
@@ -136,7 +136,7 @@ def _finish(value: Any, aval: Any, native: bool, flush: bool = False,
         out = np.asarray(value, dtype=_carrier(dtype))
         if native and rng is not None and kind == "f" and out.size:
             # Like stochastic rounding, leave results the dtype represents exactly alone.
-            roundoff = float(ml_dtypes.finfo(dtype).eps) / 2
+            roundoff = roundoffs * float(ml_dtypes.finfo(dtype).eps) / 2
             inexact = out.astype(dtype).astype(out.dtype) != out
             out = np.where(inexact, out * (1.0 + roundoff * rng.uniform(-1.0, 1.0, out.shape)), out)
         if native and np.dtype(dtype) != out.dtype:
@@ -239,7 +239,9 @@ class _Interpreter:
         # select or a slice is exact, and perturbing it would break exact equalities programs
         # rely on (the argmax mask eq(x, max(x)) of a max's gradient).
         rng = self.rng if name in ROUNDING_PRIMITIVES else None
-        return [_finish(o, v.aval, self.native, self.flush, rng)
+        # XLA's transcendental kernels are approximations a few ULPs wide, not correctly rounded.
+        roundoffs = 2.0 * APPROXIMATION_ULPS if name in APPROXIMATE_PRIMITIVES else 1.0
+        return [_finish(o, v.aval, self.native, self.flush, rng, roundoffs)
                 for o, v in zip(outs, eqn.outvars, strict=True)]
 
 
@@ -249,7 +251,10 @@ class _Interpreter:
         # larger. Monte Carlo arithmetic that perturbs only the final sum would undersample it, so
         # sample the probabilistic bound sqrt(n) * u * sum|terms| (Higham and Mary, "A new approach
         # to probabilistic rounding error analysis", SIAM J. Sci. Comput. 2019).
-        magnitude = np.asarray(rule(ctx, *[np.abs(a) for a in args], **params), np.float64)
+        # |terms|: the floating operands only (abs of scatter indices would move them).
+        magnitude = np.asarray(rule(ctx, *[np.abs(a) if isinstance(a, np.ndarray) and
+                                           a.dtype.kind in "fc" else a for a in args],
+                                    **params), np.float64)
         terms = _ACCUMULATION_TERMS[ctx.eqn.primitive.name](args, params, magnitude)
         roundoff = float(ml_dtypes.finfo(ctx.out_dtype).eps) / 2
         noise = self.rng.uniform(-1.0, 1.0, magnitude.shape)
@@ -271,8 +276,9 @@ def evaluate(closed_jaxpr: Any, inputs: Sequence[np.ndarray], *,
             equation to zero (``reference:ftz``): what XLA:CPU may legally do (DAZ/FTZ).
         mca_seed: with `round_each_op`, Monte Carlo arithmetic (``reference:mca[seed=N]``): every
             floating result is perturbed by a random relative amount of up to one unit roundoff
-            before rounding, so repeated runs sample the spread of honest rounding errors rather
-            than one instance of it. Source: D. S. Parker, "Monte Carlo Arithmetic" (1997); the
+            (`APPROXIMATION_ULPS` ULPs for `APPROXIMATE_PRIMITIVES`, sums by
+            `_ACCUMULATION_TERMS`) before rounding, so repeated runs sample the spread of honest
+            rounding errors rather than one instance of it. Source: D. S. Parker, "Monte Carlo Arithmetic" (1997); the
             CESTAC method of J. Vignes (1993).
 
     Returns:
@@ -443,7 +449,8 @@ def _reduce_precision(ctx: _Ctx, x: np.ndarray, *, exponent_bits: int, mantissa_
         return x
     nbits = dtype.itemsize * 8
     uint = np.dtype(f"uint{nbits}")
-    bits = np.ascontiguousarray(x.astype(dtype)).view(uint).astype(np.uint64)
+    # astype with order C, not ascontiguousarray: that turns a rank-0 value into shape (1,).
+    bits = np.asarray(x).astype(dtype, order="C").view(uint).astype(np.uint64)
     one = np.uint64(1)
     if mantissa_bits < src_mant:
         shift = np.uint64(src_mant - mantissa_bits)
@@ -584,7 +591,7 @@ def _total_order_key(x: np.ndarray, dtype: Any) -> np.ndarray:
         return (x.astype(np.uint64) ^ np.uint64(1 << 63)).view(np.int64)
     if _kind(dtype) != "f":
         return x.astype(np.int64)
-    bits = np.ascontiguousarray(np.asarray(x, np.float64)).view(np.int64)
+    bits = np.asarray(x).astype(np.float64, order="C").view(np.int64)  # keeps rank 0
     return bits ^ ((bits >> 63) & np.int64(0x7FFFFFFFFFFFFFFF))
 
 
@@ -636,7 +643,7 @@ def _convert_element_type(ctx: _Ctx, x: np.ndarray, *, new_dtype: Any, **_: Any)
 
 def _bitcast_convert_type(ctx: _Ctx, x: np.ndarray, *, new_dtype: Any, **_: Any) -> np.ndarray:
     src, dst = np.dtype(ctx.in_dtypes[0]), np.dtype(new_dtype)
-    raw = np.ascontiguousarray(x.astype(src))
+    raw = np.asarray(x).astype(src, order="C")  # ascontiguousarray would make rank 0 shape (1,)
     if src.itemsize == dst.itemsize:
         return raw.view(dst)
     if src.itemsize > dst.itemsize:
@@ -660,6 +667,23 @@ def _identity(ctx: _Ctx, *args: Any, **_: Any) -> Any:
     return list(args) if ctx.multiple_results else args[0]
 
 
+def _pow(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """IEEE 754 pow (C99 Annex F), as XLA computes it, for any shapes that broadcast.
+
+    NumPy takes shortcuts when the exponent is a scalar or 0-d array (0.5 -> sqrt, 2 -> square):
+    ``np.power(-inf, 0.5)`` is NaN and ``np.power(-0.0, 0.5)`` is -0.0, where pow gives +inf and
+    +0. Contiguous flat copies never take them (a broadcast view, stride 0, still does).
+
+    >>> _pow(np.array([-np.inf, -0.0, 4.0]), np.array(0.5)).tolist()
+    [inf, 0.0, 2.0]
+    >>> float(_pow(np.array(-np.inf), np.array(0.5)))
+    inf
+    """
+    xb, yb = np.broadcast_arrays(x, y)
+    return np.power(np.array(xb, order="C").reshape(-1),
+                    np.array(yb, order="C").reshape(-1)).reshape(xb.shape)
+
+
 _UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "neg": np.negative, "floor": np.floor, "ceil": np.ceil, "is_finite": np.isfinite,
     "exp": np.exp, "exp2": np.exp2, "log": np.log, "log1p": np.log1p, "expm1": np.expm1,
@@ -673,7 +697,7 @@ _UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 }
 
 _BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "pow": np.power, "atan2": np.arctan2,
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "pow": _pow, "atan2": np.arctan2,
     "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor, "eq": np.equal,
     "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
     "ge": np.greater_equal, "add_any": np.add, "complex": lambda x, y: x + 1j * y,
@@ -725,7 +749,19 @@ def _dynamic_update_slice(ctx: _Ctx, x: np.ndarray, update: np.ndarray, *starts:
 
 
 def _pad_general(x: np.ndarray, value: Any, config: Sequence[tuple[int, int, int]]) -> np.ndarray:
-    """Pad with (low, high, interior) per dim; negative low/high crop (StableHLO pad)."""
+    """Pad with (low, high, interior) per dim; negative low/high crop (StableHLO pad).
+
+    Interior padding first, then the positive edges, then the crop: a negative edge may crop
+    through the operand into the padding of the other edge (``(3, -4, 0)`` on 2 elements keeps
+    one padding value). The result has ``lo + n + (n - 1) * interior + hi`` elements per dim.
+
+    >>> _pad_general(np.array([1.0, 2.0]), 0.0, [(3, -4, 0)]).tolist()
+    [0.0]
+    >>> _pad_general(np.array([1.0, 2.0]), 0.0, [(-3, 2, 0)]).tolist()
+    [0.0]
+    >>> _pad_general(np.array([1.0, 2.0, 3.0]), 9.0, [(-1, 1, 1)]).tolist()
+    [9.0, 2.0, 9.0, 3.0, 9.0]
+    """
     for axis, (lo, hi, interior) in enumerate(config):
         lo, hi, interior = int(lo), int(hi), int(interior)
         n = x.shape[axis]
@@ -738,18 +774,20 @@ def _pad_general(x: np.ndarray, value: Any, config: Sequence[tuple[int, int, int
             y[tuple(index)] = x
             x = y
         parts = []
-        if lo > 0:
-            shape = list(x.shape)
-            shape[axis] = lo
-            parts.append(np.full(shape, value, dtype=x.dtype))
+        for edge in (lo, None, hi):
+            if edge is None:
+                parts.append(x)
+            elif edge > 0:
+                shape = list(x.shape)
+                shape[axis] = edge
+                parts.append(np.full(shape, value, dtype=x.dtype))
+        padded = np.concatenate(parts, axis=axis) if len(parts) > 1 else parts[0]
+        # Crop on the padded axis with explicit bounds: a negative stop would wrap around.
+        start = max(-lo, 0)
+        stop = max(padded.shape[axis] - max(-hi, 0), start)
         index = [slice(None)] * x.ndim
-        index[axis] = slice(max(-lo, 0), x.shape[axis] - max(-hi, 0))
-        parts.append(x[tuple(index)])
-        if hi > 0:
-            shape = list(x.shape)
-            shape[axis] = hi
-            parts.append(np.full(shape, value, dtype=x.dtype))
-        x = np.concatenate(parts, axis=axis) if len(parts) > 1 else parts[0]
+        index[axis] = slice(start, stop)
+        x = padded[tuple(index)]
     return x
 
 
@@ -792,7 +830,31 @@ def _reduce_sum(ctx: _Ctx, x: np.ndarray, *, axes: Sequence[int], **_: Any) -> n
 
 def _reduce_prod(ctx: _Ctx, x: np.ndarray, *, axes: Sequence[int], **_: Any) -> np.ndarray:
     acc = ctx.acc_dtype()
+    if ctx.interp.flush and _kind(acc) == "f":
+        return _flushed_product(x.astype(acc), tuple(axes))
     return np.prod(x.astype(acc), axis=tuple(axes), dtype=acc)
+
+
+def _flushed_product(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    """Product over `axes`, in order, flushing subnormal partial products to zero (``reference:ftz``).
+
+    XLA:CPU may flush subnormal intermediates of a reduction, and in a product one flushed partial
+    product zeroes the result: 0.543 * 1.1755e-38 (subnormal in float32) * 1.64 * -1.375 is
+    -1.44e-38, but -0 after flushing (fuzz seed 7100246, a bfloat16 reduce_prod).
+
+    >>> x = np.array([0.54296875, 1.1754943508222875e-38, 1.640625, -1.375], np.float32)
+    >>> float(_flushed_product(x, (0,)))
+    -0.0
+    """
+    kept = [d for d in range(x.ndim) if d not in axes]
+    flat = np.transpose(x, kept + list(axes)).reshape(
+        tuple(x.shape[d] for d in kept) + (-1,))
+    tiny = np.finfo(x.dtype).tiny
+    out = np.ones(flat.shape[:-1], x.dtype)
+    for k in range(flat.shape[-1]):
+        out = out * flat[..., k]
+        out = np.where(np.abs(out) < tiny, np.copysign(np.zeros((), x.dtype), out), out)
+    return out
 
 
 def _lowest(dtype: Any) -> Any:
@@ -1618,6 +1680,18 @@ ROUNDING_PRIMITIVES = frozenset({
     "conv_general_dilated", "cumsum", "cumprod", "cumlogsumexp", "reduce_window_sum",
     "scatter-add", "scatter_add", "scatter-mul", "scatter_mul", "select_and_scatter_add"})
 
+#: Rounding primitives whose XLA:CPU kernels are polynomial or rational approximations, accurate to
+#: a few ULPs rather than correctly rounded (a legal freedom: DESIGN.md, "approximate
+#: transcendentals"). Monte Carlo arithmetic perturbs their results by up to `APPROXIMATION_ULPS`
+#: ULPs instead of half a ULP, so that cancellation downstream (``tan(x) - tanh(tan(x))``) gets a
+#: budget for it.
+APPROXIMATE_PRIMITIVES = frozenset({
+    "rsqrt", "cbrt", "exp", "exp2", "expm1", "log", "log1p", "tanh", "logistic", "sin", "cos",
+    "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "atan2", "erf",
+    "erfc", "erf_inv", "lgamma", "digamma", "pow"})
+#: Width of XLA's transcendental approximations assumed by Monte Carlo arithmetic (ULPs).
+APPROXIMATION_ULPS = 2
+
 #: Primitives that sum many terms -> number of terms per output element (Monte Carlo mode).
 _ACCUMULATION_TERMS: dict[str, Callable[[list[Any], dict[str, Any], np.ndarray], int]] = {
     "reduce_sum": lambda args, params, out: args[0].size // max(out.size, 1),
@@ -1625,6 +1699,29 @@ _ACCUMULATION_TERMS: dict[str, Callable[[list[Any], dict[str, Any], np.ndarray],
         args[0].shape[d] for d in params["dimension_numbers"][0][0]),
     "conv_general_dilated": lambda args, params, out: args[1].size // max(
         args[1].shape[params["dimension_numbers"].rhs_spec[0]], 1),
+    # a prefix sum's last element adds the whole axis
+    "cumsum": lambda args, params, out: args[0].shape[params["axis"]] if args[0].ndim else 1,
+    "reduce_window_sum": lambda args, params, out: math.prod(params["window_dimensions"]),
+    "scatter-add": lambda args, params, out: 1 + _most_collisions(args, params),
 }
+
+
+def _most_collisions(args: list[Any], params: dict[str, Any]) -> int:
+    """Most scatter updates landing on one operand element (0 when none lands).
+
+    >>> import jax, jax.numpy as jnp
+    >>> eqn = jax.make_jaxpr(lambda x, i, u: x.at[i].add(u))(
+    ...     jnp.zeros(4), jnp.array([1, 3, 1, 1]), jnp.ones(4)).eqns[-1]
+    >>> _most_collisions([np.zeros(4), np.array([[1], [3], [1], [1]]), np.ones(4)], eqn.params)
+    3
+    """
+    operand, indices, updates = args[:3]
+    targets, landed = _scatter_targets(operand, indices, updates, params["dimension_numbers"],
+                                       params["mode"])
+    if not operand.ndim:  # every update that lands adds to the one element
+        return int(np.count_nonzero(landed))
+    if not targets[0].size:
+        return 0
+    return int(np.bincount(np.ravel(np.ravel_multi_index(targets, operand.shape))).max())
 
 KIND = ReferenceKind()

@@ -1,0 +1,165 @@
+"""Fuzzing against mutant compilers: does a short campaign find each planted miscompilation?
+
+For every mutant (`xlaprobe mutants`) a campaign (`xlaprobe.campaign.Campaign`, a fresh temporary
+store, the same first seed for all) runs the configurations ``xla,mutant:NAME,reference`` for up to
+``--time`` and stops at the first program where ``mutant:NAME`` is flagged and plain ``xla`` is
+not: a detection attributable to the planted fault. A flag without the mutant having fired (no
+mutation site reported, no crash) is counted apart as a false alarm, not a detection.
+
+Prints one row per mutant (found, seconds to the first detection, programs checked, the verdict
+kind and where the mutant fired) and the detection rate over the mutants that must be found. The
+below-tolerance mutant (``constant-few-ulps``) must NOT be found and is reported apart; a false
+alarm there is a failure of the oracle.
+
+    python benchmarks/fuzz_mutants.py                          # 5 minutes per mutant at most
+    python benchmarks/fuzz_mutants.py --time 60 --mutants swap-subtract-fused,crash-on-sort
+    python benchmarks/fuzz_mutants.py --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from xlaprobe.campaign import Campaign, parse_duration
+from xlaprobe.configs.mutants import MUTANTS
+from xlaprobe.outcome import OutcomeKind
+
+#: Mutants that must stay unflagged (their fault is below tolerance by design).
+MUST_NOT_FIND = ("constant-few-ulps",)
+
+
+class _DetectingCampaign(Campaign):
+    """A campaign that watches each result for a detection attributable to its mutant.
+
+    Attributes:
+        mutant: the ``mutant:NAME`` spec watched.
+        detection: None, or a dict (seed, verdict kind, failing outputs, fired sites, seconds since
+            the campaign object was made) for the first program where the mutant is flagged, it
+            fired, and plain ``xla`` is not flagged.
+        unfired_flags: seeds of programs where the mutant was flagged without firing (false
+            alarms).
+        fired: programs on which the mutant fired (changed the compiled program or crashed).
+    """
+
+    def __init__(self, *args: Any, mutant: str, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.mutant = mutant
+        self.detection: dict[str, Any] | None = None
+        self.unfired_flags: list[int] = []
+        self.fired = 0
+        self.started = time.monotonic()
+
+    def _record(self, seed: int, program: Any, result: Any) -> None:
+        super()._record(seed, program, result)
+        flagged = {f.config: f for f in result.findings}
+        outcome = dict(zip(result.configs, result.outcomes))[self.mutant]
+        fired = bool(outcome.mutations) or outcome.kind is OutcomeKind.CRASH
+        self.fired += fired
+        finding = flagged.get(self.mutant)
+        if finding is None or "xla" in flagged or self.detection is not None:
+            return
+        if not fired:
+            self.unfired_flags.append(seed)
+            return
+        self.detection = {
+            "seed": seed, "kind": finding.kind.value, "outputs": list(finding.outputs),
+            "equations": program.num_equations,
+            "sites": [f"{m.opcode} {m.instruction} (eqn {m.equation})"
+                      for m in outcome.mutations] or [outcome.error.strip().splitlines()[-1][:80]
+                                                      if outcome.error.strip() else "crash"],
+            "seconds": time.monotonic() - self.started}
+
+
+def run_mutant(name: str, *, time_s: float, seed: int, jobs: int, db_dir: Path) -> dict[str, Any]:
+    """One campaign against ``mutant:NAME``.
+
+    Args:
+        name: a mutant name (`xlaprobe.configs.mutants.MUTANTS`).
+        time_s: the campaign's wall-time budget (s).
+        seed: its first generator seed.
+        jobs: worker processes per isolation group.
+        db_dir: directory for its store (``<name>.db``).
+
+    Returns:
+        A row: mutant, found (bool), seconds (to the first detection, or the campaign's wall time),
+        programs (checked), fired (programs the mutant fired on), unfired_flags (seeds),
+        xla_findings (programs where plain xla was flagged), and the detection record (or None).
+    """
+    spec = f"mutant:{name}"
+    campaign = _DetectingCampaign(db_dir / f"{name}.db", ["xla", spec, "reference"], seed=seed,
+                                  jobs=jobs, mutant=spec)
+    started = time.monotonic()
+    try:
+        summary = campaign.run(time_s, stop=lambda: campaign.detection is not None)
+    finally:
+        campaign.close()
+    wall = time.monotonic() - started
+    detection = campaign.detection
+    xla_flagged = sum(n for k, n in summary.verdicts.get("xla", {}).items()
+                      if k not in ("ok", "ftz"))
+    return {"mutant": name, "found": detection is not None,
+            "seconds": round(detection["seconds"] if detection else wall, 1),
+            "programs": summary.programs, "fired": campaign.fired,
+            "unfired_flags": campaign.unfired_flags, "xla_findings": xla_flagged,
+            "detection": detection}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--time", default="5m", help="budget per mutant: 300, 300s, 5m")
+    parser.add_argument("--seed", type=int, default=0, help="first seed of every campaign")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes per group")
+    parser.add_argument("--mutants", default="", help="comma-separated names (default: all)")
+    parser.add_argument("--json", help="also write the rows to this file")
+    args = parser.parse_args()
+    time_s = parse_duration(args.time)
+    names = [n for n in args.mutants.split(",") if n] or list(MUTANTS)
+    unknown = [n for n in names if n not in MUTANTS]
+    if unknown:
+        parser.error(f"unknown mutants {unknown}; known: {', '.join(MUTANTS)}")
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="xlaprobe-fuzz-mutants-") as tmp:
+        for name in names:
+            row = run_mutant(name, time_s=time_s, seed=args.seed, jobs=args.jobs,
+                             db_dir=Path(tmp))
+            rows.append(row)
+            where = (f"{row['detection']['kind']} on seed {row['detection']['seed']}: "
+                     f"{'; '.join(row['detection']['sites'])[:90]}" if row["found"] else "")
+            print(f"{name}: found={row['found']} after {row['seconds']} s, {row['programs']} "
+                  f"programs, fired on {row['fired']} {where}", file=sys.stderr, flush=True)
+
+    print(f"{'mutant':<32} {'found':<6} {'s to first':>10} {'programs':>8} {'fired':>6} "
+          f"{'xla flagged':>11} {'unfired flags':>13}  detection")
+    for row in rows:
+        d = row["detection"]
+        detail = (f"{d['kind']} seed {d['seed']} ({d['equations']} eqns): "
+                  f"{'; '.join(d['sites'])}"[:100] if d else "")
+        seconds = f"{row['seconds']:.1f}" if row["found"] else "-"
+        print(f"{row['mutant']:<32} {'yes' if row['found'] else 'no':<6} {seconds:>10} "
+              f"{row['programs']:>8} {row['fired']:>6} {row['xla_findings']:>11} "
+              f"{len(row['unfired_flags']):>13}  {detail}")
+    scored = [r for r in rows if r["mutant"] not in MUST_NOT_FIND]
+    found = sum(r["found"] for r in scored)
+    print(f"detection rate: {found}/{len(scored)} = {found / max(len(scored), 1):.0%} of the "
+          f"mutants that must be found (budget {time_s:g} s each, seed {args.seed})")
+    for row in rows:
+        if row["unfired_flags"]:
+            print(f"{row['mutant']}: flagged without firing on seeds {row['unfired_flags']} "
+                  "(not detections)")
+        if row["mutant"] in MUST_NOT_FIND:
+            print(f"{row['mutant']} (below tolerance, must not be found): "
+                  f"{'FLAGGED (false alarm)' if row['found'] else 'not flagged, as it should'} "
+                  f"in {row['programs']} programs, fired on {row['fired']}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
