@@ -106,6 +106,15 @@ def test_corpus_mutant_is_localized_exactly(name, mutant, lpool):
     if site.fusion:
         assert site.fusion in loc.fusions, (site, loc.fusions)
     assert loc.cycles <= cycle_bound(loc.equations)
+    # Tier 4: the mutated HLO instruction inside the fusion, with its jaxpr equation. A transpose
+    # lowered as a reshape feeds a copy (the equation's value): the copy is named, with it.
+    assert loc.op_kernel == site.fusion and loc.op_equation == site.equation, loc.op_evidence
+    if mutant == "transpose-as-reshape":
+        assert site.instruction in loc.op_with
+    else:
+        assert loc.op_instruction == site.instruction  # (its opcode is the mutated one)
+    # Tier 5 on a planted fault: its own hook pass (known; xla_disable_hlo_passes cannot reach it).
+    assert loc.compiler_pass == f"xlaprobe-mutant-{mutant}" and loc.pass_cycles == 0
 
 
 #: Zoo model cases whose fault fires deep in the model (the site is near its end), with the tier-2
@@ -123,6 +132,9 @@ def test_zoo_mutant_is_localized_exactly(model, mutant, method, lpool):
     assert loc.method == ("cuts" if method == "auto" else method)
     assert loc.equation == site.equation and loc.segment == (site.equation,), loc
     assert site.fusion in loc.fusions
+    # Tier 4 names the mutated instruction, or the copy it feeds with it (a transpose lowered as
+    # a reshape computes nothing itself).
+    assert site.instruction in (loc.op_instruction, *loc.op_with), loc.op_evidence
     assert loc.cycles <= cycle_bound(loc.equations)
     data = json.loads(json.dumps(loc.to_json()))
     assert data["equation"] == site.equation and data["steps"][0]["tier"] == "outputs"
@@ -154,28 +166,48 @@ def test_real_case_int8_square_select_abs(lpool):
     # lt has no kernel of its own in the faulty compile (folded away): the square's stands in.
     assert loc.fusions and not loc.instructions
     assert any("folded" in note for note in loc.notes)
+    # Tier 5: the algebraic simplifier does the folding.
+    assert loc.compiler_pass == "algsimp" and loc.pass_disabled == ("algsimp",)
 
 
-#: Real XLA:CPU bug cases -> the primitive localization names (the case's KIND, as jax spells it).
+#: Real XLA:CPU bug cases -> the primitive localization names (the case's KIND, as jax spells it),
+#: and the HLO pass whose disabling alone fixes the fault (tier 5; "none": no pass does).
 REAL_CASES = [
-    ("cbrt_subnormal.py", "cbrt"),
-    ("conv_negative_padding.py", "conv_general_dilated"),
-    ("dus_shifted_self_update.py", "dynamic_update_slice"),  # its reshape shows it, folded in
-    ("scatter_narrow_index_dtype.py", "scatter-add"),
-    ("while_loop_skipped.py", "while"),
-    # TODO(localize tier 4): XLA fuses a copy of the masked reduce_max into the subtract's kernel
-    # and computes the exposed max apart (right); only splitting that fusion can name the max.
-    pytest.param("fastmath_masked_max.py", "reduce_max", marks=pytest.mark.xfail(
-        strict=True, reason="names the subtract whose fused kernel holds the wrong max")),
+    ("cbrt_subnormal.py", "cbrt", "none"),  # wrong op by op too: the emitter, no pass
+    ("conv_negative_padding.py", "conv_general_dilated", "none"),
+    # its reshape shows it, folded in; the in-place fused update reads overwritten rows
+    ("dus_shifted_self_update.py", "dynamic_update_slice", "fusion"),
+    # the bounds check in the uint8 index dtype is written by the scatter expander
+    ("scatter_narrow_index_dtype.py", "scatter-add", "scatter_expander"),
+    ("while_loop_skipped.py", "while", "simplify-while-loops"),  # the loop simplifier, as filed
+    # Tier 4 (test_fastmath_masked_max_inside_the_kernel) shows the max is computed right: the
+    # fast-math rewrite of the mask arithmetic in the subtract's kernel is wrong, so KIND
+    # reduce_max is not what XLA computes wrongly in jaxlib 0.10.2.
+    pytest.param("fastmath_masked_max.py", "reduce_max", "fusion", marks=pytest.mark.xfail(
+        strict=True, reason="names the subtract; its kernel, not the max's, computes wrongly")),
 ]
 
 
-@pytest.mark.parametrize("name,primitive", REAL_CASES)
-def test_real_cases_name_the_op_of_their_kind(name, primitive, lpool):
+@pytest.mark.parametrize("name,primitive,compiler_pass", REAL_CASES)
+def test_real_cases_name_the_op_of_their_kind(name, primitive, compiler_pass, lpool):
     case = load_case(f"tests/cases/{name}")
     loc = localize(case.program, case.faulty_config, lpool)
+    assert loc.compiler_pass == compiler_pass, (loc.pass_disabled, loc.pass_evidence)
+    assert set(loc.pass_disabled) <= set(loc.pass_candidates)
     assert loc.primitive == primitive, loc
     assert loc.equation in loc.segment
+
+
+def test_fastmath_masked_max_inside_the_kernel(lpool):
+    # The max has a kernel of its own (add_reduce_fusion) that is right; the subtract's kernel,
+    # compiled alone under fast math and fed the right max, is wrong; fed the right 1 - mask
+    # too, it is right: the fast-math rewrite starts at that subtract (eqn 0), with the mul and
+    # add after it as context.
+    case = load_case("tests/cases/fastmath_masked_max.py")
+    loc = localize(case.program, case.faulty_config, lpool, passes=False)
+    assert loc.op_kernel == "broadcast_subtract_fusion"
+    assert loc.op_equation == 0 and loc.op_primitive == "sub" and loc.op_opcode == "subtract"
+    assert loc.op_cycles <= 4
 
 
 # ------------------------------------------------------------------------------ cost
@@ -208,6 +240,16 @@ def test_nothing_to_localize_is_not_reproducible(lpool):
 
 
 # ------------------------------------------------------------------------------ command
+
+
+def test_pass_bisection_disables_only_known_passes():
+    from xlaprobe.configs.registry import Configuration
+    from xlaprobe.localize.passes import passes_spec, with_disabled
+    spec = with_disabled(Configuration.parse("xla[xla_disable_hlo_passes=cse]"), ["fusion"])
+    assert str(spec) == "xla[xla_disable_hlo_passes=cse+fusion]"
+    assert str(passes_spec("xla:fastmath")) == "passes:xla.fastmath"
+    with pytest.raises(InvalidArgument, match="not an xla"):
+        passes_spec("mutant:reduce-wrong-init")
 
 
 def test_localize_command_json(tmp_path, capsys):

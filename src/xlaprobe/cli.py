@@ -7,7 +7,6 @@ Exit codes: 0 all ok, 1 findings, 2 bad input (one line on stderr, never a trace
 from __future__ import annotations
 
 import json
-import pickle
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -108,7 +107,7 @@ def check(
     all_outputs: Annotated[bool, typer.Option("--all-outputs", help="list every output leaf")] = False,
 ) -> None:
     """Check TARGET under several configurations; exit 0 all ok, 1 findings, 2 bad input."""
-    from xlaprobe.artifact import save_artifact
+    from xlaprobe.artifact import save_finding_artifacts
     from xlaprobe.check import check_program
     from xlaprobe.configs.registry import parse_configs
     from xlaprobe.sources.targets import resolve
@@ -136,7 +135,7 @@ def check(
                 progress.update(task, description=escape(f"done: {', '.join(done)}"))
 
             result = check_program(program, parsed, pool, on_outcome=on_outcome)
-        artifacts = _save_findings(result, db, save_artifact)
+        artifacts = save_finding_artifacts(result, db.parent / "artifacts")
         store.record_check(program, result.configs, result.judged_against, result.outcomes,
                            result.verdicts,
                            [(f.config, f.kind.value, f.fingerprint, artifacts.get(f.config))
@@ -152,39 +151,6 @@ def check(
     raise typer.Exit(1 if result.findings else 0)
 
 
-def _save_findings(result: Any, db: Path, save_artifact: Any) -> dict[str, str]:
-    """Write one artifact per failing configuration; returns config -> directory."""
-    from xlaprobe.check import REFERENCE
-    from xlaprobe.configs.registry import Configuration
-
-    if not result.findings:
-        return {}
-    reference = None
-    for config, outcome in zip(result.configs, result.outcomes):
-        if config == REFERENCE and outcome.ran:
-            reference = outcome.outputs
-    saved = {}
-    for finding in result.findings:
-        config = Configuration.parse(finding.config)
-        options: dict[str, Any] = {}
-        if config.kind == "xla":
-            from xlaprobe.configs.xla import compiler_options
-            options = compiler_options(config)
-        safe = finding.config.replace(":", "_").replace("[", "_").replace("]", "").replace(",", "_") \
-            .replace("=", "-")
-        directory = db.parent / "artifacts" / f"{result.program.fingerprint}-{safe}"[:120]
-        try:
-            save_artifact(result.program, directory, reference=reference,
-                          repro_config=finding.config, compiler_options=options,
-                          note=f"{finding.kind.value} on {finding.outputs}")
-        except (OSError, pickle.PicklingError) as exc:  # the finding itself is still stored
-            err.print(escape(f"warning: could not write the artifact of {finding.config} to "
-                             f"{directory}: {exc}"), highlight=False, soft_wrap=True)
-            continue
-        saved[finding.config] = str(directory)
-    return saved
-
-
 @app.command()
 def fuzz(
     time: Annotated[str, typer.Option("--time", help="wall-time budget: 90s, 10m, 1h")] = "5m",
@@ -197,19 +163,10 @@ def fuzz(
     as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
 ) -> None:
     """Fuzz: generate random valid programs and check each; findings are stored and deduplicated."""
-    from xlaprobe.campaign import fuzz_command
-    from xlaprobe.errors import InvalidArgument
+    from xlaprobe.campaign import fuzz_command, parse_duration
 
-    units = {"s": 1.0, "m": 60.0, "h": 3600.0}
-    text = time.strip().lower()
-    try:
-        seconds = float(text[:-1]) * units[text[-1]] if text[-1:] in units else float(text)
-    except (ValueError, IndexError) as exc:
-        raise InvalidArgument(f"malformed --time '{time}': e.g. 90s, 10m, 1h") from exc
-    if not 0 < seconds <= 30 * 24 * 3600:
-        raise InvalidArgument(f"--time must be between 1s and 30 days, got '{time}'")
-    raise typer.Exit(fuzz_command(time_s=seconds, configs=configs, jobs=jobs, seed=seed, db=db,
-                                  resume=resume, json_output=as_json))
+    raise typer.Exit(fuzz_command(time_s=parse_duration(time), configs=configs, jobs=jobs,
+                                  seed=seed, db=db, resume=resume, json_output=as_json))
 
 
 @app.command()
@@ -229,6 +186,29 @@ def localize(
 
     raise typer.Exit(localize_command(target, config, db=db, json_output=as_json, jobs=jobs,
                                       timeout_s=timeout))
+
+
+@app.command()
+def reduce(
+    target: Annotated[str, typer.Argument(help="finding id, artifact directory, case module, zoo "
+                                               "MODEL, FILE.py:FN or module:fn")],
+    config: Annotated[str, typer.Argument(help="the faulty configuration (default: the finding's "
+                                               "or the case's FAULTY_CONFIG)")] = "",
+    db: Annotated[Path, typer.Option(help="SQLite store")] = Path(".xlaprobe/xlaprobe.db"),
+    out_dir: Annotated[Path | None, typer.Option("--out", help="output directory (default: "
+                                                 "reductions/ beside the store)")] = None,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="worker processes")] = 1,
+    timeout: Annotated[float, typer.Option(help="per-run limit (s)", min=0.1,
+                                           max=7 * 24 * 3600.0)] = 600.0,
+    max_tests: Annotated[int, typer.Option("--max-tests", min=1, max=100_000,
+                                           help="interestingness test budget")] = 400,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON to stdout")] = False,
+) -> None:
+    """Reduce a finding (ddmin over equations, then shapes and values) to a standalone repro.py."""
+    from xlaprobe.localize.reduce import reduce_command
+
+    raise typer.Exit(reduce_command(target, config, db=db, out=out_dir, json_output=as_json,
+                                    jobs=jobs, timeout_s=timeout, max_tests=max_tests))
 
 
 @app.command()

@@ -1,5 +1,6 @@
-"""Localization, tiers 1-3: failing outputs -> the jaxpr equation XLA gets wrong -> the fused
-kernels it sits in, with the smallest segment around it that fails compiled alone.
+"""Localization, tiers 1-5: failing outputs -> the jaxpr equation XLA gets wrong -> the fused
+kernels it sits in, with the smallest segment around it that fails compiled alone -> the HLO
+instruction inside the kernel -> the HLO pass that introduces the fault.
 
 1. **Outputs.** The finding's failing output leaves and their cone of influence (the top-level
    equations they depend on); the rest of the program is never blamed.
@@ -27,6 +28,14 @@ kernels it sits in, with the smallest segment around it that fails compiled alon
 3. **Kernel** (`xlaprobe.localize.fusion`). The faulty configuration's optimized HLO of the whole
    program (and of the segment alone) maps the equation to the fusions that hold its
    instructions, through the ``eqnN`` named scope every ``xla`` compile traces equation N in.
+4. **Op** (`xlaprobe.localize.inside`). The failing fused kernel is compiled alone, fed the values
+   it reads; a binary search over its instructions that compute jaxpr equations' values, each
+   earlier one replaced by its reference value, names the latest whose suffix still fails: the
+   HLO instruction, with its equation. Its compiles are counted apart (``op_cycles``).
+5. **Compiler pass** (`xlaprobe.localize.passes`). ddmin over ``xla_disable_hlo_passes``, latest
+   pass first, among the passes that changed this program's module: the pass whose disabling
+   alone fixes the fault, or ``"none"``; a planted fault's own pass for ``mutant`` configurations.
+   Its compiles are counted apart (``pass_cycles``).
 
 Every compile and run happens in the worker pool. ``cycles`` counts the runs of the faulty
 configuration (cuts, segments and HLO compiles); the reference and trusted-configuration runs that
@@ -98,6 +107,21 @@ class Localization:
         flaky: True when a failure vanished on a rerun.
         steps: every cycle, in order.
         notes: what the user should know (fallbacks taken, why a tier is missing).
+        compiler_pass: tier 5 (`xlaprobe.localize.passes`): the HLO pass whose disabling fixes
+            the fault; ``"none"`` when disabling no subset of the passes that changed the module
+            fixes it; ``""`` when undecided or not run.
+        pass_disabled: a 1-minimal set of passes whose disabling fixes the fault.
+        pass_candidates: the passes that changed the module, in pipeline order.
+        pass_evidence: why (one line).
+        pass_cycles: compiles tier 5 spent (not counted in `cycles`).
+        op_kernel: tier 4 (`xlaprobe.localize.inside`): the fused kernel split, or "".
+        op_instruction: the HLO instruction inside it named as computing wrongly, or "".
+        op_opcode: its opcode.
+        op_equation: its top-level jaxpr equation (from its ``eqnK`` scope), or -1.
+        op_primitive: that equation's primitive, or "".
+        op_with: non-anchor instructions computing it (the fault may lie in them too).
+        op_evidence: why, or why no instruction was named.
+        op_cycles: kernel compiles tier 4 spent (not counted in `cycles`).
     """
 
     program: str
@@ -122,6 +146,19 @@ class Localization:
     flaky: bool
     steps: tuple[Step, ...] = ()
     notes: tuple[str, ...] = ()
+    compiler_pass: str = ""
+    pass_disabled: tuple[str, ...] = ()
+    pass_candidates: tuple[str, ...] = ()
+    pass_evidence: str = ""
+    pass_cycles: int = 0
+    op_kernel: str = ""
+    op_instruction: str = ""
+    op_opcode: str = ""
+    op_equation: int = -1
+    op_primitive: str = ""
+    op_with: tuple[str, ...] = ()
+    op_evidence: str = ""
+    op_cycles: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (``steps`` as a list of dicts)."""
@@ -167,8 +204,9 @@ def _initial_check(program: Program, spec: str, pool: Any, check: CheckResult | 
 def localize(program: Program, config: Configuration | str, pool: Any, *,
              check: CheckResult | None = None, method: str = "auto", direction: str = "suffix",
              timeout_s: float | None = None,
-             on_step: Callable[[Step], None] | None = None) -> Localization:
-    """Localize the failure of `config` on `program` (tiers 1-3, see the module docstring).
+             on_step: Callable[[Step], None] | None = None,
+             passes: bool = True, inside: bool = True) -> Localization:
+    """Localize the failure of `config` on `program` (tiers 1-3 and 5, see the module docstring).
 
     Args:
         program: the failing program.
@@ -184,6 +222,11 @@ def localize(program: Program, config: Configuration | str, pool: Any, *,
             search fixes first (see `bisect.bisect_segments`).
         timeout_s: per-run limit (s); None: the pool's default.
         on_step: called after each cycle (progress display).
+        passes: run tier 5, the compiler pass (`xlaprobe.localize.passes.blame_pass`), with the
+            pool's workers (they must preload `xlaprobe.localize.passes`: `fusion.make_pool`).
+        inside: run tier 4, the op inside the failing fused kernel
+            (`xlaprobe.localize.inside.locate_op`; numeric findings of ``xla`` and ``mutant``
+            configurations, with the pool's ``call``).
 
     Returns:
         The `Localization`.
@@ -248,13 +291,63 @@ def localize(program: Program, config: Configuration | str, pool: Any, *,
         found = _by_segments(search, program, segmenter, recording, direction)
     if found is None:
         search.notes.append("the failure did not reproduce on re-verification: nothing localized")
-        return _result(search, program, method, result, segmenter, -1, "", (), None, started)
-    segmenter, equation, evidence, window = found
+        loc = _result(search, program, method, result, segmenter, -1, "", (), None, started)
+    else:
+        segmenter, equation, evidence, window = found
+        # Tier 3.
+        segment = segmenter.segment(*window) if window is not None else None
+        loc = _result(search, program, method, result, segmenter, equation, evidence,
+                      segmenter.cone[window[0]:window[1]] if window else (), segment, started)
+        if inside:
+            loc = _inside(search, program, loc, recording)
+    if not passes:
+        return loc
+    # Tier 5.
+    from xlaprobe.localize.passes import blame_pass
+    try:
+        blame = blame_pass(program, config, pool, result, timeout_s=timeout_s)
+    except Exception as exc:  # a pool without the passes kind, a failed dump: tier 5 is missing
+        return dataclasses.replace(loc, notes=loc.notes + (
+            f"tier 5 (compiler pass) failed: {type(exc).__name__}: {str(exc)[:200]}",))
+    return dataclasses.replace(
+        loc, compiler_pass=blame.compiler_pass, pass_disabled=blame.disabled,
+        pass_candidates=blame.candidates, pass_evidence=blame.evidence, pass_cycles=blame.cycles,
+        seconds=time.perf_counter() - started)
 
-    # Tier 3.
-    segment = segmenter.segment(*window) if window is not None else None
-    return _result(search, program, method, result, segmenter, equation, evidence,
-                   segmenter.cone[window[0]:window[1]] if window else (), segment, started)
+
+#: Kernels of the named equation tier 4 tries, in order, until one names an instruction.
+INSIDE_KERNELS = 8
+
+
+def _inside(search: Searcher, program: Program, loc: Localization,
+            recording: Recording) -> Localization:
+    """Tier 4 on the kernels of the named equation (see `xlaprobe.localize.inside`)."""
+    from xlaprobe.localize.inside import locate_op
+    text = search.hlo_cache.get(program.fingerprint)
+    if search.kind not in NUMERIC or text is None or search.config.kind not in ("xla", "mutant"):
+        return loc
+    found = None
+    cycles = 0
+    for kernel in [k for k in loc.fusions if "fusion" in k][:INSIDE_KERNELS]:
+        try:
+            found = locate_op(program, search.config, search.pool, text, kernel, recording,
+                              timeout_s=search.timeout_s)
+        except Exception as exc:  # an edited module XLA rejects in the parent: tier 4 missing
+            return dataclasses.replace(loc, notes=loc.notes + (
+                f"tier 4 (op inside the kernel) failed: {type(exc).__name__}: {str(exc)[:200]}",),
+                op_cycles=cycles)
+        cycles += found.cycles
+        if found.instruction:
+            break
+    if found is None:
+        return dataclasses.replace(loc, op_evidence="no fused kernel holds the equation")
+    jaxpr = program.jaxpr.jaxpr
+    primitive = jaxpr.eqns[found.equation].primitive.name if 0 <= found.equation < len(
+        jaxpr.eqns) else ""
+    return dataclasses.replace(
+        loc, op_kernel=found.kernel, op_instruction=found.instruction, op_opcode=found.opcode,
+        op_equation=found.equation, op_primitive=primitive, op_with=found.with_instructions,
+        op_evidence=found.evidence, op_cycles=cycles)
 
 
 def _reference_only(pool: Any, recorder: Program, variables: list[Any],
@@ -583,6 +676,16 @@ def localize_command(target: str, config: str, *, db: Path | str, json_output: b
                     f"{' ...' if len(loc.fusions) > 6 else ''}"
                     + (f" (alone: {', '.join(loc.segment_fusions[:3])})"
                        if loc.segment_fusions else ""))
+        if loc.op_instruction:
+            say(f"tier 4 op:       {loc.op_instruction} ({loc.op_opcode}) in {loc.op_kernel}: "
+                f"equation {loc.op_equation} {loc.op_primitive}"
+                + (f", with {', '.join(loc.op_with)}" if loc.op_with else "")
+                + f" ({loc.op_cycles} compiles)")
+        elif loc.op_evidence:
+            say(f"tier 4 op:       none named ({loc.op_evidence})")
+        if loc.compiler_pass or loc.pass_evidence:
+            say(f"tier 5 pass:     {loc.compiler_pass or '(undecided)'} ({loc.pass_evidence}; "
+                f"{loc.pass_cycles} compiles)")
         for note in loc.notes:
             say(f"note: {note}")
         say(f"{loc.cycles} compile+run cycles, {loc.seconds:.1f} s" + (", FLAKY" if loc.flaky else ""))

@@ -118,9 +118,11 @@ register()
 
 
 def make_pool(size: int = 1, timeout_s: float = 600.0) -> Any:
-    """A `WorkerPool` whose workers know the ``hlo`` kind."""
+    """A `WorkerPool` whose workers know the ``hlo`` kind and the ``passes`` kind of
+    `xlaprobe.localize.passes`."""
     from xlaprobe.workers import WorkerPool
-    return WorkerPool(size=size, timeout_s=timeout_s, preload=(PRELOAD,))
+    return WorkerPool(size=size, timeout_s=timeout_s,
+                      preload=(PRELOAD, "xlaprobe.localize.passes"))
 
 
 def hlo_text(outputs: Sequence[np.ndarray]) -> str:

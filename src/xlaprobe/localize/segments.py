@@ -146,13 +146,17 @@ class Segmenter:
         """The equation at a cone position."""
         return self.program.jaxpr.jaxpr.eqns[self.cone[position]]
 
-    def segment(self, start: int, stop: int, *, expose_all: bool = False) -> SegmentProgram:
+    def segment(self, start: int, stop: int, *, expose_all: bool = False,
+                sinks: bool = False) -> SegmentProgram:
         """The Program of cone positions ``[start, stop)``.
 
         Args:
             start, stop: ``0 <= start < stop <= size``.
             expose_all: also return every variable the segment defines (its intermediates), so
                 the first wrong value names its equation.
+            sinks: also return every variable the segment defines that no equation of the
+                segment reads (what would otherwise be computed for nothing: reduction keeps a
+                cut-off consumer's operands observable this way); PRNG keys excepted.
 
         Raises:
             InvalidArgument: an empty or out-of-range segment, or a free variable without a
@@ -192,8 +196,11 @@ class Segmenter:
                         f"{self._producer.get(var, '?')}, which has no reference value to feed it")
                 invars.append(var)
                 inputs.append(_as_dtype(self.values[var], var.aval))
+        read = {a for eqn in eqns for a in eqn.invars if _is_var(a)} if sinks else set()
         outvars = [v for v in defined
-                   if expose_all or self._last_use.get(v, -1) >= stop]
+                   if expose_all or self._last_use.get(v, -1) >= stop
+                   or (sinks and v not in read
+                       and not jdtypes.issubdtype(v.aval.dtype, jdtypes.prng_key))]
         effects = jcore.join_effects(*(eqn.effects for eqn in eqns)) if eqns else frozenset()
         sub = _jaxpr(constvars, invars, outvars, eqns, effects, f"segment [{start}, {stop})")
         closed = jcore.ClosedJaxpr(sub, consts)

@@ -1,0 +1,285 @@
+"""Tier 5: the HLO pass that introduces a fault, by delta debugging ``xla_disable_hlo_passes``.
+
+The candidates are the passes (and nested pipelines) that *changed* the module when the faulty
+configuration compiled this very program: the compile is redone in a worker with
+``xla_dump_to`` and ``xla_dump_hlo_pass_re=.*``, and XLA writes one file per pass that changed
+the module (``<module>.<n>.<pipeline>.after_<pass>.before_<next>.txt``), in pipeline order. A
+pass that changed nothing cannot have introduced the fault. Names XLA would silently ignore in
+``xla_disable_hlo_passes`` (dump stage names that are no pass, such as copy insertion's
+sub-steps) are dropped by checking them against the pass list (`xla_options.is_known_pass`).
+
+A test compiles the program under the faulty configuration with a subset of the candidates
+disabled and judges it against the finding's reference (no new reference run): it *fixes* the
+fault when it runs and no output leaf is a finding. `ddmin` (Zeller and Hildebrandt 2002) over
+the candidates, latest pass first, finds a 1-minimal set whose disabling fixes the fault; a
+single pass is named. The latest-first order matters when several passes each fix it alone: an
+early pass (algebraic simplification, reshape decomposition) often only builds the pattern a later
+one (fusion) gets wrong, so the search tries the later passes' half first. When disabling every
+candidate does not fix the fault (an op computed wrongly however it is compiled, or an emitter
+bug no HLO pass controls), the answer is ``"none"``; when it crashes or fails to compile (some
+passes are needed to compile at all), each candidate is tried alone, latest first.
+
+Planted faults (``mutant:<name>``) are introduced by the mutant's own pass, run as a
+PRE_SCHEDULER or POST_SCHEDULER hook that ``xla_disable_hlo_passes`` does not reach: the known
+answer is reported without bisecting.
+
+The worker side is the configuration kind ``passes:<base>`` (``passes:xla.fastmath[...]``),
+registered on import (`fusion.make_pool` preloads this module).
+
+Source: A. Zeller and R. Hildebrandt, "Simplifying and Isolating Failure-Inducing Input",
+IEEE TSE 28(2), 2002 (ddmin); LLVM's ``opt-bisect`` and XLA's ``xla_disable_hlo_passes`` (pass
+bisection by disabling).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from xlaprobe.configs import registry
+from xlaprobe.configs.registry import Configuration
+from xlaprobe.errors import InvalidArgument
+
+#: Module a worker pool must preload for the ``passes`` kind.
+PRELOAD = __name__
+#: Option whose value lists the disabled passes.
+DISABLE = "xla_disable_hlo_passes"
+#: Candidates tried one by one when disabling them all does not even compile.
+MAX_SINGLES = 24
+#: Least per-test limit (s); a test may also take 10 times the dump compile.
+TEST_TIMEOUT_S = 10.0
+_DUMP_FILE = re.compile(r"^module_\d+\.[^.]+\.\d+\.(?P<pipeline>[^.]+)\.after_(?P<pass>[^.]+)\.")
+_PSEUDO = frozenset({"pipeline-start", "pipeline-end"})
+
+
+def _base(config: Configuration) -> Configuration:
+    kind, _, variant = (config.variant or "").partition(".")
+    if kind != "xla":
+        raise InvalidArgument(f"configuration '{config}': expected passes:xla[.VARIANT][options]")
+    return Configuration(kind, variant or None, config.options)
+
+
+def passes_spec(config: Configuration | str) -> Configuration:
+    """The ``passes`` configuration that compiles as `config` and returns the changed passes.
+
+    >>> str(passes_spec("xla:fastmath"))
+    'passes:xla.fastmath'
+
+    Raises:
+        InvalidArgument: `config` is not an ``xla`` configuration.
+    """
+    config = Configuration.parse(config) if isinstance(config, str) else config
+    if config.kind != "xla":
+        raise InvalidArgument(f"configuration '{config}' is not an xla configuration: only XLA "
+                              "compiles take xla_disable_hlo_passes")
+    variant = "xla" if config.variant is None else f"xla.{config.variant}"
+    return Configuration("passes", variant, config.options)
+
+
+def changed_passes(dump_dir: str) -> list[str]:
+    """Pass (and nested pipeline) names that changed the module, in pipeline order, from an
+    ``xla_dump_to`` directory written with ``xla_dump_hlo_pass_re=.*``. Dump file names spell
+    spaces as underscores; a name is returned as the pass list spells it when it is there."""
+    from xlaprobe.configs import xla_options
+    known = {name.replace(" ", "_"): name for name in xla_options.pass_names()}
+    names: list[str] = []
+    for entry in sorted(os.listdir(dump_dir)):
+        match = _DUMP_FILE.match(entry)
+        if not match or match.group("pass") in _PSEUDO:
+            continue
+        name = known.get(match.group("pass"), match.group("pass"))
+        if name not in names:
+            names.append(name)
+    return names
+
+
+class PassesKind:
+    """`ConfigKind` ``passes:<base>``: compile like the ``xla`` configuration ``<base>`` with HLO
+    dumps on, return the names of the passes that changed the module (newline-joined, as uint8)."""
+
+    name = "passes"
+    description = "HLO passes that change the module in an xla compile (passes:xla[.VARIANT][opts])"
+
+    def validate(self, config: Configuration) -> None:
+        """Raise `InvalidArgument` unless the base configuration is valid."""
+        base = _base(config)
+        registry.get_kind(base.kind).validate(base)
+
+    def isolation_group(self, config: Configuration) -> str:
+        """The base configuration's group."""
+        base = _base(config)
+        return registry.get_kind(base.kind).isolation_group(base)
+
+    def run(self, config: Configuration, jaxpr: Any,
+            inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Compile with dumps into a temporary directory (removed after) and list the passes."""
+        import jax
+
+        from xlaprobe.configs.xla import compiler_options, scoped_function
+        options = compiler_options(_base(config))
+        directory = tempfile.mkdtemp(prefix="xlaprobe-passes-")
+        try:
+            options.update(xla_dump_to=directory, xla_dump_hlo_pass_re=".*")
+            jax.jit(scoped_function(jaxpr)).lower(*inputs).compile(compiler_options=options)
+            names = changed_passes(directory)
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+        return [np.frombuffer("\n".join(names).encode(), np.uint8).copy()]
+
+
+KIND = PassesKind()
+
+
+def register() -> None:
+    """Add the ``passes`` kind to this process's configuration registry (idempotent)."""
+    registry._KIND_MODULES.setdefault(KIND.name, __name__)
+    registry._KINDS.setdefault(KIND.name, KIND)
+
+
+register()
+
+
+def with_disabled(config: Configuration, names: Sequence[str]) -> Configuration:
+    """`config` with `names` added to its ``xla_disable_hlo_passes``.
+
+    >>> str(with_disabled(Configuration.parse("xla:fastmath"), ["fusion", "algsimp"]))
+    'xla:fastmath[xla_disable_hlo_passes=fusion+algsimp]'
+    """
+    from xlaprobe.configs.xla_options import LIST_SEPARATOR
+    options = [(k, v) for k, v in config.options if k != DISABLE]
+    already = [v for k, v in config.options if k == DISABLE]
+    value = LIST_SEPARATOR.join([*already, *names])
+    return Configuration(config.kind, config.variant, (*options, (DISABLE, value)))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PassBlame:
+    """Which HLO pass introduces a fault (tier 5).
+
+    Attributes:
+        compiler_pass: the pass (or nested pipeline) name; ``"none"`` when disabling no subset of
+            the candidates fixes the fault; ``""`` when it could not be decided.
+        disabled: a 1-minimal set of candidates whose disabling fixes the fault (the pass alone
+            when one is named).
+        candidates: the passes that changed the module, in pipeline order.
+        evidence: why (one line).
+        cycles: compiles of the program (the dump compile and every test).
+        seconds: wall time (s).
+    """
+
+    compiler_pass: str
+    disabled: tuple[str, ...]
+    candidates: tuple[str, ...]
+    evidence: str
+    cycles: int
+    seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        data = dataclasses.asdict(self)
+        data.update(disabled=list(self.disabled), candidates=list(self.candidates),
+                    seconds=round(self.seconds, 3))
+        return data
+
+
+def blame_pass(program: Any, config: Configuration, pool: Any, check: Any, *,
+               timeout_s: float | None = None,
+               on_test: Callable[[tuple[str, ...], bool, str, float], None] | None = None
+               ) -> PassBlame:
+    """Name the HLO pass whose disabling makes `config`'s failure on `program` go away.
+
+    Args:
+        program: the failing `xlaprobe.program.Program`.
+        config: the faulty configuration: ``xla...`` (bisected) or ``mutant:<name>`` (the planted
+            pass, known); any other kind gives an undecided result.
+        pool: a pool from `fusion.make_pool` (it preloads this module).
+        check: a `xlaprobe.check.CheckResult` of `program` that ran ``reference``: its reference
+            and honest runs judge every test.
+        timeout_s: per-run limit (s).
+        on_test: called after each test with (disabled passes, fixed?, verdict kind, seconds).
+
+    Returns:
+        The `PassBlame`.
+    """
+    from xlaprobe.check import REFERENCE, judge
+    from xlaprobe.configs import xla_options
+    from xlaprobe.localize.reduce import ddmin
+    started = time.perf_counter()
+    if config.kind == "mutant":
+        from xlaprobe.configs.mutants import get_mutant
+        mutant = get_mutant(config.variant or "")
+        name = f"xlaprobe-mutant-{mutant.name}"
+        return PassBlame(name, (name,), (name,), f"the planted fault's own pass, run as a "
+                         f"{mutant.stage} hook (known, not bisected: xla_disable_hlo_passes does "
+                         "not reach hooks)", 0, time.perf_counter() - started)
+    if config.kind != "xla":
+        return PassBlame("", (), (), f"configuration '{config}' is not an XLA compile: no HLO "
+                         "pass to disable", 0, time.perf_counter() - started)
+    reference = check.outcomes[check.configs.index(REFERENCE)]
+    cycles = 0
+    outcome = pool.run(program, passes_spec(config), timeout_s=timeout_s)
+    cycles += 1
+    if not outcome.ran:
+        return PassBlame("", (), (), f"the dump compile failed: {outcome.kind.value} "
+                         f"{outcome.error.strip()[-200:]}", cycles, time.perf_counter() - started)
+    # Disabling passes can make XLA loop or the program hang: a test may take a few times the
+    # dump compile, not the pool's limit.
+    limit = max(TEST_TIMEOUT_S, 10 * outcome.seconds)
+    if timeout_s is not None:
+        limit = min(limit, timeout_s)
+    listed = np.asarray(outcome.outputs[0], np.uint8).tobytes().decode().split("\n")
+    candidates = [n for n in listed if n and xla_options.is_known_pass(n)]
+    cache: dict[tuple[str, ...], bool] = {}
+    ran: dict[tuple[str, ...], bool] = {}
+
+    def fixes(names: Sequence[str]) -> bool:
+        nonlocal cycles
+        key = tuple(sorted(names))
+        if key not in cache:
+            begun = time.perf_counter()
+            spec = with_disabled(config, names)
+            run = pool.run(program, spec, timeout_s=limit)
+            cycles += 1
+            result = judge(program, [str(spec), REFERENCE], [run, reference], check.budget,
+                           check.flushed)
+            kinds = {v.kind for v in result.verdicts[0]}
+            fixed = run.ran and not any(k.is_finding for k in kinds)
+            cache[key] = fixed
+            ran[key] = run.ran
+            if on_test is not None:
+                worst = next((k.value for k in kinds if k.is_finding), "ok")
+                on_test(tuple(names), fixed, worst, time.perf_counter() - begun)
+        return cache[key]
+
+    order = list(reversed(candidates))  # latest pass first (see module docstring)
+    if not order:
+        return PassBlame("none", (), (), "no HLO pass changed the module", cycles,
+                         time.perf_counter() - started)
+    if fixes(order):
+        minimal = ddmin(order, fixes)
+        name = minimal[0] if len(minimal) == 1 else ""
+        evidence = ("disabling it alone fixes the fault" if name else
+                    f"only disabling these {len(minimal)} passes together fixes the fault")
+        return PassBlame(name, tuple(minimal), tuple(candidates), evidence, cycles,
+                         time.perf_counter() - started)
+    if not ran[tuple(sorted(order))]:
+        for name in order[:MAX_SINGLES]:
+            if fixes([name]):
+                return PassBlame(name, (name,), tuple(candidates), "disabling it alone fixes the "
+                                 "fault (disabling every changed pass did not compile or run)",
+                                 cycles, time.perf_counter() - started)
+        return PassBlame("", (), tuple(candidates), "disabling every changed pass does not "
+                         f"compile or run, and disabling none of the latest {MAX_SINGLES} alone "
+                         "fixes the fault: undecided", cycles, time.perf_counter() - started)
+    return PassBlame("none", (), tuple(candidates),
+                     f"disabling no subset of the {len(candidates)} passes that changed the module "
+                     "fixes the fault: it does not come from an HLO pass (e.g. op-by-op or in the "
+                     "emitter)", cycles, time.perf_counter() - started)

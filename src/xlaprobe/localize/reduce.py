@@ -1,0 +1,938 @@
+"""Reduction: delta debugging of a failing Program down to a few equations and small inputs, and a
+standalone reproducer of what is left.
+
+The failure to keep is the finding's: the faulty configuration's verdict kind on the program,
+judged by the oracle against the float64 reference with the honest-run error budget, exactly as
+``xlaprobe check`` judges (`Interesting`). Passes, in this order (each a list of candidate edits
+the driver tries; passes never judge):
+
+1. **equations** (`ddmin` over the top-level equations of the failing outputs' cone): a candidate
+   keeps a subset of the equations; a removed equation's outputs that a kept one reads become new
+   program inputs carrying their reference values (the jaxpr segment machinery of
+   `xlaprobe.localize.segments`), and every value a kept equation computes that no kept equation
+   reads is an output (a cut-off consumer's operands stay observable).
+2. **shapes**: every input axis of one size ``s`` sliced to ``1``, then to ``s // 2``, the
+   program re-traced on the smaller inputs (skipped where a shape parameter forbids it).
+3. **values**: an input replaced by zeros, else chunks of it (halves, quarters, ... sixteenths)
+   zeroed, while the failure stays.
+
+An edit is kept only when the candidate also fails `CONFIRMATIONS` more fresh runs, on elements
+whose bits every run agrees on (a miscompiled program computes the same wrong bits each time; a
+fault that reads memory outside its inputs shows garbage, by chance, once its inputs are zeroed or
+shrunk); the driver loops the shape and value passes to a fixpoint under a test budget. The result
+is re-verified the same way in fresh runs; when its failure does not hold, the program an edit
+earlier is taken (``flaky`` when none holds). What is written (`write_outputs`): ``repro.py`` (plain jax/lax
+code, inputs inline, compiled with the faulty configuration's compiler options, checked against
+the float64 reference: prints MISMATCH and exits 1 when the fault shows), ``fusion.hlo`` (the
+optimized HLO of the failing kernel of the reduced program), ``module.hlo`` (its whole optimized
+module), ``artifact/`` (the reduced program as an artifact) and ``reduction.json``.
+
+Source: A. Zeller and R. Hildebrandt, "Simplifying and Isolating Failure-Inducing Input", IEEE
+Transactions on Software Engineering 28(2), 2002 (ddmin); XLA's ``hlo_bisect`` (rerun a vanished
+failure five times).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import jax
+import numpy as np
+from jax._src import core as jcore
+
+from xlaprobe.check import REFERENCE, CheckResult, check_program
+from xlaprobe.configs.registry import Configuration
+from xlaprobe.errors import InvalidArgument, NotReproducible
+from xlaprobe.localize import fusion as fusion_mod
+from xlaprobe.localize import repro as repro_mod
+from xlaprobe.localize.bisect import RERUNS, summary_kind
+from xlaprobe.localize.segments import Segmenter, cone_of_influence, recording_program
+from xlaprobe.oracle import VerdictKind
+from xlaprobe.program import Program, Provenance
+
+T = TypeVar("T")
+#: Reference outputs and honest runs' outputs of a check.
+Evidence = tuple[tuple[np.ndarray, ...], tuple[tuple[np.ndarray, ...], ...]]
+#: Interestingness tests one reduction may spend (each is one check: the faulty configuration
+#: plus the reference and its honest runs).
+MAX_TESTS = 400
+#: Fresh reruns a candidate must also fail before an edit is kept (`Interesting.stable`).
+CONFIRMATIONS = 2
+#: Value pass: chunk counts tried when zeroing parts of an input.
+_CHUNKS = (2, 4, 8, 16)
+#: Seconds the emitted repro.py may run when it is verified.
+REPRO_TIMEOUT_S = 300.0
+#: Earlier (less reduced) programs `write_outputs` may fall back on when a repro does not show
+#: the fault in a fresh process.
+MAX_FALLBACKS = 8
+#: Fresh-process runs a repro.py must all show the fault in to be kept.
+REPRO_RUNS = 3
+
+
+def ddmin(items: Sequence[T], test: Callable[[list[T]], bool]) -> list[T]:
+    """A 1-minimal failing subsequence of `items` (Zeller and Hildebrandt's ddmin).
+
+    `items` itself must fail (``test(items)`` true); it is not tested again. ``test`` is called on
+    subsequences (order kept), never on the empty one; cache it if calls are expensive.
+
+    Args:
+        items: the failing configuration's elements (e.g. equation indices).
+        test: True when a subsequence still fails.
+
+    Returns:
+        A failing subsequence from which removing any single element makes it pass (1-minimal).
+
+    Source: A. Zeller, R. Hildebrandt, "Simplifying and Isolating Failure-Inducing Input",
+    IEEE TSE 28(2), 2002, the ddmin algorithm: test the n chunks, then their complements; on a
+    failing chunk restart at n = 2, on a failing complement continue with n - 1; else double n.
+
+    >>> ddmin(list(range(8)), lambda s: 3 in s and 6 in s)
+    [3, 6]
+    >>> ddmin(list("abcdef"), lambda s: "e" in s)
+    ['e']
+    """
+    current = list(items)
+    n = 2
+    while len(current) >= 2:
+        n = min(n, len(current))
+        size, extra = divmod(len(current), n)
+        chunks, start = [], 0
+        for k in range(n):
+            stop = start + size + (1 if k < extra else 0)
+            chunks.append(current[start:stop])
+            start = stop
+        for chunk in chunks:
+            if test(chunk):
+                current, n = chunk, 2
+                break
+        else:
+            for k in range(n):
+                complement = [x for j, c in enumerate(chunks) if j != k for x in c]
+                if n > 2 and test(complement):
+                    current, n = complement, max(n - 1, 2)
+                    break
+            else:
+                if n >= len(current):
+                    break
+                n = min(2 * n, len(current))
+    return current
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PassStats:
+    """Counters of one reduction pass.
+
+    Attributes:
+        name: ``"equations"``, ``"shapes"`` or ``"values"``.
+        tests: interestingness tests it asked for (cached repeats included).
+        accepted: edits it kept.
+        seconds: wall time spent in it (s).
+    """
+
+    name: str
+    tests: int
+    accepted: int
+    seconds: float
+
+
+class Interesting:
+    """Does a candidate Program still fail like the finding? One object, handed to every pass.
+
+    A candidate is interesting when the faulty configuration's most severe verdict kind on it,
+    judged against ``reference`` (which must run), equals the finding's kind. Results are cached
+    by program fingerprint.
+
+    Args:
+        config: the faulty configuration.
+        pool: a `xlaprobe.workers.WorkerPool`.
+        kind: the finding's verdict kind.
+        timeout_s: per-run limit (s), or None for the pool's.
+        max_tests: budget of uncached tests; once spent every new candidate is rejected.
+    """
+
+    def __init__(self, config: Configuration, pool: Any, kind: VerdictKind,
+                 timeout_s: float | None, max_tests: int = MAX_TESTS):
+        self.spec = str(config)
+        self.pool = pool
+        self.kind = kind
+        self.timeout_s = timeout_s
+        self.max_tests = max_tests
+        self.tests = 0
+        self.cycles = 0
+        self.exhausted = False
+        self._cache: dict[str, CheckResult | None] = {}
+        self._stable: dict[str, bool] = {}
+
+    def check(self, program: Program) -> CheckResult:
+        """Run the faulty configuration and the reference on `program` (uncached; one cycle)."""
+        self.cycles += 1
+        return check_program(program, [self.spec, REFERENCE], self.pool, timeout_s=self.timeout_s)
+
+    def fails(self, result: CheckResult) -> bool:
+        """True when `result` shows the finding's failure (judged against the reference)."""
+        if result.judged_against != REFERENCE:
+            return False
+        verdicts = result.verdicts[result.configs.index(self.spec)]
+        return summary_kind({v.kind for v in verdicts}) is self.kind
+
+    def __call__(self, program: Program | None) -> bool:
+        """True when `program` fails like the finding (one check, cached by fingerprint)."""
+        if program is None or not program.output_names:
+            return False
+        key = program.fingerprint
+        if key not in self._cache:
+            if self.tests >= self.max_tests:
+                self.exhausted = True
+                return False
+            self.tests += 1
+            result = self.check(program)
+            self._cache[key] = result if self.fails(result) else None
+        return self._cache[key] is not None
+
+    def stable(self, program: Program) -> bool:
+        """`program` is interesting and fails `CONFIRMATIONS` more fresh runs with the same output
+        bits (cached): a candidate whose failure comes and goes or changes (a fault reading memory
+        outside its inputs, which zeroed or shrunk inputs expose) is not kept."""
+        if not self(program):
+            return False
+        key = program.fingerprint
+        if key not in self._stable:
+            runs = [self._cache[key]]
+            for _ in range(CONFIRMATIONS):
+                self.tests += 1
+                runs.append(self.check(program))
+                if not self.fails(runs[-1]):
+                    break
+            self._stable[key] = all(self.fails(r) for r in runs) and self._fails_everywhere(runs)
+        return self._stable[key]
+
+    def _fails_everywhere(self, runs: Sequence[CheckResult | None]) -> bool:
+        """The failure shows on the elements whose bits every run agrees on: a miscompiled
+        program computes the same wrong bits each time, a read of memory outside its inputs
+        does not (those elements count as right here)."""
+        from xlaprobe.check import judge
+        first = runs[0]
+        assert first is not None
+        index = first.configs.index(self.spec)
+        outcomes = [r.outcomes[index] for r in runs if r is not None]
+        if not all(o.ran for o in outcomes):
+            return True  # crashes, timeouts, compile errors: nothing to compare
+        reference = first.outcomes[first.configs.index(REFERENCE)]
+        stable = []
+        for leaf, ref in zip(zip(*(o.outputs for o in outcomes)), reference.outputs):
+            base = np.asarray(leaf[0])
+            if base.size == 0:
+                stable.append(base)
+                continue
+            flat = [np.ascontiguousarray(x).reshape(-1).view(np.uint8).reshape(base.size, -1)
+                    for x in leaf]
+            same = np.ones(base.size, bool)
+            for other in flat[1:]:
+                same &= (other == flat[0]).all(axis=1)
+            right = np.asarray(ref).astype(base.dtype)
+            stable.append(np.where(same.reshape(base.shape), base, right))
+        steady = dataclasses.replace(outcomes[0], outputs=tuple(stable))
+        judged = judge(first.program, [self.spec, REFERENCE], [steady, reference], first.budget,
+                       first.flushed)
+        return self.fails(judged)
+
+    def result(self, program: Program) -> CheckResult | None:
+        """The cached failing check of `program`, or None."""
+        return self._cache.get(program.fingerprint)
+
+
+@dataclasses.dataclass(frozen=True)
+class Reduction:
+    """A reduced failing program and what was written for it.
+
+    Attributes:
+        program: the original program's name.
+        fingerprint: the original program's fingerprint.
+        config: the faulty configuration spec.
+        kind: the verdict kind kept.
+        equations_before: top-level equations of the original program.
+        cone: top-level equations the failing outputs depend on (where ddmin starts).
+        equations_after: top-level equations left.
+        kept: original top-level equation indices left, in order.
+        primitives: their primitive names.
+        input_elements_before: elements over all inputs of the first reduced program (after the
+            equation pass), before shapes and values were shrunk.
+        input_elements_after: elements over all inputs at the end.
+        tests: interestingness tests run (uncached).
+        cycles: runs of the faulty configuration (tests, re-verification).
+        seconds: wall time of the reduction (s), writing and verifying outputs excluded.
+        flaky: True when the whole program passed before failing, or when neither the reduced
+            program nor those a few edits earlier failed steadily in fresh runs (then it is a
+            best guess and a note says so).
+        passes: per-pass counters, in schedule order.
+        reduced: the reduced Program.
+        reference: its float64 reference outputs.
+        honest: its honest runs' outputs (error budget).
+        earlier: the programs the shape and value passes replaced, most reduced first, each with
+            its reference and honest outputs: `write_outputs` falls back on them when the
+            reduced program's repro.py does not show the fault in a fresh process (a fault that
+            reads uninitialized memory may show in a worker and not there once its inputs are
+            zeros).
+        notes: what the user should know.
+    """
+
+    program: str
+    fingerprint: str
+    config: str
+    kind: str
+    equations_before: int
+    cone: int
+    equations_after: int
+    kept: tuple[int, ...]
+    primitives: tuple[str, ...]
+    input_elements_before: int
+    input_elements_after: int
+    tests: int
+    cycles: int
+    seconds: float
+    flaky: bool
+    passes: tuple[PassStats, ...]
+    reduced: Program
+    reference: tuple[np.ndarray, ...]
+    honest: tuple[tuple[np.ndarray, ...], ...]
+    earlier: tuple[tuple[Program, tuple[np.ndarray, ...], tuple[tuple[np.ndarray, ...], ...]],
+                   ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (without the arrays and the Program)."""
+        data: dict[str, Any] = {}
+        for field in dataclasses.fields(self):
+            if field.name in ("reduced", "reference", "honest", "earlier"):
+                continue
+            value = getattr(self, field.name)
+            data[field.name] = list(value) if isinstance(value, tuple) else value
+        data["passes"] = [dataclasses.asdict(p) | {"seconds": round(p.seconds, 3)}
+                          for p in self.passes]
+        data["seconds"] = round(self.seconds, 3)
+        data["reduced_jaxpr"] = str(self.reduced.jaxpr)
+        return data
+
+
+def _elements(program: Program) -> int:
+    return int(sum(np.asarray(x).size for x in program.inputs))
+
+
+def _provenance(program: Program) -> Provenance:
+    base = program.provenance
+    return Provenance("reduced", f"{base.name} (reduced)", base.seed, base.input_spec)
+
+
+def _with_inputs(program: Program, inputs: Sequence[np.ndarray]) -> Program | None:
+    """`program` re-traced on `inputs` (new shapes allowed), or None when it does not trace
+    (a shape parameter ties it to the old shapes)."""
+    closed = program.jaxpr
+    same = all(np.shape(a) == np.shape(b) and np.asarray(a).dtype == np.asarray(b).dtype
+               for a, b in zip(inputs, program.inputs))
+    if same:
+        return Program(closed, tuple(inputs), program.provenance, program.output_names,
+                       program.tolerance)
+
+    def fn(*args: Any) -> list[Any]:
+        return jcore.eval_jaxpr(closed.jaxpr, closed.consts, *args)
+
+    try:
+        new = jax.make_jaxpr(fn)(*[jax.ShapeDtypeStruct(x.shape, x.dtype) for x in inputs])
+    except Exception:  # a shape parameter (broadcast, reshape, slice, ...) forbids the new shapes
+        return None
+    if len(new.jaxpr.outvars) != len(closed.jaxpr.outvars):
+        return None
+    return Program(new, tuple(np.ascontiguousarray(x) for x in inputs), program.provenance,
+                   program.output_names, program.tolerance)
+
+
+def _shape_edits(program: Program) -> list[tuple[int, int]]:
+    """(size s, new size t) candidates: every input axis of size s sliced to t."""
+    sizes = sorted({d for x in program.inputs for d in np.shape(x) if d > 1}, reverse=True)
+    edits = []
+    for s in sizes:
+        for t in (1, s // 2):
+            if 1 <= t < s and (s, t) not in edits:
+                edits.append((s, t))
+    return edits
+
+
+def _apply_shape(program: Program, edit: tuple[int, int]) -> Program | None:
+    s, t = edit
+    inputs = []
+    for x in program.inputs:
+        x = np.asarray(x)
+        index = tuple(slice(0, t) if d == s else slice(None) for d in x.shape)
+        inputs.append(np.ascontiguousarray(x[index]))
+    return _with_inputs(program, inputs)
+
+
+def _value_edits(program: Program) -> list[tuple[int, int, int]]:
+    """(input, start, stop) candidates: that flat range of the input set to zero (whole input
+    first, then halves, quarters, ...)."""
+    edits = []
+    for i, x in enumerate(program.inputs):
+        n = np.asarray(x).size
+        if n == 0:
+            continue
+        edits.append((i, 0, n))
+        for pieces in _CHUNKS:
+            if pieces > n:
+                break
+            bounds = np.linspace(0, n, pieces + 1).astype(int)
+            edits += [(i, int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+    return edits
+
+
+def _apply_value(program: Program, edit: tuple[int, int, int]) -> Program | None:
+    i, start, stop = edit
+    x = np.array(program.inputs[i], copy=True)
+    flat = x.reshape(-1)
+    zero = np.zeros((), x.dtype)
+    if (flat[start:stop] == zero).all() and not (
+            np.issubdtype(x.dtype, np.floating) and np.signbit(flat[start:stop]).any()):
+        return None  # already zero: nothing to gain
+    flat[start:stop] = zero
+    inputs = list(program.inputs)
+    inputs[i] = flat.reshape(x.shape)
+    return _with_inputs(program, inputs)
+
+
+def _greedy(name: str, program: Program, edits: Callable[[Program], list[Any]],
+            apply: Callable[[Program, Any], Program | None], interesting: Interesting,
+            better: Callable[[Program, Program], bool],
+            history: list[Program]) -> tuple[Program, PassStats]:
+    """Try each edit of `program` in order, keep each that stays interesting and is `better`
+    (appending the program it replaces to `history`); sweep again until a sweep keeps nothing."""
+    started, tests, accepted = time.perf_counter(), 0, 0
+    changed = True
+    while changed and not interesting.exhausted:
+        changed = False
+        for edit in edits(program):
+            candidate = apply(program, edit)
+            if candidate is None or not better(candidate, program):
+                continue
+            tests += 1
+            if interesting.stable(candidate):
+                history.append(program)
+                program, accepted, changed = candidate, accepted + 1, True
+    return program, PassStats(name, tests, accepted, time.perf_counter() - started)
+
+
+def _initial(program: Program, spec: str, interesting: Interesting,
+             check: CheckResult | None) -> tuple[CheckResult, VerdictKind, int]:
+    if check is not None and spec in check.configs:
+        result, reruns = check, 0
+    else:
+        reruns = 0
+        while True:
+            result = interesting.check(program)
+            verdicts = result.verdicts[result.configs.index(spec)]
+            if any(v.kind.is_finding for v in verdicts) or reruns == RERUNS:
+                break
+            reruns += 1
+    verdicts = result.verdicts[result.configs.index(spec)]
+    if not any(v.kind.is_finding for v in verdicts) or result.judged_against != REFERENCE:
+        raise NotReproducible(
+            f"configuration '{spec}' gives no finding on {program.provenance.name} judged against "
+            f"the reference ({reruns + 1} run(s)); nothing to reduce. Check it first: xlaprobe "
+            f"check TARGET --configs {spec},reference")
+    return result, summary_kind({v.kind for v in verdicts}), reruns
+
+
+def reduce(program: Program, config: Configuration | str, pool: Any, *,
+           check: CheckResult | None = None, timeout_s: float | None = None,
+           max_tests: int = MAX_TESTS, shrink_inputs: bool = True,
+           on_pass: Callable[[PassStats, Program], None] | None = None) -> Reduction:
+    """Reduce `program` while `config` keeps failing on it the same way (see module docstring).
+
+    Args:
+        program: the failing program.
+        config: the faulty configuration (any kind `check_program` runs).
+        pool: a `xlaprobe.workers.WorkerPool` (`fusion.make_pool` for the HLO of `write_outputs`).
+        check: a `CheckResult` of `program` that ran `config` and ``reference``; None runs it.
+        timeout_s: per-run limit (s); None: the pool's default.
+        max_tests: budget of interestingness tests (each one check); when spent the reduction
+            stops where it is, with a note.
+        shrink_inputs: run the shape and value passes after the equation pass.
+        on_pass: called after each pass with its counters and the current program.
+
+    Returns:
+        The `Reduction`; its ``reduced`` program fails with the same verdict kind.
+
+    Raises:
+        InvalidArgument: a malformed configuration, or the reference is the configuration.
+        NotReproducible: `config` gives no finding on `program` judged against the reference
+            (also after `RERUNS` reruns), or the reference cannot evaluate its intermediates.
+    """
+    started = time.perf_counter()
+    config = Configuration.parse(config) if isinstance(config, str) else config
+    spec = str(config)
+    if config.kind == "reference":
+        raise InvalidArgument("the reference is the oracle; reduce a configuration judged "
+                              "against it, e.g. xla or xla:fastmath")
+    interesting = Interesting(config, pool, VerdictKind.OK, timeout_s, max_tests)
+    result, kind, reruns = _initial(program, spec, interesting, check)
+    interesting.kind = kind
+    notes: list[str] = []
+    flaky = bool(reruns)
+    if reruns:
+        notes.append(f"flaky: the whole program passed {reruns} time(s) before failing")
+    jaxpr = program.jaxpr.jaxpr
+    verdicts = result.verdicts[result.configs.index(spec)]
+    failing = [v.index for v in verdicts if v.kind.is_finding]
+    cone = cone_of_influence(jaxpr, failing)
+    passes: list[PassStats] = []
+
+    # Pass 1: equations (ddmin), fed reference values of removed equations.
+    pass_started = time.perf_counter()
+    tests_before = interesting.tests
+    current, kept = program, tuple(range(len(jaxpr.eqns)))
+    if cone:
+        recorder, variables = recording_program(program, cone)
+        outcome = pool.run(recorder, REFERENCE, timeout_s=timeout_s)
+        if not outcome.ran:
+            raise NotReproducible(f"the reference cannot evaluate the intermediates of "
+                                  f"{program.provenance.name} ({outcome.kind.value}: "
+                                  f"{outcome.error[-300:]}); reduction needs them")
+        values = dict(zip(variables, outcome.outputs))
+        built: dict[tuple[int, ...], Program | None] = {}
+
+        def build(subset: Sequence[int]) -> Program | None:
+            key = tuple(subset)
+            if key not in built:
+                try:
+                    segment = Segmenter(program, key, failing, values).segment(
+                        0, len(key), sinks=True)
+                    built[key] = dataclasses.replace(segment.program,
+                                                     provenance=_provenance(program))
+                except InvalidArgument:  # a PRNG key would have to become an input
+                    built[key] = None
+            return built[key]
+
+        whole = build(cone)
+        if interesting(whole):
+            kept = tuple(ddmin(cone, lambda subset: interesting.stable(build(subset))))
+            current = build(kept) or current
+        else:
+            notes.append("the failing outputs' cone alone (fed nothing new) did not fail: "
+                         "equations were not removed")
+            kept = tuple(range(len(jaxpr.eqns)))
+    passes.append(PassStats("equations", interesting.tests - tests_before,
+                            max(len(cone) - len(kept), 0), time.perf_counter() - pass_started))
+    if on_pass is not None:
+        on_pass(passes[-1], current)
+    elements_before = _elements(current)
+
+    # Passes 2 and 3: shapes, then values, to a fixpoint.
+    history: list[Program] = []
+    if shrink_inputs and current.inputs:
+        if not interesting(current):  # the equation pass's result must hold as a start
+            notes.append("the reduced program did not fail on its own again; inputs not shrunk")
+        else:
+            for _ in range(3):
+                before = current.fingerprint
+                current, stats = _greedy("shapes", current, _shape_edits, _apply_shape,
+                                         interesting, lambda a, b: _elements(a) < _elements(b),
+                                         history)
+                passes.append(stats)
+                if on_pass is not None:
+                    on_pass(stats, current)
+                current, stats = _greedy("values", current, _value_edits, _apply_value,
+                                         interesting, lambda a, b: True, history)
+                passes.append(stats)
+                if on_pass is not None:
+                    on_pass(stats, current)
+                if current.fingerprint == before or interesting.exhausted:
+                    break
+    if interesting.exhausted:
+        notes.append(f"the test budget ({max_tests}) was spent: the result is not minimal")
+
+    # Re-verify with fresh runs; a result whose failure does not hold steady falls back on the
+    # program an edit earlier (the equation pass's result is the last resort).
+    final = None
+    for back, candidate in enumerate([current, *reversed(history)][:MAX_FALLBACKS + 1]):
+        runs = [interesting.check(candidate) for _ in range(1 + CONFIRMATIONS)]
+        if all(interesting.fails(r) for r in runs) and interesting._fails_everywhere(runs):
+            final = runs[0]
+            if back:
+                notes.append(f"the reduced program did not fail steadily in fresh runs; the "
+                             f"program {back} accepted edit(s) earlier did and is the result")
+                history = history[:len(history) - back]
+                current = candidate
+            break
+    if final is None:
+        flaky = True
+        final = interesting.check(current)
+        for _ in range(RERUNS):
+            if interesting.fails(final):
+                break
+            final = interesting.check(current)
+        notes.append("flaky: the reduced program (and the programs a few edits earlier) did not "
+                     f"fail steadily in {1 + CONFIRMATIONS} fresh runs; it is a best guess")
+    reference, honest = _evidence(final)
+    earlier = tuple((p, *_evidence(interesting.result(p))) for p in reversed(history)
+                    if interesting.result(p) is not None)
+    reduced_jaxpr = current.jaxpr.jaxpr
+    return Reduction(
+        program=program.provenance.name, fingerprint=program.fingerprint, config=spec,
+        kind=kind.value, equations_before=len(jaxpr.eqns), cone=len(cone),
+        equations_after=len(reduced_jaxpr.eqns), kept=tuple(kept),
+        primitives=tuple(e.primitive.name for e in reduced_jaxpr.eqns),
+        input_elements_before=elements_before, input_elements_after=_elements(current),
+        tests=interesting.tests, cycles=interesting.cycles,
+        seconds=time.perf_counter() - started, flaky=flaky, passes=tuple(passes),
+        reduced=current, reference=reference, honest=honest, earlier=earlier,
+        notes=tuple(notes))
+
+
+def _evidence(result: CheckResult) -> Evidence:
+    """(reference outputs, honest runs' outputs) of a check."""
+    reference = tuple(result.outcomes[result.configs.index(REFERENCE)].outputs)
+    return reference, tuple(tuple(o.outputs) for o in result.budget if o.ran)
+
+
+# ------------------------------------------------------------------------------------------------
+# Outputs: repro.py, the failing kernel's HLO, the artifact
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Written:
+    """What `write_outputs` wrote.
+
+    Attributes:
+        directory: where.
+        repro: path of ``repro.py``.
+        repro_form: ``"lax"`` (printed jax/lax code) or ``"export"`` (inline ``jax.export``).
+        repro_exit: exit code of ``python repro.py`` run once to verify it (1: the fault shows),
+            or None when it was not run.
+        repro_lines: non-empty, non-comment lines of ``repro.py``.
+        kernels: the failing kernels (fusions or unfused instructions) in the written program's
+            optimized HLO; their text is in ``fusion.hlo``.
+        steps_back: 0 when the reduced program was written; k when its repro did not show the
+            fault in a fresh process and the program k accepted edits earlier was written.
+        equations: top-level equations of the written program.
+        input_elements: elements over its inputs.
+        notes: what went wrong writing (a missing HLO, an unprintable primitive).
+    """
+
+    directory: str
+    repro: str
+    repro_form: str
+    repro_exit: int | None
+    repro_lines: int
+    kernels: tuple[str, ...]
+    steps_back: int
+    equations: int
+    input_elements: int
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {f.name: list(getattr(self, f.name)) if isinstance(getattr(self, f.name), tuple)
+                else getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+def _compiler_options(config: Configuration) -> tuple[dict[str, Any], str, str]:
+    """(XLA compiler options, mutant name, note) for the repro of `config`."""
+    if config.kind == "xla":
+        from xlaprobe.configs import xla
+        return xla.compiler_options(config), "", ""
+    if config.kind == "mutant":
+        return {}, config.variant or "", ""
+    return {}, "", (f"configuration '{config}' is not an XLA compile; repro.py compiles with "
+                    "jit's defaults")
+
+
+def run_repro(path: str | Path, timeout_s: float = REPRO_TIMEOUT_S) -> tuple[int, str]:
+    """Run a ``repro.py`` in a fresh Python process (this interpreter), on the CPU.
+
+    Returns:
+        (exit code, its stdout and stderr tail); exit code 124 on timeout.
+    """
+    env = dict(os.environ, JAX_PLATFORMS=os.environ.get("JAX_PLATFORMS", "cpu"))
+    try:
+        done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
+                              timeout=timeout_s, env=env, cwd=str(Path(path).parent))
+    except subprocess.TimeoutExpired:
+        return 124, f"repro.py ran past {timeout_s} s"
+    return done.returncode, (done.stdout + done.stderr)[-2000:]
+
+
+def _run_stable(path: Path) -> tuple[int, str]:
+    """`run_repro` up to `REPRO_RUNS` times: (1, output) only when every run exits 1 (a fault
+    that reads uninitialized memory may show in one fresh process and not the next)."""
+    for _ in range(REPRO_RUNS):
+        code, tail = run_repro(path)
+        if code != 1:
+            return code, tail
+    return code, tail
+
+
+def _write_repro(path: Path, args: tuple[Any, ...], mutant: str, *, verify: bool,
+                 try_export: bool) -> tuple[str, str, int | None, list[str]]:
+    """Write one repro.py (lax code, else the inline jax.export form) and run it.
+
+    Returns:
+        (source, form, exit code or None, notes).
+    """
+    notes: list[str] = []
+    form, exit_code = "lax", None
+    try:
+        source = repro_mod.emit_repro(*args, mutant=mutant)
+    except repro_mod.Unprintable as exc:
+        notes.append(f"repro.py embeds the program as a jax.export module: {exc}")
+        form, source = "export", repro_mod.emit_export_repro(*args, mutant=mutant)
+    path.write_text(source)
+    if not verify:
+        return source, form, exit_code, notes
+    exit_code, tail = _run_stable(path)
+    if exit_code != 1 and form == "lax" and try_export:
+        spare = path.with_name("repro_export.py")
+        try:
+            fallback = repro_mod.emit_export_repro(*args, mutant=mutant)
+            spare.write_text(fallback)
+            code, _ = _run_stable(spare)
+            if code == 1:
+                notes.append(f"the lax-code repro.py exited {exit_code} ({tail.strip()[-200:]}); "
+                             "the jax.export form reproduces and is kept as repro.py")
+                path.write_text(fallback)
+                form, exit_code, source = "export", code, fallback
+        except Exception as exc:  # jax.export cannot serialize every program
+            notes.append(f"no jax.export form either: {type(exc).__name__}: {exc}")
+        finally:
+            spare.unlink(missing_ok=True)
+    return source, form, exit_code, notes
+
+
+def kernel_text(text: str, kernels: Sequence[str]) -> str:
+    """The HLO text of `kernels` (fusion or other instruction names) in an optimized module:
+    every computation they call, transitively, then their own instruction lines.
+
+    Args:
+        text: optimized HLO module text.
+        kernels: instruction names (without ``%``).
+
+    Returns:
+        HLO text ("" when none of the names is in the module).
+    """
+    from xlaprobe.hlo import HloText
+    hlo = HloText(text)
+    instructions = list(hlo.instructions())
+    by_name = {i.name: i for i in instructions}
+    blocks: dict[str, tuple[int, int]] = {}
+    start, name = -1, ""
+    for index, line in enumerate(hlo.lines):
+        header = re.match(r"^(?:ENTRY )?%([\w.\-]+) \(.*\) -> .* \{$", line)
+        if header:
+            start, name = index, header.group(1)
+        elif line.strip() == "}" and start >= 0:
+            blocks[name] = (start, index)
+            start = -1
+    called: list[str] = []
+    stack = [by_name[k] for k in kernels if k in by_name]
+    roots = list(stack)
+    while stack:
+        instruction = stack.pop()
+        for _, names in fusion_mod._CALLED.findall(instruction.attributes):
+            for computation in re.findall(r"%([\w.\-]+)", names):
+                if computation in blocks and computation not in called:
+                    called.append(computation)
+                    stack.extend(i for i in instructions if i.computation == computation)
+    ordered = sorted(called, key=lambda c: blocks[c][0])
+    parts = ["\n".join(hlo.lines[blocks[c][0]:blocks[c][1] + 1]) for c in ordered]
+    parts += [hlo.lines[i.line].strip() for i in roots]
+    return "\n\n".join(parts) + ("\n" if parts else "")
+
+
+def _failing_kernels(reduced: Program, pool: Any, config: Configuration,
+                     text: str, timeout_s: float | None) -> tuple[tuple[str, ...], list[str]]:
+    """The kernels of the equation `localize` names in the reduced program (all equations'
+    kernels when it names none)."""
+    from xlaprobe.localize.api import localize
+    jaxpr = reduced.jaxpr.jaxpr
+    notes: list[str] = []
+    equations: list[int] = []
+    try:
+        loc = localize(reduced, config, pool, timeout_s=timeout_s, passes=False)
+        if loc.equation >= 0:
+            equations = [loc.equation]
+    except Exception as exc:  # localization is a bonus here: fall back to every kernel
+        notes.append(f"localizing the reduced program failed ({type(exc).__name__}: {exc}); "
+                     "fusion.hlo holds the kernels of every equation")
+    if not equations:
+        equations = list(range(len(jaxpr.eqns)))
+    kernels: list[str] = []
+    for k in equations:
+        found, _ = fusion_mod.kernels_in(text, jaxpr, k)
+        kernels += [f for f in found.fusions if f not in kernels]
+    return tuple(kernels), notes
+
+
+def write_outputs(reduction: Reduction, directory: str | Path, pool: Any, *,
+                  timeout_s: float | None = None, verify: bool = True) -> Written:
+    """Write ``repro.py``, ``module.hlo``, ``fusion.hlo``, ``artifact/`` and ``reduction.json``
+    for a reduction, and run ``repro.py`` once to verify it shows the fault.
+
+    ``repro.py`` is printed as jax/lax code (`repro.emit_repro`); when that fails, or does not
+    reproduce while the inline ``jax.export`` form does, the latter is kept.
+
+    Args:
+        reduction: from `reduce`.
+        directory: created if missing; files in it are replaced.
+        pool: a pool from `fusion.make_pool` (for the optimized HLO of the faulty configuration).
+        timeout_s: per-run limit of the HLO compile (s).
+        verify: run ``python repro.py`` (up to `REPRO_TIMEOUT_S`).
+
+    Returns:
+        The `Written` record (also stored in ``reduction.json`` beside the reduction).
+
+    Raises:
+        InvalidArgument: `directory` cannot be created.
+    """
+    from xlaprobe.artifact import save_artifact
+    root = Path(directory)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InvalidArgument(f"cannot create output directory {root}: {exc}") from exc
+    config = Configuration.parse(reduction.config)
+    options, mutant, note = _compiler_options(config)
+    notes = [note] if note else []
+    repro_path = root / "repro.py"
+    candidates = [(reduction.reduced, reduction.reference, reduction.honest),
+                  *reduction.earlier[:MAX_FALLBACKS]]
+    first: tuple[str, str, int | None] | None = None
+    for back, (program, reference, honest) in enumerate(candidates):
+        source, form, exit_code, more = _write_repro(
+            repro_path, (program, reduction.config, options, reference, honest), mutant,
+            verify=verify, try_export=False)
+        if back == 0:
+            notes += more
+            first = (source, form, exit_code)
+        if not verify or exit_code == 1:
+            if back:
+                notes.append(f"repro.py of the reduced program does not show the fault in a fresh "
+                             f"process (exit {first[2]}); written from the program {back} "
+                             f"accepted edit(s) earlier ({len(program.jaxpr.jaxpr.eqns)} "
+                             f"equations, {_elements(program)} input elements)")
+            break
+    else:
+        back = 0
+        program, reference, honest = candidates[0]
+        source, form, exit_code, more = _write_repro(
+            repro_path, (program, reduction.config, options, reference, honest), mutant,
+            verify=verify, try_export=True)
+        notes += more
+        if exit_code != 1:
+            notes.append(f"repro.py exited {exit_code}, not 1: it does not show the fault "
+                         f"standalone (nor did {len(candidates) - 1} less reduced program(s))")
+    kernels: tuple[str, ...] = ()
+    try:
+        spec = fusion_mod.hlo_spec(config)
+    except InvalidArgument as exc:
+        notes.append(str(exc))
+        spec = None
+    if spec is not None:
+        outcome = pool.run(program, spec, timeout_s=timeout_s)
+        if outcome.ran:
+            text = fusion_mod.hlo_text(outcome.outputs)
+            (root / "module.hlo").write_text(text)
+            kernels, more = _failing_kernels(program, pool, config, text, timeout_s)
+            notes += more
+            (root / "fusion.hlo").write_text(kernel_text(text, kernels))
+        else:
+            notes.append(f"no optimized HLO: {outcome.kind.value} {outcome.error[-200:]}")
+    try:
+        save_artifact(program, root / "artifact", reference=reference,
+                      repro_config=reduction.config, compiler_options=options,
+                      note=f"reduced: {reduction.kind}")
+    except Exception as exc:  # the repro is what matters; an artifact is a convenience
+        notes.append(f"no artifact: {type(exc).__name__}: {exc}")
+    written = Written(str(root), str(repro_path), form, exit_code,
+                      repro_mod.count_lines(source), kernels, back,
+                      len(program.jaxpr.jaxpr.eqns), _elements(program), tuple(notes))
+    (root / "reduction.json").write_text(json.dumps(
+        reduction.to_json() | {"written": written.to_json()}, indent=2, default=str) + "\n")
+    return written
+
+
+# ------------------------------------------------------------------------------------------------
+# Command line
+
+
+def reduce_command(target: str, config: str, *, db: Path | str, out: Path | str | None = None,
+                   json_output: bool = False, jobs: int = 1, timeout_s: float = 600.0,
+                   max_tests: int = MAX_TESTS) -> int:
+    """``xlaprobe reduce TARGET [CONFIG]``: reduce, write the reproducer, print a summary.
+
+    Args:
+        target: a finding id from the store, an artifact directory, a case module, a zoo model,
+            FILE.py:FN or module:fn (as for ``xlaprobe localize``).
+        config: the faulty configuration; "" takes the finding's (or the case's FAULTY_CONFIG).
+        db: the SQLite store (finding ids are looked up there); outputs go beside it in
+            ``reductions/<fingerprint>-<config>/`` unless `out` is given.
+        out: output directory, or None.
+        json_output: print the reduction as JSON on stdout instead of progress lines.
+        jobs: worker processes per isolation group.
+        timeout_s: per-run limit (s).
+        max_tests: interestingness test budget.
+
+    Returns:
+        Exit code: 0 reduced and ``repro.py`` shows the fault; 1 flaky, or the repro does not
+        show it.
+
+    Raises:
+        InvalidArgument: bad target, configuration, budget or output directory.
+        NotReproducible: the configuration gives no finding on the target.
+    """
+    from xlaprobe.localize.api import _resolve_target
+    db = Path(db)
+    if max_tests < 1:
+        raise InvalidArgument(f"--max-tests must be at least 1, not {max_tests}")
+    program, config = _resolve_target(target, config, db)
+    parsed = Configuration.parse(config)
+    if parsed.kind == "reference":
+        raise InvalidArgument("the reference is the oracle; reduce a configuration that is "
+                              "judged against it, e.g. xla or xla:fastmath")
+    say = (lambda text: None) if json_output else print
+    say(f"reducing {config} on {program.provenance.name} ({len(program.jaxpr.jaxpr.eqns)} "
+        "top-level equations)")
+
+    def report(stats: PassStats, current: Program) -> None:
+        say(f"  {stats.name:9s} {stats.tests:3d} tests, {stats.accepted:3d} kept: "
+            f"{len(current.jaxpr.jaxpr.eqns)} equations, {_elements(current)} input elements "
+            f"[{stats.seconds:.1f} s]")
+
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in str(parsed))
+    with fusion_mod.make_pool(size=jobs, timeout_s=timeout_s) as pool:
+        result = reduce(program, parsed, pool, max_tests=max_tests, on_pass=report)
+        directory = Path(out) if out else db.parent / "reductions" / \
+            f"{program.fingerprint}-{safe}"[:150]
+        written = write_outputs(result, directory, pool)
+    if json_output:
+        print(json.dumps(result.to_json() | {"written": written.to_json()}, indent=2,
+                         default=str))
+    else:
+        say(f"reduced {result.equations_before} -> {result.equations_after} equations "
+            f"({', '.join(result.primitives)}); inputs {result.input_elements_before} -> "
+            f"{result.input_elements_after} elements; {result.tests} tests, {result.cycles} "
+            f"cycles, {result.seconds:.1f} s" + (", FLAKY" if result.flaky else ""))
+        for note in result.notes + written.notes:
+            say(f"note: {note}")
+        say(f"kernel:  {', '.join(written.kernels) or '(none named)'} -> "
+            f"{Path(written.directory) / 'fusion.hlo'}")
+        verdict = {1: "shows the fault", None: "not run"}.get(written.repro_exit,
+                                                             f"exit {written.repro_exit}")
+        say(f"repro:   python {written.repro}  ({written.repro_lines} lines, {written.repro_form}; "
+            f"{verdict})")
+    return 0 if written.repro_exit == 1 and not result.flaky else 1
