@@ -27,6 +27,16 @@ err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 
 MAX_DETAIL_ROWS = 20
 
+# Arguments and options several commands share.
+DEFAULT_DB = Path(".xlaprobe/xlaprobe.db")
+DbOption = Annotated[Path, typer.Option(help="SQLite store")]
+JobsOption = Annotated[int, typer.Option("--jobs", "-j", min=1, help="worker processes")]
+JsonOption = Annotated[bool, typer.Option("--json", help="print JSON to stdout")]
+FindingTarget = Annotated[str, typer.Argument(help="finding id, artifact directory, case module, "
+                                                   "zoo MODEL, FILE.py:FN or module:fn")]
+FaultyConfig = Annotated[str, typer.Argument(help="the faulty configuration (default: the "
+                                                  "finding's or the case's FAULTY_CONFIG)")]
+
 
 def _fmt(value: float) -> str:
     if value != value:  # NaN
@@ -99,11 +109,11 @@ def check(
                                         "'f32[8,128],i32[8]'")] = "",
     seed: Annotated[int, typer.Option(help="seed of random weights and inputs", min=0,
                                       max=2 ** 63 - 1)] = 0,
-    db: Annotated[Path, typer.Option(help="SQLite store")] = Path(".xlaprobe/xlaprobe.db"),
-    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="worker processes")] = 1,
+    db: DbOption = DEFAULT_DB,
+    jobs: JobsOption = 1,
     timeout: Annotated[float, typer.Option(help="per-run limit (s); the reference's error-budget "
                                            "runs get it too", min=0.1, max=7 * 24 * 3600.0)] = 600.0,
-    as_json: Annotated[bool, typer.Option("--json", help="print JSON to stdout")] = False,
+    as_json: JsonOption = False,
     all_outputs: Annotated[bool, typer.Option("--all-outputs", help="list every output leaf")] = False,
 ) -> None:
     """Check TARGET under several configurations; exit 0 all ok, 1 findings, 2 bad input."""
@@ -156,9 +166,9 @@ def fuzz(
     time: Annotated[str, typer.Option("--time", help="wall-time budget: 90s, 10m, 1h")] = "5m",
     configs: Annotated[str, typer.Option("--configs", "-c", help="comma-separated configuration "
                                          "specs")] = "xla,xla:O0,eager,reference",
-    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="worker processes")] = 1,
+    jobs: JobsOption = 1,
     seed: Annotated[int, typer.Option(help="first generator seed", min=0, max=2 ** 62)] = 0,
-    db: Annotated[Path, typer.Option(help="SQLite store")] = Path(".xlaprobe/xlaprobe.db"),
+    db: DbOption = DEFAULT_DB,
     resume: Annotated[bool, typer.Option("--resume", help="continue the last campaign")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
 ) -> None:
@@ -171,15 +181,13 @@ def fuzz(
 
 @app.command()
 def localize(
-    target: Annotated[str, typer.Argument(help="finding id, artifact directory, case module, zoo "
-                                               "MODEL, FILE.py:FN or module:fn")],
-    config: Annotated[str, typer.Argument(help="the faulty configuration (default: the finding's "
-                                               "or the case's FAULTY_CONFIG)")] = "",
-    db: Annotated[Path, typer.Option(help="SQLite store")] = Path(".xlaprobe/xlaprobe.db"),
-    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="worker processes")] = 1,
+    target: FindingTarget,
+    config: FaultyConfig = "",
+    db: DbOption = DEFAULT_DB,
+    jobs: JobsOption = 1,
     timeout: Annotated[float, typer.Option(help="per-run limit (s)", min=0.1,
                                            max=7 * 24 * 3600.0)] = 600.0,
-    as_json: Annotated[bool, typer.Option("--json", help="print JSON to stdout")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Localize a finding: failing outputs, smallest failing jaxpr segment, equation, fusion."""
     from xlaprobe.localize.api import localize_command
@@ -190,19 +198,17 @@ def localize(
 
 @app.command()
 def reduce(
-    target: Annotated[str, typer.Argument(help="finding id, artifact directory, case module, zoo "
-                                               "MODEL, FILE.py:FN or module:fn")],
-    config: Annotated[str, typer.Argument(help="the faulty configuration (default: the finding's "
-                                               "or the case's FAULTY_CONFIG)")] = "",
-    db: Annotated[Path, typer.Option(help="SQLite store")] = Path(".xlaprobe/xlaprobe.db"),
+    target: FindingTarget,
+    config: FaultyConfig = "",
+    db: DbOption = DEFAULT_DB,
     out_dir: Annotated[Path | None, typer.Option("--out", help="output directory (default: "
                                                  "reductions/ beside the store)")] = None,
-    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="worker processes")] = 1,
+    jobs: JobsOption = 1,
     timeout: Annotated[float, typer.Option(help="per-run limit (s)", min=0.1,
                                            max=7 * 24 * 3600.0)] = 600.0,
     max_tests: Annotated[int, typer.Option("--max-tests", min=1, max=100_000,
                                            help="interestingness test budget")] = 400,
-    as_json: Annotated[bool, typer.Option("--json", help="print JSON to stdout")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Reduce a finding (ddmin over equations, then shapes and values) to a standalone repro.py."""
     from xlaprobe.localize.reduce import reduce_command
@@ -220,7 +226,7 @@ def tune(
                                                "random")] = "model",
     seed: Annotated[int, typer.Option(min=0, max=2**31 - 1, help="seed of the search and of "
                                                                  "random weights/inputs")] = 0,
-    db: Annotated[Path, typer.Option(help="SQLite store")] = Path(".xlaprobe/xlaprobe.db"),
+    db: DbOption = DEFAULT_DB,
     name: Annotated[str, typer.Option(help="name of the stored result (default: TARGET)")] = "",
     only: Annotated[str, typer.Option(help="comma-separated dimensions to search, e.g. "
                                            "pass:algsimp,knob:layout (default: all)")] = "",
@@ -232,7 +238,7 @@ def tune(
                                                    ".pdf)")] = None,
     inputs: Annotated[str, typer.Option(help="input spec for FILE.py:FN, e.g. "
                                              "'f32[8,128],i32[8]'")] = "",
-    as_json: Annotated[bool, typer.Option("--json", help="print JSON to stdout")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Tune XLA compiler options, pass toggles and program knobs for speed, numerics guarded.
 
@@ -246,7 +252,7 @@ def tune(
 
 
 @app.command()
-def models(as_json: Annotated[bool, typer.Option("--json", help="print JSON to stdout")] = False) -> None:
+def models(as_json: JsonOption = False) -> None:
     """List the model zoo."""
     from xlaprobe.sources.models import MODELS
 
@@ -263,7 +269,7 @@ def models(as_json: Annotated[bool, typer.Option("--json", help="print JSON to s
 
 
 @app.command()
-def mutants(as_json: Annotated[bool, typer.Option("--json", help="print JSON to stdout")] = False) -> None:
+def mutants(as_json: JsonOption = False) -> None:
     """List the mutant compilers (planted miscompilations: configuration mutant:<name>)."""
     from xlaprobe.configs.mutants import MUTANTS
 
@@ -297,7 +303,7 @@ def configs() -> None:
 
 
 @app.command()
-def findings(db: Annotated[Path, typer.Option(help="SQLite store")] = Path(".xlaprobe/xlaprobe.db"),
+def findings(db: DbOption = DEFAULT_DB,
              as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """List stored findings, newest first."""
     from xlaprobe.errors import InvalidArgument

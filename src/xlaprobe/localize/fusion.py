@@ -55,38 +55,56 @@ def hlo_spec(config: Configuration | str) -> Configuration:
     return Configuration("hlo", variant, config.options)
 
 
-def _base(config: Configuration) -> Configuration:
-    kind, _, variant = (config.variant or "").partition(".")
-    if kind not in ("xla", "mutant"):
-        raise InvalidArgument(f"configuration '{config}': expected hlo:xla[.VARIANT][options] or "
-                              "hlo:mutant.NAME")
-    return Configuration(kind, variant or None, config.options)
+class WrappingKind:
+    """A `ConfigKind` ``<name>:<base kind>.<variant>[options]`` that compiles like its base
+    configuration and returns something else about the compile (subclasses define ``run``).
+
+    Attributes:
+        bases: the base kinds it accepts.
+        forms: the accepted spec forms, for error messages.
+    """
+
+    bases: tuple[str, ...] = ()
+    forms: str = ""
+
+    def base(self, config: Configuration) -> Configuration:
+        """The base configuration of a wrapped one (``hlo:xla.O0`` -> ``xla:O0``).
+
+        Raises:
+            InvalidArgument: the base kind is not one of `bases`.
+        """
+        kind, _, variant = (config.variant or "").partition(".")
+        if kind not in self.bases:
+            raise InvalidArgument(f"configuration '{config}': expected {self.forms}")
+        return Configuration(kind, variant or None, config.options)
+
+    def validate(self, config: Configuration) -> None:
+        """Raise `InvalidArgument` unless the base configuration is valid."""
+        base = self.base(config)
+        registry.get_kind(base.kind).validate(base)
+
+    def isolation_group(self, config: Configuration) -> str:
+        """The base configuration's group (a mutant's own workers for ``hlo:mutant.NAME``)."""
+        base = self.base(config)
+        return registry.get_kind(base.kind).isolation_group(base)
 
 
-class HloKind:
+class HloKind(WrappingKind):
     """`ConfigKind` ``hlo:<base>``: compile like ``<base>``, return the optimized HLO text."""
 
     name = "hlo"
     description = ("optimized HLO text of an xla or mutant compile (hlo:xla[.VARIANT][opts], "
                    "hlo:mutant.NAME), for localization")
+    bases = ("xla", "mutant")
+    forms = "hlo:xla[.VARIANT][options] or hlo:mutant.NAME"
 
     def __init__(self) -> None:
         self._mutant = False
 
-    def validate(self, config: Configuration) -> None:
-        """Raise `InvalidArgument` unless the base configuration is valid."""
-        base = _base(config)
-        registry.get_kind(base.kind).validate(base)
-
-    def isolation_group(self, config: Configuration) -> str:
-        """The base configuration's group (a mutant's own workers for ``hlo:mutant.NAME``)."""
-        base = _base(config)
-        return registry.get_kind(base.kind).isolation_group(base)
-
     def run(self, config: Configuration, jaxpr: Any, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Compile (in a worker) and return ``[uint8 array of the HLO module text]``."""
         from xlaprobe.configs.xla import compile_program
-        base = _base(config)
+        base = self.base(config)
         self._mutant = base.kind == "mutant"
         if self._mutant:
             from xlaprobe.configs import mutants

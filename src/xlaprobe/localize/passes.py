@@ -47,6 +47,7 @@ import numpy as np
 from xlaprobe.configs import registry
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.errors import InvalidArgument
+from xlaprobe.localize.fusion import WrappingKind
 
 #: Module a worker pool must preload for the ``passes`` kind.
 PRELOAD = __name__
@@ -58,13 +59,6 @@ MAX_SINGLES = 24
 TEST_TIMEOUT_S = 10.0
 _DUMP_FILE = re.compile(r"^module_\d+\.[^.]+\.\d+\.(?P<pipeline>[^.]+)\.after_(?P<pass>[^.]+)\.")
 _PSEUDO = frozenset({"pipeline-start", "pipeline-end"})
-
-
-def _base(config: Configuration) -> Configuration:
-    kind, _, variant = (config.variant or "").partition(".")
-    if kind != "xla":
-        raise InvalidArgument(f"configuration '{config}': expected passes:xla[.VARIANT][options]")
-    return Configuration(kind, variant or None, config.options)
 
 
 def passes_spec(config: Configuration | str) -> Configuration:
@@ -101,22 +95,14 @@ def changed_passes(dump_dir: str) -> list[str]:
     return names
 
 
-class PassesKind:
+class PassesKind(WrappingKind):
     """`ConfigKind` ``passes:<base>``: compile like the ``xla`` configuration ``<base>`` with HLO
     dumps on, return the names of the passes that changed the module (newline-joined, as uint8)."""
 
     name = "passes"
     description = "HLO passes that change the module in an xla compile (passes:xla[.VARIANT][opts])"
-
-    def validate(self, config: Configuration) -> None:
-        """Raise `InvalidArgument` unless the base configuration is valid."""
-        base = _base(config)
-        registry.get_kind(base.kind).validate(base)
-
-    def isolation_group(self, config: Configuration) -> str:
-        """The base configuration's group."""
-        base = _base(config)
-        return registry.get_kind(base.kind).isolation_group(base)
+    bases = ("xla",)
+    forms = "passes:xla[.VARIANT][options]"
 
     def run(self, config: Configuration, jaxpr: Any,
             inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -124,7 +110,7 @@ class PassesKind:
         import jax
 
         from xlaprobe.configs.xla import compiler_options, scoped_function
-        options = compiler_options(_base(config))
+        options = compiler_options(self.base(config))
         directory = tempfile.mkdtemp(prefix="xlaprobe-passes-")
         try:
             options.update(xla_dump_to=directory, xla_dump_hlo_pass_re=".*")

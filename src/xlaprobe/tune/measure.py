@@ -206,12 +206,13 @@ def measure_in_worker(closed_jaxpr: Any, inputs: tuple[np.ndarray, ...], *,
                 break
     speedup, low, high = speedup_interval(np.asarray(base), np.asarray(cand),
                                           confidence=protocol.confidence)
+    cost = cost_dict(candidate.cost_analysis())
     return {"speedup": speedup, "low": low, "high": high, "baseline_s": float(np.median(base)),
             "candidate_s": float(np.median(cand)), "rounds": len(base), "raced_out": raced_out,
             "compile_s": compile_s, "threads": len(os.sched_getaffinity(0)),
             "load": (load_before, os.getloadavg()[0]), "pid": os.getpid(),
-            "features": hlo_features(candidate.as_text(), cost_dict(candidate.cost_analysis())),
-            "cost": cost_dict(candidate.cost_analysis()), "outputs": outputs}
+            "features": hlo_features(candidate.as_text(), cost), "cost": cost,
+            "outputs": outputs}
 
 
 def measure(pool: Any, baseline: Program, baseline_options: dict[str, Any],
