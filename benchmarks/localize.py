@@ -4,9 +4,10 @@ For each zoo model the unmutated compiler is checked once (``xla`` and ``referen
 mutant (`xlaprobe mutants`) compiles the model in a worker of its own. Where its pass fires and the
 oracle flags the result, the mutant's `MutationSite` is the ground truth, and
 `xlaprobe.localize.localize` (tiers 1-4, given that check so it starts from the finding; tier 5
-is the mutant's own pass, known) must name its equation (``exact``), a kernel list that holds its
-fusion (``fusion``) and the mutated HLO instruction (``op``: named, or among the instructions
-named with it). Prints one row per (model, mutant): top-level equations n, ground-truth and
+is the mutant's own pass, known) must name its equation (``exact``; where XLA merged the mutated instruction from several
+equations, as two transposes into one, any equation its ``op_name`` names), a kernel list that holds its
+fusion (``fusion``) and the mutated HLO instruction (``op``: ``yes`` named exactly, ``with``
+among the instructions named with it). Prints one row per (model, mutant): top-level equations n, ground-truth and
 localized equation, exact?, fusion right?, op right?, compile+run cycles against the
 2 log2(n) + 10 budget (tier 4's kernel compiles apart), seconds; then the shares. The crash
 mutant and the below-tolerance mutant are not applicable (nothing numeric to localize / nothing
@@ -29,6 +30,7 @@ from __future__ import annotations
 import argparse
 import glob
 import json
+import re
 import tempfile
 import time
 
@@ -94,8 +96,11 @@ def main() -> None:
                     rows.append({"model": name, "mutant": mutant, "error": str(exc)})
                     continue
                 n = loc.equations
+                # An instruction XLA merged from several equations (two transposes into one)
+                # names each in its op_name: any of them is the mutated equation.
+                truths = {int(k) for k in re.findall(r"eqn(\d+)", site.op_name)} or {site.equation}
                 row = {"model": name, "mutant": mutant, "n": n, "truth": site.equation,
-                       "found": loc.equation, "exact": loc.equation == site.equation,
+                       "found": loc.equation, "exact": loc.equation in truths,
                        "fusion": not site.fusion or site.fusion in loc.fusions,
                        "site_fusion": site.fusion, "fusions": list(loc.fusions[:4]),
                        "segment": list(loc.segment), "named_exactly": loc.exact,
@@ -108,7 +113,7 @@ def main() -> None:
                 rows.append(row)
                 print(f"{name:15s} {mutant:31s} {n:5d} {site.equation:6d} {loc.equation:6d} "
                       f"{'yes' if row['exact'] else 'NO':>5s} {'yes' if row['fusion'] else 'NO':>6s} "
-                      f"{'yes' if row['op'] else 'NO':>4s} "
+                      f"{'yes' if row['op_exact'] else 'with' if row['op'] else 'NO':>4s} "
                       f"{len(loc.segment) if loc.segment else '-':>5} "
                       f"{loc.cycles:6d} {loc.op_cycles:4d} {row['bound']:5.1f} {loc.seconds:6.1f}  "
                       f"{site.fusion or '-'} / {', '.join(loc.fusions[:3]) or '-'}"

@@ -58,6 +58,7 @@ from jax._src import core as jcore
 from xlaprobe.check import CheckResult, check_program
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.errors import InvalidArgument, NotReproducible
+from xlaprobe.hlo import HloText
 from xlaprobe.localize import fusion as fusion_mod
 from xlaprobe.localize.bisect import (NUMERIC, RERUNS, Recording, Searcher, Step, alone_window,
                                       baseline_spec, bisect_cuts, bisect_segments,
@@ -321,17 +322,26 @@ INSIDE_KERNELS = 8
 
 def _inside(search: Searcher, program: Program, loc: Localization,
             recording: Recording) -> Localization:
-    """Tier 4 on the kernels of the named equation (see `xlaprobe.localize.inside`)."""
+    """Tier 4 on the kernels of the named equation, then on those of the rest of the smallest
+    failing segment, earliest first (see `xlaprobe.localize.inside`). An instruction named in
+    a kernel of another equation of the segment names that equation and kernel instead (tiers
+    2-3 saw the first wrong value downstream of it): fed right values, it computes wrongly."""
     from xlaprobe.localize.inside import locate_op
     text = search.hlo_cache.get(program.fingerprint)
     if search.kind not in NUMERIC or text is None or search.config.kind not in ("xla", "mutant"):
         return loc
+    trusted = _trusted(search, program)
+    fused = {i.name for i in HloText(text).instructions() if i.opcode == "fusion"}
+    kernels = list(loc.fusions)
+    others = [k for k in sorted(loc.segment) if k != loc.equation]
+    for found_kernels in fusion_mod.equation_kernels(text, others).values():
+        kernels += [k for k in found_kernels.fusions if k not in kernels]
     found = None
-    cycles = 0
-    for kernel in [k for k in loc.fusions if "fusion" in k][:INSIDE_KERNELS]:
+    cycles = 1 if trusted is not None else 0
+    for kernel in [k for k in kernels if k in fused][:INSIDE_KERNELS]:
         try:
             found = locate_op(program, search.config, search.pool, text, kernel, recording,
-                              timeout_s=search.timeout_s)
+                              trusted=trusted, timeout_s=search.timeout_s)
         except Exception as exc:  # an edited module XLA rejects in the parent: tier 4 missing
             return dataclasses.replace(loc, notes=loc.notes + (
                 f"tier 4 (op inside the kernel) failed: {type(exc).__name__}: {str(exc)[:200]}",),
@@ -344,10 +354,39 @@ def _inside(search: Searcher, program: Program, loc: Localization,
     jaxpr = program.jaxpr.jaxpr
     primitive = jaxpr.eqns[found.equation].primitive.name if 0 <= found.equation < len(
         jaxpr.eqns) else ""
-    return dataclasses.replace(
+    loc = dataclasses.replace(
         loc, op_kernel=found.kernel, op_instruction=found.instruction, op_opcode=found.opcode,
         op_equation=found.equation, op_primitive=primitive, op_with=found.with_instructions,
         op_evidence=found.evidence, op_cycles=cycles)
+    if not found.instruction or found.equation in (-1, loc.equation) or found.kernel in loc.fusions:
+        return loc  # the instruction sits in a kernel of the named equation: tier 3 stands
+    kernels_of, note = fusion_mod.kernels_in(text, jaxpr, found.equation)
+    fusions = (found.kernel, *[k for k in kernels_of.fusions if k != found.kernel])
+    return dataclasses.replace(
+        loc, equation=found.equation, primitive=primitive, source=_source_line(
+            jaxpr.eqns[found.equation]), exact=True,
+        evidence=(f"its instruction {found.instruction} in kernel {found.kernel}, fed right "
+                  f"values, computes wrongly (tier 4; the first wrong value tier 2 saw was "
+                  f"equation {loc.equation}'s)"),
+        fusions=fusions, instructions=kernels_of.instructions,
+        notes=loc.notes + ((note,) if note else ()))
+
+
+def _trusted(search: Searcher, program: Program) -> Any:
+    """The trusted configuration's compile of `program` for tier 4's twin kernels
+    (`xlaprobe.localize.inside.Trusted`), or None where the trusted configuration is no ``xla``
+    compile (plain ``xla`` is judged against ``eager``) or its HLO cannot be had."""
+    from xlaprobe.configs.xla import compiler_options
+    from xlaprobe.localize.inside import Trusted
+    spec = Configuration.parse(baseline_spec(search.config))
+    if spec.kind != "xla":
+        return None
+    outcome = search.pool.run(program, fusion_mod.hlo_spec(spec), timeout_s=search.timeout_s)
+    if not outcome.ran:
+        search.notes.append(f"no optimized HLO from the trusted {spec} for tier 4: "
+                            f"{outcome.kind.value}")
+        return None
+    return Trusted(str(spec), fusion_mod.hlo_text(outcome.outputs), compiler_options(spec))
 
 
 def _reference_only(pool: Any, recorder: Program, variables: list[Any],

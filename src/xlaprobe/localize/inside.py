@@ -42,6 +42,7 @@ from jax._src import core as jcore
 
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.hlo import HloText, Instruction, equation_of
+from xlaprobe.localize.twin import agrees, find_twin
 from xlaprobe.oracle import judge_leaf
 
 #: Worker isolation group of HLO compiles (no mutant pass registered there).
@@ -162,40 +163,122 @@ def _module_header(lines: Sequence[str], params: Sequence[str], result: str) -> 
     return f"{name}, entry_computation_layout={{({', '.join(params)})->{result}}}"
 
 
-def operands_module(text: str, kernel: str) -> tuple[str, list[Instruction]] | None:
-    """The module with its entry ROOT replaced by a tuple of `kernel`'s operands.
-
-    Returns:
-        (module text, the operand instructions), or None when `kernel` is not in the entry.
+def portable(text: str) -> str:
+    """The module with every fusion turned into a call of its computation and every bitcast
+    into the reshape and transposes it stands for: what XLA's HLO -> StableHLO import and a
+    fresh compile accept and compute the same values from. A fusion recompiled needs a
+    backend config the import drops; a bitcast means what it does only in the layouts of its
+    operand and result, which the import and a fresh layout assignment do not keep.
     """
     hlo = HloText(text)
     instructions = list(hlo.instructions())
-    by_name = {i.name: i for i in instructions}
+    by_name = {(i.computation, i.name): i for i in instructions}
+    # Bottom up, so that the line numbers of instructions still to edit stay valid.
+    for instruction in reversed(instructions):
+        if instruction.opcode == "fusion":
+            called = instruction.attribute("calls")
+            metadata = re.search(r"metadata=\{[^}]*\}", instruction.attributes)
+            hlo.replace(instruction, opcode="call", attributes=f"to_apply={called}"
+                        + (f", {metadata.group(0)}" if metadata else ""))
+        elif instruction.opcode == "bitcast" and len(instruction.operands) == 1 and \
+                (instruction.computation, instruction.operands[0]) in by_name:
+            operand = by_name[(instruction.computation, instruction.operands[0])]
+            lines = logical_bitcast(instruction, operand)
+            indent = hlo.lines[instruction.line][:len(hlo.lines[instruction.line])
+                                                 - len(hlo.lines[instruction.line].lstrip())]
+            hlo.lines[instruction.line:instruction.line + 1] = [indent + line for line in lines]
+    return str(hlo)
+
+
+def _minor_to_major(instruction: Instruction) -> list[int]:
+    match = re.search(r"\]\{([0-9,]*)\}", instruction.shape)
+    order = [int(d) for d in match.group(1).split(",") if d] if match else []
+    return order if sorted(order) == list(range(len(instruction.dims))) else \
+        list(range(len(instruction.dims)))[::-1]
+
+
+def logical_bitcast(instruction: Instruction, operand: Instruction) -> list[str]:
+    """HLO lines computing bitcast `instruction` of `operand` without layouts: the operand
+    transposed into its physical (major-to-minor) order, reshaped to the result's physical
+    shape, transposed back to the result's logical order. Identity transposes are left out;
+    the last line keeps the instruction's name, shape and metadata.
+
+    >>> from xlaprobe.hlo import HloText
+    >>> x, b = HloText("%c (p: f32[2,3]) -> f32[3,2] {\\n  %p = f32[2,3]{0,1} parameter(0)\\n"
+    ...                "  ROOT %b = f32[3,2]{1,0} bitcast(%p)\\n}").instructions()
+    >>> logical_bitcast(b, x)
+    ['%b.physical = f32[3,2]{1,0} transpose(%p), dimensions={1,0}', '%b = f32[3,2]{1,0} reshape(%b.physical)']
+    """
+    element = instruction.element_type
+    source, target = operand.dims, instruction.dims
+    source_order = _minor_to_major(operand)[::-1]  # major to minor
+    target_order = _minor_to_major(instruction)[::-1]
+    metadata = re.search(r"metadata=\{[^}]*\}", instruction.attributes)
+    tail = f", {metadata.group(0)}" if metadata else ""
+
+    def shape(dims: Sequence[int]) -> str:
+        layout = ",".join(str(d) for d in range(len(dims) - 1, -1, -1))
+        return f"{element}[{','.join(str(d) for d in dims)}]{{{layout}}}"
+
+    lines, current = [], operand.name
+    if source_order != sorted(source_order):
+        physical = [source[d] for d in source_order]
+        lines.append(f"%{instruction.name}.physical = {shape(physical)} transpose(%{current}), "
+                     f"dimensions={{{','.join(map(str, source_order))}}}")
+        current = f"{instruction.name}.physical"
+    if target_order == sorted(target_order):
+        lines.append(f"%{instruction.name} = {instruction.shape} reshape(%{current}){tail}")
+        return lines
+    physical = [target[d] for d in target_order]
+    lines.append(f"%{instruction.name}.reshaped = {shape(physical)} reshape(%{current})")
+    back = [target_order.index(i) for i in range(len(target))]
+    lines.append(f"%{instruction.name} = {instruction.shape} transpose(%{instruction.name}"
+                 f".reshaped), dimensions={{{','.join(map(str, back))}}}{tail}")
+    return lines
+
+
+def operands_module(text: str, kernel: str) -> tuple[str, list[Instruction]] | None:
+    """The module (`portable`) with its entry ROOT replaced by a tuple of `kernel`'s operands.
+
+    Returns:
+        (module text, the operand instructions), or None when `kernel` is not in the entry or
+        reads a tuple.
+    """
+    by_name = HloText(text).by_name()
     target = by_name.get(kernel)
+    if target is None:
+        return None
+    module = entry_values_module(text, target.operands)
+    return None if module is None else (module, [by_name[o] for o in target.operands])
+
+
+def entry_values_module(text: str, names: Sequence[str]) -> str | None:
+    """The module (`portable`) with its entry ROOT replaced by a tuple of the entry
+    instructions `names`; None when one is not an array-shaped entry instruction."""
+    hlo = HloText(portable(text))
+    instructions = list(hlo.instructions())
     blocks = _blocks(hlo.lines)
     entry = next((n for n, (s, _) in blocks.items() if hlo.lines[s].startswith("ENTRY ")), "")
-    if target is None or target.computation != entry:
-        return None
-    operands = [by_name[o] for o in target.operands]
-    if any(o.shape.startswith("(") for o in operands):
+    by_name = {i.name: i for i in instructions if i.computation == entry}
+    if not all(n in by_name and not by_name[n].shape.startswith("(") for n in names):
         return None
     start, stop = blocks[entry]
     lines = list(hlo.lines)
     for index in range(start + 1, stop):
         lines[index] = lines[index].replace("ROOT %", "%", 1)
-    shape = "(" + ", ".join(o.shape for o in operands) + ")"
-    lines.insert(stop, f"  ROOT %xlaprobe.operands = {shape} tuple("
-                 + ", ".join(f"%{o.name}" for o in operands) + ")")
+    shape = "(" + ", ".join(by_name[n].shape for n in names) + ")"
+    lines.insert(stop, f"  ROOT %xlaprobe.values = {shape} tuple("
+                 + ", ".join(f"%{n}" for n in names) + ")")
     header = _HEADER.match(lines[start])
     lines[start] = f"ENTRY %{header.group('name')} ({header.group('params')}) -> {shape} {{"
     body = [line for line in lines if not line.startswith("HloModule")]
-    params = [i.shape for i in sorted((i for i in instructions if i.computation == entry
-                                       and i.opcode == "parameter"),
+    params = [i.shape for i in sorted((i for i in by_name.values() if i.opcode == "parameter"),
                                       key=lambda i: int(i.operand_text or 0))]
-    return _module_header(hlo.lines, params, shape) + "\n\n" + "\n".join(body) + "\n", operands
+    return _module_header(hlo.lines, params, shape) + "\n\n" + "\n".join(body) + "\n"
 
 
-def kernel_module(text: str, computation: str, replaced: dict[str, int] | None = None) -> str:
+def kernel_module(text: str, computation: str, replaced: dict[str, int] | None = None,
+                  exposed: Sequence[str] = ()) -> str:
     """A module whose entry is fused `computation` (with the computations it calls); each
     instruction in `replaced` becomes entry parameter number ``replaced[name]`` instead.
 
@@ -203,13 +286,14 @@ def kernel_module(text: str, computation: str, replaced: dict[str, int] | None =
         text: the optimized module text holding `computation`.
         computation: the fused computation's name.
         replaced: instruction name -> new parameter number (after the computation's own).
+        exposed: when given, the entry returns a tuple of these instructions' values instead
+            of the computation's own result.
 
     Returns:
-        HLO module text.
+        HLO module text (`portable`).
     """
-    hlo = HloText(text)
+    hlo = HloText(portable(text))
     instructions = list(hlo.instructions())
-    by_name = {i.name: i for i in instructions if i.computation == computation}
     blocks = _blocks(hlo.lines)
     replaced = replaced or {}
     parts = []
@@ -222,31 +306,31 @@ def kernel_module(text: str, computation: str, replaced: dict[str, int] | None =
     body = []
     extra = []
     shapes: dict[int, str] = {}
-    result = ""
-    for instruction in instructions:
-        if instruction.computation != computation:
-            continue
+    result = signature = header.group("result")
+    members = {i.name: i for i in instructions if i.computation == computation}
+    for instruction in members.values():
         if instruction.opcode == "parameter":
             shapes[int(instruction.operand_text or 0)] = instruction.shape
-        if instruction.root:
+        if instruction.root and not exposed:
             result = instruction.shape
         line = hlo.lines[instruction.line]
-        if instruction.opcode == "bitcast" and _row_major(instruction) and all(
-                _row_major(by_name[o]) for o in instruction.operands if o in by_name):
-            # A row-major bitcast is a reshape; XLA's HLO -> StableHLO conversion mishandles
-            # bitcasts between ranks (a layout of the wrong rank).
-            line = line.replace(" bitcast(", " reshape(", 1)
+        root = "ROOT " if instruction.root and not exposed else ""
+        if exposed:
+            line = line.replace("ROOT %", "%", 1)
         if instruction.name in replaced:
             number = replaced[instruction.name]
             indent = line[:len(line) - len(line.lstrip())]
-            root = "ROOT " if instruction.root else ""
             line = (f"{indent}{root}%{instruction.name} = {instruction.shape} "
-                     f"parameter({number})")
+                    f"parameter({number})")
             extra.append((number, f"{instruction.name}: {instruction.shape}"))
             shapes[number] = instruction.shape
         body.append(line)
+    if exposed:
+        result = signature = "(" + ", ".join(members[n].shape for n in exposed) + ")"
+        body.append(f"  ROOT %xlaprobe.exposed = {result} tuple("
+                    + ", ".join(f"%{n}" for n in exposed) + ")")
     params = ", ".join([params] * bool(params) + [p for _, p in sorted(extra)])
-    entry = [f"ENTRY %{computation} ({params}) -> {header.group('result')} {{", *body, "}"]
+    entry = [f"ENTRY %{computation} ({params}) -> {signature} {{", *body, "}"]
     header_line = _module_header(hlo.lines, [shapes[k] for k in sorted(shapes)], result)
     module = header_line + "\n\n" + "\n\n".join(parts + ["\n".join(entry)]) + "\n"
     return re.sub(r" stack_frame_id=\d+", "", module)  # the module's frame tables stay behind
@@ -313,12 +397,12 @@ def _row_major(instruction: Instruction) -> bool:
 
 
 def _operand_values(operands: Sequence[Instruction], instructions: Sequence[Instruction],
-                    program: Any, recording: Any, computation: str = "") -> list[np.ndarray] | None:
+                    program: Any, recording: Any, computation: str = ""
+                    ) -> list[np.ndarray | None]:
     """The values a kernel reads, where each operand is a program input or the value of a jaxpr
-    equation (its reference value; tiers 2-3 put the first wrong value in this kernel), possibly
-    through a bitcast, reshape or copy, or reshaped by a row-major bitcast of the fused
-    `computation` itself into the equation's shape (XLA computes a dot on flattened rows); None
-    when one is neither (then the module computes them).
+    equation (its reference value), possibly through a bitcast, reshape or copy, or reshaped by
+    a row-major bitcast of the fused `computation` itself into the equation's shape (XLA
+    computes a dot on flattened rows); None for an operand that is neither.
     """
     by_name = {i.name: i for i in instructions}
     jaxpr = program.jaxpr.jaxpr
@@ -370,7 +454,7 @@ def _operand_values(operands: Sequence[Instruction], instructions: Sequence[Inst
     for number, operand in enumerate(operands):
         found = value(operand)
         values.append(found if found is not None else through_kernel(number, operand))
-    return None if any(v is None for v in values) else values  # type: ignore[return-value]
+    return values
 
 
 def _as_dtype(value: Any, dtype_name: str) -> np.ndarray:
@@ -378,8 +462,24 @@ def _as_dtype(value: Any, dtype_name: str) -> np.ndarray:
     return np.asarray(value).astype(dtype)
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Trusted:
+    """The trusted compile tier 4 takes right values of non-anchor instructions from.
+
+    Attributes:
+        config: its configuration spec (``xla``).
+        text: its optimized HLO module text of the same program.
+        options: its typed XLA compiler options.
+    """
+
+    config: str
+    text: str
+    options: dict[str, Any]
+
+
 def locate_op(program: Any, config: Configuration, pool: Any, text: str, kernel: str,
-              recording: Any, *, timeout_s: float | None = None) -> Inside:
+              recording: Any, *, trusted: Trusted | None = None,
+              timeout_s: float | None = None) -> Inside:
     """Name the instruction of `kernel` that computes wrongly (see the module docstring).
 
     Args:
@@ -390,6 +490,9 @@ def locate_op(program: Any, config: Configuration, pool: Any, text: str, kernel:
         kernel: a fusion instruction in its entry computation.
         recording: a `xlaprobe.localize.bisect.Recording` of `program` (reference values and
             honest runs of every intermediate).
+        trusted: a trusted compile of the same program; its twin of the kernel
+            (`xlaprobe.localize.twin`), when it computes the anchors right, gives right values
+            of the other instructions too. None: anchors only.
         timeout_s: per-compile limit (s).
 
     Returns:
@@ -402,9 +505,12 @@ def locate_op(program: Any, config: Configuration, pool: Any, text: str, kernel:
     if config.kind == "xla":
         from xlaprobe.configs.xla import compiler_options
         options = compiler_options(config)
+    notes: list[str] = []
 
     def result(instruction: Instruction | None, evidence: str, anchors: Sequence[Any] = (),
                extra: Sequence[str] = ()) -> Inside:
+        if notes:
+            evidence += " (" + "; ".join(notes) + ")"
         return Inside(kernel, instruction.name if instruction else "",
                       instruction.opcode if instruction else "",
                       equation_of(instruction.op_name) if instruction else -1, tuple(extra),
@@ -420,8 +526,7 @@ def locate_op(program: Any, config: Configuration, pool: Any, text: str, kernel:
                              "options": opts}, group=GROUP, timeout_s=timeout_s)
         return list(outcome.value) if outcome.ran else None
 
-    hlo = HloText(text)
-    instructions = list(hlo.instructions())
+    instructions = list(HloText(text).instructions())
     target = next((i for i in instructions if i.name == kernel), None)
     if target is None or target.opcode != "fusion":
         return result(None, f"{kernel} is not a fusion of the module")
@@ -430,58 +535,62 @@ def locate_op(program: Any, config: Configuration, pool: Any, text: str, kernel:
         return result(None, f"fusion {kernel} names no fused computation")
     computation = computation[0]
     jaxpr = program.jaxpr.jaxpr
-    built = operands_module(text, kernel)
-    if built is None:
-        return result(None, f"{kernel} is not in the entry computation (inside a loop or branch)")
-    module, operands = built
-    values = _operand_values(operands, instructions, program, recording, computation)
+    values = _kernel_inputs(text, kernel, instructions, computation, program, recording, run, {},
+                            trusted)
     if values is None:
-        values = run(module, program.inputs, {})
-    if values is None or len(values) != len(operands):
-        return result(None, "the kernel's operands could not be computed (they are no jaxpr "
+        return result(None, f"{kernel} is not in the entry computation (inside a loop or "
+                      "branch), or its operands could not be computed (they are no jaxpr "
                       "values, and the module with its operands as outputs did not compile)")
     anchors = _anchors(instructions, computation, jaxpr)
-    roots = [i for i in instructions if i.computation == computation and i.root]
-    root_names = set(roots[0].operands) if roots and roots[0].opcode == "tuple" else \
-        {r.name for r in roots}
-    # Each kernel output, judged as the equation value it holds: an anchor, or a row-major
-    # bitcast of one (XLA reshapes a value for its consumer in the kernel).
-    by_anchor = {a.name: v for a, v in anchors}
     members = {i.name: i for i in instructions if i.computation == computation}
-    judged = []
-    for name in root_names:
+    # Right values: an anchor's is its equation's reference value; another instruction's is its
+    # trusted twin's, where the twin computes the anchors right.
+    known = {a.name: _as_dtype(recording.reference[v], _HLO_TYPES[a.element_type]).reshape(a.dims)
+             for a, v in anchors if a.element_type in _HLO_TYPES}
+    from_reference = set(known)
+    if trusted is not None:
+        twin = _twin_values(program, instructions, computation, kernel, trusted, recording, run,
+                            notes)
+        for name, value in twin.items():
+            known.setdefault(name, value)
+    roots = [i for i in members.values() if i.root]
+    root = roots[0]
+    outputs = list(root.operands) if root.opcode == "tuple" else [root.name]
+    by_anchor = {a.name: v for a, v in anchors}
+    judged: dict[str, Any] = {}  # output -> the jaxpr variable it holds, or None: the twin's
+    for name in outputs:
         if name in by_anchor:
-            judged.append((members[name], by_anchor[name]))
+            judged[name] = by_anchor[name]
         elif members[name].opcode == "bitcast" and _row_major(members[name]) and \
                 members[name].operands[0] in by_anchor:
-            judged.append((members[name], by_anchor[members[name].operands[0]]))
-    if not judged or len(judged) != len(root_names):
-        return result(None, "the kernel's outputs are not the values of jaxpr equations: they "
-                      "cannot be judged", anchors)
-    order = [a for a, _ in anchors]
+            judged[name] = by_anchor[members[name].operands[0]]
+        elif name in known:
+            judged[name] = None
+    if len(judged) != len(outputs):
+        return result(None, "the kernel's outputs are not the values of jaxpr equations (nor "
+                      "of a trusted twin's instructions): they cannot be judged", anchors)
+    order = [members[n] for n in members if n in known]
 
     def fails(position: int) -> bool:
-        """The suffix from anchor `position`: earlier anchors fed their reference values."""
+        """The suffix from `position`: every earlier instruction fed its right value."""
         replaced, args = {}, list(values)
-        number = len(operands)
-        for anchor, var in anchors[:position]:
-            if anchor.name in root_names:
-                continue
-            replaced[anchor.name] = number
-            args.append(_as_dtype(recording.reference[var],
-                                  _HLO_TYPES[anchor.element_type]).reshape(anchor.dims))
+        number = len(target.operands)
+        for instruction in order[:position]:
+            replaced[instruction.name] = number
+            args.append(known[instruction.name])
             number += 1
-        outputs = run(kernel_module(text, computation, replaced), args, options)
-        if outputs is None:
+        got = run(kernel_module(text, computation, replaced), args, options)
+        if got is None:
             return False
-        by_root = dict(zip(roots[0].operands if roots[0].opcode == "tuple" else
-                           [roots[0].name], outputs))
-        for anchor, var in judged:
-            output = np.asarray(by_root[anchor.name]).reshape(var.aval.shape)
-            verdict = judge_leaf(output, recording.reference[var],
-                                 budget=recording.budget.get(var),
-                                 flushed=recording.flushed.get(var),
-                                 tolerance=program.tolerance)
+        for name, output in zip(outputs, got):
+            var = judged[name]
+            if var is None:
+                if not agrees(output, known[name], members[name].element_type):
+                    return True
+                continue
+            verdict = judge_leaf(np.asarray(output).reshape(var.aval.shape),
+                                 recording.reference[var], budget=recording.budget.get(var),
+                                 flushed=recording.flushed.get(var), tolerance=program.tolerance)
             if verdict.kind.is_finding:
                 return True
         return False
@@ -489,7 +598,8 @@ def locate_op(program: Any, config: Configuration, pool: Any, text: str, kernel:
     if not fails(0):
         return result(None, f"{kernel} compiled alone, fed the values it reads, computes "
                       "right: the fault needs the whole module's compile", anchors)
-    # The suffix from `failing` fails; from `passing` (one past the end at first) it passes.
+    # The suffix from `failing` fails; from `passing` (one past the end at first) it passes:
+    # every output is then fed its right value.
     failing, passing = 0, len(order)
     while passing - failing > 1:
         middle = (failing + passing) // 2
@@ -498,9 +608,9 @@ def locate_op(program: Any, config: Configuration, pool: Any, text: str, kernel:
         else:
             passing = middle
     named = order[failing]
-    previous = {a.name for a in order[:failing]}
+    previous = {i.name for i in order[:failing]}
     inner, stack = [], list(named.operands)
-    while stack:  # the non-anchor instructions computing `named` from earlier anchors
+    while stack:  # the instructions without a right value computing `named` from earlier ones
         name = stack.pop()
         if name in previous or name not in members or name in inner:
             continue
@@ -508,5 +618,79 @@ def locate_op(program: Any, config: Configuration, pool: Any, text: str, kernel:
             continue
         inner.append(name)
         stack.extend(members[name].operands)
-    return result(named, "the latest anchor whose suffix of the kernel, fed the reference values "
-                  "of every earlier anchor, still fails alone", anchors, sorted(inner))
+    source = "its equation's reference value" if named.name in from_reference else \
+        "the trusted twin's value"
+    return result(named, "the latest instruction whose suffix of the kernel, fed the right "
+                  f"values of every earlier one, still fails alone; fed its right value ({source})"
+                  " it passes", anchors, sorted(inner))
+
+
+def _kernel_inputs(text: str, kernel: str, instructions: Sequence[Instruction], computation: str,
+                   program: Any, recording: Any, run: Any, options: dict[str, Any],
+                   trusted: Trusted | None = None) -> list[np.ndarray] | None:
+    """The right values fusion `kernel` reads (None when they cannot be had, or the kernel is
+    not in the entry computation).
+
+    Reference values where they are jaxpr values; the others from the `trusted` compile's
+    entry instructions of the same names and shapes (the faulty module may compute them wrong
+    already: a fault upstream that no exposed value shows); else computed by the module itself
+    with its entry ROOT replaced by them, compiled with `options`.
+    """
+    built = operands_module(text, kernel)
+    if built is None:
+        return None
+    module, operands = built
+    values = _operand_values(operands, instructions, program, recording, computation)
+    missing = [k for k, v in enumerate(values) if v is None]
+    if not missing:
+        return values  # type: ignore[return-value]
+    if trusted is not None:
+        theirs = HloText(trusted.text).by_name()
+        names = [operands[k].name for k in missing]
+        if all(n in theirs and theirs[n].shape == operands[k].shape
+               for n, k in zip(names, missing)):
+            exposing = entry_values_module(trusted.text, names)
+            got = None if exposing is None else run(exposing, program.inputs, trusted.options)
+            if got is not None and len(got) == len(missing):
+                for k, value in zip(missing, got):
+                    values[k] = np.asarray(value)
+                return values  # type: ignore[return-value]
+    got = run(module, program.inputs, options)
+    return got if got is not None and len(got) == len(operands) else None
+
+
+def _twin_values(program: Any, instructions: Sequence[Instruction], computation: str,
+                 kernel: str, trusted: Trusted, recording: Any, run: Any,
+                 notes: list[str]) -> dict[str, np.ndarray]:
+    """Failing-kernel instruction name -> its right value from the trusted twin; empty (with a
+    note why) when there is no twin, it cannot run, or it computes an anchor wrong too."""
+    theirs = list(HloText(trusted.text).instructions())
+    twin = find_twin(instructions, computation, kernel, theirs)
+    if twin is None:
+        notes.append(f"no kernel of {trusted.config} shares its instructions")
+        return {}
+    inputs = _kernel_inputs(trusted.text, twin.fusion, theirs, twin.computation, program,
+                            recording, run, trusted.options, trusted)
+    if inputs is None:
+        notes.append(f"the operands of {trusted.config}'s twin {twin.fusion} could not be "
+                     "computed")
+        return {}
+    exposed = list(dict.fromkeys(twin.names.values()))
+    got = run(kernel_module(trusted.text, twin.computation, exposed=exposed), inputs,
+              trusted.options)
+    if got is None or len(got) != len(exposed):
+        notes.append(f"{trusted.config}'s twin {twin.fusion} did not run alone")
+        return {}
+    value = dict(zip(exposed, got))
+    mine = {i.name: i for i in instructions if i.computation == computation}
+    # A twin that shares the fault computes an anchor grossly wrong; the leaf-scale bound of
+    # `agrees` lets honest rounding pass (the segments method records no error budget).
+    for anchor, var in _anchors(theirs, twin.computation, program.jaxpr.jaxpr):
+        if anchor.name in value:
+            right = np.asarray(recording.reference[var]).reshape(anchor.dims)
+            if not agrees(value[anchor.name], right, anchor.element_type):
+                notes.append(f"{trusted.config}'s twin {twin.fusion} computes {anchor.name} "
+                             "wrong too: anchors only")
+                return {}
+    return {name: np.asarray(value[theirs_name]).reshape(mine[name].dims)
+            for name, theirs_name in twin.names.items()}
