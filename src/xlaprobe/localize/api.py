@@ -300,7 +300,7 @@ def localize(program: Program, config: Configuration | str, pool: Any, *,
         loc = _result(search, program, method, result, segmenter, equation, evidence,
                       segmenter.cone[window[0]:window[1]] if window else (), segment, started)
         if inside:
-            loc = _inside(search, program, loc, recording)
+            loc = _inside(search, program, loc, recording, failing)
     if not passes:
         return loc
     # Tier 5.
@@ -320,8 +320,8 @@ def localize(program: Program, config: Configuration | str, pool: Any, *,
 INSIDE_KERNELS = 8
 
 
-def _inside(search: Searcher, program: Program, loc: Localization,
-            recording: Recording) -> Localization:
+def _inside(search: Searcher, program: Program, loc: Localization, recording: Recording,
+            failing: list[int]) -> Localization:
     """Tier 4 on the kernels of the named equation, then on those of the rest of the smallest
     failing segment, earliest first (see `xlaprobe.localize.inside`). An instruction named in
     a kernel of another equation of the segment names that equation and kernel instead (tiers
@@ -336,6 +336,10 @@ def _inside(search: Searcher, program: Program, loc: Localization,
     others = [k for k in sorted(loc.segment) if k != loc.equation]
     for found_kernels in fusion_mod.equation_kernels(text, others).values():
         kernels += [k for k in found_kernels.fusions if k not in kernels]
+    # An equation XLA fused into many kernels (an optimizer's scalar into every parameter's
+    # update) is wrong in the ones that feed the failing outputs: those first.
+    upstream = fusion_mod.feeding(text, failing)
+    kernels.sort(key=lambda k: k not in upstream)
     found = None
     cycles = 1 if trusted is not None else 0
     for kernel in [k for k in kernels if k in fused][:INSIDE_KERNELS]:

@@ -298,3 +298,31 @@ def kernel_equations(text: str, kernels: Sequence[str]) -> set[int]:
                 and _kernel_of(instruction, callers) in wanted:
             found.add(k)
     return found
+
+
+def feeding(text: str, outputs: Sequence[int]) -> set[str]:
+    """The entry instructions of an optimized module that the flat program `outputs` (indices
+    into the entry ROOT tuple, or the ROOT itself for a single output) depend on."""
+    instructions = list(HloText(text).instructions())
+    root = next((i for i in reversed(instructions) if i.root and i.computation == _entry(text)),
+                None)
+    if root is None:
+        return set()
+    by_name = {i.name: i for i in instructions if i.computation == root.computation}
+    if root.opcode == "tuple":
+        stack = [root.operands[k] for k in outputs if 0 <= k < len(root.operands)]
+    else:
+        stack = [root.name]
+    seen: set[str] = set()
+    while stack:
+        name = stack.pop()
+        if name in seen or name not in by_name:
+            continue
+        seen.add(name)
+        stack.extend(by_name[name].operands)
+    return seen
+
+
+def _entry(text: str) -> str:
+    match = re.search(r"^ENTRY %([\w.\-]+) ", text, re.MULTILINE)
+    return match.group(1) if match else ""

@@ -541,18 +541,21 @@ def locate_op(program: Any, config: Configuration, pool: Any, text: str, kernel:
         return result(None, f"{kernel} is not in the entry computation (inside a loop or "
                       "branch), or its operands could not be computed (they are no jaxpr "
                       "values, and the module with its operands as outputs did not compile)")
-    anchors = _anchors(instructions, computation, jaxpr)
     members = {i.name: i for i in instructions if i.computation == computation}
+    twin: dict[str, np.ndarray] = {}
+    demoted: set[str] = set()
+    if trusted is not None:
+        twin, demoted = _twin_values(program, instructions, computation, kernel, trusted,
+                                     recording, run, notes)
+    anchors = [(a, v) for a, v in _anchors(instructions, computation, jaxpr)
+               if a.name not in demoted]
     # Right values: an anchor's is its equation's reference value; another instruction's is its
-    # trusted twin's, where the twin computes the anchors right.
+    # trusted twin's, where the twin computes its outputs right.
     known = {a.name: _as_dtype(recording.reference[v], _HLO_TYPES[a.element_type]).reshape(a.dims)
              for a, v in anchors if a.element_type in _HLO_TYPES}
     from_reference = set(known)
-    if trusted is not None:
-        twin = _twin_values(program, instructions, computation, kernel, trusted, recording, run,
-                            notes)
-        for name, value in twin.items():
-            known.setdefault(name, value)
+    for name, value in twin.items():
+        known.setdefault(name, value)
     roots = [i for i in members.values() if i.root]
     root = roots[0]
     outputs = list(root.operands) if root.opcode == "tuple" else [root.name]
@@ -661,36 +664,55 @@ def _kernel_inputs(text: str, kernel: str, instructions: Sequence[Instruction], 
 
 def _twin_values(program: Any, instructions: Sequence[Instruction], computation: str,
                  kernel: str, trusted: Trusted, recording: Any, run: Any,
-                 notes: list[str]) -> dict[str, np.ndarray]:
-    """Failing-kernel instruction name -> its right value from the trusted twin; empty (with a
-    note why) when there is no twin, it cannot run, or it computes an anchor wrong too."""
+                 notes: list[str]) -> tuple[dict[str, np.ndarray], set[str]]:
+    """(failing-kernel instruction name -> its right value from the trusted twin, the
+    failing kernel's would-be anchors that hold no equation's value); empty (with a note why)
+    when there is no twin, it cannot run, or it computes one of its outputs wrong too."""
     theirs = list(HloText(trusted.text).instructions())
     twin = find_twin(instructions, computation, kernel, theirs)
     if twin is None:
         notes.append(f"no kernel of {trusted.config} shares its instructions")
-        return {}
+        return {}, set()
     inputs = _kernel_inputs(trusted.text, twin.fusion, theirs, twin.computation, program,
                             recording, run, trusted.options, trusted)
     if inputs is None:
         notes.append(f"the operands of {trusted.config}'s twin {twin.fusion} could not be "
                      "computed")
-        return {}
+        return {}, set()
     exposed = list(dict.fromkeys(twin.names.values()))
     got = run(kernel_module(trusted.text, twin.computation, exposed=exposed), inputs,
               trusted.options)
     if got is None or len(got) != len(exposed):
         notes.append(f"{trusted.config}'s twin {twin.fusion} did not run alone")
-        return {}
+        return {}, set()
     value = dict(zip(exposed, got))
     mine = {i.name: i for i in instructions if i.computation == computation}
-    # A twin that shares the fault computes an anchor grossly wrong; the leaf-scale bound of
-    # `agrees` lets honest rounding pass (the segments method records no error budget).
+    # An instruction with an equation's scope and shape need not hold its value (XLA rewrote
+    # m / c / d into m / (c * d), leaving a broadcast of c in the divide's scope): where the
+    # twin's value is not the equation's either, it is no anchor. A twin that computes one of
+    # its outputs wrong shares the fault and is not used. Judged by the oracle with the error
+    # budget where one was recorded, else (the segments method records none) by the
+    # leaf-scale bound of `agrees`, which lets honest rounding pass.
+    roots = [i for i in theirs if i.computation == twin.computation and i.root]
+    outputs = set(roots[0].operands if roots[0].opcode == "tuple" else [roots[0].name])
+    mine_of = {t: m for m, t in twin.names.items()}
+    demoted = set()
     for anchor, var in _anchors(theirs, twin.computation, program.jaxpr.jaxpr):
-        if anchor.name in value:
-            right = np.asarray(recording.reference[var]).reshape(anchor.dims)
-            if not agrees(value[anchor.name], right, anchor.element_type):
-                notes.append(f"{trusted.config}'s twin {twin.fusion} computes {anchor.name} "
-                             "wrong too: anchors only")
-                return {}
-    return {name: np.asarray(value[theirs_name]).reshape(mine[name].dims)
-            for name, theirs_name in twin.names.items()}
+        if anchor.name not in value:
+            continue
+        right = np.asarray(recording.reference[var])
+        if var in recording.budget:
+            wrong = judge_leaf(np.asarray(value[anchor.name]).reshape(var.aval.shape), right,
+                               budget=recording.budget[var], flushed=recording.flushed.get(var),
+                               tolerance=program.tolerance).kind.is_finding
+        else:
+            wrong = not agrees(value[anchor.name], right.reshape(anchor.dims),
+                               anchor.element_type)
+        if wrong and anchor.name in outputs:
+            notes.append(f"{trusted.config}'s twin {twin.fusion} computes its output "
+                         f"{anchor.name} wrong too: anchors only")
+            return {}, set()
+        if wrong and anchor.name in mine_of:
+            demoted.add(mine_of[anchor.name])
+    return ({name: np.asarray(value[theirs_name]).reshape(mine[name].dims)
+             for name, theirs_name in twin.names.items()}, demoted)

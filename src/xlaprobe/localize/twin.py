@@ -98,7 +98,8 @@ def match_computation(faulty: Sequence[Instruction], trusted: Sequence[Instructi
 def find_twin(faulty: Sequence[Instruction], computation: str, kernel: str,
               trusted: Sequence[Instruction]) -> TwinMatch | None:
     """The trusted module's fusion whose computation shares the most valued instructions with
-    the failing kernel's fused `computation` (a fusion of the same name wins ties).
+    the failing kernel's fused `computation`: by name first, then by (equation, opcode,
+    shape), then a fusion of the same name.
 
     Args:
         faulty: every instruction of the failing module.
@@ -120,15 +121,16 @@ def find_twin(faulty: Sequence[Instruction], computation: str, kernel: str,
             if called in grouped:
                 fusions[called] = instruction.name
     wanted = {_key(i) for i in members if valued(i)} | {i.name for i in members}
-    best: TwinMatch | None = None
+    best, best_score = None, (0, 0, False)
     for called, fusion in fusions.items():
         body = grouped[called]
         if not any(_key(t) in wanted or t.name in wanted for t in body):
             continue
         names = match_computation(members, body)
-        score = (len(names), fusion == kernel)
-        if names and (best is None or score > (len(best.names), best.fusion == kernel)):
-            best = TwinMatch(fusion, called, names)
+        # Same names first: kernels of many parameters' updates share equations and shapes.
+        score = (sum(m == t for m, t in names.items()), len(names), fusion == kernel)
+        if names and score > best_score:
+            best, best_score = TwinMatch(fusion, called, names), score
     return best
 
 
