@@ -205,7 +205,7 @@ def test_fastmath_masked_max_inside_the_kernel(lpool):
     loc = localize(case.program, case.faulty_config, lpool, passes=False)
     assert loc.op_kernel == "broadcast_subtract_fusion"
     assert loc.op_equation == 0 and loc.op_primitive == "sub" and loc.op_opcode == "subtract"
-    assert loc.op_cycles <= 6  # the trusted compile (xla) and its twin kernel included
+    assert loc.op_cycles <= 8  # the trusted compile, the kernel screen and the twin included
 
 
 # ------------------------------------------------------------------------------ cost

@@ -106,3 +106,14 @@ def test_kernel_module_replaces_and_exposes_instructions(replace_sub):
     expected_sub = right if replace_sub else y - x
     np.testing.assert_allclose(sub, expected_sub, rtol=1e-6)
     np.testing.assert_allclose(mul, np.exp(expected_sub) * x, rtol=1e-6)
+
+
+def test_feeding_follows_the_failing_outputs_back_through_the_entry():
+    from xlaprobe.localize.fusion import feeding
+    text = TRUSTED.replace(
+        "  ROOT %multiply_fusion = f32[4]{0} fusion(%x, %y), kind=kLoop, calls=%fused_computation.1\n",
+        "  %multiply_fusion = f32[4]{0} fusion(%x, %y), kind=kLoop, calls=%fused_computation.1\n"
+        "  ROOT %out = (f32[4]{0}, f32[4]{0}) tuple(%negate_fusion, %multiply_fusion)\n")
+    assert feeding(text, [1]) == {"multiply_fusion", "x", "y"}
+    assert feeding(text, [0]) == {"negate_fusion", "x"}
+    assert feeding(TRUSTED, [0]) == {"multiply_fusion", "x", "y"}  # a single output

@@ -323,10 +323,13 @@ INSIDE_KERNELS = 8
 def _inside(search: Searcher, program: Program, loc: Localization, recording: Recording,
             failing: list[int]) -> Localization:
     """Tier 4 on the kernels of the named equation, then on those of the rest of the smallest
-    failing segment, earliest first (see `xlaprobe.localize.inside`). An instruction named in
+    failing segment, earliest first; those feeding the failing outputs, and of those the ones
+    whose values differ from the trusted compile's first (`inside.screen_kernels`); see
+    `xlaprobe.localize.inside`. An instruction named in
     a kernel of another equation of the segment names that equation and kernel instead (tiers
     2-3 saw the first wrong value downstream of it): fed right values, it computes wrongly."""
-    from xlaprobe.localize.inside import locate_op
+    from xlaprobe.configs.xla import compiler_options
+    from xlaprobe.localize.inside import locate_op, screen_kernels
     text = search.hlo_cache.get(program.fingerprint)
     if search.kind not in NUMERIC or text is None or search.config.kind not in ("xla", "mutant"):
         return loc
@@ -339,10 +342,15 @@ def _inside(search: Searcher, program: Program, loc: Localization, recording: Re
     # An equation XLA fused into many kernels (an optimizer's scalar into every parameter's
     # update) is wrong in the ones that feed the failing outputs: those first.
     upstream = fusion_mod.feeding(text, failing)
-    kernels.sort(key=lambda k: k not in upstream)
+    kernels = sorted((k for k in kernels if k in fused), key=lambda k: k not in upstream)
     found = None
     cycles = 1 if trusted is not None else 0
-    for kernel in [k for k in kernels if k in fused][:INSIDE_KERNELS]:
+    if trusted is not None:
+        options = compiler_options(search.config) if search.config.kind == "xla" else {}
+        kernels, runs = screen_kernels(program, search.pool, text, kernels, trusted,
+                                       options=options, timeout_s=search.timeout_s)
+        cycles += runs
+    for kernel in kernels[:INSIDE_KERNELS]:
         try:
             found = locate_op(program, search.config, search.pool, text, kernel, recording,
                               trusted=trusted, timeout_s=search.timeout_s)

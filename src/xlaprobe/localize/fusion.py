@@ -302,7 +302,8 @@ def kernel_equations(text: str, kernels: Sequence[str]) -> set[int]:
 
 def feeding(text: str, outputs: Sequence[int]) -> set[str]:
     """The entry instructions of an optimized module that the flat program `outputs` (indices
-    into the entry ROOT tuple, or the ROOT itself for a single output) depend on."""
+    into the entry ROOT tuple, or the ROOT itself for a single output) depend on, and the
+    instructions in the bodies of the while loops among them."""
     instructions = list(HloText(text).instructions())
     root = next((i for i in reversed(instructions) if i.root and i.computation == _entry(text)),
                 None)
@@ -320,7 +321,8 @@ def feeding(text: str, outputs: Sequence[int]) -> set[str]:
             continue
         seen.add(name)
         stack.extend(by_name[name].operands)
-    return seen
+    bodies = {by_name[n].attribute("body").lstrip("%") for n in seen if by_name[n].opcode == "while"}
+    return seen | {i.name for i in instructions if i.computation in bodies}
 
 
 def _entry(text: str) -> str:

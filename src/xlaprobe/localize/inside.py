@@ -277,6 +277,74 @@ def entry_values_module(text: str, names: Sequence[str]) -> str | None:
     return _module_header(hlo.lines, params, shape) + "\n\n" + "\n".join(body) + "\n"
 
 
+def loop_of(instructions: Sequence[Instruction], kernel: str, *,
+            fused: bool = True) -> Instruction | None:
+    """The while loop of the entry computation whose body holds instruction `kernel` (a
+    fusion, unless `fused` is False) directly, or None (it is in the entry, or deeper)."""
+    target = next((i for i in instructions if i.name == kernel), None)
+    if target is None or (fused and target.opcode != "fusion"):
+        return None
+    entry = next((i.computation for i in reversed(instructions) if i.root), "")
+    return next((i for i in instructions if i.opcode == "while" and i.computation == entry
+                 and i.attribute("body").lstrip("%") == target.computation), None)
+
+
+def first_trip_module(text: str, kernel: str) -> str | None:
+    """The module (`portable`) that returns the operands of fusion `kernel`, which sits in the
+    body of a while loop of the entry computation, on the loop's first trip (see
+    `first_trip_values_module`). None when `kernel` is not in such a body.
+    """
+    by_name = HloText(text).by_name()
+    target = by_name.get(kernel)
+    if target is None:
+        return None
+    return first_trip_values_module(text, target.computation, target.operands)
+
+
+def first_trip_values_module(text: str, body: str, names: Sequence[str]) -> str | None:
+    """The module (`portable`) that returns the values of instructions `names` of loop body
+    `body` (of a while loop of the entry computation) on the loop's first trip: the loop
+    becomes a call of its body on its initial state, the body returns a tuple of those values,
+    and the entry ends there. None when `body` is no such body or a name is not an
+    array-shaped instruction of it.
+    """
+    hlo = HloText(portable(text))
+    instructions = list(hlo.instructions())
+    members = {i.name: i for i in instructions if i.computation == body}
+    anyone = next(iter(members.values()), None)
+    loop = None if anyone is None else loop_of(instructions, anyone.name, fused=False)
+    if loop is None or len(loop.operands) != 1 or not all(
+            n in members and not members[n].shape.startswith("(") for n in names):
+        return None
+    blocks = _blocks(hlo.lines)
+    shape = "(" + ", ".join(members[n].shape for n in names) + ")"
+    lines = list(hlo.lines)
+    entry_start, entry_stop = blocks[loop.computation]
+    body_start, body_stop = blocks[body]
+    edits = []  # (start, stop, new lines) per block, applied bottom up
+    entry_lines = [lines[k].replace("ROOT %", "%", 1) for k in range(entry_start + 1, loop.line)]
+    indent = lines[loop.line][:len(lines[loop.line]) - len(lines[loop.line].lstrip())]
+    entry_lines.append(f"{indent}ROOT %{loop.name} = {shape} call(%{loop.operands[0]}), "
+                       f"to_apply=%{body}")
+    header = _HEADER.match(lines[entry_start])
+    edits.append((entry_start, entry_stop, [
+        f"ENTRY %{header.group('name')} ({header.group('params')}) -> {shape} {{",
+        *entry_lines, "}"]))
+    body_lines = [lines[k].replace("ROOT %", "%", 1) for k in range(body_start + 1, body_stop)]
+    body_lines.append(f"  ROOT %xlaprobe.values = {shape} tuple("
+                      + ", ".join(f"%{n}" for n in names) + ")")
+    header = _HEADER.match(lines[body_start])
+    edits.append((body_start, body_stop, [
+        f"%{body} ({header.group('params')}) -> {shape} {{", *body_lines, "}"]))
+    for start, stop, new in sorted(edits, reverse=True):
+        lines[start:stop + 1] = new
+    params = [i.shape for i in sorted((i for i in instructions if i.computation == loop.computation
+                                       and i.opcode == "parameter"),
+                                      key=lambda i: int(i.operand_text or 0))]
+    body_text = [line for line in lines if not line.startswith("HloModule")]
+    return _module_header(lines, params, shape) + "\n\n" + "\n".join(body_text) + "\n"
+
+
 def kernel_module(text: str, computation: str, replaced: dict[str, int] | None = None,
                   exposed: Sequence[str] = ()) -> str:
     """A module whose entry is fused `computation` (with the computations it calls); each
@@ -477,6 +545,61 @@ class Trusted:
     options: dict[str, Any]
 
 
+def screen_kernels(program: Any, pool: Any, text: str, kernels: Sequence[str], trusted: Trusted,
+                   *, options: dict[str, Any], timeout_s: float | None = None
+                   ) -> tuple[list[str], int]:
+    """`kernels` with those whose values disagree with the trusted compile's instructions of the
+    same names first, earliest in the module first (later ones may only inherit the fault).
+
+    Kernels of the entry computation are compared on the program's inputs, kernels in the body
+    of one of its while loops on the loop's first trip: one faulty and one trusted run per
+    computation, so that tier 4 splits the kernel that goes wrong first instead of trying the
+    equation's kernels one by one (a loop body can hold dozens).
+
+    Args:
+        program: the failing program (its inputs feed the modules).
+        pool: a `xlaprobe.workers.WorkerPool`.
+        text: the faulty configuration's optimized HLO module text.
+        kernels: candidate kernel (fusion) names, in the order to keep among equals.
+        trusted: the trusted compile.
+        options: the faulty configuration's XLA options.
+        timeout_s: per-run limit (s).
+
+    Returns:
+        (the reordered kernels, runs spent).
+    """
+    instructions = list(HloText(text).instructions())
+    mine = {i.name: i for i in instructions}
+    theirs = HloText(trusted.text).by_name()
+    entry = next((i.computation for i in reversed(instructions) if i.root), "")
+    groups: dict[str, list[str]] = {}
+    for kernel in kernels:
+        if kernel in mine and kernel in theirs and theirs[kernel].shape == mine[kernel].shape \
+                and theirs[kernel].computation == mine[kernel].computation \
+                and not mine[kernel].shape.startswith("("):
+            groups.setdefault(mine[kernel].computation, []).append(kernel)
+    runs, diverging = 0, []
+    for computation, names in groups.items():
+        build = (lambda t, c=computation, n=names: entry_values_module(t, n)) \
+            if computation == entry else \
+            (lambda t, c=computation, n=names: first_trip_values_module(t, c, n))
+        values = []
+        for module_text, opts in ((text, options), (trusted.text, trusted.options)):
+            module = build(module_text)
+            runs += module is not None
+            outcome = None if module is None else pool.call(
+                program, f"{__name__}:run_module",
+                {"text": module, "args": [np.asarray(a) for a in program.inputs],
+                 "options": opts}, group=GROUP, timeout_s=timeout_s)
+            values.append(list(outcome.value) if outcome is not None and outcome.ran else None)
+        if values[0] is None or values[1] is None:
+            continue
+        diverging += [n for n, a, b in zip(names, *values)
+                      if not agrees(a, b, mine[n].element_type)]
+    diverging.sort(key=lambda n: mine[n].line)
+    return diverging + [k for k in kernels if k not in diverging], runs
+
+
 def locate_op(program: Any, config: Configuration, pool: Any, text: str, kernel: str,
               recording: Any, *, trusted: Trusted | None = None,
               timeout_s: float | None = None) -> Inside:
@@ -538,17 +661,20 @@ def locate_op(program: Any, config: Configuration, pool: Any, text: str, kernel:
     values = _kernel_inputs(text, kernel, instructions, computation, program, recording, run, {},
                             trusted)
     if values is None:
-        return result(None, f"{kernel} is not in the entry computation (inside a loop or "
-                      "branch), or its operands could not be computed (they are no jaxpr "
-                      "values, and the module with its operands as outputs did not compile)")
+        return result(None, f"{kernel} is neither in the entry computation nor in the body of "
+                      "one of its while loops, or its operands could not be computed (they are "
+                      "no jaxpr values, and the module with them as outputs did not compile)")
     members = {i.name: i for i in instructions if i.computation == computation}
     twin: dict[str, np.ndarray] = {}
     demoted: set[str] = set()
     if trusted is not None:
         twin, demoted = _twin_values(program, instructions, computation, kernel, trusted,
                                      recording, run, notes)
-    anchors = [(a, v) for a, v in _anchors(instructions, computation, jaxpr)
-               if a.name not in demoted]
+    # Inside a loop body an instruction computes a value per trip, no equation's value: there
+    # the twin alone gives right values.
+    in_loop = loop_of(instructions, kernel) is not None
+    anchors = [] if in_loop else [(a, v) for a, v in _anchors(instructions, computation, jaxpr)
+                                  if a.name not in demoted]
     # Right values: an anchor's is its equation's reference value; another instruction's is its
     # trusted twin's, where the twin computes its outputs right.
     known = {a.name: _as_dtype(recording.reference[v], _HLO_TYPES[a.element_type]).reshape(a.dims)
@@ -639,6 +765,8 @@ def _kernel_inputs(text: str, kernel: str, instructions: Sequence[Instruction], 
     already: a fault upstream that no exposed value shows); else computed by the module itself
     with its entry ROOT replaced by them, compiled with `options`.
     """
+    if loop_of(instructions, kernel) is not None:
+        return _first_trip_inputs(text, kernel, instructions, program, run, options, trusted)
     built = operands_module(text, kernel)
     if built is None:
         return None
@@ -660,6 +788,28 @@ def _kernel_inputs(text: str, kernel: str, instructions: Sequence[Instruction], 
                 return values  # type: ignore[return-value]
     got = run(module, program.inputs, options)
     return got if got is not None and len(got) == len(operands) else None
+
+
+def _first_trip_inputs(text: str, kernel: str, instructions: Sequence[Instruction],
+                       program: Any, run: Any, options: dict[str, Any],
+                       trusted: Trusted | None) -> list[np.ndarray] | None:
+    """The values fusion `kernel` in an entry while loop's body reads on the first trip: from
+    the trusted compile where its loop body has instructions of the same names and shapes, else
+    from the module itself (`first_trip_module`)."""
+    target = next(i for i in instructions if i.name == kernel)
+    if trusted is not None and trusted.text != text:
+        theirs = HloText(trusted.text).by_name()
+        mine = {i.name: i for i in instructions}
+        same = theirs.get(kernel)
+        if same is not None and same.operands == target.operands and all(
+                theirs[o].shape == mine[o].shape for o in target.operands if o in theirs):
+            module = first_trip_module(trusted.text, kernel)
+            got = None if module is None else run(module, program.inputs, trusted.options)
+            if got is not None and len(got) == len(target.operands):
+                return got
+    module = first_trip_module(text, kernel)
+    got = None if module is None else run(module, program.inputs, options)
+    return got if got is not None and len(got) == len(target.operands) else None
 
 
 def _twin_values(program: Any, instructions: Sequence[Instruction], computation: str,
@@ -697,7 +847,8 @@ def _twin_values(program: Any, instructions: Sequence[Instruction], computation:
     outputs = set(roots[0].operands if roots[0].opcode == "tuple" else [roots[0].name])
     mine_of = {t: m for m, t in twin.names.items()}
     demoted = set()
-    for anchor, var in _anchors(theirs, twin.computation, program.jaxpr.jaxpr):
+    in_entry = loop_of(theirs, twin.fusion) is None
+    for anchor, var in _anchors(theirs, twin.computation, program.jaxpr.jaxpr) if in_entry else ():
         if anchor.name not in value:
             continue
         right = np.asarray(recording.reference[var])
