@@ -138,6 +138,36 @@ def test_zoo_mutant_is_localized_exactly(model, mutant, method, lpool):
     assert data["equation"] == site.equation and data["steps"][0]["tier"] == "outputs"
 
 
+def _scan_program():
+    import jax
+
+    def step(carry, x):
+        carry = carry * 0.9 - jnp.tanh(x)
+        return carry, jnp.exp(carry - x)
+
+    def fn(c0, xs):
+        return jax.lax.scan(step, c0, xs)
+
+    rng = np.random.default_rng(3)
+    args = (rng.standard_normal(8).astype(np.float32),
+            rng.standard_normal((5, 8)).astype(np.float32))
+    return Program.from_function(fn, args, Provenance("user", "scan"))
+
+
+def test_fault_in_a_loop_body_is_named_on_the_first_trip(lpool):
+    # The subtract sits in a fusion inside the scan's while body: no equation's value is there
+    # to compare with, so tier 4 runs the body's kernel on the loop's first trip against its
+    # twin in the trusted compile.
+    program = _scan_program()
+    spec = "mutant:swap-subtract-fused"
+    site = _ground_truth(program, spec, lpool)
+    assert "while/body" in site.op_name
+    loc = localize(program, spec, lpool, passes=False)
+    assert loc.primitive == "scan" and site.fusion in loc.fusions
+    assert loc.op_kernel == site.fusion and loc.op_instruction == site.instruction, loc.op_evidence
+    assert "twin" in loc.op_evidence
+
+
 def test_segments_method_on_a_fault_that_needs_context(lpool):
     # The reduce alone compiles differently (its init is no fused constant): the segment is
     # {mul, reduce_sum}, and with both values exposed the first wrong one is the sum.

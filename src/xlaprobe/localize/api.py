@@ -29,9 +29,10 @@ instruction inside the kernel -> the HLO pass that introduces the fault.
    program (and of the segment alone) maps the equation to the fusions that hold its
    instructions, through the ``eqnN`` named scope every ``xla`` compile traces equation N in.
 4. **Op** (`xlaprobe.localize.inside`). The failing fused kernel is compiled alone, fed the values
-   it reads; a binary search over its instructions that compute jaxpr equations' values, each
-   earlier one replaced by its reference value, names the latest whose suffix still fails: the
-   HLO instruction, with its equation. Its compiles are counted apart (``op_cycles``).
+   it reads; a binary search over its instructions with a right value (an equation's reference
+   value, or the twin's in the trusted compile), each earlier one replaced by it, names the
+   latest whose suffix still fails: the HLO instruction, with its equation. Its compiles are
+   counted apart (``op_cycles``, with the trusted compile).
 5. **Compiler pass** (`xlaprobe.localize.passes`). ddmin over ``xla_disable_hlo_passes``, latest
    pass first, among the passes that changed this program's module: the pass whose disabling
    alone fixes the fault, or ``"none"``; a planted fault's own pass for ``mutant`` configurations.
@@ -322,12 +323,12 @@ INSIDE_KERNELS = 8
 
 def _inside(search: Searcher, program: Program, loc: Localization, recording: Recording,
             failing: list[int]) -> Localization:
-    """Tier 4 on the kernels of the named equation, then on those of the rest of the smallest
-    failing segment, earliest first; those feeding the failing outputs, and of those the ones
-    whose values differ from the trusted compile's first (`inside.screen_kernels`); see
-    `xlaprobe.localize.inside`. An instruction named in
-    a kernel of another equation of the segment names that equation and kernel instead (tiers
-    2-3 saw the first wrong value downstream of it): fed right values, it computes wrongly."""
+    """Tier 4 (`xlaprobe.localize.inside`) on the kernels of the named equation, then on those
+    of the rest of the smallest failing segment, earliest first; among them, those feeding the
+    failing outputs first, and of those the ones whose values differ from the trusted
+    compile's (`inside.screen_kernels`). An instruction named in a kernel of another equation
+    of the segment names that equation and kernel instead (tiers 2-3 saw the first wrong value
+    downstream of it): fed right values, it computes wrongly."""
     from xlaprobe.configs.xla import compiler_options
     from xlaprobe.localize.inside import locate_op, screen_kernels
     text = search.hlo_cache.get(program.fingerprint)

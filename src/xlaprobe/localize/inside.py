@@ -1,28 +1,37 @@
 """Tier 4: the HLO instruction inside a failing fused kernel, with its jaxpr equation.
 
-Given the faulty configuration's optimized HLO module of the program (tier 3) and the failing
-kernel (a fusion) in it:
+Given the faulty configuration's optimized HLO module of the program (tier 3), the failing
+kernel (a fusion) in it, and optionally a trusted compile of the same program:
 
-1. **Operands.** The module is recompiled with its entry ROOT replaced by a tuple of the kernel's
-   operands, under XLA's default options (tiers 2-3 put the first wrong value in this kernel, so
-   what feeds it is right), giving the values the kernel reads.
+1. **Operands.** The values the kernel reads: reference values where they are jaxpr values,
+   else the trusted module's instructions of the same names (the faulty module may already
+   compute them wrong), else the faulty module itself, recompiled with its entry ROOT replaced
+   by a tuple of them. Recompiled modules are `portable`: fusions become calls, bitcasts the
+   reshapes and transposes they stand for. A kernel in the body of a while loop of the entry
+   (a ``scan``) reads the values of the loop's first trip (`first_trip_values_module`).
 2. **Kernel alone.** The fused computation becomes the entry of a module of its own (with the
    computations it calls), compiled and run on those values. Every instruction that computes the
    final value of a top-level jaxpr equation (its ``op_name`` names ``eqnK``; same shape and
    element type as the equation's output; no instruction of the same equation in the kernel
-   reads it) is an *anchor*: its right value is the equation's float64 reference value.
-3. **Suffix search.** For anchor ``a``, the kernel with every anchor before ``a`` (in the
-   computation's order) replaced by a parameter holding its reference value is compiled and its
-   outputs judged by the oracle against their references (with the recorded error budget). The
-   whole kernel must fail; a binary search finds the latest anchor whose suffix still fails: that
-   instruction is named (the fault lies in it or in the non-anchor instructions computing it
-   from earlier anchors; those are listed with it). Its jaxpr equation is the anchor's.
+   reads it) is an *anchor*: its right value is the equation's float64 reference value. The
+   trusted compile's *twin* of the kernel (`xlaprobe.localize.twin`), run alone on its own
+   operands, gives right values of the other instructions it shares, and unmasks would-be
+   anchors that hold no equation's value (XLA rewrote ``m / c / d`` into ``m / (c * d)``).
+   Inside loop bodies only the twin gives right values.
+3. **Suffix search.** For position ``p`` among the instructions with a right value (in the
+   computation's order), the kernel with every one before ``p`` replaced by a parameter holding
+   its right value is compiled and its outputs judged: by the oracle against their references
+   (with the recorded error budget), or against the twin (`twin.agrees`). The whole kernel must
+   fail; a binary search finds the latest position whose suffix still fails: that instruction
+   turns right operands into a wrong result and is named (instructions without a right value
+   that compute it from earlier ones are listed with it).
 
-Modules compile with the faulty configuration's XLA options for ``xla`` configurations (a fault
-in code generation, e.g. fast-math reassociation, needs them) and with the defaults for planted
-faults (``mutant:<name>``: the HLO text already holds the fault; compiling it with the mutant's
-pass again would plant it twice). Every compile runs in a worker (`WorkerPool.call`,
-isolation group ``hlo``), since an edited module may crash XLA.
+`screen_kernels` orders the candidate kernels first: those whose values differ from the trusted
+compile's, earliest first. Modules compile with the faulty configuration's XLA options for
+``xla`` configurations (a fault in code generation, e.g. fast-math reassociation, needs them)
+and with the defaults for planted faults (``mutant:<name>``: the HLO text already holds the
+fault; compiling it with the mutant's pass again would plant it twice). Every compile runs in a
+worker (`WorkerPool.call`, isolation group ``hlo``), since an edited module may crash XLA.
 
 Source: XLA's ``hlo_bisect`` and HLO isolation (extract, compile alone, compare); the suffix
 search is `xlaprobe.localize.bisect.bisect_segments` at instruction level.
@@ -278,15 +287,30 @@ def entry_values_module(text: str, names: Sequence[str]) -> str | None:
 
 
 def loop_of(instructions: Sequence[Instruction], kernel: str, *,
-            fused: bool = True) -> Instruction | None:
-    """The while loop of the entry computation whose body holds instruction `kernel` (a
-    fusion, unless `fused` is False) directly, or None (it is in the entry, or deeper)."""
+            fused: bool = True) -> tuple[Instruction, str] | None:
+    """Where instruction `kernel` (a fusion, unless `fused` is False) sits directly in the body
+    of a while loop run by the entry computation: (the entry instruction that runs the loop,
+    the entry value that is the loop's initial state), else None (it is in the entry, or
+    deeper). The loop is a while of the entry, or the root of a computation the entry calls
+    on the initial state (XLA:CPU wraps small loops in such a call)."""
     target = next((i for i in instructions if i.name == kernel), None)
     if target is None or (fused and target.opcode != "fusion"):
         return None
     entry = next((i.computation for i in reversed(instructions) if i.root), "")
-    return next((i for i in instructions if i.opcode == "while" and i.computation == entry
+    loop = next((i for i in instructions if i.opcode == "while"
                  and i.attribute("body").lstrip("%") == target.computation), None)
+    if loop is None or len(loop.operands) != 1:
+        return None
+    if loop.computation == entry:
+        return loop, loop.operands[0]
+    start = next((i for i in instructions if i.computation == loop.computation
+                  and i.name == loop.operands[0]), None)
+    caller = next((i for i in instructions if i.computation == entry and i.opcode == "call"
+                   and i.attribute("to_apply").lstrip("%") == loop.computation), None)
+    if loop.root and start is not None and start.opcode == "parameter" and caller is not None \
+            and len(caller.operands) == 1:
+        return caller, caller.operands[0]
+    return None
 
 
 def first_trip_module(text: str, kernel: str) -> str | None:
@@ -312,10 +336,11 @@ def first_trip_values_module(text: str, body: str, names: Sequence[str]) -> str 
     instructions = list(hlo.instructions())
     members = {i.name: i for i in instructions if i.computation == body}
     anyone = next(iter(members.values()), None)
-    loop = None if anyone is None else loop_of(instructions, anyone.name, fused=False)
-    if loop is None or len(loop.operands) != 1 or not all(
-            n in members and not members[n].shape.startswith("(") for n in names):
+    site = None if anyone is None else loop_of(instructions, anyone.name, fused=False)
+    if site is None or not all(n in members and not members[n].shape.startswith("(")
+                               for n in names):
         return None
+    loop, start = site
     blocks = _blocks(hlo.lines)
     shape = "(" + ", ".join(members[n].shape for n in names) + ")"
     lines = list(hlo.lines)
@@ -324,8 +349,7 @@ def first_trip_values_module(text: str, body: str, names: Sequence[str]) -> str 
     edits = []  # (start, stop, new lines) per block, applied bottom up
     entry_lines = [lines[k].replace("ROOT %", "%", 1) for k in range(entry_start + 1, loop.line)]
     indent = lines[loop.line][:len(lines[loop.line]) - len(lines[loop.line].lstrip())]
-    entry_lines.append(f"{indent}ROOT %{loop.name} = {shape} call(%{loop.operands[0]}), "
-                       f"to_apply=%{body}")
+    entry_lines.append(f"{indent}ROOT %{loop.name} = {shape} call(%{start}), to_apply=%{body}")
     header = _HEADER.match(lines[entry_start])
     edits.append((entry_start, entry_stop, [
         f"ENTRY %{header.group('name')} ({header.group('params')}) -> {shape} {{",
@@ -336,8 +360,11 @@ def first_trip_values_module(text: str, body: str, names: Sequence[str]) -> str 
     header = _HEADER.match(lines[body_start])
     edits.append((body_start, body_stop, [
         f"%{body} ({header.group('params')}) -> {shape} {{", *body_lines, "}"]))
-    for start, stop, new in sorted(edits, reverse=True):
-        lines[start:stop + 1] = new
+    if loop.opcode == "call":  # the wrapper's while would read the edited body: drop it
+        wrapper_start, wrapper_stop = blocks[loop.attribute("to_apply").lstrip("%")]
+        edits.append((wrapper_start, wrapper_stop, []))
+    for start_line, stop_line, new in sorted(edits, reverse=True):
+        lines[start_line:stop_line + 1] = new
     params = [i.shape for i in sorted((i for i in instructions if i.computation == loop.computation
                                        and i.opcode == "parameter"),
                                       key=lambda i: int(i.operand_text or 0))]
@@ -717,10 +744,7 @@ def locate_op(program: Any, config: Configuration, pool: Any, text: str, kernel:
                 if not agrees(output, known[name], members[name].element_type):
                     return True
                 continue
-            verdict = judge_leaf(np.asarray(output).reshape(var.aval.shape),
-                                 recording.reference[var], budget=recording.budget.get(var),
-                                 flushed=recording.flushed.get(var), tolerance=program.tolerance)
-            if verdict.kind.is_finding:
+            if not _holds(output, var, members[name], recording, program):
                 return True
         return False
 
@@ -840,9 +864,7 @@ def _twin_values(program: Any, instructions: Sequence[Instruction], computation:
     # An instruction with an equation's scope and shape need not hold its value (XLA rewrote
     # m / c / d into m / (c * d), leaving a broadcast of c in the divide's scope): where the
     # twin's value is not the equation's either, it is no anchor. A twin that computes one of
-    # its outputs wrong shares the fault and is not used. Judged by the oracle with the error
-    # budget where one was recorded, else (the segments method records none) by the
-    # leaf-scale bound of `agrees`, which lets honest rounding pass.
+    # its outputs wrong shares the fault and is not used.
     roots = [i for i in theirs if i.computation == twin.computation and i.root]
     outputs = set(roots[0].operands if roots[0].opcode == "tuple" else [roots[0].name])
     mine_of = {t: m for m, t in twin.names.items()}
@@ -851,14 +873,7 @@ def _twin_values(program: Any, instructions: Sequence[Instruction], computation:
     for anchor, var in _anchors(theirs, twin.computation, program.jaxpr.jaxpr) if in_entry else ():
         if anchor.name not in value:
             continue
-        right = np.asarray(recording.reference[var])
-        if var in recording.budget:
-            wrong = judge_leaf(np.asarray(value[anchor.name]).reshape(var.aval.shape), right,
-                               budget=recording.budget[var], flushed=recording.flushed.get(var),
-                               tolerance=program.tolerance).kind.is_finding
-        else:
-            wrong = not agrees(value[anchor.name], right.reshape(anchor.dims),
-                               anchor.element_type)
+        wrong = not _holds(value[anchor.name], var, anchor, recording, program)
         if wrong and anchor.name in outputs:
             notes.append(f"{trusted.config}'s twin {twin.fusion} computes its output "
                          f"{anchor.name} wrong too: anchors only")
@@ -867,3 +882,16 @@ def _twin_values(program: Any, instructions: Sequence[Instruction], computation:
             demoted.add(mine_of[anchor.name])
     return ({name: np.asarray(value[theirs_name]).reshape(mine[name].dims)
              for name, theirs_name in twin.names.items()}, demoted)
+
+
+def _holds(value: np.ndarray, var: Any, instruction: Instruction, recording: Any,
+           program: Any) -> bool:
+    """Whether `instruction`'s `value` is jaxpr variable `var`'s: by the oracle with the error
+    budget where one was recorded, else (the segments method records none) by the leaf-scale
+    bound of `twin.agrees`, which lets honest rounding pass."""
+    right = np.asarray(recording.reference[var])
+    if var in recording.budget:
+        return not judge_leaf(np.asarray(value).reshape(var.aval.shape), right,
+                              budget=recording.budget[var], flushed=recording.flushed.get(var),
+                              tolerance=program.tolerance).kind.is_finding
+    return agrees(np.asarray(value).reshape(right.shape), right, instruction.element_type)
