@@ -96,7 +96,7 @@ def test_knob_declaration_and_resolution():
         resolve_knobs(knobs, {"blok": 32})
     with pytest.raises(InvalidArgument, match="not one of"):
         resolve_knobs(knobs, {"block": 48})
-    with pytest.raises(InvalidArgument, match="not among its choices"):
+    with pytest.raises(InvalidArgument, match=r"not among its choices .*\(at .*test_tune.py:\d+\)"):
         knob(5, (1, 2))
 
 
@@ -287,6 +287,17 @@ def test_a_budget_beyond_the_space_stops_and_stores_the_result(pool, tmp_path):
         assert store.tuning_result("small")["budget"] == 5
 
 
+def test_a_baseline_without_a_finite_output_is_reported(pool, tmp_path):
+    target = tune_target(TARGET.replace(":step", ":nan_step"))
+    space = SearchSpace.for_program(target.knobs, only=["pass:algsimp"])
+    notes = []
+    with Store(tmp_path / "t.db") as store:
+        tune(target, pool, store, strategy="random", budget=1, space=space, protocol=QUICK,
+             replicate=False, on_event=lambda event, payload: notes.append(payload)
+             if event == "note" else None)
+    assert any("NaN or infinite" in str(n) for n in notes), notes
+
+
 def test_tuned_applies_a_stored_result(tmp_path):
     db = tmp_path / "t.db"
     with Store(db) as store:
@@ -302,6 +313,12 @@ def test_tuned_applies_a_stored_result(tmp_path):
     np.testing.assert_array_equal(fast(np.ones(3, np.float32)), np.full(3, 4.0, np.float32))
     with pytest.raises(InvalidArgument, match="no tuning result named 'other'.*known: 'mine'"):
         xlaprobe.tuned(f, "other", db=db)
+
+    def g(x, *, block=knob(1, (1, 2))):  # not the function that was tuned
+        return x
+
+    with pytest.raises(InvalidArgument, match="sets knob.* scale .*does not declare.*block"):
+        xlaprobe.tuned(g, "mine", db=db)
 
 
 def test_tuned_prefers_the_accepted_result_and_fills_knob_defaults(tmp_path):

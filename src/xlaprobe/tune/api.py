@@ -204,8 +204,8 @@ def tuned(fn: Any, name: str, *, db: Path | str = DEFAULT_DB) -> Any:
         ``compiler_options``; ``knobs`` too) and runs.
 
     Raises:
-        InvalidArgument: no database at `db`, or no finished tuning run of that name in it (the
-            message lists the names there).
+        InvalidArgument: no database at `db`, no finished tuning run of that name in it (the
+            message lists the names there), or the result sets knobs `fn` does not declare.
         CorruptArtifact: `db` is not a readable xlaprobe database.
     """
     import jax
@@ -220,7 +220,14 @@ def tuned(fn: Any, name: str, *, db: Path | str = DEFAULT_DB) -> Any:
         raise InvalidArgument(f"no tuning result named '{name}' in {db}{known}")
     options = dict(result.get("compiler_options") or {})
     stored = dict(result.get("knobs") or {})
-    knobs = {k: stored.get(k, knob.default) for k, knob in declared_knobs(fn).items()}
+    declared = declared_knobs(fn)
+    missing = sorted(set(stored) - set(declared))
+    if missing:
+        fn_name = getattr(fn, "__qualname__", getattr(fn, "__name__", "the function"))
+        raise InvalidArgument(f"tuning result '{name}' sets knob(s) {', '.join(missing)} that "
+                              f"{fn_name} does not declare: pass the function that was tuned "
+                              "(its knobs: " + (", ".join(sorted(declared)) or "none") + ")")
+    knobs = {k: stored.get(k, knob.default) for k, knob in declared.items()}
     bound = functools.partial(fn, **knobs) if knobs else fn
     jitted = jax.jit(bound)
     cache: dict[Any, Any] = {}

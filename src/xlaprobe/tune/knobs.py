@@ -54,7 +54,13 @@ def knob(default: Any, choices: tuple[Any, ...] | list[Any], help: str = "") -> 
     Raises:
         InvalidArgument: no choices, a default outside them, or a choice of an unsupported type.
     """
-    return Knob(default, tuple(choices), help)
+    try:
+        return Knob(default, tuple(choices), help)
+    except InvalidArgument as exc:
+        # Raised while a def statement evaluates its defaults: the function does not exist yet,
+        # so the line that declares the knob is what to name.
+        caller = inspect.stack(context=0)[1]
+        raise InvalidArgument(f"{exc} (at {caller.filename}:{caller.lineno})") from None
 
 
 def declared_knobs(fn: Callable[..., Any]) -> dict[str, Knob]:

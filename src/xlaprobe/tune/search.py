@@ -537,6 +537,12 @@ def tune(target: TuneTarget, pool: Any, store: Any, *, strategy: str = "model", 
         raise InvalidArgument(f"the baseline (xla) itself fails the check against the reference "
                               f"({verdict.findings[0].kind.value}): run xlaprobe check "
                               f"{target.name} first")
+    floats = [np.asarray(x) for x in control.outputs if np.issubdtype(np.asarray(x).dtype,
+                                                                        np.inexact)]
+    if floats and all(x.size and not np.isfinite(x).any() for x in floats):
+        emit("note", "every floating-point output of the baseline is NaN or infinite: the guard "
+             "cannot tell a miscompiled candidate from a right one; check the inputs "
+             "(--inputs) or the function")
     run_id = store.start_tuning_run(name, baseline.fingerprint, strategy, budget, seed)
     history = [(row["program_id"], row["data"]["row_features"], row["speedup"])
                for row in store.measurements(exclude_program=baseline.fingerprint)
