@@ -7,9 +7,10 @@ same measurement budget; printed: the best speedup found with its interval, its 
 fresh process, whether it was accepted, candidates rejected by the guard, and the measurements
 each strategy needed to reach 90% of the best speedup any strategy found on that program (the
 ratio model/random is the figure of merit). Then, leave-one-program-out: a `CostModel` trained on
-the other programs' measurements ranks the held-out program's measured candidates; Kendall tau
-and top-1/top-5 slowdown against the measured speedups, beside the roofline of each candidate's
-``cost_analysis()``. Finally the YNNPACK-dots-only option alone on each CNN (the win reported on
+the other programs' measurements ranks the held-out program's measured candidates (all of them,
+and the random search's alone: a uniform sample, free of the guided searches' lean); Kendall
+tau and top-1/top-5 slowdown against the measured speedups, beside the roofline of each
+candidate's ``cost_analysis()``. Finally the YNNPACK-dots-only option alone on each CNN (the win reported on
 a ConvNet on this kind of machine), measured directly.
 
     python benchmarks/tune.py                                # ~40 min on 2 cores
@@ -40,13 +41,17 @@ def _fmt(m) -> str:
     return "-" if m is None else f"{m.speedup:.3f} [{m.low:.3f},{m.high:.3f}]"
 
 
-def _held_out(rows: list[dict]) -> list[dict]:
-    """Leave-one-program-out ranking quality of the cost model and of the roofline."""
+def _held_out(rows: list[dict], strategy: str = "") -> list[dict]:
+    """Leave-one-program-out ranking quality of the cost model and of the roofline: trained on
+    every other program's measurements, tested on the held-out program's (only those the
+    `strategy` search made, if given: the random search's are a uniform sample of the space,
+    the guided searches' lean towards what they expected to be fast)."""
     programs = sorted({r["program_id"] for r in rows})
     out = []
     for held in programs:
         train = [r for r in rows if r["program_id"] != held]
-        test = [r for r in rows if r["program_id"] == held]
+        test = [r for r in rows if r["program_id"] == held
+                and (not strategy or r["data"].get("strategy") == strategy)]
         if len(test) < 5 or len({round(r["speedup"], 6) for r in test}) < 2:
             continue
         model = CostModel(seed=0).fit([r["program_id"] for r in train],
@@ -79,7 +84,7 @@ def main() -> None:
     started = time.perf_counter()
     db = Path(args.db or tempfile.mkdtemp(prefix="xlaprobe-tune-")) / "tune.db" \
         if not args.db else Path(args.db)
-    protocol = Protocol(max_rounds=args.max_rounds)
+    protocol = Protocol(min_rounds=min(8, args.max_rounds), max_rounds=args.max_rounds)
     results: dict[str, dict[str, object]] = {}
     ynn: dict[str, object] = {}
     with WorkerPool(size=1, timeout_s=900) as pool, Store(db) as store:
@@ -119,21 +124,26 @@ def main() -> None:
     if "model" in totals and "random" in totals:
         print(f"ratio model/random: {totals['model'] / totals['random']:.2f} (goal <= 0.33)")
 
-    print()
-    print("cost model vs roofline, leave-one-program-out (Kendall tau; top-k slowdown)")
-    held = _held_out(rows)
-    print(f"{'program':13s} {'n':>3s} {'tau model':>9s} {'tau roof':>9s} {'top1 m':>7s} "
-          f"{'top1 r':>7s} {'top5 m':>7s} {'top5 r':>7s}")
-    for h in held:
-        print(f"{h['program']:13s} {h['n']:3d} {h['model_tau']:9.3f} {h['roofline_tau']:9.3f} "
-              f"{h['model_top1']:7.3f} {h['roofline_top1']:7.3f} {h['model_top5']:7.3f} "
-              f"{h['roofline_top5']:7.3f}")
-    if held:
-        mean = {k: float(np.nanmean([h[k] for h in held])) for k in held[0] if k not in ("program", "n")}
-        print(f"{'mean':13s} {'':3s} {mean['model_tau']:9.3f} {mean['roofline_tau']:9.3f} "
-              f"{mean['model_top1']:7.3f} {mean['roofline_top1']:7.3f} {mean['model_top5']:7.3f} "
-              f"{mean['roofline_top5']:7.3f}   tau gain {mean['model_tau'] - mean['roofline_tau']:+.3f} "
-              "(goal >= +0.2)")
+    held = {}
+    for which, label in (("", "all measurements"),
+                         ("random", "the random search's measurements (a uniform sample)")):
+        print()
+        print(f"cost model vs roofline, leave-one-program-out, tested on {label} "
+              "(Kendall tau; top-k slowdown)")
+        held[which or "all"] = table = _held_out(rows, which)
+        print(f"{'program':13s} {'n':>3s} {'tau model':>9s} {'tau roof':>9s} {'top1 m':>7s} "
+              f"{'top1 r':>7s} {'top5 m':>7s} {'top5 r':>7s}")
+        for h in table:
+            print(f"{h['program']:13s} {h['n']:3d} {h['model_tau']:9.3f} {h['roofline_tau']:9.3f} "
+                  f"{h['model_top1']:7.3f} {h['roofline_top1']:7.3f} {h['model_top5']:7.3f} "
+                  f"{h['roofline_top5']:7.3f}")
+        if table:
+            mean = {k: float(np.nanmean([h[k] for h in table])) for k in table[0]
+                    if k not in ("program", "n")}
+            print(f"{'mean':13s} {'':3s} {mean['model_tau']:9.3f} {mean['roofline_tau']:9.3f} "
+                  f"{mean['model_top1']:7.3f} {mean['roofline_top1']:7.3f} "
+                  f"{mean['model_top5']:7.3f} {mean['roofline_top5']:7.3f}   tau gain "
+                  f"{mean['model_tau'] - mean['roofline_tau']:+.3f} (goal >= +0.2)")
 
     print()
     for model, m in ynn.items():

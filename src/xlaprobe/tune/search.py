@@ -583,7 +583,7 @@ def tune(target: TuneTarget, pool: Any, store: Any, *, strategy: str = "model", 
                 status, detail, speedup = "ok", "", m.speedup
         features = row_features(control.features, candidate, default)
         data = {"row_features": features, "knobs": knobs, "detail": detail,
-                **({} if m is None else m.to_json())}
+                "strategy": strategy, **({} if m is None else m.to_json())}
         store.record_measurement(run_id, baseline.fingerprint, candidate, status, data,
                                  speedup=speedup, low=None if m is None else m.low,
                                  high=None if m is None else m.high)
