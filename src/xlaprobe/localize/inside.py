@@ -784,10 +784,11 @@ def _kernel_inputs(text: str, kernel: str, instructions: Sequence[Instruction], 
     """The right values fusion `kernel` reads (None when they cannot be had, or the kernel is
     not in the entry computation).
 
-    Reference values where they are jaxpr values; the others from the `trusted` compile's
-    entry instructions of the same names and shapes (the faulty module may compute them wrong
-    already: a fault upstream that no exposed value shows); else computed by the module itself
-    with its entry ROOT replaced by them, compiled with `options`.
+    From the `trusted` compile's entry instructions of the same names and shapes where it has
+    them all (the faulty module may compute them wrong already: a fault upstream that no
+    exposed value shows; and a square value may be the transpose of the equation's that its
+    scope names); else reference values where they are jaxpr values and the faulty module,
+    with its entry ROOT replaced by them and compiled with `options`, for the rest.
     """
     if loop_of(instructions, kernel) is not None:
         return _first_trip_inputs(text, kernel, instructions, program, run, options, trusted)
@@ -795,21 +796,17 @@ def _kernel_inputs(text: str, kernel: str, instructions: Sequence[Instruction], 
     if built is None:
         return None
     module, operands = built
-    values = _operand_values(operands, instructions, program, recording, computation)
-    missing = [k for k, v in enumerate(values) if v is None]
-    if not missing:
-        return values  # type: ignore[return-value]
     if trusted is not None:
         theirs = HloText(trusted.text).by_name()
-        names = [operands[k].name for k in missing]
-        if all(n in theirs and theirs[n].shape == operands[k].shape
-               for n, k in zip(names, missing)):
+        names = [o.name for o in operands]
+        if all(o.name in theirs and theirs[o.name].shape == o.shape for o in operands):
             exposing = entry_values_module(trusted.text, names)
             got = None if exposing is None else run(exposing, program.inputs, trusted.options)
-            if got is not None and len(got) == len(missing):
-                for k, value in zip(missing, got):
-                    values[k] = np.asarray(value)
-                return values  # type: ignore[return-value]
+            if got is not None and len(got) == len(operands):
+                return [np.asarray(value) for value in got]
+    values = _operand_values(operands, instructions, program, recording, computation)
+    if all(v is not None for v in values):
+        return values  # type: ignore[return-value]
     got = run(module, program.inputs, options)
     return got if got is not None and len(got) == len(operands) else None
 
@@ -841,7 +838,7 @@ def _twin_values(program: Any, instructions: Sequence[Instruction], computation:
                  notes: list[str]) -> tuple[dict[str, np.ndarray], set[str]]:
     """(failing-kernel instruction name -> its right value from the trusted twin, the
     failing kernel's would-be anchors that hold no equation's value); empty (with a note why)
-    when there is no twin, it cannot run, or it computes one of its outputs wrong too."""
+    when there is no twin, it cannot run, or it gets none of its anchors right."""
     theirs = list(HloText(trusted.text).instructions())
     twin = find_twin(instructions, computation, kernel, theirs)
     if twin is None:
@@ -862,24 +859,23 @@ def _twin_values(program: Any, instructions: Sequence[Instruction], computation:
     value = dict(zip(exposed, got))
     mine = {i.name: i for i in instructions if i.computation == computation}
     # An instruction with an equation's scope and shape need not hold its value (XLA rewrote
-    # m / c / d into m / (c * d), leaving a broadcast of c in the divide's scope): where the
-    # twin's value is not the equation's either, it is no anchor. A twin that computes one of
-    # its outputs wrong shares the fault and is not used.
-    roots = [i for i in theirs if i.computation == twin.computation and i.root]
-    outputs = set(roots[0].operands if roots[0].opcode == "tuple" else [roots[0].name])
+    # m / c / d into m / (c * d), leaving a broadcast of c in the divide's scope; a square
+    # value may be the transpose): where the twin's value is not the equation's either, it is
+    # no anchor. A twin that gets none of them right shares the fault and is not used.
     mine_of = {t: m for m, t in twin.names.items()}
-    demoted = set()
+    demoted, agreeing = set(), 0
     in_entry = loop_of(theirs, twin.fusion) is None
     for anchor, var in _anchors(theirs, twin.computation, program.jaxpr.jaxpr) if in_entry else ():
         if anchor.name not in value:
             continue
-        wrong = not _holds(value[anchor.name], var, anchor, recording, program)
-        if wrong and anchor.name in outputs:
-            notes.append(f"{trusted.config}'s twin {twin.fusion} computes its output "
-                         f"{anchor.name} wrong too: anchors only")
-            return {}, set()
-        if wrong and anchor.name in mine_of:
+        if _holds(value[anchor.name], var, anchor, recording, program):
+            agreeing += 1
+        elif anchor.name in mine_of:
             demoted.add(mine_of[anchor.name])
+    if demoted and not agreeing:
+        notes.append(f"{trusted.config}'s twin {twin.fusion} computes none of its equations' "
+                     "values right: anchors only")
+        return {}, set()
     return ({name: np.asarray(value[theirs_name]).reshape(mine[name].dims)
              for name, theirs_name in twin.names.items()}, demoted)
 
