@@ -235,7 +235,9 @@ def test_fastmath_masked_max_inside_the_kernel(lpool):
     loc = localize(case.program, case.faulty_config, lpool, passes=False)
     assert loc.op_kernel == "broadcast_subtract_fusion"
     assert loc.op_equation == 0 and loc.op_primitive == "sub" and loc.op_opcode == "subtract"
-    assert loc.op_cycles <= 8  # the trusted compile, the kernel screen and the twin included
+    # The trusted compile (1), the kernel screen (2), both kernels' operands (2), the twin (1)
+    # and the suffix search.
+    assert loc.op_cycles <= 10
 
 
 # ------------------------------------------------------------------------------ cost
