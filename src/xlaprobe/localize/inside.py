@@ -784,11 +784,13 @@ def _kernel_inputs(text: str, kernel: str, instructions: Sequence[Instruction], 
     """The right values fusion `kernel` reads (None when they cannot be had, or the kernel is
     not in the entry computation).
 
-    From the `trusted` compile's entry instructions of the same names and shapes where it has
-    them all (the faulty module may compute them wrong already: a fault upstream that no
-    exposed value shows; and a square value may be the transpose of the equation's that its
-    scope names); else reference values where they are jaxpr values and the faulty module,
-    with its entry ROOT replaced by them and compiled with `options`, for the rest.
+    Reference values where they are jaxpr values (the most accurate, and what the error budget
+    assumes). Where the `trusted` compile has entry instructions of the same names and shapes,
+    their values check those and stand in for the others and for a reference value they
+    disagree with (a square value may be the transpose of the equation's its scope names);
+    the faulty module may compute them wrong already (a fault upstream that no exposed value
+    shows). Else the faulty module, with its entry ROOT replaced by them and compiled with
+    `options`, computes them.
     """
     if loop_of(instructions, kernel) is not None:
         return _first_trip_inputs(text, kernel, instructions, program, run, options, trusted)
@@ -796,6 +798,7 @@ def _kernel_inputs(text: str, kernel: str, instructions: Sequence[Instruction], 
     if built is None:
         return None
     module, operands = built
+    values = _operand_values(operands, instructions, program, recording, computation)
     if trusted is not None:
         theirs = HloText(trusted.text).by_name()
         names = [o.name for o in operands]
@@ -803,8 +806,8 @@ def _kernel_inputs(text: str, kernel: str, instructions: Sequence[Instruction], 
             exposing = entry_values_module(trusted.text, names)
             got = None if exposing is None else run(exposing, program.inputs, trusted.options)
             if got is not None and len(got) == len(operands):
-                return [np.asarray(value) for value in got]
-    values = _operand_values(operands, instructions, program, recording, computation)
+                return [np.asarray(t) if v is None or not agrees(v, t, o.element_type) else v
+                        for v, t, o in zip(values, got, operands)]
     if all(v is not None for v in values):
         return values  # type: ignore[return-value]
     got = run(module, program.inputs, options)
