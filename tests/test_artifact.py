@@ -93,3 +93,20 @@ def test_corrupt_artifacts(tmp_path):
         load_artifact(directory)
     with pytest.raises(InvalidArgument):
         load_artifact(tmp_path / "nothing")
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda m: [1, 2], "not an object"),
+    (lambda m: {**m, "tolerance": [1]}, "tolerance must be an object"),
+    (lambda m: {**m, "tolerance": {"atol": {"float32": "x"}}}, "not a non-negative number"),
+    (lambda m: {**m, "inputs": [{**m["inputs"][0], "dtype": "float99"}] + m["inputs"][1:]},
+     "unknown dtype 'float99'"),
+])
+def test_malformed_metadata_is_a_corrupt_artifact(tmp_path, edit, words):
+    import json
+    case = load_case(str(CASES / "int8_square_select_abs.py"))
+    directory = save_artifact(case.program, tmp_path / "w")
+    metadata = json.loads((directory / "metadata.json").read_text())
+    (directory / "metadata.json").write_text(json.dumps(edit(metadata)))
+    with pytest.raises(CorruptArtifact, match=words):
+        load_artifact(directory)

@@ -123,6 +123,11 @@ def local_callback(x):
 
 def no_args():
     return jnp.arange(3) * 2
+
+
+def exits(x):
+    import sys
+    sys.exit(3)
 '''
 
 BAD_CASE = '''
@@ -145,12 +150,20 @@ def expected():
     (["check", "FNS:add", "--inputs", "f32[99999999999],f32[1]"], "GiB"),
     (["check", "FNS:local_callback", "--inputs", "f32[4]"], "define it at module level"),
     (["check", "BADCASE"], "expected() output"),
+    (["check", "FNS:exits", "--inputs", "f32[2]"], "called sys.exit(3) while being traced"),
+    (["localize", "FNS:add", "xla"], "pass --inputs"),
+    (["localize", "FNS:add", "xla", "--inputs", "f32[4],f32[4]", "--timeout", "0.1"],
+     "raise --timeout"),
+    (["localize", "7", "xla"], "no store"),
+    (["reduce", "FNS:add", "xla", "--inputs", "f32[4],f32[4]", "--out", "FNS"], "is a file"),
+    (["reduce", "FNS:add", "xla", "--inputs", "f32[4],f32[4]", "--out", "TMP"],
+     "holds no earlier reduction"),
 ])
 def test_more_bad_input(tmp_path, args, words):
     (tmp_path / "fns.py").write_text(FNS)
     (tmp_path / "badcase.py").write_text(BAD_CASE)
     args = [a.replace("FNS", str(tmp_path / "fns.py")).replace("BADCASE", str(tmp_path / "badcase.py"))
-            for a in args]
+            .replace("TMP", str(tmp_path)) for a in args]
     run = xlaprobe(*args, "--db", str(tmp_path / "db"))
     assert run.returncode == 2, run.stdout + run.stderr
     lines = [line for line in run.stderr.splitlines() if line.strip()]

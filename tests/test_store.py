@@ -75,3 +75,33 @@ def test_bad_paths(tmp_path):
     junk.write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(CorruptArtifact):
         Store(junk)
+
+
+def test_a_database_of_something_else_is_left_alone(tmp_path):
+    import sqlite3
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as db:
+        db.execute("CREATE TABLE users (name TEXT)")
+    with pytest.raises(CorruptArtifact, match="something else.*users"):
+        Store(other)
+    with sqlite3.connect(other) as db:  # no tables added, journal mode unchanged
+        assert [r[0] for r in db.execute("SELECT name FROM sqlite_master")] == ["users"]
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+
+
+def test_a_busy_store_is_called_busy_not_corrupt(tmp_path, monkeypatch):
+    import sqlite3
+    import xlaprobe.store as store_mod
+    path = tmp_path / "x.db"
+    Store(path).close()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    real_connect = sqlite3.connect
+    monkeypatch.setattr(store_mod.sqlite3, "connect",
+                        lambda *a, **k: real_connect(*a, **{**k, "timeout": 0.1}))
+    try:
+        with pytest.raises(InvalidArgument, match="busy"):
+            Store(path)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()

@@ -319,6 +319,8 @@ def test_tuned_applies_a_stored_result(tmp_path):
 
     with pytest.raises(InvalidArgument, match="sets knob.* scale .*does not declare.*block"):
         xlaprobe.tuned(g, "mine", db=db)
+    with pytest.raises(InvalidArgument, match="needs the function"):
+        xlaprobe.tuned("tests/data/tune_target.py:step", "mine", db=db)
 
 
 def test_tuned_prefers_the_accepted_result_and_fills_knob_defaults(tmp_path):

@@ -54,10 +54,28 @@ def _unpack(path: Path, dtypes: Sequence[str]) -> tuple[np.ndarray, ...]:
         raise CorruptArtifact(f"cannot read {path}: {type(exc).__name__}: {exc}") from exc
     out = []
     for array, name in zip(arrays, dtypes):
-        dtype = np.dtype(getattr(ml_dtypes, name)) if hasattr(ml_dtypes, name) and not hasattr(np, name) \
-            else np.dtype(name)
+        try:
+            dtype = _dtype(name)
+        except TypeError as exc:
+            raise CorruptArtifact(f"{path}: {exc}") from exc
         out.append(array.view(dtype) if array.dtype != dtype else array)
     return tuple(out)
+
+
+def _dtype(name: Any) -> np.dtype:
+    """The NumPy (or ml_dtypes) dtype called `name`.
+
+    Raises:
+        TypeError: an unknown dtype name.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"dtype {name!r} is not a name")
+    if hasattr(ml_dtypes, name) and not hasattr(np, name):
+        return np.dtype(getattr(ml_dtypes, name))
+    try:
+        return np.dtype(name)
+    except TypeError:
+        raise TypeError(f"unknown dtype '{name}'") from None
 
 
 def _save_arrays(path: Path, arrays: Sequence[np.ndarray]) -> list[str]:
@@ -199,6 +217,8 @@ def load_artifact(directory: str | Path) -> Program:
         raise CorruptArtifact(f"{directory} is not a complete artifact: missing {', '.join(missing)}")
     try:
         metadata = json.loads((root / "metadata.json").read_text())
+        if not isinstance(metadata, dict):
+            raise TypeError(f"a JSON {type(metadata).__name__}, not an object")
         if int(metadata.get("schema", 0)) > ARTIFACT_SCHEMA:
             raise CorruptArtifact(f"{directory} has artifact schema {metadata['schema']}, newer than "
                                   f"this xlaprobe ({ARTIFACT_SCHEMA}); upgrade xlaprobe")
@@ -206,7 +226,11 @@ def load_artifact(directory: str | Path) -> Program:
         provenance = Provenance.from_json(metadata["provenance"])
         tolerance = Tolerance.from_json(metadata.get("tolerance", {}))
         output_names = tuple(metadata["output_names"])
-    except (ValueError, KeyError, TypeError) as exc:
+        # Every dtype must be known and every tolerance a number before anything runs on them.
+        for name in input_dtypes + list(metadata.get("expected_dtypes") or []):
+            _dtype(name)
+        tolerance.validate()
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise CorruptArtifact(f"{root / 'metadata.json'} is malformed: {exc}") from exc
     inputs = _unpack(root / "inputs.npz", input_dtypes)
     enable_x64_for(inputs)
@@ -222,6 +246,17 @@ def load_artifact(directory: str | Path) -> Program:
         raise CorruptArtifact(f"{directory}: metadata lists {len(output_names)} outputs, the jaxpr "
                               f"has {len(closed.jaxpr.outvars)}")
     return Program(closed, inputs, provenance, output_names, tolerance, expected)
+
+
+def artifact_config(directory: str | Path) -> str:
+    """The configuration an artifact's ``repro.py`` reproduces (its finding's), or "" when the
+    metadata names none."""
+    try:
+        metadata = json.loads((Path(directory) / "metadata.json").read_text())
+    except (OSError, ValueError):
+        return ""
+    config = metadata.get("repro_config", "") if isinstance(metadata, dict) else ""
+    return config if isinstance(config, str) else ""
 
 
 def load_reference(directory: str | Path) -> tuple[np.ndarray, ...] | None:

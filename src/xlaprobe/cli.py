@@ -188,12 +188,14 @@ def localize(
     timeout: Annotated[float, typer.Option(help="per-run limit (s)", min=0.1,
                                            max=7 * 24 * 3600.0)] = 600.0,
     as_json: JsonOption = False,
+    inputs: Annotated[str, typer.Option("--inputs", help="input spec for FILE:FN, e.g. "
+                                        "'f32[8,128],i32[8]'")] = "",
 ) -> None:
     """Localize a finding: failing outputs, smallest failing jaxpr segment, equation, fusion."""
     from xlaprobe.localize.api import localize_command
 
     raise typer.Exit(localize_command(target, config, db=db, json_output=as_json, jobs=jobs,
-                                      timeout_s=timeout))
+                                      timeout_s=timeout, input_spec=inputs))
 
 
 @app.command()
@@ -209,12 +211,15 @@ def reduce(
     max_tests: Annotated[int, typer.Option("--max-tests", min=1, max=100_000,
                                            help="interestingness test budget")] = 400,
     as_json: JsonOption = False,
+    inputs: Annotated[str, typer.Option("--inputs", help="input spec for FILE:FN, e.g. "
+                                        "'f32[8,128],i32[8]'")] = "",
 ) -> None:
     """Reduce a finding (ddmin over equations, then shapes and values) to a standalone repro.py."""
     from xlaprobe.localize.reduce import reduce_command
 
     raise typer.Exit(reduce_command(target, config, db=db, out=out_dir, json_output=as_json,
-                                    jobs=jobs, timeout_s=timeout, max_tests=max_tests))
+                                    jobs=jobs, timeout_s=timeout, max_tests=max_tests,
+                                    input_spec=inputs))
 
 
 @app.command()

@@ -76,9 +76,27 @@ class Tolerance:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Tolerance:
-        """Inverse of `to_json`."""
-        return cls(tuple(sorted(data.get("atol", {}).items())),
-                   tuple(sorted(data.get("rtol", {}).items())), data.get("reason", ""))
+        """Inverse of `to_json`.
+
+        Raises:
+            TypeError: `data` is not a dict of the shape `to_json` writes.
+        """
+        if not isinstance(data, dict):
+            raise TypeError(f"tolerance must be an object, not {type(data).__name__}")
+        tolerance = cls(tuple(sorted(dict(data.get("atol", {})).items())),
+                        tuple(sorted(dict(data.get("rtol", {})).items())),
+                        str(data.get("reason", "")))
+        tolerance.validate()
+        return tolerance
+
+    def validate(self) -> None:
+        """Raise TypeError unless every bound is a non-negative number keyed by a dtype name."""
+        for kind, bounds in (("atol", self.atol), ("rtol", self.rtol)):
+            for dtype, bound in bounds:
+                if not isinstance(dtype, str) or isinstance(bound, bool) or \
+                        not isinstance(bound, (int, float)) or not bound >= 0:
+                    raise TypeError(f"tolerance {kind} {dtype!r}: {bound!r} is not a "
+                                    "non-negative number")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -127,6 +145,9 @@ class Program:
         try:
             closed = jax.make_jaxpr(flat_fn)(*inputs)
             out_shape = jax.eval_shape(lambda *a: fn(*jax.tree_util.tree_unflatten(treedef, a)), *inputs)
+        except SystemExit as exc:  # the function, not the user, asked to stop
+            raise InvalidArgument(f"cannot trace {provenance.name}: it called sys.exit"
+                                  f"({exc.code!r}) while being traced") from exc
         except Exception as exc:  # JAX raises many types for untraceable code
             raise InvalidArgument(f"cannot trace {provenance.name}: {type(exc).__name__}: "
                                   f"{str(exc).splitlines()[0] if str(exc) else ''}") from exc

@@ -87,6 +87,7 @@ class Store:
                 raise InvalidArgument(f"cannot create the directory of --db {self.path}: {exc}") from exc
         try:
             self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            self._refuse_foreign()
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
@@ -104,11 +105,34 @@ class Store:
             if "unable to open" in str(exc) or "readonly" in str(exc):
                 raise InvalidArgument(f"cannot open {self.path} for writing ({exc}): a read-only "
                                       "location or no permission; pass another --db") from exc
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise InvalidArgument(f"{self.path} is busy: another process has held it "
+                                      "locked for 30 s; wait for it to finish, or pass another "
+                                      "--db") from exc
             raise CorruptArtifact(f"{self.path} is not an xlaprobe database ({exc}); "
                                   "move it away or pass another --db") from exc
         except sqlite3.DatabaseError as exc:
             raise CorruptArtifact(f"{self.path} is not an xlaprobe database ({exc}); "
                                   "move it away or pass another --db") from exc
+
+    def _refuse_foreign(self) -> None:
+        """Raise `CorruptArtifact`, touching nothing, when the file is a database of something
+        else: tables, but no xlaprobe ``meta`` table with a schema row."""
+        tables = {row[0] for row in self._db.execute(
+            "SELECT name FROM sqlite_master WHERE type='table'")}
+        if not tables:
+            return
+        schema = None
+        if "meta" in tables:
+            try:
+                schema = self._db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+            except sqlite3.DatabaseError:
+                schema = None
+        if schema is None:
+            self._db.close()
+            raise CorruptArtifact(f"{self.path} is a database of something else (tables "
+                                  f"{', '.join(sorted(tables)[:5])}); xlaprobe leaves it alone: "
+                                  "pass another --db")
 
     def _open_readonly(self) -> None:
         if not Path(self.path).is_file():

@@ -49,6 +49,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -254,6 +255,8 @@ def localize(program: Program, config: Configuration | str, pool: Any, *,
             f"(judged against {result.judged_against or 'nothing'}; {reruns + 1} run(s)); nothing "
             f"to localize. Check it first: xlaprobe check TARGET --configs {spec},reference")
     kind = summary_kind({v.kind for v in verdicts})
+    if kind is VerdictKind.TIMEOUT:
+        _check_timeout_is_a_hang(program, config, pool, timeout_s)
     if method == "auto":
         method = "cuts" if kind in NUMERIC else "segments"
     elif method == "cuts" and kind not in NUMERIC:
@@ -315,6 +318,28 @@ def localize(program: Program, config: Configuration | str, pool: Any, *,
         loc, compiler_pass=blame.compiler_pass, pass_disabled=blame.disabled,
         pass_candidates=blame.candidates, pass_evidence=blame.evidence, pass_cycles=blame.cycles,
         seconds=time.perf_counter() - started)
+
+
+def _check_timeout_is_a_hang(program: Program, config: Configuration, pool: Any,
+                             timeout_s: float | None) -> None:
+    """A timeout is a finding only where the configuration still does not finish when given
+    longer (up to ten times the limit, at most a minute more): else the limit is too short for
+    the program's compile and every cut would "fail".
+
+    Raises:
+        InvalidArgument: the configuration finishes with the longer limit.
+    """
+    limit = timeout_s if timeout_s is not None else getattr(pool, "timeout_s", None)
+    if limit is None:
+        return
+    longer = min(10 * limit, limit + 60.0)
+    started = time.perf_counter()
+    outcome = pool.run(program, config, timeout_s=longer)
+    if outcome.kind.value != "timeout":
+        raise InvalidArgument(f"'{config}' timed out after {limit:g} s on "
+                              f"{program.provenance.name} but finishes within {longer:g} s "
+                              f"({time.perf_counter() - started:.1f} s): no hang to localize; "
+                              "raise --timeout")
 
 
 #: Kernels of the named equation tier 4 tries, in order, until one names an instruction.
@@ -649,10 +674,14 @@ def _describe(step: Step) -> str:
     return f"  {step.tier:10s} {where}: {verdict} [{step.seconds:.2f} s]"
 
 
-def _resolve_target(target: str, config: str, db: Path) -> tuple[Program, str]:
-    """A finding id (from the store) or any target `xlaprobe check` accepts, and the config."""
+def _resolve_target(target: str, config: str, db: Path,
+                    input_spec: str = "") -> tuple[Program, str]:
+    """A finding id (from the store) or any target `xlaprobe check` accepts, and the config
+    (given, else the finding's, the artifact's or the case's)."""
+    from xlaprobe import artifact
     from xlaprobe.sources.targets import resolve
     if target.strip().isdigit():
+        target = str(int(target.strip()))
         from xlaprobe.store import Store
         if not Path(db).exists():
             raise InvalidArgument(f"no store at {db} to look finding {target} up in; run xlaprobe "
@@ -661,12 +690,18 @@ def _resolve_target(target: str, config: str, db: Path) -> tuple[Program, str]:
             row = next((r for r in store.findings() if str(r["id"]) == target.strip()), None)
         if row is None:
             raise InvalidArgument(f"no finding {target} in {db}; xlaprobe findings lists them")
+        rerun = f"xlaprobe check {row['name']} --configs {row['config']},reference"
         if not row["artifact"]:
             raise InvalidArgument(f"finding {target} has no artifact directory to rerun; rerun "
-                                  f"xlaprobe check {row['name']} --configs {row['config']},reference")
+                                  f"{rerun}")
+        if not artifact.is_artifact(row["artifact"]):
+            raise InvalidArgument(f"the artifact of finding {target} is gone "
+                                  f"({row['artifact']}); rerun {rerun}")
         resolved = resolve(row["artifact"])
         return resolved.program, config or row["config"]
-    resolved = resolve(target)
+    resolved = resolve(target, input_spec=input_spec)
+    if not config and artifact.is_artifact(target):
+        config = artifact.artifact_config(target)
     if not config:
         if not resolved.extra_configs:
             raise InvalidArgument(f"which configuration fails on {target}? pass one, e.g. "
@@ -676,7 +711,8 @@ def _resolve_target(target: str, config: str, db: Path) -> tuple[Program, str]:
 
 
 def localize_command(target: str, config: str, *, db: Path | str, json_output: bool,
-                     jobs: int = 1, timeout_s: float = 600.0, method: str = "auto") -> int:
+                     jobs: int = 1, timeout_s: float = 600.0, method: str = "auto",
+                     input_spec: str = "") -> int:
     """``xlaprobe localize TARGET [CONFIG]``: localize, print each tier as it completes, store it.
 
     Args:
@@ -689,6 +725,7 @@ def localize_command(target: str, config: str, *, db: Path | str, json_output: b
         jobs: worker processes per isolation group.
         timeout_s: per-run limit (s).
         method: ``auto``, ``cuts`` or ``segments`` (see `localize`).
+        input_spec: inputs of a FILE.py:FN target (``--inputs``).
 
     Returns:
         Exit code: 0 localized, 1 nothing localized (the failure vanished) or flaky.
@@ -698,7 +735,7 @@ def localize_command(target: str, config: str, *, db: Path | str, json_output: b
         NotReproducible: the configuration gives no finding on the target.
     """
     db = Path(db)
-    program, config = _resolve_target(target, config, db)
+    program, config = _resolve_target(target, config, db, input_spec)
     parsed = Configuration.parse(config)
     if method not in METHODS:
         raise InvalidArgument(f"unknown localization method '{method}': use {', '.join(METHODS)}")
@@ -746,6 +783,6 @@ def localize_command(target: str, config: str, *, db: Path | str, json_output: b
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / f"{loc.fingerprint}-{safe}.json"[:150]).write_text(json.dumps(loc.to_json(), indent=2))
-    except OSError as exc:
-        print(f"warning: could not store the localization in {out_dir}: {exc}")
+    except OSError as exc:  # stderr: --json output on stdout must stay parseable
+        print(f"warning: could not store the localization in {out_dir}: {exc}", file=sys.stderr)
     return 0 if loc.equation >= 0 and not loc.flaky else 1

@@ -872,7 +872,7 @@ def write_outputs(reduction: Reduction, directory: str | Path, pool: Any, *,
 
 def reduce_command(target: str, config: str, *, db: Path | str, out: Path | str | None = None,
                    json_output: bool = False, jobs: int = 1, timeout_s: float = 600.0,
-                   max_tests: int = MAX_TESTS) -> int:
+                   max_tests: int = MAX_TESTS, input_spec: str = "") -> int:
     """``xlaprobe reduce TARGET [CONFIG]``: reduce, write the reproducer, print a summary.
 
     Args:
@@ -886,6 +886,7 @@ def reduce_command(target: str, config: str, *, db: Path | str, out: Path | str 
         jobs: worker processes per isolation group.
         timeout_s: per-run limit (s).
         max_tests: interestingness test budget.
+        input_spec: inputs of a FILE.py:FN target (``--inputs``).
 
     Returns:
         Exit code: 0 reduced and ``repro.py`` shows the fault; 1 flaky, or the repro does not
@@ -899,7 +900,9 @@ def reduce_command(target: str, config: str, *, db: Path | str, out: Path | str 
     db = Path(db)
     if max_tests < 1:
         raise InvalidArgument(f"--max-tests must be at least 1, not {max_tests}")
-    program, config = _resolve_target(target, config, db)
+    if out is not None:
+        _check_out(Path(out))
+    program, config = _resolve_target(target, config, db, input_spec)
     parsed = Configuration.parse(config)
     if parsed.kind == "reference":
         raise InvalidArgument("the reference is the oracle; reduce a configuration that is "
@@ -936,3 +939,21 @@ def reduce_command(target: str, config: str, *, db: Path | str, out: Path | str 
         say(f"repro:   python {written.repro}  ({written.repro_lines} lines, {written.repro_form}; "
             f"{verdict})")
     return 0 if written.repro_exit == 1 and not result.flaky else 1
+
+
+def _check_out(out: Path) -> None:
+    """Refuse an output directory before the reduction runs: a file, one that cannot be made,
+    or a non-empty one that holds no earlier reduction (its ``repro.py`` would be replaced).
+
+    Raises:
+        InvalidArgument: as above.
+    """
+    if out.exists() and not out.is_dir():
+        raise InvalidArgument(f"--out {out} is a file; give a directory")
+    if out.is_dir() and any(out.iterdir()) and not (out / "reduction.json").exists():
+        raise InvalidArgument(f"--out {out} is not empty and holds no earlier reduction: its "
+                              "files (a repro.py) would be replaced; give a new directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InvalidArgument(f"cannot create --out {out}: {exc}") from exc

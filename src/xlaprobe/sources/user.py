@@ -153,6 +153,8 @@ def load_module(path_or_name: str) -> types.ModuleType:
 def _call_factory(factory: Callable[[], Any], where: str) -> tuple[Any, ...]:
     try:
         args = factory()
+    except SystemExit as exc:
+        raise InvalidArgument(f"input factory {where} called sys.exit({exc.code!r})") from exc
     except Exception as exc:
         raise InvalidArgument(f"input factory {where} failed: {type(exc).__name__}: {exc}") from exc
     return tuple(args) if isinstance(args, (tuple, list)) else (args,)

@@ -12,7 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from xlaprobe.errors import InvalidArgument
+from xlaprobe.errors import CorruptArtifact, InvalidArgument
 from xlaprobe.store import DEFAULT_DB, Store
 
 
@@ -210,14 +210,20 @@ def tuned(fn: Any, name: str, *, db: Path | str = DEFAULT_DB) -> Any:
     """
     import jax
 
-    from xlaprobe.tune.knobs import declared_knobs
+    from xlaprobe.tune.knobs import declared_knobs, resolve_knobs
 
+    if not callable(fn):
+        raise InvalidArgument(f"tuned() needs the function that was tuned, not {fn!r}: "
+                              "xlaprobe.tuned(step, 'my_model.py:step')")
     with Store(db, readonly=True) as store:
         result = store.tuning_result(name)
         names = store.tuning_names() if result is None else []
     if result is None:
         known = f"; known: {', '.join(repr(n) for n in names[:10])}" if names else ""
         raise InvalidArgument(f"no tuning result named '{name}' in {db}{known}")
+    if not isinstance(result, dict) or not isinstance(result.get("compiler_options") or {}, dict) \
+            or not isinstance(result.get("knobs") or {}, dict):
+        raise CorruptArtifact(f"tuning result '{name}' in {db} is malformed; rerun xlaprobe tune")
     options = dict(result.get("compiler_options") or {})
     stored = dict(result.get("knobs") or {})
     declared = declared_knobs(fn)
@@ -227,7 +233,7 @@ def tuned(fn: Any, name: str, *, db: Path | str = DEFAULT_DB) -> Any:
         raise InvalidArgument(f"tuning result '{name}' sets knob(s) {', '.join(missing)} that "
                               f"{fn_name} does not declare: pass the function that was tuned "
                               "(its knobs: " + (", ".join(sorted(declared)) or "none") + ")")
-    knobs = {k: stored.get(k, knob.default) for k, knob in declared.items()}
+    knobs = resolve_knobs(declared, stored)  # a stored value outside the choices is an error
     bound = functools.partial(fn, **knobs) if knobs else fn
     jitted = jax.jit(bound)
     cache: dict[Any, Any] = {}
