@@ -43,7 +43,10 @@ def test_case_is_flagged(name, pool):
     assert result.judged_against == "reference"
     by_config = {f.config: f for f in result.findings}
     assert module.FAULTY_CONFIG in by_config, result.to_json()
-    assert by_config[module.FAULTY_CONFIG].kind is VerdictKind.MISMATCH
+    # conv_negative_padding reads stale memory: its garbage is NaN in some processes.
+    kinds = {VerdictKind.MISMATCH, VerdictKind.NAN_MISMATCH} \
+        if name == "conv_negative_padding" else {VerdictKind.MISMATCH}
+    assert by_config[module.FAULTY_CONFIG].kind in kinds
     # The reference is right (checked against expected()), so it is never a finding.
     assert "reference" not in by_config
     if module.ALSO_OP_BY_OP:

@@ -197,3 +197,13 @@ def test_reduce_cli_bad_input_one_line_exit_2(tmp_path, args, words):
     assert run.returncode == 2, run.stdout + run.stderr
     lines = [line for line in run.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and words in lines[0] and "Traceback" not in run.stderr, run.stderr
+
+
+def test_repro_runs_from_a_relative_path(tmp_path, monkeypatch):
+    # The default output directory is relative (.xlaprobe/reductions/...): the reproducer runs
+    # in its own directory, so the path handed to Python must not be relative to ours.
+    from xlaprobe.localize.reduce import run_repro
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "repro.py").write_text("import sys\nsys.exit(1)\n")
+    monkeypatch.chdir(tmp_path)
+    assert run_repro("out/repro.py")[0] == 1

@@ -660,9 +660,10 @@ def run_repro(path: str | Path, timeout_s: float = REPRO_TIMEOUT_S) -> tuple[int
         (exit code, its stdout and stderr tail); exit code 124 on timeout.
     """
     env = dict(os.environ, JAX_PLATFORMS=os.environ.get("JAX_PLATFORMS", "cpu"))
+    path = Path(path).resolve()  # it runs in its own directory: a relative path would not resolve
     try:
         done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
-                              timeout=timeout_s, env=env, cwd=str(Path(path).parent))
+                              timeout=timeout_s, env=env, cwd=str(path.parent))
     except subprocess.TimeoutExpired:
         return 124, f"repro.py ran past {timeout_s} s"
     return done.returncode, (done.stdout + done.stderr)[-2000:]
