@@ -349,7 +349,8 @@ INSIDE_KERNELS = 8
 def _inside(search: Searcher, program: Program, loc: Localization, recording: Recording,
             failing: list[int]) -> Localization:
     """Tier 4 (`xlaprobe.localize.inside`) on the kernels of the named equation, then on those
-    of the rest of the smallest failing segment, earliest first; among them, those feeding the
+    of the rest of the smallest failing segment, earliest first, then on the fusions they read;
+    among them, those feeding the
     failing outputs first, and of those the ones whose values differ from the trusted
     compile's (`inside.screen_kernels`). An instruction named in a kernel of another equation
     of the segment names that equation and kernel instead (tiers 2-3 saw the first wrong value
@@ -365,6 +366,12 @@ def _inside(search: Searcher, program: Program, loc: Localization, recording: Re
     others = [k for k in sorted(loc.segment) if k != loc.equation]
     for found_kernels in fusion_mod.equation_kernels(text, others).values():
         kernels += [k for k in found_kernels.fusions if k not in kernels]
+    # A value XLA folded into the kernel that feeds an unfused instruction (a transpose into
+    # the copy before a dot) is computed there: the fusions read by the kernels come last.
+    by_name = HloText(text).by_name()
+    for kernel in list(kernels):
+        kernels += [o for o in (by_name[kernel].operands if kernel in by_name else ())
+                    if o in fused and o not in kernels]
     # An equation XLA fused into many kernels (an optimizer's scalar into every parameter's
     # update) is wrong in the ones that feed the failing outputs: those first.
     upstream = fusion_mod.feeding(text, failing)
