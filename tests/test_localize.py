@@ -138,6 +138,22 @@ def test_zoo_mutant_is_localized_exactly(model, mutant, method, lpool):
     assert data["equation"] == site.equation and data["steps"][0]["tier"] == "outputs"
 
 
+def test_a_segment_that_fails_only_when_compiled_alone_is_overruled(lpool):
+    # ConvNet's prefix ending at equation 158, compiled alone, goes wrong (the planted fault
+    # strikes the first dot of that smaller module), but in the whole program's compile the
+    # dot of equation 93 (ynn_fusion.9) is the one rounded to bfloat16. Tier 4 finds every
+    # kernel of tier 2's segment right in the whole compile, screens the module's other kernels
+    # against the trusted compile's and names the real one.
+    program = build_program("convnet")
+    spec = "mutant:dot-bf16-accumulate"
+    site = _ground_truth(program, spec, lpool)
+    loc = localize(program, spec, lpool, passes=False)
+    assert site.equation not in loc.segment  # the situation this test is about
+    assert loc.equation == site.equation and site.fusion in loc.fusions, loc
+    assert (loc.op_kernel, loc.op_instruction) == (site.fusion, site.instruction), loc.op_evidence
+    assert "whole module" in loc.evidence
+
+
 def _scan_program():
     import jax
 

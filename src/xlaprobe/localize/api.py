@@ -51,7 +51,7 @@ import json
 import math
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -354,9 +354,12 @@ def _inside(search: Searcher, program: Program, loc: Localization, recording: Re
     failing outputs first, and of those the ones whose values differ from the trusted
     compile's (`inside.screen_kernels`). An instruction named in a kernel of another equation
     of the segment names that equation and kernel instead (tiers 2-3 saw the first wrong value
-    downstream of it): fed right values, it computes wrongly."""
+    downstream of it): fed right values, it computes wrongly. Where none of them names one,
+    the rest of the module's kernels that feed the failing outputs and disagree with the
+    trusted compile are tried: a segment compiled alone can fail where the whole program's
+    compile does not."""
     from xlaprobe.configs.xla import compiler_options
-    from xlaprobe.localize.inside import locate_op, screen_kernels
+    from xlaprobe.localize.inside import screen_kernels
     text = search.hlo_cache.get(program.fingerprint)
     if search.kind not in NUMERIC or text is None or search.config.kind not in ("xla", "mutant"):
         return loc
@@ -376,24 +379,33 @@ def _inside(search: Searcher, program: Program, loc: Localization, recording: Re
     # update) is wrong in the ones that feed the failing outputs: those first.
     upstream = fusion_mod.feeding(text, failing)
     kernels = sorted((k for k in kernels if k in fused), key=lambda k: k not in upstream)
-    found = None
-    cycles = 1 if trusted is not None else 0
+    cycles, whole = (1 if trusted is not None else 0), False
+    options = compiler_options(search.config) if search.config.kind == "xla" else {}
     if trusted is not None:
-        options = compiler_options(search.config) if search.config.kind == "xla" else {}
-        kernels, runs = screen_kernels(program, search.pool, text, kernels, trusted,
-                                       options=options, timeout_s=search.timeout_s)
+        kernels, runs, _ = screen_kernels(program, search.pool, text, kernels, trusted,
+                                          options=options, timeout_s=search.timeout_s)
         cycles += runs
-    for kernel in kernels[:INSIDE_KERNELS]:
-        try:
-            found = locate_op(program, search.config, search.pool, text, kernel, recording,
-                              trusted=trusted, timeout_s=search.timeout_s)
-        except Exception as exc:  # an edited module XLA rejects in the parent: tier 4 missing
-            return dataclasses.replace(loc, notes=loc.notes + (
-                f"tier 4 (op inside the kernel) failed: {type(exc).__name__}: {str(exc)[:200]}",),
-                op_cycles=cycles)
-        cycles += found.cycles
-        if found.instruction:
-            break
+    found, spent, failure = _first_located(search, program, text, kernels, recording, trusted)
+    cycles += spent
+    if failure:
+        return dataclasses.replace(loc, notes=loc.notes + (failure,), op_cycles=cycles)
+    if (found is None or not found.instruction) and trusted is not None:
+        # Tier 2 cut the program, and a segment compiled alone can go wrong where the whole
+        # program's compile does not (a defect that strikes the first kernel of its pattern
+        # strikes another one in a smaller module). The whole module's kernels that feed the
+        # failing outputs and disagree with their trusted twins are where its own fault is.
+        rest = [i.name for i in HloText(text).instructions()
+                if i.name in fused and i.name in upstream and i.name not in kernels]
+        _, runs, diverging = screen_kernels(program, search.pool, text, rest, trusted,
+                                            options=options, timeout_s=search.timeout_s)
+        cycles += runs
+        elsewhere, spent, failure = _first_located(search, program, text, diverging, recording,
+                                                   trusted)
+        cycles += spent
+        if failure:
+            return dataclasses.replace(loc, notes=loc.notes + (failure,), op_cycles=cycles)
+        if elsewhere is not None and elsewhere.instruction:
+            found, whole = elsewhere, True
     if found is None:
         return dataclasses.replace(loc, op_evidence="no fused kernel holds the equation")
     jaxpr = program.jaxpr.jaxpr
@@ -411,10 +423,33 @@ def _inside(search: Searcher, program: Program, loc: Localization, recording: Re
         loc, equation=found.equation, primitive=primitive, source=_source_line(
             jaxpr.eqns[found.equation]), exact=True,
         evidence=(f"its instruction {found.instruction} in kernel {found.kernel}, fed right "
-                  f"values, computes wrongly (tier 4; the first wrong value tier 2 saw was "
-                  f"equation {loc.equation}'s)"),
+                  f"values, computes wrongly (tier 4; " + (
+                      f"the whole module's kernels screened: those of equation "
+                      f"{loc.equation}'s segment compute right in the whole program's compile, "
+                      f"which tier 2 cut)" if whole else
+                      f"the first wrong value tier 2 saw was equation {loc.equation}'s)")),
         fusions=fusions, instructions=kernels_of.instructions,
         notes=loc.notes + ((note,) if note else ()))
+
+
+def _first_located(search: Searcher, program: Program, text: str, kernels: Sequence[str],
+                   recording: Recording, trusted: Any) -> tuple[Any, int, str]:
+    """`inside.locate_op` on `kernels` in order (at most `INSIDE_KERNELS`) until one names an
+    instruction: (the last `inside.Inside` or None, cycles spent, a note when XLA rejected an
+    edited module in the parent, which ends tier 4)."""
+    from xlaprobe.localize.inside import locate_op
+    found, cycles = None, 0
+    for kernel in kernels[:INSIDE_KERNELS]:
+        try:
+            found = locate_op(program, search.config, search.pool, text, kernel, recording,
+                              trusted=trusted, timeout_s=search.timeout_s)
+        except Exception as exc:  # an edited module XLA rejects in the parent: tier 4 missing
+            return found, cycles, (f"tier 4 (op inside the kernel) failed: "
+                                   f"{type(exc).__name__}: {str(exc)[:200]}")
+        cycles += found.cycles
+        if found.instruction:
+            break
+    return found, cycles, ""
 
 
 def _trusted(search: Searcher, program: Program) -> Any:

@@ -574,7 +574,7 @@ class Trusted:
 
 def screen_kernels(program: Any, pool: Any, text: str, kernels: Sequence[str], trusted: Trusted,
                    *, options: dict[str, Any], timeout_s: float | None = None
-                   ) -> tuple[list[str], int]:
+                   ) -> tuple[list[str], int, list[str]]:
     """`kernels` with those whose values disagree with the trusted compile's instructions of the
     same names first, earliest in the module first (later ones may only inherit the fault).
 
@@ -593,7 +593,7 @@ def screen_kernels(program: Any, pool: Any, text: str, kernels: Sequence[str], t
         timeout_s: per-run limit (s).
 
     Returns:
-        (the reordered kernels, runs spent).
+        (the reordered kernels, runs spent, the disagreeing kernels alone).
     """
     instructions = list(HloText(text).instructions())
     mine = {i.name: i for i in instructions}
@@ -624,7 +624,7 @@ def screen_kernels(program: Any, pool: Any, text: str, kernels: Sequence[str], t
         diverging += [n for n, a, b in zip(names, *values)
                       if not agrees(a, b, mine[n].element_type)]
     diverging.sort(key=lambda n: mine[n].line)
-    return diverging + [k for k in kernels if k not in diverging], runs
+    return diverging + [k for k in kernels if k not in diverging], runs, diverging
 
 
 def locate_op(program: Any, config: Configuration, pool: Any, text: str, kernel: str,
