@@ -18,7 +18,7 @@ five tiers: the primitive against the case's KIND, the op inside the kernel, the
 and reduction (equations before and after, input elements, tests, cycles, seconds, and whether
 the written repro.py shows the fault in a fresh process).
 
-    python benchmarks/localize.py                       # all zoo models (about 20 minutes on 2 cores)
+    python benchmarks/localize.py                       # all zoo models (53 pairs: about 55-70 minutes on 2 cores)
     python benchmarks/localize.py --models mlp_mixer,vit --mutants swap-subtract-fused
     python benchmarks/localize.py --method segments     # compile segments alone (the comparison)
     python benchmarks/localize.py --cases               # the real bug cases (about 2 minutes)

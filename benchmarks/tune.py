@@ -15,7 +15,7 @@ tau and top-1/top-5 slowdown against the measured speedups, beside the roofline 
 candidate's ``cost_analysis()``. Finally the YNNPACK-dots-only option alone on each CNN (the win reported on
 a ConvNet on this kind of machine), measured directly.
 
-    python benchmarks/tune.py                                # ~40 min on 2 cores
+    python benchmarks/tune.py                                # 22 min alone on 2 cores, more when loaded
     python benchmarks/tune.py --models convnet,mlp_mixer --budget 6 --plot /tmp/tune.png
 """
 
