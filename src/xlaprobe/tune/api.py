@@ -138,9 +138,10 @@ def tune_command(target: str, *, budget: int, strategy: str, seed: int, db: Path
             m = payload.measurement
             timing = _fmt_interval(m.speedup, m.low, m.high) if m else "-"
             status = {"ok": "passed guard"}.get(payload.status, payload.status)
-            say(f"[{payload.index}/{budget}] {status:13} {timing:28} best so far "
-                f"{payload.best:.3f}x  {payload.key or '(defaults)'}"
-                + (f"  ({payload.detail})" if payload.detail else ""))
+            say(f"[{payload.index}/{budget}] {status:13} {timing:28} "
+                f"{payload.key or '(defaults)'}"
+                + (f"  ({payload.detail})" if payload.detail else "")
+                + f"  | best so far {payload.best:.3f}x")
         elif event == "replicated":
             say(f"replicated in a fresh process: "
                 f"{_fmt_interval(payload.speedup, payload.low, payload.high)}")
