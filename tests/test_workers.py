@@ -286,8 +286,10 @@ _CHILD = textwrap.dedent("""
 
 
 @pytest.mark.parametrize("how", ["sigint", "sigkill"])
-def test_no_orphans_when_the_parent_is_interrupted_or_killed(how):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([TESTS_DIR, os.environ.get("PYTHONPATH", "")]))
+def test_no_orphans_when_the_parent_is_interrupted_or_killed(how, tmp_path):
+    marker = tmp_path / "hanging"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([TESTS_DIR, os.environ.get("PYTHONPATH", "")]),
+               XLAPROBE_TEST_HANGING=str(marker))
     child = subprocess.Popen([sys.executable, "-c", _CHILD, how], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, env=env)
     try:
@@ -295,9 +297,15 @@ def test_no_orphans_when_the_parent_is_interrupted_or_killed(how):
         assert _is_running(worker_pid)
         if how == "sigint":
             assert child.stdout.readline().strip() == "hanging"
-            time.sleep(0.5)  # inside the hanging run
+            # Interrupt only once the worker runs the hanging callback: the parent is then
+            # waiting for its reply (on a loaded machine a fixed sleep could land the signal
+            # while jax still serialized the program, inside native code).
+            deadline = time.monotonic() + 120
+            while not marker.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert marker.exists(), "the worker never reached the hanging callback"
+            time.sleep(0.2)
             child.send_signal(signal.SIGINT)  # what Ctrl-C in a terminal delivers
-            # Generous: on a loaded 2-core machine jax's own shutdown once took over 30 s.
             _, stderr = child.communicate(timeout=120)
             assert "KeyboardInterrupt" in stderr
         else:

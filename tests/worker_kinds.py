@@ -108,6 +108,10 @@ def segv_cb(x: np.ndarray) -> np.ndarray:
 
 
 def hang_cb(x: np.ndarray) -> np.ndarray:
-    """Host callback: sleep for a minute."""
+    """Host callback: sleep for a minute (first touching the file $XLAPROBE_TEST_HANGING names,
+    if set, so that a test knows the worker is inside the hang)."""
+    marker = os.environ.get("XLAPROBE_TEST_HANGING")
+    if marker:
+        open(marker, "w").close()
     time.sleep(60)
     return x
