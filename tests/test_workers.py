@@ -264,7 +264,10 @@ def test_closed_pool_refuses_work():
 
 
 _CHILD = textwrap.dedent("""
-    import os, sys, time
+    import os, signal, sys, time
+    # Ctrl-C as a terminal delivers it to a fresh shell's command, whatever this test process
+    # inherited (a process that starts with SIGINT ignored keeps it ignored).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     import jax, numpy as np
     import worker_kinds
     from xlaprobe.program import Program, Provenance
