@@ -364,14 +364,15 @@ def _inside(search: Searcher, program: Program, loc: Localization, recording: Re
     if search.kind not in NUMERIC or text is None or search.config.kind not in ("xla", "mutant"):
         return loc
     trusted = _trusted(search, program)
-    fused = {i.name for i in HloText(text).instructions() if i.opcode == "fusion"}
+    instructions = list(HloText(text).instructions())
+    fused = {i.name for i in instructions if i.opcode == "fusion"}
     kernels = list(loc.fusions)
     others = [k for k in sorted(loc.segment) if k != loc.equation]
     for found_kernels in fusion_mod.equation_kernels(text, others).values():
         kernels += [k for k in found_kernels.fusions if k not in kernels]
     # A value XLA folded into the kernel that feeds an unfused instruction (a transpose into
     # the copy before a dot) is computed there: the fusions read by the kernels come last.
-    by_name = HloText(text).by_name()
+    by_name = {i.name: i for i in instructions}
     for kernel in list(kernels):
         kernels += [o for o in (by_name[kernel].operands if kernel in by_name else ())
                     if o in fused and o not in kernels]
@@ -382,8 +383,9 @@ def _inside(search: Searcher, program: Program, loc: Localization, recording: Re
     cycles, whole = (1 if trusted is not None else 0), False
     options = compiler_options(search.config) if search.config.kind == "xla" else {}
     if trusted is not None:
-        kernels, runs, _ = screen_kernels(program, search.pool, text, kernels, trusted,
-                                          options=options, timeout_s=search.timeout_s)
+        diverging, runs = screen_kernels(program, search.pool, text, kernels, trusted,
+                                         options=options, timeout_s=search.timeout_s)
+        kernels = diverging + [k for k in kernels if k not in diverging]
         cycles += runs
     found, spent, failure = _first_located(search, program, text, kernels, recording, trusted)
     cycles += spent
@@ -394,9 +396,9 @@ def _inside(search: Searcher, program: Program, loc: Localization, recording: Re
         # program's compile does not (a defect that strikes the first kernel of its pattern
         # strikes another one in a smaller module). The whole module's kernels that feed the
         # failing outputs and disagree with their trusted twins are where its own fault is.
-        rest = [i.name for i in HloText(text).instructions()
+        rest = [i.name for i in instructions
                 if i.name in fused and i.name in upstream and i.name not in kernels]
-        _, runs, diverging = screen_kernels(program, search.pool, text, rest, trusted,
+        diverging, runs = screen_kernels(program, search.pool, text, rest, trusted,
                                             options=options, timeout_s=search.timeout_s)
         cycles += runs
         elsewhere, spent, failure = _first_located(search, program, text, diverging, recording,

@@ -26,7 +26,7 @@ kernel (a fusion) in it, and optionally a trusted compile of the same program:
    turns right operands into a wrong result and is named (instructions without a right value
    that compute it from earlier ones are listed with it).
 
-`screen_kernels` orders the candidate kernels first: those whose values differ from the trusted
+`screen_kernels` picks out the candidate kernels whose values differ from the trusted
 compile's, earliest first. Modules compile with the faulty configuration's XLA options for
 ``xla`` configurations (a fault in code generation, e.g. fast-math reassociation, needs them)
 and with the defaults for planted faults (``mutant:<name>``: the HLO text already holds the
@@ -574,9 +574,9 @@ class Trusted:
 
 def screen_kernels(program: Any, pool: Any, text: str, kernels: Sequence[str], trusted: Trusted,
                    *, options: dict[str, Any], timeout_s: float | None = None
-                   ) -> tuple[list[str], int, list[str]]:
-    """`kernels` with those whose values disagree with the trusted compile's instructions of the
-    same names first, earliest in the module first (later ones may only inherit the fault).
+                   ) -> tuple[list[str], int]:
+    """Those of `kernels` whose values disagree with the trusted compile's instructions of the
+    same names, earliest in the module first (later ones may only inherit the fault).
 
     Kernels of the entry computation are compared on the program's inputs, kernels in the body
     of one of its while loops on the loop's first trip: one faulty and one trusted run per
@@ -593,7 +593,7 @@ def screen_kernels(program: Any, pool: Any, text: str, kernels: Sequence[str], t
         timeout_s: per-run limit (s).
 
     Returns:
-        (the reordered kernels, runs spent, the disagreeing kernels alone).
+        (the disagreeing kernels, runs spent).
     """
     instructions = list(HloText(text).instructions())
     mine = {i.name: i for i in instructions}
@@ -624,7 +624,7 @@ def screen_kernels(program: Any, pool: Any, text: str, kernels: Sequence[str], t
         diverging += [n for n, a, b in zip(names, *values)
                       if not agrees(a, b, mine[n].element_type)]
     diverging.sort(key=lambda n: mine[n].line)
-    return diverging + [k for k in kernels if k not in diverging], runs, diverging
+    return diverging, runs
 
 
 def locate_op(program: Any, config: Configuration, pool: Any, text: str, kernel: str,
