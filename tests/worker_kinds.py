@@ -115,3 +115,11 @@ def hang_cb(x: np.ndarray) -> np.ndarray:
         open(marker, "w").close()
     time.sleep(60)
     return x
+
+
+def run_release_module(closed_jaxpr: Any, inputs: Sequence[np.ndarray], *, python: str) -> Any:
+    """Worker function: run the program's StableHLO under the interpreter `python` (a stand-in
+    for a release environment), as the ``jaxlib==`` kind does."""
+    from xlaprobe.configs import release
+    text, kept = release.stablehlo_text(closed_jaxpr, inputs)
+    return release.run_module(python, text, [inputs[i] for i in kept], {})

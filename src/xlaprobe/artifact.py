@@ -26,7 +26,7 @@ import jax
 import ml_dtypes
 import numpy as np
 
-from xlaprobe import __version__, jaxprs
+from xlaprobe import __version__, jaxcompat, jaxprs
 from xlaprobe.errors import CorruptArtifact, InvalidArgument
 from xlaprobe.program import Program, Provenance, Tolerance, enable_x64_for
 
@@ -89,7 +89,7 @@ def export_module(program: Program) -> bytes:
     closed = program.jaxpr
 
     def fn(*args: Any) -> list[Any]:
-        return jax.core.eval_jaxpr(closed.jaxpr, closed.consts, *args)
+        return jaxcompat.jaxpr_as_fun(closed)(*args)
 
     specs = [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in program.inputs]
     return bytes(jax.export.export(jax.jit(fn))(*specs).serialize())

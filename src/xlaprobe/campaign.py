@@ -60,7 +60,7 @@ CREATE TABLE IF NOT EXISTS fuzz_campaigns (
     created REAL NOT NULL, updated REAL NOT NULL)
 """
 
-_SEVERITY = ("crash", "timeout", "compile-error", "nan-mismatch", "inf-mismatch", "mismatch", "ftz",
+_SEVERITY = ("crash", "timeout", "compile-error", "nan-mismatch", "inf-mismatch", "mismatch", "ftz", "unsupported",
              "ok")
 
 

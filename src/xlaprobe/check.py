@@ -110,6 +110,8 @@ def _summary_kind(verdicts: Sequence[Verdict]) -> VerdictKind:
     for kind in _SEVERITY:
         if kind in kinds:
             return kind
+    if VerdictKind.UNSUPPORTED in kinds:
+        return VerdictKind.UNSUPPORTED
     return VerdictKind.FTZ if VerdictKind.FTZ in kinds else VerdictKind.OK
 
 

@@ -1,7 +1,8 @@
 """The xlaprobe command line (typer + rich).
 
-Exit codes: 0 all ok, 1 findings, 2 bad input (one line on stderr, never a traceback), 130 on Ctrl-C
-(everything stored so far is kept).
+Exit codes: 0 all ok, 1 findings, 2 bad input (one line on stderr, never a traceback), 3 an internal
+error of xlaprobe itself (a bug: one line on stderr, the traceback in a file it names), 130 on
+Ctrl-C (everything stored so far is kept).
 """
 
 from __future__ import annotations
@@ -223,6 +224,80 @@ def reduce(
 
 
 @app.command()
+def bisect(
+    target: FindingTarget,
+    config: Annotated[str, typer.Argument(help="the failing XLA configuration: xla, xla:fastmath, "
+                                               "xla[option=value] or jaxlib==V[...] (default: "
+                                               "the finding's or the case's)")] = "",
+    releases: Annotated[str, typer.Option(help="comma-separated jaxlib releases (default: the "
+                                               "newest of each minor line from 0.4.33 on the "
+                                               "registry)")] = "",
+    db: DbOption = DEFAULT_DB,
+    timeout: Annotated[float, typer.Option(help="per-run limit (s)", min=0.1,
+                                           max=7 * 24 * 3600.0)] = 600.0,
+    as_json: JsonOption = False,
+    inputs: Annotated[str, typer.Option("--inputs", help="input spec for FILE:FN, e.g. "
+                                        "'f32[8,128],i32[8]'")] = "",
+) -> None:
+    """Find the first bad (and first fixed) jaxlib release of a failure by bisection.
+
+    Exit 0 when a boundary is found, 1 when no release in the range fails."""
+    from xlaprobe.releases.commands import bisect_command
+
+    raise typer.Exit(bisect_command(target, config, releases=releases, db=db,
+                                    json_output=as_json, timeout_s=timeout, input_spec=inputs))
+
+
+envs_app = typer.Typer(no_args_is_help=True, help="Environments of other jax/jaxlib releases "
+                                                  "(configurations jaxlib==VERSION).")
+app.add_typer(envs_app, name="envs")
+
+
+@envs_app.command("list")
+def envs_list(
+    available: Annotated[bool, typer.Option("--available", help="list the registry's releases "
+                                                                "(needs the network)")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """List the release environments made (or, with --available, the releases there are)."""
+    from xlaprobe.releases import envs
+    from xlaprobe.releases.commands import envs_list as rows_of
+
+    rows = rows_of(available=available, json_output=as_json)
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    table = Table(caption=f"cache: {envs.cache_dir()}")
+    keys = list(rows[0]) if rows else ["version", "path", "python_version", "size_bytes"]
+    for key in keys:
+        table.add_column(key)
+    for row in rows:
+        table.add_row(*(escape(str(row[k])) for k in keys))
+    out.print(table)
+
+
+@envs_app.command("add")
+def envs_add(versions: Annotated[list[str], typer.Argument(help="jaxlib releases, e.g. 0.5.3")]) -> None:
+    """Make the environments of some releases now (else they are made on first use)."""
+    from xlaprobe.releases import envs
+
+    for version in versions:
+        env = envs.ensure_env(version, log=lambda line: err.print(escape(line)))
+        out.print(f"jaxlib=={env.version}: {env.path} (Python {env.python_version}, "
+                  f"{env.size_bytes / 1e9:.2f} GB)")
+
+
+@envs_app.command("remove")
+def envs_remove(versions: Annotated[list[str], typer.Argument(help="jaxlib releases")]) -> None:
+    """Delete the environments of some releases."""
+    from xlaprobe.releases import envs
+
+    for version in versions:
+        removed = envs.remove_env(version)
+        out.print(f"jaxlib=={version}: {'removed' if removed else 'no environment'}")
+
+
+@app.command()
 def tune(
     target: Annotated[str, typer.Argument(help="zoo MODEL, FILE.py:FN, module:fn, case module or "
                                                "artifact directory")],
@@ -330,8 +405,27 @@ def findings(db: DbOption = DEFAULT_DB,
     out.print(table)
 
 
+#: Exit code of an internal error of xlaprobe (never 1, which means "findings").
+EXIT_INTERNAL_ERROR = 3
+
+
+def _internal_error(exc: BaseException) -> None:
+    """Report a bug of xlaprobe in one line, its traceback in a file, and exit 3."""
+    import tempfile
+    import traceback
+    with tempfile.NamedTemporaryFile("w", prefix="xlaprobe-traceback-", suffix=".txt",
+                                     delete=False) as handle:
+        traceback.print_exception(exc, file=handle)
+    err.print(f"[red]internal error of xlaprobe:[/] {escape(type(exc).__name__)}: "
+              f"{escape(str(exc).strip().splitlines()[0] if str(exc).strip() else '')} "
+              f"(a bug, not a finding; traceback in {handle.name}: please report it)",
+              highlight=False, soft_wrap=True)
+    sys.exit(EXIT_INTERNAL_ERROR)
+
+
 def main() -> None:
-    """Entry point: run the app; XlaprobeError -> one line and exit 2; Ctrl-C -> exit 130."""
+    """Entry point: run the app; XlaprobeError -> one line and exit 2; Ctrl-C -> exit 130; any
+    other exception (a bug of xlaprobe) -> one line and exit 3."""
     try:
         code = app(standalone_mode=False)
     except typer.Exit as exc:
@@ -351,7 +445,7 @@ def main() -> None:
             err.print(f"[red]error:[/] {escape(exc.format_message())} (see xlaprobe --help)",
                       highlight=False, soft_wrap=True)
             sys.exit(2)
-        raise
+        _internal_error(exc)
     if code == 130:  # typer turns Ctrl-C into Exit(130)
         err.print("interrupted: results stored so far are kept")
     sys.exit(code if isinstance(code, int) else 0)

@@ -43,3 +43,8 @@ class FlakyFinding(XlaprobeError):
 
 class WorkerCrashed(XlaprobeError):
     """A worker process died while running a task (only raised where a crash cannot be an Outcome)."""
+
+
+class Unsupported(XlaprobeError):
+    """A configuration cannot run this program at all (e.g. an older XLA release cannot load the
+    module); an *unsupported* outcome, which is never a finding."""

@@ -20,13 +20,13 @@ from typing import Any
 
 import jax
 import numpy as np
-from jax._src import core as jcore
+from xlaprobe import jaxcompat
 
 from xlaprobe.errors import CorruptArtifact, InvalidArgument
 
-ClosedJaxpr = jcore.ClosedJaxpr
-Jaxpr = jcore.Jaxpr
-JaxprEqn = jcore.JaxprEqn
+ClosedJaxpr = jaxcompat.ClosedJaxpr
+Jaxpr = jaxcompat.Jaxpr
+JaxprEqn = jaxcompat.JaxprEqn
 
 #: Primitives whose forward semantics is "evaluate params[<key>]"; canonical form inlines them.
 CALL_PRIMITIVES: dict[str, str] = {
@@ -40,6 +40,8 @@ CALL_PRIMITIVES: dict[str, str] = {
     "checkpoint": "jaxpr",
     "remat": "jaxpr",
     "remat2": "jaxpr",  # jax.checkpoint in jax 0.10
+    "program_order": "call_jaxpr",  # jax >= 0.11: ordering only
+    "xla_metadata_call": "jaxpr",  # jax >= 0.11: attaches XLA metadata only
     "custom_lin": "",  # never in a forward program; listed so the error names it
 }
 
@@ -51,10 +53,7 @@ def inner_closed_jaxpr(eqn: JaxprEqn) -> ClosedJaxpr:
         KeyError: the equation is not call-like (see `CALL_PRIMITIVES`).
     """
     key = CALL_PRIMITIVES[eqn.primitive.name]
-    inner = eqn.params[key]
-    if isinstance(inner, jcore.Jaxpr):
-        return jcore.ClosedJaxpr(inner, ())
-    return inner
+    return jaxcompat.as_closed(eqn.params[key])
 
 
 def eval_jaxpr_with(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any],
@@ -73,13 +72,13 @@ def eval_jaxpr_with(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any],
     Returns:
         One value per outvar of `jaxpr`. Literals are returned as their value.
     """
-    env: dict[jcore.Var, Any] = {}
+    env: dict[jaxcompat.Var, Any] = {}
 
     def read(atom: Any) -> Any:
-        return atom.val if isinstance(atom, jcore.Literal) else env[atom]
+        return atom.val if isinstance(atom, jaxcompat.Literal) else env[atom]
 
     def write(var: Any, value: Any) -> None:
-        if not isinstance(var, jcore.DropVar):
+        if not isinstance(var, jaxcompat.DropVar):
             env[var] = value
 
     for var, value in zip(jaxpr.constvars, consts, strict=True):
@@ -97,9 +96,10 @@ def eval_jaxpr_with(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any],
 
 def _canonical_params(params: dict[str, Any]) -> dict[str, Any]:
     def convert(value: Any) -> Any:
-        if isinstance(value, jcore.ClosedJaxpr):
+        if isinstance(value, jaxcompat.ClosedJaxpr):
             return canonicalize(value)
-        if isinstance(value, tuple) and value and all(isinstance(v, jcore.ClosedJaxpr) for v in value):
+        if (isinstance(value, tuple) and value
+                and all(isinstance(v, jaxcompat.ClosedJaxpr) for v in value)):
             converted = [canonicalize(v) for v in value]
             # Keep named tuples (custom_linear_solve's `jaxprs`) as their own type.
             return type(value)(*converted) if hasattr(value, "_fields") else tuple(converted)
@@ -110,6 +110,10 @@ def _canonical_params(params: dict[str, Any]) -> dict[str, Any]:
 
 def _inline_eqn(eqn: JaxprEqn, invals: list[Any]) -> Sequence[Any]:
     name = eqn.primitive.name
+    if name == "call_hi_primitive":  # jax >= 0.11 "hijax" ops (searchsorted in expm): expand
+        specs = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in eqn.invars]
+        inner = jax.make_jaxpr(lambda *args: jaxcompat.expand_hi_primitive(eqn, args))(*specs)
+        return eval_jaxpr_with(inner.jaxpr, inner.consts, invals, _inline_eqn)
     if name in CALL_PRIMITIVES and CALL_PRIMITIVES[name]:
         inner = inner_closed_jaxpr(eqn)
         # custom_jvp_call/custom_vjp_call pass their consts as leading operands already.
@@ -148,12 +152,12 @@ def _primitive_index() -> dict[int, tuple[str, str]]:
         if module is None or not modname.split(".")[0] in ("jax", "jaxlib", "flax", "optax"):
             continue
         for attr, value in list(vars(module).items()):
-            if isinstance(value, jcore.Primitive):
+            if isinstance(value, jaxcompat.Primitive):
                 index.setdefault(id(value), (modname, attr))
     return index
 
 
-def _load_primitive(modname: str, attr: str) -> jcore.Primitive:
+def _load_primitive(modname: str, attr: str) -> jaxcompat.Primitive:
     return getattr(importlib.import_module(modname), attr)
 
 
@@ -162,13 +166,12 @@ def _none() -> None:
 
 
 def _typed_ndarray(value: np.ndarray, aval: Any) -> Any:
-    from jax._src.literals import TypedNdArray
-    return TypedNdArray(value, aval)
+    return jaxcompat.typed_ndarray(value, aval)
 
 
 class _JaxprPickler(pickle.Pickler):
     def reducer_override(self, obj: Any) -> Any:
-        if isinstance(obj, jcore.Primitive):
+        if isinstance(obj, jaxcompat.Primitive):
             ref = _primitive_index().get(id(obj))
             if ref is None:
                 _primitive_index.cache_clear()
@@ -222,7 +225,7 @@ def loads_jaxpr(data: bytes) -> ClosedJaxpr:
     except Exception as exc:
         raise CorruptArtifact(f"cannot read serialized jaxpr ({type(exc).__name__}: {exc}); "
                               "was it written by another jax version?") from exc
-    if not isinstance(closed, jcore.ClosedJaxpr):
+    if not isinstance(closed, jaxcompat.ClosedJaxpr):
         raise CorruptArtifact(f"serialized jaxpr holds a {type(closed).__name__}, not a ClosedJaxpr")
     return closed
 
@@ -235,10 +238,8 @@ def count_equations(closed: ClosedJaxpr) -> int:
         for value in eqn.params.values():
             subs = value if isinstance(value, tuple) else (value,)
             for sub in subs:
-                if isinstance(sub, jcore.ClosedJaxpr):
-                    total += count_equations(sub)
-                elif isinstance(sub, jcore.Jaxpr):
-                    total += count_equations(jcore.ClosedJaxpr(sub, ()))
+                if jaxcompat.is_jaxpr(sub):
+                    total += count_equations(jaxcompat.as_closed(sub))
     return total
 
 
@@ -255,10 +256,8 @@ def _eqn_primitives(eqn: JaxprEqn) -> set[str]:
     names = {eqn.primitive.name}
     for value in eqn.params.values():
         for sub in value if isinstance(value, tuple) else (value,):
-            if isinstance(sub, jcore.ClosedJaxpr):
-                names |= primitives_used(sub)
-            elif isinstance(sub, jcore.Jaxpr):
-                names |= primitives_used(jcore.ClosedJaxpr(sub, ()))
+            if jaxcompat.is_jaxpr(sub):
+                names |= primitives_used(jaxcompat.as_closed(sub))
     return names
 
 
@@ -282,7 +281,7 @@ def output_cone(closed: ClosedJaxpr, outputs: Sequence[int]) -> tuple[set[str], 
     """
     jaxpr = closed.jaxpr
     def is_var(atom: Any) -> bool:
-        return isinstance(atom, jcore.Var) and not isinstance(atom, jcore.DropVar)
+        return isinstance(atom, jaxcompat.Var) and not isinstance(atom, jaxcompat.DropVar)
 
     producer = {v: k for k, eqn in enumerate(jaxpr.eqns) for v in eqn.outvars if is_var(v)}
     inputs = set(jaxpr.invars)

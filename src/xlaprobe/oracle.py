@@ -51,11 +51,12 @@ class VerdictKind(enum.Enum):
     CRASH = "crash"
     TIMEOUT = "timeout"
     COMPILE_ERROR = "compile-error"
+    UNSUPPORTED = "unsupported"       # the configuration cannot run the program (an old release)
 
     @property
     def is_finding(self) -> bool:
-        """True for every kind a user must look at (not ok, not ftz)."""
-        return self not in (VerdictKind.OK, VerdictKind.FTZ)
+        """True for every kind a user must look at (not ok, not ftz, not unsupported)."""
+        return self not in (VerdictKind.OK, VerdictKind.FTZ, VerdictKind.UNSUPPORTED)
 
 
 #: Default bounds per dtype name: (atol, rtol, max_ulps); max_ulps applies to narrow floats only.
@@ -79,6 +80,7 @@ _OUTCOME_VERDICT = {
     OutcomeKind.CRASH: VerdictKind.CRASH,
     OutcomeKind.TIMEOUT: VerdictKind.TIMEOUT,
     OutcomeKind.COMPILE_ERROR: VerdictKind.COMPILE_ERROR,
+    OutcomeKind.UNSUPPORTED: VerdictKind.UNSUPPORTED,
 }
 
 

@@ -15,6 +15,7 @@ class OutcomeKind(enum.Enum):
     COMPILE_ERROR = "compile-error"  # the compiler or the interpreter raised
     CRASH = "crash"                  # the worker process died (abort, segfault, ...)
     TIMEOUT = "timeout"              # the run exceeded its time limit and the worker was killed
+    UNSUPPORTED = "unsupported"      # the configuration cannot run this program (not a finding)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

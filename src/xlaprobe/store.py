@@ -55,6 +55,11 @@ CREATE TABLE IF NOT EXISTS measurements (
     speedup REAL, low REAL, high REAL, replicate INTEGER NOT NULL, data TEXT NOT NULL,
     created REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS measurements_by_program ON measurements(program_id);
+CREATE TABLE IF NOT EXISTS bisections (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, program_id TEXT NOT NULL, finding_id INTEGER,
+    config TEXT NOT NULL, first_bad TEXT, last_good TEXT, first_fixed TEXT, result TEXT NOT NULL,
+    created REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS bisections_by_finding ON bisections(finding_id);
 """
 
 
@@ -280,14 +285,46 @@ class Store:
                                 "ORDER BY id DESC").fetchall()
         return list(dict.fromkeys(row[0] for row in rows))
 
+    def record_bisection(self, program_id: str, finding_id: int | None, config: str,
+                         result: dict[str, Any]) -> int:
+        """Store a release bisection (`xlaprobe.releases.bisect.Bisection.to_json`) atomically.
+
+        Args:
+            program_id: the program's fingerprint.
+            finding_id: the finding it explains, or None (a target that is no stored finding).
+            config: the configuration template bisected (e.g. ``xla:fastmath``).
+            result: the bisection as JSON (keys first_bad, last_good, first_fixed, runs, ...).
+
+        Returns:
+            The bisection id.
+        """
+        with self._transaction():
+            return int(self._db.execute(
+                "INSERT INTO bisections (program_id, finding_id, config, first_bad, last_good, "
+                "first_fixed, result, created) VALUES (?,?,?,?,?,?,?,?)",
+                (program_id, finding_id, config, result.get("first_bad"), result.get("last_good"),
+                 result.get("first_fixed"), json.dumps(result), time.time())).lastrowid)
+
+    def bisections(self, finding_id: int | None = None) -> list[dict[str, Any]]:
+        """Stored bisections (all, or of one finding), newest first, as their JSON results with
+        ``id``, ``finding_id`` and ``program_id`` added."""
+        query = "SELECT id, program_id, finding_id, result FROM bisections"
+        args: tuple[Any, ...] = ()
+        if finding_id is not None:
+            query += " WHERE finding_id = ?"
+            args = (finding_id,)
+        rows = self._db.execute(query + " ORDER BY id DESC", args).fetchall()
+        return [{**json.loads(r[3]), "id": r[0], "program_id": r[1], "finding_id": r[2]}
+                for r in rows]
+
     def count(self, table: str) -> int:
         """Number of rows in one of the tables (programs, checks, runs, verdicts, findings,
-        tuning_runs, measurements).
+        tuning_runs, measurements, bisections).
 
         Raises:
             InvalidArgument: unknown table.
         """
         if table not in ("programs", "checks", "runs", "verdicts", "findings", "tuning_runs",
-                         "measurements"):
+                         "measurements", "bisections"):
             raise InvalidArgument(f"unknown table '{table}'")
         return int(self._db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])

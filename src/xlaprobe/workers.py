@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from xlaprobe.configs.registry import Configuration, get_kind
-from xlaprobe.errors import InvalidArgument, WorkerCrashed
+from xlaprobe.errors import InvalidArgument, Unsupported, WorkerCrashed
 from xlaprobe.outcome import Outcome, OutcomeKind
 from xlaprobe.program import Program
 
@@ -184,6 +184,8 @@ def _worker_main(conn: mp_connection.Connection, log_path: str, preload: tuple[s
             sites = tuple(getattr(kind, "fired_sites", tuple)())
             reply: tuple[Any, ...] = ("ok", outputs, time.perf_counter() - started, sites)
             _send(conn, reply)
+        except Unsupported as exc:  # the configuration cannot run this program: not a finding
+            _send(conn, ("unsupported", _one_line(exc), time.perf_counter() - started))
         except Exception as exc:  # compiler and interpreter errors: a COMPILE_ERROR outcome
             _send(conn, ("error", _one_line(exc), time.perf_counter() - started))
 
@@ -375,6 +377,7 @@ class WorkerPool:
         self._cond = threading.Condition()
         self._slots: dict[str, list[_Worker]] = {}
         self._closed = False
+        self._prepared: set[str] = set()
         self._counts = collections.Counter()
         self._payloads: weakref.WeakKeyDictionary[Program, tuple[str, bytes]] = weakref.WeakKeyDictionary()
         self._payload_lock = threading.Lock()
@@ -404,6 +407,7 @@ class WorkerPool:
 
         Raises:
             InvalidArgument: `config` is a malformed or unknown spec.
+            EnvironmentUnavailable: a release's environment cannot be made (``jaxlib==`` kinds).
             WorkerCrashed: a worker could not start (its import of jax or a preload module failed).
             pickle.PicklingError: the program's jaxpr holds an object that cannot be serialized.
             RuntimeError: the pool is closed, or was closed while the run was in flight.
@@ -520,9 +524,15 @@ class WorkerPool:
 
     # -- internals ---------------------------------------------------------------------------------
 
-    @staticmethod
-    def _config(config: Configuration | str) -> Configuration:
-        return Configuration.parse(config) if isinstance(config, str) else config
+    def _config(self, config: Configuration | str) -> Configuration:
+        config = Configuration.parse(config) if isinstance(config, str) else config
+        # Kinds that need a setup first (a release's environment) do it here, in the caller,
+        # outside every run's time limit: once per spec and pool.
+        prepare = getattr(get_kind(config.kind), "prepare", None)
+        if prepare is not None and str(config) not in self._prepared:
+            prepare(config)
+            self._prepared.add(str(config))
+        return config
 
     def _count(self, name: str) -> None:
         with self._cond:
@@ -689,6 +699,8 @@ class WorkerPool:
             return Outcome(spec, OutcomeKind.RAN, seconds=reply[2], value=reply[1])
         if reply[0] == "error":
             return Outcome(spec, OutcomeKind.COMPILE_ERROR, error=reply[1], seconds=reply[2])
+        if reply[0] == "unsupported":
+            return Outcome(spec, OutcomeKind.UNSUPPORTED, error=reply[1], seconds=reply[2])
         worker.kill()
         worker.discard()
         raise RuntimeError(f"unexpected reply from worker: {reply[0]!r}")  # a bug in this module

@@ -30,7 +30,7 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from xlaprobe import jaxprs
+from xlaprobe import jaxcompat, jaxprs
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.errors import InvalidArgument
 
@@ -102,7 +102,7 @@ def _inner_closed_jaxpr(eqn: jaxprs.JaxprEqn) -> jaxprs.ClosedJaxpr:
     if jaxprs.CALL_PRIMITIVES.get(eqn.primitive.name):
         return jaxprs.inner_closed_jaxpr(eqn)
     inner = eqn.params[_MORE_CALLS[eqn.primitive.name]]
-    return inner if isinstance(inner, jaxprs.ClosedJaxpr) else jaxprs.ClosedJaxpr(inner, ())
+    return jaxcompat.as_closed(inner)
 
 
 def _while(eqn: jaxprs.JaxprEqn, invals: list[Any], path: str, record: Recorder | None) -> list[Any]:
@@ -123,7 +123,7 @@ def _while(eqn: jaxprs.JaxprEqn, invals: list[Any], path: str, record: Recorder 
 
 def _scan(eqn: jaxprs.JaxprEqn, invals: list[Any], path: str, record: Recorder | None) -> list[Any]:
     params = eqn.params
-    num_consts, num_carry, length = params["num_consts"], params["num_carry"], params["length"]
+    (num_consts, num_carry), length = jaxcompat.scan_layout(params), params["length"]
     consts = invals[:num_consts]
     carry = list(invals[num_consts:num_consts + num_carry])
     xs = invals[num_consts + num_carry:]

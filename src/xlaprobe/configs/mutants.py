@@ -418,21 +418,21 @@ class MutantKind:
         if self._registered is not None:  # a worker serves one isolation group only
             raise RuntimeError(f"this process already runs mutant '{self._registered}'")
         import jax.extend.xla as jex
-        from jax._src.lib import xla_client
+
+        from xlaprobe import jaxcompat
 
         # The default printer elides constants of more than a few elements as "{...}", and the
         # parser reads that back as other values: print them, or every round trip corrupts them.
-        options = xla_client.hlo.HloPrintOptions()
-        options.print_large_constants = True
+        options = jaxcompat.hlo_print_options_with_constants()
 
         def transform(serialized: bytes) -> bytes | None:
-            module = xla_client.hlo.HloModule.from_serialized_hlo_module_proto(serialized)
+            module = jaxcompat.hlo_module_from_proto(serialized)
             applied = apply_mutant(mutant, module.to_string(options))
             if applied is None:
                 return None
             text, site = applied
             self._sites[self._current] = (site,)
-            return xla_client.hlo.hlo_module_from_text(text).as_serialized_hlo_module_proto()
+            return jaxcompat.hlo_module_from_text(text).as_serialized_hlo_module_proto()
 
         jex.register_hlo_module_transformation(transform, name=f"xlaprobe-mutant-{mutant.name}",
                                                stage=getattr(jex.PipelineStage, mutant.stage),

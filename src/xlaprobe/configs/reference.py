@@ -50,7 +50,7 @@ import jax
 import ml_dtypes
 import numpy as np
 from jax import dtypes as jdtypes
-from jax._src import core as jcore
+from xlaprobe import jaxcompat
 from jax.lax import GatherScatterMode
 
 from xlaprobe import jaxprs
@@ -205,8 +205,7 @@ class _Interpreter:
         self.rng = rng
 
     def eval_closed(self, closed: Any, args: Sequence[Any]) -> list[Any]:
-        if isinstance(closed, jcore.Jaxpr):
-            closed = jcore.ClosedJaxpr(closed, ())
+        closed = jaxcompat.as_closed(closed)
         jaxpr = closed.jaxpr
         consts = [_prepare(c, v.aval) for c, v in zip(closed.consts, jaxpr.constvars, strict=True)]
         outs = jaxprs.eval_jaxpr_with(jaxpr, consts, list(args), self.apply)
@@ -692,7 +691,9 @@ _UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh, "sqrt": np.sqrt,
     "rsqrt": lambda x: 1.0 / np.sqrt(x), "cbrt": np.cbrt, "erf": _erf, "erfc": _erfc,
     "erf_inv": _erf_inv, "lgamma": _lgamma, "digamma": _digamma, "abs": np.abs,
-    "square": lambda x: x * x, "not": np.invert, "real": np.real, "imag": np.imag,
+    "square": lambda x: x * x, "log2": np.log2,
+    # jax >= 0.11 (tanh's derivative): XLA lowers it as (1 + x) * (1 - x)
+    "one_minus_square": lambda x: (1 + x) * (1 - x), "not": np.invert, "real": np.real, "imag": np.imag,
     "conj": np.conj,
 }
 
@@ -989,7 +990,7 @@ def _reduce_window(ctx: _Ctx, *args: np.ndarray, jaxpr: Any, consts: Sequence[An
                    window_dilation: Sequence[int] | None = None, **_: Any) -> list[np.ndarray]:
     n = len(args) // 2
     operands, inits = args[:n], args[n:]
-    closed = jaxpr if isinstance(jaxpr, jcore.ClosedJaxpr) else jcore.ClosedJaxpr(jaxpr, list(consts))
+    closed = jaxcompat.close(jaxpr, consts) if consts else jaxcompat.as_closed(jaxpr)
     views = [list(_window_views(_window_input(x, i, padding, base_dilation), window_dimensions,
                                 window_strides, window_dilation)) for x, i in zip(operands, inits)]
     out_shape = views[0][0].shape
@@ -1286,8 +1287,8 @@ def _apply_at_rounds(out: np.ndarray, targets: tuple[np.ndarray, ...], values: n
 
 def _scatter_apply(ctx: _Ctx, operand: np.ndarray, targets: tuple[np.ndarray, ...],
                    values: np.ndarray, update_jaxpr: Any, update_consts: Any) -> np.ndarray:
-    closed = (update_jaxpr if isinstance(update_jaxpr, jcore.ClosedJaxpr)
-              else jcore.ClosedJaxpr(update_jaxpr, list(update_consts)))
+    closed = (jaxcompat.close(update_jaxpr, update_consts) if update_consts
+              else jaxcompat.as_closed(update_jaxpr))
     out = np.array(operand, copy=True)
     _apply_at_rounds(out, targets, values, lambda a, b: ctx.eval(closed, [a, b])[0])
     return out
@@ -1376,8 +1377,9 @@ def _select_leading(pred: np.ndarray, new: Any, old: Any) -> Any:
     return np.where(pred.reshape(pred.shape + (1,) * (np.ndim(new) - pred.ndim)), new, old)
 
 
-def _scan(ctx: _Ctx, *args: Any, jaxpr: Any, num_consts: int, num_carry: int, length: int,
-          reverse: bool = False, **_: Any) -> list[Any]:
+def _scan(ctx: _Ctx, *args: Any, jaxpr: Any, length: int, reverse: bool = False,
+          **params: Any) -> list[Any]:
+    num_consts, num_carry = jaxcompat.scan_layout(params)
     consts = list(args[:num_consts])
     carry = list(args[num_consts:num_consts + num_carry])
     xs = list(args[num_consts + num_carry:])
@@ -1407,8 +1409,7 @@ _CALLS: dict[str, str] = {
 
 def _call(ctx: _Ctx, *args: Any, **params: Any) -> list[Any]:
     inner = params[_CALLS[ctx.eqn.primitive.name]]
-    if isinstance(inner, jcore.Jaxpr):
-        inner = jcore.ClosedJaxpr(inner, ())
+    inner = jaxcompat.as_closed(inner)
     outs = ctx.eval(inner, list(args))
     return outs if ctx.multiple_results else outs[0]
 
@@ -1490,8 +1491,7 @@ def _iota_2x32_shape(ctx: _Ctx, *, shape: Sequence[int], **_: Any) -> list[np.nd
 def _traced_prng(op: str, impl: Any, in_avals: tuple[tuple[tuple[int, ...], str], ...],
                  params: tuple[Any, ...]) -> Any:
     """JAX's own definition of a PRNG primitive on raw key data, as a jaxpr (cached)."""
-    from jax._src.random import core as random_core
-    from jax._src.random import prng
+    random_core, prng = jaxcompat.prng_internals()
 
     key_ndim = len(in_avals[0][0]) - len(impl.key_shape)
     if op == "seed":
@@ -1570,7 +1570,8 @@ RULES: dict[str, Rule] = {
     # identities: copies, sharding and scheduling annotations
     **{name: _identity for name in ("copy", "optimization_barrier", "sharding_constraint", "reshard",
                                     "layout_constraint", "device_put", "pvary", "name",
-                                    "stop_gradient", "random_clone")},
+                                    "stop_gradient", "random_clone",
+                                    "with_memory_space_constraint")},
     "tie": _tie,
     # structure
     "broadcast_in_dim": _broadcast_in_dim, "reshape": _reshape,
@@ -1674,7 +1675,7 @@ class ReferenceKind:
 #: Primitives whose floating results IEEE arithmetic rounds (Monte Carlo mode perturbs only these).
 ROUNDING_PRIMITIVES = frozenset({
     "add", "add_any", "sub", "mul", "div", "rem", "pow", "integer_pow", "square", "sqrt", "rsqrt",
-    "cbrt", "exp", "exp2", "expm1", "log", "log1p", "tanh", "logistic", "sin", "cos", "tan",
+    "cbrt", "exp", "exp2", "expm1", "log", "log1p", "log2", "one_minus_square", "tanh", "logistic", "sin", "cos", "tan",
     "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "atan2", "erf", "erfc",
     "erf_inv", "lgamma", "digamma", "reduce_sum", "reduce_prod", "dot_general",
     "conv_general_dilated", "cumsum", "cumprod", "cumlogsumexp", "reduce_window_sum",
@@ -1686,7 +1687,8 @@ ROUNDING_PRIMITIVES = frozenset({
 #: ULPs instead of half a ULP, so that cancellation downstream (``tan(x) - tanh(tan(x))``) gets a
 #: budget for it.
 APPROXIMATE_PRIMITIVES = frozenset({
-    "rsqrt", "cbrt", "exp", "exp2", "expm1", "log", "log1p", "tanh", "logistic", "sin", "cos",
+    "rsqrt", "cbrt", "exp", "exp2", "expm1", "log", "log1p", "log2", "tanh", "logistic", "sin",
+    "cos",
     "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "atan2", "erf",
     "erfc", "erf_inv", "lgamma", "digamma", "pow"})
 #: Width of XLA's transcendental approximations assumed by Monte Carlo arithmetic (ULPs).

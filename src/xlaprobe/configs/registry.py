@@ -2,12 +2,13 @@
 
 Grammar of a spec (round-trips through `str` and `Configuration.parse`)::
 
-    spec     := kind [":" variant] ["[" option ("," option)* "]"]
+    spec     := kind [":" variant | "==" version] ["[" option ("," option)* "]"]
     option   := name "=" value          (an XLA compiler option, e.g. xla_cpu_enable_fast_math=true)
     value    := item ("+" item)*        (list options: xla_disable_hlo_passes=algsimp+fusion)
 
 Examples: ``xla``, ``xla:O0``, ``xla:fastmath``, ``xla[xla_cpu_enable_fast_math=true]``, ``eager``,
-``reference``. Kinds register themselves in `_KINDS` (the one registry DESIGN.md allows); a kind's
+``reference``, ``jaxlib==0.5.3`` (the kinds in `VERSIONED_KINDS` take ``==VERSION`` instead of
+``:VARIANT``). Kinds register themselves in `_KINDS` (the one registry DESIGN.md allows); a kind's
 module is imported lazily, so parsing a spec never imports XLA-heavy code it does not need.
 """
 
@@ -23,9 +24,11 @@ import numpy as np
 
 from xlaprobe.errors import InvalidArgument
 
-_SPEC = re.compile(r"^(?P<kind>[a-z][a-z0-9_]*)(?::(?P<variant>[A-Za-z0-9_.\-]+))?"
+_SPEC = re.compile(r"^(?P<kind>[a-z][a-z0-9_]*)(?:(?P<sep>:|==)(?P<variant>[A-Za-z0-9_.\-]+))?"
                    r"(?:\[(?P<options>[^\[\]]*)\])?$")
 _OPTION_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+#: Kinds whose variant is a release version, written ``kind==VERSION``.
+VERSIONED_KINDS = frozenset({"jaxlib"})
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -43,7 +46,8 @@ class Configuration:
     options: tuple[tuple[str, str], ...] = ()
 
     def __str__(self) -> str:
-        text = self.kind if self.variant is None else f"{self.kind}:{self.variant}"
+        sep = "==" if self.kind in VERSIONED_KINDS else ":"
+        text = self.kind if self.variant is None else f"{self.kind}{sep}{self.variant}"
         if self.options:
             text += "[" + ",".join(f"{k}={v}" for k, v in self.options) + "]"
         return text
@@ -79,6 +83,10 @@ class Configuration:
         if len(set(names)) != len(names):
             raise InvalidArgument(f"an option is given twice in configuration '{spec}'")
         config = cls(match.group("kind"), match.group("variant"), tuple(sorted(options)))
+        if match.group("sep") and (match.group("sep") == "==") != (config.kind in VERSIONED_KINDS):
+            want = "==VERSION" if config.kind in VERSIONED_KINDS else ":VARIANT"
+            raise InvalidArgument(f"malformed configuration '{spec}': kind '{config.kind}' takes "
+                                  f"{want}")
         get_kind(config.kind).validate(config)
         return config
 
@@ -114,6 +122,7 @@ _KIND_MODULES: dict[str, str] = {
     "eager": "xlaprobe.configs.eager",
     "reference": "xlaprobe.configs.reference",
     "mutant": "xlaprobe.configs.mutants",
+    "jaxlib": "xlaprobe.configs.release",
 }
 _KINDS: dict[str, ConfigKind] = {}
 

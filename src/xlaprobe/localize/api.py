@@ -55,7 +55,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from jax._src import core as jcore
+from xlaprobe import jaxcompat
 
 from xlaprobe.check import CheckResult, check_program
 from xlaprobe.configs.registry import Configuration
@@ -68,6 +68,7 @@ from xlaprobe.localize.bisect import (NUMERIC, RERUNS, Recording, Searcher, Step
 from xlaprobe.localize.segments import Segmenter, cone_of_influence, recording_program
 from xlaprobe.oracle import VerdictKind
 from xlaprobe.program import Program
+from xlaprobe.sources.targets import resolve_finding
 
 METHODS = ("auto", "cuts", "segments")
 #: Primitives that only move or reinterpret data: XLA folds them into their producers' kernels.
@@ -175,11 +176,7 @@ class Localization:
 
 
 def _source_line(eqn: Any) -> str:
-    try:
-        from jax._src import source_info_util
-        text = source_info_util.summarize(eqn.source_info)
-    except Exception:  # source info is dropped when a jaxpr is pickled (artifacts, workers)
-        return ""
+    text = jaxcompat.source_summary(eqn)
     # A canonical jaxpr re-traced without the user's frames points into xlaprobe itself, which
     # tells the user nothing.
     return "" if "xlaprobe/" in text.replace("\\", "/") or "unknown" in text else text
@@ -483,13 +480,13 @@ def _ancestors(jaxpr: Any, equation: int) -> set[int]:
     """Top-level equations whose values `equation` depends on (not itself)."""
     producer = {v: k for k, eqn in enumerate(jaxpr.eqns) for v in eqn.outvars}
     seen: set[int] = set()
-    stack = [a for a in jaxpr.eqns[equation].invars if isinstance(a, jcore.Var) and a in producer]
+    stack = [a for a in jaxpr.eqns[equation].invars if isinstance(a, jaxcompat.Var) and a in producer]
     while stack:
         k = producer[stack.pop()]
         if k not in seen:
             seen.add(k)
             stack.extend(a for a in jaxpr.eqns[k].invars
-                         if isinstance(a, jcore.Var) and a in producer)
+                         if isinstance(a, jaxcompat.Var) and a in producer)
     return seen
 
 
@@ -718,42 +715,6 @@ def _describe(step: Step) -> str:
     return f"  {step.tier:10s} {where}: {verdict} [{step.seconds:.2f} s]"
 
 
-def _resolve_target(target: str, config: str, db: Path,
-                    input_spec: str = "") -> tuple[Program, str]:
-    """A finding id (from the store) or any target `xlaprobe check` accepts, and the config
-    (given, else the finding's, the artifact's or the case's)."""
-    from xlaprobe import artifact
-    from xlaprobe.sources.targets import resolve
-    if target.strip().isdigit():
-        target = str(int(target.strip()))
-        from xlaprobe.store import Store
-        if not Path(db).exists():
-            raise InvalidArgument(f"no store at {db} to look finding {target} up in; run xlaprobe "
-                                  "check first or pass --db")
-        with Store(db) as store:
-            row = next((r for r in store.findings() if str(r["id"]) == target.strip()), None)
-        if row is None:
-            raise InvalidArgument(f"no finding {target} in {db}; xlaprobe findings lists them")
-        rerun = f"xlaprobe check {row['name']} --configs {row['config']},reference"
-        if not row["artifact"]:
-            raise InvalidArgument(f"finding {target} has no artifact directory to rerun; rerun "
-                                  f"{rerun}")
-        if not artifact.is_artifact(row["artifact"]):
-            raise InvalidArgument(f"the artifact of finding {target} is gone "
-                                  f"({row['artifact']}); rerun {rerun}")
-        resolved = resolve(row["artifact"])
-        return resolved.program, config or row["config"]
-    resolved = resolve(target, input_spec=input_spec)
-    if not config and artifact.is_artifact(target):
-        config = artifact.artifact_config(target)
-    if not config:
-        if not resolved.extra_configs:
-            raise InvalidArgument(f"which configuration fails on {target}? pass one, e.g. "
-                                  "xlaprobe localize TARGET xla:fastmath")
-        config = resolved.extra_configs[0]
-    return resolved.program, config
-
-
 def localize_command(target: str, config: str, *, db: Path | str, json_output: bool,
                      jobs: int = 1, timeout_s: float = 600.0, method: str = "auto",
                      input_spec: str = "") -> int:
@@ -779,7 +740,7 @@ def localize_command(target: str, config: str, *, db: Path | str, json_output: b
         NotReproducible: the configuration gives no finding on the target.
     """
     db = Path(db)
-    program, config = _resolve_target(target, config, db, input_spec)
+    program, config, _ = resolve_finding(target, config, db, input_spec)
     parsed = Configuration.parse(config)
     if method not in METHODS:
         raise InvalidArgument(f"unknown localization method '{method}': use {', '.join(METHODS)}")

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from jax._src import core as jcore
+from xlaprobe import jaxcompat
 
 from xlaprobe.configs import registry
 from xlaprobe.configs.registry import Configuration
@@ -233,11 +233,11 @@ FOLD_DEPTH = 3
 
 
 def _defined(eqn: Any) -> set[Any]:
-    return {v for v in eqn.outvars if isinstance(v, jcore.Var) and not isinstance(v, jcore.DropVar)}
+    return {v for v in eqn.outvars if isinstance(v, jaxcompat.Var) and not isinstance(v, jaxcompat.DropVar)}
 
 
 def _read(eqn: Any) -> set[Any]:
-    return {a for a in eqn.invars if isinstance(a, jcore.Var)}
+    return {a for a in eqn.invars if isinstance(a, jaxcompat.Var)}
 
 
 def consumers(jaxpr: Any, equation: int) -> list[int]:

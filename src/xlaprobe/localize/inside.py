@@ -47,7 +47,7 @@ from typing import Any
 
 import ml_dtypes
 import numpy as np
-from jax._src import core as jcore
+from xlaprobe import jaxcompat
 
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.hlo import HloText, Instruction, equation_of
@@ -118,16 +118,8 @@ def run_module(closed_jaxpr: Any, inputs: Sequence[np.ndarray], *, text: str,
         Exception: whatever XLA raises on a module it rejects.
     """
     import jax
-    from jax._src import compiler
-    from jax._src.lib import xla_client
-    from jax.extend.mlir import hlo_to_stablehlo
     del closed_jaxpr, inputs
-    module = xla_client.hlo.hlo_module_from_text(text)
-    mlir = hlo_to_stablehlo(module.as_serialized_hlo_module_proto())
-    backend = jax.extend.backend.get_backend("cpu")
-    devices = xla_client.DeviceList(tuple(backend.devices()[:1]))
-    compile_options = compiler.get_compile_options(1, 1, env_options_overrides=dict(options))
-    executable = backend.compile_and_load(mlir, devices, compile_options)
+    executable = jaxcompat.compile_hlo_text(text, dict(options))
     outputs = executable.execute([jax.device_put(np.asarray(a)) for a in args])
     return [np.asarray(x) for x in outputs]
 
@@ -471,7 +463,7 @@ def _value_of(jaxpr: Any, k: int, instruction: Instruction) -> Any:
     for current in (k, *(c for c in range(k + 1, len(jaxpr.eqns))
                          if jaxpr.eqns[c].primitive.name in _RESHAPES
                          and jaxpr.eqns[c].invars[0] in jaxpr.eqns[k].outvars)):
-        outvars = [v for v in jaxpr.eqns[current].outvars if not isinstance(v, jcore.DropVar)]
+        outvars = [v for v in jaxpr.eqns[current].outvars if not isinstance(v, jaxcompat.DropVar)]
         if len(outvars) != 1:
             return None
         aval = outvars[0].aval

@@ -47,7 +47,7 @@ from typing import Any, TypeVar
 
 import jax
 import numpy as np
-from jax._src import core as jcore
+from xlaprobe import jaxcompat
 
 from xlaprobe.check import REFERENCE, CheckResult, check_program
 from xlaprobe.configs.registry import Configuration
@@ -343,7 +343,7 @@ def _with_inputs(program: Program, inputs: Sequence[np.ndarray]) -> Program | No
                        program.tolerance)
 
     def fn(*args: Any) -> list[Any]:
-        return jcore.eval_jaxpr(closed.jaxpr, closed.consts, *args)
+        return jaxcompat.jaxpr_as_fun(closed)(*args)
 
     try:
         new = jax.make_jaxpr(fn)(*[jax.ShapeDtypeStruct(x.shape, x.dtype) for x in inputs])
@@ -897,13 +897,13 @@ def reduce_command(target: str, config: str, *, db: Path | str, out: Path | str 
         InvalidArgument: bad target, configuration, budget or output directory.
         NotReproducible: the configuration gives no finding on the target.
     """
-    from xlaprobe.localize.api import _resolve_target
+    from xlaprobe.sources.targets import resolve_finding
     db = Path(db)
     if max_tests < 1:
         raise InvalidArgument(f"--max-tests must be at least 1, not {max_tests}")
     if out is not None:
         _check_out(Path(out))
-    program, config = _resolve_target(target, config, db, input_spec)
+    program, config, _ = resolve_finding(target, config, db, input_spec)
     parsed = Configuration.parse(config)
     if parsed.kind == "reference":
         raise InvalidArgument("the reference is the oracle; reduce a configuration that is "

@@ -25,7 +25,7 @@ from typing import Any
 
 import ml_dtypes
 import numpy as np
-from jax._src import core as jcore
+from xlaprobe import jaxcompat
 
 from xlaprobe.program import Program
 
@@ -125,7 +125,7 @@ class _Printer:
         self.constants: list[str] = []
         self.counter = 0
         self._lax = {id(getattr(lax, a)): a for a in dir(lax)
-                     if isinstance(getattr(lax, a), jcore.Primitive)}
+                     if isinstance(getattr(lax, a), jaxcompat.Primitive)}
 
     def fresh(self, prefix: str) -> str:
         """A new Python name ``prefix<N>``."""
@@ -138,7 +138,7 @@ class _Printer:
         self.constants.append(f"{name} = {array_expr(value)}")
         return name
 
-    def primitive(self, prim: jcore.Primitive) -> str:
+    def primitive(self, prim: jaxcompat.Primitive) -> str:
         """``lax.<name>_p`` for a primitive jax.lax exports; else `Unprintable`."""
         if id(prim) in self._lax:
             return f"lax.{self._lax[id(prim)]}"
@@ -153,7 +153,7 @@ class _Printer:
         if isinstance(value, np.dtype) or (isinstance(value, type)
                                            and issubclass(value, np.generic)):
             return f"np.dtype({_dtype_expr(value)})"
-        if isinstance(value, jcore.Primitive):
+        if isinstance(value, jaxcompat.Primitive):
             return self.primitive(value)
         if isinstance(value, enum.Enum):
             import jax.lax as lax
@@ -179,7 +179,7 @@ class _Printer:
 
     def atom(self, atom: Any, names: dict[Any, str]) -> str:
         """A variable's Python name, or a literal's value as typed NumPy text."""
-        if isinstance(atom, jcore.Literal):
+        if isinstance(atom, jaxcompat.Literal):
             value = np.asarray(atom.val)
             dtype = np.dtype(atom.aval.dtype)
             if value.ndim == 0:
@@ -187,11 +187,11 @@ class _Printer:
             return array_expr(value.astype(dtype))
         return names[atom]
 
-    def function(self, closed: jcore.ClosedJaxpr | jcore.Jaxpr, name: str,
+    def function(self, closed: jaxcompat.ClosedJaxpr | jaxcompat.Jaxpr, name: str,
                  indent: str = "") -> None:
         """Print ``def name(*invars): ...; return [outvars]`` (constvars as module constants)."""
-        jaxpr = closed.jaxpr if isinstance(closed, jcore.ClosedJaxpr) else closed
-        consts = closed.consts if isinstance(closed, jcore.ClosedJaxpr) else []
+        closed = jaxcompat.as_closed(closed)
+        jaxpr, consts = closed.jaxpr, closed.consts
         names: dict[Any, str] = {}
         for var, value in zip(jaxpr.constvars, consts):
             names[var] = self.constant(np.asarray(value))
@@ -208,13 +208,13 @@ class _Printer:
         self.lines.append(f"{indent}    return [{outs}]")
         self.lines.append("")
 
-    def equation(self, eqn: jcore.JaxprEqn, names: dict[Any, str]) -> list[str]:
+    def equation(self, eqn: jaxcompat.JaxprEqn, names: dict[Any, str]) -> list[str]:
         """Lines computing one equation; binds its outvars in `names`."""
         args = [self.atom(a, names) for a in eqn.invars]
         outs = []
         for var in eqn.outvars:
-            outs.append("_" if isinstance(var, jcore.DropVar) else self.fresh("v"))
-            if not isinstance(var, jcore.DropVar):
+            outs.append("_" if isinstance(var, jaxcompat.DropVar) else self.fresh("v"))
+            if not isinstance(var, jaxcompat.DropVar):
                 names[var] = outs[-1]
         single = len(outs) == 1 and eqn.primitive.multiple_results
         target = ", ".join(outs) + ("," if single else "")
@@ -234,14 +234,14 @@ class _Printer:
                     f"indices_are_sorted={params['indices_are_sorted']!r}, "
                     f"unique_indices={params['unique_indices']!r}, "
                     f"mode={self.param(params['mode'])})"]
-        if any(isinstance(v, (jcore.Jaxpr, jcore.ClosedJaxpr)) for v in params.values()):
+        if any(jaxcompat.is_jaxpr(v) for v in params.values()):
             raise Unprintable(f"primitive '{name}' carries a jaxpr parameter")
         if name in _ELEMENTWISE and all(k == "accuracy" and v is None for k, v in params.items()):
             return [f"{target} = lax.{name}({', '.join(args)})"]
         keywords = "".join(f", {k}={self.param(v)}" for k, v in params.items())
         return [f"{target} = {self.primitive(eqn.primitive)}.bind({', '.join(args)}{keywords})"]
 
-    def _while(self, eqn: jcore.JaxprEqn, args: list[str], target: str) -> list[str]:
+    def _while(self, eqn: jaxcompat.JaxprEqn, args: list[str], target: str) -> list[str]:
         p = eqn.params
         cond, body = self.fresh("cond"), self.fresh("body")
         self.function(p["cond_jaxpr"], cond)
@@ -253,11 +253,11 @@ class _Printer:
         return [f"{target} = lax.while_loop(lambda c: {cond}({pre}*c)[0], "
                 f"lambda c: tuple({body}({bpre}*c)), ({', '.join(init)},))"]
 
-    def _scan(self, eqn: jcore.JaxprEqn, args: list[str], target: str) -> list[str]:
+    def _scan(self, eqn: jaxcompat.JaxprEqn, args: list[str], target: str) -> list[str]:
         p = eqn.params
         fn = self.fresh("step")
         self.function(p["jaxpr"], fn)
-        nconsts, ncarry = p["num_consts"], p["num_carry"]
+        nconsts, ncarry = jaxcompat.scan_layout(p)
         consts, carry, xs = args[:nconsts], args[nconsts:nconsts + ncarry], args[nconsts + ncarry:]
         pre = "".join(f"{c}, " for c in consts)
         wrapper = self.fresh("scan_body")
@@ -270,7 +270,7 @@ class _Printer:
                 f"reverse={p['reverse']!r}, unroll={p['unroll']!r})",
                 f"{target} = [*{result}[0], *{result}[1]]"]
 
-    def _cond(self, eqn: jcore.JaxprEqn, args: list[str], target: str) -> list[str]:
+    def _cond(self, eqn: jaxcompat.JaxprEqn, args: list[str], target: str) -> list[str]:
         branches = []
         for branch in eqn.params["branches"]:
             fn = self.fresh("branch")

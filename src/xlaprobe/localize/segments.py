@@ -19,7 +19,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 from jax import dtypes as jdtypes
-from jax._src import core as jcore
+from xlaprobe import jaxcompat
 
 from xlaprobe import jaxprs
 from xlaprobe.errors import InvalidArgument
@@ -27,7 +27,7 @@ from xlaprobe.program import Program, Provenance
 
 
 def _is_var(atom: Any) -> bool:
-    return isinstance(atom, jcore.Var) and not isinstance(atom, jcore.DropVar)
+    return isinstance(atom, jaxcompat.Var) and not isinstance(atom, jaxcompat.DropVar)
 
 
 def cone_of_influence(jaxpr: jaxprs.Jaxpr, outputs: Sequence[int]) -> list[int]:
@@ -58,14 +58,6 @@ def cone_of_influence(jaxpr: jaxprs.Jaxpr, outputs: Sequence[int]) -> list[int]:
         needed.add(k)
         stack.extend(jaxpr.eqns[k].invars)
     return sorted(needed)
-
-
-def _jaxpr(constvars: list[Any], invars: list[Any], outvars: list[Any], eqns: list[Any],
-           effects: Any, what: str) -> jcore.Jaxpr:
-    """A jaxpr of existing equations, with debug info naming `what` (jax wants one)."""
-    info = jcore.DebugInfo("xlaprobe.localize", what, tuple(str(v) for v in invars),
-                           tuple(str(v) for v in outvars))
-    return jcore.Jaxpr(constvars, invars, outvars, eqns, effects, info)
 
 
 def _as_dtype(value: np.ndarray, aval: Any) -> np.ndarray:
@@ -201,9 +193,8 @@ class Segmenter:
                    if expose_all or self._last_use.get(v, -1) >= stop
                    or (sinks and v not in read
                        and not jdtypes.issubdtype(v.aval.dtype, jdtypes.prng_key))]
-        effects = jcore.join_effects(*(eqn.effects for eqn in eqns)) if eqns else frozenset()
-        sub = _jaxpr(constvars, invars, outvars, eqns, effects, f"segment [{start}, {stop})")
-        closed = jcore.ClosedJaxpr(sub, consts)
+        closed = jaxcompat.new_closed_jaxpr(constvars, invars, outvars, eqns, consts,
+                                            f"segment [{start}, {stop})")
         defining = tuple(self._producer[v] for v in outvars)
         names = tuple(f"eqn{k}:{v}" for k, v in zip(defining, outvars))
         base = self.program.provenance
@@ -239,15 +230,15 @@ class Segmenter:
             else:
                 positions.append(len(outvars))
                 outvars.append(var)
-        sub = _jaxpr(jaxpr.constvars, jaxpr.invars, outvars, jaxpr.eqns, jaxpr.effects,
-                     f"cut at cone position {cut}")
+        closed = jaxcompat.new_closed_jaxpr(jaxpr.constvars, jaxpr.invars, outvars, jaxpr.eqns,
+                                            self.program.jaxpr.consts,
+                                            f"cut at cone position {cut}", jaxpr.effects)
         names = tuple(self.program.output_names) + tuple(
             f"eqn{self._producer[v]}:{v}" for v in outvars[len(jaxpr.outvars):])
         base = self.program.provenance
         provenance = Provenance("segment", f"{base.name}[probe before cone position {cut}]",
                                 base.seed, base.input_spec)
-        program = Program(jcore.ClosedJaxpr(sub, self.program.jaxpr.consts), self.program.inputs,
-                          provenance, names, self.program.tolerance)
+        program = Program(closed, self.program.inputs, provenance, names, self.program.tolerance)
         return program, positions, exposed
 
     def producer(self, var: Any) -> int:
@@ -267,8 +258,8 @@ def recording_program(program: Program, cone: Sequence[int]) -> tuple[Program, l
     jaxpr = program.jaxpr.jaxpr
     recorded = [v for k in cone for v in jaxpr.eqns[k].outvars if _is_var(v)
                 and not jdtypes.issubdtype(v.aval.dtype, jdtypes.prng_key)]
-    sub = _jaxpr(jaxpr.constvars, jaxpr.invars, recorded, jaxpr.eqns, jaxpr.effects, "recording")
-    closed = jcore.ClosedJaxpr(sub, program.jaxpr.consts)
+    closed = jaxcompat.new_closed_jaxpr(jaxpr.constvars, jaxpr.invars, recorded, jaxpr.eqns,
+                                        program.jaxpr.consts, "recording", jaxpr.effects)
     base = program.provenance
     names = tuple(str(v) for v in recorded)
     return Program(closed, program.inputs, Provenance("segment", f"{base.name}[recording]",

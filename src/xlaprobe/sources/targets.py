@@ -56,7 +56,10 @@ def resolve(target: str, *, seed: int = 0, input_spec: str = "") -> Target:
         if Path(target).is_dir():
             raise InvalidArgument(f"{target} is a directory but not an artifact (no metadata.json)")
         case = user.load_case(target)
-        extra = (case.faulty_config,) if case.faulty_config else ()
+        # A bug the installed release fixed is shown under the newest release that has it.
+        from xlaprobe.releases.envs import installed_version
+        config = case.config_with_bug(installed_version())
+        extra = (config,) if config else ()
         return Target(case.program, extra, case.kind)
     from xlaprobe.sources import models
     if target in models.MODELS:
@@ -68,3 +71,46 @@ def resolve(target: str, *, seed: int = 0, input_spec: str = "") -> Target:
     raise InvalidArgument(
         f"unknown target '{target}'{hint}: give a zoo model ({', '.join(sorted(models.MODELS))}), "
         "a case module path/to/case.py, path/to/file.py:fn, package.module:fn, or an artifact directory")
+
+
+def resolve_finding(target: str, config: str, db: Path | str,
+                    input_spec: str = "") -> tuple[Program, str, int | None]:
+    """A finding id (looked up in the store at `db`) or any target `resolve` accepts, with its
+    configuration: `config` when given, else the finding's, the artifact's or the case's.
+
+    Returns:
+        (the Program, the configuration spec, the finding id or None).
+
+    Raises:
+        InvalidArgument: no store, no such finding, its artifact is gone, an unresolvable target,
+            or no configuration given or implied.
+    """
+    from xlaprobe import artifact
+
+    if target.strip().isdigit():
+        target = str(int(target.strip()))
+        from xlaprobe.store import Store
+        if not Path(db).exists():
+            raise InvalidArgument(f"no store at {db} to look finding {target} up in; run xlaprobe "
+                                  "check first or pass --db")
+        with Store(db) as store:
+            row = next((r for r in store.findings() if str(r["id"]) == target), None)
+        if row is None:
+            raise InvalidArgument(f"no finding {target} in {db}; xlaprobe findings lists them")
+        rerun = f"xlaprobe check {row['name']} --configs {row['config']},reference"
+        if not row["artifact"]:
+            raise InvalidArgument(f"finding {target} has no artifact directory to rerun; rerun "
+                                  f"{rerun}")
+        if not artifact.is_artifact(row["artifact"]):
+            raise InvalidArgument(f"the artifact of finding {target} is gone "
+                                  f"({row['artifact']}); rerun {rerun}")
+        return resolve(row["artifact"]).program, config or row["config"], int(row["id"])
+    resolved = resolve(target, input_spec=input_spec)
+    if not config and artifact.is_artifact(target):
+        config = artifact.artifact_config(target)
+    if not config:
+        if not resolved.extra_configs:
+            raise InvalidArgument(f"which configuration fails on {target}? pass one, e.g. "
+                                  "xlaprobe localize TARGET xla:fastmath")
+        config = resolved.extra_configs[0]
+    return resolved.program, config, None

@@ -247,15 +247,30 @@ class Case:
             module defines ``expected()``.
         kind: the op kind where the fault lies (``KIND``), or "".
         faulty_config: the configuration that computes it wrongly (``FAULTY_CONFIG``), or "".
+        fails_on: the jaxlib releases measured to compute it wrongly (``FAILS_ON``), oldest
+            first; empty when the module does not say.
     """
 
     program: Program
     kind: str
     faulty_config: str
+    fails_on: tuple[str, ...] = ()
+
+    def config_with_bug(self, installed: str) -> str:
+        """The configuration to flag this case with on jaxlib `installed`: ``FAULTY_CONFIG``
+        when the installed release has the bug (or FAILS_ON is not given), else the same options
+        under the newest release in FAILS_ON (``jaxlib==V[...]``); "" without FAULTY_CONFIG."""
+        if not self.faulty_config or not self.fails_on or installed in self.fails_on:
+            return self.faulty_config
+        from xlaprobe.configs.registry import Configuration
+        from xlaprobe.releases.commands import release_config, release_options
+        options = release_options(Configuration.parse(self.faulty_config))
+        return str(release_config(self.fails_on[-1], options))
 
 
 def load_case(path: str) -> Case:
-    """Load a case module (``program``, ``inputs``, optional ``expected``, ``KIND``, ``FAULTY_CONFIG``).
+    """Load a case module (``program``, ``inputs``, optional ``expected``, ``KIND``,
+    ``FAULTY_CONFIG``, ``FAILS_ON``).
 
     Raises:
         InvalidArgument: missing file, missing ``program``/``inputs``, or an untraceable program.
@@ -272,4 +287,18 @@ def load_case(path: str) -> Case:
     program = Program.from_function(program_fn, args, Provenance("case", path), expected=expected)
     if program.expected is not None:
         _check_expected(path, program)
-    return Case(program, str(getattr(module, "KIND", "")), str(getattr(module, "FAULTY_CONFIG", "")))
+    return Case(program, str(getattr(module, "KIND", "")), str(getattr(module, "FAULTY_CONFIG", "")),
+                _fails_on(path, getattr(module, "FAILS_ON", ())))
+
+
+def _fails_on(path: str, value: object) -> tuple[str, ...]:
+    """A case's ``FAILS_ON``, checked and sorted oldest first.
+
+    Raises:
+        InvalidArgument: not a tuple or list of release versions.
+    """
+    from xlaprobe.releases.envs import check_version, version_key
+    if not isinstance(value, (tuple, list)) or not all(isinstance(v, str) for v in value):
+        raise InvalidArgument(f"{path}: FAILS_ON must be a tuple of jaxlib versions, e.g. "
+                              "(\"0.5.3\", \"0.6.2\")")
+    return tuple(sorted((check_version(v) for v in value), key=version_key))

@@ -1,0 +1,180 @@
+"""The ``jaxlib==VERSION`` configuration kind: run the Program under another released XLA.
+
+Specs::
+
+    jaxlib==0.5.3                                      that release's XLA with default options
+    jaxlib==0.10.2[xla_cpu_enable_fast_math=true]      with compiler options (any that release knows)
+
+The program goes over as StableHLO text (its `jax.export` module with locations and Shardy
+attributes stripped: the form every release since 0.4.33 parses; serialized exports of jax 0.12 are
+rejected by older releases) plus its inputs, and runs in a fresh process of the release's own
+interpreter (`xlaprobe.releases.runner`, in an environment from `xlaprobe.releases.envs`). The
+installed release runs the same way with this interpreter. Outcomes: outputs; *unsupported* when
+the release cannot load the module (a parse error, a custom call it lacks), which is not a
+finding; a compile error; or a crash, whose signal and stderr come back as the worker's own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from xlaprobe import jaxcompat
+from xlaprobe.configs.registry import Configuration
+from xlaprobe.errors import InvalidArgument, Unsupported
+from xlaprobe.releases import envs
+
+RUNNER = Path(__file__).resolve().parent.parent / "releases" / "runner.py"
+_EXIT_UNSUPPORTED, _EXIT_ERROR = 3, 4
+
+
+def option_values(config: Configuration) -> dict[str, Any]:
+    """The configuration's compiler options, typed loosely (the release's own XLA checks them).
+
+    >>> option_values(Configuration("jaxlib", "0.10.2", (("xla_cpu_enable_fast_math", "true"),
+    ...                                                   ("xla_disable_hlo_passes", "a+b"))))
+    {'xla_cpu_enable_fast_math': True, 'xla_disable_hlo_passes': 'a,b'}
+    """
+    typed: dict[str, Any] = {}
+    for name, text in config.options:
+        value: Any = text.replace("+", ",")
+        if text.lower() in ("true", "false"):
+            value = text.lower() == "true"
+        else:
+            for cast in (int, float):
+                try:
+                    value = cast(text)
+                    break
+                except ValueError:
+                    pass
+        typed[name] = value
+    return typed
+
+
+def stablehlo_text(closed_jaxpr: Any, inputs: Sequence[np.ndarray]) -> tuple[str, list[int]]:
+    """The program's `jax.export` module as portable StableHLO text, and the kept inputs.
+
+    Returns:
+        (module text without locations or ``sdy.*`` attributes, indices of the inputs the module
+        takes: jit drops unused ones).
+    """
+    import jax
+
+    specs = [jax.ShapeDtypeStruct(np.shape(x), np.asarray(x).dtype) for x in inputs]
+    exported = jax.export.export(jax.jit(jaxcompat.jaxpr_as_fun(closed_jaxpr)),
+                                 platforms=["cpu"])(*specs)
+    return jaxcompat.portable_stablehlo(exported.mlir_module()), sorted(exported.module_kept_var_idx)
+
+
+def run_module(python: Path | str, text: str, inputs: Sequence[np.ndarray],
+               options: dict[str, Any]) -> list[np.ndarray]:
+    """Run StableHLO `text` on `inputs` in a fresh process of `python` (a release's interpreter).
+
+    The child's stderr goes to this process's stderr (a worker's log: the crash excerpt).
+
+    Returns:
+        The flat outputs.
+
+    Raises:
+        Unsupported: the release cannot load the module.
+        RuntimeError: the release's XLA failed to compile or run it (a compile error).
+        (never returns) when the child dies from a signal, this process kills itself with the
+            same signal, so the worker pool reports the compiler's crash as a CRASH outcome.
+    """
+    with tempfile.TemporaryDirectory(prefix="xlaprobe-release-") as directory:
+        root = Path(directory)
+        (root / "module.mlir").write_text(text)
+        specs = []
+        for i, value in enumerate(inputs):
+            array = np.ascontiguousarray(value)
+            (root / f"input_{i}.bin").write_bytes(array.tobytes())
+            specs.append({"dtype": array.dtype.name, "shape": list(array.shape)})
+        (root / "request.json").write_text(json.dumps({"inputs": specs, "options": options}))
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+        env.setdefault("JAX_PLATFORMS", "cpu")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # A copy beside the request: run by path from its own folder, the runner must not see
+        # xlaprobe's modules (nor shadow the stdlib with them).
+        runner = root / "runner.py"
+        runner.write_bytes(RUNNER.read_bytes())
+        done = subprocess.run([str(python), str(runner), directory], env=env,
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, check=False)
+        if done.returncode < 0:
+            signum = -done.returncode
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+        try:
+            reply = json.loads((root / "reply.json").read_text())
+        except (OSError, ValueError):
+            raise RuntimeError(f"the release's runner exited with code {done.returncode} and "
+                               "no reply") from None
+        if done.returncode == _EXIT_UNSUPPORTED:
+            raise Unsupported(reply.get("error", "the release cannot load this module"))
+        if done.returncode != 0:
+            raise RuntimeError(reply.get("error") or f"exit code {done.returncode}")
+        return [_read(root / f"output_{i}.bin", spec) for i, spec in enumerate(reply["outputs"])]
+
+
+def _read(path: Path, spec: dict[str, Any]) -> np.ndarray:
+    import ml_dtypes
+    name = spec["dtype"]
+    dtype = np.dtype(getattr(ml_dtypes, name)) if hasattr(ml_dtypes, name) else np.dtype(name)
+    return np.frombuffer(path.read_bytes(), dtype=dtype).reshape(spec["shape"]).copy()
+
+
+class ReleaseKind:
+    """`ConfigKind` for other XLA releases (see module docstring)."""
+
+    name = "jaxlib"
+    description = ("run the program under another jax/jaxlib release in its own environment "
+                   "(jaxlib==0.5.3, jaxlib==0.10.2[xla_cpu_enable_fast_math=true])")
+
+    def validate(self, config: Configuration) -> None:
+        """Check the version's form (not whether the registry has it: that needs the network).
+
+        Raises:
+            InvalidArgument: no version (``jaxlib`` alone) or a malformed one.
+        """
+        if config.variant is None:
+            raise InvalidArgument(f"configuration '{config}' names no release; write "
+                                  "jaxlib==VERSION, e.g. jaxlib==0.5.3")
+        envs.check_version(config.variant)
+
+    def isolation_group(self, config: Configuration) -> str:
+        """Releases run in child processes: workers hold no state of theirs."""
+        return "default"
+
+    def prepare(self, config: Configuration) -> None:
+        """Make the release's environment now (in the caller, outside any run's time limit).
+
+        Raises:
+            EnvironmentUnavailable: it cannot be made (see `envs.ensure_env`).
+        """
+        if config.variant != envs.installed_version():
+            envs.ensure_env(config.variant or "")
+
+    def run(self, config: Configuration, jaxpr: Any,
+            inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Export, run under the release, return the flat outputs.
+
+        Raises:
+            Unsupported, RuntimeError: as `run_module`.
+        """
+        version = config.variant or ""
+        python = (sys.executable if version == envs.installed_version()
+                  else envs.ensure_env(version).python)
+        text, kept = stablehlo_text(jaxpr, inputs)
+        return run_module(python, text, [inputs[i] for i in kept], option_values(config))
+
+
+KIND = ReleaseKind()

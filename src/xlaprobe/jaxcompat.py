@@ -1,0 +1,204 @@
+"""Every JAX internal xlaprobe touches, in one place, detected by feature rather than by version.
+
+xlaprobe interprets jaxprs equation by equation, rebuilds them (segments, reductions) and compiles
+single HLO modules, which JAX's public API does not cover. Public names come from `jax.extend`;
+each private one below says why it is needed. Facts that changed in jax 0.11/0.12 (checked on
+0.12.0.1): ``ClosedJaxpr`` is merged into ``Jaxpr`` (a jaxpr carries its constants; constvars
+without attached values are plain leading invars), and ``scan`` describes its operands with flat
+trees ``ft_in``/``ft_out`` instead of ``num_consts``/``num_carry``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from jax._src import core as _core  # join_effects, DebugInfo: building jaxprs (not in jax.extend)
+from jax.extend import core as _extend
+
+Jaxpr = _extend.Jaxpr
+JaxprEqn = _extend.JaxprEqn
+Var = _extend.Var
+Literal = _extend.Literal
+DropVar = _extend.DropVar
+Primitive = _extend.Primitive
+DebugInfo = _extend.DebugInfo
+
+#: True where a jaxpr holds its own constants (jax >= 0.11): there is no separate ClosedJaxpr.
+JAXPR_HOLDS_CONSTS: bool = not hasattr(_core, "ClosedJaxpr")
+
+#: The type of a closed jaxpr (constants bound); on jax >= 0.11 this is `Jaxpr` itself.
+ClosedJaxpr = Jaxpr if JAXPR_HOLDS_CONSTS else _core.ClosedJaxpr
+
+
+def is_jaxpr(value: Any) -> bool:
+    """True for a jaxpr, open or closed (a parameter of a higher-order primitive, say)."""
+    return isinstance(value, (Jaxpr, ClosedJaxpr))
+
+
+def as_closed(value: Any) -> Any:
+    """A parameter jaxpr as a closed jaxpr: an open one gets no constants, a closed one is kept.
+
+    On jax >= 0.11 every jaxpr is closed already; wrapping it again with empty constants would
+    turn its constants into inputs, so it is returned as it is.
+
+    Raises:
+        TypeError: `value` is not a jaxpr.
+    """
+    if not is_jaxpr(value):
+        raise TypeError(f"expected a jaxpr, got {type(value).__name__}")
+    if JAXPR_HOLDS_CONSTS or isinstance(value, ClosedJaxpr):
+        return value
+    return _core.ClosedJaxpr(value, ())
+
+
+def close(jaxpr: Any, consts: Sequence[Any]) -> Any:
+    """`jaxpr` (whose leading ``len(consts)`` inputs are its constvars) closed over `consts`.
+
+    On jax >= 0.11 the constants of an already closed jaxpr are replaced.
+    """
+    if JAXPR_HOLDS_CONSTS:
+        return Jaxpr(jaxpr, consts=list(consts))
+    return _core.ClosedJaxpr(jaxpr.jaxpr if isinstance(jaxpr, ClosedJaxpr) else jaxpr, list(consts))
+
+
+def new_closed_jaxpr(constvars: Sequence[Any], invars: Sequence[Any], outvars: Sequence[Any],
+                     eqns: Sequence[Any], consts: Sequence[Any], what: str,
+                     effects: Any = None) -> Any:
+    """A closed jaxpr built from parts (one value in `consts` per constvar).
+
+    Args:
+        what: a name for the jaxpr's debug info (what it computes).
+        effects: the equations' joint effects; None joins those of `eqns`.
+    """
+    if effects is None:
+        effects = _core.join_effects(*(eqn.effects for eqn in eqns)) if eqns else frozenset()
+    # DebugInfo has no public constructor; its arg names must match the inputs.
+    info = DebugInfo("xlaprobe", what, tuple(str(v) for v in invars),
+                     tuple(str(v) for v in outvars))
+    if JAXPR_HOLDS_CONSTS:
+        return Jaxpr(list(constvars), list(invars), list(outvars), list(eqns), effects, info,
+                     consts=list(consts) if constvars else None)
+    open_jaxpr = _core.Jaxpr(list(constvars), list(invars), list(outvars), list(eqns), effects,
+                             info)
+    return _core.ClosedJaxpr(open_jaxpr, list(consts))
+
+
+def scan_layout(params: dict[str, Any]) -> tuple[int, int]:
+    """(number of constant operands, number of carry operands) of a ``scan`` equation.
+
+    jax <= 0.10 names them ``num_consts``/``num_carry``; jax >= 0.11 packs the operands as a flat
+    tree ``ft_in`` of three parts (consts, carry, xs).
+    """
+    if "num_consts" in params:
+        return int(params["num_consts"]), int(params["num_carry"])
+    consts, carry, _ = params["ft_in"].unpack()
+    return len(consts), len(carry)
+
+
+def typed_ndarray(value: Any, aval: Any) -> Any:
+    """A literal array with its aval (how jax >= 0.10 stores array literals in jaxprs)."""
+    from jax._src.literals import TypedNdArray  # literal arrays: no public constructor
+    return TypedNdArray(value, aval)
+
+
+def source_summary(eqn: Any) -> str:
+    """``file:line (function)`` of the user code that made an equation, or "" when unknown."""
+    try:
+        from jax._src import source_info_util  # no public API reads an equation's source info
+        return source_info_util.summarize(eqn.source_info)
+    except Exception:  # source info is dropped when a jaxpr is pickled (artifacts, workers)
+        return ""
+
+
+def hlo_module_from_text(text: str) -> Any:
+    """Parse HLO text into an ``HloModule`` (jaxlib's parser; no public wrapper exists)."""
+    from jax._src.lib import xla_client
+    return xla_client.hlo.hlo_module_from_text(text)
+
+
+def hlo_module_from_proto(serialized: bytes) -> Any:
+    """An ``HloModule`` from a serialized HloModuleProto (what module transformations receive)."""
+    from jax._src.lib import xla_client
+    return xla_client.hlo.HloModule.from_serialized_hlo_module_proto(serialized)
+
+
+def hlo_print_options_with_constants() -> Any:
+    """HLO print options that keep large constants (the default elides them as ``{...}``)."""
+    from jax._src.lib import xla_client
+    options = xla_client.hlo.HloPrintOptions()
+    options.print_large_constants = True
+    return options
+
+
+def compile_hlo_text(text: str, options: dict[str, Any]) -> Any:
+    """Compile one HLO module on the CPU backend with XLA options; returns a loaded executable.
+
+    jax compiles only what it traced; a single fused computation cut out of a module needs the
+    backend's own compile (via `jax._src.compiler` for the options it accepts).
+
+    Raises:
+        Exception: whatever XLA raises on a module it rejects.
+    """
+    import jax
+    from jax._src import compiler
+    from jax._src.lib import xla_client
+    from jax.extend.mlir import hlo_to_stablehlo
+
+    module = hlo_module_from_text(text)
+    mlir = hlo_to_stablehlo(module.as_serialized_hlo_module_proto())
+    backend = jax.extend.backend.get_backend("cpu")
+    devices = xla_client.DeviceList(tuple(backend.devices()[:1]))
+    compile_options = compiler.get_compile_options(1, 1, env_options_overrides=dict(options))
+    return backend.compile_and_load(mlir, devices, compile_options)
+
+
+def jaxpr_as_fun(closed: Any) -> Any:
+    """A Python function that evaluates a closed jaxpr (its equations bound as they are)."""
+    return _extend.jaxpr_as_fun(closed)
+
+
+def portable_stablehlo(text: str) -> str:
+    """StableHLO module text without locations or Shardy (``sdy.*``) attributes.
+
+    Releases before 0.5 reject today's serialized exports and parse neither Shardy attributes nor
+    every location form; without them the text compiles on every release since 0.4.33. Uses
+    jax's MLIR context (`jax._src.interpreters.mlir`: it registers the dialects).
+    """
+    from jax._src.interpreters import mlir
+    from jax.extend.mlir import ir
+
+    with mlir.make_ir_context():
+        module = ir.Module.parse(text)
+
+        def strip(op: Any) -> Any:
+            names = [a if isinstance(a, str) else a.name for a in op.attributes]
+            for name in names:
+                if name.startswith("sdy."):
+                    del op.attributes[name]
+            return ir.WalkResult.ADVANCE
+
+        module.operation.walk(strip)
+        for name in [a if isinstance(a, str) else a.name for a in module.operation.attributes]:
+            if name.startswith("sdy."):
+                del module.operation.attributes[name]
+        return module.operation.get_asm(enable_debug_info=False)
+
+
+def prng_internals() -> tuple[Any, Any]:
+    """(`jax._src.random.core`, `jax._src.random.prng`): JAX's own definitions of the PRNG
+    primitives on raw key data, which the reference evaluates (no public API exposes them)."""
+    from jax._src.random import core as random_core
+    from jax._src.random import prng
+    return random_core, prng
+
+
+def expand_hi_primitive(eqn: Any, invals: Sequence[Any]) -> list[Any]:
+    """Bind the lower-level definition of a ``call_hi_primitive`` equation (jax >= 0.11's
+    user-level primitives, e.g. ``SearchSorted``): its ``_prim.expand`` on the unflattened
+    operands, flattened again."""
+    import jax
+
+    prim = eqn.params["_prim"]
+    args = jax.tree_util.tree_unflatten(prim.in_tree, list(invals))
+    return list(jax.tree_util.tree_leaves(prim.expand(*args)))

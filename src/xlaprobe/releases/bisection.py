@@ -1,0 +1,224 @@
+"""Release bisection: in which jax/jaxlib release did a failure appear, and in which was it fixed?
+
+The search runs the program under ``jaxlib==V`` configurations (see `xlaprobe.configs.release`),
+each judged by the same oracle against the same float64 reference, and assumes one change of
+verdict between the two ends it finds (as `git bisect` does):
+
+1. run the oldest and the newest release (an end that cannot load the program, *unsupported*,
+   gives way to its neighbour);
+2. good then bad: binary search for the first bad release (``last_good``, ``first_bad``);
+   bad then good: binary search for the first fixed one (``first_fixed``; ``first_bad`` is the
+   oldest release tried, bad as far back as the list goes); bad at both ends: ``first_bad`` is the
+   oldest; good at both ends: when a release is known to fail (the finding's own), both sides of it
+   are searched (a bug that came and went), else nothing failed;
+3. the good release next to each boundary is run once more: a failure that vanished and comes back
+   on a rerun is *flaky* (as localization reruns a vanished failure), not a boundary.
+
+That is at most ceil(log2 R) + 2 release runs for R releases with one change, plus one rerun per
+boundary.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+
+from xlaprobe.releases.envs import version_key
+
+#: Verdicts that mean "this release computes the program right".
+GOOD = frozenset({"ok", "ftz"})
+#: The verdict of a release that cannot run the program at all.
+UNSUPPORTED = "unsupported"
+#: The verdict given to a release whose failure vanished on one run and came back on another.
+FLAKY = "flaky"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReleaseRun:
+    """One run of the program under one release.
+
+    Attributes:
+        release: the jaxlib version, e.g. ``"0.5.3"``.
+        verdict: the configuration's summary verdict (``ok``, ``mismatch``, ``crash``,
+            ``unsupported``, ...).
+        detail: failing outputs, or the error line of a crash, compile error or unsupported run.
+        seconds: wall time of the run (s).
+        rerun: True for the confirming rerun of a good release next to a boundary.
+    """
+
+    release: str
+    verdict: str
+    detail: str = ""
+    seconds: float = 0.0
+    rerun: bool = False
+
+    @property
+    def bad(self) -> bool | None:
+        """True: fails; False: right; None: unsupported (no evidence either way)."""
+        if self.verdict == UNSUPPORTED:
+            return None
+        return self.verdict not in GOOD
+
+    def to_json(self) -> dict[str, object]:
+        """A JSON-ready dict."""
+        return {"release": self.release, "verdict": self.verdict, "detail": self.detail,
+                "seconds": round(self.seconds, 3), "rerun": self.rerun}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Bisection:
+    """The result of a release bisection.
+
+    Attributes:
+        target: what was bisected (finding id, case module, model, ...).
+        config: the configuration template, e.g. ``xla:fastmath``.
+        releases: the releases in the search range, oldest first.
+        first_bad: the first release that fails, or None (none fails).
+        last_good: the last right release before `first_bad`, or None (bad as far back as tried).
+        first_fixed: the first right release after a failing one, or None (not fixed).
+        flaky: releases whose failure vanished on one run and came back on another.
+        runs: every run, in the order made (reruns included).
+    """
+
+    target: str
+    config: str
+    releases: tuple[str, ...]
+    first_bad: str | None
+    last_good: str | None
+    first_fixed: str | None
+    flaky: tuple[str, ...]
+    runs: tuple[ReleaseRun, ...]
+
+    @property
+    def release_runs(self) -> int:
+        """Runs made, not counting confirming reruns."""
+        return sum(not r.rerun for r in self.runs)
+
+    def to_json(self) -> dict[str, object]:
+        """A JSON-ready dict (``first_bad``, ``last_good``, ``first_fixed``, ``runs``, ...)."""
+        return {"target": self.target, "config": self.config, "releases": list(self.releases),
+                "first_bad": self.first_bad, "last_good": self.last_good,
+                "first_fixed": self.first_fixed, "flaky": list(self.flaky),
+                "release_runs": self.release_runs, "bound": run_bound(len(self.releases)),
+                "runs": [r.to_json() for r in self.runs]}
+
+
+def run_bound(count: int) -> int:
+    """The most release runs a bisection over `count` releases with one change needs.
+
+    >>> run_bound(9)
+    6
+    """
+    return math.ceil(math.log2(count)) + 2 if count > 1 else count
+
+
+def bisect(releases: Sequence[str], judge: Callable[[str], ReleaseRun], *,
+           known_bad: str | None = None, target: str = "", config: str = "",
+           on_run: Callable[[ReleaseRun], None] | None = None) -> Bisection:
+    """Bisect `releases` with `judge` (see module docstring).
+
+    Args:
+        releases: release versions (any order; sorted oldest first, duplicates dropped).
+        judge: runs the program under one release and returns its `ReleaseRun`.
+        known_bad: a release known to fail (the finding's own), searched from when both ends are
+            good; ignored when it is not in `releases`.
+        target, config: recorded in the result.
+        on_run: called with each run as it is made (progress).
+
+    Returns:
+        The `Bisection`.
+
+    Raises:
+        ValueError: `releases` is empty.
+    """
+    order = sorted(set(releases), key=version_key)
+    if not order:
+        raise ValueError("no releases to bisect")
+    runs: list[ReleaseRun] = []
+    seen: dict[int, ReleaseRun] = {}
+
+    def run(i: int, rerun: bool = False) -> ReleaseRun:
+        if i in seen and not rerun:
+            return seen[i]
+        result = dataclasses.replace(judge(order[i]), release=order[i], rerun=rerun)
+        runs.append(result)
+        if on_run is not None:
+            on_run(result)
+        if not rerun:
+            seen[i] = result
+        return result
+
+    def supported(start: int, step: int, stop: int) -> int | None:
+        """The first index from `start` toward `stop` (exclusive) whose release runs."""
+        for i in range(start, stop, step):
+            if run(i).bad is not None:
+                return i
+        return None
+
+    def boundary(good: int, bad: int) -> tuple[int, int]:
+        """(last index on `good`'s side, first index on `bad`'s side) of the one change between
+        them; `good` and `bad` may be in either order."""
+        while abs(bad - good) > 1:
+            mid = (good + bad) // 2
+            probe = supported_between(mid, good, bad)
+            if probe is None:  # nothing in between runs: the change is somewhere in there
+                break
+            if run(probe).bad:
+                bad = probe
+            else:
+                good = probe
+        return good, bad
+
+    def supported_between(mid: int, a: int, b: int) -> int | None:
+        lo, hi = min(a, b), max(a, b)
+        for offset in range(hi - lo):
+            for i in (mid + offset, mid - offset):
+                if lo < i < hi and run(i).bad is not None:
+                    return i
+        return None
+
+    flaky: list[str] = []
+
+    def confirm(good: int) -> bool:
+        """Rerun a good release next to a boundary; False (and flaky) when it fails now."""
+        again = run(good, rerun=True)
+        if again.bad:
+            flaky.append(order[good])
+            return False
+        return True
+
+    oldest = supported(0, 1, len(order))
+    newest = None if oldest is None else supported(len(order) - 1, -1, oldest)
+    first_bad = last_good = first_fixed = None
+    if oldest is not None and newest is None:  # a single release runs
+        first_bad = order[oldest] if seen[oldest].bad else None
+        last_good = None if seen[oldest].bad else order[oldest]
+    elif oldest is not None and newest is not None:
+        old_bad, new_bad = bool(seen[oldest].bad), bool(seen[newest].bad)
+        if not old_bad and new_bad:
+            good, bad = boundary(oldest, newest)
+            if confirm(good):
+                last_good, first_bad = order[good], order[bad]
+            else:
+                first_bad = order[good]
+        elif old_bad and not new_bad:
+            bad, good = boundary(newest, oldest)[::-1]
+            first_bad = order[oldest]
+            if confirm(good):
+                first_fixed = order[good]
+        elif old_bad and new_bad:
+            first_bad = order[oldest]
+        else:
+            anchor = order.index(known_bad) if known_bad in order else None
+            if anchor is not None and run(anchor).bad:
+                good, bad = boundary(oldest, anchor)
+                last_good, first_bad = (order[good], order[bad]) if confirm(good) \
+                    else (None, order[good])
+                bad2, good2 = boundary(newest, anchor)[::-1]
+                if confirm(good2):
+                    first_fixed = order[good2]
+            else:
+                last_good = order[newest]
+    return Bisection(target, config, tuple(order), first_bad, last_good, first_fixed,
+                     tuple(flaky), tuple(runs))

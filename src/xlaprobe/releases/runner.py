@@ -1,0 +1,109 @@
+"""Run one StableHLO module under the jax/jaxlib release of the interpreter that runs this file.
+
+This file is executed by path (``python runner.py REQUEST_DIR``) by the interpreter of another
+release's virtual environment, so it imports nothing from xlaprobe and only what every jax release
+since 0.4.33 provides. The request directory holds ``module.mlir`` (StableHLO text without
+locations or Shardy attributes, which older parsers reject), ``request.json`` (compiler options,
+input dtypes and shapes) and ``input_<i>.bin`` (raw bytes, C order). The reply is ``reply.json``
+plus ``output_<i>.bin`` on success.
+
+Exit codes: 0 ran; 3 unsupported (the release cannot load the module: a parse error, an unknown
+op or custom-call target); 4 compile or run error; a signal when XLA crashes (an abort or
+segfault is the compiler's, and the caller reports it as a crash).
+"""
+
+import json
+import os
+import sys
+
+EXIT_UNSUPPORTED = 3
+EXIT_ERROR = 4
+#: Error texts that mean "this release does not know this module", not "the compiler failed".
+_UNSUPPORTED_HINTS = ("parse", "unknown operation", "unregistered operation", "unknown attribute",
+                      "no registered implementation for custom call", "custom call target",
+                      "custom_call_target", "unknown custom call", "not registered")
+
+
+def _reply(directory, **fields):
+    with open(os.path.join(directory, "reply.json"), "w") as handle:
+        json.dump(fields, handle)
+
+
+def _dtype(name):
+    import numpy as np
+    try:
+        return np.dtype(name)
+    except TypeError:
+        import ml_dtypes  # narrow floats (bfloat16, float8_*) and int4 live here
+        return np.dtype(getattr(ml_dtypes, name))
+
+
+def _warm_up_linear_algebra():
+    # LAPACK custom-call targets are registered on first use of jnp.linalg; a module that calls
+    # one before that segfaults in some releases.
+    import jax.numpy as jnp
+    eye = jnp.eye(2, dtype=jnp.float32)
+    for fn in (jnp.linalg.cholesky, jnp.linalg.qr, jnp.linalg.eigh, jnp.linalg.svd,
+               jnp.linalg.inv, jnp.linalg.det):
+        try:
+            fn(eye)
+        except Exception:  # pragma: no cover - a release without one of them
+            pass
+
+
+def main(directory):
+    import numpy as np
+
+    with open(os.path.join(directory, "request.json")) as handle:
+        request = json.load(handle)
+    with open(os.path.join(directory, "module.mlir")) as handle:
+        text = handle.read()
+
+    import jax
+    jax.config.update("jax_enable_x64", True)  # else device_put narrows 64-bit inputs
+    try:
+        from jax._src import compiler
+        from jax._src.lib import xla_client
+    except ImportError as exc:  # pragma: no cover - a release with another layout
+        _reply(directory, error=f"this jax has no compiler module: {exc}")
+        return EXIT_UNSUPPORTED
+    if "lapack" in text:
+        _warm_up_linear_algebra()
+    args = []
+    for i, spec in enumerate(request["inputs"]):
+        with open(os.path.join(directory, f"input_{i}.bin"), "rb") as handle:
+            raw = handle.read()
+        args.append(np.frombuffer(raw, dtype=_dtype(spec["dtype"])).reshape(spec["shape"]))
+    device = jax.devices("cpu")[0]
+    backend = device.client
+    options = compiler.get_compile_options(num_replicas=1, num_partitions=1,
+                                           env_options_overrides=request["options"])
+    try:
+        if hasattr(backend, "compile_and_load"):
+            executable = backend.compile_and_load(text, xla_client.DeviceList((device,)), options)
+        else:
+            executable = backend.compile(text, options)
+    except Exception as exc:
+        message = f"{type(exc).__name__}: {exc}".strip()
+        lowered = message.lower()
+        code = EXIT_UNSUPPORTED if any(h in lowered for h in _UNSUPPORTED_HINTS) else EXIT_ERROR
+        _reply(directory, error=message.splitlines()[0][:2000] if message else "")
+        return code
+    try:
+        outputs = executable.execute([jax.device_put(a, device) for a in args])
+        outputs = [np.asarray(o) for o in outputs]
+    except Exception as exc:
+        _reply(directory, error=f"{type(exc).__name__}: {exc}".splitlines()[0][:2000])
+        return EXIT_ERROR
+    specs = []
+    for i, out in enumerate(outputs):
+        out = np.ascontiguousarray(out)
+        with open(os.path.join(directory, f"output_{i}.bin"), "wb") as handle:
+            handle.write(out.tobytes())
+        specs.append({"dtype": out.dtype.name, "shape": list(out.shape)})
+    _reply(directory, outputs=specs, jax=jax.__version__)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

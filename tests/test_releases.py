@@ -1,0 +1,215 @@
+"""XLA releases as configurations (``jaxlib==V``) and release bisection.
+
+The bisection algorithm is tested with known answers on synthetic release histories (no XLA);
+the configuration kind runs for real on the installed release (no environment needed) and, in
+the slow tests, on release environments the tests make themselves.
+"""
+
+import os
+import pathlib
+import stat
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from xlaprobe.check import REFERENCE, check_program
+from xlaprobe.configs import release
+from xlaprobe.configs.registry import Configuration
+from xlaprobe.errors import InvalidArgument, Unsupported
+from xlaprobe.oracle import VerdictKind
+from xlaprobe.outcome import OutcomeKind
+from xlaprobe.releases import envs
+from xlaprobe.releases.bisection import ReleaseRun, bisect, run_bound
+from xlaprobe.releases.commands import bisect_program, release_options
+from xlaprobe.sources.user import load_case
+
+CASES = pathlib.Path(__file__).parent / "cases"
+RELEASES = ["0.4.33", "0.5.3", "0.6.2", "0.7.2", "0.8.3", "0.9.2", "0.10.2", "0.11.2", "0.12.0.1"]
+
+
+# -- specs ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("spec", ["jaxlib==0.5.3", "jaxlib==0.10.2[xla_cpu_enable_fast_math=true]",
+                                  "jaxlib==0.9.0.1"])
+def test_release_specs_round_trip(spec):
+    config = Configuration.parse(spec)
+    assert (config.kind, str(config)) == ("jaxlib", spec)
+    assert Configuration.parse(str(config)) == config
+
+
+@pytest.mark.parametrize("bad, words", [
+    ("jaxlib", "names no release"),
+    ("jaxlib==latest", "not a jaxlib release version"),
+    ("jaxlib==0.5", "not a jaxlib release version"),
+    ("jaxlib:0.5.3", "takes ==VERSION"),
+    ("xla==0.5.3", "takes :VARIANT"),
+])
+def test_bad_release_specs_are_one_line_errors(bad, words):
+    with pytest.raises(InvalidArgument, match=words):
+        Configuration.parse(bad)
+
+
+def test_options_carry_over_to_releases():
+    assert release_options(Configuration.parse("xla:fastmath")) == \
+        (("xla_cpu_enable_fast_math", "true"),)
+    assert release_options(Configuration.parse("xla[xla_backend_optimization_level=0]")) == \
+        (("xla_backend_optimization_level", "0"),)
+    assert release_options(Configuration.parse("jaxlib==0.5.3[xla_cpu_enable_fast_math=true]")) \
+        == (("xla_cpu_enable_fast_math", "true"),)
+    with pytest.raises(InvalidArgument, match="not an XLA configuration"):
+        release_options(Configuration.parse("eager"))
+
+
+def test_default_releases_take_the_newest_of_each_minor_line():
+    available = ["0.4.30", "0.4.33", "0.4.38", "0.5.0", "0.5.3", "0.9.0", "0.9.0.1", "0.12.0.1"]
+    assert envs.default_releases(available) == ["0.4.33", "0.5.3", "0.9.0.1", "0.12.0.1"]
+
+
+def test_old_releases_get_their_numpy_pins():
+    assert "numpy<2" in envs.pins("0.4.25") and "numpy<2" not in envs.pins("0.4.33")
+
+
+# -- bisection on synthetic histories (known answers) ------------------------------------------
+
+def _history(bad: set[str], unsupported: frozenset[str] = frozenset()):
+    calls: list[str] = []
+
+    def judge(version: str) -> ReleaseRun:
+        calls.append(version)
+        verdict = "unsupported" if version in unsupported else \
+            "mismatch" if version in bad else "ok"
+        return ReleaseRun(version, verdict)
+    return judge, calls
+
+
+@pytest.mark.parametrize("k", range(1, len(RELEASES)))
+def test_first_bad_release_within_the_bound(k):
+    judge, _ = _history(set(RELEASES[k:]))
+    result = bisect(RELEASES, judge)
+    assert (result.last_good, result.first_bad, result.first_fixed) == \
+        (RELEASES[k - 1], RELEASES[k], None)
+    assert result.release_runs <= run_bound(len(RELEASES)) == 6
+    assert [r.release for r in result.runs if r.rerun] == [RELEASES[k - 1]]  # the confirmation
+
+
+@pytest.mark.parametrize("k", range(1, len(RELEASES)))
+def test_first_fixed_release_within_the_bound(k):
+    judge, _ = _history(set(RELEASES[:k]))
+    result = bisect(list(reversed(RELEASES)), judge)  # any order in, sorted inside
+    assert (result.first_bad, result.last_good, result.first_fixed) == \
+        (RELEASES[0], None, RELEASES[k])
+    assert result.release_runs <= 6
+
+
+def test_a_bug_that_came_and_went_is_found_from_the_known_bad_release():
+    # gather_constant_fold: wrong on 0.5.3-0.7.2 only, right at both ends.
+    judge, _ = _history({"0.5.3", "0.6.2", "0.7.2"})
+    assert bisect(RELEASES, judge).first_bad is None
+    result = bisect(RELEASES, judge, known_bad="0.6.2")
+    assert (result.last_good, result.first_bad, result.first_fixed) == ("0.4.33", "0.5.3", "0.8.3")
+
+
+def test_bad_everywhere_and_good_everywhere():
+    judge, _ = _history(set(RELEASES))
+    assert (bisect(RELEASES, judge).first_bad, bisect(RELEASES, judge).last_good) == ("0.4.33", None)
+    judge, calls = _history(set())
+    result = bisect(RELEASES, judge)
+    assert (result.first_bad, result.last_good, len(calls)) == (None, "0.12.0.1", 2)
+
+
+def test_unsupported_releases_give_way_to_their_neighbours():
+    judge, _ = _history(set(RELEASES[4:]), unsupported=frozenset({"0.4.33", "0.7.2"}))
+    result = bisect(RELEASES, judge)
+    assert (result.last_good, result.first_bad) == ("0.6.2", "0.8.3")
+    assert {r.release for r in result.runs if r.verdict == "unsupported"} <= {"0.4.33", "0.7.2"}
+
+
+def test_a_failure_that_vanishes_on_one_run_is_flaky():
+    seen: dict[str, int] = {}
+
+    def judge(version: str) -> ReleaseRun:
+        seen[version] = seen.get(version, 0) + 1
+        bad = version in RELEASES[5:] or (version == "0.8.3" and seen[version] > 1)
+        return ReleaseRun(version, "mismatch" if bad else "ok")
+    result = bisect(RELEASES, judge)
+    assert result.flaky == ("0.8.3",)
+    assert result.last_good is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 30), st.data())
+def test_one_change_is_always_found_within_the_bound(count, data):
+    releases = [f"0.{i}.0" for i in range(count)]
+    k = data.draw(st.integers(1, count - 1))
+    fixed = data.draw(st.booleans())
+    bad = set(releases[:k]) if fixed else set(releases[k:])
+    judge, _ = _history(bad)
+    result = bisect(releases, judge)
+    if fixed:
+        assert result.first_fixed == releases[k]
+    else:
+        assert (result.last_good, result.first_bad) == (releases[k - 1], releases[k])
+    assert result.release_runs <= run_bound(count)
+
+
+# -- the jaxlib== kind, for real ----------------------------------------------------------------
+
+def test_installed_release_runs_the_exported_module_like_xla(pool):
+    # dus_shifted_self_update is wrong on the installed release: the release kind must show the
+    # same wrong value through StableHLO as `xla` does through jit, and the reference the right one.
+    case = load_case(str(CASES / "dus_shifted_self_update.py"))
+    spec = f"jaxlib=={envs.installed_version()}"
+    result = check_program(case.program, ["xla", spec, REFERENCE], pool)
+    kinds = {f.config: f.kind for f in result.findings}
+    assert kinds == {"xla": VerdictKind.MISMATCH, spec: VerdictKind.MISMATCH}, result.to_json()
+    np.testing.assert_array_equal(result.outcomes[0].outputs[0], result.outcomes[1].outputs[0])
+    np.testing.assert_array_equal(result.outcomes[1].outputs[0].ravel(), [1, 1, 1, 1])  # right: 1 1 2 3
+
+
+def test_a_module_the_release_cannot_load_is_unsupported():
+    import sys
+    with pytest.raises(Unsupported):
+        release.run_module(sys.executable, "this is not stablehlo", [], {})
+
+
+def test_unsupported_is_an_outcome_and_never_a_finding():
+    from xlaprobe.check import judge
+    from xlaprobe.outcome import Outcome
+    case = load_case(str(CASES / "dus_shifted_self_update.py"))
+    reference = Outcome(REFERENCE, OutcomeKind.RAN, outputs=case.program.expected)
+    old = Outcome("jaxlib==0.4.33", OutcomeKind.UNSUPPORTED, error="cannot parse")
+    result = judge(case.program, [REFERENCE, "jaxlib==0.4.33"], [reference, old])
+    assert result.ok and result.verdicts[1][0].kind is VerdictKind.UNSUPPORTED
+
+
+def test_a_crash_in_the_release_is_a_crash_outcome_with_its_stderr(pool, tmp_path):
+    # A stand-in interpreter that dies as XLA does on a failed check: glog's fatal line, SIGABRT.
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho 'F0000 00:00:00.0 1 hlo_verifier.cc:42] Check failed: boom' >&2\n"
+                    "kill -ABRT $$\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    case = load_case(str(CASES / "dus_shifted_self_update.py"))
+    outcome = pool.call(case.program, "tests.worker_kinds:run_release_module",
+                        {"python": str(fake)}, group="release-crash")
+    assert outcome.kind is OutcomeKind.CRASH and outcome.signal == 6
+    assert "Check failed: boom" in outcome.error
+
+
+def test_bisect_program_on_the_installed_release_alone(pool):
+    case = load_case(str(CASES / "dus_shifted_self_update.py"))
+    installed = envs.installed_version()
+    result = bisect_program(case.program, Configuration.parse("xla"), [installed], pool)
+    assert (result.first_bad, result.last_good) == (installed, None)
+    assert result.runs[0].verdict == "mismatch"
+
+
+# -- other releases (slow: the tests make the environments, ~0.5 GB and ~10-60 s each) ------------
+
+@pytest.mark.slow
+def test_bisect_finds_the_first_bad_release_of_dus_shifted_self_update(pool):
+    case = load_case(str(CASES / "dus_shifted_self_update.py"))
+    releases = ["0.4.33", "0.5.3", "0.7.2", "0.10.2", envs.installed_version()]
+    result = bisect_program(case.program, Configuration.parse("xla"), releases, pool)
+    assert (result.last_good, result.first_bad, result.first_fixed) == ("0.4.33", "0.5.3", None)
+    assert result.release_runs <= run_bound(len(releases))
