@@ -27,16 +27,15 @@ def test_models_json():
 
 def test_check_case_flags_finding_and_stores_it(tmp_path):
     db = tmp_path / "x.db"
-    run = xlaprobe("check", str(CASES / "int8_square_select_abs.py"), "--json", "--db", str(db))
+    run = xlaprobe("check", str(CASES / "dus_shifted_self_update.py"), "--json", "--db", str(db))
     assert run.returncode == 1, run.stderr
     data = json.loads(run.stdout)
-    # xla:O0 is wrong too: the fault is in a pass that backend optimization level 0 keeps.
     finding = {f["config"]: f for f in data["findings"]}["xla"]
     assert finding["kind"] == "mismatch"
     assert pathlib.Path(finding["artifact"], "repro.py").is_file()
     listed = xlaprobe("findings", "--json", "--db", str(db))
     assert "xla" in [f["config"] for f in json.loads(listed.stdout)]
-    table = xlaprobe("check", str(CASES / "int8_square_select_abs.py"), "--db", str(db))
+    table = xlaprobe("check", str(CASES / "dus_shifted_self_update.py"), "--db", str(db))
     assert table.returncode == 1 and "mismatch" in table.stdout and "replay" in table.stdout
 
 

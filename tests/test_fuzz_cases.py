@@ -1,5 +1,6 @@
 """Real XLA:CPU miscompilations (jaxlib 0.10.2) that `xlaprobe fuzz` found unaided, kept as
-regression cases: the reference gives the right value and the faulty configuration is flagged."""
+regression cases: the reference gives the right value, the case is flagged under a release that
+has the bug (FAILS_ON) and the installed release computes it right where it fixed it."""
 
 import pathlib
 
@@ -9,6 +10,7 @@ import pytest
 from xlaprobe.check import check_program
 from xlaprobe.configs import reference
 from xlaprobe.oracle import VerdictKind
+from xlaprobe.releases import envs
 from xlaprobe.sources.user import load_case
 
 ROOT = pathlib.Path(__file__).parent / "fuzz_cases"
@@ -21,6 +23,9 @@ def test_fuzz_case_is_flagged_and_the_reference_is_right(name, pool):
     outputs = reference.evaluate(case.program.jaxpr, case.program.inputs)
     for got, want in zip(outputs, case.program.expected, strict=True):
         np.testing.assert_array_equal(np.asarray(got).astype(np.asarray(want).dtype), want)
-    result = check_program(case.program, [case.faulty_config, "reference"], pool)
+    faulty = case.config_with_bug(envs.installed_version())
+    configs = list(dict.fromkeys([case.faulty_config, faulty, "reference"]))
+    result = check_program(case.program, configs, pool)
     kinds = {f.config: f.kind for f in result.findings}
-    assert kinds == {case.faulty_config: VerdictKind.MISMATCH}, result.to_json()
+    # Flagged under a release that has the bug; the installed release is right where it fixed it.
+    assert kinds == {faulty: VerdictKind.MISMATCH}, result.to_json()

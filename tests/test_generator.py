@@ -7,7 +7,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
-from jax._src import core as jcore
+from xlaprobe import jaxcompat as jcore
 
 from xlaprobe import jaxprs
 from xlaprobe.check import check_program
@@ -134,7 +134,7 @@ def _eqns(closed):
         yield eqn
         for value in eqn.params.values():
             for sub in value if isinstance(value, tuple) else (value,):
-                if isinstance(sub, jcore.ClosedJaxpr):
+                if jcore.is_jaxpr(sub):
                     yield from _eqns(sub)
 
 

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from tests.cases import load_present
 from xlaprobe.configs import reference
 from xlaprobe.errors import InvalidArgument, NotReproducible
 from xlaprobe.localize import cycle_bound, localize, localize_command, make_pool
@@ -201,7 +202,7 @@ def test_real_case_int8_square_select_abs(lpool):
     # the comparison is what it computes wrongly. The smallest failing segment is {mul, lt}
     # (the lt alone, fed the wrapped square, is right: it needs the mul to be folded with), and
     # with both values exposed the first wrong one is the lt (the square itself is right).
-    case = load_case("tests/cases/int8_square_select_abs.py")
+    case = load_present("int8_square_select_abs")
     assert case.kind == "select"
     loc = localize(case.program, case.faulty_config, lpool)
     jaxpr = case.program.jaxpr.jaxpr
@@ -234,7 +235,7 @@ REAL_CASES = [
 
 @pytest.mark.parametrize("name,primitive,compiler_pass", REAL_CASES)
 def test_real_cases_name_the_op_of_their_kind(name, primitive, compiler_pass, lpool):
-    case = load_case(f"tests/cases/{name}")
+    case = load_present(name)
     loc = localize(case.program, case.faulty_config, lpool)
     assert loc.compiler_pass == compiler_pass, (loc.pass_disabled, loc.pass_evidence)
     assert set(loc.pass_disabled) <= set(loc.pass_candidates)
@@ -299,10 +300,10 @@ def test_pass_bisection_disables_only_known_passes():
 
 
 def test_localize_command_json(tmp_path, capsys):
-    code = localize_command("tests/cases/int8_square_select_abs.py", "", db=tmp_path / "x.db",
+    code = localize_command("tests/cases/dus_shifted_self_update.py", "", db=tmp_path / "x.db",
                             json_output=True)
     data = json.loads(capsys.readouterr().out)
-    assert code == 0 and data["primitive"] == "lt" and data["config"] == "xla"
+    assert code == 0 and data["primitive"] == "dynamic_update_slice" and data["config"] == "xla"
     assert list((tmp_path / "localizations").glob("*.json"))
 
 

@@ -213,3 +213,12 @@ def test_bisect_finds_the_first_bad_release_of_dus_shifted_self_update(pool):
     result = bisect_program(case.program, Configuration.parse("xla"), releases, pool)
     assert (result.last_good, result.first_bad, result.first_fixed) == ("0.4.33", "0.5.3", None)
     assert result.release_runs <= run_bound(len(releases))
+
+
+def test_scalar_outputs_keep_their_shape_through_a_release(pool):
+    # while_loop_skipped returns two int32 scalars (and 0.12 computes them right).
+    case = load_case(str(CASES / "while_loop_skipped.py"))
+    spec = f"jaxlib=={envs.installed_version()}"
+    result = check_program(case.program, [spec, REFERENCE], pool)
+    assert result.ok, result.to_json()
+    assert [o.shape for o in result.outcomes[0].outputs] == [(), ()]

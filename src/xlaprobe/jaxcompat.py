@@ -202,3 +202,16 @@ def expand_hi_primitive(eqn: Any, invals: Sequence[Any]) -> list[Any]:
     prim = eqn.params["_prim"]
     args = jax.tree_util.tree_unflatten(prim.in_tree, list(invals))
     return list(jax.tree_util.tree_leaves(prim.expand(*args)))
+
+
+def build_option_names() -> frozenset[str]:
+    """Names of the compile options jax sets on ``ExecutableBuildOptions`` rather than on XLA's
+    DebugOptions (jax 0.10 had four, 0.12 two): read off jax's own `get_compile_options`, which
+    lists them in ``overrides_on_build_options``."""
+    import inspect
+
+    from jax._src import compiler  # the list is a local of get_compile_options
+    source = inspect.getsource(compiler.get_compile_options)
+    names = {"optimization_level", "memory_fitting_level", "exec_time_optimization_effort",
+             "memory_fitting_effort"}
+    return frozenset(n for n in names if f'"{n}"' in source or f"'{n}'" in source)

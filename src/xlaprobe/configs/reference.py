@@ -361,7 +361,8 @@ _lgamma = _frompy(_safe_lgamma)
 
 
 def _digamma(x: np.ndarray) -> np.ndarray:
-    """psi(x) by reflection, recurrence up to 10 and the asymptotic series; NaN at the poles (XLA)."""
+    """psi(x) by reflection, recurrence up to 10 and the asymptotic series; at the poles -inf at
+    zero (of either sign) and NaN at the negative integers (XLA since jax 0.11; NaN at 0 before)."""
     x = np.asarray(x, np.float64)
     poles = (x <= 0) & (x == np.floor(x))
     reflect = x < 0.5
@@ -378,7 +379,7 @@ def _digamma(x: np.ndarray) -> np.ndarray:
         1 / 252 - inv2 * (1 / 240 - inv2 * (1 / 132 - inv2 * (691 / 32760))))))
     psi = acc + series
     psi = np.where(reflect, psi - cot_term, psi)
-    return np.where(poles, np.nan, psi)
+    return np.where(x == 0, -np.inf, np.where(poles, np.nan, psi))
 
 
 def _erf_inv(y: np.ndarray) -> np.ndarray:
@@ -1408,7 +1409,9 @@ _CALLS: dict[str, str] = {
 
 
 def _call(ctx: _Ctx, *args: Any, **params: Any) -> list[Any]:
-    inner = params[_CALLS[ctx.eqn.primitive.name]]
+    key = _CALLS[ctx.eqn.primitive.name]
+    # composite names its jaxpr "call_jaxpr" since jax 0.11
+    inner = params[key] if key in params else params["call_jaxpr"]
     inner = jaxcompat.as_closed(inner)
     outs = ctx.eval(inner, list(args))
     return outs if ctx.multiple_results else outs[0]

@@ -95,7 +95,7 @@ def run_module(python: Path | str, text: str, inputs: Sequence[np.ndarray],
         (root / "module.mlir").write_text(text)
         specs = []
         for i, value in enumerate(inputs):
-            array = np.ascontiguousarray(value)
+            array = np.asarray(value, order="C")  # ascontiguousarray would make a scalar 1-d
             (root / f"input_{i}.bin").write_bytes(array.tobytes())
             specs.append({"dtype": array.dtype.name, "shape": list(array.shape)})
         (root / "request.json").write_text(json.dumps({"inputs": specs, "options": options}))

@@ -53,6 +53,7 @@ import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from xlaprobe import jaxcompat
 from xlaprobe.errors import InvalidArgument
 
 #: Separator of values of a repeated option inside a spec (``,`` already separates options).
@@ -92,13 +93,15 @@ class OptionSpec:
 
 
 #: Options `jax.stages.Lowered.compile` sets on ExecutableBuildOptions instead of DebugOptions
-#: (jax/_src/compiler.py, get_compile_options).
+#: (jax/_src/compiler.py, get_compile_options). jax 0.12 dropped the two float ``*_effort``
+#: options (an unknown compile option there); they count where the installed jax has them.
 BUILD_OPTIONS: dict[str, OptionSpec] = {
-    "exec_time_optimization_effort": OptionSpec("exec_time_optimization_effort", "float"),
-    "memory_fitting_effort": OptionSpec("memory_fitting_effort", "float"),
-    "optimization_level": OptionSpec("optimization_level", "effort_level"),
-    "memory_fitting_level": OptionSpec("memory_fitting_level", "effort_level"),
-}
+    name: spec for name, spec in {
+        "exec_time_optimization_effort": OptionSpec("exec_time_optimization_effort", "float"),
+        "memory_fitting_effort": OptionSpec("memory_fitting_effort", "float"),
+        "optimization_level": OptionSpec("optimization_level", "effort_level"),
+        "memory_fitting_level": OptionSpec("memory_fitting_level", "effort_level"),
+    }.items() if name in jaxcompat.build_option_names()}
 _EFFORT_LEVELS = {"UNKNOWN": 0, "O0": 9, "O1": 19, "O2": 29, "O3": 39}  # jax._src.config.EffortLevel
 
 
@@ -462,7 +465,6 @@ _COLLECT_OPTIONS: list[dict[str, Any]] = [
     {"xla_backend_optimization_level": 0},
     {"xla_allow_excess_precision": False},
     {"xla_cpu_use_xnnpack": False},
-    {"xla_cpu_use_fusion_emitters": False},
     {"xla_cpu_experimental_xnn_graph_fusion_mode": "XNN_GRAPH_FUSION_MODE_GREEDY"},
     {"xla_cpu_enable_concurrency_optimized_scheduler": True},
     {"xla_cpu_opt_preset": "CPU_OPT_PRESET_FAST_COMPILE"},

@@ -97,7 +97,7 @@ def main(directory):
         return EXIT_ERROR
     specs = []
     for i, out in enumerate(outputs):
-        out = np.ascontiguousarray(out)
+        out = np.asarray(out, order="C")  # ascontiguousarray would make a scalar 1-d
         with open(os.path.join(directory, f"output_{i}.bin"), "wb") as handle:
             handle.write(out.tobytes())
         specs.append({"dtype": out.dtype.name, "shape": list(out.shape)})

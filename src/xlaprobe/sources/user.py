@@ -276,6 +276,12 @@ def load_case(path: str) -> Case:
         InvalidArgument: missing file, missing ``program``/``inputs``, or an untraceable program.
     """
     module = load_module(path)
+    if getattr(module, "X64", False):
+        import jax
+        if not jax.config.jax_enable_x64:
+            # Workers mirror the caller's setting: tracing float64 here alone would not do.
+            raise InvalidArgument(f"{path} is a float64 case (X64 = True): run it with "
+                                  "JAX_ENABLE_X64=1 in the environment")
     program_fn, inputs_fn = getattr(module, "program", None), getattr(module, "inputs", None)
     if not callable(program_fn) or not callable(inputs_fn):
         raise InvalidArgument(f"{path} is not a case module: it must define program(*args) and "

@@ -104,7 +104,6 @@ XLA_CPU_DIMENSIONS: tuple[Dimension, ...] = (
            "CPU_SCHEDULER_TYPE_CONCURRENCY_OPTIMIZED"),
     option("xla_cpu_opt_preset", "CPU_OPT_PRESET_FAST_RUNTIME", "CPU_OPT_PRESET_FAST_COMPILE",
            priors=(1.0, 0.3)),
-    option("xla_cpu_use_fusion_emitters", "false"),
     option("xla_cpu_enable_fast_math", "true", priors=(0.5,)),
     option("xla_cpu_multi_thread_eigen", "false", priors=(0.5,)),
     option("xla_backend_optimization_level", "0", "2", priors=(0.1, 1.0)),
