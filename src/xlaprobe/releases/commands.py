@@ -138,6 +138,12 @@ def bisect_command(target: str, config: str, *, releases: str, db: Path, json_ou
     else:
         versions = envs.default_releases(envs.available_releases())
     say = (lambda text: None) if json_output else (lambda text: print(text, flush=True))
+    known_bad = _known_bad(parsed)
+    if known_bad not in versions:
+        # The release the failure was seen on is evidence: a bug that came and went between
+        # two good ends is found from it.
+        versions = sorted({*versions, known_bad}, key=envs.version_key)
+        say(f"added jaxlib=={known_bad} (the release {parsed} names) to the releases")
     say(f"bisecting {program.provenance.name} under {parsed} over {len(versions)} releases "
         f"({versions[0]} .. {versions[-1]}): at most {run_bound(len(versions))} runs")
 
@@ -151,7 +157,7 @@ def bisect_command(target: str, config: str, *, releases: str, db: Path, json_ou
         for version in sorted(set(versions), key=envs.version_key):
             if version != envs.installed_version() and envs.get_env(version) is None:
                 envs.ensure_env(version, log=say)
-        result = bisect_program(program, parsed, versions, pool, known_bad=_known_bad(parsed),
+        result = bisect_program(program, parsed, versions, pool, known_bad=known_bad,
                                 target=target, on_run=show)
     with Store(db) as store:
         store.record_bisection(program.fingerprint, finding_id, str(parsed), result.to_json())
