@@ -35,6 +35,10 @@ JobsOption = Annotated[int, typer.Option("--jobs", "-j", min=1, help="worker pro
 JsonOption = Annotated[bool, typer.Option("--json", help="print JSON to stdout")]
 FindingTarget = Annotated[str, typer.Argument(help="finding id, artifact directory, case module, "
                                                    "zoo MODEL, FILE.py:FN or module:fn")]
+RunTimeoutOption = Annotated[float, typer.Option(help="per-run limit (s)", min=0.1,
+                                                max=7 * 24 * 3600.0)]
+InputsOption = Annotated[str, typer.Option("--inputs", help="input spec for FILE:FN, e.g. "
+                                           "'f32[8,128],i32[8]'")]
 FaultyConfig = Annotated[str, typer.Argument(help="the faulty configuration (default: the "
                                                   "finding's or the case's FAULTY_CONFIG)")]
 
@@ -106,8 +110,7 @@ def check(
                                                "or an artifact directory")],
     configs: Annotated[str, typer.Option("--configs", "-c", help="comma-separated configuration "
                                          "specs")] = "xla,xla:O0,eager,reference",
-    inputs: Annotated[str, typer.Option("--inputs", help="input spec for FILE:FN, e.g. "
-                                        "'f32[8,128],i32[8]'")] = "",
+    inputs: InputsOption = "",
     seed: Annotated[int, typer.Option(help="seed of random weights and inputs", min=0,
                                       max=2 ** 63 - 1)] = 0,
     db: DbOption = DEFAULT_DB,
@@ -186,11 +189,9 @@ def localize(
     config: FaultyConfig = "",
     db: DbOption = DEFAULT_DB,
     jobs: JobsOption = 1,
-    timeout: Annotated[float, typer.Option(help="per-run limit (s)", min=0.1,
-                                           max=7 * 24 * 3600.0)] = 600.0,
+    timeout: RunTimeoutOption = 600.0,
     as_json: JsonOption = False,
-    inputs: Annotated[str, typer.Option("--inputs", help="input spec for FILE:FN, e.g. "
-                                        "'f32[8,128],i32[8]'")] = "",
+    inputs: InputsOption = "",
 ) -> None:
     """Localize a finding: failing outputs, smallest failing jaxpr segment, equation, fusion."""
     from xlaprobe.localize.api import localize_command
@@ -207,13 +208,11 @@ def reduce(
     out_dir: Annotated[Path | None, typer.Option("--out", help="output directory (default: "
                                                  "reductions/ beside the store)")] = None,
     jobs: JobsOption = 1,
-    timeout: Annotated[float, typer.Option(help="per-run limit (s)", min=0.1,
-                                           max=7 * 24 * 3600.0)] = 600.0,
+    timeout: RunTimeoutOption = 600.0,
     max_tests: Annotated[int, typer.Option("--max-tests", min=1, max=100_000,
                                            help="interestingness test budget")] = 400,
     as_json: JsonOption = False,
-    inputs: Annotated[str, typer.Option("--inputs", help="input spec for FILE:FN, e.g. "
-                                        "'f32[8,128],i32[8]'")] = "",
+    inputs: InputsOption = "",
 ) -> None:
     """Reduce a finding (ddmin over equations, then shapes and values) to a standalone repro.py."""
     from xlaprobe.localize.reduce import reduce_command
@@ -227,17 +226,15 @@ def reduce(
 def bisect(
     target: FindingTarget,
     config: Annotated[str, typer.Argument(help="the failing XLA configuration: xla, xla:fastmath, "
-                                               "xla[option=value] or jaxlib==V[...] (default: "
+                                               "xla\\[option=value] or jaxlib==V[...] (default: "
                                                "the finding's or the case's)")] = "",
     releases: Annotated[str, typer.Option(help="comma-separated jaxlib releases (default: the "
                                                "newest of each minor line from 0.4.33 on the "
                                                "registry)")] = "",
     db: DbOption = DEFAULT_DB,
-    timeout: Annotated[float, typer.Option(help="per-run limit (s)", min=0.1,
-                                           max=7 * 24 * 3600.0)] = 600.0,
+    timeout: RunTimeoutOption = 600.0,
     as_json: JsonOption = False,
-    inputs: Annotated[str, typer.Option("--inputs", help="input spec for FILE:FN, e.g. "
-                                        "'f32[8,128],i32[8]'")] = "",
+    inputs: InputsOption = "",
 ) -> None:
     """Find the first bad (and first fixed) jaxlib release of a failure by bisection.
 
