@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jax import lax
 
-from tests.cases import load_present
+from tests.cases import ROOT as CASES_DIR, load_present
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.configs.xla import compile_program
 from xlaprobe.errors import InvalidArgument, NotReproducible
@@ -168,7 +168,7 @@ def test_nothing_to_reduce_is_not_reproducible(rpool):
 
 def test_reduce_command_json(tmp_path, capsys):
     import json
-    code = reduce_command("tests/cases/dus_shifted_self_update.py", "", db=tmp_path / "x.db",
+    code = reduce_command(str(CASES_DIR / "dus_shifted_self_update.py"), "", db=tmp_path / "x.db",
                           json_output=True)
     data = json.loads(capsys.readouterr().out)
     assert code == 0 and data["config"] == "xla" and data["equations_after"] <= 3
@@ -178,18 +178,18 @@ def test_reduce_command_json(tmp_path, capsys):
 
 def test_reduce_command_bad_input(tmp_path):
     with pytest.raises(InvalidArgument, match="oracle"):
-        reduce_command("tests/cases/int8_square_select_abs.py", "reference", db=tmp_path / "x.db")
+        reduce_command(str(CASES_DIR / "int8_square_select_abs.py"), "reference", db=tmp_path / "x.db")
     with pytest.raises(InvalidArgument, match="max-tests"):
-        reduce_command("tests/cases/int8_square_select_abs.py", "xla", db=tmp_path / "x.db",
+        reduce_command(str(CASES_DIR / "int8_square_select_abs.py"), "xla", db=tmp_path / "x.db",
                        max_tests=0)
     with pytest.raises(NotReproducible, match="no finding"):
-        reduce_command("tests/cases/int8_square_select_abs.py", "eager", db=tmp_path / "x.db")
+        reduce_command(str(CASES_DIR / "int8_square_select_abs.py"), "eager", db=tmp_path / "x.db")
 
 
 @pytest.mark.parametrize("args,words", [
-    (["reduce", "tests/cases/int8_square_select_abs.py", "reference"], "oracle"),
-    (["reduce", "tests/cases/int8_square_select_abs.py", "xla:nope"], "unknown"),
-    (["reduce", "tests/cases/int8_square_select_abs.py", "--max-tests", "0"], "max-tests"),
+    (["reduce", str(CASES_DIR / "int8_square_select_abs.py"), "reference"], "oracle"),
+    (["reduce", str(CASES_DIR / "int8_square_select_abs.py"), "xla:nope"], "unknown"),
+    (["reduce", str(CASES_DIR / "int8_square_select_abs.py"), "--max-tests", "0"], "max-tests"),
     (["reduce", "42"], "no store"),
 ])
 def test_reduce_cli_bad_input_one_line_exit_2(tmp_path, args, words):

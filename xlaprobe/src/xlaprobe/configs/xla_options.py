@@ -30,7 +30,7 @@ compiles of a varied set of programs under a set of option variants with the pip
 verbose log on (``TF_CPP_VMODULE=hlo_pass_pipeline=1``), which logs every pass and pipeline as it
 runs, changed or not. Regenerate it for a new jaxlib with::
 
-    python -m xlaprobe.configs.xla_options > src/xlaprobe/configs/xla_pass_names.txt
+    python -m xlaprobe.configs.xla_options > xlaprobe/src/xlaprobe/configs/xla_pass_names.txt
 
 A name missing from the list (a pass that none of the sample programs triggered) is still accepted
 when it occurs as a NUL-terminated string in the jaxlib library, where every pass name literal lives.

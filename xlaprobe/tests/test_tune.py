@@ -1,6 +1,7 @@
 """The autotuner: search space, knobs, timing statistics, cost model, strategies, the guard, CLI."""
 
 import json
+import pathlib
 import math
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from xlaprobe.tune.measure import Protocol, measure, speedup_interval
 from xlaprobe.tune.search import ModelStrategy, RandomStrategy, TpeStrategy, tune, tune_target
 from xlaprobe.tune.space import SearchSpace
 
-TARGET = "tests/data/tune_target.py:step"
+TARGET = f"{pathlib.Path(__file__).parent / 'data' / 'tune_target.py'}:step"
 QUICK = Protocol(min_rounds=3, max_rounds=4, sample_s=0.002)
 
 
@@ -320,7 +321,7 @@ def test_tuned_applies_a_stored_result(tmp_path):
     with pytest.raises(InvalidArgument, match="sets knob.* scale .*does not declare.*block"):
         xlaprobe.tuned(g, "mine", db=db)
     with pytest.raises(InvalidArgument, match="needs the function"):
-        xlaprobe.tuned("tests/data/tune_target.py:step", "mine", db=db)
+        xlaprobe.tuned(TARGET, "mine", db=db)
 
 
 def test_tuned_prefers_the_accepted_result_and_fills_knob_defaults(tmp_path):

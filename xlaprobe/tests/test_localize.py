@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tests.cases import load_present
+from tests.cases import ROOT as CASES_DIR, load_present
 from xlaprobe.configs import reference
 from xlaprobe.errors import InvalidArgument, NotReproducible
 from xlaprobe.localize import cycle_bound, localize, localize_command, make_pool
@@ -248,7 +248,7 @@ def test_fastmath_masked_max_inside_the_kernel(lpool):
     # compiled alone under fast math and fed the right max, is wrong; fed the right 1 - mask
     # too, it is right: the fast-math rewrite starts at that subtract (eqn 0), with the mul and
     # add after it as context.
-    case = load_case("tests/cases/fastmath_masked_max.py")
+    case = load_case(str(CASES_DIR / "fastmath_masked_max.py"))
     loc = localize(case.program, case.faulty_config, lpool, passes=False)
     assert loc.op_kernel == "broadcast_subtract_fusion"
     assert loc.op_equation == 0 and loc.op_primitive == "sub" and loc.op_opcode == "subtract"
@@ -300,7 +300,7 @@ def test_pass_bisection_disables_only_known_passes():
 
 
 def test_localize_command_json(tmp_path, capsys):
-    code = localize_command("tests/cases/dus_shifted_self_update.py", "", db=tmp_path / "x.db",
+    code = localize_command(str(CASES_DIR / "dus_shifted_self_update.py"), "", db=tmp_path / "x.db",
                             json_output=True)
     data = json.loads(capsys.readouterr().out)
     assert code == 0 and data["primitive"] == "dynamic_update_slice" and data["config"] == "xla"
@@ -309,10 +309,10 @@ def test_localize_command_json(tmp_path, capsys):
 
 def test_localize_command_bad_input(tmp_path):
     with pytest.raises(InvalidArgument, match="unknown"):
-        localize_command("tests/cases/int8_square_select_abs.py", "xla:nope", db=tmp_path / "x.db",
+        localize_command(str(CASES_DIR / "int8_square_select_abs.py"), "xla:nope", db=tmp_path / "x.db",
                          json_output=True)
     with pytest.raises(InvalidArgument, match="oracle"):
-        localize_command("tests/cases/int8_square_select_abs.py", "reference",
+        localize_command(str(CASES_DIR / "int8_square_select_abs.py"), "reference",
                          db=tmp_path / "x.db", json_output=True)
     with pytest.raises(InvalidArgument, match="no store"):
         localize_command("7", "xla", db=tmp_path / "missing.db", json_output=True)
