@@ -103,7 +103,9 @@ def test_crash_and_hang_are_outcomes(tmp_path):
                     "xla,eager", "--timeout", "3", "--db", str(tmp_path / "db"), cwd=env_path)
     assert hang.returncode == 1, hang.stderr
     kinds = {c["config"]: c["outcome"] for c in json.loads(hang.stdout)["configs"]}
-    assert kinds == {"xla": "timeout", "eager": "timeout"}
+    # check adds the reference, the oracle, to every list
+    assert set(kinds) == {"xla", "eager", "reference"}
+    assert kinds["xla"] == kinds["eager"] == "timeout"
 
 
 FNS = '''

@@ -42,7 +42,7 @@ def test_release_specs_round_trip(spec):
     ("jaxlib", "names no release"),
     ("jaxlib==latest", "not a jaxlib release version"),
     ("jaxlib==0.5", "not a jaxlib release version"),
-    ("jaxlib:0.5.3", "takes ==VERSION"),
+    ("jaxlib:0.5.3", "write jaxlib==0.5.3"),
     ("xla==0.5.3", "takes :VARIANT"),
 ])
 def test_bad_release_specs_are_one_line_errors(bad, words):

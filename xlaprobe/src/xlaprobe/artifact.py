@@ -180,6 +180,9 @@ def save_finding_artifacts(result: Any, root: str | Path,
         if config.kind == "xla":
             from xlaprobe.configs.xla import compiler_options
             options = compiler_options(config)
+        elif config.kind == "jaxlib":
+            from xlaprobe.configs.release import option_values
+            options = option_values(config)
         safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in finding.config)
         directory = Path(root) / f"{result.program.fingerprint}-{safe}"[:120]
         try:
@@ -311,6 +314,13 @@ def main():
     if "export_error" in META:
         print("this program could not be serialized with jax.export (%s); rerun it with "
               "xlaprobe check %s" % (META["export_error"], HERE))
+        return 3
+    if config.startswith("jaxlib=="):
+        # A finding of another XLA release: this jax would run its own XLA and show nothing.
+        print("this finding is for %s and this is jax %s: replay it with xlaprobe check %s "
+              "--configs '%s,reference' (it runs that release's environment), or python "
+              "repro.py --defaults to run the installed release"
+              % (config, jax.__version__, HERE, config))
         return 3
     inputs = load("inputs.npz", [i["dtype"] for i in META["inputs"]])
     exported = export.deserialize(bytearray((HERE / "module.jax_export").read_bytes()))

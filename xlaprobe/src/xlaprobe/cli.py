@@ -98,8 +98,11 @@ def _print_result(result: Any, artifacts: dict[str, str], all_outputs: bool) -> 
                   f"{len(finding.outputs)} output(s), fingerprint {finding.fingerprint}")
         if where:
             configs = finding.config if finding.config == "reference" else f"{finding.config},reference"
-            out.print(escape(f"  replay: python {where}/repro.py   or   xlaprobe check {where} "
-                             f"--configs '{configs}'"), soft_wrap=True)
+            # repro.py runs under the installed jax: a finding of another release replays
+            # through xlaprobe, which runs it in that release's environment.
+            repro = "" if finding.config.startswith("jaxlib==") else f"python {where}/repro.py   or   "
+            out.print(escape(f"  replay: {repro}xlaprobe check {where} --configs '{configs}'"),
+                      soft_wrap=True)
     if result.ok:
         out.print("[green]all ok[/]")
 
@@ -120,7 +123,8 @@ def check(
     as_json: JsonOption = False,
     all_outputs: Annotated[bool, typer.Option("--all-outputs", help="list every output leaf")] = False,
 ) -> None:
-    """Check TARGET under several configurations; exit 0 all ok, 1 findings, 2 bad input."""
+    """Check TARGET under several configurations against the float64 reference (always added);
+    exit 0 all ok, 1 findings, 2 bad input."""
     from xlaprobe.artifact import save_finding_artifacts
     from xlaprobe.check import check_program
     from xlaprobe.configs.registry import parse_configs
@@ -132,7 +136,9 @@ def check(
     with err.status(escape(f"building {target} ...")):
         resolved = resolve(target, seed=seed, input_spec=inputs)
     specs = [str(c) for c in parsed]
-    for extra in resolved.extra_configs:
+    # The float64 reference is the oracle: without it the first configuration would be the
+    # baseline, and configurations wrong alike would pass.
+    for extra in (*resolved.extra_configs, "reference"):
         if extra not in specs:
             parsed.append(next(iter(parse_configs(extra))))
             specs.append(extra)
@@ -228,9 +234,9 @@ def bisect(
     config: Annotated[str, typer.Argument(help="the failing XLA configuration: xla, xla:fastmath, "
                                                "xla\\[option=value] or jaxlib==V[...] (default: "
                                                "the finding's or the case's)")] = "",
-    releases: Annotated[str, typer.Option(help="comma-separated jaxlib releases (default: the "
-                                               "newest of each minor line from 0.4.33 on the "
-                                               "registry)")] = "",
+    releases: Annotated[str | None, typer.Option(help="comma-separated jaxlib releases "
+                                                      "(default: the newest of each minor line "
+                                                      "from 0.4.33 on the registry)")] = None,
     db: DbOption = DEFAULT_DB,
     timeout: RunTimeoutOption = 600.0,
     as_json: JsonOption = False,

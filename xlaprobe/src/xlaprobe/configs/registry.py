@@ -84,9 +84,12 @@ class Configuration:
             raise InvalidArgument(f"an option is given twice in configuration '{spec}'")
         config = cls(match.group("kind"), match.group("variant"), tuple(sorted(options)))
         if match.group("sep") and (match.group("sep") == "==") != (config.kind in VERSIONED_KINDS):
-            want = "==VERSION" if config.kind in VERSIONED_KINDS else ":VARIANT"
-            raise InvalidArgument(f"malformed configuration '{spec}': kind '{config.kind}' takes "
-                                  f"{want}")
+            if config.kind in VERSIONED_KINDS:
+                hint = f"write {config.kind}=={config.variant}"
+            else:
+                hint = (f"kind '{config.kind}' takes :VARIANT; another XLA release is "
+                        f"jaxlib=={config.variant}[option=value,...]")
+            raise InvalidArgument(f"malformed configuration '{spec}': {hint}")
         get_kind(config.kind).validate(config)
         return config
 

@@ -91,6 +91,11 @@ class Bisection:
     runs: tuple[ReleaseRun, ...]
 
     @property
+    def boundary(self) -> bool:
+        """True when a change was found: a good release before a bad one, or a fix."""
+        return bool(self.first_bad and self.last_good) or bool(self.first_fixed)
+
+    @property
     def release_runs(self) -> int:
         """Runs made, not counting confirming reruns."""
         return sum(not r.rerun for r in self.runs)
@@ -99,7 +104,9 @@ class Bisection:
         """A JSON-ready dict (``first_bad``, ``last_good``, ``first_fixed``, ``runs``, ...)."""
         return {"target": self.target, "config": self.config, "releases": list(self.releases),
                 "first_bad": self.first_bad, "last_good": self.last_good,
-                "first_fixed": self.first_fixed, "flaky": list(self.flaky),
+                "first_fixed": self.first_fixed, "boundary": self.boundary,
+                "bad_at_oldest": bool(self.first_bad and not self.last_good),
+                "flaky": list(self.flaky),
                 "release_runs": self.release_runs, "bound": run_bound(len(self.releases)),
                 "runs": [r.to_json() for r in self.runs]}
 

@@ -57,7 +57,8 @@ def parse_releases(text: str) -> list[str]:
 
 def bisect_program(program: Program, config: Configuration, releases: Sequence[str], pool: Any, *,
                    known_bad: str | None = None, target: str = "",
-                   on_run: Callable[[ReleaseRun], None] | None = None) -> Bisection:
+                   on_run: Callable[[ReleaseRun], None] | None = None,
+                   log: Callable[[str], None] | None = None) -> Bisection:
     """Bisect `releases` for the release where `config` starts (or stops) failing on `program`.
 
     The float64 reference and its error budget run once; each release's outcome is judged
@@ -71,6 +72,8 @@ def bisect_program(program: Program, config: Configuration, releases: Sequence[s
         known_bad: a release known to fail (searched from when both ends are good).
         target: what the user named (recorded).
         on_run: called with each release run as it completes (progress).
+        log: gets a line when a release environment has to be made (made only when the search
+            reaches that release).
 
     Returns:
         The `Bisection`.
@@ -90,6 +93,8 @@ def bisect_program(program: Program, config: Configuration, releases: Sequence[s
 
     def judge_release(version: str) -> ReleaseRun:
         spec = release_config(version, options)
+        if version != envs.installed_version():
+            envs.ensure_env(version, log=log)
         outcome = pool.run(program, spec)
         result = judge(program, [REFERENCE, str(spec)], [reference, outcome], base.budget,
                        base.flushed)
@@ -114,7 +119,7 @@ def _known_bad(config: Configuration) -> str:
     return config.variant or "" if config.kind == "jaxlib" else envs.installed_version()
 
 
-def bisect_command(target: str, config: str, *, releases: str, db: Path, json_output: bool,
+def bisect_command(target: str, config: str, *, releases: str | None, db: Path, json_output: bool,
                    timeout_s: float, input_spec: str = "") -> int:
     """``xlaprobe bisect TARGET [CONFIG]``: print each release run and the boundaries; store them.
 
@@ -133,7 +138,7 @@ def bisect_command(target: str, config: str, *, releases: str, db: Path, json_ou
     program, spec, finding_id = resolve_finding(target, config, db, input_spec)
     parsed = Configuration.parse(spec)
     release_options(parsed)  # fail on a non-XLA configuration before any work
-    if releases.strip():
+    if releases is not None:
         versions = parse_releases(releases)
     else:
         versions = envs.default_releases(envs.available_releases())
@@ -143,32 +148,37 @@ def bisect_command(target: str, config: str, *, releases: str, db: Path, json_ou
         # The release the failure was seen on is evidence: a bug that came and went between
         # two good ends is found from it.
         versions = sorted({*versions, known_bad}, key=envs.version_key)
-        say(f"added jaxlib=={known_bad} (the release {parsed} names) to the releases")
-    say(f"bisecting {program.provenance.name} under {parsed} over {len(versions)} releases "
-        f"({versions[0]} .. {versions[-1]}): at most {run_bound(len(versions))} runs")
+        why = "the release the configuration names" if parsed.kind == "jaxlib" else \
+            "the installed release, which the check ran on"
+        say(f"added jaxlib=={known_bad} ({why}) to the releases")
 
     def show(run: ReleaseRun) -> None:
         note = " (rerun)" if run.rerun else ""
         say(f"  jaxlib=={run.release:<10} {run.verdict:<13} {run.seconds:6.1f} s  "
             f"{run.detail}{note}")
 
-    with WorkerPool(size=1, timeout_s=timeout_s) as pool:
-        # Environments are made first, one line each, so a long install is not a silent wait.
-        for version in sorted(set(versions), key=envs.version_key):
-            if version != envs.installed_version() and envs.get_env(version) is None:
-                envs.ensure_env(version, log=say)
+    # Open the store first: a bad --db fails before minutes of release runs, not after.
+    with Store(db) as store, WorkerPool(size=1, timeout_s=timeout_s) as pool:
+        say(f"bisecting {program.provenance.name} under {parsed} over {len(versions)} releases "
+            f"({versions[0]} .. {versions[-1]}): at most {run_bound(len(versions))} runs")
         result = bisect_program(program, parsed, versions, pool, known_bad=known_bad,
-                                target=target, on_run=show)
-    with Store(db) as store:
+                                target=target, on_run=show, log=say)
         store.record_bisection(program.fingerprint, finding_id, str(parsed), result.to_json())
     if json_output:
         print(json.dumps(result.to_json(), indent=2))
     else:
-        say(f"last good: {result.last_good or '-'}   first bad: {result.first_bad or '-'}   "
+        first_bad = result.first_bad or "-"
+        if result.first_bad and not result.last_good:
+            first_bad = f"{result.first_bad} or older (the oldest release tried fails)"
+        say(f"last good: {result.last_good or '-'}   first bad: {first_bad}   "
             f"first fixed: {result.first_fixed or '-'}"
             + (f"   flaky: {', '.join(result.flaky)}" if result.flaky else "")
             + f"   ({result.release_runs} release runs)")
-    return 0 if result.first_bad or result.first_fixed else 1
+        if not result.boundary:
+            say("no boundary in this range: " + ("every release tried fails; add older releases "
+                                                 "with --releases" if result.first_bad else
+                                                 "no release tried fails"))
+    return 0 if result.boundary else 1
 
 
 def envs_list(*, available: bool, json_output: bool) -> list[dict[str, Any]]:

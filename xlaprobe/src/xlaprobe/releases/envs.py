@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from xlaprobe.errors import InvalidArgument, XlaprobeError
@@ -231,12 +232,12 @@ def _install(path: Path, python: str, requirements: list[str]) -> tuple[bool, st
     return True, ""
 
 
-def ensure_env(version: str, *, log: object = None) -> ReleaseEnv:
+def ensure_env(version: str, *, log: Callable[[str], None] | None = None) -> ReleaseEnv:
     """The environment of `version`, made now when missing (seconds with uv, minutes with pip).
 
     Args:
         version: a jaxlib release, e.g. ``"0.5.3"``.
-        log: a callable taking one line of progress, or None.
+        log: takes one line of progress; None: stderr.
 
     Raises:
         InvalidArgument: `version` is malformed.
@@ -247,8 +248,15 @@ def ensure_env(version: str, *, log: object = None) -> ReleaseEnv:
     if existing is not None:
         return existing
     path = env_path(version)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.parent / f".lock-{version}", "w") as lock:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(path.parent / f".lock-{version}", "w")
+    except OSError as exc:
+        raise EnvironmentUnavailable(f"cannot use the release cache {path.parent} ({exc}); set "
+                                     "XLAPROBE_CACHE to a writable folder") from exc
+    if log is None:  # the caller's terminal or CI log: a first install takes a while
+        log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another worker may be making the same environment
         existing = get_env(version)
         if existing is not None:
@@ -258,8 +266,8 @@ def ensure_env(version: str, *, log: object = None) -> ReleaseEnv:
         for python in _interpreters():
             if path.exists():
                 shutil.rmtree(path)
-            if callable(log):
-                log(f"making the environment of jaxlib=={version} with {python} in {path}")
+            log(f"making the environment of jaxlib=={version} with {Path(python).name} in {path} "
+                "(once; about 0.5 GB)")
             ok, error = _install(path, python, pins(version))
             if ok:
                 break
@@ -268,7 +276,7 @@ def ensure_env(version: str, *, log: object = None) -> ReleaseEnv:
             if path.exists():
                 shutil.rmtree(path)
             raise EnvironmentUnavailable(
-                f"cannot make an environment for jaxlib=={version}: {'; '.join(errors)} "
+                f"cannot make an environment for jaxlib=={version}: {errors[0] if errors else 'no Python found'} "
                 "(is the package registry reachable, and does the release exist? "
                 "`xlaprobe envs list --available` lists releases)")
         probe = subprocess.run([str(_python_of(path)), "-c",
