@@ -200,3 +200,15 @@ def test_fuzz_time_parsed_by_the_campaign_parser(tmp_path, value):
     assert run.returncode == 2 and run.stderr.strip() == f"error: {raised.value}"
     assert not (tmp_path / "db").exists()
     assert parse_duration("720h") == 30 * 24 * 3600.0
+
+
+def test_an_internal_error_exits_3_never_1(capsys):
+    # 1 means "findings": a bug of xlaprobe itself must not read as a compiler bug.
+    from xlaprobe import cli
+    with pytest.raises(SystemExit) as info:
+        cli._internal_error(KeyError("boom"))
+    assert info.value.code == cli.EXIT_INTERNAL_ERROR == 3
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "internal error of xlaprobe" in lines[0] and "KeyError" in lines[0]
+    path = lines[0].split("traceback in ")[1].split(":")[0]
+    assert "KeyError" in pathlib.Path(path).read_text()
