@@ -129,6 +129,14 @@ def no_args():
 def exits(x):
     import sys
     sys.exit(3)
+
+
+def slow_to_compile(x):
+    # 1500 equations: XLA needs 1-2 s to compile them (more than 0.5 s, less than 5 s on a loaded
+    # 2-core machine), the reference 0.04 s to evaluate them
+    for i in range(1500):
+        x = jnp.sin(x) * 1.01 + i
+    return x
 '''
 
 BAD_CASE = '''
@@ -153,7 +161,7 @@ def expected():
     (["check", "BADCASE"], "expected() output"),
     (["check", "FNS:exits", "--inputs", "f32[2]"], "called sys.exit(3) while being traced"),
     (["localize", "FNS:add", "xla"], "pass --inputs"),
-    (["localize", "FNS:add", "xla", "--inputs", "f32[4],f32[4]", "--timeout", "0.1"],
+    (["localize", "FNS:slow_to_compile", "xla", "--inputs", "f32[4]", "--timeout", "0.5"],
      "raise --timeout"),
     (["localize", "7", "xla"], "no store"),
     (["reduce", "FNS:add", "xla", "--inputs", "f32[4],f32[4]", "--out", "FNS"], "is a file"),
