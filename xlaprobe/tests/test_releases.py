@@ -222,3 +222,11 @@ def test_scalar_outputs_keep_their_shape_through_a_release(pool):
     result = check_program(case.program, [spec, REFERENCE], pool)
     assert result.ok, result.to_json()
     assert [o.shape for o in result.outcomes[0].outputs] == [(), ()]
+
+
+def test_options_the_release_does_not_know_are_bad_input():
+    kind = release.KIND
+    spec = f"jaxlib=={envs.installed_version()}"
+    kind.prepare(Configuration.parse(spec + "[xla_cpu_enable_fast_math=true]"))  # a real option
+    with pytest.raises(InvalidArgument, match="xla_bogus"):
+        kind.prepare(Configuration.parse(spec + "[xla_bogus=1]"))

@@ -75,8 +75,14 @@ def stablehlo_text(closed_jaxpr: Any, inputs: Sequence[np.ndarray]) -> tuple[str
     return jaxcompat.portable_stablehlo(exported.mlir_module()), sorted(exported.module_kept_var_idx)
 
 
+#: The smallest module: compiling it checks a release's compiler options, nothing else.
+_PROBE = ("module @probe {\n  func.func public @main() -> tensor<f32> {\n"
+          "    %0 = stablehlo.constant dense<1.0> : tensor<f32>\n    return %0 : tensor<f32>\n"
+          "  }\n}\n")
+
+
 def run_module(python: Path | str, text: str, inputs: Sequence[np.ndarray],
-               options: dict[str, Any]) -> list[np.ndarray]:
+               options: dict[str, Any], *, reraise_signal: bool = True) -> list[np.ndarray]:
     """Run StableHLO `text` on `inputs` in a fresh process of `python` (a release's interpreter).
 
     The child's stderr goes to this process's stderr (a worker's log: the crash excerpt).
@@ -86,9 +92,11 @@ def run_module(python: Path | str, text: str, inputs: Sequence[np.ndarray],
 
     Raises:
         Unsupported: the release cannot load the module.
-        RuntimeError: the release's XLA failed to compile or run it (a compile error).
-        (never returns) when the child dies from a signal, this process kills itself with the
-            same signal, so the worker pool reports the compiler's crash as a CRASH outcome.
+        RuntimeError: the release's XLA failed to compile or run it (a compile error), or it
+            died from a signal and `reraise_signal` is False.
+        (never returns) when the child dies from a signal and `reraise_signal` is True (in a
+            worker): this process kills itself with the same signal, so the worker pool reports
+            the compiler's crash as a CRASH outcome.
     """
     with tempfile.TemporaryDirectory(prefix="xlaprobe-release-") as directory:
         root = Path(directory)
@@ -109,6 +117,8 @@ def run_module(python: Path | str, text: str, inputs: Sequence[np.ndarray],
         runner.write_bytes(RUNNER.read_bytes())
         done = subprocess.run([str(python), str(runner), directory], env=env,
                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, check=False)
+        if done.returncode < 0 and not reraise_signal:
+            raise RuntimeError(f"the release's runner died from signal {-done.returncode}")
         if done.returncode < 0:
             signum = -done.returncode
             signal.signal(signum, signal.SIG_DFL)
@@ -159,9 +169,19 @@ class ReleaseKind:
 
         Raises:
             EnvironmentUnavailable: it cannot be made (see `envs.ensure_env`).
+            InvalidArgument: the release's XLA rejects the configuration's options.
         """
-        if config.variant != envs.installed_version():
-            envs.ensure_env(config.variant or "")
+        version = config.variant or ""
+        python = (sys.executable if version == envs.installed_version()
+                  else envs.ensure_env(version).python)
+        if config.options:
+            # Only the release's own XLA knows its option names: ask it once, on a trivial module,
+            # so a misspelt option is bad input and not a compile-error finding on every program.
+            try:
+                run_module(python, _PROBE, [], option_values(config), reraise_signal=False)
+            except (RuntimeError, Unsupported) as exc:
+                raise InvalidArgument(f"jaxlib=={version} rejects the options of '{config}': "
+                                      f"{str(exc).splitlines()[0][:300]}") from exc
 
     def run(self, config: Configuration, jaxpr: Any,
             inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
