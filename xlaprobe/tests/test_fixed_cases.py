@@ -33,6 +33,8 @@ NOT_VIA_EXPORT = {
                             "no constant to fold",
     "int4_to_int8_convert": "fails on 0.4.13 only, which has no Python 3.12 wheels",
     "exp_nan_propagation": "a float64 case (X64): needs JAX_ENABLE_X64=1",
+    "sum_cancellation_order": "under 0.4.28's XLA wrong once (release_matrix), right on reruns: "
+                              "not a dependable regression test",
 }
 
 
@@ -70,10 +72,8 @@ def test_reference_right_and_installed_release_right(name, pool):
     assert result.ok, result.to_json()
 
 
-#: The release (in FAILS_ON) under which today's lowering shows each other case wrong
-#: (sum_cancellation_order: on 0.4.28, not on 0.4.33, which FAILS_ON also lists).
-VIA_EXPORT = {"bool_nonstandard_convert": "0.7.2", "onednn_dot_add_fusion": "0.4.28",
-              "sum_cancellation_order": "0.4.28"}
+#: The release (in FAILS_ON) under which today's lowering shows each other case wrong.
+VIA_EXPORT = {"bool_nonstandard_convert": "0.7.2", "onednn_dot_add_fusion": "0.4.28"}
 
 
 def test_every_case_is_accounted_for():
