@@ -20,10 +20,11 @@ import json
 import pathlib
 import time
 
+from xlaprobe.campaign import summary_kind
 from xlaprobe.check import REFERENCE, check_program, judge
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.releases import envs
-from xlaprobe.releases.commands import release_config, release_options
+from xlaprobe.configs.release import release_config, release_options
 from xlaprobe.sources.user import load_case
 from xlaprobe.workers import WorkerPool
 
@@ -59,11 +60,8 @@ def main() -> None:
                 outcome = pool.run(case.program, spec)
                 result = judge(case.program, [REFERENCE, spec], [base.outcomes[0], outcome],
                                base.budget, base.flushed)
-                kinds = {v.kind.value for v in result.verdicts[1]}
-                verdicts[version] = next((k for k in ("crash", "compile-error", "unsupported",
-                                                      "nan-mismatch", "inf-mismatch", "mismatch")
-                                          if k in kinds), "ok")
-            wrong = [v for v in releases if verdicts[v] not in ("ok", "unsupported")]
+                verdicts[version] = summary_kind([v.kind.value for v in result.verdicts[1]])
+            wrong = [v for v in releases if verdicts[v] not in ("ok", "ftz", "unsupported")]
             declared = [v for v in case.fails_on if v in releases]
             row = {"case": f"{path.parent.name}/{path.stem}", "config": case.faulty_config,
                    "verdicts": verdicts, "wrong_on": wrong, "declared": declared,

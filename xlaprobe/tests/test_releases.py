@@ -21,7 +21,8 @@ from xlaprobe.oracle import VerdictKind
 from xlaprobe.outcome import OutcomeKind
 from xlaprobe.releases import envs
 from xlaprobe.releases.bisection import ReleaseRun, bisect, run_bound
-from xlaprobe.releases.commands import bisect_program, release_options
+from xlaprobe.configs.release import release_options
+from xlaprobe.releases.commands import bisect_program
 from xlaprobe.sources.user import load_case
 
 CASES = pathlib.Path(__file__).parent / "cases"

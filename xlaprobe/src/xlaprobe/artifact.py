@@ -55,14 +55,14 @@ def _unpack(path: Path, dtypes: Sequence[str]) -> tuple[np.ndarray, ...]:
     out = []
     for array, name in zip(arrays, dtypes):
         try:
-            dtype = _dtype(name)
+            dtype = dtype_by_name(name)
         except TypeError as exc:
             raise CorruptArtifact(f"{path}: {exc}") from exc
         out.append(array.view(dtype) if array.dtype != dtype else array)
     return tuple(out)
 
 
-def _dtype(name: Any) -> np.dtype:
+def dtype_by_name(name: Any) -> np.dtype:
     """The NumPy (or ml_dtypes) dtype called `name`.
 
     Raises:
@@ -231,7 +231,7 @@ def load_artifact(directory: str | Path) -> Program:
         output_names = tuple(metadata["output_names"])
         # Every dtype must be known and every tolerance a number before anything runs on them.
         for name in input_dtypes + list(metadata.get("expected_dtypes") or []):
-            _dtype(name)
+            dtype_by_name(name)
         tolerance.validate()
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise CorruptArtifact(f"{root / 'metadata.json'} is malformed: {exc}") from exc

@@ -266,7 +266,7 @@ def envs_list(
     from xlaprobe.releases import envs
     from xlaprobe.releases.commands import envs_list as rows_of
 
-    rows = rows_of(available=available, json_output=as_json)
+    rows = rows_of(available=available)
     if as_json:
         print(json.dumps(rows, indent=2))
         return

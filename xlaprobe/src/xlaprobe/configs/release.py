@@ -29,12 +29,38 @@ from typing import Any
 import numpy as np
 
 from xlaprobe import jaxcompat
+from xlaprobe.artifact import dtype_by_name
+from xlaprobe.configs import xla
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.errors import InvalidArgument, Unsupported
-from xlaprobe.releases import envs
+from xlaprobe.releases import envs, runner as runner_module
 
-RUNNER = Path(__file__).resolve().parent.parent / "releases" / "runner.py"
-_EXIT_UNSUPPORTED, _EXIT_ERROR = 3, 4
+RUNNER = Path(runner_module.__file__).resolve()
+
+
+def release_options(config: Configuration) -> tuple[tuple[str, str], ...]:
+    """The compiler options a configuration gives every release it is bisected over.
+
+    >>> release_options(Configuration.parse("xla:fastmath"))
+    (('xla_cpu_enable_fast_math', 'true'),)
+
+    Raises:
+        InvalidArgument: the configuration is not an XLA compile (``eager``, ``mutant:``, ...).
+    """
+    if config.kind == "jaxlib":
+        return config.options
+    if config.kind != "xla":
+        raise InvalidArgument(f"bisect runs releases of XLA; '{config}' is not an XLA "
+                              "configuration: give xla, xla:fastmath, xla[option=value] or "
+                              "jaxlib==VERSION[...]")
+    return xla.option_texts(config)
+
+
+def release_config(version: str, options: Sequence[tuple[str, str]]) -> Configuration:
+    """``jaxlib==version[options]``."""
+    return Configuration("jaxlib", envs.check_version(version), tuple(options))
+
+
 
 
 def option_values(config: Configuration) -> dict[str, Any]:
@@ -128,7 +154,7 @@ def run_module(python: Path | str, text: str, inputs: Sequence[np.ndarray],
         except (OSError, ValueError):
             raise RuntimeError(f"the release's runner exited with code {done.returncode} and "
                                "no reply") from None
-        if done.returncode == _EXIT_UNSUPPORTED:
+        if done.returncode == runner_module.EXIT_UNSUPPORTED:
             raise Unsupported(reply.get("error", "the release cannot load this module"))
         if done.returncode != 0:
             raise RuntimeError(reply.get("error") or f"exit code {done.returncode}")
@@ -136,10 +162,14 @@ def run_module(python: Path | str, text: str, inputs: Sequence[np.ndarray],
 
 
 def _read(path: Path, spec: dict[str, Any]) -> np.ndarray:
-    import ml_dtypes
-    name = spec["dtype"]
-    dtype = np.dtype(getattr(ml_dtypes, name)) if hasattr(ml_dtypes, name) else np.dtype(name)
+    dtype = dtype_by_name(spec["dtype"])
     return np.frombuffer(path.read_bytes(), dtype=dtype).reshape(spec["shape"]).copy()
+
+
+def _interpreter(version: str) -> Path | str:
+    """The interpreter of release `version`: this one for the installed release, else its
+    environment's (made now when missing)."""
+    return sys.executable if version == envs.installed_version() else envs.ensure_env(version).python
 
 
 class ReleaseKind:
@@ -172,8 +202,7 @@ class ReleaseKind:
             InvalidArgument: the release's XLA rejects the configuration's options.
         """
         version = config.variant or ""
-        python = (sys.executable if version == envs.installed_version()
-                  else envs.ensure_env(version).python)
+        python = _interpreter(version)
         if config.options:
             # Only the release's own XLA knows its option names: ask it once, on a trivial module,
             # so a misspelt option is bad input and not a compile-error finding on every program.
@@ -190,11 +219,9 @@ class ReleaseKind:
         Raises:
             Unsupported, RuntimeError: as `run_module`.
         """
-        version = config.variant or ""
-        python = (sys.executable if version == envs.installed_version()
-                  else envs.ensure_env(version).python)
         text, kept = stablehlo_text(jaxpr, inputs)
-        return run_module(python, text, [inputs[i] for i in kept], option_values(config))
+        return run_module(_interpreter(config.variant or ""), text, [inputs[i] for i in kept],
+                          option_values(config))
 
 
 KIND = ReleaseKind()

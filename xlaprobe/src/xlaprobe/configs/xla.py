@@ -45,6 +45,19 @@ def compiler_options(config: Configuration) -> dict[str, Any]:
     Raises:
         InvalidArgument: unknown variant, or an option `xla_options.compiler_options` rejects.
     """
+    return xla_options.compiler_options(list(option_texts(config)))
+
+
+def option_texts(config: Configuration) -> tuple[tuple[str, str], ...]:
+    """An ``xla`` configuration's options as spec texts: the variant's, overridden by name by the
+    spec's own, sorted by name.
+
+    >>> option_texts(Configuration("xla", "fastmath"))
+    (('xla_cpu_enable_fast_math', 'true'),)
+
+    Raises:
+        InvalidArgument: not an ``xla`` configuration, or an unknown variant.
+    """
     if config.kind != KIND.name:
         raise InvalidArgument(f"configuration '{config}' is not of kind 'xla'")
     if config.variant is not None and config.variant not in VARIANTS:
@@ -52,7 +65,7 @@ def compiler_options(config: Configuration) -> dict[str, Any]:
                               f"{', '.join('xla:' + v for v in VARIANTS)}")
     merged = dict(VARIANTS.get(config.variant, ()) if config.variant else ())
     merged.update(config.options)
-    return xla_options.compiler_options(list(merged.items()))
+    return tuple(sorted(merged.items()))
 
 
 def compile_program(config: Configuration, closed_jaxpr: jaxprs.ClosedJaxpr,

@@ -13,7 +13,7 @@ fields), but protobuf's generated C++ code embeds the serialized ``FileDescripto
 ``xla/xla.proto`` in ``jaxlib/libjax_common.so``. `option_specs` finds those bytes (memory-mapped,
 ~0.05 s, cached) and decodes them with a ~30-line protobuf wire-format reader, so names, field types
 and enum values always match the installed jaxlib. Four more names are accepted by
-`jax.stages.Lowered.compile` itself and set on ``ExecutableBuildOptions`` (`BUILD_OPTIONS`).
+`jax.stages.Lowered.compile` itself and set on ``ExecutableBuildOptions`` (`build_options`).
 
 **Value strings** in a spec are converted to what ``compile_options`` needs (checked on jax 0.10.2:
 a bool option rejects the string ``'true'`` and the integer 1; a float option rejects the integer
@@ -53,7 +53,6 @@ import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from xlaprobe import jaxcompat
 from xlaprobe.errors import InvalidArgument
 
 #: Separator of values of a repeated option inside a spec (``,`` already separates options).
@@ -92,16 +91,23 @@ class OptionSpec:
     enum_values: tuple[str, ...] = ()
 
 
-#: Options `jax.stages.Lowered.compile` sets on ExecutableBuildOptions instead of DebugOptions
+#: Options `jax.stages.Lowered.compile` may set on ExecutableBuildOptions instead of DebugOptions
 #: (jax/_src/compiler.py, get_compile_options). jax 0.12 dropped the two float ``*_effort``
-#: options (an unknown compile option there); they count where the installed jax has them.
-BUILD_OPTIONS: dict[str, OptionSpec] = {
-    name: spec for name, spec in {
-        "exec_time_optimization_effort": OptionSpec("exec_time_optimization_effort", "float"),
-        "memory_fitting_effort": OptionSpec("memory_fitting_effort", "float"),
-        "optimization_level": OptionSpec("optimization_level", "effort_level"),
-        "memory_fitting_level": OptionSpec("memory_fitting_level", "effort_level"),
-    }.items() if name in jaxcompat.build_option_names()}
+#: options (an unknown compile option there): `build_options` keeps those the installed jax has.
+_BUILD_OPTIONS: tuple[OptionSpec, ...] = (
+    OptionSpec("exec_time_optimization_effort", "float"),
+    OptionSpec("memory_fitting_effort", "float"),
+    OptionSpec("optimization_level", "effort_level"),
+    OptionSpec("memory_fitting_level", "effort_level"),
+)
+
+
+def build_options() -> dict[str, OptionSpec]:
+    """The ExecutableBuildOptions the installed jax accepts, by name (imports jax: called only
+    when the option schema is read)."""
+    from xlaprobe import jaxcompat
+    names = jaxcompat.build_option_names()
+    return {spec.name: spec for spec in _BUILD_OPTIONS if spec.name in names}
 _EFFORT_LEVELS = {"UNKNOWN": 0, "O0": 9, "O1": 19, "O2": 29, "O3": 39}  # jax._src.config.EffortLevel
 
 
@@ -245,7 +251,7 @@ def option_specs() -> dict[str, OptionSpec] | None:
     if message is None:
         return None
     dependencies = [v.decode() for n, v in _fields(descriptor) if n == 3]
-    specs: dict[str, OptionSpec] = dict(BUILD_OPTIONS)
+    specs: dict[str, OptionSpec] = build_options()
     for number, field in _fields(message):
         if number != 2:  # DescriptorProto.field
             continue

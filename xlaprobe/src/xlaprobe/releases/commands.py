@@ -10,37 +10,12 @@ from typing import Any
 
 from xlaprobe.campaign import summary_kind
 from xlaprobe.check import REFERENCE, check_program, judge
-from xlaprobe.configs import xla
+from xlaprobe.configs.release import release_config, release_options
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.errors import InvalidArgument, NotReproducible
 from xlaprobe.program import Program
 from xlaprobe.releases import envs
 from xlaprobe.releases.bisection import Bisection, ReleaseRun, bisect, run_bound
-
-
-def release_options(config: Configuration) -> tuple[tuple[str, str], ...]:
-    """The compiler options a configuration gives every release it is bisected over.
-
-    >>> release_options(Configuration.parse("xla:fastmath"))
-    (('xla_cpu_enable_fast_math', 'true'),)
-
-    Raises:
-        InvalidArgument: the configuration is not an XLA compile (``eager``, ``mutant:``, ...).
-    """
-    if config.kind == "jaxlib":
-        return config.options
-    if config.kind != "xla":
-        raise InvalidArgument(f"bisect runs releases of XLA; '{config}' is not an XLA "
-                              "configuration: give xla, xla:fastmath, xla[option=value] or "
-                              "jaxlib==VERSION[...]")
-    merged = dict(xla.VARIANTS.get(config.variant, ()) if config.variant else ())
-    merged.update(config.options)
-    return tuple(sorted(merged.items()))
-
-
-def release_config(version: str, options: Sequence[tuple[str, str]]) -> Configuration:
-    """``jaxlib==version[options]``."""
-    return Configuration("jaxlib", envs.check_version(version), tuple(options))
 
 
 def parse_releases(text: str) -> list[str]:
@@ -83,6 +58,8 @@ def bisect_program(program: Program, config: Configuration, releases: Sequence[s
         NotReproducible: the float64 reference cannot run the program (nothing to judge against).
         EnvironmentUnavailable: a release environment cannot be made.
     """
+    if not releases:
+        raise InvalidArgument("no releases to bisect")
     options = release_options(config)
     base = check_program(program, [REFERENCE], pool)
     reference = base.outcomes[0]
@@ -108,15 +85,13 @@ def bisect_program(program: Program, config: Configuration, releases: Sequence[s
             detail = outcome.error.strip().splitlines()[-1][:300] if outcome.error.strip() else ""
         return ReleaseRun(version, verdict, detail, outcome.seconds)
 
-    if not releases:
-        raise InvalidArgument("no releases to bisect")
     return bisect(releases, judge_release, known_bad=known_bad, target=target,
                   config=str(config), on_run=on_run)
 
 
 def _known_bad(config: Configuration) -> str:
     """The release a configuration ran on when it failed: its own version, or the installed one."""
-    return config.variant or "" if config.kind == "jaxlib" else envs.installed_version()
+    return (config.variant or "") if config.kind == "jaxlib" else envs.installed_version()
 
 
 def bisect_command(target: str, config: str, *, releases: str | None, db: Path, json_output: bool,
@@ -181,7 +156,7 @@ def bisect_command(target: str, config: str, *, releases: str | None, db: Path, 
     return 0 if result.boundary else 1
 
 
-def envs_list(*, available: bool, json_output: bool) -> list[dict[str, Any]]:
+def envs_list(*, available: bool) -> list[dict[str, Any]]:
     """Rows for ``xlaprobe envs list``: the environments made (and, with `available`, the
     registry's releases with whether each is made)."""
     made = {e.version: e for e in envs.list_envs()}
