@@ -20,7 +20,7 @@ import json
 import pathlib
 import time
 
-from xlaprobe.campaign import summary_kind
+from xlaprobe.oracle import summary_kind
 from xlaprobe.check import REFERENCE, check_program, judge
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.releases import envs
@@ -60,7 +60,7 @@ def main() -> None:
                 outcome = pool.run(case.program, spec)
                 result = judge(case.program, [REFERENCE, spec], [base.outcomes[0], outcome],
                                base.budget, base.flushed)
-                verdicts[version] = summary_kind([v.kind.value for v in result.verdicts[1]])
+                verdicts[version] = summary_kind(v.kind for v in result.verdicts[1]).value
             wrong = [v for v in releases if verdicts[v] not in ("ok", "ftz", "unsupported")]
             declared = [v for v in case.fails_on if v in releases]
             row = {"case": f"{path.parent.name}/{path.stem}", "config": case.faulty_config,

@@ -1,6 +1,7 @@
 """Fuzzing campaigns: checks are stored, resume continues where a campaign stopped (also after a
 kill between the store's write and the campaign's), mutants are found and findings deduplicated."""
 
+import dataclasses
 import json
 import sqlite3
 from pathlib import Path
@@ -8,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from xlaprobe.campaign import Campaign, CampaignState, fuzz_command, summary_kind
-from xlaprobe.check import judge, check_program, structural_fingerprint
+from xlaprobe.campaign import Campaign, CampaignState
+from xlaprobe.cli.fuzz import fuzz_command
+from xlaprobe.check import judge, check_program
 from xlaprobe.oracle import VerdictKind
 from xlaprobe.outcome import Outcome, OutcomeKind
 from xlaprobe.errors import InvalidArgument
@@ -35,7 +37,6 @@ def test_state_tracks_out_of_order_seeds():
     state.mark_done(10)
     assert state.next_seed == 13 and state.done_above == {14}
     assert state.is_done(12) and not state.is_done(13) and state.is_done(14)
-    assert summary_kind(["ok", "ftz"]) == "ftz" and summary_kind(["mismatch", "crash"]) == "crash"
 
 
 def test_short_campaign_stores_its_checks(tmp_path):
@@ -68,8 +69,7 @@ def test_resume_continues_from_the_last_seed(tmp_path):
     from xlaprobe.workers import WorkerPool
     with WorkerPool(size=1) as pool, Store(db) as store:
         result = check_program(program, FAST, pool)
-        store.record_check(program, result.configs, result.judged_against, result.outcomes,
-                           result.verdicts, [])
+        store.record_check(dataclasses.replace(result, findings=()))
     assert _state(db)[0] == 9
     with pytest.raises(InvalidArgument, match="no fuzz campaign"):
         Campaign(db, ["xla", "eager"], resume=True)
@@ -198,7 +198,11 @@ def _findings_when_output_wrong(program, wrong, eager_wrong=None):
 
 
 def test_fingerprint_covers_only_the_failing_outputs_cone():
+    import hashlib
     import jax.numpy as jnp
+
+    def key(*parts):
+        return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
     sin_program, exp_program = _two_outputs(jnp.sin), _two_outputs(lambda x: jnp.exp(x) + 1)
     # cos(y) * 2 fails in both: the unrelated first output does not split the bug in two.
@@ -206,24 +210,55 @@ def test_fingerprint_covers_only_the_failing_outputs_cone():
     [b] = _findings_when_output_wrong(exp_program, 1)
     assert a.outputs == b.outputs == ("[1]",) and a.kind is VerdictKind.MISMATCH
     assert a.fingerprint == b.fingerprint
-    # The known answer: primitives cos and mul (the cone of output 1), input dtype float32.
-    import hashlib
-    want = hashlib.sha256(b"cos,mul|float32|xla|mismatch").hexdigest()[:16]
-    assert a.fingerprint == want
-    # Different failing cones, different keys; all outputs is the whole program.
+    # The known answer: failure class numeric, primitives cos and mul (the cone of output 1),
+    # input dtype float32, no planted fault. No configuration name enters the key.
+    assert a.fingerprint == key("numeric", "cos,mul", "float32", "")
+    # Different failing cones, different keys.
     [c] = _findings_when_output_wrong(sin_program, 0)
     [d] = _findings_when_output_wrong(exp_program, 0)
     assert len({a.fingerprint, c.fingerprint, d.fingerprint}) == 3
-    assert structural_fingerprint(sin_program, "xla", VerdictKind.MISMATCH) == hashlib.sha256(
-        b"cos,mul,sin|float32|xla|mismatch").hexdigest()[:16]
-    # A fault that xla and eager share is one key for both; eager failing elsewhere is not.
+    # A fault that xla and eager share is one key, with both configurations as data.
     shared = _findings_when_output_wrong(sin_program, 1, eager_wrong=1)
     assert [f.config for f in shared] == ["xla", "eager"]
-    assert {f.fingerprint for f in shared} == {
-        hashlib.sha256(b"cos,mul|float32|eager,xla|mismatch").hexdigest()[:16]}
+    assert {f.fingerprint for f in shared} == {a.fingerprint}
+    assert shared[0].alike == shared[1].alike == ("eager", "xla")
+    # Which configurations failed is not the key: xla alone, or xla and eager, one bug.
+    assert a.alike == ("xla",) and a.fingerprint == shared[0].fingerprint
     apart = _findings_when_output_wrong(sin_program, 1, eager_wrong=0)
-    assert apart[0].fingerprint == a.fingerprint
-    assert apart[1].fingerprint == hashlib.sha256(b"sin|float32|eager|mismatch").hexdigest()[:16]
+    assert apart[0].fingerprint == a.fingerprint and apart[0].alike == ("xla",)
+    assert apart[1].fingerprint == key("numeric", "sin", "float32", "")
+
+
+def test_nan_and_finite_garbage_of_one_fault_are_one_key():
+    import jax.numpy as jnp
+
+    program = _two_outputs(jnp.sin)
+    from xlaprobe.configs.reference import evaluate
+    right = [np.asarray(o) for o in evaluate(program.jaxpr, program.inputs)]
+    nan = [right[0], np.full_like(right[1], np.nan)]
+    garbage = [right[0], right[1] + 3.0]
+    keys = set()
+    for wrong in (nan, garbage):
+        outcomes = [Outcome("xla", OutcomeKind.RAN, tuple(np.asarray(o, np.float32) for o in wrong)),
+                    Outcome("reference", OutcomeKind.RAN, tuple(right))]
+        [finding] = judge(program, ["xla", "reference"], outcomes).findings
+        keys.add(finding.fingerprint)
+    assert len(keys) == 1
+
+
+def test_a_planted_fault_is_its_own_bug():
+    import jax.numpy as jnp
+
+    program = _two_outputs(jnp.sin)
+    from xlaprobe.configs.reference import evaluate
+    right = [np.asarray(o) for o in evaluate(program.jaxpr, program.inputs)]
+    wrong = tuple(np.asarray(o + 1.0, np.float32) for o in right)
+    outcomes = [Outcome("xla", OutcomeKind.RAN, wrong),
+                Outcome("mutant:swap-subtract-fused", OutcomeKind.RAN, wrong),
+                Outcome("reference", OutcomeKind.RAN, tuple(right))]
+    findings = judge(program, ["xla", "mutant:swap-subtract-fused", "reference"],
+                     outcomes).findings
+    assert len({f.fingerprint for f in findings}) == 2
 
 
 def test_stop_ends_a_session_early(tmp_path):
@@ -256,3 +291,18 @@ def test_crash_fingerprint_is_the_failed_check_not_the_program():
     assert len(keys(first, "f16[15,1] vs f16[16,1]")) == 1
     assert keys(first, "f16[15,1] vs f16[16,1]") == keys(second, "f32[2,1] vs f32[3,1]")
     assert keys(first, "x") != keys(first, "x", where="hlo_verifier.cc:12")
+
+
+def test_glibc_heap_aborts_of_one_write_are_one_key():
+    # One out-of-bounds write aborts in whichever allocator check the heap's state trips first.
+    import jax.numpy as jnp
+
+    program = _two_outputs(jnp.sin)
+    keys = set()
+    for message in ("munmap_chunk(): invalid pointer", "free(): invalid next size (fast)",
+                    "double free or corruption (out)", "malloc(): corrupted top size"):
+        outcomes = [Outcome("xla", OutcomeKind.CRASH, signal=6, error=message),
+                    Outcome("reference", OutcomeKind.RAN, tuple(
+                        np.zeros(np.shape(o)) for o in program.inputs))]
+        keys |= {f.fingerprint for f in judge(program, ["xla", "reference"], outcomes).findings}
+    assert len(keys) == 1

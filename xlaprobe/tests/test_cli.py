@@ -212,7 +212,7 @@ def test_fuzz_time_parsed_by_the_campaign_parser(tmp_path, value):
 
 def test_an_internal_error_exits_3_never_1(capsys):
     # 1 means "findings": a bug of xlaprobe itself must not read as a compiler bug.
-    from xlaprobe import cli
+    from xlaprobe.cli import commands as cli
     with pytest.raises(SystemExit) as info:
         cli._internal_error(KeyError("boom"))
     assert info.value.code == cli.EXIT_INTERNAL_ERROR == 3
@@ -220,3 +220,18 @@ def test_an_internal_error_exits_3_never_1(capsys):
     assert len(lines) == 1 and "internal error of xlaprobe" in lines[0] and "KeyError" in lines[0]
     path = lines[0].split("traceback in ")[1].split(":")[0]
     assert "KeyError" in pathlib.Path(path).read_text()
+
+
+def test_findings_shows_one_finding_and_counts_distinct_bugs(tmp_path):
+    db = tmp_path / "x.db"
+    assert xlaprobe("check", str(CASES / "dus_shifted_self_update.py"), "--db", str(db)).returncode == 1
+    [row] = [f for f in json.loads(xlaprobe("findings", "--json", "--db", str(db)).stdout)
+             if f["config"] == "xla"]
+    shown = xlaprobe("findings", str(row["id"]), "--json", "--db", str(db))
+    assert shown.returncode == 0, shown.stderr
+    detail = json.loads(shown.stdout)
+    assert detail["id"] == row["id"] and detail["localizations"] == [] and detail["bug"] is None
+    table = xlaprobe("findings", "--db", str(db))
+    assert "distinct bugs" in table.stdout
+    missing = xlaprobe("findings", "999", "--db", str(db))
+    assert missing.returncode == 2 and "no finding 999" in missing.stderr

@@ -22,7 +22,7 @@ from xlaprobe.outcome import OutcomeKind
 from xlaprobe.releases import envs
 from xlaprobe.releases.bisection import ReleaseRun, bisect, run_bound
 from xlaprobe.configs.release import release_options
-from xlaprobe.releases.commands import bisect_program
+from xlaprobe.releases.program import bisect_program
 from xlaprobe.sources.user import load_case
 
 CASES = pathlib.Path(__file__).parent / "cases"

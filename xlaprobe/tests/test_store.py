@@ -2,9 +2,11 @@
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -29,9 +31,7 @@ def _result(program, wrong=False):
 
 
 def _record(store, result):
-    return store.record_check(result.program, result.configs, result.judged_against, result.outcomes,
-                              result.verdicts, [(f.config, f.kind.value, f.fingerprint, None)
-                                                for f in result.findings])
+    return store.record_check(result)
 
 
 def test_record_and_query(tmp_path):
@@ -105,3 +105,75 @@ def test_a_busy_store_is_called_busy_not_corrupt(tmp_path, monkeypatch):
     finally:
         holder.execute("ROLLBACK")
         holder.close()
+
+
+def test_a_finding_is_looked_up_by_id_with_what_followed_it(tmp_path):
+    program = _program()
+    with Store(tmp_path / "db.sqlite") as store:
+        _record(store, _result(program, wrong=True))
+        [row] = store.findings()
+        found = store.finding(row["id"])
+        assert (found.config, found.kind, found.alike, found.bug) == ("xla", "mismatch", ("xla",), None)
+        assert store.finding(row["id"] + 1) is None
+        assert store.finding_of(program.fingerprint, "xla") == found
+        store.record_localization(program.fingerprint, found.id, "xla", {"equation": 0}, "k1")
+        store.record_reduction(program.fingerprint, found.id, "xla", {"equations_after": 1},
+                               str(tmp_path / "reductions" / "r"))
+        assert store.finding(found.id).bug == "k1" and store.distinct_bugs() == 1
+        assert store.localizations(found.id)[0]["equation"] == 0
+        assert store.reductions(found.id)[0]["directory"] == str(tmp_path / "reductions" / "r")
+
+
+def test_artifact_paths_are_relative_to_the_store(tmp_path, monkeypatch):
+    program = _program()
+    db = tmp_path / "store" / "db.sqlite"
+    artifact = tmp_path / "store" / "artifacts" / "a"
+    artifact.mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    with Store(Path("store") / "db.sqlite") as store:
+        store.record_check(_result(program, wrong=True), {"xla": str(Path("store/artifacts/a"))})
+    raw = sqlite3.connect(db).execute("SELECT artifact FROM findings").fetchone()[0]
+    assert raw == str(Path("artifacts") / "a")
+    monkeypatch.chdir(artifact)  # from anywhere else, the store still finds it
+    with Store(db) as store:
+        assert store.findings()[0]["artifact"] == str(artifact)
+
+
+def test_a_schema_1_store_is_upgraded_in_place(tmp_path):
+    db = tmp_path / "old.db"
+    conn = sqlite3.connect(db)
+    conn.executescript("""
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        INSERT INTO meta VALUES ('schema', '1');
+        CREATE TABLE programs (id TEXT PRIMARY KEY, source TEXT NOT NULL, name TEXT NOT NULL,
+            seed INTEGER, input_spec TEXT NOT NULL, num_equations INTEGER NOT NULL, artifact TEXT,
+            created REAL NOT NULL);
+        CREATE TABLE findings (id INTEGER PRIMARY KEY AUTOINCREMENT, program_id TEXT NOT NULL,
+            config TEXT NOT NULL, kind TEXT NOT NULL, fingerprint TEXT NOT NULL, artifact TEXT,
+            check_id INTEGER NOT NULL, created REAL NOT NULL, UNIQUE (program_id, config));
+        INSERT INTO programs VALUES ('p', 'user', 'old', NULL, '', 1, NULL, 0);
+        INSERT INTO findings VALUES (1, 'p', 'xla', 'mismatch', 'f00d', NULL, 1, 0);
+    """)
+    conn.commit()
+    conn.close()
+    with Store(db) as store:
+        found = store.finding(1)
+        assert (found.fingerprint, found.alike, found.bug, found.bug_key) == ("f00d", (), None, "f00d")
+        assert store.count("localizations") == 0
+    assert sqlite3.connect(db).execute("SELECT value FROM meta").fetchone()[0] == "2"
+
+
+def test_a_bug_key_reaches_every_finding_of_its_fingerprint(tmp_path):
+    other = Program.from_function(lambda x: x * 2, (np.arange(1, 4, dtype=np.float32),),
+                                  Provenance("user", "double too"))
+    with Store(tmp_path / "db.sqlite") as store:
+        _record(store, _result(_program(), wrong=True))
+        right = (np.arange(1, 4) * 2.0,)
+        _record(store, judge(other, ["xla", "reference"], [
+            Outcome("xla", OutcomeKind.RAN, (np.array([2, 4, 7], np.float32),)),
+            Outcome("reference", OutcomeKind.RAN, right)]))
+        first, second = store.findings()
+        assert first["fingerprint"] == second["fingerprint"] and store.distinct_bugs() == 1
+        store.record_localization(first["program_id"], first["id"], "xla", {}, "bug-a")
+        assert {f["bug"] for f in store.findings()} == {"bug-a"}
+        assert store.distinct_bugs() == 1

@@ -4,13 +4,12 @@ The data flows one way: sources -> Program -> configurations (in isolated worker
 findings -> store/report. See README.md for the command line.
 """
 
-__version__ = "0.1.0"
-
 from typing import Any
 
 from xlaprobe.tune.knobs import Knob, knob
+from xlaprobe.version import __version__
 
-__all__ = ["Knob", "knob", "tuned"]
+__all__ = ["Knob", "__version__", "knob", "tuned"]
 
 
 def __getattr__(name: str) -> Any:

@@ -26,7 +26,8 @@ import jax
 import ml_dtypes
 import numpy as np
 
-from xlaprobe import __version__, jaxcompat, jaxprs
+from xlaprobe import jaxcompat, jaxprs
+from xlaprobe.version import __version__
 from xlaprobe.errors import CorruptArtifact, InvalidArgument
 from xlaprobe.program import Program, Provenance, Tolerance, enable_x64_for
 
@@ -175,14 +176,7 @@ def save_finding_artifacts(result: Any, root: str | Path,
     for finding in result.findings:
         if configs is not None and finding.config not in configs:
             continue
-        config = Configuration.parse(finding.config)
-        options: dict[str, Any] = {}
-        if config.kind == "xla":
-            from xlaprobe.configs.xla import compiler_options
-            options = compiler_options(config)
-        elif config.kind == "jaxlib":
-            from xlaprobe.configs.release import option_values
-            options = option_values(config)
+        options = Configuration.parse(finding.config).compiler_options
         safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in finding.config)
         directory = Path(root) / f"{result.program.fingerprint}-{safe}"[:120]
         try:

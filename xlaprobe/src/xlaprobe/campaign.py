@@ -15,9 +15,11 @@ Seeds. A campaign checks seeds ``seed, seed + 1, ...`` with up to ``jobs + 1`` p
 (one is generated while the workers run the others), so they complete out of order: the state
 keeps the lowest seed not yet done (``next_seed``) and the set of done seeds above it.
 
-Deduplication. Two findings with the same `xlaprobe.check.Finding.fingerprint` (primitives of the
-failing outputs' cone of influence, the input dtypes it reads, the configurations failing alike,
-verdict kind) count as one; the first `ARTIFACTS_PER_FINGERPRINT` of each get an artifact
+Deduplication. Two findings with the same `xlaprobe.check.Finding.fingerprint` (the identity of
+the failure, `xlaprobe.triage.finding_key`: failure class and the failing outputs' cone, or the
+crash's check-failure line; which configurations failed alike is data, not key) count as one; a
+localization later names the failing operation (`xlaprobe findings` counts distinct bugs by it);
+the first `ARTIFACTS_PER_FINGERPRINT` of each get an artifact
 directory (``<db dir>/artifacts/``, written by `xlaprobe.artifact.save_finding_artifacts`), later
 ones are stored as findings without one and counted as duplicates.
 """
@@ -37,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from xlaprobe.errors import InvalidArgument
+from xlaprobe.oracle import summary_kind
 
 #: Artifacts saved per finding fingerprint (later findings with it are counted, not saved).
 ARTIFACTS_PER_FINGERPRINT = 1
@@ -60,8 +63,6 @@ CREATE TABLE IF NOT EXISTS fuzz_campaigns (
     created REAL NOT NULL, updated REAL NOT NULL)
 """
 
-_SEVERITY = ("crash", "timeout", "compile-error", "nan-mismatch", "inf-mismatch", "mismatch", "ftz", "unsupported",
-             "ok")
 
 
 @dataclasses.dataclass
@@ -228,16 +229,6 @@ def parse_duration(text: str | float) -> float:
     return seconds
 
 
-def summary_kind(kinds: Sequence[str]) -> str:
-    """The most severe verdict kind of a configuration's output leaves.
-
-    >>> summary_kind(["ok", "ftz", "mismatch"])
-    'mismatch'
-    """
-    present = set(kinds)
-    return next((k for k in _SEVERITY if k in present), "ok")
-
-
 def _is_xla(config: str) -> bool:
     return config.split(":")[0].split("[")[0] in XLA_KINDS
 
@@ -342,7 +333,8 @@ class Campaign:
             for config, kind in runs:
                 by_config[config].append(kind)
             for config, kinds in by_config.items():
-                state.verdicts.setdefault(config, collections.Counter())[summary_kind(kinds)] += 1
+                state.verdicts.setdefault(config, collections.Counter())[
+                    summary_kind(kinds).value] += 1
             by_finding = self._conn.execute(
                 "SELECT config, kind, fingerprint FROM findings WHERE check_id = ?",
                 (check_id,)).fetchall()
@@ -400,13 +392,9 @@ class Campaign:
                 new[finding.config] = finding.fingerprint
         artifacts = save_finding_artifacts(result, self.db.parent / "artifacts", list(new)) \
             if new else {}
-        self.store.record_check(
-            program, result.configs, result.judged_against, result.outcomes, result.verdicts,
-            [(f.config, f.kind.value, f.fingerprint, artifacts.get(f.config))
-             for f in result.findings],
-            artifact=next(iter(artifacts.values()), None))
+        self.store.record_check(result, artifacts)
         for config, verdicts in zip(result.configs, result.verdicts):
-            kind = summary_kind([v.kind.value for v in verdicts])
+            kind = summary_kind(v.kind for v in verdicts).value
             state.verdicts.setdefault(config, collections.Counter())[kind] += 1
         for finding in result.findings:
             self._count_finding(state, finding.fingerprint, seed, finding.config,
@@ -505,13 +493,7 @@ class Campaign:
                 done, _ = cf.wait(list(in_flight), timeout=0.5, return_when=cf.FIRST_COMPLETED)
                 for future in done:
                     seed = in_flight.pop(future)
-                    program, result = future.result()
-                    if result is None:  # the generator failed on this seed: a bug, skip it
-                        self.state.generation_errors += 1
-                        self.state.mark_done(seed)
-                    else:
-                        self._record(seed, program, result)
-                        session += 1
+                    session += self._absorb(seed, *future.result())
                     self.state.seconds = base_seconds + time.monotonic() - start
                     self._save(self.state, "running")
                     if on_progress is not None:
@@ -529,6 +511,16 @@ class Campaign:
             self.last_summary = snapshot(status)
         return self.last_summary
 
+    def _absorb(self, seed: int, program: Any, result: Any) -> int:
+        """Record one finished check (1: a program of this session) or a seed the generator
+        failed on (0: a bug of xlaprobe, skipped)."""
+        if result is None:
+            self.state.generation_errors += 1
+            self.state.mark_done(seed)
+            return 0
+        self._record(seed, program, result)
+        return 1
+
     def _check_seed(self, seed: int, pool: Any) -> tuple[Any, Any]:
         from xlaprobe.check import check_program
 
@@ -541,123 +533,3 @@ class Campaign:
         return program, check_program(program, self.configs, pool, timeout_s=self.timeout_s)
 
 
-# ---------------------------------------------------------------------------------------------
-# the command
-
-
-def _progress_view(summary: CampaignSummary) -> Any:
-    from rich.markup import escape
-    from rich.table import Table
-    from rich.text import Text
-    from rich.console import Group
-
-    head = Text.from_markup(
-        f"[bold]fuzz[/] campaign {summary.campaign}: {summary.programs} programs "
-        f"({summary.session_programs} now, {summary.programs_per_s:.2f}/s, "
-        f"{summary.elapsed_s:.0f} s), next seed {summary.next_seed}; findings "
-        f"[{'red' if summary.findings else 'green'}]{summary.findings}[/] in "
-        f"{summary.failing_programs} programs ({summary.unique_findings} unique, "
-        f"{summary.duplicates} duplicates); coverage "
-        f"{summary.covered}/{summary.catalogue} primitives")
-    kinds = [k for k in _SEVERITY if any(k in v for v in summary.verdicts.values())]
-    table = Table(box=None, pad_edge=False)
-    table.add_column("configuration")
-    for kind in kinds:
-        table.add_column(kind, justify="right")
-    for config, counts in summary.verdicts.items():
-        table.add_row(escape(config), *(str(counts.get(k, 0)) for k in kinds))
-    parts = [head, table]
-    if summary.last_finding:
-        parts.append(Text(f"last finding: {summary.last_finding}", style="red"))
-    return Group(*parts)
-
-
-#: Findings listed after a campaign (the rest: ``xlaprobe findings``).
-MAX_LISTED = 20
-
-
-def _artifacts(db: Path, fingerprints: dict[str, Any]) -> dict[str, str]:
-    """fingerprint -> an artifact directory of a finding with it (from the store)."""
-    from xlaprobe.store import Store
-
-    with Store(db) as store:
-        return {row["fingerprint"]: row["artifact"] for row in reversed(store.findings())
-                if row["artifact"] and row["fingerprint"] in fingerprints}
-
-
-def fuzz_command(*, time_s: float, configs: str, jobs: int, seed: int, db: Path, resume: bool,
-                 json_output: bool) -> int:
-    """``xlaprobe fuzz``: run (or resume) a campaign; live progress on stderr.
-
-    Args:
-        time_s: wall-time budget (s), > 0.
-        configs: comma-separated configuration specs (e.g. ``xla,xla:O0,eager,reference``).
-        jobs: worker processes per isolation group, >= 1.
-        seed: first seed of a new campaign (ignored with `resume`).
-        db: the SQLite store file.
-        resume: continue the newest campaign with the same configurations in `db`.
-        json_output: print the final summary as JSON on stdout (no live display).
-
-    Returns:
-        0 no findings in the campaign, 1 findings, 130 interrupted (everything recorded so far is
-        stored; ``--resume`` continues).
-
-    Raises:
-        InvalidArgument: bad time, configurations, jobs, seed or db; nothing to resume.
-    """
-    from rich.console import Console
-    from rich.live import Live
-    from rich.markup import escape
-
-    from xlaprobe.configs.registry import parse_configs
-
-    if not (isinstance(time_s, (int, float)) and math.isfinite(time_s) and time_s > 0):
-        raise InvalidArgument(f"--time must be a positive number of seconds, got {time_s}")
-    parsed = [str(c) for c in parse_configs(configs)]
-    campaign = Campaign(Path(db), parsed, seed=seed, resume=resume, jobs=jobs)
-    err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
-    summary: CampaignSummary | None = None
-    interrupted = False
-    try:
-        if json_output:
-            summary = campaign.run(time_s)
-        else:
-            with Live(console=err, refresh_per_second=4, transient=False) as live:
-                def show(s: CampaignSummary) -> None:
-                    live.update(_progress_view(s))
-                summary = campaign.run(time_s, on_progress=show)
-                live.update(_progress_view(summary))
-            if not err.is_terminal:
-                err.print()  # Live leaves its last line open when not drawing on a terminal
-    except KeyboardInterrupt:
-        interrupted = True
-        summary = campaign.last_summary or campaign.summary(
-            session_programs=0, elapsed_s=0.0, session_xla_s=0.0, status="interrupted")
-    finally:
-        campaign.close()
-    if json_output:
-        print(json.dumps(summary.to_json(), indent=2))
-    else:
-        if summary.uncovered:
-            err.print(escape(f"not yet exercised: {', '.join(summary.uncovered)}"),
-                      highlight=False, soft_wrap=True)
-        artifacts = _artifacts(Path(db), summary.fingerprints)
-        for shown, (fingerprint, (count, first, config, kind)) in enumerate(
-                summary.fingerprints.items()):
-            if shown == MAX_LISTED:
-                err.print(f"... {len(summary.fingerprints) - MAX_LISTED} more: xlaprobe findings "
-                          f"--db {escape(str(db))}", highlight=False)
-                break
-            where = artifacts.get(fingerprint)
-            replay = (f"xlaprobe check {where} --configs "
-                      f"'{config if config == 'reference' else config + ',reference'}'"
-                      if where else f"xlaprobe findings --db {db}")
-            err.print(escape(f"finding {fingerprint}: {config} {kind} x{count} (first seed "
-                             f"{first}); replay: {replay}"), highlight=False, soft_wrap=True)
-        if interrupted:
-            err.print(escape(f"interrupted: {summary.programs} programs stored; continue with "
-                             f"xlaprobe fuzz --resume --configs '{','.join(parsed)}' --db {db}"),
-                      highlight=False, soft_wrap=True)
-    if interrupted:
-        return 130
-    return 1 if summary.findings else 0

@@ -4,18 +4,16 @@ against the float64 reference with the honest-run error budget, and name the fin
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from xlaprobe import jaxprs
 from xlaprobe.configs.registry import Configuration
-from xlaprobe.oracle import Verdict, VerdictKind, judge_leaf, judge_outcome
+from xlaprobe.oracle import Verdict, VerdictKind, judge_outcome, summary_kind
 from xlaprobe.outcome import Outcome
 from xlaprobe.program import Program
+from xlaprobe.triage import finding_key
 
 REFERENCE = "reference"
 #: The honest run in the program's own dtypes: the error budget (see `xlaprobe.oracle`).
@@ -25,11 +23,21 @@ FLUSHED = "reference:ftz"
 #: Monte Carlo arithmetic samples of honest rounding: one round-to-nearest run is a single sample
 #: of the rounding error and can land close to float64 by chance (see `reference.evaluate`).
 MCA_SAMPLES = ("reference:mca[seed=1]", "reference:mca[seed=2]")
+#: The honest runs that run beside ``reference``, in the one order every user reads them in
+#: (`split_honest`): the flushed run, then the error budget (native, then Monte Carlo samples).
+HONEST = (FLUSHED, BUDGET, *MCA_SAMPLES)
 DEFAULT_CONFIGS = "xla,xla:O0,eager,reference"
 
-#: Severity order used to pick a configuration's verdict kind for its finding.
-_SEVERITY = [VerdictKind.CRASH, VerdictKind.TIMEOUT, VerdictKind.COMPILE_ERROR,
-             VerdictKind.NAN_MISMATCH, VerdictKind.INF_MISMATCH, VerdictKind.MISMATCH]
+
+def split_honest(outcomes: Sequence[Outcome]) -> tuple[Outcome | None, tuple[Outcome, ...]]:
+    """(the flushed run, the budget runs) from the outcomes of `HONEST`, in its order.
+
+    Args:
+        outcomes: one per spec of `HONEST`, or none (no honest runs: (None, ())).
+    """
+    if not outcomes:
+        return None, ()
+    return outcomes[0], tuple(outcomes[1:])
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -40,21 +48,23 @@ class Finding:
         config: the configuration spec.
         kind: its most severe verdict kind over output leaves.
         outputs: names of the failing output leaves.
-        fingerprint: structural key for deduplication (hex, 16 chars): primitives of the failing
-            outputs' cone of influence, the input dtypes it reads, the configurations failing
-            alike and the verdict kind (`structural_fingerprint`); for a crash, the crash's
-            `crash_signature` instead of the cone.
+        fingerprint: the identity of its failure for deduplication (hex, 16 chars;
+            `xlaprobe.triage.finding_key`): failure class, and the failing outputs' cone (or the
+            crash's check-failure line, or the compile error's message).
+        alike: every configuration of the check that fails the same way (same verdict kind,
+            same outputs), sorted: data about the bug, not part of its key.
     """
 
     config: str
     kind: VerdictKind
     outputs: tuple[str, ...]
     fingerprint: str
+    alike: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict."""
         return {"config": self.config, "kind": self.kind.value, "outputs": list(self.outputs),
-                "fingerprint": self.fingerprint}
+                "fingerprint": self.fingerprint, "alike": list(self.alike)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,73 +108,11 @@ class CheckResult:
             "configs": [
                 {"config": c, "outcome": o.kind.value, "seconds": round(o.seconds, 4),
                  "error": o.error[-500:], "signal": o.signal,
-                 "verdict": _summary_kind(v).value,
+                 "verdict": summary_kind(x.kind for x in v).value,
                  "outputs": [x.to_json() for x in v]}
                 for c, o, v in zip(self.configs, self.outcomes, self.verdicts)],
             "findings": [f.to_json() for f in self.findings],
         }
-
-
-def _summary_kind(verdicts: Sequence[Verdict]) -> VerdictKind:
-    kinds = {v.kind for v in verdicts}
-    for kind in _SEVERITY:
-        if kind in kinds:
-            return kind
-    if VerdictKind.UNSUPPORTED in kinds:
-        return VerdictKind.UNSUPPORTED
-    return VerdictKind.FTZ if VerdictKind.FTZ in kinds else VerdictKind.OK
-
-
-def structural_fingerprint(program: Program, config: str, kind: VerdictKind,
-                           outputs: Sequence[int] | None = None) -> str:
-    """Deduplication key of a finding (hex, 16 chars).
-
-    Hashes the sorted primitive names of the failing outputs' cone of influence (the equations
-    they depend on, nested bodies included), the dtypes of the program inputs that cone reads, the
-    configuration difference and the verdict kind. Equations that feed only passing outputs do not
-    count, so two fuzzed programs that hit one compiler bug beside different unrelated code get one
-    key; `judge` passes as `config` all the configurations that fail alike (same kind, same
-    outputs), so a fault that every XLA configuration shares is one key, not one per configuration.
-
-    Args:
-        program: the program.
-        config: the failing configuration's spec, or the sorted comma-joined specs of all the
-            configurations failing alike (``"eager,xla,xla:O0"``).
-        kind: its verdict kind.
-        outputs: positions of the failing output leaves; None: all outputs.
-
-    Returns:
-        16 hex digits.
-    """
-    positions = range(len(program.jaxpr.jaxpr.outvars)) if outputs is None else outputs
-    primitives, dtypes = jaxprs.output_cone(program.jaxpr, positions)
-    parts = [",".join(sorted(primitives)), ",".join(sorted(dtypes)), config, kind.value]
-    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
-
-
-_FATAL = re.compile(r"^F\d{4} [^\]]*?(\w+\.(?:cc|h|cpp)):(\d+)\] (.*)$", re.MULTILINE)
-
-
-def crash_signature(error: str) -> str:
-    """What names a compiler crash in its stderr, for deduplication: the glog fatal line's source
-    location and the failed check, without values; else the first line, digits masked.
-
-    A crash aborts the compilation of the whole program, so the cone of its outputs says nothing;
-    two programs that fail the same check in the same pass are one bug.
-
-    >>> crash_signature("W0000 x\\nF1129 19:31:07.9 7861 algebraic_simplifier.cc:586] Check failed: "
-    ...                 "computation->Accept(this) is OK (INTERNAL: f16[15,1] vs f16[16,1])\\n@ 0x7f")
-    'algebraic_simplifier.cc:586 Check failed: computation->Accept(this) is OK'
-    >>> crash_signature("munmap_chunk(): invalid pointer")
-    'munmap_chunk(): invalid pointer'
-    >>> crash_signature("worker process 5754 died from signal 6 (SIGABRT) and wrote nothing")
-    'worker process # died from signal # (SIGABRT) and wrote nothing'
-    """
-    match = _FATAL.search(error)
-    if match:
-        return f"{match.group(1)}:{match.group(2)} {match.group(3).split(' (')[0].strip()}"
-    first = next((line.strip() for line in error.splitlines() if line.strip()), "")
-    return re.sub(r"\d+", "#", first)[:200]
 
 
 def _reference_verdicts(program: Program, outcome: Outcome) -> list[Verdict]:
@@ -211,7 +159,7 @@ def judge(program: Program, configs: Sequence[str], outcomes: Sequence[Outcome],
     honest = [list(leaves) for leaves in zip(*honest_runs)] if honest_runs else None
     flushed_outputs = usable(flushed)
     verdicts: list[tuple[Verdict, ...]] = []
-    failed: list[tuple[str, VerdictKind, tuple[int, ...], str]] = []
+    failed: list[tuple[str, VerdictKind, tuple[int, ...], str]] = []  # config, kind, outputs, error
     findings: list[Finding] = []
     for config, outcome in zip(configs, outcomes):
         if config == REFERENCE:
@@ -226,20 +174,15 @@ def judge(program: Program, configs: Sequence[str], outcomes: Sequence[Outcome],
             leaf_verdicts = judge_outcome(outcome, baseline, program.output_names, budget=honest,
                                           flushed=flushed_outputs, tolerance=program.tolerance)
         verdicts.append(tuple(leaf_verdicts))
-        kind = _summary_kind(leaf_verdicts)
+        kind = summary_kind(v.kind for v in leaf_verdicts)
         # A reference that cannot run is a gap in xlaprobe, not a compiler bug.
         if kind.is_finding and not (config == REFERENCE and not outcome.ran):
             failing = tuple(v.index for v in leaf_verdicts if v.kind.is_finding)
-            signature = crash_signature(outcome.error) if kind is VerdictKind.CRASH else ""
-            failed.append((config, kind, failing, signature))
-    for config, kind, failing, signature in failed:
-        # The configuration difference: every configuration that fails alike (same verdict kind,
-        # same outputs) is named, so one fault that xla, xla:O0 and eager share is one key.
-        alike = ",".join(sorted(c for c, k, f, _ in failed if (k, f) == (kind, failing)))
-        key = (hashlib.sha256(f"{signature}|{alike}|{kind.value}".encode()).hexdigest()[:16]
-               if signature else structural_fingerprint(program, alike, kind, failing))
+            failed.append((config, kind, failing, outcome.error))
+    for config, kind, failing, error in failed:
+        alike = tuple(sorted(c for c, k, f, _ in failed if (k, f) == (kind, failing)))
         findings.append(Finding(config, kind, tuple(program.output_names[i] for i in failing),
-                                key))
+                                finding_key(program, config, kind, failing, error), alike))
     return CheckResult(program, tuple(configs), tuple(outcomes), tuple(verdicts), judged_against,
                        tuple(budget), flushed, tuple(findings))
 
@@ -270,13 +213,12 @@ def check_program(program: Program, configs: Sequence[Configuration | str], pool
     specs = [str(c) for c in parsed]
     run = list(parsed)
     if REFERENCE in specs:
-        run += [Configuration.parse(s) for s in (FLUSHED, BUDGET, *MCA_SAMPLES)]
+        run += [Configuration.parse(s) for s in HONEST]
     outcomes: dict[int, Outcome] = {}
     kwargs = {} if timeout_s is None else {"timeout_s": timeout_s}
     for index, outcome in pool.run_many([(program, c) for c in run], **kwargs):
         outcomes[index] = outcome
         if on_outcome is not None:
             on_outcome(outcome)
-    extra = [outcomes[i] for i in range(len(parsed), len(run))]
-    return judge(program, specs, [outcomes[i] for i in range(len(parsed))], extra[1:],
-                 extra[0] if extra else None)
+    flushed, budget = split_honest([outcomes[i] for i in range(len(parsed), len(run))])
+    return judge(program, specs, [outcomes[i] for i in range(len(parsed))], budget, flushed)

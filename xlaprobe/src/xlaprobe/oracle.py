@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import ml_dtypes
@@ -57,6 +57,48 @@ class VerdictKind(enum.Enum):
     def is_finding(self) -> bool:
         """True for every kind a user must look at (not ok, not ftz, not unsupported)."""
         return self not in (VerdictKind.OK, VerdictKind.FTZ, VerdictKind.UNSUPPORTED)
+
+    @property
+    def is_numeric(self) -> bool:
+        """True for the kinds where the configuration ran and computed wrong numbers."""
+        return self in (VerdictKind.MISMATCH, VerdictKind.NAN_MISMATCH, VerdictKind.INF_MISMATCH)
+
+    @property
+    def family(self) -> str:
+        """The failure class "the same failure" compares: ``"numeric"`` for the three mismatch
+        kinds (one wrong kernel gives NaN on one input and finite garbage on another), else the
+        kind's own value.
+
+        >>> VerdictKind.NAN_MISMATCH.family, VerdictKind.CRASH.family
+        ('numeric', 'crash')
+        """
+        return "numeric" if self.is_numeric else self.value
+
+
+#: Verdict kinds from most to least severe: a configuration's verdict is the first of its leaves'
+#: kinds in this order (`summary_kind`).
+SEVERITY: tuple[VerdictKind, ...] = (
+    VerdictKind.CRASH, VerdictKind.TIMEOUT, VerdictKind.COMPILE_ERROR, VerdictKind.NAN_MISMATCH,
+    VerdictKind.INF_MISMATCH, VerdictKind.MISMATCH, VerdictKind.UNSUPPORTED, VerdictKind.FTZ,
+    VerdictKind.OK)
+
+
+def summary_kind(kinds: Iterable[VerdictKind | str]) -> VerdictKind:
+    """The most severe of `kinds` (`SEVERITY` order): one configuration's verdict over its leaves.
+
+    Args:
+        kinds: verdict kinds, as enums or their values; empty gives OK.
+
+    Raises:
+        ValueError: a string that is no verdict kind.
+
+    >>> summary_kind(["ok", "ftz", "mismatch"]).value
+    'mismatch'
+    >>> summary_kind([]).value
+    'ok'
+    """
+    present = {VerdictKind(k) for k in kinds}
+    return next((k for k in SEVERITY if k in present), VerdictKind.OK)
 
 
 #: Default bounds per dtype name: (atol, rtol, max_ulps); max_ulps applies to narrow floats only.
@@ -263,19 +305,9 @@ def _honest_error_below(magnitude: np.ndarray, honest_err: np.ndarray,
     return found.reshape(magnitude.shape)
 
 
-def _judge_float(actual: np.ndarray, reference: np.ndarray, budget: np.ndarray | None,
-                 flushed_run: np.ndarray | None, tolerance: Tolerance,
-                 base: dict[str, Any]) -> Verdict:
-    dtype = actual.dtype
-    out = actual.astype(np.float64)
-    ref = reference.astype(np.float64)
-    atol, rtol, max_ulps = _bounds(dtype, tolerance)
-    honest_runs = None
-    if budget is not None:
-        honest_runs = [np.asarray(b, np.float64) for b in
-                       (budget if isinstance(budget, (list, tuple)) else [budget])]
-    honest = honest_runs[0] if honest_runs else None
-
+def _non_finite_failures(out: np.ndarray, ref: np.ndarray,
+                         honest_runs: list[np.ndarray] | None) -> tuple[np.ndarray, np.ndarray]:
+    """(NaN failures, infinity failures) of one leaf (float64 arrays of one shape)."""
     finite_ref, finite_out = np.isfinite(ref), np.isfinite(out)
     both_nan = np.isnan(ref) & np.isnan(out)
     same_inf = np.isinf(ref) & np.isinf(out) & (np.sign(ref) == np.sign(out))
@@ -283,7 +315,8 @@ def _judge_float(actual: np.ndarray, reference: np.ndarray, budget: np.ndarray |
     # Where any honest run overflows although float64 does not (partial sums of a dot or a
     # convolution beyond the dtype's range), which non-finite value comes out (+inf, -inf, or NaN
     # from inf - inf) depends on the unspecified order of operations: any of them is honest.
-    if honest is not None:
+    if honest_runs:
+        honest = honest_runs[0]
         honest_overflow = np.zeros(out.shape, bool)
         for run in honest_runs:
             honest_overflow |= ~np.isfinite(run)
@@ -295,32 +328,70 @@ def _judge_float(actual: np.ndarray, reference: np.ndarray, budget: np.ndarray |
     special_ok = both_nan | same_inf | honest_agrees
     nan_bad = (np.isnan(out) ^ np.isnan(ref)) & ~special_ok
     inf_bad = ~nan_bad & (np.isinf(out) | np.isinf(ref)) & ~special_ok
+    return nan_bad, inf_bad
 
-    comparable = finite_ref & finite_out
+
+def _slack(ref: np.ndarray, ref_abs: np.ndarray, comparable: np.ndarray,
+           honest_runs: list[np.ndarray] | None, dtype: np.dtype) -> tuple[np.ndarray, Any]:
+    """(per-element error budget, the budget at other magnitudes or None) of one leaf."""
+    if not honest_runs:
+        return np.zeros(ref.shape), None
+    honest_err = np.zeros(ref.shape)
+    for run in honest_runs:
+        honest_err = np.maximum(honest_err,
+                                np.where(comparable & np.isfinite(run), np.abs(run - ref), 0.0))
+    worst_honest = honest_err.max()
+    scale = ref_abs.max()
+    if scale > 0 and worst_honest > ILL_CONDITIONED_EPS * ml_dtypes.finfo(dtype).eps * scale:
+        # Honest rounding already moves this leaf by a visible share of its scale (e.g. an
+        # Adam update of a gradient that is mathematically zero): which element it lands on is
+        # chance, so every element gets the leaf's honest error.
+        return np.full(ref.shape, BUDGET_FACTOR * worst_honest), None
+    tiny = float(ml_dtypes.finfo(dtype).tiny)
+
+    def slack_at(magnitude: np.ndarray) -> np.ndarray:
+        # Honest error is relative to a value's size: at |v| the element's share of it.
+        ratio = np.minimum(magnitude / np.maximum(ref_abs, tiny), 1.0)
+        return BUDGET_FACTOR * honest_err * ratio + _honest_error_below(ref_abs, honest_err,
+                                                                      magnitude)
+    return BUDGET_FACTOR * honest_err + _honest_error_below(ref_abs, honest_err), slack_at
+
+
+def _explained_by_flushing(out: np.ndarray, flushed_run: np.ndarray, honest: np.ndarray | None,
+                           slack: np.ndarray, slack_at: Any, atol: float,
+                           rtol: float) -> np.ndarray:
+    """Elements where the honest run with subnormals flushed to zero gives `out`, and flushing
+    is what changes the honest result there."""
+    ftz = np.asarray(flushed_run, np.float64)
+    ftz_diff = np.abs(out - ftz)
+    # The budget at the flushed value's magnitude, not the reference's: a flushed zero
+    # explains a zero, not a garbage value as small as the reference's own honest error.
+    ftz_abs = np.where(np.isfinite(ftz), np.abs(ftz), 0.0)
+    ftz_slack = slack if slack_at is None else slack_at(ftz_abs)
+    agrees = (np.isnan(ftz) & np.isnan(out)) | (ftz == out) | (
+        np.isfinite(ftz_diff) & (ftz_diff <= np.maximum(atol, rtol * ftz_abs + ftz_slack)))
+    # Only where flushing changes the honest result is it the explanation.
+    differs_by_flushing = np.ones(out.shape, bool) if honest is None else ~(
+        (ftz == honest) | (np.isnan(ftz) & np.isnan(honest)))
+    return agrees & differs_by_flushing
+
+
+def _judge_float(actual: np.ndarray, reference: np.ndarray, budget: np.ndarray | None,
+                 flushed_run: np.ndarray | None, tolerance: Tolerance,
+                 base: dict[str, Any]) -> Verdict:
+    dtype = actual.dtype
+    out = actual.astype(np.float64)
+    ref = reference.astype(np.float64)
+    atol, rtol, max_ulps = _bounds(dtype, tolerance)
+    honest_runs = None
+    if budget is not None:
+        honest_runs = [np.asarray(b, np.float64) for b in
+                       (budget if isinstance(budget, (list, tuple)) else [budget])]
+    nan_bad, inf_bad = _non_finite_failures(out, ref, honest_runs)
+    comparable = np.isfinite(ref) & np.isfinite(out)
     diff = np.where(comparable, np.abs(out - ref), 0.0)
     ref_abs = np.abs(np.where(comparable, ref, 0.0))
-    slack = np.zeros(out.shape)
-    slack_at: Any = None  # the budget at other magnitudes (for the flushed run), if it scales
-    if honest is not None:
-        honest_err = np.zeros(out.shape)
-        for run in honest_runs:
-            honest_err = np.maximum(honest_err,
-                                    np.where(comparable & np.isfinite(run), np.abs(run - ref), 0.0))
-        worst_honest = honest_err.max()
-        scale = ref_abs.max()
-        if scale > 0 and worst_honest > ILL_CONDITIONED_EPS * ml_dtypes.finfo(dtype).eps * scale:
-            # Honest rounding already moves this leaf by a visible share of its scale (e.g. an
-            # Adam update of a gradient that is mathematically zero): which element it lands on is
-            # chance, so every element gets the leaf's honest error.
-            slack = np.full(out.shape, BUDGET_FACTOR * worst_honest)
-        else:
-            slack = BUDGET_FACTOR * honest_err + _honest_error_below(ref_abs, honest_err)
-
-            def slack_at(magnitude: np.ndarray) -> np.ndarray:
-                # Honest error is relative to a value's size: at |v| the element's share of it.
-                ratio = np.minimum(magnitude / np.maximum(ref_abs, tiny), 1.0)
-                return BUDGET_FACTOR * honest_err * ratio + _honest_error_below(ref_abs, honest_err,
-                                                                              magnitude)
+    slack, slack_at = _slack(ref, ref_abs, comparable, honest_runs, dtype)
     tiny = float(ml_dtypes.finfo(dtype).tiny)
     over = comparable & (diff > atol + slack) & (diff > rtol * ref_abs + slack)
     ulps = np.where(comparable, ulp_distance(out, ref, dtype), 0.0)
@@ -330,18 +401,8 @@ def _judge_float(actual: np.ndarray, reference: np.ndarray, budget: np.ndarray |
     ref_rounded = np.abs(ref.astype(dtype).astype(np.float64))
     flushed = over & (out == 0) & (ref_rounded < tiny)
     if flushed_run is not None:
-        ftz = np.asarray(flushed_run, np.float64)
-        ftz_diff = np.abs(out - ftz)
-        # The budget at the flushed value's magnitude, not the reference's: a flushed zero
-        # explains a zero, not a garbage value as small as the reference's own honest error.
-        ftz_abs = np.where(np.isfinite(ftz), np.abs(ftz), 0.0)
-        ftz_slack = slack if slack_at is None else slack_at(ftz_abs)
-        agrees = (np.isnan(ftz) & np.isnan(out)) | (ftz == out) | (
-            np.isfinite(ftz_diff) & (ftz_diff <= np.maximum(atol, rtol * ftz_abs + ftz_slack)))
-        # Only where flushing changes the honest result is it the explanation.
-        differs_by_flushing = np.ones(out.shape, bool) if honest is None else ~(
-            (ftz == honest) | (np.isnan(ftz) & np.isnan(honest)))
-        flushed |= (over | nan_bad | inf_bad) & agrees & differs_by_flushing
+        flushed |= (over | nan_bad | inf_bad) & _explained_by_flushing(
+            out, flushed_run, honest_runs[0] if honest_runs else None, slack, slack_at, atol, rtol)
         nan_bad &= ~flushed
         inf_bad &= ~flushed
     over &= ~flushed

@@ -7,20 +7,22 @@ committed reproducer (artifact directory).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from xlaprobe.check import CheckResult
 from xlaprobe.errors import CorruptArtifact, InvalidArgument
 from xlaprobe.oracle import Verdict
-from xlaprobe.outcome import Outcome
-from xlaprobe.program import Program
 
-SCHEMA_VERSION = 1
+#: 2: findings carry the configurations failing alike and the localized bug key; localizations
+#: and reductions are tables (they were JSON files beside the store).
+SCHEMA_VERSION = 2
 DEFAULT_DB = Path(".xlaprobe") / "xlaprobe.db"
 
 _SCHEMA = """
@@ -43,8 +45,17 @@ CREATE TABLE IF NOT EXISTS findings (
     id INTEGER PRIMARY KEY AUTOINCREMENT, program_id TEXT NOT NULL REFERENCES programs(id),
     config TEXT NOT NULL, kind TEXT NOT NULL, fingerprint TEXT NOT NULL, artifact TEXT,
     check_id INTEGER NOT NULL REFERENCES checks(id), created REAL NOT NULL,
+    alike TEXT NOT NULL DEFAULT '', bug TEXT,
     UNIQUE (program_id, config));
 CREATE INDEX IF NOT EXISTS findings_by_fingerprint ON findings(fingerprint);
+CREATE TABLE IF NOT EXISTS localizations (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, program_id TEXT NOT NULL, finding_id INTEGER,
+    config TEXT NOT NULL, bug TEXT, result TEXT NOT NULL, created REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS localizations_by_finding ON localizations(finding_id);
+CREATE TABLE IF NOT EXISTS reductions (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, program_id TEXT NOT NULL, finding_id INTEGER,
+    config TEXT NOT NULL, directory TEXT, result TEXT NOT NULL, created REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS reductions_by_finding ON reductions(finding_id);
 CREATE TABLE IF NOT EXISTS tuning_runs (
     id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL, program_id TEXT NOT NULL,
     strategy TEXT NOT NULL, budget INTEGER NOT NULL, seed INTEGER NOT NULL,
@@ -61,6 +72,46 @@ CREATE TABLE IF NOT EXISTS bisections (
     created REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS bisections_by_finding ON bisections(finding_id);
 """
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StoredFinding:
+    """A finding as the store holds it.
+
+    Attributes:
+        id: its row id (what ``xlaprobe localize/reduce/bisect ID`` take).
+        program_id: the program's fingerprint.
+        name: the program's name.
+        config: the failing configuration's spec.
+        kind: its verdict kind (value).
+        fingerprint: its triage key before localization (`xlaprobe.triage.finding_key`).
+        artifact: the artifact directory (absolute, or as stored when outside the store's
+            directory), or None.
+        created: when it was first stored (Unix time, s).
+        alike: the configurations of its check that failed the same way.
+        bug: its localized bug key (`xlaprobe.triage.localized_key`), or None before
+            localization.
+    """
+
+    id: int
+    program_id: str
+    name: str
+    config: str
+    kind: str
+    fingerprint: str
+    artifact: str | None
+    created: float
+    alike: tuple[str, ...] = ()
+    bug: str | None = None
+
+    @property
+    def bug_key(self) -> str:
+        """The key distinct bugs are counted by: the localized key where known."""
+        return self.bug or self.fingerprint
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return dataclasses.asdict(self) | {"alike": list(self.alike)}
 
 
 class Store:
@@ -106,6 +157,8 @@ class Store:
                     raise CorruptArtifact(f"{self.path} has schema '{row[0]}', not one this "
                                           f"xlaprobe reads ({SCHEMA_VERSION}); upgrade xlaprobe "
                                           "or pass another --db")
+                elif int(row[0]) < SCHEMA_VERSION:
+                    self._migrate(int(row[0]))
         except sqlite3.OperationalError as exc:
             if "unable to open" in str(exc) or "readonly" in str(exc):
                 raise InvalidArgument(f"cannot open {self.path} for writing ({exc}): a read-only "
@@ -119,6 +172,34 @@ class Store:
         except sqlite3.DatabaseError as exc:
             raise CorruptArtifact(f"{self.path} is not an xlaprobe database ({exc}); "
                                   "move it away or pass another --db") from exc
+
+    def _migrate(self, version: int) -> None:
+        """Upgrade a store of an older schema in place (inside the opening transaction)."""
+        if version < 2:  # CREATE TABLE IF NOT EXISTS made the new tables; findings gain columns
+            columns = {r[1] for r in self._db.execute("PRAGMA table_info(findings)")}
+            if "alike" not in columns:
+                self._db.execute("ALTER TABLE findings ADD COLUMN alike TEXT NOT NULL DEFAULT ''")
+            if "bug" not in columns:
+                self._db.execute("ALTER TABLE findings ADD COLUMN bug TEXT")
+        self._db.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (str(SCHEMA_VERSION),))
+
+    def _portable(self, path: str | None) -> str | None:
+        """`path` as stored: relative to the store's directory when it lies inside it (so the
+        store and its artifacts move together and work from any working directory)."""
+        if path is None or self.path == ":memory:":
+            return path
+        base = Path(self.path).resolve().parent
+        full = Path(path).resolve()
+        return str(full.relative_to(base)) if full.is_relative_to(base) else str(full)
+
+    def resolve_path(self, stored: str | None) -> str | None:
+        """A stored artifact path made usable from the current directory (absolute)."""
+        if not stored or self.path == ":memory:" or Path(stored).is_absolute():
+            return stored
+        inside = Path(self.path).resolve().parent / stored
+        # Stores written before schema 2 kept paths relative to where the check ran.
+        return str(inside) if inside.exists() or not Path(stored).exists() \
+            else str(Path(stored).resolve())
 
     def _refuse_foreign(self) -> None:
         """Raise `CorruptArtifact`, touching nothing, when the file is a database of something
@@ -170,26 +251,24 @@ class Store:
             raise
         self._db.execute("COMMIT")
 
-    def record_check(self, program: Program, configs: Sequence[str], judged_against: str,
-                     outcomes: Sequence[Outcome], verdicts: Sequence[Sequence[Verdict]],
-                     findings: Sequence[tuple[str, str, str, str | None]],
+    def record_check(self, result: CheckResult, artifacts: Mapping[str, str] | None = None,
                      artifact: str | None = None) -> int:
-        """Store one differential check atomically.
+        """Store one differential check and its findings atomically.
 
         Args:
-            program: the checked program.
-            configs: the configuration specs, in order.
-            judged_against: the spec the verdicts compare with (``"reference"`` normally).
-            outcomes: one per configuration.
-            verdicts: one list (per output leaf) per configuration.
-            findings: ``(config, verdict kind, structural fingerprint, artifact path or None)``.
-            artifact: the program's artifact directory, if saved.
+            result: the `xlaprobe.check.CheckResult` (program, outcomes, verdicts, findings).
+            artifacts: configuration spec -> artifact directory saved for its finding.
+            artifact: the program's artifact directory, if saved (default: the first of
+                `artifacts`).
 
         Returns:
             The check id.
         """
         now = time.time()
+        program = result.program
         p = program.provenance
+        artifacts = {c: self._portable(a) for c, a in (artifacts or {}).items()}
+        artifact = self._portable(artifact) or next(iter(artifacts.values()), None)
         with self._transaction():
             self._db.execute(
                 "INSERT INTO programs VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET "
@@ -198,8 +277,9 @@ class Store:
                  program.num_equations, artifact, now))
             check_id = self._db.execute(
                 "INSERT INTO checks (program_id, configs, judged_against, created) VALUES (?,?,?,?)",
-                (program.fingerprint, ",".join(configs), judged_against, now)).lastrowid
-            for outcome, leaf_verdicts in zip(outcomes, verdicts, strict=True):
+                (program.fingerprint, ",".join(result.configs), result.judged_against,
+                 now)).lastrowid
+            for outcome, leaf_verdicts in zip(result.outcomes, result.verdicts, strict=True):
                 run_id = self._db.execute(
                     "INSERT INTO runs (check_id, config, outcome, seconds, signal, error) "
                     "VALUES (?,?,?,?,?,?)",
@@ -208,21 +288,95 @@ class Store:
                 self._db.executemany(
                     "INSERT INTO verdicts VALUES (?,?,?,?)",
                     [(run_id, v.index, v.kind.value, json.dumps(v.to_json())) for v in leaf_verdicts])
-            for config, kind, fingerprint, finding_artifact in findings:
+            for f in result.findings:
                 self._db.execute(
                     "INSERT INTO findings (program_id, config, kind, fingerprint, artifact, check_id,"
-                    " created) VALUES (?,?,?,?,?,?,?) ON CONFLICT(program_id, config) DO UPDATE SET "
-                    "kind=excluded.kind, check_id=excluded.check_id, artifact=excluded.artifact",
-                    (program.fingerprint, config, kind, fingerprint, finding_artifact, check_id, now))
+                    " created, alike) VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(program_id, config) DO "
+                    "UPDATE SET kind=excluded.kind, check_id=excluded.check_id, "
+                    "artifact=excluded.artifact, fingerprint=excluded.fingerprint, "
+                    "alike=excluded.alike",
+                    (program.fingerprint, f.config, f.kind.value, f.fingerprint,
+                     artifacts.get(f.config), check_id, now, ",".join(f.alike)))
         return int(check_id)
 
+    _FINDING = ("SELECT f.id, f.program_id, p.name, f.config, f.kind, f.fingerprint, f.artifact, "
+                "f.created, f.alike, f.bug FROM findings f JOIN programs p ON p.id = f.program_id")
+
+    def _finding(self, row: Sequence[Any]) -> StoredFinding:
+        return StoredFinding(int(row[0]), row[1], row[2], row[3], row[4], row[5],
+                             self.resolve_path(row[6]), float(row[7]),
+                             tuple(a for a in (row[8] or "").split(",") if a), row[9])
+
     def findings(self) -> list[dict[str, Any]]:
-        """All findings, newest first: id, program_id, name, config, kind, fingerprint, artifact."""
-        rows = self._db.execute(
-            "SELECT f.id, f.program_id, p.name, f.config, f.kind, f.fingerprint, f.artifact, f.created "
-            "FROM findings f JOIN programs p ON p.id = f.program_id ORDER BY f.id DESC").fetchall()
-        keys = ("id", "program_id", "name", "config", "kind", "fingerprint", "artifact", "created")
-        return [dict(zip(keys, row)) for row in rows]
+        """All findings, newest first, as JSON-ready dicts (`StoredFinding.to_json`)."""
+        rows = self._db.execute(self._FINDING + " ORDER BY f.id DESC").fetchall()
+        return [self._finding(row).to_json() for row in rows]
+
+    def finding(self, finding_id: int) -> StoredFinding | None:
+        """One finding by id (an indexed lookup), or None."""
+        row = self._db.execute(self._FINDING + " WHERE f.id = ?", (finding_id,)).fetchone()
+        return None if row is None else self._finding(row)
+
+    def finding_of(self, program_id: str, config: str) -> StoredFinding | None:
+        """The finding of `config` on the program with fingerprint `program_id`, or None."""
+        row = self._db.execute(self._FINDING + " WHERE f.program_id = ? AND f.config = ?",
+                               (program_id, config)).fetchone()
+        return None if row is None else self._finding(row)
+
+    def distinct_bugs(self) -> int:
+        """Distinct bugs among the findings: localized bug keys where known, else fingerprints."""
+        return int(self._db.execute(
+            "SELECT COUNT(DISTINCT COALESCE(bug, fingerprint)) FROM findings").fetchone()[0])
+
+    def record_localization(self, program_id: str, finding_id: int | None, config: str,
+                            result: dict[str, Any], bug: str | None) -> int:
+        """Store a localization (`xlaprobe.localize.Localization.to_json`) atomically; with a
+        finding and a `bug` key (`xlaprobe.triage.localized_key`), that finding's bug key is set,
+        and so is that of every finding of the same fingerprint not localized yet (the same
+        failure before localization).
+
+        Returns:
+            The localization id.
+        """
+        with self._transaction():
+            if finding_id is not None and bug:
+                self._db.execute("UPDATE findings SET bug = ? WHERE id = ?", (bug, finding_id))
+                self._db.execute(
+                    "UPDATE findings SET bug = ? WHERE bug IS NULL AND fingerprint = "
+                    "(SELECT fingerprint FROM findings WHERE id = ?)", (bug, finding_id))
+            return int(self._db.execute(
+                "INSERT INTO localizations (program_id, finding_id, config, bug, result, created) "
+                "VALUES (?,?,?,?,?,?)", (program_id, finding_id, config, bug, json.dumps(result),
+                                         time.time())).lastrowid)
+
+    def record_reduction(self, program_id: str, finding_id: int | None, config: str,
+                         result: dict[str, Any], directory: str | None) -> int:
+        """Store a reduction (`xlaprobe.localize.reduce.Reduction.to_json` plus what was
+        written) atomically, with the directory of its reproducer.
+
+        Returns:
+            The reduction id.
+        """
+        with self._transaction():
+            return int(self._db.execute(
+                "INSERT INTO reductions (program_id, finding_id, config, directory, result, "
+                "created) VALUES (?,?,?,?,?,?)",
+                (program_id, finding_id, config, self._portable(directory),
+                 json.dumps(result, default=str), time.time())).lastrowid)
+
+    def localizations(self, finding_id: int) -> list[dict[str, Any]]:
+        """The stored localizations of one finding, newest first (their JSON, with ``id``)."""
+        rows = self._db.execute("SELECT id, result FROM localizations WHERE finding_id = ? "
+                                "ORDER BY id DESC", (finding_id,)).fetchall()
+        return [{**json.loads(r[1]), "id": r[0]} for r in rows]
+
+    def reductions(self, finding_id: int) -> list[dict[str, Any]]:
+        """The stored reductions of one finding, newest first (their JSON, with ``id`` and the
+        reproducer's ``directory``)."""
+        rows = self._db.execute("SELECT id, directory, result FROM reductions WHERE finding_id = ?"
+                                " ORDER BY id DESC", (finding_id,)).fetchall()
+        return [{**json.loads(r[2]), "id": r[0], "directory": self.resolve_path(r[1])}
+                for r in rows]
 
     def verdicts(self, check_id: int) -> list[Verdict]:
         """The verdicts of one check, in configuration then output order."""
@@ -319,12 +473,12 @@ class Store:
 
     def count(self, table: str) -> int:
         """Number of rows in one of the tables (programs, checks, runs, verdicts, findings,
-        tuning_runs, measurements, bisections).
+        tuning_runs, measurements, bisections, localizations, reductions).
 
         Raises:
             InvalidArgument: unknown table.
         """
         if table not in ("programs", "checks", "runs", "verdicts", "findings", "tuning_runs",
-                         "measurements", "bisections"):
+                         "measurements", "bisections", "localizations", "reductions"):
             raise InvalidArgument(f"unknown table '{table}'")
         return int(self._db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])

@@ -94,6 +94,13 @@ class Configuration:
         return config
 
     @property
+    def compiler_options(self) -> dict[str, Any]:
+        """The XLA compiler options a standalone reproducer compiles this configuration with
+        (``{}`` for kinds that are no jit compile with options, e.g. ``eager``, ``mutant``)."""
+        rule = getattr(get_kind(self.kind), "compiler_options", None)
+        return rule(self) if rule is not None else {}
+
+    @property
     def isolation_group(self) -> str:
         """Worker group this configuration must run in (kinds that change process state get their own)."""
         return get_kind(self.kind).isolation_group(self)

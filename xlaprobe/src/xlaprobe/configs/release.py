@@ -190,6 +190,10 @@ class ReleaseKind:
                                   "jaxlib==VERSION, e.g. jaxlib==0.5.3")
         envs.check_version(config.variant)
 
+    def compiler_options(self, config: Configuration) -> dict[str, Any]:
+        """`option_values` of `config` (a reproducer compiles with them)."""
+        return option_values(config)
+
     def isolation_group(self, config: Configuration) -> str:
         """Releases run in child processes: workers hold no state of theirs."""
         return "default"

@@ -129,6 +129,10 @@ class XlaKind:
         """
         compiler_options(config)
 
+    def compiler_options(self, config: Configuration) -> dict[str, Any]:
+        """`compiler_options` of `config` (a reproducer compiles with them)."""
+        return compiler_options(config)
+
     def isolation_group(self, config: Configuration) -> str:
         """All ``xla`` configurations share workers: options apply per compile, not per process."""
         return "default"

@@ -59,7 +59,7 @@ from xlaprobe import jaxcompat
 
 from xlaprobe.check import CheckResult, check_program
 from xlaprobe.configs.registry import Configuration
-from xlaprobe.errors import InvalidArgument, NotReproducible
+from xlaprobe.errors import InvalidArgument, NotReproducible, XlaprobeError
 from xlaprobe.hlo import HloText
 from xlaprobe.localize import fusion as fusion_mod
 from xlaprobe.localize.bisect import (NUMERIC, RERUNS, Recording, Searcher, Step, alone_window,
@@ -69,6 +69,8 @@ from xlaprobe.localize.segments import Segmenter, cone_of_influence, recording_p
 from xlaprobe.oracle import VerdictKind
 from xlaprobe.program import Program
 from xlaprobe.sources.targets import resolve_finding
+from xlaprobe.store import Store
+from xlaprobe.triage import localized_key, planted_fault
 
 METHODS = ("auto", "cuts", "segments")
 #: Primitives that only move or reinterpret data: XLA folds them into their producers' kernels.
@@ -173,6 +175,21 @@ class Localization:
         data["steps"] = [s.to_json() for s in self.steps]
         data["seconds"] = round(self.seconds, 3)
         return data
+
+    def bug_key(self, program: Program) -> str | None:
+        """The triage key of the localized failure (`xlaprobe.triage.localized_key`): the
+        failing equation's primitive, its operand and result dtypes, the guilty pass and a
+        planted fault's name; None when nothing was localized or the result is flaky.
+
+        Args:
+            program: the program this localization is of.
+        """
+        if self.equation < 0 or self.flaky:
+            return None
+        eqn = program.jaxpr.jaxpr.eqns[self.equation]
+        dtypes = [str(v.aval.dtype) for v in (*eqn.invars, *eqn.outvars) if hasattr(v, "aval")]
+        guilty = self.compiler_pass if self.compiler_pass not in ("", "none") else ""
+        return localized_key(self.primitive, dtypes, guilty, planted_fault(self.config))
 
 
 def _source_line(eqn: Any) -> str:
@@ -740,7 +757,7 @@ def localize_command(target: str, config: str, *, db: Path | str, json_output: b
         NotReproducible: the configuration gives no finding on the target.
     """
     db = Path(db)
-    program, config, _ = resolve_finding(target, config, db, input_spec)
+    program, config, finding_id = resolve_finding(target, config, db, input_spec)
     parsed = Configuration.parse(config)
     if method not in METHODS:
         raise InvalidArgument(f"unknown localization method '{method}': use {', '.join(METHODS)}")
@@ -783,11 +800,22 @@ def localize_command(target: str, config: str, *, db: Path | str, json_output: b
         for note in loc.notes:
             say(f"note: {note}")
         say(f"{loc.cycles} compile+run cycles, {loc.seconds:.1f} s" + (", FLAKY" if loc.flaky else ""))
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in loc.config)
-    out_dir = db.parent / "localizations"
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / f"{loc.fingerprint}-{safe}.json"[:150]).write_text(json.dumps(loc.to_json(), indent=2))
-    except OSError as exc:  # stderr: --json output on stdout must stay parseable
-        print(f"warning: could not store the localization in {out_dir}: {exc}", file=sys.stderr)
+    _store_localization(db, program, loc, finding_id)
     return 0 if loc.equation >= 0 and not loc.flaky else 1
+
+
+def _store_localization(db: Path, program: Program, loc: Localization,
+                        finding_id: int | None) -> None:
+    """Record `loc` in the store; a localized finding's bug key becomes its failing operation
+    (`xlaprobe.triage.localized_key`). A store that cannot be written is a warning on stderr
+    (``--json`` output on stdout must stay parseable), never a lost localization's exit code."""
+    bug = loc.bug_key(program)
+    try:
+        with Store(db) as store:
+            if finding_id is None:
+                found = store.finding_of(program.fingerprint, loc.config)
+                finding_id = found.id if found is not None else None
+            store.record_localization(program.fingerprint, finding_id, loc.config, loc.to_json(),
+                                      bug)
+    except (OSError, XlaprobeError) as exc:
+        print(f"warning: could not store the localization in {db}: {exc}", file=sys.stderr)

@@ -31,27 +31,18 @@ from typing import Any
 
 import numpy as np
 
-from xlaprobe.check import check_program
+from xlaprobe.check import HONEST, REFERENCE, check_program, split_honest
+from xlaprobe.checker import Checker, Failure
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.localize.segments import SegmentProgram, Segmenter
-from xlaprobe.oracle import VerdictKind, judge_leaf
+from xlaprobe.oracle import VerdictKind, judge_leaf, summary_kind
 from xlaprobe.program import Program
 
 #: Reruns of a failure that vanished on re-verification before it is declared lost (hlo_bisect).
 RERUNS = 5
-NUMERIC = frozenset({VerdictKind.MISMATCH, VerdictKind.NAN_MISMATCH, VerdictKind.INF_MISMATCH})
-_SEVERITY = [VerdictKind.CRASH, VerdictKind.TIMEOUT, VerdictKind.COMPILE_ERROR,
-             VerdictKind.NAN_MISMATCH, VerdictKind.INF_MISMATCH, VerdictKind.MISMATCH]
+NUMERIC = frozenset(k for k in VerdictKind if k.is_numeric)
 _OUTCOME_VERDICT = {"crash": VerdictKind.CRASH, "timeout": VerdictKind.TIMEOUT,
                     "compile-error": VerdictKind.COMPILE_ERROR}
-
-
-def summary_kind(kinds: set[VerdictKind]) -> VerdictKind:
-    """The most severe finding kind among `kinds`, or OK."""
-    for kind in _SEVERITY:
-        if kind in kinds:
-            return kind
-    return VerdictKind.OK
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -116,9 +107,9 @@ class Searcher:
     Args:
         config: the faulty configuration.
         pool: a `xlaprobe.workers.WorkerPool`.
-        kind: the finding's verdict kind; a run reproduces the failure when its kind matches
-            (any numeric kind for a numeric finding, the same kind for a crash, timeout or
-            compile error).
+        kind: the finding's verdict kind; a run reproduces the failure when the checker
+            (`xlaprobe.checker.Checker`, comparing failure classes: a segment's values are not
+            the finding's outputs) says its kind is the finding's.
         timeout_s: per-run limit (s), or None for the pool's.
         on_step: called after each cycle.
     """
@@ -129,6 +120,7 @@ class Searcher:
         self.spec = str(config)
         self.pool = pool
         self.kind = kind
+        self.checker = Checker(Failure(kind, ()), outputs=False)
         self.timeout_s = timeout_s
         self.on_step = on_step
         self.cycles = 0
@@ -145,9 +137,7 @@ class Searcher:
 
     def matches(self, kind: VerdictKind) -> bool:
         """Is `kind` the same failure as the finding's?"""
-        if self.kind in NUMERIC:
-            return kind in NUMERIC
-        return kind is self.kind
+        return self.checker.matches_kind(kind)
 
     def log(self, tier: str, equations: Sequence[int], size: int, failed: bool, kind: VerdictKind,
             seconds: float) -> None:
@@ -173,7 +163,7 @@ class Searcher:
             trial = Trial(False, VerdictKind.OK)
         else:
             failing = tuple(v.index for v in verdicts if self.matches(v.kind))
-            trial = Trial(bool(failing), summary_kind({v.kind for v in verdicts}), failing)
+            trial = Trial(bool(failing), summary_kind(v.kind for v in verdicts), failing)
         self.log(tier, segment.equations, len(segment.equations), trial.failed, trial.kind,
                  time.perf_counter() - started)
         return trial
@@ -376,21 +366,21 @@ def record(pool: Any, recording_program: Program, variables: list[Any],
     Raises:
         RuntimeError: the float64 reference itself cannot run (its error is in the message).
     """
-    from xlaprobe.check import BUDGET, FLUSHED, MCA_SAMPLES, REFERENCE
-    specs = [REFERENCE, BUDGET, *MCA_SAMPLES, FLUSHED]
+    specs = [REFERENCE, *HONEST]
     kwargs = {} if timeout_s is None else {"timeout_s": timeout_s}
     outcomes = dict(pool.run_many([(recording_program, s) for s in specs], **kwargs))
     reference = outcomes[0]
     if not reference.ran:
         raise RuntimeError(f"{reference.kind.value}: {reference.error[-300:]}")
+    flushed_run, budget_runs = split_honest([outcomes[i] for i in range(1, len(specs))])
     budget: dict[Any, list[np.ndarray]] = {v: [] for v in variables}
-    for index in range(1, 2 + len(MCA_SAMPLES)):
-        if outcomes[index].ran:
-            for var, value in zip(variables, outcomes[index].outputs):
+    for run in budget_runs:
+        if run.ran:
+            for var, value in zip(variables, run.outputs):
                 budget[var].append(value)
     flushed = {}
-    if outcomes[len(specs) - 1].ran:
-        flushed = dict(zip(variables, outcomes[len(specs) - 1].outputs))
+    if flushed_run is not None and flushed_run.ran:
+        flushed = dict(zip(variables, flushed_run.outputs))
     return Recording(dict(zip(variables, reference.outputs)),
                      {v: runs for v, runs in budget.items() if runs}, flushed)
 

@@ -196,6 +196,7 @@ def blame_pass(program: Any, config: Configuration, pool: Any, check: Any, *,
         The `PassBlame`.
     """
     from xlaprobe.check import REFERENCE, judge
+    from xlaprobe.checker import passes_clean
     from xlaprobe.configs import xla_options
     from xlaprobe.localize.reduce import ddmin
     started = time.perf_counter()
@@ -237,7 +238,7 @@ def blame_pass(program: Any, config: Configuration, pool: Any, check: Any, *,
             result = judge(program, [str(spec), REFERENCE], [run, reference], check.budget,
                            check.flushed)
             kinds = {v.kind for v in result.verdicts[0]}
-            fixed = run.ran and not any(k.is_finding for k in kinds)
+            fixed = passes_clean(result, str(spec))
             cache[key] = fixed
             ran[key] = run.ran
             if on_test is not None:

@@ -49,15 +49,17 @@ import jax
 import numpy as np
 from xlaprobe import jaxcompat
 
-from xlaprobe.check import REFERENCE, CheckResult, check_program
+from xlaprobe.check import REFERENCE, CheckResult, check_program, judge
+from xlaprobe.checker import Checker, Failure
 from xlaprobe.configs.registry import Configuration
-from xlaprobe.errors import InvalidArgument, NotReproducible
+from xlaprobe.errors import InvalidArgument, NotReproducible, XlaprobeError
 from xlaprobe.localize import fusion as fusion_mod
 from xlaprobe.localize import repro as repro_mod
-from xlaprobe.localize.bisect import RERUNS, summary_kind
+from xlaprobe.localize.bisect import RERUNS
 from xlaprobe.localize.segments import Segmenter, cone_of_influence, recording_program
 from xlaprobe.oracle import VerdictKind
 from xlaprobe.program import Program, Provenance
+from xlaprobe.store import Store
 
 T = TypeVar("T")
 #: Reference outputs and honest runs' outputs of a check.
@@ -147,23 +149,26 @@ class PassStats:
 class Interesting:
     """Does a candidate Program still fail like the finding? One object, handed to every pass.
 
-    A candidate is interesting when the faulty configuration's most severe verdict kind on it,
-    judged against ``reference`` (which must run), equals the finding's kind. Results are cached
-    by program fingerprint.
+    A candidate is interesting when the faulty configuration, judged against ``reference``
+    (which must run), fails on it like the finding, as `checker` (`xlaprobe.checker.Checker`)
+    decides: the same failure class and crash signature, and, once the program's outputs are
+    fixed (after the equation pass), one of the same outputs failing. Results are cached by
+    program fingerprint.
 
     Args:
         config: the faulty configuration.
         pool: a `xlaprobe.workers.WorkerPool`.
-        kind: the finding's verdict kind.
+        checker: the finding's checker (None until the first check has shown the failure:
+            nothing is interesting then).
         timeout_s: per-run limit (s), or None for the pool's.
         max_tests: budget of uncached tests; once spent every new candidate is rejected.
     """
 
-    def __init__(self, config: Configuration, pool: Any, kind: VerdictKind,
+    def __init__(self, config: Configuration, pool: Any, checker: Checker | None,
                  timeout_s: float | None, max_tests: int = MAX_TESTS):
         self.spec = str(config)
         self.pool = pool
-        self.kind = kind
+        self.checker = checker
         self.timeout_s = timeout_s
         self.max_tests = max_tests
         self.tests = 0
@@ -179,10 +184,7 @@ class Interesting:
 
     def fails(self, result: CheckResult) -> bool:
         """True when `result` shows the finding's failure (judged against the reference)."""
-        if result.judged_against != REFERENCE:
-            return False
-        verdicts = result.verdicts[result.configs.index(self.spec)]
-        return summary_kind({v.kind for v in verdicts}) is self.kind
+        return self.checker is not None and self.checker.fails(result, self.spec)
 
     def __call__(self, program: Program | None) -> bool:
         """True when `program` fails like the finding (one check, cached by fingerprint)."""
@@ -219,7 +221,6 @@ class Interesting:
         """The failure shows on the elements whose bits every run agrees on: a miscompiled
         program computes the same wrong bits each time, a read of memory outside its inputs
         does not (those elements count as right here)."""
-        from xlaprobe.check import judge
         first = runs[0]
         assert first is not None
         index = first.configs.index(self.spec)
@@ -446,7 +447,9 @@ def _initial(program: Program, spec: str, interesting: Interesting,
             f"configuration '{spec}' gives no finding on {program.provenance.name} judged against "
             f"the reference ({reruns + 1} run(s)); nothing to reduce. Check it first: xlaprobe "
             f"check TARGET --configs {spec},reference")
-    return result, summary_kind({v.kind for v in verdicts}), reruns
+    failure = Failure.in_check(result, spec)
+    assert failure is not None  # judged against the reference, with a finding
+    return result, failure.kind, reruns
 
 
 def reduce(program: Program, config: Configuration | str, pool: Any, *,
@@ -480,9 +483,11 @@ def reduce(program: Program, config: Configuration | str, pool: Any, *,
     if config.kind == "reference":
         raise InvalidArgument("the reference is the oracle; reduce a configuration judged "
                               "against it, e.g. xla or xla:fastmath")
-    interesting = Interesting(config, pool, VerdictKind.OK, timeout_s, max_tests)
+    interesting = Interesting(config, pool, None, timeout_s, max_tests)
     result, kind, reruns = _initial(program, spec, interesting, check)
-    interesting.kind = kind
+    # The equation pass's candidates have outputs of their own (the values their last kept
+    # equations compute): judged by failure class and signature there, by outputs afterwards.
+    interesting.checker = Checker(Failure.in_check(result, spec), outputs=False)
     notes: list[str] = []
     flaky = bool(reruns)
     if reruns:
@@ -532,6 +537,9 @@ def reduce(program: Program, config: Configuration | str, pool: Any, *,
     if on_pass is not None:
         on_pass(passes[-1], current)
     elements_before = _elements(current)
+    anchor = Failure.in_check(interesting.result(current) or result, spec)
+    if anchor is not None:
+        interesting.checker = interesting.checker.anchored(anchor)
 
     # Passes 2 and 3: shapes, then values, to a fixpoint.
     history: list[Program] = []
@@ -645,8 +653,7 @@ class Written:
 def _compiler_options(config: Configuration) -> tuple[dict[str, Any], str, str]:
     """(XLA compiler options, mutant name, note) for the repro of `config`."""
     if config.kind == "xla":
-        from xlaprobe.configs import xla
-        return xla.compiler_options(config), "", ""
+        return config.compiler_options, "", ""
     if config.kind == "mutant":
         return {}, config.variant or "", ""
     return {}, "", (f"configuration '{config}' is not an XLA compile; repro.py compiles with "
@@ -903,7 +910,7 @@ def reduce_command(target: str, config: str, *, db: Path | str, out: Path | str 
         raise InvalidArgument(f"--max-tests must be at least 1, not {max_tests}")
     if out is not None:
         _check_out(Path(out))
-    program, config, _ = resolve_finding(target, config, db, input_spec)
+    program, config, finding_id = resolve_finding(target, config, db, input_spec)
     parsed = Configuration.parse(config)
     if parsed.kind == "reference":
         raise InvalidArgument("the reference is the oracle; reduce a configuration that is "
@@ -923,6 +930,7 @@ def reduce_command(target: str, config: str, *, db: Path | str, out: Path | str 
         directory = Path(out) if out else db.parent / "reductions" / \
             f"{program.fingerprint}-{safe}"[:150]
         written = write_outputs(result, directory, pool)
+    _store_reduction(db, program, result, written, finding_id)
     if json_output:
         print(json.dumps(result.to_json() | {"written": written.to_json()}, indent=2,
                          default=str))
@@ -940,6 +948,22 @@ def reduce_command(target: str, config: str, *, db: Path | str, out: Path | str 
         say(f"repro:   python {written.repro}  ({written.repro_lines} lines, {written.repro_form}; "
             f"{verdict})")
     return 0 if written.repro_exit == 1 and not result.flaky else 1
+
+
+def _store_reduction(db: Path, program: Program, result: Reduction, written: Written,
+                     finding_id: int | None) -> None:
+    """Record the reduction and where its reproducer is in the store (a store that cannot be
+    written is a warning on stderr: the reproducer on disk is what counts)."""
+    try:
+        with Store(db) as store:
+            if finding_id is None:
+                found = store.finding_of(program.fingerprint, result.config)
+                finding_id = found.id if found is not None else None
+            store.record_reduction(program.fingerprint, finding_id, result.config,
+                                   result.to_json() | {"written": written.to_json()},
+                                   written.directory)
+    except (OSError, XlaprobeError) as exc:
+        print(f"warning: could not store the reduction in {db}: {exc}", file=sys.stderr)
 
 
 def _check_out(out: Path) -> None:

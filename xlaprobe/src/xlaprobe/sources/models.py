@@ -537,6 +537,41 @@ ATTENTION_LM_KNOBS = {
 }
 
 
+def _layer_norm(x: Any, p: Any) -> Any:
+    """Layer norm over the last axis of `x` with ``p["scale"]`` and ``p["bias"]`` (eps 1e-5)."""
+    jax = _deps()[0]
+    mean = x.mean(-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)
+    return (x - mean) * jax.lax.rsqrt(var + 1e-5) * p["scale"] + p["bias"]
+
+
+def _attention_lm_shapes(jax: Any, vocab: int, seq: int, width: int, heads: int, depth: int,
+                         hidden: int) -> dict[str, Any]:
+    """The parameter tree of `build_attention_lm` as ``jax.ShapeDtypeStruct`` leaves (float32)."""
+    head_dim = width // heads
+
+    def dense(i: int, o: int) -> dict[str, Any]:
+        return {"kernel": jax.ShapeDtypeStruct((i, o), np.float32),
+                "bias": jax.ShapeDtypeStruct((o,), np.float32)}
+
+    def norm() -> dict[str, Any]:
+        return {"scale": jax.ShapeDtypeStruct((width,), np.float32),
+                "bias": jax.ShapeDtypeStruct((width,), np.float32)}
+
+    qkv = {"kernel": jax.ShapeDtypeStruct((width, heads, head_dim), np.float32)}
+    return {
+        "embed": {"embedding": jax.ShapeDtypeStruct((vocab, width), np.float32)},
+        "pos": jax.ShapeDtypeStruct((seq, width), np.float32),
+        "blocks": [{"ln1": norm(), "ln2": norm(), "fc1": dense(width, hidden),
+                    "fc2": dense(hidden, width),
+                    "attn": {"query": qkv, "key": qkv, "value": qkv, "out": {
+                        "kernel": jax.ShapeDtypeStruct((heads, head_dim, width), np.float32)}}}
+                   for _ in range(depth)],
+        "ln_f": norm(),
+        "head": {"kernel": jax.ShapeDtypeStruct((width, vocab), np.float32)},
+    }
+
+
 def build_attention_lm(seed: int, *, attention_block: int = 128, mlp_chunks: int = 1,
                        remat: str = "none") -> tuple[Callable[..., Any], tuple[Any, ...]]:
     """A transformer language model's training step with tunable knobs (see `ATTENTION_LM_KNOBS`).
@@ -567,11 +602,6 @@ def build_attention_lm(seed: int, *, attention_block: int = 128, mlp_chunks: int
     head_dim = width // heads
     tx = optax.adam(1e-3)
 
-    def layer_norm(x: Any, p: Any) -> Any:
-        mean = x.mean(-1, keepdims=True)
-        var = ((x - mean) ** 2).mean(-1, keepdims=True)
-        return (x - mean) * jax.lax.rsqrt(var + 1e-5) * p["scale"] + p["bias"]
-
     def attention(x: Any, p: Any) -> Any:
         q, k, v = (jnp.einsum("bsw,whd->bhsd", x, p[n]["kernel"]) for n in ("query", "key", "value"))
         outs = []
@@ -597,8 +627,8 @@ def build_attention_lm(seed: int, *, attention_block: int = 128, mlp_chunks: int
         return total + p["fc2"]["bias"]
 
     def block(x: Any, p: Any) -> Any:
-        x = x + attention(layer_norm(x, p["ln1"]), p["attn"])
-        return x + mlp(layer_norm(x, p["ln2"]), p)
+        x = x + attention(_layer_norm(x, p["ln1"]), p["attn"])
+        return x + mlp(_layer_norm(x, p["ln2"]), p)
 
     if remat != "none":
         block = jax.checkpoint(block, policy=getattr(jax.checkpoint_policies, remat))
@@ -607,7 +637,7 @@ def build_attention_lm(seed: int, *, attention_block: int = 128, mlp_chunks: int
         x = params["embed"]["embedding"][tokens[:, :-1]] + params["pos"]
         for p in params["blocks"]:
             x = block(x, p)
-        logits = layer_norm(x, params["ln_f"]) @ params["head"]["kernel"]
+        logits = _layer_norm(x, params["ln_f"]) @ params["head"]["kernel"]
         return _cross_entropy(logits, tokens[:, 1:])
 
     def train_step(params: Any, opt_state: Any, batch: Any) -> tuple[Any, Any, Any]:
@@ -615,28 +645,9 @@ def build_attention_lm(seed: int, *, attention_block: int = 128, mlp_chunks: int
         updates, new_opt_state = tx.update(grads, opt_state, params)
         return loss, optax.apply_updates(params, updates), new_opt_state
 
-    def dense(i: int, o: int) -> dict[str, Any]:
-        return {"kernel": jax.ShapeDtypeStruct((i, o), np.float32),
-                "bias": jax.ShapeDtypeStruct((o,), np.float32)}
-
-    def norm() -> dict[str, Any]:
-        return {"scale": jax.ShapeDtypeStruct((width,), np.float32),
-                "bias": jax.ShapeDtypeStruct((width,), np.float32)}
-
-    qkv = {"kernel": jax.ShapeDtypeStruct((width, heads, head_dim), np.float32)}
-    abstract = {
-        "embed": {"embedding": jax.ShapeDtypeStruct((vocab, width), np.float32)},
-        "pos": jax.ShapeDtypeStruct((seq, width), np.float32),
-        "blocks": [{"ln1": norm(), "ln2": norm(), "fc1": dense(width, hidden),
-                    "fc2": dense(hidden, width),
-                    "attn": {"query": qkv, "key": qkv, "value": qkv, "out": {
-                        "kernel": jax.ShapeDtypeStruct((heads, head_dim, width), np.float32)}}}
-                   for _ in range(depth)],
-        "ln_f": norm(),
-        "head": {"kernel": jax.ShapeDtypeStruct((width, vocab), np.float32)},
-    }
     w_rng, b_rng = _rngs(seed)
-    params = _random_params(abstract, w_rng)
+    params = _random_params(_attention_lm_shapes(jax, vocab, seq, width, heads, depth, hidden),
+                            w_rng)
     opt_state = _zeros_like(jax.eval_shape(tx.init, params))
     batch = {"tokens": b_rng.integers(0, vocab, (batch_size, seq + 1), dtype=np.int32)}
     return train_step, (params, opt_state, batch)

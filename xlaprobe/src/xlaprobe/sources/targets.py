@@ -94,17 +94,17 @@ def resolve_finding(target: str, config: str, db: Path | str,
             raise InvalidArgument(f"no store at {db} to look finding {target} up in; run xlaprobe "
                                   "check first or pass --db")
         with Store(db) as store:
-            row = next((r for r in store.findings() if str(r["id"]) == target), None)
-        if row is None:
+            found = store.finding(int(target))
+        if found is None:
             raise InvalidArgument(f"no finding {target} in {db}; xlaprobe findings lists them")
-        rerun = f"xlaprobe check {row['name']} --configs {row['config']},reference"
-        if not row["artifact"]:
+        rerun = f"xlaprobe check {found.name} --configs {found.config},reference"
+        if not found.artifact:
             raise InvalidArgument(f"finding {target} has no artifact directory to rerun; rerun "
                                   f"{rerun}")
-        if not artifact.is_artifact(row["artifact"]):
+        if not artifact.is_artifact(found.artifact):
             raise InvalidArgument(f"the artifact of finding {target} is gone "
-                                  f"({row['artifact']}); rerun {rerun}")
-        return resolve(row["artifact"]).program, config or row["config"], int(row["id"])
+                                  f"({found.artifact}); rerun {rerun}")
+        return resolve(found.artifact).program, config or found.config, found.id
     resolved = resolve(target, input_spec=input_spec)
     if not config and artifact.is_artifact(target):
         config = artifact.artifact_config(target)

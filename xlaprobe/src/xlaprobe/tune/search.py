@@ -129,17 +129,17 @@ class Guard:
         Raises:
             InvalidArgument: the reference cannot run on this program (so nothing can be judged).
         """
-        from xlaprobe.check import BUDGET, FLUSHED, MCA_SAMPLES, REFERENCE, judge
+        from xlaprobe.check import HONEST, REFERENCE, judge, split_honest
 
         if program.fingerprint not in self._references:
-            specs = [REFERENCE, FLUSHED, BUDGET, *MCA_SAMPLES]
+            specs = [REFERENCE, *HONEST]
             kwargs = {} if self.timeout_s is None else {"timeout_s": self.timeout_s}
             got = dict(self.pool.run_many([(program, s) for s in specs], **kwargs))
             if not got[0].ran:
                 raise InvalidArgument(f"the reference cannot run on {program.provenance.name}, so "
                                       f"no candidate can be guarded: {got[0].error[:300]}")
-            self._references[program.fingerprint] = (
-                got[0], [got[i] for i in range(2, len(specs))], got[1])
+            flushed, budget = split_honest([got[i] for i in range(1, len(specs))])
+            self._references[program.fingerprint] = (got[0], budget, flushed)
         reference, budget, flushed = self._references[program.fingerprint]
         mine = Outcome(spec, OutcomeKind.RAN, outputs=tuple(outputs))
         return judge(program, [REFERENCE, spec], [reference, mine], budget, flushed)
@@ -525,8 +525,73 @@ def tune(target: TuneTarget, pool: Any, store: Any, *, strategy: str = "model", 
     space, notes = validate_space(space or SearchSpace.for_program(target.knobs), pool)
     for note in notes:
         emit("note", note)
+    session = _start(target, pool, store, Guard(pool, timeout_s), protocol, timeout_s, emit)
+    run_id = store.start_tuning_run(name, session.baseline.fingerprint, strategy, budget, seed)
+    session = dataclasses.replace(session, run_id=run_id, strategy=strategy, space=space)
+    history = [(row["program_id"], row["data"]["row_features"], row["speedup"])
+               for row in store.measurements(exclude_program=session.baseline.fingerprint)
+               if "row_features" in row["data"]]
+    chooser = make_strategy(strategy, space, seed, program_features=session.control.features,
+                            history=history, program_id=session.baseline.fingerprint)
+    trials: list[Trial] = []
+    findings: list[tuple[str, str]] = []
+    best_speedup, best = 1.0, None
+    for index in range(1, budget + 1):
+        try:
+            candidate = chooser.propose()
+        except SpaceExhausted:
+            emit("note", f"all {space.size - 1} candidates of the space measured; stopping "
+                         f"after {index - 1} of {budget} measurements")
+            break
+        status, m, detail, speedup = _trial(session, candidate)
+        if status == "rejected":
+            findings.append((space.key(candidate), detail.split(" in ")[0]))
+        chooser.observe(candidate, speedup)
+        trial = Trial(index, candidate, space.key(candidate), status, m, detail, best_speedup)
+        if speedup is not None and speedup > best_speedup:
+            best_speedup = speedup
+            trial = dataclasses.replace(trial, best=speedup)
+            best = trial
+        trials.append(trial)
+        emit("trial", trial)
+    replicated, accepted = _replicate(session, best) if best is not None and replicate \
+        else (None, False)
+    chosen = best.candidate if accepted and best is not None else space.default()
+    result = TuneResult(
+        name, strategy, budget, time.perf_counter() - started, session.control, tuple(trials),
+        best, replicated, accepted,
+        compiler_options(space_mod.configuration(chosen)) if accepted else {},
+        space_mod.xla_flags(chosen) if accepted else "",
+        space_mod.knob_values(chosen) if accepted else {}, tuple(findings), run_id)
+    store.finish_tuning_run(run_id, result.to_json())
+    return result
+
+
+@dataclasses.dataclass(frozen=True)
+class _Session:
+    """What every measurement of one tuning run needs (internal to `tune`)."""
+
+    target: TuneTarget
+    pool: Any
+    store: Any
+    guard: Guard
+    protocol: Protocol
+    timeout_s: float | None
+    baseline: Program
+    control: Measurement
+    run_id: int = 0
+    strategy: str = ""
+    space: SearchSpace | None = None
+
+
+def _start(target: TuneTarget, pool: Any, store: Any, guard: Guard, protocol: Protocol,
+           timeout_s: float | None, emit: Callable[[str, Any], None]) -> _Session:
+    """Measure the default configuration (the A/A control) and check it passes the guard.
+
+    Raises:
+        InvalidArgument: the baseline does not run, or fails the check against the reference.
+    """
     baseline = target.build({})
-    guard = Guard(pool, timeout_s)
     control, outcome = measure(pool, baseline, {}, {}, protocol=protocol, timeout_s=timeout_s)
     if control is None:
         raise InvalidArgument(f"the baseline does not run ({outcome.kind.value}): "
@@ -543,81 +608,58 @@ def tune(target: TuneTarget, pool: Any, store: Any, *, strategy: str = "model", 
         emit("note", "every floating-point output of the baseline is NaN or infinite: the guard "
              "cannot tell a miscompiled candidate from a right one; check the inputs "
              "(--inputs) or the function")
-    run_id = store.start_tuning_run(name, baseline.fingerprint, strategy, budget, seed)
-    history = [(row["program_id"], row["data"]["row_features"], row["speedup"])
-               for row in store.measurements(exclude_program=baseline.fingerprint)
-               if "row_features" in row["data"]]
-    chooser = make_strategy(strategy, space, seed, program_features=control.features,
-                            history=history, program_id=baseline.fingerprint)
-    default = space.default()
-    trials: list[Trial] = []
-    findings: list[tuple[str, str]] = []
-    best_speedup, best = 1.0, None
-    for index in range(1, budget + 1):
-        try:
-            candidate = chooser.propose()
-        except SpaceExhausted:
-            emit("note", f"all {space.size - 1} candidates of the space measured; stopping "
-                         f"after {index - 1} of {budget} measurements")
-            break
-        key = space.key(candidate)
-        knobs = space_mod.knob_values(candidate)
-        program = target.build(knobs)
-        options = compiler_options(space_mod.configuration(candidate))
-        m, outcome = measure(pool, baseline, {}, options,
-                             None if program is baseline else program, protocol=protocol,
-                             timeout_s=timeout_s, mutant=candidate.get(space_mod.MUTANT))
-        status, detail, speedup = outcome.kind.value, outcome.error.strip()[-300:], None
-        if m is not None:
-            check = guard.judge(program, space_mod.label(candidate), m.outputs)
-            if check.findings:
-                status = "rejected"
-                finding = check.findings[0]
-                detail = f"{finding.kind.value} in {', '.join(finding.outputs[:3])}"
-                findings.append((key, finding.kind.value))
-                store.record_check(program, list(check.configs), check.judged_against,
-                                   list(check.outcomes), list(check.verdicts),
-                                   [(f.config, f.kind.value, f.fingerprint, None)
-                                    for f in check.findings])
-            else:
-                status, detail, speedup = "ok", "", m.speedup
-        features = row_features(control.features, candidate, default)
-        data = {"row_features": features, "knobs": knobs, "detail": detail,
-                "strategy": strategy, **({} if m is None else m.to_json())}
-        store.record_measurement(run_id, baseline.fingerprint, candidate, status, data,
-                                 speedup=speedup, low=None if m is None else m.low,
-                                 high=None if m is None else m.high)
-        chooser.observe(candidate, speedup)
-        trial = Trial(index, candidate, key, status, m, detail, best_speedup)
-        if speedup is not None and speedup > best_speedup:
-            best_speedup = speedup
-            trial = dataclasses.replace(trial, best=speedup)
-            best = trial
-        trials.append(trial)
-        emit("trial", trial)
-    replicated, accepted = None, False
-    if best is not None and replicate:
-        for group in pool.worker_pids():  # a fresh process: a win must not be an artefact of one
-            if group == GROUP or group.startswith(GROUP + ":"):
-                pool.recycle(group)
-        program = target.build(space_mod.knob_values(best.candidate))
-        replicated, _ = measure(pool, baseline, {}, compiler_options(
-            space_mod.configuration(best.candidate)), None if program is baseline else program,
-            protocol=protocol, timeout_s=timeout_s, mutant=best.candidate.get(space_mod.MUTANT))
-        if replicated is not None:
-            emit("replicated", replicated)
-            check = guard.judge(program, space_mod.label(best.candidate), replicated.outputs)
-            accepted = replicated.low > acceptance_threshold(control) and not check.findings
-            store.record_measurement(run_id, baseline.fingerprint, best.candidate,
-                                     "ok" if not check.findings else "rejected",
+    return _Session(target, pool, store, guard, protocol, timeout_s, baseline, control)
+
+
+def _trial(session: _Session, candidate: dict[str, Any]
+           ) -> tuple[str, Measurement | None, str, float | None]:
+    """Measure one candidate, guard its numbers, store both: (status, measurement, detail,
+    speedup or None)."""
+    assert session.space is not None
+    knobs = space_mod.knob_values(candidate)
+    program = session.target.build(knobs)
+    options = compiler_options(space_mod.configuration(candidate))
+    m, outcome = measure(session.pool, session.baseline, {}, options,
+                         None if program is session.baseline else program,
+                         protocol=session.protocol, timeout_s=session.timeout_s,
+                         mutant=candidate.get(space_mod.MUTANT))
+    status, detail, speedup = outcome.kind.value, outcome.error.strip()[-300:], None
+    if m is not None:
+        check = session.guard.judge(program, space_mod.label(candidate), m.outputs)
+        if check.findings:
+            status = "rejected"
+            finding = check.findings[0]
+            detail = f"{finding.kind.value} in {', '.join(finding.outputs[:3])}"
+            session.store.record_check(check)
+        else:
+            status, detail, speedup = "ok", "", m.speedup
+    features = row_features(session.control.features, candidate, session.space.default())
+    data = {"row_features": features, "knobs": knobs, "detail": detail,
+            "strategy": session.strategy, **({} if m is None else m.to_json())}
+    session.store.record_measurement(session.run_id, session.baseline.fingerprint, candidate,
+                                     status, data, speedup=speedup,
+                                     low=None if m is None else m.low,
+                                     high=None if m is None else m.high)
+    return status, m, detail, speedup
+
+
+def _replicate(session: _Session, best: Trial) -> tuple[Measurement | None, bool]:
+    """Re-measure the best candidate in a fresh worker process (a win must not be an artefact of
+    one process) and guard it again: (the measurement, accepted?)."""
+    for group in session.pool.worker_pids():
+        if group == GROUP or group.startswith(GROUP + ":"):
+            session.pool.recycle(group)
+    program = session.target.build(space_mod.knob_values(best.candidate))
+    replicated, _ = measure(session.pool, session.baseline, {}, compiler_options(
+        space_mod.configuration(best.candidate)),
+        None if program is session.baseline else program, protocol=session.protocol,
+        timeout_s=session.timeout_s, mutant=best.candidate.get(space_mod.MUTANT))
+    if replicated is None:
+        return None, False
+    check = session.guard.judge(program, space_mod.label(best.candidate), replicated.outputs)
+    accepted = replicated.low > acceptance_threshold(session.control) and not check.findings
+    session.store.record_measurement(session.run_id, session.baseline.fingerprint,
+                                     best.candidate, "ok" if not check.findings else "rejected",
                                      replicated.to_json(), speedup=replicated.speedup,
                                      low=replicated.low, high=replicated.high, replicate=True)
-    chosen = best.candidate if accepted and best is not None else default
-    result = TuneResult(
-        name, strategy, budget, time.perf_counter() - started, control, tuple(trials), best,
-        replicated, accepted,
-        compiler_options(space_mod.configuration(chosen)) if accepted else {},
-        space_mod.xla_flags(chosen) if accepted else "",
-        space_mod.knob_values(chosen) if accepted else {}, tuple(findings), run_id)
-    store.finish_tuning_run(run_id, result.to_json())
-    return result
+    return replicated, accepted

@@ -1,4 +1,6 @@
-"""The xlaprobe command line (typer + rich).
+"""The xlaprobe command line (typer + rich): the commands and their options; each command's work
+and printing is in its own module of this package (`check`, `findings`, `fuzz`, `localize`,
+`reduce`, `bisect`, `tune`), imported when the command runs so ``xlaprobe --help`` stays quick.
 
 Exit codes: 0 all ok, 1 findings, 2 bad input (one line on stderr, never a traceback), 3 an internal
 error of xlaprobe itself (a bug: one line on stderr, the traceback in a file it names), 130 on
@@ -10,24 +12,17 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from xlaprobe.cli.console import err, out
 from xlaprobe.errors import XlaprobeError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Differential checking of XLA (from JAX): finds miscompilations.")
-# Not a terminal (CI logs, pipes): rich would wrap tables at 80 columns.
-out = Console(width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
-
-MAX_DETAIL_ROWS = 20
-
 # Arguments and options several commands share.
 DEFAULT_DB = Path(".xlaprobe/xlaprobe.db")
 DbOption = Annotated[Path, typer.Option(help="SQLite store")]
@@ -41,70 +36,6 @@ InputsOption = Annotated[str, typer.Option("--inputs", help="input spec for FILE
                                            "'f32[8,128],i32[8]'")]
 FaultyConfig = Annotated[str, typer.Argument(help="the faulty configuration (default: the "
                                                   "finding's or the case's FAULTY_CONFIG)")]
-
-
-def _fmt(value: float) -> str:
-    if value != value:  # NaN
-        return "-"
-    if value == 0:
-        return "0"
-    return f"{value:.3g}"
-
-
-def _print_result(result: Any, artifacts: dict[str, str], all_outputs: bool) -> None:
-    from xlaprobe.check import BUDGET, _summary_kind
-    from xlaprobe.oracle import VerdictKind
-
-    p = result.program
-    seed = f", seed {p.provenance.seed}" if p.provenance.seed is not None else ""
-    out.print(f"[bold]{escape(p.provenance.name)}[/] ({p.provenance.source}{seed}): "
-              f"{p.num_equations} equations, {len(p.output_names)} outputs; judged against "
-              f"[bold]{escape(result.judged_against or 'nothing')}[/]"
-              + (f" with budget {BUDGET} (+{len(result.budget) - 1} Monte Carlo samples)"
-                 if result.budget and result.budget[0].ran else ""))
-    table = Table(show_lines=False)
-    for column in ("configuration", "outcome", "time (s)", "verdict", "failing outputs",
-                   "max abs", "max rel", "max ULP"):
-        table.add_column(column, justify="right" if column.startswith(("time", "max")) else "left")
-    colors = {VerdictKind.OK: "green", VerdictKind.FTZ: "yellow"}
-    for config, outcome, verdicts in zip(result.configs, result.outcomes, result.verdicts):
-        kind = _summary_kind(verdicts)
-        failing = sum(v.kind.is_finding for v in verdicts)
-        color = colors.get(kind, "red")
-        table.add_row(escape(config), outcome.kind.value, f"{outcome.seconds:.2f}",
-                      f"[{color}]{kind.value}[/]", f"{failing}/{len(verdicts)}",
-                      _fmt(max((v.max_abs for v in verdicts), default=0.0)),
-                      _fmt(max((v.max_rel for v in verdicts), default=0.0)),
-                      _fmt(max((v.max_ulp for v in verdicts), default=0.0)))
-    out.print(table)
-    rows = [v for verdicts in result.verdicts for v in verdicts
-            if all_outputs or v.kind is not VerdictKind.OK]
-    if rows:
-        detail = Table(title="output leaves" if all_outputs else "output leaves not ok")
-        for column in ("configuration", "output", "verdict", "max abs", "max rel", "max ULP",
-                       "share over", "worst: expected / actual", "detail"):
-            detail.add_column(column)
-        for v in rows[:MAX_DETAIL_ROWS if not all_outputs else None]:
-            worst = f"{v.expected:.6g} / {v.actual:.6g}" if v.worst >= 0 else ""
-            detail.add_row(escape(v.config), escape(v.output), v.kind.value, _fmt(v.max_abs),
-                           _fmt(v.max_rel), _fmt(v.max_ulp), f"{v.frac_over:.1%}", worst,
-                           escape(v.detail[:120]))
-        out.print(detail)
-        if len(rows) > MAX_DETAIL_ROWS and not all_outputs:
-            out.print(f"... {len(rows) - MAX_DETAIL_ROWS} more (--all-outputs shows them)")
-    for finding in result.findings:
-        where = artifacts.get(finding.config)
-        out.print(f"[red]finding[/]: {escape(finding.config)} {finding.kind.value} on "
-                  f"{len(finding.outputs)} output(s), fingerprint {finding.fingerprint}")
-        if where:
-            configs = finding.config if finding.config == "reference" else f"{finding.config},reference"
-            # repro.py runs under the installed jax: a finding of another release replays
-            # through xlaprobe, which runs it in that release's environment.
-            repro = "" if finding.config.startswith("jaxlib==") else f"python {where}/repro.py   or   "
-            out.print(escape(f"  replay: {repro}xlaprobe check {where} --configs '{configs}'"),
-                      soft_wrap=True)
-    if result.ok:
-        out.print("[green]all ok[/]")
 
 
 @app.command()
@@ -125,50 +56,11 @@ def check(
 ) -> None:
     """Check TARGET under several configurations against the float64 reference (always added);
     exit 0 all ok, 1 findings, 2 bad input."""
-    from xlaprobe.artifact import save_finding_artifacts
-    from xlaprobe.check import check_program
-    from xlaprobe.configs.registry import parse_configs
-    from xlaprobe.sources.targets import resolve
-    from xlaprobe.store import Store
-    from xlaprobe.workers import WorkerPool
+    from xlaprobe.cli.check import check_command
 
-    parsed = parse_configs(configs)
-    with err.status(escape(f"building {target} ...")):
-        resolved = resolve(target, seed=seed, input_spec=inputs)
-    specs = [str(c) for c in parsed]
-    # The float64 reference is the oracle: without it the first configuration would be the
-    # baseline, and configurations wrong alike would pass.
-    for extra in (*resolved.extra_configs, "reference"):
-        if extra not in specs:
-            parsed.append(next(iter(parse_configs(extra))))
-            specs.append(extra)
-    program = resolved.program
-    with Store(db) as store, WorkerPool(size=jobs, timeout_s=timeout) as pool:
-        with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                      console=err, transient=True, disable=as_json) as progress:
-            task = progress.add_task(f"compiling and running {len(parsed)} configurations "
-                                     f"({program.num_equations} equations)", total=None)
-            done: list[str] = []
-
-            def on_outcome(outcome: Any) -> None:
-                done.append(outcome.config)
-                progress.update(task, description=escape(f"done: {', '.join(done)}"))
-
-            result = check_program(program, parsed, pool, on_outcome=on_outcome)
-        artifacts = save_finding_artifacts(result, db.parent / "artifacts")
-        store.record_check(program, result.configs, result.judged_against, result.outcomes,
-                           result.verdicts,
-                           [(f.config, f.kind.value, f.fingerprint, artifacts.get(f.config))
-                            for f in result.findings],
-                           artifact=next(iter(artifacts.values()), None))
-    if as_json:
-        data = result.to_json()
-        for item in data["findings"]:
-            item["artifact"] = artifacts.get(item["config"])
-        print(json.dumps(data, indent=2))
-    else:
-        _print_result(result, artifacts, all_outputs)
-    raise typer.Exit(1 if result.findings else 0)
+    raise typer.Exit(check_command(target, configs, input_spec=inputs, seed=seed, db=db,
+                                   jobs=jobs, timeout_s=timeout, json_output=as_json,
+                                   all_outputs=all_outputs))
 
 
 @app.command()
@@ -183,7 +75,8 @@ def fuzz(
     as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
 ) -> None:
     """Fuzz: generate random valid programs and check each; findings are stored and deduplicated."""
-    from xlaprobe.campaign import fuzz_command, parse_duration
+    from xlaprobe.campaign import parse_duration
+    from xlaprobe.cli.fuzz import fuzz_command
 
     raise typer.Exit(fuzz_command(time_s=parse_duration(time), configs=configs, jobs=jobs,
                                   seed=seed, db=db, resume=resume, json_output=as_json))
@@ -245,7 +138,7 @@ def bisect(
     """Find the first bad (and first fixed) jaxlib release of a failure by bisection.
 
     Exit 0 when a boundary is found, 1 when no release in the range fails."""
-    from xlaprobe.releases.commands import bisect_command
+    from xlaprobe.cli.bisect import bisect_command
 
     raise typer.Exit(bisect_command(target, config, releases=releases, db=db,
                                     json_output=as_json, timeout_s=timeout, input_spec=inputs))
@@ -263,8 +156,8 @@ def envs_list(
     as_json: JsonOption = False,
 ) -> None:
     """List the release environments made (or, with --available, the releases there are)."""
+    from xlaprobe.cli.bisect import envs_rows as rows_of
     from xlaprobe.releases import envs
-    from xlaprobe.releases.commands import envs_list as rows_of
 
     rows = rows_of(available=available)
     if as_json:
@@ -327,7 +220,7 @@ def tune(
 
     Exit 0 when a result (accepted or not) is stored; rejected candidates are findings
     (xlaprobe findings)."""
-    from xlaprobe.tune.api import tune_command
+    from xlaprobe.cli.tune import tune_command
 
     raise typer.Exit(tune_command(target, budget=budget, strategy=strategy, seed=seed, db=db,
                                   name=name, only=only, max_rounds=max_rounds, timeout_s=timeout,
@@ -374,8 +267,6 @@ def configs() -> None:
     """List the configuration kinds and the spec syntax."""
     from xlaprobe.configs.registry import get_kind, kinds
 
-    from rich.markup import escape
-
     table = Table(caption=escape("spec: KIND[:VARIANT][[option=value,...]], e.g. xla:O0, "
                                  "xla[xla_cpu_enable_fast_math=true]"))
     table.add_column("kind")
@@ -386,26 +277,14 @@ def configs() -> None:
 
 
 @app.command()
-def findings(db: DbOption = DEFAULT_DB,
+def findings(finding_id: Annotated[int | None, typer.Argument(
+                 help="show this finding with its localization, reduction and release window")] = None,
+             db: DbOption = DEFAULT_DB,
              as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """List stored findings, newest first."""
-    from xlaprobe.errors import InvalidArgument
-    from xlaprobe.store import Store
+    """List stored findings, newest first, and how many distinct bugs they are; or show one."""
+    from xlaprobe.cli.findings import findings_command
 
-    if not db.exists():
-        raise InvalidArgument(f"no store at {db}; run xlaprobe check first or pass --db")
-    with Store(db) as store:
-        rows = store.findings()
-    if as_json:
-        print(json.dumps(rows, indent=2))
-        return
-    table = Table()
-    for column in ("id", "program", "config", "kind", "fingerprint", "artifact"):
-        table.add_column(column)
-    for row in rows:
-        table.add_row(*(escape(str(row[key] or "")) for key in
-                        ("id", "name", "config", "kind", "fingerprint", "artifact")))
-    out.print(table)
+    findings_command(finding_id, db=db, json_output=as_json)
 
 
 #: Exit code of an internal error of xlaprobe (never 1, which means "findings").

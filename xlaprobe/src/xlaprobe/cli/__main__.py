@@ -1,0 +1,5 @@
+"""``python -m xlaprobe.cli``."""
+
+from xlaprobe.cli.commands import main
+
+main()

@@ -1,0 +1,89 @@
+"""``xlaprobe bisect`` and ``xlaprobe envs``: release bisection of a finding from the command line,
+and the release environments it runs in."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from xlaprobe.configs.registry import Configuration
+from xlaprobe.configs.release import release_options
+from xlaprobe.releases import envs
+from xlaprobe.releases.bisection import ReleaseRun, run_bound
+from xlaprobe.releases.program import bisect_program, known_bad_release, parse_releases
+from xlaprobe.sources.targets import resolve_finding
+from xlaprobe.store import Store
+from xlaprobe.workers import WorkerPool
+
+
+def bisect_command(target: str, config: str, *, releases: str | None, db: Path, json_output: bool,
+                   timeout_s: float, input_spec: str = "") -> int:
+    """``xlaprobe bisect TARGET [CONFIG]``: print each release run and the boundaries; store them.
+
+    Returns:
+        Exit code: 0 when a boundary was found (first bad or first fixed), 1 when no release in
+        the range fails.
+
+    Raises:
+        InvalidArgument: bad target, configuration, release list or store.
+        EnvironmentUnavailable: a release environment cannot be made.
+    """
+    program, spec, finding_id = resolve_finding(target, config, db, input_spec)
+    parsed = Configuration.parse(spec)
+    release_options(parsed)  # fail on a non-XLA configuration before any work
+    if releases is not None:
+        versions = parse_releases(releases)
+    else:
+        versions = envs.default_releases(envs.available_releases())
+    say = (lambda text: None) if json_output else (lambda text: print(text, flush=True))
+    known_bad = known_bad_release(parsed)
+    if known_bad not in versions:
+        # The release the failure was seen on is evidence: a bug that came and went between
+        # two good ends is found from it.
+        versions = sorted({*versions, known_bad}, key=envs.version_key)
+        why = "the release the configuration names" if parsed.kind == "jaxlib" else \
+            "the installed release, which the check ran on"
+        say(f"added jaxlib=={known_bad} ({why}) to the releases")
+
+    def show(run: ReleaseRun) -> None:
+        note = " (rerun)" if run.rerun else ""
+        say(f"  jaxlib=={run.release:<10} {run.verdict:<13} {run.seconds:6.1f} s  "
+            f"{run.detail}{note}")
+
+    # Open the store first: a bad --db fails before minutes of release runs, not after.
+    with Store(db) as store, WorkerPool(size=1, timeout_s=timeout_s) as pool:
+        say(f"bisecting {program.provenance.name} under {parsed} over {len(versions)} releases "
+            f"({versions[0]} .. {versions[-1]}): at most {run_bound(len(versions))} runs")
+        result = bisect_program(program, parsed, versions, pool, known_bad=known_bad,
+                                target=target, on_run=show, log=say)
+        store.record_bisection(program.fingerprint, finding_id, str(parsed), result.to_json())
+    if json_output:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        first_bad = result.first_bad or "-"
+        if result.first_bad and not result.last_good:
+            first_bad = f"{result.first_bad} or older (the oldest release tried fails)"
+        say(f"last good: {result.last_good or '-'}   first bad: {first_bad}   "
+            f"first fixed: {result.first_fixed or '-'}"
+            + (f"   flaky: {', '.join(result.flaky)}" if result.flaky else "")
+            + f"   ({result.release_runs} release runs)")
+        if not result.boundary:
+            say("no boundary in this range: " + ("every release tried fails; add older releases "
+                                                 "with --releases" if result.first_bad else
+                                                 "no release tried fails"))
+    return 0 if result.boundary else 1
+
+
+
+
+def envs_rows(*, available: bool) -> list[dict[str, Any]]:
+    """Rows for ``xlaprobe envs list``: the environments made (and, with `available`, the
+    registry's releases with whether each is made)."""
+    made = {e.version: e for e in envs.list_envs()}
+    if not available:
+        return [e.to_json() for e in made.values()]
+    versions = envs.available_releases()
+    defaults = set(envs.default_releases(versions))
+    return [{"version": v, "made": v in made, "default": v in defaults,
+             "installed": v == envs.installed_version()} for v in versions]

@@ -1,0 +1,123 @@
+"""``xlaprobe check``: one differential check from the command line, stored, as a table or JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.markup import escape
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from xlaprobe.artifact import save_finding_artifacts
+from xlaprobe.check import BUDGET, CheckResult, check_program
+from xlaprobe.cli.console import err, fmt, out
+from xlaprobe.configs.registry import parse_configs
+from xlaprobe.oracle import VerdictKind, summary_kind
+from xlaprobe.sources.targets import resolve
+from xlaprobe.store import Store
+from xlaprobe.workers import WorkerPool
+
+#: Output leaves listed under the verdict table (``--all-outputs`` lists every one).
+MAX_DETAIL_ROWS = 20
+
+
+def check_command(target: str, configs: str, *, input_spec: str, seed: int, db: Path,
+                  jobs: int, timeout_s: float, json_output: bool, all_outputs: bool) -> int:
+    """``xlaprobe check TARGET``: run the configurations (plus ``reference``, always) on TARGET,
+    store the check and its findings' artifacts, print the table or JSON.
+
+    Returns:
+        Exit code: 0 all ok, 1 findings.
+
+    Raises:
+        InvalidArgument: a bad target, configuration list or store.
+    """
+    parsed = parse_configs(configs)
+    with err.status(escape(f"building {target} ...")):
+        resolved = resolve(target, seed=seed, input_spec=input_spec)
+    specs = [str(c) for c in parsed]
+    # The float64 reference is the oracle: without it the first configuration would be the
+    # baseline, and configurations wrong alike would pass.
+    for extra in (*resolved.extra_configs, "reference"):
+        if extra not in specs:
+            parsed.append(next(iter(parse_configs(extra))))
+            specs.append(extra)
+    program = resolved.program
+    with Store(db) as store, WorkerPool(size=jobs, timeout_s=timeout_s) as pool:
+        with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                      console=err, transient=True, disable=json_output) as progress:
+            task = progress.add_task(f"compiling and running {len(parsed)} configurations "
+                                     f"({program.num_equations} equations)", total=None)
+            done: list[str] = []
+
+            def on_outcome(outcome: Any) -> None:
+                done.append(outcome.config)
+                progress.update(task, description=escape(f"done: {', '.join(done)}"))
+
+            result = check_program(program, parsed, pool, on_outcome=on_outcome)
+        artifacts = save_finding_artifacts(result, db.parent / "artifacts")
+        store.record_check(result, artifacts)
+    if json_output:
+        data = result.to_json()
+        for item in data["findings"]:
+            item["artifact"] = artifacts.get(item["config"])
+        print(json.dumps(data, indent=2))
+    else:
+        print_result(result, artifacts, all_outputs)
+    return 1 if result.findings else 0
+
+
+def print_result(result: CheckResult, artifacts: dict[str, str], all_outputs: bool) -> None:
+    """The verdict table of a check, its output leaves not ok, and each finding's replay."""
+    p = result.program
+    seed = f", seed {p.provenance.seed}" if p.provenance.seed is not None else ""
+    out.print(f"[bold]{escape(p.provenance.name)}[/] ({p.provenance.source}{seed}): "
+              f"{p.num_equations} equations, {len(p.output_names)} outputs; judged against "
+              f"[bold]{escape(result.judged_against or 'nothing')}[/]"
+              + (f" with budget {BUDGET} (+{len(result.budget) - 1} Monte Carlo samples)"
+                 if result.budget and result.budget[0].ran else ""))
+    table = Table(show_lines=False)
+    for column in ("configuration", "outcome", "time (s)", "verdict", "failing outputs",
+                   "max abs", "max rel", "max ULP"):
+        table.add_column(column, justify="right" if column.startswith(("time", "max")) else "left")
+    colors = {VerdictKind.OK: "green", VerdictKind.FTZ: "yellow"}
+    for config, outcome, verdicts in zip(result.configs, result.outcomes, result.verdicts):
+        kind = summary_kind(v.kind for v in verdicts)
+        failing = sum(v.kind.is_finding for v in verdicts)
+        color = colors.get(kind, "red")
+        table.add_row(escape(config), outcome.kind.value, f"{outcome.seconds:.2f}",
+                      f"[{color}]{kind.value}[/]", f"{failing}/{len(verdicts)}",
+                      fmt(max((v.max_abs for v in verdicts), default=0.0)),
+                      fmt(max((v.max_rel for v in verdicts), default=0.0)),
+                      fmt(max((v.max_ulp for v in verdicts), default=0.0)))
+    out.print(table)
+    rows = [v for verdicts in result.verdicts for v in verdicts
+            if all_outputs or v.kind is not VerdictKind.OK]
+    if rows:
+        detail = Table(title="output leaves" if all_outputs else "output leaves not ok")
+        for column in ("configuration", "output", "verdict", "max abs", "max rel", "max ULP",
+                       "share over", "worst: expected / actual", "detail"):
+            detail.add_column(column)
+        for v in rows[:MAX_DETAIL_ROWS if not all_outputs else None]:
+            worst = f"{v.expected:.6g} / {v.actual:.6g}" if v.worst >= 0 else ""
+            detail.add_row(escape(v.config), escape(v.output), v.kind.value, fmt(v.max_abs),
+                           fmt(v.max_rel), fmt(v.max_ulp), f"{v.frac_over:.1%}", worst,
+                           escape(v.detail[:120]))
+        out.print(detail)
+        if len(rows) > MAX_DETAIL_ROWS and not all_outputs:
+            out.print(f"... {len(rows) - MAX_DETAIL_ROWS} more (--all-outputs shows them)")
+    for finding in result.findings:
+        where = artifacts.get(finding.config)
+        out.print(f"[red]finding[/]: {escape(finding.config)} {finding.kind.value} on "
+                  f"{len(finding.outputs)} output(s), fingerprint {finding.fingerprint}")
+        if where:
+            configs = finding.config if finding.config == "reference" else f"{finding.config},reference"
+            # repro.py runs under the installed jax: a finding of another release replays
+            # through xlaprobe, which runs it in that release's environment.
+            repro = "" if finding.config.startswith("jaxlib==") else f"python {where}/repro.py   or   "
+            out.print(escape(f"  replay: {repro}xlaprobe check {where} --configs '{configs}'"),
+                      soft_wrap=True)
+    if result.ok:
+        out.print("[green]all ok[/]")

@@ -1,0 +1,80 @@
+"""``xlaprobe findings [ID]``: the stored findings and how many distinct bugs they are, or one
+finding with its localization, reduction and release window."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.markup import escape
+from rich.table import Table
+
+from xlaprobe.cli.console import out
+from xlaprobe.errors import InvalidArgument
+from xlaprobe.store import Store
+
+
+def findings_command(finding_id: int | None, *, db: Path, json_output: bool) -> None:
+    """List the findings of the store at `db` (or show finding `finding_id`).
+
+    Raises:
+        InvalidArgument: no store at `db`, or no such finding.
+    """
+    if not db.exists():
+        raise InvalidArgument(f"no store at {db}; run xlaprobe check first or pass --db")
+    with Store(db, readonly=True) as store:
+        if finding_id is not None:
+            found = store.finding(finding_id)
+            if found is None:
+                raise InvalidArgument(f"no finding {finding_id} in {db}; xlaprobe findings "
+                                      "lists them")
+            detail = {**found.to_json(), "localizations": store.localizations(finding_id),
+                      "reductions": store.reductions(finding_id),
+                      "bisections": store.bisections(finding_id)}
+            if json_output:
+                print(json.dumps(detail, indent=2, default=str))
+            else:
+                _print_finding(detail)
+            return
+        rows = store.findings()
+        bugs = store.distinct_bugs()
+    if json_output:
+        print(json.dumps(rows, indent=2))
+        return
+    table = Table()
+    for column in ("id", "program", "config", "kind", "bug", "also failing", "artifact"):
+        table.add_column(column)
+    for row in rows:
+        also = ",".join(a for a in row["alike"] if a != row["config"])
+        table.add_row(*(escape(str(v or "")) for v in (
+            row["id"], row["name"], row["config"], row["kind"], row["bug"] or row["fingerprint"],
+            also, row["artifact"])))
+    out.print(table)
+    out.print(f"{len(rows)} findings, {bugs} distinct bugs (by localized operation where "
+              "localized, else by fingerprint)")
+
+
+def _print_finding(detail: dict[str, Any]) -> None:
+    out.print(f"[bold]finding {detail['id']}[/]: {escape(detail['config'])} {detail['kind']} on "
+              f"{escape(detail['name'])} (program {detail['program_id']})")
+    out.print(f"  fingerprint {detail['fingerprint']}; bug {detail['bug'] or '(not localized)'}; "
+              f"failing alike: {escape(', '.join(detail['alike']) or detail['config'])}")
+    out.print(f"  artifact: {escape(str(detail['artifact'] or '(none)'))}")
+    for loc in detail["localizations"][:1]:
+        where = (f"equation {loc.get('equation')} {loc.get('primitive', '')}"
+                 if loc.get("equation", -1) >= 0 else "nothing localized")
+        op = f"; op {loc['op_instruction']} ({loc.get('op_opcode', '')})" \
+            if loc.get("op_instruction") else ""
+        guilty = f"; pass {loc['compiler_pass']}" if loc.get("compiler_pass") else ""
+        out.print(f"  localized: {escape(where + op + guilty)}")
+    for red in detail["reductions"][:1]:
+        out.print(f"  reduced: {red.get('equations_before')} -> {red.get('equations_after')} "
+                  f"equations ({escape(', '.join(red.get('primitives', [])))}) in "
+                  f"{escape(str(red.get('directory') or ''))}")
+    for bis in detail["bisections"][:1]:
+        out.print(f"  releases: last good {bis.get('last_good') or '-'}, first bad "
+                  f"{bis.get('first_bad') or '-'}, first fixed {bis.get('first_fixed') or '-'}")
+    if not (detail["localizations"] or detail["reductions"] or detail["bisections"]):
+        out.print(f"  next: xlaprobe localize {detail['id']}; xlaprobe reduce {detail['id']}; "
+                  f"xlaprobe bisect {detail['id']}")

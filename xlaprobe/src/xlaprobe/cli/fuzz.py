@@ -1,0 +1,125 @@
+"""``xlaprobe fuzz``: run or resume a fuzz campaign with a live summary on stderr."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from rich.console import Group
+from rich.live import Live
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from xlaprobe.campaign import Campaign, CampaignSummary
+from xlaprobe.cli.console import err
+from xlaprobe.configs.registry import parse_configs
+from xlaprobe.errors import InvalidArgument
+from xlaprobe.oracle import SEVERITY
+from xlaprobe.store import Store
+
+
+def _progress_view(summary: CampaignSummary) -> Any:
+    head = Text.from_markup(
+        f"[bold]fuzz[/] campaign {summary.campaign}: {summary.programs} programs "
+        f"({summary.session_programs} now, {summary.programs_per_s:.2f}/s, "
+        f"{summary.elapsed_s:.0f} s), next seed {summary.next_seed}; findings "
+        f"[{'red' if summary.findings else 'green'}]{summary.findings}[/] in "
+        f"{summary.failing_programs} programs ({summary.unique_findings} unique, "
+        f"{summary.duplicates} duplicates); coverage "
+        f"{summary.covered}/{summary.catalogue} primitives")
+    kinds = [k.value for k in SEVERITY if any(k.value in v for v in summary.verdicts.values())]
+    table = Table(box=None, pad_edge=False)
+    table.add_column("configuration")
+    for kind in kinds:
+        table.add_column(kind, justify="right")
+    for config, counts in summary.verdicts.items():
+        table.add_row(escape(config), *(str(counts.get(k, 0)) for k in kinds))
+    parts = [head, table]
+    if summary.last_finding:
+        parts.append(Text(f"last finding: {summary.last_finding}", style="red"))
+    return Group(*parts)
+
+
+#: Findings listed after a campaign (the rest: ``xlaprobe findings``).
+MAX_LISTED = 20
+
+
+def _artifacts(db: Path, fingerprints: dict[str, Any]) -> dict[str, str]:
+    """fingerprint -> an artifact directory of a finding with it (from the store)."""
+    with Store(db) as store:
+        return {row["fingerprint"]: row["artifact"] for row in reversed(store.findings())
+                if row["artifact"] and row["fingerprint"] in fingerprints}
+
+
+def fuzz_command(*, time_s: float, configs: str, jobs: int, seed: int, db: Path, resume: bool,
+                 json_output: bool) -> int:
+    """``xlaprobe fuzz``: run (or resume) a campaign; live progress on stderr.
+
+    Args:
+        time_s: wall-time budget (s), > 0.
+        configs: comma-separated configuration specs (e.g. ``xla,xla:O0,eager,reference``).
+        jobs: worker processes per isolation group, >= 1.
+        seed: first seed of a new campaign (ignored with `resume`).
+        db: the SQLite store file.
+        resume: continue the newest campaign with the same configurations in `db`.
+        json_output: print the final summary as JSON on stdout (no live display).
+
+    Returns:
+        0 no findings in the campaign, 1 findings, 130 interrupted (everything recorded so far is
+        stored; ``--resume`` continues).
+
+    Raises:
+        InvalidArgument: bad time, configurations, jobs, seed or db; nothing to resume.
+    """
+    if not (isinstance(time_s, (int, float)) and math.isfinite(time_s) and time_s > 0):
+        raise InvalidArgument(f"--time must be a positive number of seconds, got {time_s}")
+    parsed = [str(c) for c in parse_configs(configs)]
+    campaign = Campaign(Path(db), parsed, seed=seed, resume=resume, jobs=jobs)
+    summary: CampaignSummary | None = None
+    interrupted = False
+    try:
+        if json_output:
+            summary = campaign.run(time_s)
+        else:
+            with Live(console=err, refresh_per_second=4, transient=False) as live:
+                def show(s: CampaignSummary) -> None:
+                    live.update(_progress_view(s))
+                summary = campaign.run(time_s, on_progress=show)
+                live.update(_progress_view(summary))
+            if not err.is_terminal:
+                err.print()  # Live leaves its last line open when not drawing on a terminal
+    except KeyboardInterrupt:
+        interrupted = True
+        summary = campaign.last_summary or campaign.summary(
+            session_programs=0, elapsed_s=0.0, session_xla_s=0.0, status="interrupted")
+    finally:
+        campaign.close()
+    if json_output:
+        print(json.dumps(summary.to_json(), indent=2))
+    else:
+        if summary.uncovered:
+            err.print(escape(f"not yet exercised: {', '.join(summary.uncovered)}"),
+                      highlight=False, soft_wrap=True)
+        artifacts = _artifacts(Path(db), summary.fingerprints)
+        for shown, (fingerprint, (count, first, config, kind)) in enumerate(
+                summary.fingerprints.items()):
+            if shown == MAX_LISTED:
+                err.print(f"... {len(summary.fingerprints) - MAX_LISTED} more: xlaprobe findings "
+                          f"--db {escape(str(db))}", highlight=False)
+                break
+            where = artifacts.get(fingerprint)
+            replay = (f"xlaprobe check {where} --configs "
+                      f"'{config if config == 'reference' else config + ',reference'}'"
+                      if where else f"xlaprobe findings --db {db}")
+            err.print(escape(f"finding {fingerprint}: {config} {kind} x{count} (first seed "
+                             f"{first}); replay: {replay}"), highlight=False, soft_wrap=True)
+        if interrupted:
+            err.print(escape(f"interrupted: {summary.programs} programs stored; continue with "
+                             f"xlaprobe fuzz --resume --configs '{','.join(parsed)}' --db {db}"),
+                      highlight=False, soft_wrap=True)
+    if interrupted:
+        return 130
+    return 1 if summary.findings else 0

@@ -1,0 +1,133 @@
+"""``xlaprobe tune``: run a tuning search with progress on stderr; store and print the result."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from xlaprobe.cli.console import say
+from xlaprobe.errors import InvalidArgument
+from xlaprobe.store import Store
+from xlaprobe.tune.api import check_plot_path, plot_search
+from xlaprobe.tune.measure import Protocol
+from xlaprobe.tune.search import STRATEGIES, TuneResult, acceptance_threshold, tune, tune_target
+from xlaprobe.tune.space import SearchSpace
+from xlaprobe.workers import WorkerPool
+
+
+def _fmt_interval(speedup: float, low: float, high: float) -> str:
+    return f"{speedup:.3f}x [{low:.3f}, {high:.3f}]"
+
+
+def tune_command(target: str, *, budget: int, strategy: str, seed: int, db: Path | str,
+                 name: str, only: str, max_rounds: int, timeout_s: float, json_output: bool,
+                 plot: Path | None, input_spec: str = "") -> int:
+    """``xlaprobe tune TARGET``: search, print progress on stderr, store and print the result.
+
+    Args:
+        target: zoo model, FILE.py:FN, module:fn, case module or artifact directory.
+        budget: measurements to spend.
+        strategy: ``model``, ``tpe`` or ``random``.
+        seed: of the strategy and of the model's weights/inputs.
+        db: SQLite store.
+        name: name of the stored result (default: the target).
+        only: comma-separated search dimensions to keep ("" keeps all).
+        max_rounds: timing rounds per measurement at most.
+        timeout_s: limit on one measurement or reference run (s).
+        json_output: print the result as JSON on stdout.
+        plot: write the search plot here (SVG, PNG or PDF), or None.
+        input_spec: input spec for ``FILE.py:FN`` targets (``f32[8,128],i32[8]``).
+
+    Returns:
+        Exit code 0 (a result was stored, accepted or not).
+
+    Raises:
+        InvalidArgument: bad arguments, an unknown target or dimension, a baseline that does not
+            run or fails the check.
+    """
+    if strategy not in STRATEGIES:
+        raise InvalidArgument(f"unknown strategy '{strategy}': use {', '.join(STRATEGIES)}")
+    if plot is not None:
+        check_plot_path(plot)
+    dims = None
+    if only.strip():
+        dims = [d.strip() for d in only.split(",") if d.strip()]
+        if not dims:
+            raise InvalidArgument(f"--only '{only}' names no dimension")
+    tuned_target = tune_target(target, seed=seed, input_spec=input_spec)
+    space = SearchSpace.for_program(tuned_target.knobs, only=dims)
+    protocol = Protocol(max_rounds=max_rounds, min_rounds=min(Protocol.min_rounds, max_rounds))
+
+    on_event = _progress(budget)
+
+    def plural(n: int, word: str) -> str:
+        return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+    say(f"tuning {target} ({strategy}, {plural(budget, 'measurement')}, "
+        f"{plural(len(space.dimensions), 'dimension')}, {plural(space.size, 'candidate')}; "
+        "pass:NAME=True means the pass is disabled)")
+    with WorkerPool(size=1, timeout_s=timeout_s) as pool, Store(db) as store:
+        result = tune(tuned_target, pool, store, strategy=strategy, budget=budget, seed=seed,
+                      protocol=protocol, space=space, name=name or target, timeout_s=timeout_s,
+                      on_event=on_event)
+    if json_output:
+        print(json.dumps(result.to_json(), indent=2))
+    if plot is not None:
+        plot_search(result, plot)
+        say(f"plot: {plot}")
+    if json_output:
+        return 0
+    _print_outcome(result, db)
+    return 0
+
+
+def _progress(budget: int) -> Any:
+    """The ``on_event`` callback of `xlaprobe.tune.search.tune` that prints one line per event."""
+
+    def on_event(event: str, payload: Any) -> None:
+        if event == "note":
+            say(f"note: {payload}")
+        elif event == "control":
+            say(f"A/A control (default vs default): {_fmt_interval(payload.speedup, payload.low, payload.high)}"
+                f", {payload.baseline_s * 1e3:.2f} ms per run, {payload.threads} CPUs, load "
+                f"{payload.load[0]:.1f}")
+        elif event == "trial":
+            m = payload.measurement
+            timing = _fmt_interval(m.speedup, m.low, m.high) if m else "-"
+            status = {"ok": "passed guard"}.get(payload.status, payload.status)
+            say(f"[{payload.index}/{budget}] {status:13} {timing:28} "
+                f"{payload.key or '(defaults)'}"
+                + (f"  ({payload.detail})" if payload.detail else "")
+                + f"  | best so far {payload.best:.3f}x")
+        elif event == "replicated":
+            say(f"replicated in a fresh process: "
+                f"{_fmt_interval(payload.speedup, payload.low, payload.high)}")
+
+    return on_event
+
+
+def _print_outcome(result: TuneResult, db: Path | str) -> None:
+    """The closing lines: what was accepted and how to apply it, or why nothing was."""
+    rejected = len(result.findings)
+    speedup, low, high = result.speedup
+    if result.accepted:
+        say(f"accepted: {_fmt_interval(speedup, low, high)} (replicated), "
+            f"{rejected} candidate(s) rejected by the guard")
+        say(f"compiler_options = {json.dumps(result.compiler_options)}")
+        if result.xla_flags:
+            say(f"XLA_FLAGS='{result.xla_flags}'")
+        if result.knobs:
+            say(f"knobs = {json.dumps(result.knobs)}")
+        say(f"apply: xlaprobe.tuned(fn, {result.name!r}, db={str(db)!r})")
+    else:
+        best = result.best
+        threshold = acceptance_threshold(result.control)
+        replicated = result.replicated
+        why = ("no candidate beat the baseline" if best is None else
+               "the best failed the guard when replicated" if replicated is not None
+               and replicated.low > threshold else
+               f"the best measured ({best.measurement.speedup:.3f}x) was not faster beyond noise "
+               f"when re-measured in a fresh process (interval must clear {threshold:.3f}x)")
+        say(f"no verified speedup: {why}; keep XLA's defaults ({rejected} candidate(s) "
+            f"rejected by the guard); stored as '{result.name}' in {db}")

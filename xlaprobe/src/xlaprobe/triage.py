@@ -1,0 +1,142 @@
+"""Triage identity: one key per distinct bug, not one per run that showed it.
+
+A finding's fingerprint names its failure, never the circumstances of the run:
+
+* before localization (`finding_key`): the failure class (``numeric`` for the three mismatch
+  kinds: one wrong kernel gives NaN on one input and finite garbage on another), and
+  - for a crash, the normalized check-failure line (`crash_signature`: source location and the
+    failed check, no values, no addresses; glibc's heap-corruption messages, which vary from run
+    to run for one out-of-bounds write, are one class);
+  - for a compile error, its normalized message (`error_signature`);
+  - otherwise the primitives of the failing outputs' cone of influence and the input dtypes it
+    reads (`xlaprobe.jaxprs.output_cone`);
+  plus the planted fault's name for a ``mutant:`` configuration (a planted fault is its own bug).
+  Which configurations failed alike is data stored with the finding, not part of the key.
+* after localization (`localized_key`): the failing operation itself (jaxpr primitive or HLO
+  opcode, its dtypes, the guilty pass), so a crash and a mismatch of one operation, or one
+  operation reached from two unrelated programs, are one bug.
+
+Source: the bucketing of crash reports by normalized top frames and of miscompilations by the
+reduced failing operation, as in C-Reduce/CSmith triage and NNSmith's report deduplication.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from xlaprobe import jaxprs
+from xlaprobe.oracle import VerdictKind
+
+_FATAL = re.compile(r"^F\d{4} [^\]]*?(\w+\.(?:cc|h|cpp)):(\d+)\] (.*)$", re.MULTILINE)
+#: glibc's allocator aborts: which of these one out-of-bounds write triggers depends on the heap's
+#: state, so they name one class of bug (heap corruption), not one each.
+_HEAP = re.compile(r"(munmap_chunk|free\(\)|malloc\(\)|malloc_consolidate|realloc\(\)|"
+                   r"double free|corrupted (size|double-linked|top size)|"
+                   r"malloc\.c|invalid (pointer|next size|size))", re.IGNORECASE)
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
+
+
+def _mask(text: str) -> str:
+    return re.sub(r"\d+", "#", _ADDRESS.sub("0x#", text)).strip()[:200]
+
+
+def crash_signature(error: str) -> str:
+    """What names a compiler crash in its stderr: the glog fatal line's source location and the
+    failed check without values; glibc heap-corruption messages as one class; else the first
+    line with numbers and addresses masked.
+
+    A crash aborts the compilation of the whole program, so the cone of its outputs says nothing;
+    two programs that fail the same check in the same pass are one bug.
+
+    Args:
+        error: the crash's stderr tail (text).
+
+    Returns:
+        A short text (at most 200 characters).
+
+    >>> crash_signature("W0000 x\\nF1129 19:31:07.9 7861 algebraic_simplifier.cc:586] Check failed: "
+    ...                 "computation->Accept(this) is OK (INTERNAL: f16[15,1] vs f16[16,1])\\n@ 0x7f")
+    'algebraic_simplifier.cc:586 Check failed: computation->Accept(this) is OK'
+    >>> crash_signature("munmap_chunk(): invalid pointer") == crash_signature(
+    ...     "free(): invalid next size (fast)\\n")
+    True
+    >>> crash_signature("worker process 5754 died from signal 6 (SIGABRT) and wrote nothing")
+    'worker process # died from signal # (SIGABRT) and wrote nothing'
+    """
+    match = _FATAL.search(error)
+    if match:
+        return f"{match.group(1)}:{match.group(2)} {match.group(3).split(' (')[0].strip()}"
+    lines = [line.strip() for line in error.splitlines() if line.strip()]
+    if any(_HEAP.search(line) for line in lines):
+        return "heap corruption (glibc allocator abort)"
+    return _mask(lines[0] if lines else "")
+
+
+def error_signature(error: str) -> str:
+    """A compile error's identity: its last non-empty line (where XLA and JAX put the status
+    message), numbers, shapes' sizes and addresses masked.
+
+    >>> error_signature("Traceback...\\nUNIMPLEMENTED: Unsupported dot f32[2,3] bf16[3,4]")
+    'UNIMPLEMENTED: Unsupported dot f#[#,#] bf#[#,#]'
+    """
+    lines = [line.strip() for line in error.splitlines() if line.strip()]
+    return _mask(lines[-1] if lines else "")
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
+
+def planted_fault(config: str) -> str:
+    """The planted fault's name for a ``mutant:NAME`` configuration spec, else ``""``.
+
+    >>> planted_fault("mutant:reduce-wrong-init"), planted_fault("xla:O0")
+    ('reduce-wrong-init', '')
+    """
+    return config.split(":", 1)[1] if config.startswith("mutant:") else ""
+
+
+def finding_key(program: Any, config: str, kind: VerdictKind, outputs: Sequence[int],
+                error: str = "") -> str:
+    """The fingerprint of a finding before localization (hex, 16 characters).
+
+    Args:
+        program: the `xlaprobe.program.Program`.
+        config: the failing configuration's spec (only a planted fault's name enters the key).
+        kind: its summary verdict kind (a finding kind).
+        outputs: positions of its failing output leaves.
+        error: the outcome's error text (crash and compile error).
+
+    Returns:
+        16 hex digits.
+    """
+    planted = planted_fault(config)
+    if kind is VerdictKind.CRASH:
+        return _digest("crash", crash_signature(error), planted)
+    if kind is VerdictKind.COMPILE_ERROR:
+        return _digest("compile-error", error_signature(error), planted)
+    primitives, dtypes = jaxprs.output_cone(program.jaxpr, outputs)
+    return _digest(kind.family, ",".join(sorted(primitives)), ",".join(sorted(dtypes)), planted)
+
+
+def localized_key(operation: str, dtypes: Sequence[str], guilty_pass: str = "",
+                  planted: str = "") -> str:
+    """The fingerprint of a localized finding: the failing operation (hex, 16 characters).
+
+    Args:
+        operation: the failing HLO opcode inside the kernel when tier 4 named it, else the
+            failing jaxpr primitive.
+        dtypes: its operand and result dtype names (order does not matter).
+        guilty_pass: the HLO pass whose disabling fixes it (``""``: none named).
+        planted: a planted fault's name (`planted_fault`).
+
+    Returns:
+        16 hex digits.
+
+    >>> localized_key("subtract", ["f32"]) == localized_key("subtract", ["f32", "f32"])
+    True
+    """
+    return _digest("op", operation, ",".join(sorted(set(dtypes))), guilty_pass, planted)
