@@ -43,7 +43,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import jax
 import numpy as np
@@ -58,8 +58,8 @@ from xlaprobe.localize.bisect import RERUNS, summary_kind
 from xlaprobe.localize.segments import Segmenter, cone_of_influence, recording_program
 from xlaprobe.oracle import VerdictKind
 from xlaprobe.program import Program, Provenance
+from xlaprobe.search import ddmin
 
-T = TypeVar("T")
 #: Reference outputs and honest runs' outputs of a check.
 Evidence = tuple[tuple[np.ndarray, ...], tuple[tuple[np.ndarray, ...], ...]]
 #: Interestingness tests one reduction may spend (each is one check: the faulty configuration
@@ -76,55 +76,6 @@ REPRO_TIMEOUT_S = 300.0
 MAX_FALLBACKS = 8
 #: Fresh-process runs a repro.py must all show the fault in to be kept.
 REPRO_RUNS = 3
-
-
-def ddmin(items: Sequence[T], test: Callable[[list[T]], bool]) -> list[T]:
-    """A 1-minimal failing subsequence of `items` (Zeller and Hildebrandt's ddmin).
-
-    `items` itself must fail (``test(items)`` true); it is not tested again. ``test`` is called on
-    subsequences (order kept), never on the empty one; cache it if calls are expensive.
-
-    Args:
-        items: the failing configuration's elements (e.g. equation indices).
-        test: True when a subsequence still fails.
-
-    Returns:
-        A failing subsequence from which removing any single element makes it pass (1-minimal).
-
-    Source: A. Zeller, R. Hildebrandt, "Simplifying and Isolating Failure-Inducing Input",
-    IEEE TSE 28(2), 2002, the ddmin algorithm: test the n chunks, then their complements; on a
-    failing chunk restart at n = 2, on a failing complement continue with n - 1; else double n.
-
-    >>> ddmin(list(range(8)), lambda s: 3 in s and 6 in s)
-    [3, 6]
-    >>> ddmin(list("abcdef"), lambda s: "e" in s)
-    ['e']
-    """
-    current = list(items)
-    n = 2
-    while len(current) >= 2:
-        n = min(n, len(current))
-        size, extra = divmod(len(current), n)
-        chunks, start = [], 0
-        for k in range(n):
-            stop = start + size + (1 if k < extra else 0)
-            chunks.append(current[start:stop])
-            start = stop
-        for chunk in chunks:
-            if test(chunk):
-                current, n = chunk, 2
-                break
-        else:
-            for k in range(n):
-                complement = [x for j, c in enumerate(chunks) if j != k for x in c]
-                if n > 2 and test(complement):
-                    current, n = complement, max(n - 1, 2)
-                    break
-            else:
-                if n >= len(current):
-                    break
-                n = min(2 * n, len(current))
-    return current
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
