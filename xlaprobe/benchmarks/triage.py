@@ -13,6 +13,7 @@ listed as such).
 
     python benchmarks/triage.py                                  # 30-minute campaign (+ triage)
     python benchmarks/triage.py --time 5m --max-localize 10
+    python benchmarks/triage.py --db t.db --resume --time 20m    # continue a campaign, then triage
     python benchmarks/triage.py --json triage.json
 """
 
@@ -39,8 +40,8 @@ DEFAULT_CONFIGS = ("xla,eager,reference,mutant:swap-subtract-fused,mutant:reduce
                    "mutant:crash-on-sort")
 
 
-def _campaign(db: Path, configs: list[str], time_s: float, seed: int) -> Any:
-    campaign = Campaign(db, configs, seed=seed, jobs=1)
+def _campaign(db: Path, configs: list[str], time_s: float, seed: int, resume: bool) -> Any:
+    campaign = Campaign(db, configs, seed=seed, jobs=1, resume=resume)
     last = [0.0]
 
     def progress(summary: Any) -> None:
@@ -60,7 +61,8 @@ def _localize_one(db: Path, fingerprint: str, seed: int, config: str, pool: Any,
     program = generate(seed)
     started = time.perf_counter()
     try:
-        loc = localize(program, config, pool, timeout_s=timeout_s)
+        # Tier 4 (the instruction inside the kernel) does not enter the bug key: skipped.
+        loc = localize(program, config, pool, timeout_s=timeout_s, inside=False)
     except Exception as exc:  # noqa: BLE001 - a benchmark row, not a crash of the run
         return {"fingerprint": fingerprint, "seed": seed, "config": config, "bug": None,
                 "error": f"{type(exc).__name__}: {str(exc)[:200]}",
@@ -81,25 +83,32 @@ def main() -> None:
     parser.add_argument("--time", default="30m", help="campaign wall time (90s, 10m, 1h)")
     parser.add_argument("--configs", default=DEFAULT_CONFIGS)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--max-localize", type=int, default=60,
+    parser.add_argument("--max-localize", type=int, default=400,
                         help="fingerprints localized at most (the first seen)")
     parser.add_argument("--timeout", type=float, default=300.0, help="per-run limit (s)")
     parser.add_argument("--db", help="store path (default: a temporary directory)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the campaign in --db for --time more, then triage")
+    parser.add_argument("--localize-time", default="40m",
+                        help="stop localizing after this long (the rest stay fingerprints)")
     parser.add_argument("--json", help="also write the rows and the summary to this file")
     args = parser.parse_args()
     configs = [c.strip() for c in args.configs.split(",") if c.strip()]
     with tempfile.TemporaryDirectory(prefix="xlaprobe-triage-") as tmp:
         db = Path(args.db) if args.db else Path(tmp) / "triage.db"
         started = time.perf_counter()
-        summary = _campaign(db, configs, parse_duration(args.time), args.seed)
+        summary = _campaign(db, configs, parse_duration(args.time), args.seed, args.resume)
         campaign_s = time.perf_counter() - started
         print(f"campaign: {summary.programs} programs in {campaign_s:.0f} s, "
               f"{summary.findings} finding rows, {summary.unique_findings} fingerprints",
               flush=True)
         rows = []
         with make_pool(size=1, timeout_s=args.timeout) as pool:
+            stop_at = time.monotonic() + parse_duration(args.localize_time)
             for fingerprint, (count, seed, config, kind) in list(
                     summary.fingerprints.items())[:args.max_localize]:
+                if time.monotonic() > stop_at:
+                    break
                 row = _localize_one(db, fingerprint, seed, config, pool, args.timeout)
                 row.update(rows_with_fingerprint=count, kind=kind)
                 rows.append(row)

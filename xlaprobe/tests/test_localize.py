@@ -12,8 +12,10 @@ from tests.cases import ROOT as CASES_DIR, load_present
 from xlaprobe.configs import reference
 from xlaprobe.errors import InvalidArgument, NotReproducible
 from xlaprobe.localize import cycle_bound, localize, localize_command, make_pool
+from xlaprobe.localize.bisect import Trial, bisect_cuts, bisect_segments, latest_failing_start
 from xlaprobe.localize.fusion import equation_kernels, hlo_spec
 from xlaprobe.localize.segments import Segmenter, cone_of_influence, recording_program
+from xlaprobe.oracle import VerdictKind
 from xlaprobe.program import Program, Provenance
 from xlaprobe.sources.corpus import corpus_program
 from xlaprobe.sources.models import build_program
@@ -80,6 +82,49 @@ def test_equation_kernels_names_the_fusion_of_an_equation():
     kernels = equation_kernels(text, [0, 5])
     assert kernels[0].instructions and kernels[0].fusions  # the subtract, fused
     assert kernels[0].fusions[0] in kernels[5].fusions  # one loop fusion computes it all
+
+
+class _Window:
+    """A stand-in for `Searcher` (and a `Segmenter` of 20 cone positions) whose fault needs
+    positions 11..13: a segment fails when it holds [11, 14), a cut when it exposes position 11.
+    It records every probe, in order: each is one compile+run cycle."""
+
+    size = 20
+    kind = VerdictKind.MISMATCH
+
+    def __init__(self):
+        self.calls = []
+
+    def segment_trial(self, segmenter, start, stop, tier):
+        self.calls.append((start, stop, tier))
+        return Trial(start <= 11 and stop >= 14, VerdictKind.MISMATCH)
+
+    def run_cut(self, segmenter, cut, recording, tier):
+        self.calls.append((cut, tier))
+        return Trial(cut >= 12, VerdictKind.MISMATCH)
+
+
+def test_bisections_keep_their_probe_sequence():
+    # Each sequence is the one of the hand-typed loops before `xlaprobe.search` (commit 8e3115d):
+    # the localization benchmark's cycle counts rest on it.
+    search = _Window()
+    assert bisect_segments(search, search, "suffix") == (11, 14)
+    assert search.calls == [(10, 20, "suffix"), (15, 20, "suffix"), (12, 20, "suffix"),
+                            (11, 20, "suffix"), (11, 12, "prefix"), (11, 13, "prefix"),
+                            (11, 15, "prefix"), (11, 14, "prefix")]
+    search = _Window()
+    assert bisect_segments(search, search, "prefix") == (11, 14)
+    assert search.calls == [(0, 10, "prefix"), (0, 15, "prefix"), (0, 12, "prefix"),
+                            (0, 13, "prefix"), (0, 14, "prefix"), (13, 14, "suffix"),
+                            (12, 14, "suffix"), (10, 14, "suffix"), (11, 14, "suffix")]
+    search = _Window()
+    cut, trial = bisect_cuts(search, search, None)
+    assert (cut, trial.failed) == (12, True)
+    assert search.calls == [(10, "cut"), (15, "cut"), (12, "cut"), (11, "cut")]
+    search = _Window()
+    assert latest_failing_start(search, search, 3, 14) == 11
+    assert search.calls == [(3, 14, "alone"), (8, 14, "alone"), (10, 14, "alone"),
+                            (11, 14, "alone"), (12, 14, "alone")]
 
 
 # ------------------------------------------------------------------------------ planted faults

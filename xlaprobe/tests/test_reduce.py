@@ -1,6 +1,6 @@
 """Reduction (ddmin over equations, then shapes and values) and the standalone repro.py, against
-known answers: the seven real XLA:CPU bug cases of tests/cases, a planted fault, and ddmin's
-1-minimality on synthetic predicates."""
+known answers: the seven real XLA:CPU bug cases of tests/cases and a planted fault (ddmin itself
+is tested in test_search.py)."""
 
 import subprocess
 import sys
@@ -10,8 +10,6 @@ import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from jax import lax
 
 from tests.cases import ROOT as CASES_DIR, load_present
@@ -19,7 +17,7 @@ from xlaprobe.configs.registry import Configuration
 from xlaprobe.configs.xla import compile_program
 from xlaprobe.errors import InvalidArgument, NotReproducible
 from xlaprobe.localize import make_pool
-from xlaprobe.localize.reduce import ddmin, kernel_text, reduce, reduce_command, write_outputs
+from xlaprobe.localize.reduce import kernel_text, reduce, reduce_command, write_outputs
 from xlaprobe.localize.repro import array_expr, emit_repro
 from xlaprobe.program import Program, Provenance
 from xlaprobe.sources.corpus import corpus_program
@@ -30,31 +28,6 @@ from xlaprobe.sources.user import load_case
 def rpool():
     with make_pool(size=1, timeout_s=300) as pool:
         yield pool
-
-
-# ------------------------------------------------------------------------------ ddmin
-
-
-@settings(max_examples=60, deadline=None)
-@given(st.integers(2, 40), st.sets(st.integers(0, 39), min_size=1, max_size=4))
-def test_ddmin_is_one_minimal_and_keeps_the_failure(n, needed):
-    needed = {k % n for k in needed}
-    calls = []
-
-    def test(subset):
-        calls.append(tuple(subset))
-        return needed <= set(subset)
-
-    result = ddmin(list(range(n)), test)
-    assert set(result) == needed  # the failure stays, and each element is needed (1-minimal)
-    assert result == sorted(result)  # order kept
-    assert () not in calls
-
-
-def test_ddmin_on_a_failure_needing_any_two_of_three():
-    # 1-minimal, not minimum: removing any single element of the result makes it pass.
-    result = ddmin(list(range(6)), lambda s: len({1, 3, 5} & set(s)) >= 2)
-    assert len(result) == 2 and set(result) <= {1, 3, 5}
 
 
 # ------------------------------------------------------------------------------ printing

@@ -105,10 +105,13 @@ def test_first_fixed_release_within_the_bound(k):
 
 def test_a_bug_that_came_and_went_is_found_from_the_known_bad_release():
     # gather_constant_fold: wrong on 0.5.3-0.7.2 only, right at both ends.
-    judge, _ = _history({"0.5.3", "0.6.2", "0.7.2"})
+    judge, calls = _history({"0.5.3", "0.6.2", "0.7.2"})
     assert bisect(RELEASES, judge).first_bad is None
+    calls.clear()
     result = bisect(RELEASES, judge, known_bad="0.6.2")
     assert (result.last_good, result.first_bad, result.first_fixed) == ("0.4.33", "0.5.3", "0.8.3")
+    assert calls == ["0.4.33", "0.12.0.1", "0.6.2", "0.5.3", "0.4.33", "0.9.2", "0.7.2", "0.8.3",
+                     "0.8.3"]  # both sides of the known bad release, each confirmed
 
 
 def test_bad_everywhere_and_good_everywhere():
@@ -120,10 +123,13 @@ def test_bad_everywhere_and_good_everywhere():
 
 
 def test_unsupported_releases_give_way_to_their_neighbours():
-    judge, _ = _history(set(RELEASES[4:]), unsupported=frozenset({"0.4.33", "0.7.2"}))
+    judge, calls = _history(set(RELEASES[4:]), unsupported=frozenset({"0.4.33", "0.7.2"}))
     result = bisect(RELEASES, judge)
     assert (result.last_good, result.first_bad) == ("0.6.2", "0.8.3")
     assert {r.release for r in result.runs if r.verdict == "unsupported"} <= {"0.4.33", "0.7.2"}
+    # Midpoints 4 and 2, then 3 does not run and nothing else lies between 2 and 4; the rerun
+    # confirms 0.6.2 (the run order of the search before `xlaprobe.search`, commit 8e3115d).
+    assert calls == ["0.4.33", "0.5.3", "0.12.0.1", "0.8.3", "0.6.2", "0.7.2", "0.6.2"]
 
 
 def test_a_failure_that_vanishes_on_one_run_is_flaky():

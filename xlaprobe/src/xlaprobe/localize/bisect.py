@@ -14,9 +14,10 @@ Two probes answer "does the fault lie before cone position m?":
   The module stays the program's own, with a few more outputs, so the search finds the fault XLA
   makes in *this* program; each step costs one compile of the whole program and no reference run.
 
-Both searches are binary (log2 n cycles) and re-verify their result; a failure that vanishes is
-rerun up to `RERUNS` times and reported flaky. After cuts, `latest_failing_start` and
-`alone_window` compile segments alone around the first wrong value (see `xlaprobe.localize.api`).
+Both searches are binary (log2 n cycles; `xlaprobe.search`) and re-verify their result; a
+failure that vanishes is rerun up to `RERUNS` times and reported flaky. After cuts,
+`latest_failing_start` and `alone_window` compile segments alone around the first wrong value
+(see `xlaprobe.localize.api`).
 
 Source: XLA's ``hlo_bisect`` (bisection over root outputs and post-order prefixes; rerun five
 times when the bug vanishes after a cut).
@@ -37,6 +38,7 @@ from xlaprobe.configs.registry import Configuration
 from xlaprobe.localize.segments import SegmentProgram, Segmenter
 from xlaprobe.oracle import VerdictKind, judge_leaf, summary_kind
 from xlaprobe.program import Program
+from xlaprobe.search import first_true, gallop, last_true
 
 #: Reruns of a failure that vanished on re-verification before it is declared lost (hlo_bisect).
 RERUNS = 5
@@ -248,7 +250,7 @@ def bisect_segments(search: Searcher, segmenter: Segmenter, direction: str) -> t
     equation masks. ``"prefix"``: the shortest failing prefix, then the latest start. Each is a
     binary search (log2 n cycles) and a gallop from a single equation outwards (a few cycles when
     the fault needs little context: a fusion across the cut widens the window instead of losing
-    the failure).
+    the failure); both from `xlaprobe.search`.
     """
     size = segmenter.size
 
@@ -256,50 +258,12 @@ def bisect_segments(search: Searcher, segmenter: Segmenter, direction: str) -> t
         return search.segment_trial(segmenter, start, stop, tier).failed
 
     if direction == "suffix":
-        failing, passing = 0, size  # [failing, size) fails; [size, size) is empty
-        while passing - failing > 1:
-            mid = (failing + passing) // 2
-            if fails(mid, size, "suffix"):
-                failing = mid
-            else:
-                passing = mid
-        start = failing
-        stop_passes, stop_fails, width = start, size, 1
-        while start + width < size:
-            if fails(start, start + width, "prefix"):
-                stop_fails = start + width
-                break
-            stop_passes = start + width
-            width *= 2
-        while stop_fails - stop_passes > 1:
-            mid = (stop_passes + stop_fails) // 2
-            if fails(start, mid, "prefix"):
-                stop_fails = mid
-            else:
-                stop_passes = mid
-        return start, stop_fails
-
-    passing, stop = 0, size  # [0, passing) passes (empty), [0, stop) fails
-    while stop - passing > 1:
-        mid = (passing + stop) // 2
-        if fails(0, mid, "prefix"):
-            stop = mid
-        else:
-            passing = mid
-    start_fails, start_passes, width = 0, stop, 1
-    while stop - width > 0:
-        if fails(stop - width, stop, "suffix"):
-            start_fails = stop - width
-            break
-        start_passes = stop - width
-        width *= 2
-    while start_passes - start_fails > 1:
-        mid = (start_fails + start_passes) // 2
-        if fails(mid, stop, "suffix"):
-            start_fails = mid
-        else:
-            start_passes = mid
-    return start_fails, stop
+        # [0, size) fails; the empty suffix [size, size) passes.
+        start = last_true(0, size, lambda s: fails(s, size, "suffix"))
+        return start, gallop(start, size, lambda t: fails(start, t, "prefix"))
+    # The empty prefix [0, 0) passes; [0, size) fails.
+    stop = first_true(0, size, lambda t: fails(0, t, "prefix"))
+    return gallop(stop, 0, lambda s: fails(s, stop, "suffix")), stop
 
 
 def bisect_cuts(search: Searcher, segmenter: Segmenter, recording: Recording) -> tuple[int, Trial]:
@@ -311,15 +275,13 @@ def bisect_cuts(search: Searcher, segmenter: Segmenter, recording: Recording) ->
         (m, the trial at m).
     """
     trials: dict[int, Trial] = {}
-    passing, failing = 0, segmenter.size
-    while failing - passing > 1:
-        mid = (passing + failing) // 2
-        trials[mid] = search.run_cut(segmenter, mid, recording, "cut")
-        if trials[mid].failed:
-            failing = mid
-        else:
-            passing = mid
-    return failing, trials.get(failing, Trial(True, search.kind))
+
+    def fails(cut: int) -> bool:
+        trials[cut] = search.run_cut(segmenter, cut, recording, "cut")
+        return trials[cut].failed
+
+    cut = first_true(0, segmenter.size, fails)  # the cut at 0 exposes nothing: it passes
+    return cut, trials.get(cut, Trial(True, search.kind))
 
 
 def alone_window(search: Searcher, segmenter: Segmenter, position: int,
@@ -389,13 +351,9 @@ def latest_failing_start(search: Searcher, segmenter: Segmenter, lowest: int,
                          stop: int) -> int | None:
     """The latest start s in [lowest, stop) whose segment [s, stop) fails compiled alone, by
     binary search, given that [stop - 1, stop) passes; None when [lowest, stop) passes too."""
-    if lowest >= stop - 1 or not search.segment_trial(segmenter, lowest, stop, "alone").failed:
+    def fails(start: int) -> bool:
+        return search.segment_trial(segmenter, start, stop, "alone").failed
+
+    if lowest >= stop - 1 or not fails(lowest):
         return None
-    failing, passing = lowest, stop - 1  # [failing, stop) fails, [passing, stop) passes
-    while passing - failing > 1:
-        mid = (failing + passing) // 2
-        if search.segment_trial(segmenter, mid, stop, "alone").failed:
-            failing = mid
-        else:
-            passing = mid
-    return failing
+    return last_true(lowest, stop - 1, fails)  # [lowest, stop) fails, [stop - 1, stop) passes

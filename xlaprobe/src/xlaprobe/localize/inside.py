@@ -53,6 +53,7 @@ from xlaprobe.configs.registry import Configuration
 from xlaprobe.hlo import HloText, Instruction, equation_of
 from xlaprobe.localize.twin import agrees, find_twin
 from xlaprobe.oracle import judge_leaf
+from xlaprobe.search import last_true
 
 #: Worker isolation group of HLO compiles (no mutant pass registered there).
 GROUP = "hlo"
@@ -743,15 +744,9 @@ def locate_op(program: Any, config: Configuration, pool: Any, text: str, kernel:
     if not fails(0):
         return result(None, f"{kernel} compiled alone, fed the values it reads, computes "
                       "right: the fault needs the whole module's compile", anchors)
-    # The suffix from `failing` fails; from `passing` (one past the end at first) it passes:
-    # every output is then fed its right value.
-    failing, passing = 0, len(order)
-    while passing - failing > 1:
-        middle = (failing + passing) // 2
-        if fails(middle):
-            failing = middle
-        else:
-            passing = middle
+    # The suffix from 0 fails; from one past the end it passes: every output is then fed its
+    # right value.
+    failing = last_true(0, len(order), fails)
     named = order[failing]
     previous = {i.name for i in order[:failing]}
     inner, stack = [], list(named.operands)

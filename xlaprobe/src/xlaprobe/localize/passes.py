@@ -48,6 +48,7 @@ from xlaprobe.configs import registry
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.errors import InvalidArgument
 from xlaprobe.localize.fusion import WrappingKind
+from xlaprobe.search import ddmin
 
 #: Module a worker pool must preload for the ``passes`` kind.
 PRELOAD = __name__
@@ -198,7 +199,6 @@ def blame_pass(program: Any, config: Configuration, pool: Any, check: Any, *,
     from xlaprobe.check import REFERENCE, judge
     from xlaprobe.checker import passes_clean
     from xlaprobe.configs import xla_options
-    from xlaprobe.localize.reduce import ddmin
     started = time.perf_counter()
     if config.kind == "mutant":
         from xlaprobe.configs.mutants import get_mutant

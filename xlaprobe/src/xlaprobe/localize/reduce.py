@@ -43,7 +43,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import jax
 import numpy as np
@@ -59,9 +59,9 @@ from xlaprobe.localize.bisect import RERUNS
 from xlaprobe.localize.segments import Segmenter, cone_of_influence, recording_program
 from xlaprobe.oracle import VerdictKind
 from xlaprobe.program import Program, Provenance
+from xlaprobe.search import ddmin
 from xlaprobe.store import Store
 
-T = TypeVar("T")
 #: Reference outputs and honest runs' outputs of a check.
 Evidence = tuple[tuple[np.ndarray, ...], tuple[tuple[np.ndarray, ...], ...]]
 #: Interestingness tests one reduction may spend (each is one check: the faulty configuration
@@ -78,55 +78,6 @@ REPRO_TIMEOUT_S = 300.0
 MAX_FALLBACKS = 8
 #: Fresh-process runs a repro.py must all show the fault in to be kept.
 REPRO_RUNS = 3
-
-
-def ddmin(items: Sequence[T], test: Callable[[list[T]], bool]) -> list[T]:
-    """A 1-minimal failing subsequence of `items` (Zeller and Hildebrandt's ddmin).
-
-    `items` itself must fail (``test(items)`` true); it is not tested again. ``test`` is called on
-    subsequences (order kept), never on the empty one; cache it if calls are expensive.
-
-    Args:
-        items: the failing configuration's elements (e.g. equation indices).
-        test: True when a subsequence still fails.
-
-    Returns:
-        A failing subsequence from which removing any single element makes it pass (1-minimal).
-
-    Source: A. Zeller, R. Hildebrandt, "Simplifying and Isolating Failure-Inducing Input",
-    IEEE TSE 28(2), 2002, the ddmin algorithm: test the n chunks, then their complements; on a
-    failing chunk restart at n = 2, on a failing complement continue with n - 1; else double n.
-
-    >>> ddmin(list(range(8)), lambda s: 3 in s and 6 in s)
-    [3, 6]
-    >>> ddmin(list("abcdef"), lambda s: "e" in s)
-    ['e']
-    """
-    current = list(items)
-    n = 2
-    while len(current) >= 2:
-        n = min(n, len(current))
-        size, extra = divmod(len(current), n)
-        chunks, start = [], 0
-        for k in range(n):
-            stop = start + size + (1 if k < extra else 0)
-            chunks.append(current[start:stop])
-            start = stop
-        for chunk in chunks:
-            if test(chunk):
-                current, n = chunk, 2
-                break
-        else:
-            for k in range(n):
-                complement = [x for j, c in enumerate(chunks) if j != k for x in c]
-                if n > 2 and test(complement):
-                    current, n = complement, max(n - 1, 2)
-                    break
-            else:
-                if n >= len(current):
-                    break
-                n = min(2 * n, len(current))
-    return current
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -452,6 +403,114 @@ def _initial(program: Program, spec: str, interesting: Interesting,
     return result, failure.kind, reruns
 
 
+def _equation_pass(program: Program, pool: Any, interesting: Interesting, cone: Sequence[int],
+                   failing: Sequence[int], timeout_s: float | None,
+                   notes: list[str]) -> tuple[Program, tuple[int, ...], PassStats]:
+    """Pass 1: ddmin over the top-level equations of the cone, each candidate fed the reference
+    values of the removed equations it reads.
+
+    Returns:
+        (the program kept, its original top-level equation indices, the pass's counters).
+
+    Raises:
+        NotReproducible: the reference cannot evaluate the cone's intermediates.
+    """
+    pass_started = time.perf_counter()
+    tests_before = interesting.tests
+    jaxpr = program.jaxpr.jaxpr
+    current, kept = program, tuple(range(len(jaxpr.eqns)))
+    if cone:
+        recorder, variables = recording_program(program, cone)
+        outcome = pool.run(recorder, REFERENCE, timeout_s=timeout_s)
+        if not outcome.ran:
+            raise NotReproducible(f"the reference cannot evaluate the intermediates of "
+                                  f"{program.provenance.name} ({outcome.kind.value}: "
+                                  f"{outcome.error[-300:]}); reduction needs them")
+        values = dict(zip(variables, outcome.outputs))
+        built: dict[tuple[int, ...], Program | None] = {}
+
+        def build(subset: Sequence[int]) -> Program | None:
+            key = tuple(subset)
+            if key not in built:
+                try:
+                    segment = Segmenter(program, key, failing, values).segment(
+                        0, len(key), sinks=True)
+                    built[key] = dataclasses.replace(segment.program,
+                                                     provenance=_provenance(program))
+                except InvalidArgument:  # a PRNG key would have to become an input
+                    built[key] = None
+            return built[key]
+
+        whole = build(cone)
+        if interesting(whole):
+            kept = tuple(ddmin(cone, lambda subset: interesting.stable(build(subset))))
+            current = build(kept) or current
+        else:
+            notes.append("the failing outputs' cone alone (fed nothing new) did not fail: "
+                         "equations were not removed")
+            kept = tuple(range(len(jaxpr.eqns)))
+    stats = PassStats("equations", interesting.tests - tests_before,
+                      max(len(cone) - len(kept), 0), time.perf_counter() - pass_started)
+    return current, kept, stats
+
+
+def _shrink_inputs(current: Program, interesting: Interesting, history: list[Program],
+                   passes: list[PassStats], on_pass: Callable[[PassStats, Program], None] | None,
+                   notes: list[str]) -> Program:
+    """Passes 2 and 3: shapes, then values, looped to a fixpoint (at most three rounds); each
+    pass's counters are appended to `passes`, each replaced program to `history`.
+
+    Returns:
+        The program kept.
+    """
+    if not interesting(current):  # the equation pass's result must hold as a start
+        notes.append("the reduced program did not fail on its own again; inputs not shrunk")
+        return current
+    for _ in range(3):
+        before = current.fingerprint
+        current, stats = _greedy("shapes", current, _shape_edits, _apply_shape,
+                                 interesting, lambda a, b: _elements(a) < _elements(b),
+                                 history)
+        passes.append(stats)
+        if on_pass is not None:
+            on_pass(stats, current)
+        current, stats = _greedy("values", current, _value_edits, _apply_value,
+                                 interesting, lambda a, b: True, history)
+        passes.append(stats)
+        if on_pass is not None:
+            on_pass(stats, current)
+        if current.fingerprint == before or interesting.exhausted:
+            break
+    return current
+
+
+def _reverify(current: Program, history: list[Program], interesting: Interesting,
+              notes: list[str]) -> tuple[Program, list[Program], CheckResult, bool]:
+    """Re-verify the result with fresh runs; a result whose failure does not hold steady falls
+    back on the program an edit earlier (the equation pass's result is the last resort).
+
+    Returns:
+        (the result, the programs it replaced, its failing check, flaky: no candidate held).
+    """
+    for back, candidate in enumerate([current, *reversed(history)][:MAX_FALLBACKS + 1]):
+        runs = [interesting.check(candidate) for _ in range(1 + CONFIRMATIONS)]
+        if all(interesting.fails(r) for r in runs) and interesting._fails_everywhere(runs):
+            if back:
+                notes.append(f"the reduced program did not fail steadily in fresh runs; the "
+                             f"program {back} accepted edit(s) earlier did and is the result")
+                history = history[:len(history) - back]
+                current = candidate
+            return current, history, runs[0], False
+    final = interesting.check(current)
+    for _ in range(RERUNS):
+        if interesting.fails(final):
+            break
+        final = interesting.check(current)
+    notes.append("flaky: the reduced program (and the programs a few edits earlier) did not "
+                 f"fail steadily in {1 + CONFIRMATIONS} fresh runs; it is a best guess")
+    return current, history, final, True
+
+
 def reduce(program: Program, config: Configuration | str, pool: Any, *,
            check: CheckResult | None = None, timeout_s: float | None = None,
            max_tests: int = MAX_TESTS, shrink_inputs: bool = True,
@@ -489,104 +548,28 @@ def reduce(program: Program, config: Configuration | str, pool: Any, *,
     # equations compute): judged by failure class and signature there, by outputs afterwards.
     interesting.checker = Checker(Failure.in_check(result, spec), outputs=False)
     notes: list[str] = []
-    flaky = bool(reruns)
     if reruns:
         notes.append(f"flaky: the whole program passed {reruns} time(s) before failing")
     jaxpr = program.jaxpr.jaxpr
     verdicts = result.verdicts[result.configs.index(spec)]
     failing = [v.index for v in verdicts if v.kind.is_finding]
     cone = cone_of_influence(jaxpr, failing)
-    passes: list[PassStats] = []
-
-    # Pass 1: equations (ddmin), fed reference values of removed equations.
-    pass_started = time.perf_counter()
-    tests_before = interesting.tests
-    current, kept = program, tuple(range(len(jaxpr.eqns)))
-    if cone:
-        recorder, variables = recording_program(program, cone)
-        outcome = pool.run(recorder, REFERENCE, timeout_s=timeout_s)
-        if not outcome.ran:
-            raise NotReproducible(f"the reference cannot evaluate the intermediates of "
-                                  f"{program.provenance.name} ({outcome.kind.value}: "
-                                  f"{outcome.error[-300:]}); reduction needs them")
-        values = dict(zip(variables, outcome.outputs))
-        built: dict[tuple[int, ...], Program | None] = {}
-
-        def build(subset: Sequence[int]) -> Program | None:
-            key = tuple(subset)
-            if key not in built:
-                try:
-                    segment = Segmenter(program, key, failing, values).segment(
-                        0, len(key), sinks=True)
-                    built[key] = dataclasses.replace(segment.program,
-                                                     provenance=_provenance(program))
-                except InvalidArgument:  # a PRNG key would have to become an input
-                    built[key] = None
-            return built[key]
-
-        whole = build(cone)
-        if interesting(whole):
-            kept = tuple(ddmin(cone, lambda subset: interesting.stable(build(subset))))
-            current = build(kept) or current
-        else:
-            notes.append("the failing outputs' cone alone (fed nothing new) did not fail: "
-                         "equations were not removed")
-            kept = tuple(range(len(jaxpr.eqns)))
-    passes.append(PassStats("equations", interesting.tests - tests_before,
-                            max(len(cone) - len(kept), 0), time.perf_counter() - pass_started))
+    current, kept, stats = _equation_pass(program, pool, interesting, cone, failing, timeout_s,
+                                          notes)
+    passes = [stats]
     if on_pass is not None:
-        on_pass(passes[-1], current)
+        on_pass(stats, current)
     elements_before = _elements(current)
+    # Later passes keep the program's outputs: the failure must stay on the same ones.
     anchor = Failure.in_check(interesting.result(current) or result, spec)
     if anchor is not None:
         interesting.checker = interesting.checker.anchored(anchor)
-
-    # Passes 2 and 3: shapes, then values, to a fixpoint.
     history: list[Program] = []
     if shrink_inputs and current.inputs:
-        if not interesting(current):  # the equation pass's result must hold as a start
-            notes.append("the reduced program did not fail on its own again; inputs not shrunk")
-        else:
-            for _ in range(3):
-                before = current.fingerprint
-                current, stats = _greedy("shapes", current, _shape_edits, _apply_shape,
-                                         interesting, lambda a, b: _elements(a) < _elements(b),
-                                         history)
-                passes.append(stats)
-                if on_pass is not None:
-                    on_pass(stats, current)
-                current, stats = _greedy("values", current, _value_edits, _apply_value,
-                                         interesting, lambda a, b: True, history)
-                passes.append(stats)
-                if on_pass is not None:
-                    on_pass(stats, current)
-                if current.fingerprint == before or interesting.exhausted:
-                    break
+        current = _shrink_inputs(current, interesting, history, passes, on_pass, notes)
     if interesting.exhausted:
         notes.append(f"the test budget ({max_tests}) was spent: the result is not minimal")
-
-    # Re-verify with fresh runs; a result whose failure does not hold steady falls back on the
-    # program an edit earlier (the equation pass's result is the last resort).
-    final = None
-    for back, candidate in enumerate([current, *reversed(history)][:MAX_FALLBACKS + 1]):
-        runs = [interesting.check(candidate) for _ in range(1 + CONFIRMATIONS)]
-        if all(interesting.fails(r) for r in runs) and interesting._fails_everywhere(runs):
-            final = runs[0]
-            if back:
-                notes.append(f"the reduced program did not fail steadily in fresh runs; the "
-                             f"program {back} accepted edit(s) earlier did and is the result")
-                history = history[:len(history) - back]
-                current = candidate
-            break
-    if final is None:
-        flaky = True
-        final = interesting.check(current)
-        for _ in range(RERUNS):
-            if interesting.fails(final):
-                break
-            final = interesting.check(current)
-        notes.append("flaky: the reduced program (and the programs a few edits earlier) did not "
-                     f"fail steadily in {1 + CONFIRMATIONS} fresh runs; it is a best guess")
+    current, history, final, lost = _reverify(current, history, interesting, notes)
     reference, honest = _evidence(final)
     earlier = tuple((p, *_evidence(interesting.result(p))) for p in reversed(history)
                     if interesting.result(p) is not None)
@@ -598,7 +581,7 @@ def reduce(program: Program, config: Configuration | str, pool: Any, *,
         primitives=tuple(e.primitive.name for e in reduced_jaxpr.eqns),
         input_elements_before=elements_before, input_elements_after=_elements(current),
         tests=interesting.tests, cycles=interesting.cycles,
-        seconds=time.perf_counter() - started, flaky=flaky, passes=tuple(passes),
+        seconds=time.perf_counter() - started, flaky=bool(reruns) or lost, passes=tuple(passes),
         reduced=current, reference=reference, honest=honest, earlier=earlier,
         notes=tuple(notes))
 
@@ -786,6 +769,81 @@ def _failing_kernels(reduced: Program, pool: Any, config: Configuration,
     return tuple(kernels), notes
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Repro:
+    """The ``repro.py`` `_write_reproducing` wrote: of which program (`back` accepted edits
+    before the reduced one, with its reference outputs), its text, form and exit code."""
+
+    program: Program
+    reference: tuple[np.ndarray, ...]
+    source: str
+    form: str
+    exit_code: int | None
+    back: int
+    notes: tuple[str, ...]
+
+
+def _write_reproducing(repro_path: Path, reduction: Reduction, options: dict[str, Any],
+                       mutant: str, verify: bool) -> _Repro:
+    """Write ``repro.py`` of the reduced program, else of the first earlier program whose repro
+    shows the fault in a fresh process, else of the reduced program in the ``jax.export`` form
+    where that one shows it (with `verify` false: of the reduced program, not run)."""
+    notes: list[str] = []
+    candidates = [(reduction.reduced, reduction.reference, reduction.honest),
+                  *reduction.earlier[:MAX_FALLBACKS]]
+    first: tuple[str, str, int | None] | None = None
+    for back, (program, reference, honest) in enumerate(candidates):
+        source, form, exit_code, more = _write_repro(
+            repro_path, (program, reduction.config, options, reference, honest), mutant,
+            verify=verify, try_export=False)
+        if back == 0:
+            notes += more
+            first = (source, form, exit_code)
+        if not verify or exit_code == 1:
+            if back:
+                notes.append(f"repro.py of the reduced program does not show the fault in a fresh "
+                             f"process (exit {first[2]}); written from the program {back} "
+                             f"accepted edit(s) earlier ({len(program.jaxpr.jaxpr.eqns)} "
+                             f"equations, {_elements(program)} input elements)")
+            return _Repro(program, reference, source, form, exit_code, back, tuple(notes))
+    program, reference, honest = candidates[0]
+    source, form, exit_code, more = _write_repro(
+        repro_path, (program, reduction.config, options, reference, honest), mutant,
+        verify=verify, try_export=True)
+    notes += more
+    if exit_code != 1:
+        notes.append(f"repro.py exited {exit_code}, not 1: it does not show the fault "
+                     f"standalone (nor did {len(candidates) - 1} less reduced program(s))")
+    return _Repro(program, reference, source, form, exit_code, 0, tuple(notes))
+
+
+def _write_hlo(root: Path, program: Program, pool: Any, config: Configuration,
+               timeout_s: float | None) -> tuple[tuple[str, ...], list[str]]:
+    """Write ``module.hlo`` (the optimized module of `program` under `config`) and
+    ``fusion.hlo`` (its failing kernels).
+
+    Returns:
+        (the failing kernels, notes on what could not be written).
+    """
+    notes: list[str] = []
+    kernels: tuple[str, ...] = ()
+    try:
+        spec = fusion_mod.hlo_spec(config)
+    except InvalidArgument as exc:
+        notes.append(str(exc))
+        return kernels, notes
+    outcome = pool.run(program, spec, timeout_s=timeout_s)
+    if outcome.ran:
+        text = fusion_mod.hlo_text(outcome.outputs)
+        (root / "module.hlo").write_text(text)
+        kernels, more = _failing_kernels(program, pool, config, text, timeout_s)
+        notes += more
+        (root / "fusion.hlo").write_text(kernel_text(text, kernels))
+    else:
+        notes.append(f"no optimized HLO: {outcome.kind.value} {outcome.error[-200:]}")
+    return kernels, notes
+
+
 def write_outputs(reduction: Reduction, directory: str | Path, pool: Any, *,
                   timeout_s: float | None = None, verify: bool = True) -> Written:
     """Write ``repro.py``, ``module.hlo``, ``fusion.hlo``, ``artifact/`` and ``reduction.json``
@@ -817,57 +875,19 @@ def write_outputs(reduction: Reduction, directory: str | Path, pool: Any, *,
     options, mutant, note = _compiler_options(config)
     notes = [note] if note else []
     repro_path = root / "repro.py"
-    candidates = [(reduction.reduced, reduction.reference, reduction.honest),
-                  *reduction.earlier[:MAX_FALLBACKS]]
-    first: tuple[str, str, int | None] | None = None
-    for back, (program, reference, honest) in enumerate(candidates):
-        source, form, exit_code, more = _write_repro(
-            repro_path, (program, reduction.config, options, reference, honest), mutant,
-            verify=verify, try_export=False)
-        if back == 0:
-            notes += more
-            first = (source, form, exit_code)
-        if not verify or exit_code == 1:
-            if back:
-                notes.append(f"repro.py of the reduced program does not show the fault in a fresh "
-                             f"process (exit {first[2]}); written from the program {back} "
-                             f"accepted edit(s) earlier ({len(program.jaxpr.jaxpr.eqns)} "
-                             f"equations, {_elements(program)} input elements)")
-            break
-    else:
-        back = 0
-        program, reference, honest = candidates[0]
-        source, form, exit_code, more = _write_repro(
-            repro_path, (program, reduction.config, options, reference, honest), mutant,
-            verify=verify, try_export=True)
-        notes += more
-        if exit_code != 1:
-            notes.append(f"repro.py exited {exit_code}, not 1: it does not show the fault "
-                         f"standalone (nor did {len(candidates) - 1} less reduced program(s))")
-    kernels: tuple[str, ...] = ()
+    repro = _write_reproducing(repro_path, reduction, options, mutant, verify)
+    program = repro.program
+    notes += repro.notes
+    kernels, more = _write_hlo(root, program, pool, config, timeout_s)
+    notes += more
     try:
-        spec = fusion_mod.hlo_spec(config)
-    except InvalidArgument as exc:
-        notes.append(str(exc))
-        spec = None
-    if spec is not None:
-        outcome = pool.run(program, spec, timeout_s=timeout_s)
-        if outcome.ran:
-            text = fusion_mod.hlo_text(outcome.outputs)
-            (root / "module.hlo").write_text(text)
-            kernels, more = _failing_kernels(program, pool, config, text, timeout_s)
-            notes += more
-            (root / "fusion.hlo").write_text(kernel_text(text, kernels))
-        else:
-            notes.append(f"no optimized HLO: {outcome.kind.value} {outcome.error[-200:]}")
-    try:
-        save_artifact(program, root / "artifact", reference=reference,
+        save_artifact(program, root / "artifact", reference=repro.reference,
                       repro_config=reduction.config, compiler_options=options,
                       note=f"reduced: {reduction.kind}")
     except Exception as exc:  # the repro is what matters; an artifact is a convenience
         notes.append(f"no artifact: {type(exc).__name__}: {exc}")
-    written = Written(str(root), str(repro_path), form, exit_code,
-                      repro_mod.count_lines(source), kernels, back,
+    written = Written(str(root), str(repro_path), repro.form, repro.exit_code,
+                      repro_mod.count_lines(repro.source), kernels, repro.back,
                       len(program.jaxpr.jaxpr.eqns), _elements(program), tuple(notes))
     (root / "reduction.json").write_text(json.dumps(
         reduction.to_json() | {"written": written.to_json()}, indent=2, default=str) + "\n")

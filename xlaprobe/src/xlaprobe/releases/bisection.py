@@ -25,6 +25,7 @@ import math
 from collections.abc import Callable, Sequence
 
 from xlaprobe.releases.envs import version_key
+from xlaprobe.search import boundary
 
 #: Verdicts that mean "this release computes the program right".
 GOOD = frozenset({"ok", "ftz"})
@@ -120,6 +121,63 @@ def run_bound(count: int) -> int:
     return math.ceil(math.log2(count)) + 2 if count > 1 else count
 
 
+class _Runs:
+    """The runs of one bisection over `order`: each release judged once (reruns apart), in the
+    order asked for, every run reported to `on_run`."""
+
+    def __init__(self, order: Sequence[str], judge: Callable[[str], ReleaseRun],
+                 on_run: Callable[[ReleaseRun], None] | None):
+        self.order = order
+        self.judge = judge
+        self.on_run = on_run
+        self.runs: list[ReleaseRun] = []
+        self.seen: dict[int, ReleaseRun] = {}
+        self.flaky: list[str] = []
+
+    def run(self, i: int, rerun: bool = False) -> ReleaseRun:
+        """The run of release `i` (judged now unless seen; a rerun is always judged anew)."""
+        if i in self.seen and not rerun:
+            return self.seen[i]
+        result = dataclasses.replace(self.judge(self.order[i]), release=self.order[i],
+                                     rerun=rerun)
+        self.runs.append(result)
+        if self.on_run is not None:
+            self.on_run(result)
+        if not rerun:
+            self.seen[i] = result
+        return result
+
+    def supported(self, start: int, step: int, stop: int) -> int | None:
+        """The first index from `start` toward `stop` (exclusive) whose release runs."""
+        for i in range(start, stop, step):
+            if self.run(i).bad is not None:
+                return i
+        return None
+
+    def boundary(self, good: int, bad: int) -> tuple[int, int]:
+        """(last index on `good`'s side, first index on `bad`'s side) of the one change between
+        them; `good` and `bad` may be in either order. Each step runs the supported release
+        nearest the midpoint; when none between them runs, the change is somewhere in there."""
+        return boundary(good, bad, lambda i: bool(self.run(i).bad), pick=self._supported_near)
+
+    def _supported_near(self, mid: int, a: int, b: int) -> int | None:
+        """The supported release strictly between `a` and `b` nearest `mid` (above first)."""
+        lo, hi = min(a, b), max(a, b)
+        for offset in range(hi - lo):
+            for i in (mid + offset, mid - offset):
+                if lo < i < hi and self.run(i).bad is not None:
+                    return i
+        return None
+
+    def confirm(self, good: int) -> bool:
+        """Rerun a good release next to a boundary; False (and flaky) when it fails now."""
+        again = self.run(good, rerun=True)
+        if again.bad:
+            self.flaky.append(self.order[good])
+            return False
+        return True
+
+
 def bisect(releases: Sequence[str], judge: Callable[[str], ReleaseRun], *,
            known_bad: str | None = None, target: str = "", config: str = "",
            on_run: Callable[[ReleaseRun], None] | None = None) -> Bisection:
@@ -142,61 +200,10 @@ def bisect(releases: Sequence[str], judge: Callable[[str], ReleaseRun], *,
     order = sorted(set(releases), key=version_key)
     if not order:
         raise ValueError("no releases to bisect")
-    runs: list[ReleaseRun] = []
-    seen: dict[int, ReleaseRun] = {}
-
-    def run(i: int, rerun: bool = False) -> ReleaseRun:
-        if i in seen and not rerun:
-            return seen[i]
-        result = dataclasses.replace(judge(order[i]), release=order[i], rerun=rerun)
-        runs.append(result)
-        if on_run is not None:
-            on_run(result)
-        if not rerun:
-            seen[i] = result
-        return result
-
-    def supported(start: int, step: int, stop: int) -> int | None:
-        """The first index from `start` toward `stop` (exclusive) whose release runs."""
-        for i in range(start, stop, step):
-            if run(i).bad is not None:
-                return i
-        return None
-
-    def boundary(good: int, bad: int) -> tuple[int, int]:
-        """(last index on `good`'s side, first index on `bad`'s side) of the one change between
-        them; `good` and `bad` may be in either order."""
-        while abs(bad - good) > 1:
-            mid = (good + bad) // 2
-            probe = supported_between(mid, good, bad)
-            if probe is None:  # nothing in between runs: the change is somewhere in there
-                break
-            if run(probe).bad:
-                bad = probe
-            else:
-                good = probe
-        return good, bad
-
-    def supported_between(mid: int, a: int, b: int) -> int | None:
-        lo, hi = min(a, b), max(a, b)
-        for offset in range(hi - lo):
-            for i in (mid + offset, mid - offset):
-                if lo < i < hi and run(i).bad is not None:
-                    return i
-        return None
-
-    flaky: list[str] = []
-
-    def confirm(good: int) -> bool:
-        """Rerun a good release next to a boundary; False (and flaky) when it fails now."""
-        again = run(good, rerun=True)
-        if again.bad:
-            flaky.append(order[good])
-            return False
-        return True
-
-    oldest = supported(0, 1, len(order))
-    newest = None if oldest is None else supported(len(order) - 1, -1, oldest)
+    runs = _Runs(order, judge, on_run)
+    seen = runs.seen
+    oldest = runs.supported(0, 1, len(order))
+    newest = None if oldest is None else runs.supported(len(order) - 1, -1, oldest)
     first_bad = last_good = first_fixed = None
     if oldest is not None and newest is None:  # a single release runs
         first_bad = order[oldest] if seen[oldest].bad else None
@@ -204,28 +211,28 @@ def bisect(releases: Sequence[str], judge: Callable[[str], ReleaseRun], *,
     elif oldest is not None and newest is not None:
         old_bad, new_bad = bool(seen[oldest].bad), bool(seen[newest].bad)
         if not old_bad and new_bad:
-            good, bad = boundary(oldest, newest)
-            if confirm(good):
+            good, bad = runs.boundary(oldest, newest)
+            if runs.confirm(good):
                 last_good, first_bad = order[good], order[bad]
             else:
                 first_bad = order[good]
         elif old_bad and not new_bad:
-            bad, good = boundary(newest, oldest)[::-1]
+            bad, good = runs.boundary(newest, oldest)[::-1]
             first_bad = order[oldest]
-            if confirm(good):
+            if runs.confirm(good):
                 first_fixed = order[good]
         elif old_bad and new_bad:
             first_bad = order[oldest]
         else:
             anchor = order.index(known_bad) if known_bad in order else None
-            if anchor is not None and run(anchor).bad:
-                good, bad = boundary(oldest, anchor)
-                last_good, first_bad = (order[good], order[bad]) if confirm(good) \
+            if anchor is not None and runs.run(anchor).bad:
+                good, bad = runs.boundary(oldest, anchor)
+                last_good, first_bad = (order[good], order[bad]) if runs.confirm(good) \
                     else (None, order[good])
-                bad2, good2 = boundary(newest, anchor)[::-1]
-                if confirm(good2):
+                bad2, good2 = runs.boundary(newest, anchor)[::-1]
+                if runs.confirm(good2):
                     first_fixed = order[good2]
             else:
                 last_good = order[newest]
     return Bisection(target, config, tuple(order), first_bad, last_good, first_fixed,
-                     tuple(flaky), tuple(runs))
+                     tuple(runs.flaky), tuple(runs.runs))

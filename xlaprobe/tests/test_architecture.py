@@ -1,0 +1,123 @@
+"""The package's shape: no import cycle (function-local imports count), no function over 80 lines.
+
+The import graph is read from the source with `ast`, so an import inside a function is an edge like
+any other: a cycle hidden by a deferred import fails here. Importing ``pkg.mod`` from ``pkg`` is an
+edge to ``pkg.mod`` only (Python runs ``pkg/__init__`` first for every submodule anyway).
+"""
+
+import ast
+import pathlib
+
+import pytest
+
+SRC = pathlib.Path(__file__).resolve().parents[1] / "src" / "xlaprobe"
+MAX_LINES = 80
+
+
+def _modules() -> dict[str, pathlib.Path]:
+    found = {}
+    for path in SRC.rglob("*.py"):
+        parts = path.relative_to(SRC.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found[name] = path
+    return found
+
+
+def _imported(node: ast.AST, module: str, is_package: bool, known: set[str]) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names if a.name in known]
+    if not isinstance(node, ast.ImportFrom):
+        return []
+    if node.level:
+        base = module.split(".")[: len(module.split(".")) - node.level + (1 if is_package else 0)]
+        target = ".".join(base + ([node.module] if node.module else []))
+    else:
+        target = node.module or ""
+    subs = [f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in known]
+    if len(subs) == len(node.names):
+        return subs
+    return subs + ([target] if target in known else [])
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the xlaprobe modules it imports anywhere in its source."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            graph[name].update(t for t in _imported(node, name, path.name == "__init__.py",
+                                                    set(modules)) if t != name)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_cycle_finder_on_a_known_graph():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert cycles(graph) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycle():
+    graph = import_graph()
+    assert "xlaprobe.check" in graph and "xlaprobe.oracle" in graph["xlaprobe.check"]
+    assert cycles(graph) == []
+
+
+def test_no_function_over_80_lines():
+    long = []
+    for path in SRC.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_LINES:
+                    long.append(f"{path.relative_to(SRC)}:{node.lineno} {node.name} ({lines})")
+    assert long == []
+
+
+@pytest.mark.parametrize("name", ["xlaprobe.search", "xlaprobe.oracle", "xlaprobe.triage"])
+def test_leaf_modules_stay_low(name):
+    """The algorithms and the oracle sit below the middle layer: they import none of it."""
+    graph = import_graph()
+    if name not in graph:
+        pytest.skip(f"{name} not present")
+    middle = {m for m in graph if m.startswith(("xlaprobe.localize", "xlaprobe.campaign",
+                                                 "xlaprobe.tune", "xlaprobe.cli"))}
+    reach, todo = set(), [name]
+    while todo:
+        for nxt in graph[todo.pop()]:
+            if nxt not in reach:
+                reach.add(nxt)
+                todo.append(nxt)
+    assert not reach & middle
