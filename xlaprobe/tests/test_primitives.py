@@ -15,6 +15,7 @@ from xlaprobe import jaxcompat, jaxprs, primitives
 from xlaprobe.configs import eager, reference
 from xlaprobe.localize import api, inside, repro
 from xlaprobe.primitives import Movement, PrimitiveFacts, facts
+from xlaprobe.program import Program, Provenance
 from xlaprobe.sources import ops
 
 F32 = np.float32
@@ -176,3 +177,11 @@ def test_interpreters_follow_the_call_table():
         np.testing.assert_allclose(got, want, rtol=1e-6)
         for name in ("composite", "custom_vmap_call"):  # entered, not bound whole
             assert any(f"/{name}/" in p for p in paths), name
+
+
+def test_repro_prints_bitwise_ops_through_their_lax_names():
+    args = (np.array([1, 2, 3], np.int32), np.array([3, 3, 0], np.int32))
+    program = Program.from_function(lambda a, b: (a & b) | ~a, args, Provenance("user", "bits"))
+    text = repro.emit_repro(program, "xla", {}, reference.evaluate(program.jaxpr, program.inputs))
+    assert "lax.bitwise_and(" in text and "lax.bitwise_not(" in text and "lax.and(" not in text
+    compile(text, "repro.py", "exec")  # lax.and(...) was a syntax error
