@@ -66,6 +66,22 @@ def test_raw_jaxpr_with_jit_and_custom_jvp_call():
         assert any(f"/{call}/" in p for p in paths), call
 
 
+def test_composite_body_runs_op_by_op():
+    # reference recurses into a composite's decomposition; eager must too (one call-like table)
+    def fn(x):
+        return lax.composite(lambda y: jnp.sin(y) * 2.0 + 1.0, name="xlaprobe.test")(x)
+
+    x = np.linspace(-1, 1, 4).astype(np.float32)
+    program = _program(fn, x)
+    assert "composite" in jaxprs.primitives_used(program.jaxpr)  # canonical form keeps it
+    seen = []
+    (out,) = eager.evaluate(program.jaxpr, program.inputs,
+                            record=lambda path, eqn, outs: seen.append((path, eqn.primitive.name)))
+    assert seen == [("eqn0/composite/eqn0", "sin"), ("eqn0/composite/eqn1", "mul"),
+                    ("eqn0/composite/eqn2", "add"), ("eqn0", "composite")]
+    np.testing.assert_allclose(out, np.sin(x) * 2.0 + 1.0, rtol=1e-6)
+
+
 def test_record_sees_every_equation_on_every_iteration():
     def fn(x):
         return lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] * 2.0), (0, x))[1] + 1.0

@@ -10,7 +10,9 @@ trees ``ft_in``/``ft_out`` instead of ``num_consts``/``num_carry``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import importlib
+import sys
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from jax._src import core as _core  # join_effects, DebugInfo: building jaxprs (not in jax.extend)
@@ -215,3 +217,34 @@ def build_option_names() -> frozenset[str]:
     names = {"optimization_level", "memory_fitting_level", "exec_time_optimization_effort",
              "memory_fitting_effort"}
     return frozenset(n for n in names if f'"{n}"' in source or f"'{n}'" in source)
+
+
+def module_primitives(packages: Sequence[str]) -> Iterator[tuple[str, str, Any]]:
+    """(module name, attribute, primitive) for each `Primitive` bound at module level in an
+    imported module of `packages` (top-level package names such as ``"jax"``)."""
+    for modname, module in list(sys.modules.items()):
+        if module is None or modname.split(".")[0] not in packages:
+            continue
+        for attr, value in list(vars(module).items()):
+            if isinstance(value, Primitive):
+                yield modname, attr, value
+
+
+#: Modules defining primitives that importing jax's public API does not load (jax >= 0.10).
+_PRIMITIVE_MODULES = ("jax._src.program_order", "jax._src.xla_metadata")
+
+
+def primitive_names() -> frozenset[str]:
+    """Names of the primitives the installed jax defines (``"add"``, ``"scatter-add"``, ``"jit"``).
+
+    jax.extend lists only some (``jax.extend.core.primitives`` lacks ``composite``, the
+    ``random_*`` and the callbacks), so this imports jax's public modules plus
+    `_PRIMITIVE_MODULES` and collects every module-level `Primitive` in them.
+    """
+    for name in ("jax.numpy", "jax.random", "jax.scipy.special", "jax.custom_batching",
+                 "jax.experimental", "jax.extend.core.primitives", *_PRIMITIVE_MODULES):
+        try:
+            importlib.import_module(name)
+        except ImportError:  # an older jax without it
+            continue
+    return frozenset(prim.name for _, _, prim in module_primitives(("jax",)))

@@ -1,10 +1,11 @@
 """Jaxpr plumbing shared by every interpreter: one evaluation loop, canonical form, serialization.
 
 A Program's jaxpr is kept in *canonical form*: call-like wrappers whose forward semantics is just
-"evaluate the inner jaxpr" (pjit, custom_jvp_call, custom_vjp_call, checkpoint, closed_call) are
-inlined, and control flow (while, scan, cond) keeps canonical inner jaxprs. Canonical jaxprs hold no
-Python callables, so they pickle (with primitives pickled by reference) and travel to worker
-processes and into artifacts.
+"evaluate the inner jaxpr" (jit, custom_jvp_call, custom_vjp_call, checkpoint, closed_call: those
+`primitives.PrimitiveFacts.inlined` marks) are inlined, and control flow (while, scan, cond) and the
+call-like primitives canonical form keeps (composite) keep canonical inner jaxprs. Canonical jaxprs
+hold no Python callables, so they pickle (with primitives pickled by reference) and travel to
+worker processes and into artifacts.
 """
 
 from __future__ import annotations
@@ -13,47 +14,19 @@ import functools
 import importlib
 import io
 import pickle
-import sys
 import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
 import numpy as np
-from xlaprobe import jaxcompat
+from xlaprobe import jaxcompat, primitives
 
 from xlaprobe.errors import CorruptArtifact, InvalidArgument
 
 ClosedJaxpr = jaxcompat.ClosedJaxpr
 Jaxpr = jaxcompat.Jaxpr
 JaxprEqn = jaxcompat.JaxprEqn
-
-#: Primitives whose forward semantics is "evaluate params[<key>]"; canonical form inlines them.
-CALL_PRIMITIVES: dict[str, str] = {
-    "pjit": "jaxpr",
-    "jit": "jaxpr",
-    "closed_call": "call_jaxpr",
-    "core_call": "call_jaxpr",
-    "custom_jvp_call": "call_jaxpr",
-    "custom_vjp_call": "call_jaxpr",
-    "custom_vjp_call_jaxpr": "fun_jaxpr",
-    "checkpoint": "jaxpr",
-    "remat": "jaxpr",
-    "remat2": "jaxpr",  # jax.checkpoint in jax 0.10
-    "program_order": "call_jaxpr",  # jax >= 0.11: ordering only
-    "xla_metadata_call": "jaxpr",  # jax >= 0.11: attaches XLA metadata only
-    "custom_lin": "",  # never in a forward program; listed so the error names it
-}
-
-
-def inner_closed_jaxpr(eqn: JaxprEqn) -> ClosedJaxpr:
-    """The jaxpr a call-like equation evaluates, closed (consts bound).
-
-    Raises:
-        KeyError: the equation is not call-like (see `CALL_PRIMITIVES`).
-    """
-    key = CALL_PRIMITIVES[eqn.primitive.name]
-    return jaxcompat.as_closed(eqn.params[key])
 
 
 def eval_jaxpr_with(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any],
@@ -114,9 +87,8 @@ def _inline_eqn(eqn: JaxprEqn, invals: list[Any]) -> Sequence[Any]:
         specs = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in eqn.invars]
         inner = jax.make_jaxpr(lambda *args: jaxcompat.expand_hi_primitive(eqn, args))(*specs)
         return eval_jaxpr_with(inner.jaxpr, inner.consts, invals, _inline_eqn)
-    if name in CALL_PRIMITIVES and CALL_PRIMITIVES[name]:
-        inner = inner_closed_jaxpr(eqn)
-        # custom_jvp_call/custom_vjp_call pass their consts as leading operands already.
+    if primitives.facts(name).inlined:
+        inner = primitives.call_jaxpr(eqn)
         return eval_jaxpr_with(inner.jaxpr, inner.consts, invals, _inline_eqn)
     params = _canonical_params(eqn.params)
     return eqn.primitive.bind(*invals, **params)
@@ -148,12 +120,8 @@ def _primitive_index() -> dict[int, tuple[str, str]]:
     # Primitives are module-level singletons: pickle them as (module, attribute) references.
     import jax.numpy  # noqa: F401  (registers the lax primitives)
     index: dict[int, tuple[str, str]] = {}
-    for modname, module in list(sys.modules.items()):
-        if module is None or not modname.split(".")[0] in ("jax", "jaxlib", "flax", "optax"):
-            continue
-        for attr, value in list(vars(module).items()):
-            if isinstance(value, jaxcompat.Primitive):
-                index.setdefault(id(value), (modname, attr))
+    for modname, attr, prim in jaxcompat.module_primitives(("jax", "jaxlib", "flax", "optax")):
+        index.setdefault(id(prim), (modname, attr))
     return index
 
 

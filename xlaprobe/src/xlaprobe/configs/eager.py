@@ -11,8 +11,9 @@ equation at every depth runs alone, and `evaluate` can report each equation's ou
 Equation paths, as passed to ``record``, name an equation by its position at each depth::
 
     eqn4                        equation 4 of the top-level jaxpr
-    eqn4/jit/eqn0               equation 0 inside the jaxpr called by eqn4 (jit, pjit, custom_jvp_call,
-                                custom_vjp_call, remat2, ...: the primitive's name)
+    eqn4/jit/eqn0               equation 0 inside the jaxpr called by eqn4 (jit, custom_jvp_call,
+                                custom_vjp_call, remat2, composite, ...: the primitive's name;
+                                `primitives.is_call_like` says which primitives are calls)
     eqn7/scan[2]/eqn1           equation 1 of the scan body, iteration 2 (iterations count 0..length-1
                                 in execution order; with reverse=True iteration 0 reads xs[length-1])
     eqn5/while[3]/cond/eqn0     equation 0 of the while condition, its 4th evaluation
@@ -30,7 +31,7 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from xlaprobe import jaxcompat, jaxprs
+from xlaprobe import jaxcompat, jaxprs, primitives
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.errors import InvalidArgument
 
@@ -85,24 +86,12 @@ def _apply_eqn(eqn: jaxprs.JaxprEqn, invals: list[Any], path: str,
     rule = _CONTROL_FLOW.get(name)
     if rule is not None:
         return rule(eqn, invals, path, record)
-    if jaxprs.CALL_PRIMITIVES.get(name) or name in _MORE_CALLS:
-        # Call-like wrappers only evaluate their inner jaxpr (custom_jvp/vjp pass consts as operands).
-        return _eval_closed(_inner_closed_jaxpr(eqn), invals, f"{path}/{name}/", record)
+    if primitives.is_call_like(eqn):
+        # Call-like wrappers only evaluate their inner jaxpr: enter it, as the reference does.
+        return _eval_closed(primitives.call_jaxpr(eqn), invals, f"{path}/{name}/", record)
     # Outside any trace, bind dispatches the primitive as its own XLA computation.
     outs = eqn.primitive.bind(*invals, **eqn.params)
     return list(outs) if eqn.primitive.multiple_results else [outs]
-
-
-#: Call-like primitives missing from `jaxprs.CALL_PRIMITIVES` (jax 0.10.2 names jax.checkpoint's
-#: primitive "remat2"); without this entry eager would bind a checkpointed region whole.
-_MORE_CALLS: dict[str, str] = {"remat2": "jaxpr"}
-
-
-def _inner_closed_jaxpr(eqn: jaxprs.JaxprEqn) -> jaxprs.ClosedJaxpr:
-    if jaxprs.CALL_PRIMITIVES.get(eqn.primitive.name):
-        return jaxprs.inner_closed_jaxpr(eqn)
-    inner = eqn.params[_MORE_CALLS[eqn.primitive.name]]
-    return jaxcompat.as_closed(inner)
 
 
 def _while(eqn: jaxprs.JaxprEqn, invals: list[Any], path: str, record: Recorder | None) -> list[Any]:

@@ -53,7 +53,7 @@ from jax import dtypes as jdtypes
 from xlaprobe import jaxcompat
 from jax.lax import GatherScatterMode
 
-from xlaprobe import jaxprs
+from xlaprobe import jaxprs, primitives
 from xlaprobe.errors import InvalidArgument, UnsupportedPrimitive
 
 if TYPE_CHECKING:
@@ -220,8 +220,9 @@ class _Interpreter:
         ctx = _Ctx(self, eqn, tuple(a.aval.dtype for a in eqn.invars),
                    tuple(v.aval.dtype for v in eqn.outvars),
                    tuple(tuple(getattr(v.aval, "shape", ())) for v in eqn.outvars))
+        known = primitives.facts(name)
         try:
-            if name not in _KEY_AWARE and any(isinstance(a, _Keys) for a in args):
+            if not known.whole_keys and any(isinstance(a, _Keys) for a in args):
                 outs = _on_key_components(rule, ctx, args, eqn.params)
             else:
                 outs = rule(ctx, *args, **eqn.params)
@@ -237,9 +238,9 @@ class _Interpreter:
         # Monte Carlo arithmetic perturbs only results that IEEE arithmetic rounds: a max, a
         # select or a slice is exact, and perturbing it would break exact equalities programs
         # rely on (the argmax mask eq(x, max(x)) of a max's gradient).
-        rng = self.rng if name in ROUNDING_PRIMITIVES else None
+        rng = self.rng if known.rounding else None
         # XLA's transcendental kernels are approximations a few ULPs wide, not correctly rounded.
-        roundoffs = 2.0 * APPROXIMATION_ULPS if name in APPROXIMATE_PRIMITIVES else 1.0
+        roundoffs = 2.0 * APPROXIMATION_ULPS if known.approximate else 1.0
         return [_finish(o, v.aval, self.native, self.flush, rng, roundoffs)
                 for o, v in zip(outs, eqn.outvars, strict=True)]
 
@@ -275,7 +276,7 @@ def evaluate(closed_jaxpr: Any, inputs: Sequence[np.ndarray], *,
             equation to zero (``reference:ftz``): what XLA:CPU may legally do (DAZ/FTZ).
         mca_seed: with `round_each_op`, Monte Carlo arithmetic (``reference:mca[seed=N]``): every
             floating result is perturbed by a random relative amount of up to one unit roundoff
-            (`APPROXIMATION_ULPS` ULPs for `APPROXIMATE_PRIMITIVES`, sums by
+            (`APPROXIMATION_ULPS` ULPs for approximate primitives, sums by
             `_ACCUMULATION_TERMS`) before rounding, so repeated runs sample the spread of honest
             rounding errors rather than one instance of it. Source: D. S. Parker, "Monte Carlo Arithmetic" (1997); the
             CESTAC method of J. Vignes (1993).
@@ -1402,18 +1403,8 @@ def _cond(ctx: _Ctx, index: np.ndarray, *args: Any, branches: Sequence[Any], **_
     return ctx.eval(branches[i], list(args))
 
 
-# jaxprs.CALL_PRIMITIVES, plus calls that canonical form keeps (remat2 is jax.checkpoint in 0.10.2)
-_CALLS: dict[str, str] = {
-    name: key for name, key in {**jaxprs.CALL_PRIMITIVES, "remat2": "jaxpr", "composite": "jaxpr",
-                                "custom_vmap_call": "call_jaxpr"}.items() if key}
-
-
 def _call(ctx: _Ctx, *args: Any, **params: Any) -> list[Any]:
-    key = _CALLS[ctx.eqn.primitive.name]
-    # composite names its jaxpr "call_jaxpr" since jax 0.11
-    inner = params[key] if key in params else params["call_jaxpr"]
-    inner = jaxcompat.as_closed(inner)
-    outs = ctx.eval(inner, list(args))
+    outs = ctx.eval(primitives.call_jaxpr(ctx.eqn), list(args))
     return outs if ctx.multiple_results else outs[0]
 
 
@@ -1606,7 +1597,7 @@ RULES: dict[str, Rule] = {
     "dot_general": _dot_general, "conv_general_dilated": _conv_general_dilated,
     # control flow and calls
     "while": _while, "scan": _scan, "cond": _cond,
-    **{name: _call for name in _CALLS},
+    **{name: _call for name in sorted(primitives.names(lambda p: p.call_like))},
     "custom_linear_solve": _custom_linear_solve,
     "pure_callback": _pure_callback, "io_callback": _pure_callback,
     "debug_callback": _debug_callback, "debug_print": _no_output,
@@ -1617,15 +1608,6 @@ RULES: dict[str, Rule] = {
     "random_bits": _random_bits, "random_wrap": _random_wrap, "random_unwrap": _random_unwrap,
     "random_gamma": _random_gamma,
 }
-
-# Primitives that take PRNG key arrays whole; every other rule sees one key component at a time.
-_KEY_AWARE = frozenset({
-    "random_seed", "random_split", "random_fold_in", "random_bits", "random_wrap", "random_unwrap",
-    "random_clone", "random_gamma", "while", "scan", "cond", "custom_linear_solve", "pure_callback",
-    "io_callback",
-    "debug_callback", "debug_print", "tie", "optimization_barrier", "copy",
-    "sharding_constraint", "reshard", "layout_constraint", "device_put", "pvary",
-    "name", *_CALLS})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1675,26 +1657,10 @@ class ReferenceKind:
                         flush_subnormals=config.variant == "ftz", mca_seed=seed)
 
 
-#: Primitives whose floating results IEEE arithmetic rounds (Monte Carlo mode perturbs only these).
-ROUNDING_PRIMITIVES = frozenset({
-    "add", "add_any", "sub", "mul", "div", "rem", "pow", "integer_pow", "square", "sqrt", "rsqrt",
-    "cbrt", "exp", "exp2", "expm1", "log", "log1p", "log2", "one_minus_square", "tanh", "logistic", "sin", "cos", "tan",
-    "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "atan2", "erf", "erfc",
-    "erf_inv", "lgamma", "digamma", "reduce_sum", "reduce_prod", "dot_general",
-    "conv_general_dilated", "cumsum", "cumprod", "cumlogsumexp", "reduce_window_sum",
-    "scatter-add", "scatter_add", "scatter-mul", "scatter_mul", "select_and_scatter_add"})
-
-#: Rounding primitives whose XLA:CPU kernels are polynomial or rational approximations, accurate to
-#: a few ULPs rather than correctly rounded (a legal freedom: DESIGN.md, "approximate
-#: transcendentals"). Monte Carlo arithmetic perturbs their results by up to `APPROXIMATION_ULPS`
+#: Width of XLA's transcendental approximations assumed by Monte Carlo arithmetic (ULPs): it
+#: perturbs the results of `primitives.PrimitiveFacts.approximate` primitives by up to this many
 #: ULPs instead of half a ULP, so that cancellation downstream (``tan(x) - tanh(tan(x))``) gets a
-#: budget for it.
-APPROXIMATE_PRIMITIVES = frozenset({
-    "rsqrt", "cbrt", "exp", "exp2", "expm1", "log", "log1p", "log2", "tanh", "logistic", "sin",
-    "cos",
-    "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "atan2", "erf",
-    "erfc", "erf_inv", "lgamma", "digamma", "pow"})
-#: Width of XLA's transcendental approximations assumed by Monte Carlo arithmetic (ULPs).
+#: budget for it (a legal freedom: DESIGN.md, "approximate transcendentals").
 APPROXIMATION_ULPS = 2
 
 #: Primitives that sum many terms -> number of terms per output element (Monte Carlo mode).

@@ -55,7 +55,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from xlaprobe import jaxcompat
+from xlaprobe import jaxcompat, primitives
 
 from xlaprobe.check import CheckResult, check_program
 from xlaprobe.configs.registry import Configuration
@@ -74,8 +74,9 @@ from xlaprobe.triage import localized_key, planted_fault
 
 METHODS = ("auto", "cuts", "segments")
 #: Primitives that only move or reinterpret data: XLA folds them into their producers' kernels.
-DATA_MOVEMENT = frozenset({"reshape", "squeeze", "expand_dims", "broadcast_in_dim",
-                           "convert_element_type", "copy", "copy_p"})
+DATA_MOVEMENT = primitives.names(lambda p: p.movement in (
+    primitives.Movement.RESHAPE, primitives.Movement.BROADCAST, primitives.Movement.CONVERT,
+    primitives.Movement.COPY))
 #: The evidence of an equation named only as a necessary end of a failing segment.
 FALLBACK = "a necessary end of the smallest failing segment (not pinned down further)"
 

@@ -47,7 +47,7 @@ from typing import Any
 
 import ml_dtypes
 import numpy as np
-from xlaprobe import jaxcompat
+from xlaprobe import jaxcompat, primitives
 
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.hlo import HloText, Instruction, equation_of
@@ -454,7 +454,7 @@ def _anchors(instructions: Sequence[Instruction], computation: str, jaxpr: Any
 
 #: Primitives that keep a value's elements in order: XLA folds them into their producer, so an
 #: instruction of the producer may hold the value in their shape.
-_RESHAPES = frozenset({"reshape", "squeeze", "expand_dims"})
+_RESHAPES = primitives.names(lambda p: p.movement is primitives.Movement.RESHAPE)
 
 
 def _value_of(jaxpr: Any, k: int, instruction: Instruction) -> Any:

@@ -1,7 +1,7 @@
 """A reduced Program as a standalone ``repro.py``: plain jax/lax code with the inputs inline.
 
 `emit_repro` prints the program's jaxpr back as Python: one line per equation, ``lax.add(x, y)``
-for plain elementwise ops, ``lax.<primitive>_p.bind(..., **params)`` otherwise (the parameters
+for plain elementwise ops (the `primitives.PrimitiveFacts.wrapper` of the primitive), ``lax.<primitive>_p.bind(..., **params)`` otherwise (the parameters
 printed as Python literals: tuples, dtypes, ``lax`` enums and dimension-number records), and
 ``lax.while_loop`` / ``lax.scan`` / ``lax.switch`` / ``lax.scatter_*`` where a parameter holds a
 jaxpr. The inputs are written inline (small arrays as literals, larger ones as base64 of their
@@ -25,23 +25,13 @@ from typing import Any
 
 import ml_dtypes
 import numpy as np
-from xlaprobe import jaxcompat
+from xlaprobe import jaxcompat, primitives
 
 from xlaprobe.program import Program
 
 #: Arrays with at most this many elements are written as literals; larger ones as base64.
 LITERAL_ELEMENTS = 256
-#: Primitives printed through their ``lax`` wrapper ``lax.<name>(*operands)`` when they carry no
-#: parameters (or only ``accuracy=None``): the wrapper binds exactly that primitive.
-_ELEMENTWISE = frozenset({
-    "abs", "acos", "acosh", "add", "and", "asin", "asinh", "atan", "atan2", "atanh", "cbrt",
-    "ceil", "clz", "cos", "cosh", "div", "eq", "erf", "erf_inv", "erfc", "exp", "exp2", "expm1",
-    "floor", "ge", "gt", "imag", "is_finite", "le", "lgamma", "digamma", "log", "log1p",
-    "logistic", "lt", "max", "min", "mul", "ne", "neg", "nextafter", "not", "or",
-    "population_count",
-    "pow", "real", "rem", "round", "rsqrt", "select_n", "shift_left", "shift_right_arithmetic",
-    "shift_right_logical", "sign", "sin", "sinh", "sqrt", "square", "sub", "tan", "tanh", "xor",
-    "clamp"})
+#: Scatter primitives -> the ``lax`` function that prints them (with their dimension numbers).
 _SCATTERS = {"scatter": "scatter", "scatter-add": "scatter_add", "scatter-mul": "scatter_mul",
              "scatter-min": "scatter_min", "scatter-max": "scatter_max",
              "scatter-sub": "scatter_sub"}
@@ -236,8 +226,10 @@ class _Printer:
                     f"mode={self.param(params['mode'])})"]
         if any(jaxcompat.is_jaxpr(v) for v in params.values()):
             raise Unprintable(f"primitive '{name}' carries a jaxpr parameter")
-        if name in _ELEMENTWISE and all(k == "accuracy" and v is None for k, v in params.items()):
-            return [f"{target} = lax.{name}({', '.join(args)})"]
+        # lax.<wrapper>(*operands) binds exactly the primitive when it carries no parameters
+        wrapper = primitives.facts(name).wrapper
+        if wrapper and all(k == "accuracy" and v is None for k, v in params.items()):
+            return [f"{target} = lax.{wrapper}({', '.join(args)})"]
         keywords = "".join(f", {k}={self.param(v)}" for k, v in params.items())
         return [f"{target} = {self.primitive(eqn.primitive)}.bind({', '.join(args)}{keywords})"]
 

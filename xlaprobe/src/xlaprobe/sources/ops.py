@@ -33,6 +33,8 @@ import ml_dtypes
 import numpy as np
 from jax import lax
 
+from xlaprobe import primitives
+
 __all__ = ["Aval", "Domain", "Operand", "OpRule", "Sample", "RULES", "FLOATS", "SIGNED",
            "UNSIGNED", "INTS", "NUMERIC", "ALL", "X64", "dtype_of", "is_float", "is_int"]
 
@@ -1475,17 +1477,8 @@ _RANDOM_RULES = [
 # the table
 
 
-def _table(rules: Sequence[OpRule]) -> dict[str, OpRule]:
-    table: dict[str, OpRule] = {}
-    for rule in rules:
-        if rule.name in table:
-            raise ValueError(f"op catalogue: '{rule.name}' defined twice")
-        table[rule.name] = rule
-    return table
-
-
 #: primitive name -> rule.
-RULES: dict[str, OpRule] = _table([
+RULES: dict[str, OpRule] = primitives.by_name([
     *_UNARY_RULES, *_BINARY_RULES, *_COMPARE_RULES, *_SELECT_RULES,
     OpRule("convert_element_type", "convert", 1, ALL, _convert_sample(),
            lambda x, *, new_dtype: lax.convert_element_type(x, new_dtype),
@@ -1499,4 +1492,4 @@ RULES: dict[str, OpRule] = _table([
                               "every op)", "results may be NaN, Inf or subnormal", _RANK0)),
     *_REDUCE_RULES, *_CONTRACT_RULES, *_WINDOW_RULES, *_SHAPE_RULES, *_INDEX_RULES,
     *_SORT_RULES, *_CONTROL_RULES, *_RANDOM_RULES,
-])
+], "op catalogue")

@@ -1,0 +1,249 @@
+"""What xlaprobe knows about each JAX primitive: one frozen record per primitive name.
+
+JAX keeps a primitive's rules beside the primitive; xlaprobe's interpreters and localization need
+a few plain facts about a primitive (does IEEE arithmetic round its result, is it a transcendental
+XLA approximates, is it a call that evaluates a sub-jaxpr, does it only move data), and those live
+here, once, instead of in name sets beside each user. Rule tables stay with their users (the
+reference's float64 rules in ``configs/reference.py``, the fuzzer's ``OpRule`` catalogue in
+``sources/ops.py``, ``repro.py``'s printer): tests check that each of their names is known here.
+
+The call-like table is the one that canonical form (``jaxprs.canonicalize``), ``eager`` and
+``reference`` all follow: every call-like primitive is evaluated by recursing into its sub-jaxpr,
+and canonical form inlines those marked `PrimitiveFacts.inlined`.
+
+Names are jax 0.12's; a name only older releases use carries `PrimitiveFacts.retired`. A name this
+table lacks has no facts (`facts` returns an empty record): it computes, it is not called into, and
+its result counts as exact.
+
+Source: the primitive definitions in ``jax/_src/lax/*.py`` and ``jax/_src/*.py`` (names and
+parameters, checked by ``tests/test_primitives.py`` against the jax installed).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import itertools
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+from xlaprobe import jaxcompat
+
+
+class Movement(enum.Enum):
+    """How a primitive only moves data rather than computing new values."""
+
+    NONE = "none"            #: computes new values
+    RESHAPE = "reshape"      #: the same elements in the same order, another shape
+    BROADCAST = "broadcast"  #: repeats elements into a larger shape
+    CONVERT = "convert"      #: the same elements in another dtype
+    BITCAST = "bitcast"      #: the same bits read as another dtype
+    COPY = "copy"            #: the same array
+    PERMUTE = "permute"      #: the same elements in another order
+    GATHER = "gather"        #: picks or places elements (slices, gathers, padding, concatenation)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PrimitiveFacts:
+    """The facts about one JAX primitive that xlaprobe's interpreters and localization read.
+
+    Attributes:
+        name: the primitive's name (``jax.extend.core.Primitive.name``: ``scatter-add``, ``jit``).
+        rounding: IEEE arithmetic rounds its floating results (an exact op -- a max, a select, a
+            slice -- returns one of its operands' values).
+        approximate: XLA:CPU evaluates it with a polynomial or rational approximation a few ULPs
+            wide rather than correctly rounded (transcendentals, ``rsqrt``, ``cbrt``, ``pow``).
+        accumulates: it combines many terms into each output element (sums, products,
+            contractions), in an order XLA may choose.
+        elementwise: each output element depends only on the operands' elements at its index.
+        movement: how it only moves data (`Movement.NONE`: it computes).
+        call_keys: for a call-like primitive (its forward semantics is "evaluate a sub-jaxpr on the
+            operands"), the parameter names that hold the sub-jaxpr, the first present one holding
+            it (names changed between releases); empty for every other primitive.
+        inlined: canonical form inlines this call-like primitive (others stay: ``composite`` is
+            one op to XLA).
+        takes_keys: it takes PRNG key arrays whole; every other primitive that meets a key array
+            works on its uint32 components one at a time (control flow, calls, callbacks and
+            annotations pass keys through whole; call-like primitives do too, see `whole_keys`).
+        wrapper: the ``jax.lax`` function that binds exactly this primitive from its operands
+            alone (``lax.bitwise_and`` for ``and``), or "" where none is recorded.
+        retired: "" for a jax 0.12 primitive; else the releases whose name it is (``pjit``).
+
+    Raises:
+        ValueError: contradictory facts (an inlined or approximate flag without its premise).
+    """
+
+    name: str
+    rounding: bool = False
+    approximate: bool = False
+    accumulates: bool = False
+    elementwise: bool = False
+    movement: Movement = Movement.NONE
+    call_keys: tuple[str, ...] = ()
+    inlined: bool = False
+    takes_keys: bool = False
+    wrapper: str = ""
+    retired: str = ""
+
+    def __post_init__(self) -> None:
+        if self.inlined and not self.call_keys:
+            raise ValueError(f"primitive '{self.name}': only call-like primitives are inlined")
+        if (self.approximate or self.accumulates) and not self.rounding:
+            raise ValueError(f"primitive '{self.name}': approximations and sums round")
+
+    @property
+    def call_like(self) -> bool:
+        """Its forward semantics is evaluating the sub-jaxpr in `call_keys`."""
+        return bool(self.call_keys)
+
+    @property
+    def whole_keys(self) -> bool:
+        """PRNG key arrays reach it whole: it `takes_keys` or calls a jaxpr that does.
+
+        >>> facts("jit").whole_keys, facts("random_bits").whole_keys, facts("add").whole_keys
+        (True, True, False)
+        """
+        return self.takes_keys or self.call_like
+
+
+#: ``jax.lax`` names of the bitwise primitives, which are Python keywords (``lax.and`` is no name).
+_LAX_NAMES = {"and": "bitwise_and", "or": "bitwise_or", "not": "bitwise_not", "xor": "bitwise_xor"}
+
+
+def _family(names: str, *, lax_wrapper: bool = False, **known: Any) -> list[PrimitiveFacts]:
+    """One record per whitespace-separated name, all with the same facts; `lax_wrapper` records
+    ``jax.lax.<name>`` (or its bitwise spelling) as each one's wrapper."""
+    return [PrimitiveFacts(name, wrapper=_LAX_NAMES.get(name, name) if lax_wrapper else "",
+                           **known) for name in names.split()]
+
+
+def _call(name: str, *keys: str, inlined: bool = True, retired: str = "") -> PrimitiveFacts:
+    return PrimitiveFacts(name, call_keys=keys, inlined=inlined, retired=retired)
+
+
+_Named = TypeVar("_Named")
+
+
+def by_name(records: Iterable[_Named], table: str) -> dict[str, _Named]:
+    """Records keyed by their ``name`` (a primitive name), as every per-primitive table is built.
+
+    Args:
+        records: objects with a ``name`` attribute, in table order.
+        table: what the table is, for the error (``"op catalogue"``).
+
+    Raises:
+        ValueError: two records carry the same name.
+
+    >>> by_name([PrimitiveFacts("add"), PrimitiveFacts("add")], "test")
+    Traceback (most recent call last):
+    ValueError: test: 'add' defined twice
+    """
+    keyed: dict[str, _Named] = {}
+    for record in records:
+        name = record.name  # type: ignore[attr-defined]
+        if name in keyed:
+            raise ValueError(f"{table}: '{name}' defined twice")
+        keyed[name] = record
+    return keyed
+
+
+#: primitive name -> facts.
+PRIMITIVES: dict[str, PrimitiveFacts] = by_name(itertools.chain.from_iterable([
+    # elementwise arithmetic that IEEE rounds
+    _family("add sub mul div rem sqrt square", rounding=True, elementwise=True, lax_wrapper=True),
+    _family("add_any integer_pow one_minus_square", rounding=True, elementwise=True),
+    # transcendentals and friends: XLA:CPU approximates them
+    _family("rsqrt cbrt exp exp2 expm1 log log1p logistic tanh sin cos tan asin acos atan atan2 "
+            "sinh cosh asinh acosh atanh erf erfc erf_inv lgamma digamma pow", rounding=True,
+            approximate=True, elementwise=True, lax_wrapper=True),
+    _family("log2", rounding=True, approximate=True, elementwise=True),
+    # exact elementwise ops
+    _family("abs neg sign floor ceil round is_finite nextafter max min clamp select_n real imag "
+            "eq ne lt le gt ge and or not xor shift_left shift_right_logical "
+            "shift_right_arithmetic population_count clz", elementwise=True, lax_wrapper=True),
+    _family("eq_to le_to lt_to mulhi complex conj reduce_precision", elementwise=True),
+    _family("convert_element_type", elementwise=True, movement=Movement.CONVERT),
+    _family("bitcast_convert_type", movement=Movement.BITCAST),
+    # data movement
+    _family("reshape squeeze", movement=Movement.RESHAPE),
+    _family("broadcast_in_dim", movement=Movement.BROADCAST),
+    _family("transpose rev", movement=Movement.PERMUTE),
+    _family("slice dynamic_slice dynamic_update_slice gather scatter concatenate pad split stack "
+            "unstack tile", movement=Movement.GATHER),
+    _family("copy", movement=Movement.COPY, takes_keys=True),
+    _family("iota empty zeros_like iota_2x32_shape threefry2x32 platform_index sort top_k "
+            "stop_gradient with_memory_space_constraint"),
+    # reductions, sums and contractions
+    _family("reduce_sum reduce_prod cumsum cumprod cumlogsumexp reduce_window_sum dot_general "
+            "conv_general_dilated scatter-add scatter-mul select_and_scatter_add", rounding=True,
+            accumulates=True),
+    # scatter-sub rounds too, but Monte Carlo arithmetic has never perturbed it (marking it would
+    # widen the error budget of its programs: a behaviour change, not made here)
+    _family("scatter-sub"),
+    _family("reduce_max reduce_min reduce_and reduce_or reduce_xor argmax argmin cummax cummin "
+            "reduce_window_max reduce_window_min scatter-min scatter-max select_and_gather_add"),
+    _family("reduce reduce_window"),  # the combiner is a jaxpr parameter
+    # control flow, callbacks and annotations: PRNG keys pass through whole
+    _family("while scan cond custom_linear_solve pure_callback io_callback debug_callback "
+            "debug_print tie optimization_barrier sharding_constraint reshard layout_constraint "
+            "device_put pvary name", takes_keys=True),
+    _family("random_seed random_split random_fold_in random_bits random_wrap random_unwrap "
+            "random_clone random_gamma", takes_keys=True),
+    # call-like: forward semantics "evaluate the sub-jaxpr"
+    [_call("jit", "jaxpr"), _call("pjit", "jaxpr", retired="jax <= 0.6 (jit since 0.7)"),
+     _call("eval_jaxpr", "call_jaxpr"),
+     _call("closed_call", "call_jaxpr", retired="jax <= 0.11 (eval_jaxpr since 0.12)"),
+     _call("custom_jvp_call", "call_jaxpr"), _call("custom_vjp_call", "call_jaxpr"),
+     _call("custom_vjp_call_jaxpr", "fun_jaxpr", retired="jax <= 0.5"),
+     _call("remat2", "jaxpr"),  # jax.checkpoint
+     _call("program_order", "call_jaxpr"),  # jax >= 0.11: orders effects only
+     _call("xla_metadata_call", "jaxpr"),  # jax >= 0.10: attaches XLA metadata only
+     # XLA sees a composite as one op with a decomposition: canonical form keeps it
+     _call("composite", "call_jaxpr", "jaxpr", inlined=False),  # "jaxpr" until jax 0.10
+     _call("custom_vmap_call", "call", inlined=False),
+     # the linearization of a custom_jvp/vjp: never in a forward program, not evaluated by call
+     PrimitiveFacts("custom_lin")],
+]), "primitive registry")
+
+
+def facts(name: str) -> PrimitiveFacts:
+    """The facts about the primitive named `name`; a record with no facts for an unknown name.
+
+    >>> facts("exp").approximate, facts("add").approximate, facts("reshape").movement.value
+    (True, False, 'reshape')
+    >>> facts("pallas_call") == PrimitiveFacts("pallas_call")
+    True
+    """
+    record = PRIMITIVES.get(name)
+    return record if record is not None else PrimitiveFacts(name)
+
+
+def names(predicate: Callable[[PrimitiveFacts], bool]) -> frozenset[str]:
+    """Names of the known primitives whose facts satisfy `predicate`.
+
+    >>> sorted(names(lambda p: p.movement is Movement.RESHAPE))
+    ['reshape', 'squeeze']
+    """
+    return frozenset(name for name, record in PRIMITIVES.items() if predicate(record))
+
+
+def is_call_like(eqn: Any) -> bool:
+    """True when the equation's primitive only evaluates a sub-jaxpr (see `call_jaxpr`)."""
+    return facts(eqn.primitive.name).call_like
+
+
+def call_jaxpr(eqn: Any) -> Any:
+    """The closed jaxpr a call-like equation evaluates on its operands (consts bound).
+
+    Call-like primitives that carry constants (custom_jvp_call, custom_vjp_call) pass them as
+    leading operands already, so the operands are exactly the jaxpr's inputs.
+
+    Raises:
+        KeyError: the equation is not call-like, or holds none of its primitive's `call_keys`.
+    """
+    record = facts(eqn.primitive.name)
+    for key in record.call_keys:
+        if key in eqn.params:
+            return jaxcompat.as_closed(eqn.params[key])
+    raise KeyError(f"equation of '{record.name}' holds no call jaxpr (parameters "
+                   f"{sorted(eqn.params)}; call-like primitives: see xlaprobe/primitives.py)")
