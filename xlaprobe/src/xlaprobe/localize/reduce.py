@@ -726,7 +726,7 @@ def kernel_text(text: str, kernels: Sequence[str]) -> str:
     Returns:
         HLO text ("" when none of the names is in the module).
     """
-    from xlaprobe.hlo import HloText
+    from xlaprobe.hlo import CALLED, HloText
     hlo = HloText(text)
     instructions = list(hlo.instructions())
     by_name = {i.name: i for i in instructions}
@@ -744,7 +744,7 @@ def kernel_text(text: str, kernels: Sequence[str]) -> str:
     roots = list(stack)
     while stack:
         instruction = stack.pop()
-        for _, names in fusion_mod._CALLED.findall(instruction.attributes):
+        for _, names in CALLED.findall(instruction.attributes):
             for computation in re.findall(r"%([\w.\-]+)", names):
                 if computation in blocks and computation not in called:
                     called.append(computation)
@@ -839,14 +839,13 @@ def write_outputs(reduction: Reduction, directory: str | Path, pool: Any, *,
                          f"standalone (nor did {len(candidates) - 1} less reduced program(s))")
     kernels: tuple[str, ...] = ()
     try:
-        spec = fusion_mod.hlo_spec(config)
+        outcome = fusion_mod.optimized_hlo(pool, program, config, timeout_s=timeout_s)
     except InvalidArgument as exc:
         notes.append(str(exc))
-        spec = None
-    if spec is not None:
-        outcome = pool.run(program, spec, timeout_s=timeout_s)
+        outcome = None
+    if outcome is not None:
         if outcome.ran:
-            text = fusion_mod.hlo_text(outcome.outputs)
+            text = outcome.value
             (root / "module.hlo").write_text(text)
             kernels, more = _failing_kernels(program, pool, config, text, timeout_s)
             notes += more
