@@ -13,7 +13,7 @@ from xlaprobe.configs import reference
 from xlaprobe.errors import InvalidArgument, NotReproducible
 from xlaprobe.localize import cycle_bound, localize, localize_command, make_pool
 from xlaprobe.localize.bisect import Trial, bisect_cuts, bisect_segments, latest_failing_start
-from xlaprobe.localize.fusion import equation_kernels, hlo_spec
+from xlaprobe.localize.fusion import equation_kernels, hlo_config, optimized_hlo
 from xlaprobe.localize.segments import Segmenter, cone_of_influence, recording_program
 from xlaprobe.oracle import VerdictKind
 from xlaprobe.program import Program, Provenance
@@ -24,7 +24,6 @@ from xlaprobe.sources.user import load_case
 
 @pytest.fixture(scope="module")
 def lpool():
-    # Workers must know the `hlo` kind (optimized HLO text of the faulty compile).
     with make_pool(size=1, timeout_s=300) as pool:
         yield pool
 
@@ -65,13 +64,15 @@ def test_segment_program_reads_reference_values_and_returns_live_values():
         segmenter.segment(3, 3)
 
 
-def test_hlo_spec_maps_xla_and_mutant_configs():
-    assert str(hlo_spec("xla:fastmath")) == "hlo:xla.fastmath"
-    assert str(hlo_spec("xla[xla_cpu_enable_fast_math=true]")) == \
-        "hlo:xla[xla_cpu_enable_fast_math=true]"
-    assert hlo_spec("mutant:reduce-wrong-init").isolation_group == "mutant:reduce-wrong-init"
+def test_hlo_config_accepts_xla_and_mutant_configs():
+    assert str(hlo_config("xla:fastmath")) == "xla:fastmath"
+    assert str(hlo_config("xla[xla_cpu_enable_fast_math=true]")) == \
+        "xla[xla_cpu_enable_fast_math=true]"
+    assert hlo_config("mutant:reduce-wrong-init").isolation_group == "mutant:reduce-wrong-init"
     with pytest.raises(InvalidArgument, match="xla and mutant"):
-        hlo_spec("eager")
+        hlo_config("eager")
+    with pytest.raises(InvalidArgument, match="xla and mutant"):
+        optimized_hlo(None, None, "eager")
 
 
 def test_equation_kernels_names_the_fusion_of_an_equation():
@@ -230,6 +231,20 @@ def test_fault_in_a_loop_body_is_named_on_the_first_trip(lpool):
     assert "twin" in loc.op_evidence
 
 
+def test_a_mutants_hlo_comes_from_its_own_workers(lpool):
+    # The optimized HLO comes back through worker calls, not a configuration kind; a mutant's
+    # is compiled in the mutant's isolation group, so its pass never reaches other workers.
+    from xlaprobe.configs import registry
+    program = _scan_program()
+    spec = "mutant:swap-subtract-fused"
+    site = _ground_truth(program, spec, lpool)
+    faulty, plain = optimized_hlo(lpool, program, spec), optimized_hlo(lpool, program, "xla")
+    assert faulty.ran and plain.ran and site.instruction in faulty.value
+    assert faulty.value != plain.value
+    assert lpool.worker_pids()[spec] and lpool.worker_pids()["default"]
+    assert not {"hlo", "passes"} & (set(registry.kinds()) | set(registry._KINDS))
+
+
 def test_segments_method_on_a_fault_that_needs_context(lpool):
     # The reduce alone compiles differently (its init is no fused constant): the segment is
     # {mul, reduce_sum}, and with both values exposed the first wrong one is the sum.
@@ -336,12 +351,11 @@ def test_nothing_to_localize_is_not_reproducible(lpool):
 
 def test_pass_bisection_disables_only_known_passes():
     from xlaprobe.configs.registry import Configuration
-    from xlaprobe.localize.passes import passes_spec, with_disabled
+    from xlaprobe.localize.passes import dump_compile, with_disabled
     spec = with_disabled(Configuration.parse("xla[xla_disable_hlo_passes=cse]"), ["fusion"])
     assert str(spec) == "xla[xla_disable_hlo_passes=cse+fusion]"
-    assert str(passes_spec("xla:fastmath")) == "passes:xla.fastmath"
     with pytest.raises(InvalidArgument, match="not an xla"):
-        passes_spec("mutant:reduce-wrong-init")
+        dump_compile(None, None, "mutant:reduce-wrong-init")
 
 
 def test_localize_command_json(tmp_path, capsys):

@@ -4,8 +4,8 @@ portable form of an optimized module that compiles again with the same values.""
 import numpy as np
 import pytest
 
-from xlaprobe.hlo import HloText
-from xlaprobe.localize.inside import kernel_module, portable, run_module
+from xlaprobe.hlo import HloText, kernel_module, portable
+from xlaprobe.localize.inside import run_module
 from xlaprobe.localize.twin import agrees, find_twin, match_computation
 
 # A faulty module whose fused subtract has its operands swapped (as mutant swap-subtract-fused

@@ -27,7 +27,7 @@ import numpy as np
 
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.errors import InvalidArgument
-from xlaprobe.hlo import HloText, Instruction, equation_of
+from xlaprobe.hlo import HloText, Instruction, equation_of, int_range
 from xlaprobe.outcome import MutationSite
 
 PRE, POST = "PRE_SCHEDULER", "POST_SCHEDULER"
@@ -109,10 +109,10 @@ def _scatter_drop_last(hlo: HloText) -> tuple[Instruction, str] | None:
         return None
     indices = names[target.operands[1]]
     element, dims = indices.element_type, indices.dims
-    big = {"s8": 127, "u8": 255, "s16": 32767, "u16": 65535, "s32": 2 ** 31 - 1,
-           "u32": 2 ** 32 - 1, "s64": 2 ** 63 - 1, "u64": 2 ** 64 - 1}.get(element)
-    if big is None:
+    bounds = int_range(element)
+    if bounds is None:
         return None
+    big = bounds[1]
     row_shape = f"{element}[{','.join(['1'] + [str(d) for d in dims[1:]])}]"
     value, row, last, zero, new = (hlo.fresh_name(f"mutant_{n}") for n in
                                    ("oob", "row", "last", "zero", "indices"))
@@ -221,7 +221,8 @@ def _while_one_more_trip(hlo: HloText) -> tuple[Instruction, str] | None:
     return None
 
 
-_INT_RANGE = {"s8": (-128, 127), "u8": (0, 255), "s16": (-32768, 32767), "u16": (0, 65535)}
+#: The narrow integer types a convert saturates to (`int_range` gives their bounds).
+_SATURATING = frozenset({"s8", "u8", "s16", "u16"})
 
 
 def _convert_saturates(hlo: HloText) -> tuple[Instruction, str] | None:
@@ -229,13 +230,13 @@ def _convert_saturates(hlo: HloText) -> tuple[Instruction, str] | None:
 
     def candidate(i: Instruction) -> bool:
         source = names.get(i.operands[0]) if i.operands else None
-        return (i.opcode == "convert" and i.element_type in _INT_RANGE and source is not None
+        return (i.opcode == "convert" and i.element_type in _SATURATING and source is not None
                 and source.element_type in ("s32", "s64", "u32"))
     target = _first(hlo, candidate)
     if target is None:
         return None
     source = names[target.operands[0]]
-    low, high = _INT_RANGE[target.element_type]
+    low, high = int_range(target.element_type)
     scalar = source.element_type
     if scalar.startswith("u"):  # an unsigned source cannot hold a negative bound (u32 -> s8)
         low = max(low, 0)
@@ -439,13 +440,23 @@ class MutantKind:
                                                platforms="cpu")
         self._registered = mutant.name
 
-    def run(self, config: Configuration, jaxpr: Any, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-        """Compile with the mutant's pass and run; never call in a process that runs anything else."""
+    def compile(self, config: Configuration, jaxpr: Any, inputs: Sequence[np.ndarray]) -> Any:
+        """Compile with the mutant's pass, registered in this process on first use; never call in
+        a process that runs anything else (see `isolation_group`).
+
+        Returns:
+            The compiled executable (`xlaprobe.configs.xla.compile_program`): ``.as_text()`` is
+            the optimized HLO the faulty compiler produced; call it on `inputs`.
+        """
         from xlaprobe.configs.xla import compile_program
         self._register(get_mutant(config.variant or ""))
         # jax caches executables per program: sites are kept per program, not per compile.
         self._current = id(jaxpr)
-        compiled = compile_program(Configuration("xla"), jaxpr, inputs)
+        return compile_program(Configuration("xla"), jaxpr, inputs)
+
+    def run(self, config: Configuration, jaxpr: Any, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Compile with the mutant's pass and run; never call in a process that runs anything else."""
+        compiled = self.compile(config, jaxpr, inputs)
         return [np.asarray(x) for x in compiled(*inputs)]
 
     def fired_sites(self) -> tuple[MutationSite, ...]:

@@ -230,8 +230,7 @@ def localize(program: Program, config: Configuration | str, pool: Any, *,
         program: the failing program.
         config: the faulty configuration (``xla...``, ``mutant:<name>``, ``eager``, ...; fused
             kernels are named for ``xla`` and ``mutant`` kinds only).
-        pool: a `xlaprobe.workers.WorkerPool` whose workers preload `fusion.PRELOAD` (see
-            `fusion.make_pool`); without it the kernel tier is skipped with a note.
+        pool: a `xlaprobe.workers.WorkerPool` (`fusion.make_pool`).
         check: a `CheckResult` of `program` that ran `config` and ``reference``, to skip the first
             run; None runs it.
         method: ``"cuts"``, ``"segments"``, or ``"auto"`` (cuts for numeric findings, segments
@@ -240,8 +239,7 @@ def localize(program: Program, config: Configuration | str, pool: Any, *,
             search fixes first (see `bisect.bisect_segments`).
         timeout_s: per-run limit (s); None: the pool's default.
         on_step: called after each cycle (progress display).
-        passes: run tier 5, the compiler pass (`xlaprobe.localize.passes.blame_pass`), with the
-            pool's workers (they must preload `xlaprobe.localize.passes`: `fusion.make_pool`).
+        passes: run tier 5, the compiler pass (`xlaprobe.localize.passes.blame_pass`).
         inside: run tier 4, the op inside the failing fused kernel
             (`xlaprobe.localize.inside.locate_op`; numeric findings of ``xla`` and ``mutant``
             configurations, with the pool's ``call``).
@@ -263,6 +261,31 @@ def localize(program: Program, config: Configuration | str, pool: Any, *,
     config = Configuration.parse(config) if isinstance(config, str) else config
     spec = str(config)
     result, cycles, reruns = _initial_check(program, spec, pool, check, timeout_s)
+    kind, method = _finding_kind(program, config, pool, result, reruns, method, timeout_s)
+    search = Searcher(config, pool, kind, timeout_s, on_step)
+    search.cycles = cycles
+    search.baseline = baseline_spec(config) if method == "cuts" else None
+    if reruns:
+        search.flaky = True
+        search.notes.append(f"flaky: the whole program passed {reruns} time(s) before failing")
+    search.log("outputs", (), len(program.jaxpr.jaxpr.eqns), True, kind,
+               time.perf_counter() - started)
+    loc = _equation_to_op(search, program, method, direction, result, inside, started)
+    if not passes:
+        return loc
+    return _with_pass(program, config, pool, result, loc, timeout_s, started)
+
+
+def _finding_kind(program: Program, config: Configuration, pool: Any, result: CheckResult,
+                  reruns: int, method: str, timeout_s: float | None) -> tuple[VerdictKind, str]:
+    """(the finding's summary verdict kind, the tier 2 method: `method`, or the one ``"auto"``
+    picks for the kind).
+
+    Raises:
+        NotReproducible: `result` has no finding of `config`.
+        InvalidArgument: a timeout that is no hang, or cuts asked for a crash-like finding.
+    """
+    spec = str(config)
     verdicts = result.verdicts[result.configs.index(spec)]
     if not any(v.kind.is_finding for v in verdicts):
         raise NotReproducible(
@@ -277,31 +300,21 @@ def localize(program: Program, config: Configuration | str, pool: Any, *,
     elif method == "cuts" and kind not in NUMERIC:
         raise InvalidArgument(f"the finding is a {kind.value}: the whole program shows it at every "
                               "cut, so only method='segments' can isolate it")
-    search = Searcher(config, pool, kind, timeout_s, on_step)
-    search.cycles = cycles
-    search.baseline = baseline_spec(config) if method == "cuts" else None
-    if reruns:
-        search.flaky = True
-        search.notes.append(f"flaky: the whole program passed {reruns} time(s) before failing")
-    search.log("outputs", (), len(program.jaxpr.jaxpr.eqns), True, kind,
-               time.perf_counter() - started)
+    return kind, method
 
+
+def _equation_to_op(search: Searcher, program: Program, method: str, direction: str,
+                    result: CheckResult, inside: bool, started: float) -> Localization:
+    """Tiers 1-4: the failing outputs' cone, the equation, its kernels, the op inside one."""
     # Tier 1: the cone of the failing outputs.
     jaxpr = program.jaxpr.jaxpr
+    verdicts = result.verdicts[result.configs.index(search.spec)]
     failing = [v.index for v in verdicts if v.kind.is_finding]
     cone = cone_of_influence(jaxpr, failing)
     if not cone:
         raise NotReproducible(f"the failing outputs of {program.provenance.name} are program "
                               "inputs or literals: no equation computes them")
-    recorder, variables = recording_program(program, range(len(jaxpr.eqns)))
-    try:
-        if method == "cuts":
-            recording = record(pool, recorder, variables, timeout_s)
-        else:
-            recording = _reference_only(pool, recorder, variables, timeout_s)
-    except RuntimeError as exc:
-        raise NotReproducible(f"the reference cannot evaluate the intermediates of "
-                              f"{program.provenance.name} ({exc}); localization needs them") from exc
+    recording = _recording(search.pool, program, method, search.timeout_s)
     segmenter = Segmenter(program, cone, failing, recording.reference)
 
     # Tier 2.
@@ -311,22 +324,41 @@ def localize(program: Program, config: Configuration | str, pool: Any, *,
         found = _by_segments(search, program, segmenter, recording, direction)
     if found is None:
         search.notes.append("the failure did not reproduce on re-verification: nothing localized")
-        loc = _result(search, program, method, result, segmenter, -1, "", (), None, started)
-    else:
-        segmenter, equation, evidence, window = found
-        # Tier 3.
-        segment = segmenter.segment(*window) if window is not None else None
-        loc = _result(search, program, method, result, segmenter, equation, evidence,
-                      segmenter.cone[window[0]:window[1]] if window else (), segment, started)
-        if inside:
-            loc = _inside(search, program, loc, recording, failing)
-    if not passes:
-        return loc
-    # Tier 5.
+        return _result(search, program, method, result, segmenter, -1, "", (), None, started)
+    segmenter, equation, evidence, window = found
+    # Tier 3.
+    segment = segmenter.segment(*window) if window is not None else None
+    loc = _result(search, program, method, result, segmenter, equation, evidence,
+                  segmenter.cone[window[0]:window[1]] if window else (), segment, started)
+    if inside:
+        loc = _inside(search, program, loc, recording, failing)
+    return loc
+
+
+def _recording(pool: Any, program: Program, method: str, timeout_s: float | None) -> Recording:
+    """The reference values (with the honest runs of the error budget for cuts) of every
+    top-level equation of `program`.
+
+    Raises:
+        NotReproducible: the reference cannot evaluate them.
+    """
+    recorder, variables = recording_program(program, range(len(program.jaxpr.jaxpr.eqns)))
+    try:
+        if method == "cuts":
+            return record(pool, recorder, variables, timeout_s)
+        return _reference_only(pool, recorder, variables, timeout_s)
+    except RuntimeError as exc:
+        raise NotReproducible(f"the reference cannot evaluate the intermediates of "
+                              f"{program.provenance.name} ({exc}); localization needs them") from exc
+
+
+def _with_pass(program: Program, config: Configuration, pool: Any, result: CheckResult,
+               loc: Localization, timeout_s: float | None, started: float) -> Localization:
+    """`loc` with tier 5, the compiler pass (`xlaprobe.localize.passes.blame_pass`)."""
     from xlaprobe.localize.passes import blame_pass
     try:
         blame = blame_pass(program, config, pool, result, timeout_s=timeout_s)
-    except Exception as exc:  # a pool without the passes kind, a failed dump: tier 5 is missing
+    except Exception as exc:  # a failed dump or judgement: tier 5 is missing, tiers 1-4 stand
         return dataclasses.replace(loc, notes=loc.notes + (
             f"tier 5 (compiler pass) failed: {type(exc).__name__}: {str(exc)[:200]}",))
     return dataclasses.replace(
@@ -381,20 +413,7 @@ def _inside(search: Searcher, program: Program, loc: Localization, recording: Re
     trusted = _trusted(search, program)
     instructions = list(HloText(text).instructions())
     fused = {i.name for i in instructions if i.opcode == "fusion"}
-    kernels = list(loc.fusions)
-    others = [k for k in sorted(loc.segment) if k != loc.equation]
-    for found_kernels in fusion_mod.equation_kernels(text, others).values():
-        kernels += [k for k in found_kernels.fusions if k not in kernels]
-    # A value XLA folded into the kernel that feeds an unfused instruction (a transpose into
-    # the copy before a dot) is computed there: the fusions read by the kernels come last.
-    by_name = {i.name: i for i in instructions}
-    for kernel in list(kernels):
-        kernels += [o for o in (by_name[kernel].operands if kernel in by_name else ())
-                    if o in fused and o not in kernels]
-    # An equation XLA fused into many kernels (an optimizer's scalar into every parameter's
-    # update) is wrong in the ones that feed the failing outputs: those first.
-    upstream = fusion_mod.feeding(text, failing)
-    kernels = sorted((k for k in kernels if k in fused), key=lambda k: k not in upstream)
+    kernels, upstream = _candidate_kernels(text, loc, instructions, fused, failing)
     cycles, whole = (1 if trusted is not None else 0), False
     options = compiler_options(search.config) if search.config.kind == "xla" else {}
     if trusted is not None:
@@ -425,6 +444,34 @@ def _inside(search: Searcher, program: Program, loc: Localization, recording: Re
             found, whole = elsewhere, True
     if found is None:
         return dataclasses.replace(loc, op_evidence="no fused kernel holds the equation")
+    return _with_op(program, loc, text, found, cycles, whole)
+
+
+def _candidate_kernels(text: str, loc: Localization, instructions: Sequence[Any],
+                       fused: set[str], failing: list[int]) -> tuple[list[str], set[str]]:
+    """(tier 4's kernels in the order `_inside` tries them, the entry instructions the failing
+    outputs depend on)."""
+    kernels = list(loc.fusions)
+    others = [k for k in sorted(loc.segment) if k != loc.equation]
+    for found_kernels in fusion_mod.equation_kernels(text, others).values():
+        kernels += [k for k in found_kernels.fusions if k not in kernels]
+    # A value XLA folded into the kernel that feeds an unfused instruction (a transpose into
+    # the copy before a dot) is computed there: the fusions read by the kernels come last.
+    by_name = {i.name: i for i in instructions}
+    for kernel in list(kernels):
+        kernels += [o for o in (by_name[kernel].operands if kernel in by_name else ())
+                    if o in fused and o not in kernels]
+    # An equation XLA fused into many kernels (an optimizer's scalar into every parameter's
+    # update) is wrong in the ones that feed the failing outputs: those first.
+    upstream = fusion_mod.feeding(text, failing)
+    return sorted((k for k in kernels if k in fused), key=lambda k: k not in upstream), upstream
+
+
+def _with_op(program: Program, loc: Localization, text: str, found: Any, cycles: int,
+             whole: bool) -> Localization:
+    """`loc` with tier 4's `inside.Inside` `found`; an instruction in a kernel of another
+    equation names that equation and its kernels instead (`whole`: found among the whole
+    module's kernels)."""
     jaxpr = program.jaxpr.jaxpr
     primitive = jaxpr.eqns[found.equation].primitive.name if 0 <= found.equation < len(
         jaxpr.eqns) else ""
@@ -478,12 +525,12 @@ def _trusted(search: Searcher, program: Program) -> Any:
     spec = Configuration.parse(baseline_spec(search.config))
     if spec.kind != "xla":
         return None
-    outcome = search.pool.run(program, fusion_mod.hlo_spec(spec), timeout_s=search.timeout_s)
+    outcome = fusion_mod.optimized_hlo(search.pool, program, spec, timeout_s=search.timeout_s)
     if not outcome.ran:
         search.notes.append(f"no optimized HLO from the trusted {spec} for tier 4: "
                             f"{outcome.kind.value}")
         return None
-    return Trusted(str(spec), fusion_mod.hlo_text(outcome.outputs), compiler_options(spec))
+    return Trusted(str(spec), outcome.value, compiler_options(spec))
 
 
 def _reference_only(pool: Any, recorder: Program, variables: list[Any],
@@ -638,25 +685,23 @@ def _hlo(search: Searcher, target: Program, equations: tuple[int, ...]) -> str |
     if target.fingerprint in cache:
         return cache[target.fingerprint]
     try:
-        spec = fusion_mod.hlo_spec(search.config)
+        config = fusion_mod.hlo_config(search.config)
     except InvalidArgument as exc:
         cache[target.fingerprint] = None
         search.notes.append(str(exc))
         return None
     started = time.perf_counter()
-    outcome = search.pool.run(target, spec, timeout_s=search.timeout_s)
+    outcome = fusion_mod.optimized_hlo(search.pool, target, config, timeout_s=search.timeout_s)
     search.cycles += 1
     kind = VerdictKind.OK if outcome.ran else VerdictKind(outcome.kind.value)
     search.log("hlo", equations, len(target.jaxpr.jaxpr.eqns), outcome.ran, kind,
                time.perf_counter() - started)
     text = None
     if outcome.ran:
-        text = fusion_mod.hlo_text(outcome.outputs)
+        text = outcome.value
     else:
         error = outcome.error.strip().splitlines()[-1][:200] if outcome.error.strip() else ""
-        hint = (" (the pool must preload xlaprobe.localize.fusion: see fusion.make_pool)"
-                if "unknown configuration kind" in outcome.error else "")
-        search.notes.append(f"no optimized HLO from {spec}: {outcome.kind.value} {error}{hint}")
+        search.notes.append(f"no optimized HLO from {config}: {outcome.kind.value} {error}")
     cache[target.fingerprint] = text
     return text
 

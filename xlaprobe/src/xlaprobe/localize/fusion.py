@@ -2,47 +2,40 @@
 
 Every ``xla`` compile traces top-level equation k inside ``jax.named_scope(f"eqn{k}")``
 (`xlaprobe.configs.xla.scoped_function`), so each HLO instruction's ``op_name`` names its equation
-exactly (`xlaprobe.hlo.equation_of`). The optimized HLO comes from a worker, through the
-configuration kind ``hlo`` defined here: ``hlo:<base>`` compiles the program as configuration
-``<base>`` does and returns the optimized HLO module text (as a uint8 array) instead of running it.
-``<base>`` is an ``xla`` configuration (``hlo:xla``, ``hlo:xla.fastmath[...]``) or a planted-fault
-compiler (``hlo:mutant.<name>``, which runs in that mutant's isolation group so its pass applies):
-the text is what the faulty compiler produced.
-
-Importing this module registers the kind in this process; worker processes get it with
-``WorkerPool(preload=(PRELOAD,))`` (see `make_pool`).
+exactly (`xlaprobe.hlo.equation_of`). The optimized HLO comes from a worker: `optimized_hlo` runs
+the worker function `compile_to_hlo` (`WorkerPool.call`), which compiles the program as the
+configuration does and returns the optimized HLO module text instead of running it. The
+configuration is an ``xla`` one (``xla``, ``xla:fastmath[...]``) or a planted-fault compiler
+(``mutant:<name>``): the call runs in the configuration's isolation group, so a mutant's pass is
+registered only in that mutant's own workers and the text is what the faulty compiler produced.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from xlaprobe import jaxcompat
 
-from xlaprobe.configs import registry
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.errors import InvalidArgument
-from xlaprobe.hlo import HloText, Instruction, equation_of
+from xlaprobe.hlo import HloText, Instruction, callers_by_computation, entry_name, equation_of
 
-#: Module a worker pool must preload for the ``hlo`` kind.
-PRELOAD = __name__
 #: Opcodes that only move or reinterpret data; an equation's kernel is named by its other ones.
 _PLUMBING = frozenset({"parameter", "constant", "broadcast", "bitcast", "reshape", "copy", "tuple",
                        "get-tuple-element", "convert", "slice", "transpose", "iota",
                        "copy-start", "copy-done"})
 
 
-def hlo_spec(config: Configuration | str) -> Configuration:
-    """The ``hlo`` configuration that compiles as `config` does and returns the HLO text.
+def hlo_config(config: Configuration | str) -> Configuration:
+    """`config`, checked to be a compile whose optimized HLO `optimized_hlo` can return.
 
-    >>> str(hlo_spec("xla:fastmath"))
-    'hlo:xla.fastmath'
-    >>> str(hlo_spec("mutant:swap-subtract-fused"))
-    'hlo:mutant.swap-subtract-fused'
+    >>> str(hlo_config("xla:fastmath"))
+    'xla:fastmath'
+    >>> hlo_config("mutant:swap-subtract-fused").isolation_group
+    'mutant:swap-subtract-fused'
 
     Raises:
         InvalidArgument: `config` is not an ``xla`` or ``mutant`` configuration (no HLO to show).
@@ -51,101 +44,54 @@ def hlo_spec(config: Configuration | str) -> Configuration:
     if config.kind not in ("xla", "mutant"):
         raise InvalidArgument(f"configuration '{config}' does not compile with XLA as one module; "
                               "fused kernels are named only for xla and mutant configurations")
-    variant = config.kind if config.variant is None else f"{config.kind}.{config.variant}"
-    return Configuration("hlo", variant, config.options)
+    return config
 
 
-class WrappingKind:
-    """A `ConfigKind` ``<name>:<base kind>.<variant>[options]`` that compiles like its base
-    configuration and returns something else about the compile (subclasses define ``run``).
+def compile_to_hlo(closed_jaxpr: Any, inputs: Sequence[np.ndarray], *, config: str) -> str:
+    """Worker function (`WorkerPool.call`): the optimized HLO module text of the program compiled
+    as configuration `config` (``xla...`` or ``mutant:<name>``) compiles it.
 
-    Attributes:
-        bases: the base kinds it accepts.
-        forms: the accepted spec forms, for error messages.
+    A mutant's pass is registered in this worker process (`mutants.MutantKind.compile`): call it
+    only in the mutant's isolation group, whose workers run that mutant alone.
+
+    Raises:
+        Exception: whatever XLA raises (a COMPILE_ERROR outcome of the call).
     """
-
-    bases: tuple[str, ...] = ()
-    forms: str = ""
-
-    def base(self, config: Configuration) -> Configuration:
-        """The base configuration of a wrapped one (``hlo:xla.O0`` -> ``xla:O0``).
-
-        Raises:
-            InvalidArgument: the base kind is not one of `bases`.
-        """
-        kind, _, variant = (config.variant or "").partition(".")
-        if kind not in self.bases:
-            raise InvalidArgument(f"configuration '{config}': expected {self.forms}")
-        return Configuration(kind, variant or None, config.options)
-
-    def validate(self, config: Configuration) -> None:
-        """Raise `InvalidArgument` unless the base configuration is valid."""
-        base = self.base(config)
-        registry.get_kind(base.kind).validate(base)
-
-    def isolation_group(self, config: Configuration) -> str:
-        """The base configuration's group (a mutant's own workers for ``hlo:mutant.NAME``)."""
-        base = self.base(config)
-        return registry.get_kind(base.kind).isolation_group(base)
-
-
-class HloKind(WrappingKind):
-    """`ConfigKind` ``hlo:<base>``: compile like ``<base>``, return the optimized HLO text."""
-
-    name = "hlo"
-    description = ("optimized HLO text of an xla or mutant compile (hlo:xla[.VARIANT][opts], "
-                   "hlo:mutant.NAME), for localization")
-    bases = ("xla", "mutant")
-    forms = "hlo:xla[.VARIANT][options] or hlo:mutant.NAME"
-
-    def __init__(self) -> None:
-        self._mutant = False
-
-    def run(self, config: Configuration, jaxpr: Any, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-        """Compile (in a worker) and return ``[uint8 array of the HLO module text]``."""
-        from xlaprobe.configs.xla import compile_program
-        base = self.base(config)
-        self._mutant = base.kind == "mutant"
-        if self._mutant:
-            from xlaprobe.configs import mutants
-            kind = mutants.KIND
-            kind._register(mutants.get_mutant(base.variant or ""))
-            kind._current = id(jaxpr)  # keep the mutant's per-program record of where it fired
-            base = Configuration("xla")
-        text = compile_program(base, jaxpr, inputs).as_text()
-        return [np.frombuffer(text.encode(), np.uint8).copy()]
-
-    def fired_sites(self) -> tuple[Any, ...]:
-        """Where a mutant's pass fired during the last compile (empty for xla bases)."""
-        if not self._mutant:
-            return ()
+    parsed = Configuration.parse(config)
+    if parsed.kind == "mutant":
         from xlaprobe.configs import mutants
-        return mutants.KIND.fired_sites()
+        return mutants.KIND.compile(parsed, closed_jaxpr, inputs).as_text()
+    from xlaprobe.configs.xla import compile_program
+    return compile_program(parsed, closed_jaxpr, inputs).as_text()
 
 
-KIND = HloKind()
+def optimized_hlo(pool: Any, program: Any, config: Configuration | str, *,
+                  timeout_s: float | None = None) -> Any:
+    """Compile `program` as `config` does in a worker of its isolation group (one cycle) and
+    return the optimized HLO module text.
 
+    Args:
+        pool: a `xlaprobe.workers.WorkerPool`.
+        program: the `xlaprobe.program.Program`.
+        config: an ``xla`` or ``mutant`` configuration.
+        timeout_s: limit (s); None: the pool's.
 
-def register() -> None:
-    """Add the ``hlo`` kind to this process's configuration registry (idempotent)."""
-    registry._KIND_MODULES.setdefault(KIND.name, __name__)
-    registry._KINDS.setdefault(KIND.name, KIND)
+    Returns:
+        The call's `xlaprobe.outcome.Outcome`: RAN with ``value`` the text, else COMPILE_ERROR,
+        CRASH or TIMEOUT (no text).
 
-
-register()
+    Raises:
+        InvalidArgument: `config` is not an ``xla`` or ``mutant`` configuration (`hlo_config`).
+    """
+    config = hlo_config(config)
+    return pool.call(program, f"{__name__}:compile_to_hlo", {"config": str(config)},
+                     group=config.isolation_group, timeout_s=timeout_s)
 
 
 def make_pool(size: int = 1, timeout_s: float = 600.0) -> Any:
-    """A `WorkerPool` whose workers know the ``hlo`` kind and the ``passes`` kind of
-    `xlaprobe.localize.passes`."""
+    """A `WorkerPool` for localization and reduction (its workers need no preloaded module)."""
     from xlaprobe.workers import WorkerPool
-    return WorkerPool(size=size, timeout_s=timeout_s,
-                      preload=(PRELOAD, "xlaprobe.localize.passes"))
-
-
-def hlo_text(outputs: Sequence[np.ndarray]) -> str:
-    """The HLO module text from an ``hlo`` run's outputs."""
-    return np.asarray(outputs[0], np.uint8).tobytes().decode()
+    return WorkerPool(size=size, timeout_s=timeout_s)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -165,20 +111,8 @@ class Kernels:
     fusions: tuple[str, ...]
 
 
-_CALLED = re.compile(r"(calls|to_apply|body|condition|true_computation|false_computation|"
-                     r"branch_computations|called_computations|comparator)=(\{[^}]*\}|%[\w.\-]+)")
 #: Callers whose called computations are separate kernels (loops, branches, calls).
 _BOUNDARY = frozenset({"while", "conditional", "call", "async-start", "custom-call"})
-
-
-def _callers(instructions: Sequence[Instruction]) -> dict[str, Instruction]:
-    """Called computation name -> the instruction that calls it (fusion, reduce, while, ...)."""
-    index = {}
-    for instruction in instructions:
-        for _, names in _CALLED.findall(instruction.attributes):
-            for name in re.findall(r"%([\w.\-]+)", names):
-                index.setdefault(name, instruction)
-    return index
 
 
 def _kernel_of(instruction: Instruction, callers: dict[str, Instruction]) -> str:
@@ -207,7 +141,7 @@ def equation_kernels(text: str, equations: Sequence[int]) -> dict[int, Kernels]:
         equation -> `Kernels` (equations with no instruction, e.g. folded away, have empty tuples).
     """
     instructions = list(HloText(text).instructions())
-    callers = _callers(instructions)
+    callers = callers_by_computation(instructions)
     wanted = set(equations)
     found: dict[int, list[Instruction]] = {k: [] for k in equations}
     for instruction in instructions:
@@ -289,7 +223,7 @@ def kernel_equations(text: str, kernels: Sequence[str]) -> set[int]:
     """The top-level equations with an instruction inside any of `kernels` (names as
     `equation_kernels` gives them) in the optimized HLO `text`."""
     instructions = list(HloText(text).instructions())
-    callers = _callers(instructions)
+    callers = callers_by_computation(instructions)
     wanted = set(kernels)
     found = set()
     for instruction in instructions:
@@ -305,7 +239,7 @@ def feeding(text: str, outputs: Sequence[int]) -> set[str]:
     into the entry ROOT tuple, or the ROOT itself for a single output) depend on, and the
     instructions in the bodies of the while loops among them."""
     instructions = list(HloText(text).instructions())
-    root = next((i for i in reversed(instructions) if i.root and i.computation == _entry(text)),
+    root = next((i for i in reversed(instructions) if i.root and i.computation == entry_name(text)),
                 None)
     if root is None:
         return set()
@@ -323,8 +257,3 @@ def feeding(text: str, outputs: Sequence[int]) -> set[str]:
         stack.extend(by_name[name].operands)
     bodies = {by_name[n].attribute("body").lstrip("%") for n in seen if by_name[n].opcode == "while"}
     return seen | {i.name for i in instructions if i.computation in bodies}
-
-
-def _entry(text: str) -> str:
-    match = re.search(r"^ENTRY %([\w.\-]+) ", text, re.MULTILINE)
-    return match.group(1) if match else ""

@@ -6,9 +6,11 @@ kernel (a fusion) in it, and optionally a trusted compile of the same program:
 1. **Operands.** The values the kernel reads: reference values where they are jaxpr values,
    else the trusted module's instructions of the same names (the faulty module may already
    compute them wrong), else the faulty module itself, recompiled with its entry ROOT replaced
-   by a tuple of them. Recompiled modules are `portable`: fusions become calls, bitcasts the
-   reshapes and transposes they stand for. A kernel in the body of a while loop of the entry
-   (a ``scan``) reads the values of the loop's first trip (`first_trip_values_module`).
+   by a tuple of them. Recompiled modules are `xlaprobe.hlo.portable`: fusions become calls,
+   bitcasts the reshapes and transposes they stand for. A kernel in the body of a while loop of
+   the entry (a ``scan``) reads the values of the loop's first trip
+   (`xlaprobe.hlo.first_trip_values_module`). The modules are cut out of the text by
+   `xlaprobe.hlo` (`kernel_module`, `entry_values_module`, ...).
 2. **Kernel alone.** The fused computation becomes the entry of a module of its own (with the
    computations it calls), compiled and run on those values. Every instruction that computes the
    final value of a top-level jaxpr equation (its ``op_name`` names ``eqnK``; same shape and
@@ -45,26 +47,19 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 from xlaprobe import jaxcompat, primitives
 
 from xlaprobe.configs.registry import Configuration
-from xlaprobe.hlo import HloText, Instruction, equation_of
+from xlaprobe.hlo import (NUMPY_DTYPES, HloText, Instruction, as_element_type, entry_values_module,
+                          equation_of, first_trip_module, first_trip_values_module,
+                          kernel_module, loop_of, operands_module, row_major)
 from xlaprobe.localize.twin import agrees, find_twin
 from xlaprobe.oracle import judge_leaf
 from xlaprobe.search import last_true
 
 #: Worker isolation group of HLO compiles (no mutant pass registered there).
 GROUP = "hlo"
-_HEADER = re.compile(r"^(?P<entry>ENTRY )?%(?P<name>[\w.\-]+) \((?P<params>.*)\) "
-                     r"-> (?P<result>.*) \{$")
-_CALLS = re.compile(r"(?:calls|to_apply|body|condition|true_computation|false_computation|"
-                    r"branch_computations|called_computations|comparator)=(\{[^}]*\}|%[\w.\-]+)")
-_HLO_TYPES = {"pred": "bool", "s8": "int8", "s16": "int16", "s32": "int32", "s64": "int64",
-              "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64",
-              "f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
-              "c64": "complex64", "c128": "complex128"}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -125,305 +120,6 @@ def run_module(closed_jaxpr: Any, inputs: Sequence[np.ndarray], *, text: str,
     return [np.asarray(x) for x in outputs]
 
 
-def _blocks(lines: Sequence[str]) -> dict[str, tuple[int, int]]:
-    """Computation name -> (header line, closing line)."""
-    blocks, start, name = {}, -1, ""
-    for index, line in enumerate(lines):
-        header = _HEADER.match(line)
-        if header:
-            start, name = index, header.group("name")
-        elif line.strip() == "}" and start >= 0:
-            blocks[name] = (start, index)
-            start = -1
-    return blocks
-
-
-def _called(instructions: Sequence[Instruction], computation: str,
-            blocks: dict[str, tuple[int, int]]) -> list[str]:
-    """Computations `computation` calls, transitively."""
-    found: list[str] = []
-    stack = [computation]
-    while stack:
-        current = stack.pop()
-        for instruction in instructions:
-            if instruction.computation != current:
-                continue
-            for names in _CALLS.findall(instruction.attributes):
-                for name in re.findall(r"%([\w.\-]+)", names):
-                    if name in blocks and name not in found:
-                        found.append(name)
-                        stack.append(name)
-    return found
-
-
-def _module_header(lines: Sequence[str], params: Sequence[str], result: str) -> str:
-    """The ``HloModule`` line with the new entry's layout (shapes with layouts: without one XLA
-    CHECK-fails on multi-dimensional parameters) and without ``is_scheduled`` (an edited module
-    has no valid schedule)."""
-    first = next((line for line in lines if line.startswith("HloModule")), "HloModule m")
-    name = first.split(",")[0]
-    return f"{name}, entry_computation_layout={{({', '.join(params)})->{result}}}"
-
-
-def portable(text: str) -> str:
-    """The module with every fusion turned into a call of its computation and every bitcast
-    into the reshape and transposes it stands for: what XLA's HLO -> StableHLO import and a
-    fresh compile accept and compute the same values from. A fusion recompiled needs a
-    backend config the import drops; a bitcast means what it does only in the layouts of its
-    operand and result, which the import and a fresh layout assignment do not keep.
-    """
-    hlo = HloText(text)
-    instructions = list(hlo.instructions())
-    by_name = {(i.computation, i.name): i for i in instructions}
-    # Bottom up, so that the line numbers of instructions still to edit stay valid.
-    for instruction in reversed(instructions):
-        if instruction.opcode == "fusion":
-            called = instruction.attribute("calls")
-            metadata = re.search(r"metadata=\{[^}]*\}", instruction.attributes)
-            hlo.replace(instruction, opcode="call", attributes=f"to_apply={called}"
-                        + (f", {metadata.group(0)}" if metadata else ""))
-        elif instruction.opcode == "bitcast" and len(instruction.operands) == 1 and \
-                (instruction.computation, instruction.operands[0]) in by_name:
-            operand = by_name[(instruction.computation, instruction.operands[0])]
-            lines = logical_bitcast(instruction, operand)
-            indent = hlo.lines[instruction.line][:len(hlo.lines[instruction.line])
-                                                 - len(hlo.lines[instruction.line].lstrip())]
-            hlo.lines[instruction.line:instruction.line + 1] = [indent + line for line in lines]
-    return str(hlo)
-
-
-def _minor_to_major(instruction: Instruction) -> list[int]:
-    match = re.search(r"\]\{([0-9,]*)\}", instruction.shape)
-    order = [int(d) for d in match.group(1).split(",") if d] if match else []
-    return order if sorted(order) == list(range(len(instruction.dims))) else \
-        list(range(len(instruction.dims)))[::-1]
-
-
-def logical_bitcast(instruction: Instruction, operand: Instruction) -> list[str]:
-    """HLO lines computing bitcast `instruction` of `operand` without layouts: the operand
-    transposed into its physical (major-to-minor) order, reshaped to the result's physical
-    shape, transposed back to the result's logical order. Identity transposes are left out;
-    the last line keeps the instruction's name, shape and metadata.
-
-    >>> from xlaprobe.hlo import HloText
-    >>> x, b = HloText("%c (p: f32[2,3]) -> f32[3,2] {\\n  %p = f32[2,3]{0,1} parameter(0)\\n"
-    ...                "  ROOT %b = f32[3,2]{1,0} bitcast(%p)\\n}").instructions()
-    >>> logical_bitcast(b, x)
-    ['%b.physical = f32[3,2]{1,0} transpose(%p), dimensions={1,0}', '%b = f32[3,2]{1,0} reshape(%b.physical)']
-    """
-    element = instruction.element_type
-    source, target = operand.dims, instruction.dims
-    source_order = _minor_to_major(operand)[::-1]  # major to minor
-    target_order = _minor_to_major(instruction)[::-1]
-    metadata = re.search(r"metadata=\{[^}]*\}", instruction.attributes)
-    tail = f", {metadata.group(0)}" if metadata else ""
-
-    def shape(dims: Sequence[int]) -> str:
-        layout = ",".join(str(d) for d in range(len(dims) - 1, -1, -1))
-        return f"{element}[{','.join(str(d) for d in dims)}]{{{layout}}}"
-
-    lines, current = [], operand.name
-    if source_order != sorted(source_order):
-        physical = [source[d] for d in source_order]
-        lines.append(f"%{instruction.name}.physical = {shape(physical)} transpose(%{current}), "
-                     f"dimensions={{{','.join(map(str, source_order))}}}")
-        current = f"{instruction.name}.physical"
-    if target_order == sorted(target_order):
-        lines.append(f"%{instruction.name} = {instruction.shape} reshape(%{current}){tail}")
-        return lines
-    physical = [target[d] for d in target_order]
-    lines.append(f"%{instruction.name}.reshaped = {shape(physical)} reshape(%{current})")
-    back = [target_order.index(i) for i in range(len(target))]
-    lines.append(f"%{instruction.name} = {instruction.shape} transpose(%{instruction.name}"
-                 f".reshaped), dimensions={{{','.join(map(str, back))}}}{tail}")
-    return lines
-
-
-def operands_module(text: str, kernel: str) -> tuple[str, list[Instruction]] | None:
-    """The module (`portable`) with its entry ROOT replaced by a tuple of `kernel`'s operands.
-
-    Returns:
-        (module text, the operand instructions), or None when `kernel` is not in the entry or
-        reads a tuple.
-    """
-    by_name = HloText(text).by_name()
-    target = by_name.get(kernel)
-    if target is None:
-        return None
-    module = entry_values_module(text, target.operands)
-    return None if module is None else (module, [by_name[o] for o in target.operands])
-
-
-def entry_values_module(text: str, names: Sequence[str]) -> str | None:
-    """The module (`portable`) with its entry ROOT replaced by a tuple of the entry
-    instructions `names`; None when one is not an array-shaped entry instruction."""
-    hlo = HloText(portable(text))
-    instructions = list(hlo.instructions())
-    blocks = _blocks(hlo.lines)
-    entry = next((n for n, (s, _) in blocks.items() if hlo.lines[s].startswith("ENTRY ")), "")
-    by_name = {i.name: i for i in instructions if i.computation == entry}
-    if not all(n in by_name and not by_name[n].shape.startswith("(") for n in names):
-        return None
-    start, stop = blocks[entry]
-    lines = list(hlo.lines)
-    for index in range(start + 1, stop):
-        lines[index] = lines[index].replace("ROOT %", "%", 1)
-    shape = "(" + ", ".join(by_name[n].shape for n in names) + ")"
-    lines.insert(stop, f"  ROOT %xlaprobe.values = {shape} tuple("
-                 + ", ".join(f"%{n}" for n in names) + ")")
-    header = _HEADER.match(lines[start])
-    lines[start] = f"ENTRY %{header.group('name')} ({header.group('params')}) -> {shape} {{"
-    body = [line for line in lines if not line.startswith("HloModule")]
-    params = [i.shape for i in sorted((i for i in by_name.values() if i.opcode == "parameter"),
-                                      key=lambda i: int(i.operand_text or 0))]
-    return _module_header(hlo.lines, params, shape) + "\n\n" + "\n".join(body) + "\n"
-
-
-def loop_of(instructions: Sequence[Instruction], kernel: str, *,
-            fused: bool = True) -> tuple[Instruction, str] | None:
-    """Where instruction `kernel` (a fusion, unless `fused` is False) sits directly in the body
-    of a while loop run by the entry computation: (the entry instruction that runs the loop,
-    the entry value that is the loop's initial state), else None (it is in the entry, or
-    deeper). The loop is a while of the entry, or the root of a computation the entry calls
-    on the initial state (XLA:CPU wraps small loops in such a call)."""
-    target = next((i for i in instructions if i.name == kernel), None)
-    if target is None or (fused and target.opcode != "fusion"):
-        return None
-    entry = next((i.computation for i in reversed(instructions) if i.root), "")
-    loop = next((i for i in instructions if i.opcode == "while"
-                 and i.attribute("body").lstrip("%") == target.computation), None)
-    if loop is None or len(loop.operands) != 1:
-        return None
-    if loop.computation == entry:
-        return loop, loop.operands[0]
-    start = next((i for i in instructions if i.computation == loop.computation
-                  and i.name == loop.operands[0]), None)
-    caller = next((i for i in instructions if i.computation == entry and i.opcode == "call"
-                   and i.attribute("to_apply").lstrip("%") == loop.computation), None)
-    if loop.root and start is not None and start.opcode == "parameter" and caller is not None \
-            and len(caller.operands) == 1:
-        return caller, caller.operands[0]
-    return None
-
-
-def first_trip_module(text: str, kernel: str) -> str | None:
-    """The module (`portable`) that returns the operands of fusion `kernel`, which sits in the
-    body of a while loop of the entry computation, on the loop's first trip (see
-    `first_trip_values_module`). None when `kernel` is not in such a body.
-    """
-    by_name = HloText(text).by_name()
-    target = by_name.get(kernel)
-    if target is None:
-        return None
-    return first_trip_values_module(text, target.computation, target.operands)
-
-
-def first_trip_values_module(text: str, body: str, names: Sequence[str]) -> str | None:
-    """The module (`portable`) that returns the values of instructions `names` of loop body
-    `body` (of a while loop of the entry computation) on the loop's first trip: the loop
-    becomes a call of its body on its initial state, the body returns a tuple of those values,
-    and the entry ends there. None when `body` is no such body or a name is not an
-    array-shaped instruction of it.
-    """
-    hlo = HloText(portable(text))
-    instructions = list(hlo.instructions())
-    members = {i.name: i for i in instructions if i.computation == body}
-    anyone = next(iter(members.values()), None)
-    site = None if anyone is None else loop_of(instructions, anyone.name, fused=False)
-    if site is None or not all(n in members and not members[n].shape.startswith("(")
-                               for n in names):
-        return None
-    loop, start = site
-    blocks = _blocks(hlo.lines)
-    shape = "(" + ", ".join(members[n].shape for n in names) + ")"
-    lines = list(hlo.lines)
-    entry_start, entry_stop = blocks[loop.computation]
-    body_start, body_stop = blocks[body]
-    edits = []  # (start, stop, new lines) per block, applied bottom up
-    entry_lines = [lines[k].replace("ROOT %", "%", 1) for k in range(entry_start + 1, loop.line)]
-    indent = lines[loop.line][:len(lines[loop.line]) - len(lines[loop.line].lstrip())]
-    entry_lines.append(f"{indent}ROOT %{loop.name} = {shape} call(%{start}), to_apply=%{body}")
-    header = _HEADER.match(lines[entry_start])
-    edits.append((entry_start, entry_stop, [
-        f"ENTRY %{header.group('name')} ({header.group('params')}) -> {shape} {{",
-        *entry_lines, "}"]))
-    body_lines = [lines[k].replace("ROOT %", "%", 1) for k in range(body_start + 1, body_stop)]
-    body_lines.append(f"  ROOT %xlaprobe.values = {shape} tuple("
-                      + ", ".join(f"%{n}" for n in names) + ")")
-    header = _HEADER.match(lines[body_start])
-    edits.append((body_start, body_stop, [
-        f"%{body} ({header.group('params')}) -> {shape} {{", *body_lines, "}"]))
-    if loop.opcode == "call":  # the wrapper's while would read the edited body: drop it
-        wrapper_start, wrapper_stop = blocks[loop.attribute("to_apply").lstrip("%")]
-        edits.append((wrapper_start, wrapper_stop, []))
-    for start_line, stop_line, new in sorted(edits, reverse=True):
-        lines[start_line:stop_line + 1] = new
-    params = [i.shape for i in sorted((i for i in instructions if i.computation == loop.computation
-                                       and i.opcode == "parameter"),
-                                      key=lambda i: int(i.operand_text or 0))]
-    body_text = [line for line in lines if not line.startswith("HloModule")]
-    return _module_header(lines, params, shape) + "\n\n" + "\n".join(body_text) + "\n"
-
-
-def kernel_module(text: str, computation: str, replaced: dict[str, int] | None = None,
-                  exposed: Sequence[str] = ()) -> str:
-    """A module whose entry is fused `computation` (with the computations it calls); each
-    instruction in `replaced` becomes entry parameter number ``replaced[name]`` instead.
-
-    Args:
-        text: the optimized module text holding `computation`.
-        computation: the fused computation's name.
-        replaced: instruction name -> new parameter number (after the computation's own).
-        exposed: when given, the entry returns a tuple of these instructions' values instead
-            of the computation's own result.
-
-    Returns:
-        HLO module text (`portable`).
-    """
-    hlo = HloText(portable(text))
-    instructions = list(hlo.instructions())
-    blocks = _blocks(hlo.lines)
-    replaced = replaced or {}
-    parts = []
-    for name in sorted(_called(instructions, computation, blocks), key=lambda n: blocks[n][0]):
-        start, stop = blocks[name]
-        parts.append("\n".join(line for line in hlo.lines[start:stop + 1]))
-    start, stop = blocks[computation]
-    header = _HEADER.match(hlo.lines[start])
-    params = header.group("params")
-    body = []
-    extra = []
-    shapes: dict[int, str] = {}
-    result = signature = header.group("result")
-    members = {i.name: i for i in instructions if i.computation == computation}
-    for instruction in members.values():
-        if instruction.opcode == "parameter":
-            shapes[int(instruction.operand_text or 0)] = instruction.shape
-        if instruction.root and not exposed:
-            result = instruction.shape
-        line = hlo.lines[instruction.line]
-        root = "ROOT " if instruction.root and not exposed else ""
-        if exposed:
-            line = line.replace("ROOT %", "%", 1)
-        if instruction.name in replaced:
-            number = replaced[instruction.name]
-            indent = line[:len(line) - len(line.lstrip())]
-            line = (f"{indent}{root}%{instruction.name} = {instruction.shape} "
-                    f"parameter({number})")
-            extra.append((number, f"{instruction.name}: {instruction.shape}"))
-            shapes[number] = instruction.shape
-        body.append(line)
-    if exposed:
-        result = signature = "(" + ", ".join(members[n].shape for n in exposed) + ")"
-        body.append(f"  ROOT %xlaprobe.exposed = {result} tuple("
-                    + ", ".join(f"%{n}" for n in exposed) + ")")
-    params = ", ".join([params] * bool(params) + [p for _, p in sorted(extra)])
-    entry = [f"ENTRY %{computation} ({params}) -> {signature} {{", *body, "}"]
-    header_line = _module_header(hlo.lines, [shapes[k] for k in sorted(shapes)], result)
-    module = header_line + "\n\n" + "\n\n".join(parts + ["\n".join(entry)]) + "\n"
-    return re.sub(r" stack_frame_id=\d+", "", module)  # the module's frame tables stay behind
-
-
 def _anchors(instructions: Sequence[Instruction], computation: str, jaxpr: Any
              ) -> list[tuple[Instruction, Any]]:
     """(instruction, jaxpr variable) per anchor of `computation`, in order (see module doc)."""
@@ -460,7 +156,7 @@ _RESHAPES = primitives.names(lambda p: p.movement is primitives.Movement.RESHAPE
 def _value_of(jaxpr: Any, k: int, instruction: Instruction) -> Any:
     """The jaxpr variable whose value `instruction` computes: equation k's output when shape and
     dtype match, else the output of a reshape of it (folded in) that matches; or None."""
-    dtype = _HLO_TYPES.get(instruction.element_type)
+    dtype = NUMPY_DTYPES.get(instruction.element_type)
     for current in (k, *(c for c in range(k + 1, len(jaxpr.eqns))
                          if jaxpr.eqns[c].primitive.name in _RESHAPES
                          and jaxpr.eqns[c].invars[0] in jaxpr.eqns[k].outvars)):
@@ -476,14 +172,6 @@ def _value_of(jaxpr: Any, k: int, instruction: Instruction) -> Any:
     return None
 
 
-def _row_major(instruction: Instruction) -> bool:
-    """True when the instruction's layout is the default one (minor-to-major n-1, ..., 0): a
-    bitcast between two such shapes is a plain reshape."""
-    match = re.search(r"\]\{([0-9,]*)\}", instruction.shape)
-    order = [int(d) for d in match.group(1).split(",") if d] if match else []
-    return order == sorted(order, reverse=True)
-
-
 def _operand_values(operands: Sequence[Instruction], instructions: Sequence[Instruction],
                     program: Any, recording: Any, computation: str = ""
                     ) -> list[np.ndarray | None]:
@@ -496,7 +184,7 @@ def _operand_values(operands: Sequence[Instruction], instructions: Sequence[Inst
     jaxpr = program.jaxpr.jaxpr
 
     def value(instruction: Instruction, depth: int = 0) -> np.ndarray | None:
-        dtype = _HLO_TYPES.get(instruction.element_type)
+        dtype = NUMPY_DTYPES.get(instruction.element_type)
         if dtype is None:
             return None
         if instruction.opcode == "parameter":
@@ -510,10 +198,11 @@ def _operand_values(operands: Sequence[Instruction], instructions: Sequence[Inst
             # transpose XLA folded in.
             var = _value_of(jaxpr, k, instruction)
             if var is not None and var in recording.reference:
-                return _as_dtype(recording.reference[var], dtype).reshape(instruction.dims)
+                return as_element_type(recording.reference[var],
+                                       instruction.element_type).reshape(instruction.dims)
         if instruction.opcode in ("bitcast", "reshape", "copy") and depth < 4 and \
                 len(instruction.operands) == 1 and instruction.operands[0] in by_name and \
-                _row_major(instruction) and _row_major(by_name[instruction.operands[0]]):
+                row_major(instruction) and row_major(by_name[instruction.operands[0]]):
             inner = value(by_name[instruction.operands[0]], depth + 1)
             if inner is not None and inner.size == int(np.prod(instruction.dims)):
                 return inner.reshape(instruction.dims)
@@ -526,16 +215,16 @@ def _operand_values(operands: Sequence[Instruction], instructions: Sequence[Inst
         """The operand's value where the kernel bitcasts its parameter to the equation's shape."""
         param = params.get(number)
         k = equation_of(operand.op_name)
-        if param is None or not 0 <= k < len(jaxpr.eqns) or not _row_major(operand):
+        if param is None or not 0 <= k < len(jaxpr.eqns) or not row_major(operand):
             return None
         for user in instructions:
             if user.computation == computation and user.opcode == "bitcast" and \
                     user.operands == (param.name,) and equation_of(user.op_name) == k and \
-                    _row_major(user):
+                    row_major(user):
                 var = _value_of(jaxpr, k, user)
                 if var is not None and var in recording.reference:
-                    return _as_dtype(recording.reference[var],
-                                     _HLO_TYPES[user.element_type]).reshape(operand.dims)
+                    return as_element_type(recording.reference[var],
+                                           user.element_type).reshape(operand.dims)
         return None
 
     values = []
@@ -543,11 +232,6 @@ def _operand_values(operands: Sequence[Instruction], instructions: Sequence[Inst
         found = value(operand)
         values.append(found if found is not None else through_kernel(number, operand))
     return values
-
-
-def _as_dtype(value: Any, dtype_name: str) -> np.ndarray:
-    dtype = np.dtype(ml_dtypes.bfloat16) if dtype_name == "bfloat16" else np.dtype(dtype_name)
-    return np.asarray(value).astype(dtype)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -598,7 +282,7 @@ def screen_kernels(program: Any, pool: Any, text: str, kernels: Sequence[str], t
                 and theirs[kernel].computation == mine[kernel].computation \
                 and not mine[kernel].shape.startswith("("):
             groups.setdefault(mine[kernel].computation, []).append(kernel)
-    runs, diverging = 0, []
+    run, diverging = _Runner(program, pool, timeout_s), []
     for computation, names in groups.items():
         build = (lambda t, c=computation, n=names: entry_values_module(t, n)) \
             if computation == entry else \
@@ -606,18 +290,13 @@ def screen_kernels(program: Any, pool: Any, text: str, kernels: Sequence[str], t
         values = []
         for module_text, opts in ((text, options), (trusted.text, trusted.options)):
             module = build(module_text)
-            runs += module is not None
-            outcome = None if module is None else pool.call(
-                program, f"{__name__}:run_module",
-                {"text": module, "args": [np.asarray(a) for a in program.inputs],
-                 "options": opts}, group=GROUP, timeout_s=timeout_s)
-            values.append(list(outcome.value) if outcome is not None and outcome.ran else None)
+            values.append(None if module is None else run(module, program.inputs, opts))
         if values[0] is None or values[1] is None:
             continue
         diverging += [n for n, a, b in zip(names, *values)
                       if not agrees(a, b, mine[n].element_type)]
     diverging.sort(key=lambda n: mine[n].line)
-    return diverging, runs
+    return diverging, run.cycles
 
 
 def locate_op(program: Any, config: Configuration, pool: Any, text: str, kernel: str,
@@ -643,12 +322,9 @@ def locate_op(program: Any, config: Configuration, pool: Any, text: str, kernel:
         named).
     """
     started = time.perf_counter()
-    cycles = 0
-    options: dict[str, Any] = {}
-    if config.kind == "xla":
-        from xlaprobe.configs.xla import compiler_options
-        options = compiler_options(config)
+    options = _xla_options(config)
     notes: list[str] = []
+    run = _Runner(program, pool, timeout_s)
 
     def result(instruction: Instruction | None, evidence: str, anchors: Sequence[Any] = (),
                extra: Sequence[str] = ()) -> Inside:
@@ -657,39 +333,119 @@ def locate_op(program: Any, config: Configuration, pool: Any, text: str, kernel:
         return Inside(kernel, instruction.name if instruction else "",
                       instruction.opcode if instruction else "",
                       equation_of(instruction.op_name) if instruction else -1, tuple(extra),
-                      tuple(a.name for a, _ in anchors), evidence, cycles,
+                      tuple(a.name for a, _ in anchors), evidence, run.cycles,
                       time.perf_counter() - started)
 
-    def run(module: str, args: Sequence[np.ndarray],
-            opts: dict[str, Any]) -> list[np.ndarray] | None:
-        nonlocal cycles
-        cycles += 1
-        outcome = pool.call(program, f"{__name__}:run_module",
-                            {"text": module, "args": [np.asarray(a) for a in args],
-                             "options": opts}, group=GROUP, timeout_s=timeout_s)
-        return list(outcome.value) if outcome.ran else None
-
     instructions = list(HloText(text).instructions())
-    target = next((i for i in instructions if i.name == kernel), None)
-    if target is None or target.opcode != "fusion":
-        return result(None, f"{kernel} is not a fusion of the module")
-    computation = re.findall(r"%([\w.\-]+)", target.attribute("calls"))
-    if not computation:
-        return result(None, f"fusion {kernel} names no fused computation")
-    computation = computation[0]
-    jaxpr = program.jaxpr.jaxpr
+    target, computation, why = _fused_computation(instructions, kernel)
+    if why:
+        return result(None, why)
     values = _kernel_inputs(text, kernel, instructions, computation, program, recording, run, {},
                             trusted)
     if values is None:
         return result(None, f"{kernel} is neither in the entry computation nor in the body of "
                       "one of its while loops, or its operands could not be computed (they are "
                       "no jaxpr values, and the module with them as outputs did not compile)")
+    twin, demoted = ({}, set()) if trusted is None else _twin_values(
+        program, instructions, computation, kernel, trusted, recording, run, notes)
+    right = _right_values(program, instructions, computation, kernel, recording, twin, demoted)
+    if right.judged is None:
+        return result(None, "the kernel's outputs are not the values of jaxpr equations (nor "
+                      "of a trusted twin's instructions): they cannot be judged", right.anchors)
+    order = right.order
+
+    def fails(position: int) -> bool:  # the suffix from `position`, earlier ones fed right
+        return _suffix_fails(position, text, computation, len(target.operands), values, right,
+                             run, options, recording, program)
+
+    if not fails(0):
+        return result(None, f"{kernel} compiled alone, fed the values it reads, computes "
+                      "right: the fault needs the whole module's compile", right.anchors)
+    # The suffix from 0 fails; from one past the end it passes: every output is then fed its
+    # right value.
+    failing = last_true(0, len(order), fails)
+    named = order[failing]
+    source = "its equation's reference value" if named.name in right.from_reference else \
+        "the trusted twin's value"
+    return result(named, "the latest instruction whose suffix of the kernel, fed the right "
+                  f"values of every earlier one, still fails alone; fed its right value ({source})"
+                  " it passes", right.anchors, _computing(named, order[:failing], right.members))
+
+
+def _xla_options(config: Configuration) -> dict[str, Any]:
+    """The XLA options modules compile with: the configuration's for ``xla`` ones, else the
+    defaults (a planted fault is in the HLO text already; see the module docstring)."""
+    if config.kind != "xla":
+        return {}
+    from xlaprobe.configs.xla import compiler_options
+    return compiler_options(config)
+
+
+def _fused_computation(instructions: Sequence[Instruction], kernel: str
+                       ) -> tuple[Any, str, str]:
+    """(fusion instruction `kernel`, its fused computation, "") or (None, "", why not)."""
+    target = next((i for i in instructions if i.name == kernel), None)
+    if target is None or target.opcode != "fusion":
+        return None, "", f"{kernel} is not a fusion of the module"
+    computation = re.findall(r"%([\w.\-]+)", target.attribute("calls"))
+    if not computation:
+        return None, "", f"fusion {kernel} names no fused computation"
+    return target, computation[0], ""
+
+
+class _Runner:
+    """Compiles and runs HLO modules in the pool's `GROUP` workers (`run_module`), counting them.
+
+    Attributes:
+        cycles: modules compiled so far.
+    """
+
+    def __init__(self, program: Any, pool: Any, timeout_s: float | None):
+        self.program, self.pool, self.timeout_s = program, pool, timeout_s
+        self.cycles = 0
+
+    def __call__(self, module: str, args: Sequence[np.ndarray],
+                 opts: dict[str, Any]) -> list[np.ndarray] | None:
+        """The outputs of `module` run on `args`, compiled with XLA options `opts`; None when
+        it did not run."""
+        self.cycles += 1
+        outcome = self.pool.call(self.program, f"{__name__}:run_module",
+                                 {"text": module, "args": [np.asarray(a) for a in args],
+                                  "options": opts}, group=GROUP, timeout_s=self.timeout_s)
+        return list(outcome.value) if outcome.ran else None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _RightValues:
+    """What tier 4's suffix search feeds and judges a kernel by.
+
+    Attributes:
+        members: the fused computation's instructions by name.
+        anchors: (instruction, jaxpr variable) per anchor.
+        known: instruction name -> its right value (an anchor's equation's reference value, else
+            the trusted twin's).
+        from_reference: the names whose right value is a reference value.
+        outputs: the names of the kernel's outputs, in order.
+        judged: output name -> the jaxpr variable it holds, or None where the twin's value
+            judges it; None when some output cannot be judged.
+        order: the instructions with a right value, in computation order.
+    """
+
+    members: dict[str, Instruction]
+    anchors: list[tuple[Instruction, Any]]
+    known: dict[str, np.ndarray]
+    from_reference: set[str]
+    outputs: list[str]
+    judged: dict[str, Any] | None
+    order: list[Instruction]
+
+
+def _right_values(program: Any, instructions: Sequence[Instruction], computation: str,
+                  kernel: str, recording: Any, twin: dict[str, np.ndarray],
+                  demoted: set[str]) -> _RightValues:
+    """The right values of fused `computation`'s instructions and how its outputs are judged."""
+    jaxpr = program.jaxpr.jaxpr
     members = {i.name: i for i in instructions if i.computation == computation}
-    twin: dict[str, np.ndarray] = {}
-    demoted: set[str] = set()
-    if trusted is not None:
-        twin, demoted = _twin_values(program, instructions, computation, kernel, trusted,
-                                     recording, run, notes)
     # Inside a loop body an instruction computes a value per trip, no equation's value: there
     # the twin alone gives right values.
     in_loop = loop_of(instructions, kernel) is not None
@@ -697,8 +453,8 @@ def locate_op(program: Any, config: Configuration, pool: Any, text: str, kernel:
                                   if a.name not in demoted]
     # Right values: an anchor's is its equation's reference value; another instruction's is its
     # trusted twin's, where the twin computes its outputs right.
-    known = {a.name: _as_dtype(recording.reference[v], _HLO_TYPES[a.element_type]).reshape(a.dims)
-             for a, v in anchors if a.element_type in _HLO_TYPES}
+    known = {a.name: as_element_type(recording.reference[v], a.element_type).reshape(a.dims)
+             for a, v in anchors if a.element_type in NUMPY_DTYPES}
     from_reference = set(known)
     for name, value in twin.items():
         known.setdefault(name, value)
@@ -710,59 +466,55 @@ def locate_op(program: Any, config: Configuration, pool: Any, text: str, kernel:
     for name in outputs:
         if name in by_anchor:
             judged[name] = by_anchor[name]
-        elif members[name].opcode == "bitcast" and _row_major(members[name]) and \
+        elif members[name].opcode == "bitcast" and row_major(members[name]) and \
                 members[name].operands[0] in by_anchor:
             judged[name] = by_anchor[members[name].operands[0]]
         elif name in known:
             judged[name] = None
-    if len(judged) != len(outputs):
-        return result(None, "the kernel's outputs are not the values of jaxpr equations (nor "
-                      "of a trusted twin's instructions): they cannot be judged", anchors)
     order = [members[n] for n in members if n in known]
+    return _RightValues(members, anchors, known, from_reference, outputs,
+                        judged if len(judged) == len(outputs) else None, order)
 
-    def fails(position: int) -> bool:
-        """The suffix from `position`: every earlier instruction fed its right value."""
-        replaced, args = {}, list(values)
-        number = len(target.operands)
-        for instruction in order[:position]:
-            replaced[instruction.name] = number
-            args.append(known[instruction.name])
-            number += 1
-        got = run(kernel_module(text, computation, replaced), args, options)
-        if got is None:
-            return False
-        for name, output in zip(outputs, got):
-            var = judged[name]
-            if var is None:
-                if not agrees(output, known[name], members[name].element_type):
-                    return True
-                continue
-            if not _holds(output, var, members[name], recording, program):
-                return True
+
+def _suffix_fails(position: int, text: str, computation: str, number: int,
+                  values: Sequence[np.ndarray], right: _RightValues, run: _Runner,
+                  options: dict[str, Any], recording: Any, program: Any) -> bool:
+    """Whether the kernel fails compiled alone with every instruction before `position` (in
+    ``right.order``) replaced by a parameter holding its right value; `number` is its own
+    parameter count, `values` its operands' values."""
+    replaced, args = {}, list(values)
+    for instruction in right.order[:position]:
+        replaced[instruction.name] = number
+        args.append(right.known[instruction.name])
+        number += 1
+    got = run(kernel_module(text, computation, replaced), args, options)
+    if got is None:
         return False
+    for name, output in zip(right.outputs, got):
+        var = right.judged[name]
+        if var is None:
+            if not agrees(output, right.known[name], right.members[name].element_type):
+                return True
+            continue
+        if not _holds(output, var, right.members[name], recording, program):
+            return True
+    return False
 
-    if not fails(0):
-        return result(None, f"{kernel} compiled alone, fed the values it reads, computes "
-                      "right: the fault needs the whole module's compile", anchors)
-    # The suffix from 0 fails; from one past the end it passes: every output is then fed its
-    # right value.
-    failing = last_true(0, len(order), fails)
-    named = order[failing]
-    previous = {i.name for i in order[:failing]}
+
+def _computing(named: Instruction, previous: Sequence[Instruction],
+               members: dict[str, Instruction]) -> list[str]:
+    """The instructions without a right value computing `named` from `previous` ones, sorted."""
+    earlier = {i.name for i in previous}
     inner, stack = [], list(named.operands)
-    while stack:  # the instructions without a right value computing `named` from earlier ones
+    while stack:
         name = stack.pop()
-        if name in previous or name not in members or name in inner:
+        if name in earlier or name not in members or name in inner:
             continue
         if members[name].opcode in ("parameter", "constant"):
             continue
         inner.append(name)
         stack.extend(members[name].operands)
-    source = "its equation's reference value" if named.name in from_reference else \
-        "the trusted twin's value"
-    return result(named, "the latest instruction whose suffix of the kernel, fed the right "
-                  f"values of every earlier one, still fails alone; fed its right value ({source})"
-                  " it passes", anchors, sorted(inner))
+    return sorted(inner)
 
 
 def _kernel_inputs(text: str, kernel: str, instructions: Sequence[Instruction], computation: str,

@@ -23,8 +23,8 @@ Planted faults (``mutant:<name>``) are introduced by the mutant's own pass, run 
 PRE_SCHEDULER or POST_SCHEDULER hook that ``xla_disable_hlo_passes`` does not reach: the known
 answer is reported without bisecting.
 
-The worker side is the configuration kind ``passes:<base>`` (``passes:xla.fastmath[...]``),
-registered on import (`fusion.make_pool` preloads this module).
+The dump compile runs in a worker through `WorkerPool.call` of the worker function
+`dumped_passes`, in the configuration's isolation group.
 
 Source: A. Zeller and R. Hildebrandt, "Simplifying and Isolating Failure-Inducing Input",
 IEEE TSE 28(2), 2002 (ddmin); LLVM's ``opt-bisect`` and XLA's ``xla_disable_hlo_passes`` (pass
@@ -44,14 +44,15 @@ from typing import Any
 
 import numpy as np
 
-from xlaprobe.configs import registry
+from xlaprobe.check import REFERENCE, judge
+from xlaprobe.checker import passes_clean
+from xlaprobe.configs import xla_options
+from xlaprobe.configs.mutants import get_mutant
 from xlaprobe.configs.registry import Configuration
+from xlaprobe.configs.xla import compiler_options, scoped_function
 from xlaprobe.errors import InvalidArgument
-from xlaprobe.localize.fusion import WrappingKind
 from xlaprobe.search import ddmin
 
-#: Module a worker pool must preload for the ``passes`` kind.
-PRELOAD = __name__
 #: Option whose value lists the disabled passes.
 DISABLE = "xla_disable_hlo_passes"
 #: Candidates tried one by one when disabling them all does not even compile.
@@ -62,28 +63,10 @@ _DUMP_FILE = re.compile(r"^module_\d+\.[^.]+\.\d+\.(?P<pipeline>[^.]+)\.after_(?
 _PSEUDO = frozenset({"pipeline-start", "pipeline-end"})
 
 
-def passes_spec(config: Configuration | str) -> Configuration:
-    """The ``passes`` configuration that compiles as `config` and returns the changed passes.
-
-    >>> str(passes_spec("xla:fastmath"))
-    'passes:xla.fastmath'
-
-    Raises:
-        InvalidArgument: `config` is not an ``xla`` configuration.
-    """
-    config = Configuration.parse(config) if isinstance(config, str) else config
-    if config.kind != "xla":
-        raise InvalidArgument(f"configuration '{config}' is not an xla configuration: only XLA "
-                              "compiles take xla_disable_hlo_passes")
-    variant = "xla" if config.variant is None else f"xla.{config.variant}"
-    return Configuration("passes", variant, config.options)
-
-
 def changed_passes(dump_dir: str) -> list[str]:
     """Pass (and nested pipeline) names that changed the module, in pipeline order, from an
     ``xla_dump_to`` directory written with ``xla_dump_hlo_pass_re=.*``. Dump file names spell
     spaces as underscores; a name is returned as the pass list spells it when it is there."""
-    from xlaprobe.configs import xla_options
     known = {name.replace(" ", "_"): name for name in xla_options.pass_names()}
     names: list[str] = []
     for entry in sorted(os.listdir(dump_dir)):
@@ -96,42 +79,39 @@ def changed_passes(dump_dir: str) -> list[str]:
     return names
 
 
-class PassesKind(WrappingKind):
-    """`ConfigKind` ``passes:<base>``: compile like the ``xla`` configuration ``<base>`` with HLO
-    dumps on, return the names of the passes that changed the module (newline-joined, as uint8)."""
+def dumped_passes(closed_jaxpr: Any, inputs: Sequence[np.ndarray], *, config: str) -> list[str]:
+    """Worker function (`WorkerPool.call`): compile the program as ``xla`` configuration `config`
+    with HLO dumps into a temporary directory (removed after) and list the passes that changed
+    the module (`changed_passes`)."""
+    import jax
 
-    name = "passes"
-    description = "HLO passes that change the module in an xla compile (passes:xla[.VARIANT][opts])"
-    bases = ("xla",)
-    forms = "passes:xla[.VARIANT][options]"
-
-    def run(self, config: Configuration, jaxpr: Any,
-            inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-        """Compile with dumps into a temporary directory (removed after) and list the passes."""
-        import jax
-
-        from xlaprobe.configs.xla import compiler_options, scoped_function
-        options = compiler_options(self.base(config))
-        directory = tempfile.mkdtemp(prefix="xlaprobe-passes-")
-        try:
-            options.update(xla_dump_to=directory, xla_dump_hlo_pass_re=".*")
-            jax.jit(scoped_function(jaxpr)).lower(*inputs).compile(compiler_options=options)
-            names = changed_passes(directory)
-        finally:
-            shutil.rmtree(directory, ignore_errors=True)
-        return [np.frombuffer("\n".join(names).encode(), np.uint8).copy()]
+    options = compiler_options(Configuration.parse(config))
+    directory = tempfile.mkdtemp(prefix="xlaprobe-passes-")
+    try:
+        options.update(xla_dump_to=directory, xla_dump_hlo_pass_re=".*")
+        jax.jit(scoped_function(closed_jaxpr)).lower(*inputs).compile(compiler_options=options)
+        return changed_passes(directory)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
-KIND = PassesKind()
+def dump_compile(pool: Any, program: Any, config: Configuration | str, *,
+                 timeout_s: float | None = None) -> Any:
+    """Run `dumped_passes` for `program` under `config` in a worker of its isolation group.
 
+    Returns:
+        The call's `xlaprobe.outcome.Outcome`: RAN with ``value`` the pass names, else
+        COMPILE_ERROR, CRASH or TIMEOUT.
 
-def register() -> None:
-    """Add the ``passes`` kind to this process's configuration registry (idempotent)."""
-    registry._KIND_MODULES.setdefault(KIND.name, __name__)
-    registry._KINDS.setdefault(KIND.name, KIND)
-
-
-register()
+    Raises:
+        InvalidArgument: `config` is not an ``xla`` configuration.
+    """
+    config = Configuration.parse(config) if isinstance(config, str) else config
+    if config.kind != "xla":
+        raise InvalidArgument(f"configuration '{config}' is not an xla configuration: only XLA "
+                              "compiles take xla_disable_hlo_passes")
+    return pool.call(program, f"{__name__}:dumped_passes", {"config": str(config)},
+                     group=config.isolation_group, timeout_s=timeout_s)
 
 
 def with_disabled(config: Configuration, names: Sequence[str]) -> Configuration:
@@ -140,10 +120,9 @@ def with_disabled(config: Configuration, names: Sequence[str]) -> Configuration:
     >>> str(with_disabled(Configuration.parse("xla:fastmath"), ["fusion", "algsimp"]))
     'xla:fastmath[xla_disable_hlo_passes=fusion+algsimp]'
     """
-    from xlaprobe.configs.xla_options import LIST_SEPARATOR
     options = [(k, v) for k, v in config.options if k != DISABLE]
     already = [v for k, v in config.options if k == DISABLE]
-    value = LIST_SEPARATOR.join([*already, *names])
+    value = xla_options.LIST_SEPARATOR.join([*already, *names])
     return Configuration(config.kind, config.variant, (*options, (DISABLE, value)))
 
 
@@ -187,7 +166,7 @@ def blame_pass(program: Any, config: Configuration, pool: Any, check: Any, *,
         program: the failing `xlaprobe.program.Program`.
         config: the faulty configuration: ``xla...`` (bisected) or ``mutant:<name>`` (the planted
             pass, known); any other kind gives an undecided result.
-        pool: a pool from `fusion.make_pool` (it preloads this module).
+        pool: a `xlaprobe.workers.WorkerPool` (`fusion.make_pool`).
         check: a `xlaprobe.check.CheckResult` of `program` that ran ``reference``: its reference
             and honest runs judge every test.
         timeout_s: per-run limit (s).
@@ -196,77 +175,98 @@ def blame_pass(program: Any, config: Configuration, pool: Any, check: Any, *,
     Returns:
         The `PassBlame`.
     """
-    from xlaprobe.check import REFERENCE, judge
-    from xlaprobe.checker import passes_clean
-    from xlaprobe.configs import xla_options
     started = time.perf_counter()
     if config.kind == "mutant":
-        from xlaprobe.configs.mutants import get_mutant
-        mutant = get_mutant(config.variant or "")
-        name = f"xlaprobe-mutant-{mutant.name}"
-        return PassBlame(name, (name,), (name,), f"the planted fault's own pass, run as a "
-                         f"{mutant.stage} hook (known, not bisected: xla_disable_hlo_passes does "
-                         "not reach hooks)", 0, time.perf_counter() - started)
+        return _planted(config, started)
     if config.kind != "xla":
         return PassBlame("", (), (), f"configuration '{config}' is not an XLA compile: no HLO "
                          "pass to disable", 0, time.perf_counter() - started)
     reference = check.outcomes[check.configs.index(REFERENCE)]
-    cycles = 0
-    outcome = pool.run(program, passes_spec(config), timeout_s=timeout_s)
-    cycles += 1
+    outcome = dump_compile(pool, program, config, timeout_s=timeout_s)
     if not outcome.ran:
         return PassBlame("", (), (), f"the dump compile failed: {outcome.kind.value} "
-                         f"{outcome.error.strip()[-200:]}", cycles, time.perf_counter() - started)
+                         f"{outcome.error.strip()[-200:]}", 1, time.perf_counter() - started)
     # Disabling passes can make XLA loop or the program hang: a test may take a few times the
     # dump compile, not the pool's limit.
     limit = max(TEST_TIMEOUT_S, 10 * outcome.seconds)
     if timeout_s is not None:
         limit = min(limit, timeout_s)
-    listed = np.asarray(outcome.outputs[0], np.uint8).tobytes().decode().split("\n")
-    candidates = [n for n in listed if n and xla_options.is_known_pass(n)]
-    cache: dict[tuple[str, ...], bool] = {}
-    ran: dict[tuple[str, ...], bool] = {}
+    candidates = [n for n in outcome.value if n and xla_options.is_known_pass(n)]
+    tests = _Tests(program, config, pool, check, reference, limit, on_test)
+    return _bisect(tests, candidates, started)
 
-    def fixes(names: Sequence[str]) -> bool:
-        nonlocal cycles
+
+def _planted(config: Configuration, started: float) -> PassBlame:
+    """The known answer for a ``mutant:<name>`` configuration: the mutant's own pass."""
+    mutant = get_mutant(config.variant or "")
+    name = f"xlaprobe-mutant-{mutant.name}"
+    return PassBlame(name, (name,), (name,), f"the planted fault's own pass, run as a "
+                     f"{mutant.stage} hook (known, not bisected: xla_disable_hlo_passes does "
+                     "not reach hooks)", 0, time.perf_counter() - started)
+
+
+class _Tests:
+    """The tests of one bisection: `program` compiled under `config` with some passes disabled,
+    judged against the finding's `reference` run; each set of names is tested once.
+
+    Attributes:
+        cycles: compiles of the program so far (the dump compile and every test).
+        ran: sorted names -> whether the test's compile ran.
+    """
+
+    def __init__(self, program: Any, config: Configuration, pool: Any, check: Any,
+                 reference: Any, limit: float,
+                 on_test: Callable[[tuple[str, ...], bool, str, float], None] | None):
+        self.program, self.config, self.pool, self.check = program, config, pool, check
+        self.reference, self.limit, self.on_test = reference, limit, on_test
+        self.cycles = 1
+        self.cache: dict[tuple[str, ...], bool] = {}
+        self.ran: dict[tuple[str, ...], bool] = {}
+
+    def fixes(self, names: Sequence[str]) -> bool:
+        """Whether disabling `names` fixes the fault: it runs and no output leaf is a finding."""
         key = tuple(sorted(names))
-        if key not in cache:
+        if key not in self.cache:
             begun = time.perf_counter()
-            spec = with_disabled(config, names)
-            run = pool.run(program, spec, timeout_s=limit)
-            cycles += 1
-            result = judge(program, [str(spec), REFERENCE], [run, reference], check.budget,
-                           check.flushed)
+            spec = with_disabled(self.config, names)
+            run = self.pool.run(self.program, spec, timeout_s=self.limit)
+            self.cycles += 1
+            result = judge(self.program, [str(spec), REFERENCE], [run, self.reference],
+                           self.check.budget, self.check.flushed)
             kinds = {v.kind for v in result.verdicts[0]}
             fixed = passes_clean(result, str(spec))
-            cache[key] = fixed
-            ran[key] = run.ran
-            if on_test is not None:
+            self.cache[key] = fixed
+            self.ran[key] = run.ran
+            if self.on_test is not None:
                 worst = next((k.value for k in kinds if k.is_finding), "ok")
-                on_test(tuple(names), fixed, worst, time.perf_counter() - begun)
-        return cache[key]
+                self.on_test(tuple(names), fixed, worst, time.perf_counter() - begun)
+        return self.cache[key]
 
+
+def _bisect(tests: _Tests, candidates: list[str], started: float) -> PassBlame:
+    """ddmin over `candidates`, latest first; each one alone where disabling them all does not
+    compile or run (see the module docstring)."""
     order = list(reversed(candidates))  # latest pass first (see module docstring)
     if not order:
-        return PassBlame("none", (), (), "no HLO pass changed the module", cycles,
+        return PassBlame("none", (), (), "no HLO pass changed the module", tests.cycles,
                          time.perf_counter() - started)
-    if fixes(order):
-        minimal = ddmin(order, fixes)
+    if tests.fixes(order):
+        minimal = ddmin(order, tests.fixes)
         name = minimal[0] if len(minimal) == 1 else ""
         evidence = ("disabling it alone fixes the fault" if name else
                     f"only disabling these {len(minimal)} passes together fixes the fault")
-        return PassBlame(name, tuple(minimal), tuple(candidates), evidence, cycles,
+        return PassBlame(name, tuple(minimal), tuple(candidates), evidence, tests.cycles,
                          time.perf_counter() - started)
-    if not ran[tuple(sorted(order))]:
+    if not tests.ran[tuple(sorted(order))]:
         for name in order[:MAX_SINGLES]:
-            if fixes([name]):
+            if tests.fixes([name]):
                 return PassBlame(name, (name,), tuple(candidates), "disabling it alone fixes the "
                                  "fault (disabling every changed pass did not compile or run)",
-                                 cycles, time.perf_counter() - started)
+                                 tests.cycles, time.perf_counter() - started)
         return PassBlame("", (), tuple(candidates), "disabling every changed pass does not "
                          f"compile or run, and disabling none of the latest {MAX_SINGLES} alone "
-                         "fixes the fault: undecided", cycles, time.perf_counter() - started)
+                         "fixes the fault: undecided", tests.cycles, time.perf_counter() - started)
     return PassBlame("none", (), tuple(candidates),
                      f"disabling no subset of the {len(candidates)} passes that changed the module "
                      "fixes the fault: it does not come from an HLO pass (e.g. op-by-op or in the "
-                     "emitter)", cycles, time.perf_counter() - started)
+                     "emitter)", tests.cycles, time.perf_counter() - started)

@@ -53,6 +53,7 @@ from xlaprobe.check import REFERENCE, CheckResult, check_program, judge
 from xlaprobe.checker import Checker, Failure
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.errors import InvalidArgument, NotReproducible, XlaprobeError
+from xlaprobe.hlo import CALLED, HloText
 from xlaprobe.localize import fusion as fusion_mod
 from xlaprobe.localize import repro as repro_mod
 from xlaprobe.localize.bisect import RERUNS
@@ -716,7 +717,6 @@ def kernel_text(text: str, kernels: Sequence[str]) -> str:
     Returns:
         HLO text ("" when none of the names is in the module).
     """
-    from xlaprobe.hlo import HloText
     hlo = HloText(text)
     instructions = list(hlo.instructions())
     by_name = {i.name: i for i in instructions}
@@ -734,7 +734,7 @@ def kernel_text(text: str, kernels: Sequence[str]) -> str:
     roots = list(stack)
     while stack:
         instruction = stack.pop()
-        for _, names in fusion_mod._CALLED.findall(instruction.attributes):
+        for _, names in CALLED.findall(instruction.attributes):
             for computation in re.findall(r"%([\w.\-]+)", names):
                 if computation in blocks and computation not in called:
                     called.append(computation)
@@ -828,13 +828,12 @@ def _write_hlo(root: Path, program: Program, pool: Any, config: Configuration,
     notes: list[str] = []
     kernels: tuple[str, ...] = ()
     try:
-        spec = fusion_mod.hlo_spec(config)
+        outcome = fusion_mod.optimized_hlo(pool, program, config, timeout_s=timeout_s)
     except InvalidArgument as exc:
         notes.append(str(exc))
         return kernels, notes
-    outcome = pool.run(program, spec, timeout_s=timeout_s)
     if outcome.ran:
-        text = fusion_mod.hlo_text(outcome.outputs)
+        text = outcome.value
         (root / "module.hlo").write_text(text)
         kernels, more = _failing_kernels(program, pool, config, text, timeout_s)
         notes += more
