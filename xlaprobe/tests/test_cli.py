@@ -235,3 +235,7 @@ def test_findings_shows_one_finding_and_counts_distinct_bugs(tmp_path):
     assert "distinct bugs" in table.stdout
     missing = xlaprobe("findings", "999", "--db", str(db))
     assert missing.returncode == 2 and "no finding 999" in missing.stderr
+    # Localizing the finding stores the localization and names the bug by its operation.
+    assert xlaprobe("localize", str(row["id"]), "--json", "--db", str(db)).returncode == 0
+    detail = json.loads(xlaprobe("findings", str(row["id"]), "--json", "--db", str(db)).stdout)
+    assert detail["bug"] and detail["localizations"][0]["primitive"] == "dynamic_update_slice"

@@ -11,11 +11,13 @@ import pytest
 from tests.cases import ROOT as CASES_DIR, load_present
 from xlaprobe.configs import reference
 from xlaprobe.errors import InvalidArgument, NotReproducible
-from xlaprobe.localize import cycle_bound, localize, localize_command, make_pool
+from xlaprobe.cli.localize import localize_command
+from xlaprobe.localize import cycle_bound, localize, make_pool
 from xlaprobe.localize.bisect import Trial, bisect_cuts, bisect_segments, latest_failing_start
 from xlaprobe.localize.fusion import equation_kernels, hlo_config, optimized_hlo
 from xlaprobe.localize.segments import Segmenter, cone_of_influence, recording_program
 from xlaprobe.oracle import VerdictKind
+from xlaprobe.store import Store
 from xlaprobe.program import Program, Provenance
 from xlaprobe.sources.corpus import corpus_program
 from xlaprobe.sources.models import build_program
@@ -363,7 +365,9 @@ def test_localize_command_json(tmp_path, capsys):
                             json_output=True)
     data = json.loads(capsys.readouterr().out)
     assert code == 0 and data["primitive"] == "dynamic_update_slice" and data["config"] == "xla"
-    assert list((tmp_path / "localizations").glob("*.json"))
+    with Store(tmp_path / "x.db") as store:  # stored in the database, not in files beside it
+        assert store.count("localizations") == 1
+    assert not (tmp_path / "localizations").exists()
 
 
 def test_localize_command_bad_input(tmp_path):

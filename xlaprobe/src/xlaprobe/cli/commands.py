@@ -93,7 +93,7 @@ def localize(
     inputs: InputsOption = "",
 ) -> None:
     """Localize a finding: failing outputs, smallest failing jaxpr segment, equation, fusion."""
-    from xlaprobe.localize.api import localize_command
+    from xlaprobe.cli.localize import localize_command
 
     raise typer.Exit(localize_command(target, config, db=db, json_output=as_json, jobs=jobs,
                                       timeout_s=timeout, input_spec=inputs))
@@ -114,7 +114,7 @@ def reduce(
     inputs: InputsOption = "",
 ) -> None:
     """Reduce a finding (ddmin over equations, then shapes and values) to a standalone repro.py."""
-    from xlaprobe.localize.reduce import reduce_command
+    from xlaprobe.cli.reduce import reduce_command
 
     raise typer.Exit(reduce_command(target, config, db=db, out=out_dir, json_output=as_json,
                                     jobs=jobs, timeout_s=timeout, max_tests=max_tests,

@@ -4,8 +4,8 @@
 that compile alone; `fusion` reads the faulty compile's optimized HLO.
 """
 
-from xlaprobe.localize.api import Localization, cycle_bound, localize, localize_command
+from xlaprobe.localize.api import Localization, cycle_bound, localize
 from xlaprobe.localize.bisect import Step
 from xlaprobe.localize.fusion import make_pool
 
-__all__ = ["Localization", "Step", "cycle_bound", "localize", "localize_command", "make_pool"]
+__all__ = ["Localization", "Step", "cycle_bound", "localize", "make_pool"]

@@ -47,19 +47,16 @@ and reported ``flaky``.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-import sys
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from xlaprobe import jaxcompat, primitives
 
 from xlaprobe.check import CheckResult, check_program
 from xlaprobe.configs.registry import Configuration
-from xlaprobe.errors import InvalidArgument, NotReproducible, XlaprobeError
+from xlaprobe.errors import InvalidArgument, NotReproducible
 from xlaprobe.hlo import HloText
 from xlaprobe.localize import fusion as fusion_mod
 from xlaprobe.localize.bisect import (NUMERIC, RERUNS, Recording, Searcher, Step, alone_window,
@@ -68,8 +65,6 @@ from xlaprobe.localize.bisect import (NUMERIC, RERUNS, Recording, Searcher, Step
 from xlaprobe.localize.segments import Segmenter, cone_of_influence, recording_program
 from xlaprobe.oracle import VerdictKind
 from xlaprobe.program import Program
-from xlaprobe.sources.targets import resolve_finding
-from xlaprobe.store import Store
 from xlaprobe.triage import localized_key, planted_fault
 
 METHODS = ("auto", "cuts", "segments")
@@ -759,109 +754,3 @@ def cycle_bound(n: int) -> float:
     30.0
     """
     return 2 * math.log2(max(n, 1)) + 10
-
-
-# ------------------------------------------------------------------------------------------------
-# Command line
-
-
-def _describe(step: Step) -> str:
-    if step.tier.startswith("cut"):
-        where = f"whole program, values up to eqn {step.last}"
-    elif step.first < 0:
-        where = f"whole program ({step.size} equations)"
-    else:
-        where = f"eqn {step.first}" if step.first == step.last else \
-            f"eqns {step.first}..{step.last} ({step.size})"
-    verdict = ("compiled" if step.failed else "failed to compile") if step.tier == "hlo" else (
-        f"fails ({step.kind})" if step.failed else "passes")
-    return f"  {step.tier:10s} {where}: {verdict} [{step.seconds:.2f} s]"
-
-
-def localize_command(target: str, config: str, *, db: Path | str, json_output: bool,
-                     jobs: int = 1, timeout_s: float = 600.0, method: str = "auto",
-                     input_spec: str = "") -> int:
-    """``xlaprobe localize TARGET [CONFIG]``: localize, print each tier as it completes, store it.
-
-    Args:
-        target: a finding id from the store, an artifact directory, a case module, a zoo model,
-            FILE.py:FN or module:fn (as for ``xlaprobe check``).
-        config: the faulty configuration; "" takes the finding's (or the case's FAULTY_CONFIG).
-        db: the SQLite store; the localization is written beside it as
-            ``localizations/<fingerprint>-<config>.json``.
-        json_output: print the `Localization` as JSON on stdout instead of the progress lines.
-        jobs: worker processes per isolation group.
-        timeout_s: per-run limit (s).
-        method: ``auto``, ``cuts`` or ``segments`` (see `localize`).
-        input_spec: inputs of a FILE.py:FN target (``--inputs``).
-
-    Returns:
-        Exit code: 0 localized, 1 nothing localized (the failure vanished) or flaky.
-
-    Raises:
-        InvalidArgument: bad target, configuration or store.
-        NotReproducible: the configuration gives no finding on the target.
-    """
-    db = Path(db)
-    program, config, finding_id = resolve_finding(target, config, db, input_spec)
-    parsed = Configuration.parse(config)
-    if method not in METHODS:
-        raise InvalidArgument(f"unknown localization method '{method}': use {', '.join(METHODS)}")
-    if parsed.kind == "reference":
-        raise InvalidArgument("the reference is the oracle; localize a configuration that is "
-                              "judged against it, e.g. xla or xla:fastmath")
-    say = (lambda text: None) if json_output else print
-    say(f"localizing {config} on {program.provenance.name} ({len(program.jaxpr.jaxpr.eqns)} "
-        "top-level equations)")
-    with fusion_mod.make_pool(size=jobs, timeout_s=timeout_s) as pool:
-        loc = localize(program, parsed, pool, method=method,
-                       on_step=lambda step: say(_describe(step)))
-    if json_output:
-        print(json.dumps(loc.to_json(), indent=2))
-    else:
-        names = ", ".join(loc.failing_outputs[:5]) + (", ..." if len(loc.failing_outputs) > 5 else "")
-        say(f"tier 1 outputs:  {len(loc.failing_outputs)} failing ({names}); cone of {loc.cone} "
-            "equations")
-        if loc.equation >= 0:
-            say(f"tier 2 equation: {loc.equation} {loc.primitive}"
-                + (f" at {loc.source}" if loc.source else "") + f" ({loc.evidence})")
-            if loc.segment:
-                say(f"       segment:  equations {list(loc.segment)[:12]}"
-                    f"{' ...' if len(loc.segment) > 12 else ''} fail compiled alone")
-            if loc.fusions:
-                say(f"tier 3 kernels:  {', '.join(loc.fusions[:6])}"
-                    f"{' ...' if len(loc.fusions) > 6 else ''}"
-                    + (f" (alone: {', '.join(loc.segment_fusions[:3])})"
-                       if loc.segment_fusions else ""))
-        if loc.op_instruction:
-            say(f"tier 4 op:       {loc.op_instruction} ({loc.op_opcode}) in {loc.op_kernel}: "
-                f"equation {loc.op_equation} {loc.op_primitive}"
-                + (f", with {', '.join(loc.op_with)}" if loc.op_with else "")
-                + f" ({loc.op_cycles} compiles)")
-        elif loc.op_evidence:
-            say(f"tier 4 op:       none named ({loc.op_evidence})")
-        if loc.compiler_pass or loc.pass_evidence:
-            say(f"tier 5 pass:     {loc.compiler_pass or '(undecided)'} ({loc.pass_evidence}; "
-                f"{loc.pass_cycles} compiles)")
-        for note in loc.notes:
-            say(f"note: {note}")
-        say(f"{loc.cycles} compile+run cycles, {loc.seconds:.1f} s" + (", FLAKY" if loc.flaky else ""))
-    _store_localization(db, program, loc, finding_id)
-    return 0 if loc.equation >= 0 and not loc.flaky else 1
-
-
-def _store_localization(db: Path, program: Program, loc: Localization,
-                        finding_id: int | None) -> None:
-    """Record `loc` in the store; a localized finding's bug key becomes its failing operation
-    (`xlaprobe.triage.localized_key`). A store that cannot be written is a warning on stderr
-    (``--json`` output on stdout must stay parseable), never a lost localization's exit code."""
-    bug = loc.bug_key(program)
-    try:
-        with Store(db) as store:
-            if finding_id is None:
-                found = store.finding_of(program.fingerprint, loc.config)
-                finding_id = found.id if found is not None else None
-            store.record_localization(program.fingerprint, finding_id, loc.config, loc.to_json(),
-                                      bug)
-    except (OSError, XlaprobeError) as exc:
-        print(f"warning: could not store the localization in {db}: {exc}", file=sys.stderr)

@@ -1,0 +1,122 @@
+"""``xlaprobe reduce TARGET [CONFIG]``: reduce a finding to a standalone reproducer, print a
+summary, store the reduction in the store."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from xlaprobe.configs.registry import Configuration
+from xlaprobe.errors import InvalidArgument, XlaprobeError
+from xlaprobe.localize import fusion as fusion_mod
+from xlaprobe.localize.reduce import (MAX_TESTS, PassStats, Reduction, Written, elements, reduce,
+                                      write_outputs)
+from xlaprobe.program import Program
+from xlaprobe.sources.targets import resolve_finding
+from xlaprobe.store import Store
+
+
+def reduce_command(target: str, config: str, *, db: Path | str, out: Path | str | None = None,
+                   json_output: bool = False, jobs: int = 1, timeout_s: float = 600.0,
+                   max_tests: int = MAX_TESTS, input_spec: str = "") -> int:
+    """``xlaprobe reduce TARGET [CONFIG]``: reduce, write the reproducer, print a summary.
+
+    Args:
+        target: a finding id from the store, an artifact directory, a case module, a zoo model,
+            FILE.py:FN or module:fn (as for ``xlaprobe localize``).
+        config: the faulty configuration; "" takes the finding's (or the case's FAULTY_CONFIG).
+        db: the SQLite store (finding ids are looked up there); outputs go beside it in
+            ``reductions/<fingerprint>-<config>/`` unless `out` is given.
+        out: output directory, or None.
+        json_output: print the reduction as JSON on stdout instead of progress lines.
+        jobs: worker processes per isolation group.
+        timeout_s: per-run limit (s).
+        max_tests: interestingness test budget.
+        input_spec: inputs of a FILE.py:FN target (``--inputs``).
+
+    Returns:
+        Exit code: 0 reduced and ``repro.py`` shows the fault; 1 flaky, or the repro does not
+        show it.
+
+    Raises:
+        InvalidArgument: bad target, configuration, budget or output directory.
+        NotReproducible: the configuration gives no finding on the target.
+    """
+    db = Path(db)
+    if max_tests < 1:
+        raise InvalidArgument(f"--max-tests must be at least 1, not {max_tests}")
+    if out is not None:
+        _check_out(Path(out))
+    program, config, finding_id = resolve_finding(target, config, db, input_spec)
+    parsed = Configuration.parse(config)
+    if parsed.kind == "reference":
+        raise InvalidArgument("the reference is the oracle; reduce a configuration that is "
+                              "judged against it, e.g. xla or xla:fastmath")
+    say = (lambda text: None) if json_output else print
+    say(f"reducing {config} on {program.provenance.name} ({len(program.jaxpr.jaxpr.eqns)} "
+        "top-level equations)")
+
+    def report(stats: PassStats, current: Program) -> None:
+        say(f"  {stats.name:9s} {stats.tests:3d} tests, {stats.accepted:3d} kept: "
+            f"{len(current.jaxpr.jaxpr.eqns)} equations, {elements(current)} input elements "
+            f"[{stats.seconds:.1f} s]")
+
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in str(parsed))
+    with fusion_mod.make_pool(size=jobs, timeout_s=timeout_s) as pool:
+        result = reduce(program, parsed, pool, max_tests=max_tests, on_pass=report)
+        directory = Path(out) if out else db.parent / "reductions" / \
+            f"{program.fingerprint}-{safe}"[:150]
+        written = write_outputs(result, directory, pool)
+    _store_reduction(db, program, result, written, finding_id)
+    if json_output:
+        print(json.dumps(result.to_json() | {"written": written.to_json()}, indent=2,
+                         default=str))
+    else:
+        say(f"reduced {result.equations_before} -> {result.equations_after} equations "
+            f"({', '.join(result.primitives)}); inputs {result.input_elements_before} -> "
+            f"{result.input_elements_after} elements; {result.tests} tests, {result.cycles} "
+            f"cycles, {result.seconds:.1f} s" + (", FLAKY" if result.flaky else ""))
+        for note in result.notes + written.notes:
+            say(f"note: {note}")
+        say(f"kernel:  {', '.join(written.kernels) or '(none named)'} -> "
+            f"{Path(written.directory) / 'fusion.hlo'}")
+        verdict = {1: "shows the fault", None: "not run"}.get(written.repro_exit,
+                                                             f"exit {written.repro_exit}")
+        say(f"repro:   python {written.repro}  ({written.repro_lines} lines, {written.repro_form}; "
+            f"{verdict})")
+    return 0 if written.repro_exit == 1 and not result.flaky else 1
+
+
+def _store_reduction(db: Path, program: Program, result: Reduction, written: Written,
+                     finding_id: int | None) -> None:
+    """Record the reduction and where its reproducer is in the store (a store that cannot be
+    written is a warning on stderr: the reproducer on disk is what counts)."""
+    try:
+        with Store(db) as store:
+            if finding_id is None:
+                found = store.finding_of(program.fingerprint, result.config)
+                finding_id = found.id if found is not None else None
+            store.record_reduction(program.fingerprint, finding_id, result.config,
+                                   result.to_json() | {"written": written.to_json()},
+                                   written.directory)
+    except (OSError, XlaprobeError) as exc:
+        print(f"warning: could not store the reduction in {db}: {exc}", file=sys.stderr)
+
+
+def _check_out(out: Path) -> None:
+    """Refuse an output directory before the reduction runs: a file, one that cannot be made,
+    or a non-empty one that holds no earlier reduction (its ``repro.py`` would be replaced).
+
+    Raises:
+        InvalidArgument: as above.
+    """
+    if out.exists() and not out.is_dir():
+        raise InvalidArgument(f"--out {out} is a file; give a directory")
+    if out.is_dir() and any(out.iterdir()) and not (out / "reduction.json").exists():
+        raise InvalidArgument(f"--out {out} is not empty and holds no earlier reduction: its "
+                              "files (a repro.py) would be replaced; give a new directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InvalidArgument(f"cannot create --out {out}: {exc}") from exc
