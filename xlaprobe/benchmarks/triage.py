@@ -61,8 +61,7 @@ def _localize_one(db: Path, fingerprint: str, seed: int, config: str, pool: Any,
     program = generate(seed)
     started = time.perf_counter()
     try:
-        # Tier 4 (the instruction inside the kernel) does not enter the bug key: skipped.
-        loc = localize(program, config, pool, timeout_s=timeout_s, inside=False)
+        loc = localize(program, config, pool, timeout_s=timeout_s)
     except Exception as exc:  # noqa: BLE001 - a benchmark row, not a crash of the run
         return {"fingerprint": fingerprint, "seed": seed, "config": config, "bug": None,
                 "error": f"{type(exc).__name__}: {str(exc)[:200]}",
@@ -113,7 +112,8 @@ def main() -> None:
                 row.update(rows_with_fingerprint=count, kind=kind)
                 rows.append(row)
                 print(f"{fingerprint} x{count:<3} {config:28} {kind:13} -> "
-                      f"{row.get('primitive') or '-':18} pass {row.get('pass') or '-':14} "
+                      f"{row.get('primitive') or '-':14} op {row.get('op') or '-':12} "
+                      f"pass {row.get('pass') or '-':14} "
                       f"bug {row['bug'] or '(' + row.get('error', 'not localized')[:60] + ')'}"
                       f"  [{row['seconds']} s]", flush=True)
         with Store(db) as store:

@@ -332,8 +332,8 @@ class Store:
                             result: dict[str, Any], bug: str | None) -> int:
         """Store a localization (`xlaprobe.localize.Localization.to_json`) atomically; with a
         finding and a `bug` key (`xlaprobe.triage.localized_key`), that finding's bug key is set,
-        and so is that of every finding of the same fingerprint not localized yet (the same
-        failure before localization).
+        and so is that of every finding of the same fingerprint that has no localization of its
+        own (the same failure before localization).
 
         Returns:
             The localization id.
@@ -342,8 +342,9 @@ class Store:
             if finding_id is not None and bug:
                 self._db.execute("UPDATE findings SET bug = ? WHERE id = ?", (bug, finding_id))
                 self._db.execute(
-                    "UPDATE findings SET bug = ? WHERE bug IS NULL AND fingerprint = "
-                    "(SELECT fingerprint FROM findings WHERE id = ?)", (bug, finding_id))
+                    "UPDATE findings SET bug = ? WHERE fingerprint = (SELECT fingerprint FROM "
+                    "findings WHERE id = ?) AND id NOT IN (SELECT finding_id FROM localizations "
+                    "WHERE finding_id IS NOT NULL)", (bug, finding_id))
             return int(self._db.execute(
                 "INSERT INTO localizations (program_id, finding_id, config, bug, result, created) "
                 "VALUES (?,?,?,?,?,?)", (program_id, finding_id, config, bug, json.dumps(result),

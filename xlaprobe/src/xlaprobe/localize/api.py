@@ -173,9 +173,11 @@ class Localization:
         return data
 
     def bug_key(self, program: Program) -> str | None:
-        """The triage key of the localized failure (`xlaprobe.triage.localized_key`): the
-        failing equation's primitive, its operand and result dtypes, the guilty pass and a
-        planted fault's name; None when nothing was localized or the result is flaky.
+        """The triage key of the localized failure (`xlaprobe.triage.localized_key`): the failing
+        operation (the HLO opcode tier 4 named inside the kernel, else the failing equation's
+        primitive: one wrong subtract inside the kernels of erfc and of atanh is one bug), the
+        equation's operand and result dtypes, the guilty pass and a planted fault's name; None
+        when nothing was localized or the result is flaky.
 
         Args:
             program: the program this localization is of.
@@ -185,7 +187,8 @@ class Localization:
         eqn = program.jaxpr.jaxpr.eqns[self.equation]
         dtypes = [str(v.aval.dtype) for v in (*eqn.invars, *eqn.outvars) if hasattr(v, "aval")]
         guilty = self.compiler_pass if self.compiler_pass not in ("", "none") else ""
-        return localized_key(self.primitive, dtypes, guilty, planted_fault(self.config))
+        return localized_key(self.op_opcode or self.primitive, dtypes, guilty,
+                             planted_fault(self.config))
 
 
 def _source_line(eqn: Any) -> str:
