@@ -7,13 +7,12 @@ import json
 import sys
 from pathlib import Path
 
-from xlaprobe.configs.registry import Configuration
 from xlaprobe.errors import InvalidArgument, XlaprobeError
 from xlaprobe.localize import fusion as fusion_mod
 from xlaprobe.localize.api import METHODS, Localization, localize
 from xlaprobe.localize.bisect import Step
 from xlaprobe.program import Program
-from xlaprobe.sources.targets import resolve_finding
+from xlaprobe.sources.targets import resolve_faulty
 from xlaprobe.store import Store
 
 
@@ -55,13 +54,10 @@ def localize_command(target: str, config: str, *, db: Path | str, json_output: b
         NotReproducible: the configuration gives no finding on the target.
     """
     db = Path(db)
-    program, config, finding_id = resolve_finding(target, config, db, input_spec)
-    parsed = Configuration.parse(config)
+    program, parsed, finding_id = resolve_faulty(target, config, db, input_spec, "localize")
+    config = str(parsed)
     if method not in METHODS:
         raise InvalidArgument(f"unknown localization method '{method}': use {', '.join(METHODS)}")
-    if parsed.kind == "reference":
-        raise InvalidArgument("the reference is the oracle; localize a configuration that is "
-                              "judged against it, e.g. xla or xla:fastmath")
     say = (lambda text: None) if json_output else print
     say(f"localizing {config} on {program.provenance.name} ({len(program.jaxpr.jaxpr.eqns)} "
         "top-level equations)")

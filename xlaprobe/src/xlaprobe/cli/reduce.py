@@ -7,13 +7,12 @@ import json
 import sys
 from pathlib import Path
 
-from xlaprobe.configs.registry import Configuration
 from xlaprobe.errors import InvalidArgument, XlaprobeError
 from xlaprobe.localize import fusion as fusion_mod
 from xlaprobe.localize.reduce import (MAX_TESTS, PassStats, Reduction, Written, elements, reduce,
                                       write_outputs)
 from xlaprobe.program import Program
-from xlaprobe.sources.targets import resolve_finding
+from xlaprobe.sources.targets import resolve_faulty
 from xlaprobe.store import Store
 
 
@@ -48,11 +47,8 @@ def reduce_command(target: str, config: str, *, db: Path | str, out: Path | str 
         raise InvalidArgument(f"--max-tests must be at least 1, not {max_tests}")
     if out is not None:
         _check_out(Path(out))
-    program, config, finding_id = resolve_finding(target, config, db, input_spec)
-    parsed = Configuration.parse(config)
-    if parsed.kind == "reference":
-        raise InvalidArgument("the reference is the oracle; reduce a configuration that is "
-                              "judged against it, e.g. xla or xla:fastmath")
+    program, parsed, finding_id = resolve_faulty(target, config, db, input_spec, "reduce")
+    config = str(parsed)
     say = (lambda text: None) if json_output else print
     say(f"reducing {config} on {program.provenance.name} ({len(program.jaxpr.jaxpr.eqns)} "
         "top-level equations)")

@@ -6,6 +6,7 @@ import dataclasses
 import difflib
 from pathlib import Path
 
+from xlaprobe.configs.registry import Configuration
 from xlaprobe.errors import InvalidArgument
 from xlaprobe.program import Program
 
@@ -114,3 +115,26 @@ def resolve_finding(target: str, config: str, db: Path | str,
                                   "xlaprobe localize TARGET xla:fastmath")
         config = resolved.extra_configs[0]
     return resolved.program, config, None
+
+
+def resolve_faulty(target: str, config: str, db: Path | str, input_spec: str, verb: str
+                   ) -> tuple[Program, Configuration, int | None]:
+    """`resolve_finding` for a command that works on a failing configuration (``localize``,
+    ``reduce``): the configuration parsed, and the reference (the oracle itself) refused.
+
+    Args:
+        target, config, db, input_spec: as for `resolve_finding`.
+        verb: what the command does (``"localize"``), for the message.
+
+    Returns:
+        (the Program, the parsed configuration, the finding id or None).
+
+    Raises:
+        InvalidArgument: as `resolve_finding`, a malformed configuration, or ``reference``.
+    """
+    program, spec, finding_id = resolve_finding(target, config, db, input_spec)
+    parsed = Configuration.parse(spec)
+    if parsed.kind == "reference":
+        raise InvalidArgument(f"the reference is the oracle; {verb} a configuration that is "
+                              "judged against it, e.g. xla or xla:fastmath")
+    return program, parsed, finding_id
