@@ -66,9 +66,9 @@ def _localize_one(db: Path, fingerprint: str, seed: int, config: str, pool: Any,
         return {"fingerprint": fingerprint, "seed": seed, "config": config, "bug": None,
                 "error": f"{type(exc).__name__}: {str(exc)[:200]}",
                 "seconds": round(time.perf_counter() - started, 1)}
-    bug = loc.bug_key(program)
     with Store(db) as store:
         found = store.finding_of(program.fingerprint, config)
+        bug = loc.bug_key(program, found.alike if found is not None else ())
         store.record_localization(program.fingerprint, found.id if found else None, config,
                                   loc.to_json(), bug)
     return {"fingerprint": fingerprint, "seed": seed, "config": config, "bug": bug,

@@ -246,19 +246,25 @@ def test_nan_and_finite_garbage_of_one_fault_are_one_key():
     assert len(keys) == 1
 
 
-def test_a_planted_fault_is_its_own_bug():
+def test_a_planted_fault_is_its_own_bug_unless_plain_xla_shares_it():
     import jax.numpy as jnp
 
     program = _two_outputs(jnp.sin)
     from xlaprobe.configs.reference import evaluate
     right = [np.asarray(o) for o in evaluate(program.jaxpr, program.inputs)]
     wrong = tuple(np.asarray(o + 1.0, np.float32) for o in right)
-    outcomes = [Outcome("xla", OutcomeKind.RAN, wrong),
-                Outcome("mutant:swap-subtract-fused", OutcomeKind.RAN, wrong),
-                Outcome("reference", OutcomeKind.RAN, tuple(right))]
-    findings = judge(program, ["xla", "mutant:swap-subtract-fused", "reference"],
-                     outcomes).findings
-    assert len({f.fingerprint for f in findings}) == 2
+    fine = tuple(np.asarray(o, np.float32) for o in right)
+    configs = ["xla", "mutant:swap-subtract-fused", "reference"]
+
+    def findings(xla_outputs):
+        return judge(program, configs, [Outcome("xla", OutcomeKind.RAN, xla_outputs),
+                                        Outcome(configs[1], OutcomeKind.RAN, wrong),
+                                        Outcome("reference", OutcomeKind.RAN, tuple(right))]
+                     ).findings
+    [planted] = findings(fine)          # only the mutant compiler is wrong: the planted fault
+    shared = findings(wrong)            # plain xla is wrong alike: a real fault both compile
+    assert len({f.fingerprint for f in shared}) == 1
+    assert planted.fingerprint != shared[0].fingerprint
 
 
 def test_stop_ends_a_session_early(tmp_path):

@@ -182,7 +182,7 @@ def judge(program: Program, configs: Sequence[str], outcomes: Sequence[Outcome],
     for config, kind, failing, error in failed:
         alike = tuple(sorted(c for c, k, f, _ in failed if (k, f) == (kind, failing)))
         findings.append(Finding(config, kind, tuple(program.output_names[i] for i in failing),
-                                finding_key(program, config, kind, failing, error), alike))
+                                finding_key(program, config, kind, failing, error, alike), alike))
     return CheckResult(program, tuple(configs), tuple(outcomes), tuple(verdicts), judged_against,
                        tuple(budget), flushed, tuple(findings))
 

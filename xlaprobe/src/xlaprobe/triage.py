@@ -90,17 +90,23 @@ def _digest(*parts: str) -> str:
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
 
-def planted_fault(config: str) -> str:
-    """The planted fault's name for a ``mutant:NAME`` configuration spec, else ``""``.
+def planted_fault(config: str, alike: Sequence[str] = ()) -> str:
+    """The planted fault a finding of `config` is attributed to: the name of a ``mutant:NAME``
+    configuration, unless a configuration without a planted fault failed the same way (`alike`):
+    then it is a real fault the mutant compiler (XLA plus one pass) shares, not the planted one.
 
     >>> planted_fault("mutant:reduce-wrong-init"), planted_fault("xla:O0")
     ('reduce-wrong-init', '')
+    >>> planted_fault("mutant:reduce-wrong-init", ["mutant:reduce-wrong-init", "xla"])
+    ''
     """
-    return config.split(":", 1)[1] if config.startswith("mutant:") else ""
+    if not config.startswith("mutant:") or any(not c.startswith("mutant:") for c in alike):
+        return ""
+    return config.split(":", 1)[1]
 
 
 def finding_key(program: Any, config: str, kind: VerdictKind, outputs: Sequence[int],
-                error: str = "") -> str:
+                error: str = "", alike: Sequence[str] = ()) -> str:
     """The fingerprint of a finding before localization (hex, 16 characters).
 
     Args:
@@ -109,11 +115,12 @@ def finding_key(program: Any, config: str, kind: VerdictKind, outputs: Sequence[
         kind: its summary verdict kind (a finding kind).
         outputs: positions of its failing output leaves.
         error: the outcome's error text (crash and compile error).
+        alike: the configurations that failed the same way (`planted_fault`).
 
     Returns:
         16 hex digits.
     """
-    planted = planted_fault(config)
+    planted = planted_fault(config, alike)
     if kind is VerdictKind.CRASH:
         return _digest("crash", crash_signature(error), planted)
     if kind is VerdictKind.COMPILE_ERROR:

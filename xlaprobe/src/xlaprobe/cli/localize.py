@@ -103,12 +103,12 @@ def _store_localization(db: Path, program: Program, loc: Localization,
     """Record `loc` in the store; a localized finding's bug key becomes its failing operation
     (`xlaprobe.triage.localized_key`). A store that cannot be written is a warning on stderr
     (``--json`` output on stdout must stay parseable), never a lost localization's exit code."""
-    bug = loc.bug_key(program)
     try:
         with Store(db) as store:
-            if finding_id is None:
-                found = store.finding_of(program.fingerprint, loc.config)
-                finding_id = found.id if found is not None else None
+            found = store.finding(finding_id) if finding_id is not None else \
+                store.finding_of(program.fingerprint, loc.config)
+            finding_id = found.id if found is not None else None
+            bug = loc.bug_key(program, found.alike if found is not None else ())
             store.record_localization(program.fingerprint, finding_id, loc.config, loc.to_json(),
                                       bug)
     except (OSError, XlaprobeError) as exc:

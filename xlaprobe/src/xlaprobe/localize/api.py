@@ -172,23 +172,28 @@ class Localization:
         data["seconds"] = round(self.seconds, 3)
         return data
 
-    def bug_key(self, program: Program) -> str | None:
+    def bug_key(self, program: Program, alike: Sequence[str] = ()) -> str | None:
         """The triage key of the localized failure (`xlaprobe.triage.localized_key`): the failing
         operation (the HLO opcode tier 4 named inside the kernel, else the failing equation's
         primitive: one wrong subtract inside the kernels of erfc and of atanh is one bug), the
         equation's operand and result dtypes, the guilty pass and a planted fault's name; None
-        when nothing was localized or the result is flaky.
+        when nothing was localized or the result is flaky. A mutant configuration's finding that
+        a configuration without a planted fault shares (`alike`) is a real fault: neither the
+        planted name nor the planted pass (named by fiat, not bisected) enters its key.
 
         Args:
             program: the program this localization is of.
+            alike: the configurations of its check that failed the same way.
         """
         if self.equation < 0 or self.flaky:
             return None
         eqn = program.jaxpr.jaxpr.eqns[self.equation]
         dtypes = [str(v.aval.dtype) for v in (*eqn.invars, *eqn.outvars) if hasattr(v, "aval")]
+        planted = planted_fault(self.config, alike)
         guilty = self.compiler_pass if self.compiler_pass not in ("", "none") else ""
-        return localized_key(self.op_opcode or self.primitive, dtypes, guilty,
-                             planted_fault(self.config))
+        if self.config.startswith("mutant:") and not planted:
+            guilty = ""
+        return localized_key(self.op_opcode or self.primitive, dtypes, guilty, planted)
 
 
 def _source_line(eqn: Any) -> str:
