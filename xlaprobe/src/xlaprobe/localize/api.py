@@ -176,7 +176,8 @@ class Localization:
         """The triage key of the localized failure (`xlaprobe.triage.localized_key`): the failing
         operation (the HLO opcode tier 4 named inside the kernel, else the failing equation's
         primitive: one wrong subtract inside the kernels of erfc and of atanh is one bug), the
-        equation's operand and result dtypes, the guilty pass and a planted fault's name; None
+        equation's floating result dtypes (else its result dtypes), the guilty pass and a
+        planted fault's name; None
         when nothing was localized or the result is flaky. A mutant configuration's finding that
         a configuration without a planted fault shares (`alike`) is a real fault: neither the
         planted name nor the planted pass (named by fiat, not bisected) enters its key.
@@ -188,7 +189,10 @@ class Localization:
         if self.equation < 0 or self.flaky:
             return None
         eqn = program.jaxpr.jaxpr.eqns[self.equation]
-        dtypes = [str(v.aval.dtype) for v in (*eqn.invars, *eqn.outvars) if hasattr(v, "aval")]
+        # The result dtypes name the arithmetic that went wrong; index and mask operands (an
+        # int32 scatter index, a bool predicate) do not, and would split one bug in several.
+        results = [str(v.aval.dtype) for v in eqn.outvars if hasattr(v, "aval")]
+        dtypes = [d for d in results if d.startswith(("float", "bfloat", "complex"))] or results
         planted = planted_fault(self.config, alike)
         guilty = self.compiler_pass if self.compiler_pass not in ("", "none") else ""
         if self.config.startswith("mutant:") and not planted:
