@@ -132,8 +132,8 @@ def exits(x):
 
 
 def slow_to_compile(x):
-    # 1500 equations: XLA needs 1-2 s to compile them (more than 0.5 s, less than 5 s on a loaded
-    # 2-core machine), the reference 0.04 s to evaluate them
+    # 1500 equations: XLA needs 1-2 s to compile them (more than 0.5 s, less than the 30 s the
+    # hang check gives, also on a loaded 2-core machine), the reference 0.04 s to evaluate them
     for i in range(1500):
         x = jnp.sin(x) * 1.01 + i
     return x

@@ -377,8 +377,9 @@ def _with_pass(program: Program, config: Configuration, pool: Any, result: Check
 def _check_timeout_is_a_hang(program: Program, config: Configuration, pool: Any,
                              timeout_s: float | None) -> None:
     """A timeout is a finding only where the configuration still does not finish when given
-    longer (up to ten times the limit, at most a minute more): else the limit is too short for
-    the program's compile and every cut would "fail".
+    longer (ten times the limit, at least 30 s so that a loaded machine's slow compile is no
+    hang, at most a minute more): else the limit is too short for the program's compile and every
+    cut would "fail".
 
     Raises:
         InvalidArgument: the configuration finishes with the longer limit.
@@ -386,7 +387,7 @@ def _check_timeout_is_a_hang(program: Program, config: Configuration, pool: Any,
     limit = timeout_s if timeout_s is not None else getattr(pool, "timeout_s", None)
     if limit is None:
         return
-    longer = min(10 * limit, limit + 60.0)
+    longer = min(max(10 * limit, 30.0), limit + 60.0)
     started = time.perf_counter()
     outcome = pool.run(program, config, timeout_s=longer)
     if outcome.kind.value != "timeout":
