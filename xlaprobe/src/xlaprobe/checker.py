@@ -1,4 +1,5 @@
-"""One definition of "the same failure", used by localization, reduction, pass blame and campaigns.
+"""One definition of "the same failure", used by localization's segment and cut searches,
+reduction and pass blame (campaigns key findings by `xlaprobe.triage`).
 
 A `Failure` is what one check showed for one configuration: its summary verdict kind, the output
 leaves that failed and, for a crash, the crash's signature. A `Checker` holds the finding's

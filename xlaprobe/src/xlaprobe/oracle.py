@@ -118,7 +118,8 @@ BUDGET_FACTOR = 4.0
 #: its dtype, relative to its largest reference magnitude.
 ILL_CONDITIONED_EPS = 1000.0
 
-_OUTCOME_VERDICT = {
+#: The verdict of an outcome that produced no outputs.
+OUTCOME_VERDICT = {
     OutcomeKind.CRASH: VerdictKind.CRASH,
     OutcomeKind.TIMEOUT: VerdictKind.TIMEOUT,
     OutcomeKind.COMPILE_ERROR: VerdictKind.COMPILE_ERROR,
@@ -451,7 +452,7 @@ def judge_outcome(outcome: Outcome, reference: Sequence[np.ndarray], output_name
         One `Verdict` per output leaf, in order.
     """
     if not outcome.ran:
-        kind = _OUTCOME_VERDICT[outcome.kind]
+        kind = OUTCOME_VERDICT[outcome.kind]
         detail = outcome.error.strip().splitlines()[-1] if outcome.error.strip() else ""
         if outcome.kind is OutcomeKind.CRASH and outcome.signal is not None:
             detail = f"signal {outcome.signal}: {detail}"

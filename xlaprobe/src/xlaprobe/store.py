@@ -317,8 +317,12 @@ class Store:
         row = self._db.execute(self._FINDING + " WHERE f.id = ?", (finding_id,)).fetchone()
         return None if row is None else self._finding(row)
 
-    def finding_of(self, program_id: str, config: str) -> StoredFinding | None:
-        """The finding of `config` on the program with fingerprint `program_id`, or None."""
+    def finding_of(self, program_id: str, config: str,
+                   finding_id: int | None = None) -> StoredFinding | None:
+        """Finding `finding_id` when given, else the finding of `config` on the program with
+        fingerprint `program_id` (a target given as an artifact or case, not an id), or None."""
+        if finding_id is not None:
+            return self.finding(finding_id)
         row = self._db.execute(self._FINDING + " WHERE f.program_id = ? AND f.config = ?",
                                (program_id, config)).fetchone()
         return None if row is None else self._finding(row)

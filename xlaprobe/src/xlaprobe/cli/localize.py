@@ -105,8 +105,7 @@ def _store_localization(db: Path, program: Program, loc: Localization,
     (``--json`` output on stdout must stay parseable), never a lost localization's exit code."""
     try:
         with Store(db) as store:
-            found = store.finding(finding_id) if finding_id is not None else \
-                store.finding_of(program.fingerprint, loc.config)
+            found = store.finding_of(program.fingerprint, loc.config, finding_id)
             finding_id = found.id if found is not None else None
             bug = loc.bug_key(program, found.alike if found is not None else ())
             store.record_localization(program.fingerprint, finding_id, loc.config, loc.to_json(),

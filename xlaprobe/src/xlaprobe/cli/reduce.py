@@ -90,9 +90,8 @@ def _store_reduction(db: Path, program: Program, result: Reduction, written: Wri
     written is a warning on stderr: the reproducer on disk is what counts)."""
     try:
         with Store(db) as store:
-            if finding_id is None:
-                found = store.finding_of(program.fingerprint, result.config)
-                finding_id = found.id if found is not None else None
+            found = store.finding_of(program.fingerprint, result.config, finding_id)
+            finding_id = found.id if found is not None else None
             store.record_reduction(program.fingerprint, finding_id, result.config,
                                    result.to_json() | {"written": written.to_json()},
                                    written.directory)

@@ -59,7 +59,7 @@ from xlaprobe.configs.registry import Configuration
 from xlaprobe.errors import InvalidArgument, NotReproducible
 from xlaprobe.hlo import HloText
 from xlaprobe.localize import fusion as fusion_mod
-from xlaprobe.localize.bisect import (NUMERIC, RERUNS, Recording, Searcher, Step, alone_window,
+from xlaprobe.localize.bisect import (RERUNS, Recording, Searcher, Step, alone_window,
                                       baseline_spec, bisect_cuts, bisect_segments,
                                       latest_failing_start, record, summary_kind)
 from xlaprobe.localize.segments import Segmenter, cone_of_influence, recording_program
@@ -303,8 +303,8 @@ def _finding_kind(program: Program, config: Configuration, pool: Any, result: Ch
     if kind is VerdictKind.TIMEOUT:
         _check_timeout_is_a_hang(program, config, pool, timeout_s)
     if method == "auto":
-        method = "cuts" if kind in NUMERIC else "segments"
-    elif method == "cuts" and kind not in NUMERIC:
+        method = "cuts" if kind.is_numeric else "segments"
+    elif method == "cuts" and not kind.is_numeric:
         raise InvalidArgument(f"the finding is a {kind.value}: the whole program shows it at every "
                               "cut, so only method='segments' can isolate it")
     return kind, method
@@ -416,7 +416,7 @@ def _inside(search: Searcher, program: Program, loc: Localization, recording: Re
     from xlaprobe.configs.xla import compiler_options
     from xlaprobe.localize.inside import screen_kernels
     text = search.hlo_cache.get(program.fingerprint)
-    if search.kind not in NUMERIC or text is None or search.config.kind not in ("xla", "mutant"):
+    if not search.kind.is_numeric or text is None or search.config.kind not in ("xla", "mutant"):
         return loc
     trusted = _trusted(search, program)
     instructions = list(HloText(text).instructions())

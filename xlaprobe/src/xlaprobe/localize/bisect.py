@@ -36,15 +36,12 @@ from xlaprobe.check import HONEST, REFERENCE, check_program, split_honest
 from xlaprobe.checker import Checker, Failure
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.localize.segments import SegmentProgram, Segmenter
-from xlaprobe.oracle import VerdictKind, judge_leaf, summary_kind
+from xlaprobe.oracle import OUTCOME_VERDICT, VerdictKind, judge_leaf, summary_kind
 from xlaprobe.program import Program
 from xlaprobe.search import first_true, gallop, last_true
 
 #: Reruns of a failure that vanished on re-verification before it is declared lost (hlo_bisect).
 RERUNS = 5
-NUMERIC = frozenset(k for k in VerdictKind if k.is_numeric)
-_OUTCOME_VERDICT = {"crash": VerdictKind.CRASH, "timeout": VerdictKind.TIMEOUT,
-                    "compile-error": VerdictKind.COMPILE_ERROR}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -121,7 +118,6 @@ class Searcher:
         self.config = config
         self.spec = str(config)
         self.pool = pool
-        self.kind = kind
         self.checker = Checker(Failure(kind, ()), outputs=False)
         self.timeout_s = timeout_s
         self.on_step = on_step
@@ -136,6 +132,11 @@ class Searcher:
         self.baseline: str | None = None
         self.noisy: set[Any] = set()
         self._trials: dict[tuple[int, int, int], Trial] = {}
+
+    @property
+    def kind(self) -> VerdictKind:
+        """The finding's verdict kind."""
+        return self.checker.kind
 
     def matches(self, kind: VerdictKind) -> bool:
         """Is `kind` the same failure as the finding's?"""
@@ -186,7 +187,7 @@ class Searcher:
         outcome = self.pool.run(program, self.spec, timeout_s=self.timeout_s)
         self.cycles += 1
         if not outcome.ran:
-            kind = _OUTCOME_VERDICT[outcome.kind.value]
+            kind = OUTCOME_VERDICT[outcome.kind]
             trial = Trial(self.matches(kind), kind, tuple(range(len(exposed))))
         else:
             trial = self._judge_cut(segmenter, recording, outcome.outputs, positions, exposed)
