@@ -139,8 +139,8 @@ def test_artifact_paths_are_relative_to_the_store(tmp_path, monkeypatch):
         assert store.findings()[0]["artifact"] == str(artifact)
 
 
-def test_a_schema_1_store_is_upgraded_in_place(tmp_path):
-    db = tmp_path / "old.db"
+def _schema_1_store(db):
+    """A store as schema 1 wrote it: findings without the alike and bug columns."""
     conn = sqlite3.connect(db)
     conn.executescript("""
         CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -156,6 +156,11 @@ def test_a_schema_1_store_is_upgraded_in_place(tmp_path):
     """)
     conn.commit()
     conn.close()
+    return db
+
+
+def test_a_schema_1_store_is_upgraded_in_place(tmp_path):
+    db = _schema_1_store(tmp_path / "old.db")
     with Store(db) as store:
         found = store.finding(1)
         assert (found.fingerprint, found.alike, found.bug, found.bug_key) == ("f00d", (), None, "f00d")
@@ -177,3 +182,25 @@ def test_a_bug_key_reaches_every_finding_of_its_fingerprint(tmp_path):
         store.record_localization(first["program_id"], first["id"], "xla", {}, "bug-a")
         assert {f["bug"] for f in store.findings()} == {"bug-a"}
         assert store.distinct_bugs() == 1
+
+
+def test_a_read_only_open_refuses_a_newer_schema_and_ids_beyond_sqlite_are_no_finding(tmp_path):
+    db = tmp_path / "db.sqlite"
+    with Store(db) as store:
+        _record(store, _result(_program(), wrong=True))
+        assert store.finding(10 ** 30) is None and store.finding(-1) is None
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema'")
+    conn.commit()
+    conn.close()
+    with pytest.raises(CorruptArtifact, match="schema '99'"):
+        Store(db, readonly=True)
+
+
+def test_findings_upgrades_a_schema_1_store(tmp_path, capsys):
+    from xlaprobe.cli.findings import findings_command
+    db = _schema_1_store(tmp_path / "old.db")
+    findings_command(None, db=db, json_output=True)
+    import json
+    [row] = json.loads(capsys.readouterr().out)
+    assert (row["fingerprint"], row["alike"], row["bug"]) == ("f00d", [], None)

@@ -153,11 +153,7 @@ class Store:
                 row = self._db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
                 if row is None:
                     self._db.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
-                elif not row[0].isdigit() or int(row[0]) > SCHEMA_VERSION:
-                    raise CorruptArtifact(f"{self.path} has schema '{row[0]}', not one this "
-                                          f"xlaprobe reads ({SCHEMA_VERSION}); upgrade xlaprobe "
-                                          "or pass another --db")
-                elif int(row[0]) < SCHEMA_VERSION:
+                elif self._readable_schema(row[0]) < SCHEMA_VERSION:
                     self._migrate(int(row[0]))
         except sqlite3.OperationalError as exc:
             if "unable to open" in str(exc) or "readonly" in str(exc):
@@ -172,6 +168,17 @@ class Store:
         except sqlite3.DatabaseError as exc:
             raise CorruptArtifact(f"{self.path} is not an xlaprobe database ({exc}); "
                                   "move it away or pass another --db") from exc
+
+    def _readable_schema(self, value: str) -> int:
+        """The schema number `value` of the ``meta`` table, as an int.
+
+        Raises:
+            CorruptArtifact: not a number, or newer than this xlaprobe reads.
+        """
+        if not value.isdigit() or int(value) > SCHEMA_VERSION:
+            raise CorruptArtifact(f"{self.path} has schema '{value}', not one this xlaprobe "
+                                  f"reads ({SCHEMA_VERSION}); upgrade xlaprobe or pass another --db")
+        return int(value)
 
     def _migrate(self, version: int) -> None:
         """Upgrade a store of an older schema in place (inside the opening transaction)."""
@@ -226,10 +233,13 @@ class Store:
         try:
             self._db = sqlite3.connect(f"file:{Path(self.path).resolve()}?mode=ro", uri=True,
                                        timeout=30.0, isolation_level=None)
-            self._db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+            row = self._db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
         except sqlite3.DatabaseError as exc:
             raise CorruptArtifact(f"{self.path} is not a readable xlaprobe database ({exc})") \
                 from exc
+        if row is None:
+            raise CorruptArtifact(f"{self.path} is not a readable xlaprobe database (no schema)")
+        self._readable_schema(row[0])
 
     def __enter__(self) -> Store:
         return self
@@ -313,7 +323,9 @@ class Store:
         return [self._finding(row).to_json() for row in rows]
 
     def finding(self, finding_id: int) -> StoredFinding | None:
-        """One finding by id (an indexed lookup), or None."""
+        """One finding by id (an indexed lookup), or None (also for an id no row can have)."""
+        if not 0 < finding_id < 2 ** 63:  # SQLite integers are 64-bit
+            return None
         row = self._db.execute(self._FINDING + " WHERE f.id = ?", (finding_id,)).fetchone()
         return None if row is None else self._finding(row)
 

@@ -23,7 +23,9 @@ def findings_command(finding_id: int | None, *, db: Path, json_output: bool) -> 
     """
     if not db.exists():
         raise InvalidArgument(f"no store at {db}; run xlaprobe check first or pass --db")
-    with Store(db, readonly=True) as store:
+    # Opened for writing: a store of an older schema is upgraded (a read-only one lacks the
+    # columns and tables findings are read from).
+    with Store(db) as store:
         if finding_id is not None:
             found = store.finding(finding_id)
             if found is None:
