@@ -101,23 +101,23 @@ def main() -> None:
                 # names each in its op_name: any of them is the mutated equation.
                 truths = {int(k) for k in re.findall(r"eqn(\d+)", site.op_name)} or {site.equation}
                 row = {"model": name, "mutant": mutant, "n": n, "truth": site.equation,
-                       "found": loc.equation, "exact": loc.equation in truths,
-                       "fusion": not site.fusion or site.fusion in loc.fusions,
-                       "site_fusion": site.fusion, "fusions": list(loc.fusions[:4]),
-                       "segment": list(loc.segment), "named_exactly": loc.exact,
-                       "method": loc.method,
-                       "op": site.instruction in (loc.op_instruction, *loc.op_with),
-                       "op_exact": loc.op_instruction == site.instruction,
-                       "op_named": loc.op_instruction, "op_cycles": loc.op_cycles,
+                       "found": loc.equation.index, "exact": loc.equation.index in truths,
+                       "fusion": not site.fusion or site.fusion in loc.kernels.fusions,
+                       "site_fusion": site.fusion, "fusions": list(loc.kernels.fusions[:4]),
+                       "segment": list(loc.equation.segment), "named_exactly": loc.equation.exact,
+                       "method": loc.equation.method,
+                       "op": site.instruction in (loc.op.instruction, *loc.op.with_instructions),
+                       "op_exact": loc.op.instruction == site.instruction,
+                       "op_named": loc.op.instruction, "op_cycles": loc.op.cycles,
                        "cycles": loc.cycles, "bound": round(cycle_bound(n), 1),
                        "seconds": round(loc.seconds, 1), "flaky": loc.flaky}
                 rows.append(row)
-                print(f"{name:15s} {mutant:31s} {n:5d} {site.equation:6d} {loc.equation:6d} "
+                print(f"{name:15s} {mutant:31s} {n:5d} {site.equation:6d} {loc.equation.index:6d} "
                       f"{'yes' if row['exact'] else 'NO':>5s} {'yes' if row['fusion'] else 'NO':>6s} "
                       f"{'yes' if row['op_exact'] else 'with' if row['op'] else 'NO':>4s} "
-                      f"{len(loc.segment) if loc.segment else '-':>5} "
-                      f"{loc.cycles:6d} {loc.op_cycles:4d} {row['bound']:5.1f} {loc.seconds:6.1f}  "
-                      f"{site.fusion or '-'} / {', '.join(loc.fusions[:3]) or '-'}"
+                      f"{len(loc.equation.segment) if loc.equation.segment else '-':>5} "
+                      f"{loc.cycles:6d} {loc.op.cycles:4d} {row['bound']:5.1f} {loc.seconds:6.1f}  "
+                      f"{site.fusion or '-'} / {', '.join(loc.kernels.fusions[:3]) or '-'}"
                       + (" FLAKY" if loc.flaky else ""), flush=True)
 
     scored = [r for r in rows if "error" not in r]
@@ -168,12 +168,12 @@ def real_cases(jobs: int) -> list[dict]:
             with tempfile.TemporaryDirectory() as directory:
                 written = write_outputs(red, directory, pool)
             name = path.rsplit("/", 1)[-1][:-3]
-            op = f"{loc.op_instruction} (eqn {loc.op_equation})" if loc.op_instruction else "-"
-            row = {"case": name, "kind": case.kind, "primitive": loc.primitive,
-                   "op": loc.op_instruction, "op_equation": loc.op_equation,
-                   "op_primitive": loc.op_primitive, "pass": loc.compiler_pass,
-                   "cycles": loc.cycles, "op_cycles": loc.op_cycles,
-                   "pass_cycles": loc.pass_cycles, "seconds": round(loc.seconds, 1),
+            op = f"{loc.op.instruction} (eqn {loc.op.equation})" if loc.op.instruction else "-"
+            row = {"case": name, "kind": case.kind, "primitive": loc.equation.primitive,
+                   "op": loc.op.instruction, "op_equation": loc.op.equation,
+                   "op_primitive": loc.op.primitive, "pass": loc.compiler_pass,
+                   "cycles": loc.cycles, "op_cycles": loc.op.cycles,
+                   "pass_cycles": (loc.blame.cycles if loc.blame else 0), "seconds": round(loc.seconds, 1),
                    "equations_before": red.equations_before,
                    "equations_after": written.equations,
                    "elements_before": sum(x.size for x in case.program.inputs),
@@ -181,7 +181,7 @@ def real_cases(jobs: int) -> list[dict]:
                    "reduce_cycles": red.cycles, "reduce_seconds": round(red.seconds, 1),
                    "repro_exit": written.repro_exit, "repro_lines": written.repro_lines}
             rows.append(row)
-            print(f"{name:28s} {case.kind:21s} {loc.primitive:21s} {op:24s} "
+            print(f"{name:28s} {case.kind:21s} {loc.equation.primitive:21s} {op:24s} "
                   f"{loc.compiler_pass or '?':21s} {loc.cycles:3d} {loc.seconds:5.1f} | "
                   f"{red.equations_before:2d} -> {written.equations:1d} "
                   f"{row['elements_before']:4d}->{written.input_elements:<4d} {red.tests:5d} "

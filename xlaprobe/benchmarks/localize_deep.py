@@ -71,11 +71,11 @@ def main() -> None:
         loc = localize(program, spec, pool, passes=False)
         seconds = time.perf_counter() - t0
     bound = 2 * math.log2(n) + 10
-    print(f"found equation {loc.equation} ({'exact' if loc.equation == site.equation else 'WRONG'}); "
-          f"fusion {'right' if site.fusion in loc.fusions else 'WRONG'} ({', '.join(loc.fusions[:3])}); "
-          f"instruction {loc.op_instruction or '-'} "
-          f"({'exact' if loc.op_instruction == site.instruction else 'not exact'}); "
-          f"{loc.cycles} cycles (bound {bound:.1f}) + {loc.op_cycles} tier-4; {seconds:.0f} s "
+    print(f"found equation {loc.equation.index} ({'exact' if loc.equation.index == site.equation else 'WRONG'}); "
+          f"fusion {'right' if site.fusion in loc.kernels.fusions else 'WRONG'} ({', '.join(loc.kernels.fusions[:3])}); "
+          f"instruction {loc.op.instruction or '-'} "
+          f"({'exact' if loc.op.instruction == site.instruction else 'not exact'}); "
+          f"{loc.cycles} cycles (bound {bound:.1f}) + {loc.op.cycles} tier-4; {seconds:.0f} s "
           f"localizing (limit 600 s); load {load:.1f} at start, {os.getloadavg()[0]:.1f} at end")
 
 

@@ -72,8 +72,8 @@ def _localize_one(db: Path, fingerprint: str, seed: int, config: str, pool: Any,
         store.record_localization(program.fingerprint, found.id if found else None, config,
                                   loc.to_json(), bug)
     return {"fingerprint": fingerprint, "seed": seed, "config": config, "bug": bug,
-            "primitive": loc.primitive, "equation": loc.equation, "pass": loc.compiler_pass,
-            "op": loc.op_opcode, "flaky": loc.flaky,
+            "primitive": loc.equation.primitive, "equation": loc.equation.index, "pass": loc.compiler_pass,
+            "op": loc.op.opcode, "flaky": loc.flaky,
             "seconds": round(time.perf_counter() - started, 1)}
 
 

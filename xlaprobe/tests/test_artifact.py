@@ -103,7 +103,6 @@ def test_corrupt_artifacts(tmp_path):
      "unknown dtype 'float99'"),
 ])
 def test_malformed_metadata_is_a_corrupt_artifact(tmp_path, edit, words):
-    import json
     case = load_case(str(CASES / "int8_square_select_abs.py"))
     directory = save_artifact(case.program, tmp_path / "w")
     metadata = json.loads((directory / "metadata.json").read_text())

@@ -238,4 +238,18 @@ def test_findings_shows_one_finding_and_counts_distinct_bugs(tmp_path):
     # Localizing the finding stores the localization and names the bug by its operation.
     assert xlaprobe("localize", str(row["id"]), "--json", "--db", str(db)).returncode == 0
     detail = json.loads(xlaprobe("findings", str(row["id"]), "--json", "--db", str(db)).stdout)
-    assert detail["bug"] and detail["localizations"][0]["primitive"] == "dynamic_update_slice"
+    assert detail["bug"]
+    assert detail["localizations"][0]["equation"]["primitive"] == "dynamic_update_slice"
+
+
+def test_a_stored_localization_reads_in_both_formats():
+    from xlaprobe.cli.findings import _localized
+    flat = {"equation": 3, "primitive": "sub", "op_instruction": "subtract.2",
+            "op_opcode": "subtract", "compiler_pass": "algsimp"}
+    nested = {"format": 2, "equation": {"index": 3, "primitive": "sub"},
+              "op": {"instruction": "subtract.2", "opcode": "subtract"},
+              "pass": {"compiler_pass": "algsimp"}}
+    line = "equation 3 sub; op subtract.2 (subtract); pass algsimp"
+    assert _localized(flat) == _localized(nested) == line
+    assert _localized({"format": 2, "equation": {"index": -1}, "op": {}, "pass": None}) == \
+        "nothing localized"

@@ -148,20 +148,20 @@ def test_corpus_mutant_is_localized_exactly(name, mutant, lpool):
     spec = f"mutant:{mutant}"
     site = _ground_truth(program, spec, lpool)
     loc = localize(program, spec, lpool)
-    assert loc.equation == site.equation, loc
-    assert loc.exact and not loc.flaky, loc.notes
-    assert loc.equation in loc.segment
-    assert loc.primitive == program.jaxpr.jaxpr.eqns[site.equation].primitive.name
+    assert loc.equation.index == site.equation, loc
+    assert loc.equation.exact and not loc.flaky, loc.notes
+    assert loc.equation.index in loc.equation.segment
+    assert loc.equation.primitive == program.jaxpr.jaxpr.eqns[site.equation].primitive.name
     if site.fusion:
-        assert site.fusion in loc.fusions, (site, loc.fusions)
+        assert site.fusion in loc.kernels.fusions, (site, loc.kernels.fusions)
     assert loc.cycles <= cycle_bound(loc.equations)
     # Tier 4: the mutated HLO instruction inside the fusion, with its jaxpr equation. A transpose
     # lowered as a reshape feeds a copy (the equation's value, the anchor): the trusted twin's
     # value of the transpose itself tells the two apart.
-    assert loc.op_kernel == site.fusion and loc.op_equation == site.equation, loc.op_evidence
-    assert loc.op_instruction == site.instruction, loc.op_evidence
+    assert loc.op.kernel == site.fusion and loc.op.equation == site.equation, loc.op.evidence
+    assert loc.op.instruction == site.instruction, loc.op.evidence
     # Tier 5 on a planted fault: its own hook pass (known; xla_disable_hlo_passes cannot reach it).
-    assert loc.compiler_pass == f"xlaprobe-mutant-{mutant}" and loc.pass_cycles == 0
+    assert loc.compiler_pass == f"xlaprobe-mutant-{mutant}" and loc.blame.cycles == 0
 
 
 #: Zoo model cases whose fault fires deep in the model (the site is near its end), with the tier-2
@@ -176,15 +176,16 @@ def test_zoo_mutant_is_localized_exactly(model, mutant, method, lpool):
     spec = f"mutant:{mutant}"
     site = _ground_truth(program, spec, lpool)
     loc = localize(program, spec, lpool, method=method)
-    assert loc.method == ("cuts" if method == "auto" else method)
-    assert loc.equation == site.equation and loc.segment == (site.equation,), loc
-    assert site.fusion in loc.fusions
+    assert loc.equation.method == ("cuts" if method == "auto" else method)
+    assert loc.equation.index == site.equation and loc.equation.segment == (site.equation,), loc
+    assert site.fusion in loc.kernels.fusions
     # Tier 4 names the mutated instruction exactly (the trusted twin gives the right values of
     # the instructions between anchors).
-    assert loc.op_instruction == site.instruction, loc.op_evidence
+    assert loc.op.instruction == site.instruction, loc.op.evidence
     assert loc.cycles <= cycle_bound(loc.equations)
     data = json.loads(json.dumps(loc.to_json()))
-    assert data["equation"] == site.equation and data["steps"][0]["tier"] == "outputs"
+    assert data["format"] == 2 and data["equation"]["index"] == site.equation
+    assert data["op"]["instruction"] == site.instruction and data["steps"][0]["tier"] == "outputs"
 
 
 def test_a_segment_that_fails_only_when_compiled_alone_is_overruled(lpool):
@@ -197,10 +198,10 @@ def test_a_segment_that_fails_only_when_compiled_alone_is_overruled(lpool):
     spec = "mutant:dot-bf16-accumulate"
     site = _ground_truth(program, spec, lpool)
     loc = localize(program, spec, lpool, passes=False)
-    assert site.equation not in loc.segment  # the situation this test is about
-    assert loc.equation == site.equation and site.fusion in loc.fusions, loc
-    assert (loc.op_kernel, loc.op_instruction) == (site.fusion, site.instruction), loc.op_evidence
-    assert "whole module" in loc.evidence
+    assert site.equation not in loc.equation.segment  # the situation this test is about
+    assert loc.equation.index == site.equation and site.fusion in loc.kernels.fusions, loc
+    assert (loc.op.kernel, loc.op.instruction) == (site.fusion, site.instruction), loc.op.evidence
+    assert "whole module" in loc.equation.evidence
 
 
 def _scan_program():
@@ -228,9 +229,9 @@ def test_fault_in_a_loop_body_is_named_on_the_first_trip(lpool):
     site = _ground_truth(program, spec, lpool)
     assert "while/body" in site.op_name
     loc = localize(program, spec, lpool, passes=False)
-    assert loc.primitive == "scan" and site.fusion in loc.fusions
-    assert loc.op_kernel == site.fusion and loc.op_instruction == site.instruction, loc.op_evidence
-    assert "twin" in loc.op_evidence
+    assert loc.equation.primitive == "scan" and site.fusion in loc.kernels.fusions
+    assert loc.op.kernel == site.fusion and loc.op.instruction == site.instruction, loc.op.evidence
+    assert "twin" in loc.op.evidence
 
 
 def test_a_mutants_hlo_comes_from_its_own_workers(lpool):
@@ -252,7 +253,7 @@ def test_segments_method_on_a_fault_that_needs_context(lpool):
     # {mul, reduce_sum}, and with both values exposed the first wrong one is the sum.
     program = corpus_program("row_sums")
     loc = localize(program, "mutant:reduce-wrong-init", lpool, method="segments")
-    assert loc.segment == (1, 2) and loc.equation == 2 and loc.exact
+    assert loc.equation.segment == (1, 2) and loc.equation.index == 2 and loc.equation.exact
     assert any(step.tier == "expose" for step in loc.steps)
 
 
@@ -268,13 +269,13 @@ def test_real_case_int8_square_select_abs(lpool):
     assert case.kind == "select"
     loc = localize(case.program, case.faulty_config, lpool)
     jaxpr = case.program.jaxpr.jaxpr
-    assert [jaxpr.eqns[k].primitive.name for k in loc.segment] == ["mul", "lt"]
-    assert loc.primitive == "lt" and loc.exact
+    assert [jaxpr.eqns[k].primitive.name for k in loc.equation.segment] == ["mul", "lt"]
+    assert loc.equation.primitive == "lt" and loc.equation.exact
     # lt has no kernel of its own in the faulty compile (folded away): the square's stands in.
-    assert loc.fusions and not loc.instructions
+    assert loc.kernels.fusions and not loc.kernels.instructions
     assert any("folded" in note for note in loc.notes)
     # Tier 5: the algebraic simplifier does the folding.
-    assert loc.compiler_pass == "algsimp" and loc.pass_disabled == ("algsimp",)
+    assert loc.compiler_pass == "algsimp" and loc.blame.disabled == ("algsimp",)
 
 
 #: Real XLA:CPU bug cases -> the primitive localization names (the case's KIND, as jax spells it),
@@ -299,10 +300,10 @@ REAL_CASES = [
 def test_real_cases_name_the_op_of_their_kind(name, primitive, compiler_pass, lpool):
     case = load_present(name)
     loc = localize(case.program, case.faulty_config, lpool)
-    assert loc.compiler_pass == compiler_pass, (loc.pass_disabled, loc.pass_evidence)
-    assert set(loc.pass_disabled) <= set(loc.pass_candidates)
-    assert loc.primitive == primitive, loc
-    assert loc.equation in loc.segment
+    assert loc.compiler_pass == compiler_pass, (loc.blame.disabled, loc.blame.evidence)
+    assert set(loc.blame.disabled) <= set(loc.blame.candidates)
+    assert loc.equation.primitive == primitive, loc
+    assert loc.equation.index in loc.equation.segment
 
 
 def test_fastmath_masked_max_inside_the_kernel(lpool):
@@ -312,11 +313,11 @@ def test_fastmath_masked_max_inside_the_kernel(lpool):
     # add after it as context.
     case = load_case(str(CASES_DIR / "fastmath_masked_max.py"))
     loc = localize(case.program, case.faulty_config, lpool, passes=False)
-    assert loc.op_kernel == "broadcast_subtract_fusion"
-    assert loc.op_equation == 0 and loc.op_primitive == "sub" and loc.op_opcode == "subtract"
+    assert loc.op.kernel == "broadcast_subtract_fusion"
+    assert loc.op.equation == 0 and loc.op.primitive == "sub" and loc.op.opcode == "subtract"
     # The trusted compile (1), the kernel screen (2), both kernels' operands (2), the twin (1)
     # and the suffix search.
-    assert loc.op_cycles <= 10
+    assert loc.op.cycles <= 10
 
 
 # ------------------------------------------------------------------------------ cost
@@ -339,7 +340,7 @@ def test_cycles_grow_like_log_n(lpool):
     site = _ground_truth(program, spec, lpool)
     loc = localize(program, spec, lpool)
     assert loc.equations == n - 1  # the subtract replaces an add and a mul
-    assert loc.equation == site.equation == 222
+    assert loc.equation.index == site.equation == 222
     assert loc.cycles <= 2 * math.log2(loc.equations) + 10, loc.steps
 
 
@@ -364,7 +365,8 @@ def test_localize_command_json(tmp_path, capsys):
     code = localize_command(str(CASES_DIR / "dus_shifted_self_update.py"), "", db=tmp_path / "x.db",
                             json_output=True)
     data = json.loads(capsys.readouterr().out)
-    assert code == 0 and data["primitive"] == "dynamic_update_slice" and data["config"] == "xla"
+    assert code == 0 and data["config"] == "xla"
+    assert data["equation"]["primitive"] == "dynamic_update_slice"
     with Store(tmp_path / "x.db") as store:  # stored in the database, not in files beside it
         assert store.count("localizations") == 1
     assert not (tmp_path / "localizations").exists()

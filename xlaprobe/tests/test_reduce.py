@@ -22,7 +22,6 @@ from xlaprobe.localize.reduce import kernel_text, reduce, write_outputs
 from xlaprobe.localize.repro import array_expr, emit_repro
 from xlaprobe.program import Program, Provenance
 from xlaprobe.sources.corpus import corpus_program
-from xlaprobe.sources.user import load_case
 
 
 @pytest.fixture(scope="module")

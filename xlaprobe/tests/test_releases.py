@@ -5,7 +5,6 @@ the configuration kind runs for real on the installed release (no environment ne
 the slow tests, on release environments the tests make themselves.
 """
 
-import os
 import pathlib
 import stat
 

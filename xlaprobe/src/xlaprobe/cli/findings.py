@@ -64,12 +64,7 @@ def _print_finding(detail: dict[str, Any]) -> None:
               f"failing alike: {escape(', '.join(detail['alike']) or detail['config'])}")
     out.print(f"  artifact: {escape(str(detail['artifact'] or '(none)'))}")
     for loc in detail["localizations"][:1]:
-        where = (f"equation {loc.get('equation')} {loc.get('primitive', '')}"
-                 if loc.get("equation", -1) >= 0 else "nothing localized")
-        op = f"; op {loc['op_instruction']} ({loc.get('op_opcode', '')})" \
-            if loc.get("op_instruction") else ""
-        guilty = f"; pass {loc['compiler_pass']}" if loc.get("compiler_pass") else ""
-        out.print(f"  localized: {escape(where + op + guilty)}")
+        out.print(f"  localized: {escape(_localized(loc))}")
     for red in detail["reductions"][:1]:
         out.print(f"  reduced: {red.get('equations_before')} -> {red.get('equations_after')} "
                   f"equations ({escape(', '.join(red.get('primitives', [])))}) in "
@@ -80,3 +75,20 @@ def _print_finding(detail: dict[str, Any]) -> None:
     if not (detail["localizations"] or detail["reductions"] or detail["bisections"]):
         out.print(f"  next: xlaprobe localize {detail['id']}; xlaprobe reduce {detail['id']}; "
                   f"xlaprobe bisect {detail['id']}")
+
+
+def _localized(loc: dict[str, Any]) -> str:
+    """One line of a stored localization's JSON (``format`` 2: one object per tier; older rows
+    are one flat object)."""
+    if loc.get("format", 1) >= 2:
+        eq, op, blame = loc.get("equation") or {}, loc.get("op") or {}, loc.get("pass") or {}
+        index, primitive = eq.get("index", -1), eq.get("primitive", "")
+        instruction, opcode = op.get("instruction", ""), op.get("opcode", "")
+        guilty = blame.get("compiler_pass", "")
+    else:
+        index, primitive = loc.get("equation", -1), loc.get("primitive", "")
+        instruction, opcode = loc.get("op_instruction", ""), loc.get("op_opcode", "")
+        guilty = loc.get("compiler_pass", "")
+    where = f"equation {index} {primitive}" if index >= 0 else "nothing localized"
+    return (where + (f"; op {instruction} ({opcode})" if instruction else "")
+            + (f"; pass {guilty}" if guilty else ""))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from xlaprobe.errors import InvalidArgument, XlaprobeError
@@ -67,35 +68,43 @@ def localize_command(target: str, config: str, *, db: Path | str, json_output: b
     if json_output:
         print(json.dumps(loc.to_json(), indent=2))
     else:
-        names = ", ".join(loc.failing_outputs[:5]) + (", ..." if len(loc.failing_outputs) > 5 else "")
-        say(f"tier 1 outputs:  {len(loc.failing_outputs)} failing ({names}); cone of {loc.cone} "
-            "equations")
-        if loc.equation >= 0:
-            say(f"tier 2 equation: {loc.equation} {loc.primitive}"
-                + (f" at {loc.source}" if loc.source else "") + f" ({loc.evidence})")
-            if loc.segment:
-                say(f"       segment:  equations {list(loc.segment)[:12]}"
-                    f"{' ...' if len(loc.segment) > 12 else ''} fail compiled alone")
-            if loc.fusions:
-                say(f"tier 3 kernels:  {', '.join(loc.fusions[:6])}"
-                    f"{' ...' if len(loc.fusions) > 6 else ''}"
-                    + (f" (alone: {', '.join(loc.segment_fusions[:3])})"
-                       if loc.segment_fusions else ""))
-        if loc.op_instruction:
-            say(f"tier 4 op:       {loc.op_instruction} ({loc.op_opcode}) in {loc.op_kernel}: "
-                f"equation {loc.op_equation} {loc.op_primitive}"
-                + (f", with {', '.join(loc.op_with)}" if loc.op_with else "")
-                + f" ({loc.op_cycles} compiles)")
-        elif loc.op_evidence:
-            say(f"tier 4 op:       none named ({loc.op_evidence})")
-        if loc.compiler_pass or loc.pass_evidence:
-            say(f"tier 5 pass:     {loc.compiler_pass or '(undecided)'} ({loc.pass_evidence}; "
-                f"{loc.pass_cycles} compiles)")
+        _print_tiers(say, loc)
         for note in loc.notes:
             say(f"note: {note}")
         say(f"{loc.cycles} compile+run cycles, {loc.seconds:.1f} s" + (", FLAKY" if loc.flaky else ""))
     _store_localization(db, program, loc, finding_id)
-    return 0 if loc.equation >= 0 and not loc.flaky else 1
+    return 0 if loc.located else 1
+
+
+def _print_tiers(say: Callable[[str], None], loc: Localization) -> None:
+    """One line per tier that found something (and tier 4 or 5's reason where it named nothing)."""
+    names = loc.outputs.names
+    listed = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+    say(f"tier 1 outputs:  {len(names)} failing ({listed}); cone of {len(loc.outputs.cone)} "
+        "equations")
+    eq, kernels = loc.equation, loc.kernels
+    if eq.index >= 0:
+        say(f"tier 2 equation: {eq.index} {eq.primitive}"
+            + (f" at {eq.source}" if eq.source else "") + f" ({eq.evidence})")
+        if eq.segment:
+            say(f"       segment:  equations {list(eq.segment)[:12]}"
+                f"{' ...' if len(eq.segment) > 12 else ''} fail compiled alone")
+        if kernels.fusions:
+            say(f"tier 3 kernels:  {', '.join(kernels.fusions[:6])}"
+                f"{' ...' if len(kernels.fusions) > 6 else ''}"
+                + (f" (alone: {', '.join(kernels.segment_fusions[:3])})"
+                   if kernels.segment_fusions else ""))
+    op = loc.op
+    if op.instruction:
+        say(f"tier 4 op:       {op.instruction} ({op.opcode}) in {op.kernel}: "
+            f"equation {op.equation} {op.primitive}"
+            + (f", with {', '.join(op.with_instructions)}" if op.with_instructions else "")
+            + f" ({op.cycles} compiles)")
+    elif op.evidence:
+        say(f"tier 4 op:       none named ({op.evidence})")
+    if loc.blame is not None:
+        say(f"tier 5 pass:     {loc.blame.compiler_pass or '(undecided)'} "
+            f"({loc.blame.evidence}; {loc.blame.cycles} compiles)")
 
 
 def _store_localization(db: Path, program: Program, loc: Localization,

@@ -242,7 +242,7 @@ def _convert_saturates(hlo: HloText) -> tuple[Instruction, str] | None:
         low = max(low, 0)
     lo, hi, lo_b, hi_b, clamped = (hlo.fresh_name(f"mutant_{n}") for n in
                                    ("low", "high", "low_b", "high_b", "clamped"))
-    dims = f"dimensions={{}}"
+    dims = "dimensions={}"
     hlo.insert_before(target, [
         f"%{lo} = {scalar}[] constant({low})", f"%{hi} = {scalar}[] constant({high})",
         f"%{lo_b} = {source.shape} broadcast(%{lo}), {dims}",

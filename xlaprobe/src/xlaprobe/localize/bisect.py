@@ -35,6 +35,8 @@ import numpy as np
 from xlaprobe.check import HONEST, REFERENCE, check_program, split_honest
 from xlaprobe.checker import Checker, Failure
 from xlaprobe.configs.registry import Configuration
+from xlaprobe.errors import InvalidArgument
+from xlaprobe.localize import fusion
 from xlaprobe.localize.segments import SegmentProgram, Segmenter
 from xlaprobe.oracle import OUTCOME_VERDICT, VerdictKind, judge_leaf, summary_kind
 from xlaprobe.program import Program
@@ -150,6 +152,36 @@ class Searcher:
         self.steps.append(step)
         if self.on_step is not None:
             self.on_step(step)
+
+    def hlo(self, target: Program, equations: tuple[int, ...] = ()) -> str | None:
+        """The faulty configuration's optimized HLO text of `target` (one compile cycle, cached
+        by fingerprint), or None (with a note) where there is none.
+
+        Args:
+            target: the program, or a segment's program.
+            equations: the top-level equations of the localized program `target` holds (for the
+                step log; empty for the whole program).
+        """
+        if target.fingerprint in self.hlo_cache:
+            return self.hlo_cache[target.fingerprint]
+        try:
+            config = fusion.hlo_config(self.config)
+        except InvalidArgument as exc:
+            self.hlo_cache[target.fingerprint] = None
+            self.notes.append(str(exc))
+            return None
+        started = time.perf_counter()
+        outcome = fusion.optimized_hlo(self.pool, target, config, timeout_s=self.timeout_s)
+        self.cycles += 1
+        kind = VerdictKind.OK if outcome.ran else VerdictKind(outcome.kind.value)
+        self.log("hlo", equations, len(target.jaxpr.jaxpr.eqns), outcome.ran, kind,
+                 time.perf_counter() - started)
+        text = outcome.value if outcome.ran else None
+        if text is None:
+            error = outcome.error.strip().splitlines()[-1][:200] if outcome.error.strip() else ""
+            self.notes.append(f"no optimized HLO from {config}: {outcome.kind.value} {error}")
+        self.hlo_cache[target.fingerprint] = text
+        return text
 
     def run_segment(self, segment: SegmentProgram, tier: str) -> Trial:
         """Compile one segment alone under the faulty configuration and judge it (one cycle)."""

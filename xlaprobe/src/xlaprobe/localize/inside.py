@@ -71,6 +71,7 @@ class Inside:
         instruction: the HLO instruction named, or "" when none was.
         opcode: its opcode.
         equation: the top-level jaxpr equation it computes (from its ``eqnK`` scope), or -1.
+        primitive: that equation's primitive, or "".
         with_instructions: non-anchor instructions computing it from earlier anchors (the fault
             may lie in them too).
         anchors: anchor instructions of the kernel, in order.
@@ -83,11 +84,17 @@ class Inside:
     instruction: str
     opcode: str
     equation: int
+    primitive: str
     with_instructions: tuple[str, ...]
     anchors: tuple[str, ...]
     evidence: str
     cycles: int
     seconds: float
+
+    @classmethod
+    def nothing(cls, evidence: str, cycles: int = 0, seconds: float = 0.0) -> Inside:
+        """The record of a tier 4 that named no instruction, and why."""
+        return cls("", "", "", -1, "", (), (), evidence, cycles, seconds)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -330,10 +337,12 @@ def locate_op(program: Any, config: Configuration, pool: Any, text: str, kernel:
                extra: Sequence[str] = ()) -> Inside:
         if notes:
             evidence += " (" + "; ".join(notes) + ")"
+        equation = equation_of(instruction.op_name) if instruction else -1
+        eqns = program.jaxpr.jaxpr.eqns
+        primitive = eqns[equation].primitive.name if 0 <= equation < len(eqns) else ""
         return Inside(kernel, instruction.name if instruction else "",
-                      instruction.opcode if instruction else "",
-                      equation_of(instruction.op_name) if instruction else -1, tuple(extra),
-                      tuple(a.name for a, _ in anchors), evidence, run.cycles,
+                      instruction.opcode if instruction else "", equation, primitive,
+                      tuple(extra), tuple(a.name for a, _ in anchors), evidence, run.cycles,
                       time.perf_counter() - started)
 
     instructions = list(HloText(text).instructions())

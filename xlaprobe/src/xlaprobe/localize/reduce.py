@@ -755,8 +755,8 @@ def _failing_kernels(reduced: Program, pool: Any, config: Configuration,
     equations: list[int] = []
     try:
         loc = localize(reduced, config, pool, timeout_s=timeout_s, passes=False)
-        if loc.equation >= 0:
-            equations = [loc.equation]
+        if loc.equation.index >= 0:
+            equations = [loc.equation.index]
     except Exception as exc:  # localization is a bonus here: fall back to every kernel
         notes.append(f"localizing the reduced program failed ({type(exc).__name__}: {exc}); "
                      "fusion.hlo holds the kernels of every equation")
