@@ -4,10 +4,11 @@ import numpy as np
 import pytest
 
 from xlaprobe.check import judge
-from xlaprobe.checker import Checker, Failure, passes_clean
+from xlaprobe.checker import Checker, Failure
 from xlaprobe.oracle import SEVERITY, VerdictKind, summary_kind
 from xlaprobe.outcome import Outcome, OutcomeKind
 from xlaprobe.program import Program, Provenance
+from xlaprobe.triage import finding_key
 
 
 def test_severity_is_one_total_order():
@@ -36,29 +37,29 @@ def _check(first, second, config="xla", kind=OutcomeKind.RAN, error=""):
 
 
 def test_failure_of_a_check_names_class_outputs_and_signature():
-    assert Failure.in_check(_check(0.0, 0.0), "xla") is None
-    wrong = Failure.in_check(_check(1.0, 0.0), "xla")
+    assert _check(0.0, 0.0).failure('xla') is None
+    wrong = _check(1.0, 0.0).failure('xla')
     assert wrong == Failure(VerdictKind.MISMATCH, ("[0]",), "")
-    crash = Failure.in_check(_check(0, 0, kind=OutcomeKind.CRASH,
-                                    error="munmap_chunk(): invalid pointer"), "xla")
+    crash = _check(0, 0, kind=OutcomeKind.CRASH,
+                                    error="munmap_chunk(): invalid pointer").failure('xla')
     assert crash.kind is VerdictKind.CRASH and crash.outputs == ("[0]", "[1]")
     assert crash.signature == "heap corruption (glibc allocator abort)"
 
 
 def test_checker_compares_class_outputs_and_crash_signature():
-    checker = Checker(Failure.in_check(_check(1.0, 0.0), "xla"))
-    assert checker.fails(_check(5.0, 0.0), "xla")               # same output, other error
-    assert checker.fails(_check(np.nan, 0.0), "xla")            # NaN: same numeric class
-    assert not checker.fails(_check(0.0, 1.0), "xla")           # another output: another bug
-    assert not checker.fails(_check(0.0, 0.0), "xla")           # passes
-    assert not checker.fails(_check(0, 0, kind=OutcomeKind.CRASH, error="x"), "xla")
+    checker = Checker(_check(1.0, 0.0).failure('xla'))
+    assert checker.same(_check(5.0, 0.0).failure('xla'))               # same output, other error
+    assert checker.same(_check(np.nan, 0.0).failure('xla'))            # NaN: same numeric class
+    assert not checker.same(_check(0.0, 1.0).failure('xla'))           # another output: another bug
+    assert not checker.same(_check(0.0, 0.0).failure('xla'))           # passes
+    assert not checker.same(_check(0, 0, kind=OutcomeKind.CRASH, error="x").failure('xla'))
     # Without output identity (a cut-down program): class only.
-    assert Checker(checker.target, outputs=False).fails(_check(0.0, 1.0), "xla")
+    assert Checker(checker.target, outputs=False).same(_check(0.0, 1.0).failure('xla'))
     crash = Checker(Failure(VerdictKind.CRASH, ("[0]", "[1]"), "a.cc:1 Check failed: x"))
-    assert crash.fails(_check(0, 0, kind=OutcomeKind.CRASH,
-                              error="F0101 00:00:00.0 1 a.cc:1] Check failed: x (5 vs 6)"), "xla")
-    assert not crash.fails(_check(0, 0, kind=OutcomeKind.CRASH,
-                                  error="F0101 00:00:00.0 1 b.cc:9] Check failed: y"), "xla")
+    assert crash.same(_check(0, 0, kind=OutcomeKind.CRASH,
+                              error="F0101 00:00:00.0 1 a.cc:1] Check failed: x (5 vs 6)").failure('xla'))
+    assert not crash.same(_check(0, 0, kind=OutcomeKind.CRASH,
+                                  error="F0101 00:00:00.0 1 b.cc:9] Check failed: y").failure('xla'))
 
 
 def test_anchoring_moves_the_outputs_and_keeps_the_signature():
@@ -68,6 +69,31 @@ def test_anchoring_moves_the_outputs_and_keeps_the_signature():
 
 
 def test_clean_means_ran_without_any_finding():
-    assert passes_clean(_check(0.0, 0.0), "xla")
-    assert not passes_clean(_check(0.0, 1.0), "xla")
-    assert not passes_clean(_check(0, 0, kind=OutcomeKind.CRASH, error="x"), "xla")
+    assert _check(0.0, 0.0).clean('xla')
+    assert not _check(0.0, 1.0).clean('xla')
+    assert not _check(0, 0, kind=OutcomeKind.CRASH, error="x").clean('xla')
+
+
+def test_configurations_fail_alike_by_the_checker():
+    # xla: a NaN in output 0; mutant: a finite wrong value in output 0 and output 1 wrong too;
+    # eager: only output 1 wrong. The first two share a failing output and the numeric class,
+    # so the mutant's planted name leaves its fingerprint; eager shares an output with the mutant
+    # only.
+    program = _program()
+    right = (program.inputs[0].astype(np.float64) * 2, program.inputs[0].astype(np.float64) + 1)
+    nan = np.float32(right[0]).copy()
+    nan[1] = np.nan
+    result = judge(program, ["xla", "mutant:sub_to_add", "eager", "reference"], [
+        Outcome("xla", OutcomeKind.RAN, (nan, np.float32(right[1]))),
+        Outcome("mutant:sub_to_add", OutcomeKind.RAN,
+                (np.float32(right[0] + 3), np.float32(right[1] + 3))),
+        Outcome("eager", OutcomeKind.RAN, (np.float32(right[0]), np.float32(right[1] - 3))),
+        Outcome("reference", OutcomeKind.RAN, right)])
+    alike = {f.config: f.alike for f in result.findings}
+    assert alike == {"xla": ("mutant:sub_to_add", "xla"),
+                     "mutant:sub_to_add": ("eager", "mutant:sub_to_add", "xla"),
+                     "eager": ("eager", "mutant:sub_to_add")}
+    # A configuration without a planted fault failed like the mutant: no planted name in its key.
+    mutant = {f.config: f for f in result.findings}["mutant:sub_to_add"]
+    assert mutant.fingerprint == finding_key(program, "xla", mutant.kind, (0, 1))
+    assert mutant.fingerprint != finding_key(program, "mutant:sub_to_add", mutant.kind, (0, 1))

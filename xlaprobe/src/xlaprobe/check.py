@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from xlaprobe.checker import Checker, Failure
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.oracle import Verdict, VerdictKind, judge_outcome, summary_kind
 from xlaprobe.outcome import Outcome
@@ -51,8 +52,9 @@ class Finding:
         fingerprint: the identity of its failure for deduplication (hex, 16 chars;
             `xlaprobe.triage.finding_key`): failure class, and the failing outputs' cone (or the
             crash's check-failure line, or the compile error's message).
-        alike: every configuration of the check that fails the same way (same verdict kind,
-            same outputs), sorted: data about the bug, not part of its key.
+        alike: every configuration of the check that fails the same way
+            (`xlaprobe.checker.Checker.same`: failure class, crash signature, a failing output
+            in common), sorted: data about the bug, not part of its key.
     """
 
     config: str
@@ -96,6 +98,22 @@ class CheckResult:
     def ok(self) -> bool:
         """True when there is no finding."""
         return not self.findings
+
+    def failure(self, spec: str) -> Failure | None:
+        """The failure configuration `spec` shows (`xlaprobe.checker.Failure`); None when it
+        passed, did not run here, or the check was not judged against the float64 reference
+        (nothing else decides "wrong")."""
+        if self.judged_against != REFERENCE or spec not in self.configs:
+            return None
+        index = self.configs.index(spec)
+        return Failure.of(self.verdicts[index], self.outcomes[index])
+
+    def clean(self, spec: str) -> bool:
+        """Did configuration `spec` run and give no finding at all? (What "the fault is fixed"
+        means for pass blame: a crash or a different mismatch is not a fix.)"""
+        index = self.configs.index(spec)
+        return self.outcomes[index].ran and not summary_kind(
+            v.kind for v in self.verdicts[index]).is_finding
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready summary (for ``--json``)."""
@@ -179,8 +197,14 @@ def judge(program: Program, configs: Sequence[str], outcomes: Sequence[Outcome],
         if kind.is_finding and not (config == REFERENCE and not outcome.ran):
             failing = tuple(v.index for v in leaf_verdicts if v.kind.is_finding)
             failed.append((config, kind, failing, outcome.error))
+    shown = {c: Failure.of(verdicts[configs.index(c)], outcomes[configs.index(c)])
+             for c, *_ in failed}
     for config, kind, failing, error in failed:
-        alike = tuple(sorted(c for c, k, f, _ in failed if (k, f) == (kind, failing)))
+        # Which configurations fail the same way is the checker's answer, the same one that
+        # localization and reduction ask: a NaN and a finite wrong value of one output, or one
+        # abort with different addresses, are one failure.
+        checker = Checker(shown[config])
+        alike = tuple(sorted(c for c, *_ in failed if checker.same(shown[c])))
         findings.append(Finding(config, kind, tuple(program.output_names[i] for i in failing),
                                 finding_key(program, config, kind, failing, error, alike), alike))
     return CheckResult(program, tuple(configs), tuple(outcomes), tuple(verdicts), judged_against,

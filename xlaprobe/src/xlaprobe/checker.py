@@ -1,5 +1,6 @@
-"""One definition of "the same failure", used by localization's segment and cut searches,
-reduction and pass blame (campaigns key findings by `xlaprobe.triage`).
+"""One definition of "the same failure", used by the check itself (which configurations failed
+alike, the data campaigns triage by), localization's segment, cut and in-kernel searches,
+reduction and pass blame.
 
 A `Failure` is what one check showed for one configuration: its summary verdict kind, the output
 leaves that failed and, for a crash, the crash's signature. A `Checker` holds the finding's
@@ -19,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from xlaprobe.check import REFERENCE, CheckResult
 from xlaprobe.oracle import Verdict, VerdictKind, summary_kind
 from xlaprobe.outcome import Outcome
 from xlaprobe.triage import crash_signature
@@ -53,15 +53,6 @@ class Failure:
         signature = crash_signature(outcome.error) if (
             kind is VerdictKind.CRASH and outcome is not None) else ""
         return cls(kind, tuple(v.output for v in verdicts if v.kind.is_finding), signature)
-
-    @classmethod
-    def in_check(cls, result: CheckResult, spec: str) -> Failure | None:
-        """The failure `result` shows for configuration `spec`; None when it passed or was not
-        judged against the float64 reference (nothing else decides "wrong")."""
-        if result.judged_against != REFERENCE or spec not in result.configs:
-            return None
-        index = result.configs.index(spec)
-        return cls.of(result.verdicts[index], result.outcomes[index])
 
 
 class Checker:
@@ -108,10 +99,6 @@ class Checker:
             return False
         return not self.outputs or bool(set(failure.outputs) & set(self.target.outputs))
 
-    def fails(self, result: CheckResult, spec: str) -> bool:
-        """Does configuration `spec` fail in `result` like the finding?"""
-        return self.same(Failure.in_check(result, spec))
-
     def anchored(self, failure: Failure) -> Checker:
         """A checker of the same failure class whose outputs are `failure`'s: after a cut-down
         program replaced the original (reduction's equation pass), later edits keep its
@@ -119,10 +106,3 @@ class Checker:
         return Checker(dataclasses.replace(failure, signature=failure.signature
                                            or self.target.signature))
 
-
-def passes_clean(result: CheckResult, spec: str) -> bool:
-    """Did configuration `spec` run and give no finding at all in `result`? (What "the fault is
-    fixed" means for pass blame: a crash or a different mismatch is not a fix.)"""
-    index = result.configs.index(spec)
-    return result.outcomes[index].ran and not summary_kind(
-        v.kind for v in result.verdicts[index]).is_finding

@@ -50,12 +50,13 @@ from typing import Any
 import numpy as np
 from xlaprobe import jaxcompat, primitives
 
+from xlaprobe.checker import Checker, Failure
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.hlo import (NUMPY_DTYPES, HloText, Instruction, as_element_type, entry_values_module,
                           equation_of, first_trip_module, first_trip_values_module,
                           kernel_module, loop_of, operands_module, row_major)
 from xlaprobe.localize.twin import agrees, find_twin
-from xlaprobe.oracle import judge_leaf
+from xlaprobe.oracle import VerdictKind, judge_leaf
 from xlaprobe.search import last_true
 
 #: Worker isolation group of HLO compiles (no mutant pass registered there).
@@ -308,6 +309,7 @@ def screen_kernels(program: Any, pool: Any, text: str, kernels: Sequence[str], t
 
 def locate_op(program: Any, config: Configuration, pool: Any, text: str, kernel: str,
               recording: Any, *, trusted: Trusted | None = None,
+              checker: Checker | None = None,
               timeout_s: float | None = None) -> Inside:
     """Name the instruction of `kernel` that computes wrongly (see the module docstring).
 
@@ -322,6 +324,9 @@ def locate_op(program: Any, config: Configuration, pool: Any, text: str, kernel:
         trusted: a trusted compile of the same program; its twin of the kernel
             (`xlaprobe.localize.twin`), when it computes the anchors right, gives right values
             of the other instructions too. None: anchors only.
+        checker: the finding's checker (the localization's; `xlaprobe.checker`): a suffix
+            fails when one of the kernel's outputs fails in its failure class. None: a numeric
+            mismatch.
         timeout_s: per-compile limit (s).
 
     Returns:
@@ -329,6 +334,7 @@ def locate_op(program: Any, config: Configuration, pool: Any, text: str, kernel:
         named).
     """
     started = time.perf_counter()
+    checker = checker or Checker(Failure(VerdictKind.MISMATCH, ()), outputs=False)
     options = _xla_options(config)
     notes: list[str] = []
     run = _Runner(program, pool, timeout_s)
@@ -365,7 +371,7 @@ def locate_op(program: Any, config: Configuration, pool: Any, text: str, kernel:
 
     def fails(position: int) -> bool:  # the suffix from `position`, earlier ones fed right
         return _suffix_fails(position, text, computation, len(target.operands), values, right,
-                             run, options, recording, program)
+                             run, options, recording, program, checker)
 
     if not fails(0):
         return result(None, f"{kernel} compiled alone, fed the values it reads, computes "
@@ -487,10 +493,12 @@ def _right_values(program: Any, instructions: Sequence[Instruction], computation
 
 def _suffix_fails(position: int, text: str, computation: str, number: int,
                   values: Sequence[np.ndarray], right: _RightValues, run: _Runner,
-                  options: dict[str, Any], recording: Any, program: Any) -> bool:
+                  options: dict[str, Any], recording: Any, program: Any,
+                  checker: Checker) -> bool:
     """Whether the kernel fails compiled alone with every instruction before `position` (in
-    ``right.order``) replaced by a parameter holding its right value; `number` is its own
-    parameter count, `values` its operands' values."""
+    ``right.order``) replaced by a parameter holding its right value, an output failing like
+    the finding (`checker`'s failure class); `number` is its own parameter count, `values` its
+    operands' values."""
     replaced, args = {}, list(values)
     for instruction in right.order[:position]:
         replaced[instruction.name] = number
@@ -502,10 +510,11 @@ def _suffix_fails(position: int, text: str, computation: str, number: int,
     for name, output in zip(right.outputs, got):
         var = right.judged[name]
         if var is None:
-            if not agrees(output, right.known[name], right.members[name].element_type):
+            if not agrees(output, right.known[name], right.members[name].element_type) \
+                    and checker.matches_kind(VerdictKind.MISMATCH):
                 return True
             continue
-        if not _holds(output, var, right.members[name], recording, program):
+        if checker.matches_kind(_verdict(output, var, right.members[name], recording, program)):
             return True
     return False
 
@@ -633,12 +642,20 @@ def _twin_values(program: Any, instructions: Sequence[Instruction], computation:
 
 def _holds(value: np.ndarray, var: Any, instruction: Instruction, recording: Any,
            program: Any) -> bool:
-    """Whether `instruction`'s `value` is jaxpr variable `var`'s: by the oracle with the error
-    budget where one was recorded, else (the segments method records none) by the leaf-scale
-    bound of `twin.agrees`, which lets honest rounding pass."""
+    """Whether `instruction`'s `value` is jaxpr variable `var`'s (`_verdict` is no finding)."""
+    return not _verdict(value, var, instruction, recording, program).is_finding
+
+
+def _verdict(value: np.ndarray, var: Any, instruction: Instruction, recording: Any,
+             program: Any) -> VerdictKind:
+    """The verdict on `instruction`'s `value` as jaxpr variable `var`'s: by the oracle with the
+    error budget where one was recorded, else (the segments method records none) by the
+    leaf-scale bound of `twin.agrees`, which lets honest rounding pass (a disagreement is a
+    ``mismatch``)."""
     right = np.asarray(recording.reference[var])
     if var in recording.budget:
-        return not judge_leaf(np.asarray(value).reshape(var.aval.shape), right,
-                              budget=recording.budget[var], flushed=recording.flushed.get(var),
-                              tolerance=program.tolerance).kind.is_finding
-    return agrees(np.asarray(value).reshape(right.shape), right, instruction.element_type)
+        return judge_leaf(np.asarray(value).reshape(var.aval.shape), right,
+                          budget=recording.budget[var], flushed=recording.flushed.get(var),
+                          tolerance=program.tolerance).kind
+    agree = agrees(np.asarray(value).reshape(right.shape), right, instruction.element_type)
+    return VerdictKind.OK if agree else VerdictKind.MISMATCH

@@ -149,7 +149,8 @@ def _first_located(search: Searcher, program: Program, text: str, kernels: Seque
     for kernel in kernels[:INSIDE_KERNELS]:
         try:
             found = locate_op(program, search.config, search.pool, text, kernel, recording,
-                              trusted=trusted, timeout_s=search.timeout_s)
+                              trusted=trusted, checker=search.checker,
+                              timeout_s=search.timeout_s)
         except Exception as exc:  # an edited module XLA rejects in the parent: tier 4 missing
             return found, cycles, (f"tier 4 (op inside the kernel) failed: "
                                    f"{type(exc).__name__}: {str(exc)[:200]}")

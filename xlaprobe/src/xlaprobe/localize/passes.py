@@ -45,7 +45,6 @@ from typing import Any
 import numpy as np
 
 from xlaprobe.check import REFERENCE, judge
-from xlaprobe.checker import passes_clean
 from xlaprobe.configs import xla_options
 from xlaprobe.configs.mutants import get_mutant
 from xlaprobe.configs.registry import Configuration
@@ -234,7 +233,7 @@ class _Tests:
             result = judge(self.program, [str(spec), REFERENCE], [run, self.reference],
                            self.check.budget, self.check.flushed)
             kinds = {v.kind for v in result.verdicts[0]}
-            fixed = passes_clean(result, str(spec))
+            fixed = result.clean(str(spec))
             self.cache[key] = fixed
             self.ran[key] = run.ran
             if self.on_test is not None:

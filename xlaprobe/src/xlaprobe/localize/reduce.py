@@ -50,7 +50,7 @@ import numpy as np
 from xlaprobe import jaxcompat
 
 from xlaprobe.check import REFERENCE, CheckResult, check_program, judge
-from xlaprobe.checker import Checker, Failure
+from xlaprobe.checker import Checker
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.errors import InvalidArgument, NotReproducible
 from xlaprobe.hlo import CALLED, HloText
@@ -135,7 +135,7 @@ class Interesting:
 
     def fails(self, result: CheckResult) -> bool:
         """True when `result` shows the finding's failure (judged against the reference)."""
-        return self.checker is not None and self.checker.fails(result, self.spec)
+        return self.checker is not None and self.checker.same(result.failure(self.spec))
 
     def __call__(self, program: Program | None) -> bool:
         """True when `program` fails like the finding (one check, cached by fingerprint)."""
@@ -399,7 +399,7 @@ def _initial(program: Program, spec: str, interesting: Interesting,
             f"configuration '{spec}' gives no finding on {program.provenance.name} judged against "
             f"the reference ({reruns + 1} run(s)); nothing to reduce. Check it first: xlaprobe "
             f"check TARGET --configs {spec},reference")
-    failure = Failure.in_check(result, spec)
+    failure = result.failure(spec)
     assert failure is not None  # judged against the reference, with a finding
     return result, failure.kind, reruns
 
@@ -547,7 +547,7 @@ def reduce(program: Program, config: Configuration | str, pool: Any, *,
     result, kind, reruns = _initial(program, spec, interesting, check)
     # The equation pass's candidates have outputs of their own (the values their last kept
     # equations compute): judged by failure class and signature there, by outputs afterwards.
-    interesting.checker = Checker(Failure.in_check(result, spec), outputs=False)
+    interesting.checker = Checker(result.failure(spec), outputs=False)
     notes: list[str] = []
     if reruns:
         notes.append(f"flaky: the whole program passed {reruns} time(s) before failing")
@@ -562,7 +562,7 @@ def reduce(program: Program, config: Configuration | str, pool: Any, *,
         on_pass(stats, current)
     elements_before = elements(current)
     # Later passes keep the program's outputs: the failure must stay on the same ones.
-    anchor = Failure.in_check(interesting.result(current) or result, spec)
+    anchor = (interesting.result(current) or result).failure(spec)
     if anchor is not None:
         interesting.checker = interesting.checker.anchored(anchor)
     history: list[Program] = []
