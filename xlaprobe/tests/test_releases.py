@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from xlaprobe.check import REFERENCE, check_program
+from xlaprobe.checker import Failure
 from xlaprobe.configs import release
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.errors import InvalidArgument, Unsupported
@@ -208,6 +209,31 @@ def test_bisect_program_on_the_installed_release_alone(pool):
     result = bisect_program(case.program, Configuration.parse("xla"), [installed], pool)
     assert (result.first_bad, result.last_good) == (installed, None)
     assert result.runs[0].verdict == "mismatch"
+
+
+def test_a_release_failing_otherwise_is_no_evidence(pool):
+    # The installed release gives the case's mismatch; bisecting a crash finding on it finds no
+    # bad release (another bug), bisecting from the release it was seen on finds it bad.
+    case = load_case(str(CASES / "dus_shifted_self_update.py"))
+    installed = envs.installed_version()
+    crash = Failure(VerdictKind.CRASH, tuple(case.program.output_names), "x.cc:1 Check failed")
+    result = bisect_program(case.program, Configuration.parse("xla"), [installed], pool,
+                            failure=crash)
+    assert (result.first_bad, result.last_good) == (None, None)
+    assert result.runs[0].other and result.runs[0].bad is None
+    assert "fails otherwise than the finding (crash" in result.runs[0].detail
+    seen = bisect_program(case.program, Configuration.parse("xla"), [installed], pool,
+                          known_bad=installed)
+    assert seen.first_bad == installed and len(seen.runs) == 1 and not seen.runs[0].other
+
+
+def test_other_failures_give_way_like_unsupported_releases():
+    def judge(version: str) -> ReleaseRun:
+        if version in ("0.4.33", "0.7.2"):
+            return ReleaseRun(version, "crash", other=True)
+        return ReleaseRun(version, "mismatch" if version in RELEASES[4:] else "ok")
+    result = bisect(RELEASES, judge)
+    assert (result.last_good, result.first_bad) == ("0.6.2", "0.8.3")
 
 
 # -- other releases (slow: the tests make the environments, ~0.5 GB and ~10-60 s each) ------------

@@ -1,6 +1,6 @@
 """One definition of "the same failure", used by the check itself (which configurations failed
 alike, the data campaigns triage by), localization's segment, cut and in-kernel searches,
-reduction and pass blame.
+reduction, pass blame and release bisection.
 
 A `Failure` is what one check showed for one configuration: its summary verdict kind, the output
 leaves that failed and, for a crash, the crash's signature. A `Checker` holds the finding's

@@ -46,6 +46,8 @@ class ReleaseRun:
         detail: failing outputs, or the error line of a crash, compile error or unsupported run.
         seconds: wall time of the run (s).
         rerun: True for the confirming rerun of a good release next to a boundary.
+        other: True when the release fails, but not like the finding
+            (`xlaprobe.checker.Checker.same`): another bug, no evidence about this one.
     """
 
     release: str
@@ -53,18 +55,20 @@ class ReleaseRun:
     detail: str = ""
     seconds: float = 0.0
     rerun: bool = False
+    other: bool = False
 
     @property
     def bad(self) -> bool | None:
-        """True: fails; False: right; None: unsupported (no evidence either way)."""
-        if self.verdict == UNSUPPORTED:
+        """True: fails like the finding; False: right; None: unsupported or failing otherwise
+        (no evidence either way)."""
+        if self.verdict == UNSUPPORTED or self.other:
             return None
         return self.verdict not in GOOD
 
     def to_json(self) -> dict[str, object]:
         """A JSON-ready dict."""
         return {"release": self.release, "verdict": self.verdict, "detail": self.detail,
-                "seconds": round(self.seconds, 3), "rerun": self.rerun}
+                "seconds": round(self.seconds, 3), "rerun": self.rerun, "other": self.other}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

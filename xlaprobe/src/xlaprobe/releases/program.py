@@ -1,12 +1,16 @@
 """Release bisection of a Program: each release judged by the oracle against the float64
-reference of the installed jax, the boundaries found by `xlaprobe.releases.bisection.bisect`."""
+reference of the installed jax, the boundaries found by `xlaprobe.releases.bisection.bisect`.
+A release is bad when it fails like the finding (`xlaprobe.checker.Checker`); one that fails
+otherwise (another bug) is no evidence, like one that cannot run the program."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from xlaprobe.check import REFERENCE, check_program, judge
+from xlaprobe.checker import Checker, Failure
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.configs.release import release_config, release_options
 from xlaprobe.errors import InvalidArgument, NotReproducible
@@ -29,7 +33,8 @@ def parse_releases(text: str) -> list[str]:
 
 
 def bisect_program(program: Program, config: Configuration, releases: Sequence[str], pool: Any, *,
-                   known_bad: str | None = None, target: str = "",
+                   known_bad: str | None = None, failure: Failure | None = None,
+                   target: str = "",
                    on_run: Callable[[ReleaseRun], None] | None = None,
                    log: Callable[[str], None] | None = None) -> Bisection:
     """Bisect `releases` for the release where `config` starts (or stops) failing on `program`.
@@ -43,6 +48,9 @@ def bisect_program(program: Program, config: Configuration, releases: Sequence[s
         releases: versions to search, any order.
         pool: a `WorkerPool`.
         known_bad: a release known to fail (searched from when both ends are good).
+        failure: the finding's failure (`xlaprobe.checker.Failure`); a release is bad when it
+            fails like it, and one failing otherwise is no evidence. None: the failure
+            `known_bad` shows (run first), else any failure.
         target: what the user named (recorded).
         on_run: called with each release run as it completes (progress).
         log: gets a line when a release environment has to be made (made only when the search
@@ -66,21 +74,37 @@ def bisect_program(program: Program, config: Configuration, releases: Sequence[s
                               f"({reference.error.strip().splitlines()[-1] if reference.error else ''}): "
                               "bisection has nothing to judge releases against")
 
-    def judge_release(version: str) -> ReleaseRun:
-        spec = release_config(version, options)
+    def run_release(version: str) -> tuple[ReleaseRun, Failure | None]:
+        spec = str(release_config(version, options))
         if version != envs.installed_version():
             envs.ensure_env(version, log=log)
         outcome = pool.run(program, spec)
-        result = judge(program, [REFERENCE, str(spec)], [reference, outcome], base.budget,
+        result = judge(program, [REFERENCE, spec], [reference, outcome], base.budget,
                        base.flushed)
         verdicts = result.verdicts[1]
-        verdict = summary_kind(v.kind for v in verdicts).value
         if outcome.ran:
             failing = [v.output for v in verdicts if v.kind.is_finding]
             detail = f"{len(failing)}/{len(verdicts)} outputs fail" if failing else ""
         else:
             detail = outcome.error.strip().splitlines()[-1][:300] if outcome.error.strip() else ""
-        return ReleaseRun(version, verdict, detail, outcome.seconds)
+        return (ReleaseRun(version, summary_kind(v.kind for v in verdicts).value, detail,
+                           outcome.seconds), result.failure(spec))
+
+    # The finding's failure: given, else the one the release it was seen on shows (that run is
+    # then the search's own first run of that release, not repeated).
+    first: dict[str, tuple[ReleaseRun, Failure | None]] = {}
+    if failure is None and known_bad in releases:
+        first[known_bad] = run_release(known_bad)
+        failure = first[known_bad][1]
+    checker = Checker(failure) if failure is not None else None
+
+    def judge_release(version: str) -> ReleaseRun:
+        run, shown = first.pop(version) if version in first else run_release(version)
+        if shown is None or checker is None or checker.same(shown):
+            return run
+        return dataclasses.replace(run, other=True, detail=(
+            f"fails otherwise than the finding ({failure.kind.value} of "
+            f"{', '.join(failure.outputs[:3])}): {run.detail}"))
 
     return bisect(releases, judge_release, known_bad=known_bad, target=target,
                   config=str(config), on_run=on_run)
