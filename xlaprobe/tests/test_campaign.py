@@ -247,6 +247,8 @@ def test_nan_and_finite_garbage_of_one_fault_are_one_key():
 
 
 def test_a_planted_fault_is_its_own_bug_unless_plain_xla_shares_it():
+    import hashlib
+
     import jax.numpy as jnp
 
     program = _two_outputs(jnp.sin)
@@ -265,6 +267,8 @@ def test_a_planted_fault_is_its_own_bug_unless_plain_xla_shares_it():
     shared = findings(wrong)            # plain xla is wrong alike: a real fault both compile
     assert len({f.fingerprint for f in shared}) == 1
     assert planted.fingerprint != shared[0].fingerprint
+    # A planted fault is one defect: its key is its name, whatever output it breaks.
+    assert planted.fingerprint == hashlib.sha256(b"planted|swap-subtract-fused").hexdigest()[:16]
 
 
 def test_stop_ends_a_session_early(tmp_path):

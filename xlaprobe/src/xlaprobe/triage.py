@@ -10,8 +10,10 @@ A finding's fingerprint names its failure, never the circumstances of the run:
   - for a compile error, its normalized message (`error_signature`);
   - otherwise the primitives of the failing outputs' cone of influence and the input dtypes it
     reads (`xlaprobe.jaxprs.output_cone`);
-  plus the planted fault's name for a ``mutant:`` configuration (a planted fault is its own bug).
   Which configurations failed alike is data stored with the finding, not part of the key.
+* a planted fault (a ``mutant:`` configuration's finding that no configuration without one
+  shares, `planted_fault`) is one defect by construction, whatever it breaks and wherever: its
+  key is its name alone, before and after localization.
 * after localization (`localized_key`): the failing operation itself (jaxpr primitive or HLO
   opcode, its dtypes, the guilty pass), so a crash and a mismatch of one operation, or one
   operation reached from two unrelated programs, are one bug.
@@ -121,12 +123,14 @@ def finding_key(program: Any, config: str, kind: VerdictKind, outputs: Sequence[
         16 hex digits.
     """
     planted = planted_fault(config, alike)
+    if planted:
+        return _digest("planted", planted)
     if kind is VerdictKind.CRASH:
-        return _digest("crash", crash_signature(error), planted)
+        return _digest("crash", crash_signature(error))
     if kind is VerdictKind.COMPILE_ERROR:
-        return _digest("compile-error", error_signature(error), planted)
+        return _digest("compile-error", error_signature(error))
     primitives, dtypes = jaxprs.output_cone(program.jaxpr, outputs)
-    return _digest(kind.family, ",".join(sorted(primitives)), ",".join(sorted(dtypes)), planted)
+    return _digest(kind.family, ",".join(sorted(primitives)), ",".join(sorted(dtypes)), "")
 
 
 def localized_key(operation: str, dtypes: Sequence[str], guilty_pass: str = "",
@@ -145,5 +149,9 @@ def localized_key(operation: str, dtypes: Sequence[str], guilty_pass: str = "",
 
     >>> localized_key("subtract", ["f32"]) == localized_key("subtract", ["f32", "f32"])
     True
+    >>> localized_key("subtract", ["f32"], "p", "swap") == localized_key("dot", [], "", "swap")
+    True
     """
-    return _digest("op", operation, ",".join(sorted(set(dtypes))), guilty_pass, planted)
+    if planted:
+        return _digest("planted", planted)
+    return _digest("op", operation, ",".join(sorted(set(dtypes))), guilty_pass, "")
