@@ -18,7 +18,8 @@ from xlaprobe.configs.xla import compile_program
 from xlaprobe.errors import InvalidArgument, NotReproducible
 from xlaprobe.localize import make_pool
 from xlaprobe.cli.reduce import reduce_command
-from xlaprobe.localize.reduce import kernel_text, reduce, write_outputs
+from xlaprobe.hlo import kernel_text
+from xlaprobe.localize.reduce import reduce, write_outputs
 from xlaprobe.localize.repro import array_expr, emit_repro
 from xlaprobe.program import Program, Provenance
 from xlaprobe.sources.corpus import corpus_program

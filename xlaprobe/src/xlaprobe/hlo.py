@@ -302,6 +302,36 @@ def _called(instructions: Sequence[Instruction], computation: str,
     return found
 
 
+def kernel_text(text: str, kernels: Sequence[str]) -> str:
+    """The HLO text of `kernels` (fusion or other instruction names) in an optimized module:
+    every computation they call, transitively, in module order, then their own instruction
+    lines.
+
+    Args:
+        text: optimized HLO module text.
+        kernels: instruction names (without ``%``).
+
+    Returns:
+        HLO text ("" when none of the names is in the module).
+    """
+    hlo = HloText(text)
+    instructions = list(hlo.instructions())
+    by_name = {i.name: i for i in instructions}
+    blocks = _blocks(hlo.lines)
+    roots = [by_name[k] for k in kernels if k in by_name]
+    called: list[str] = []
+    for root in roots:
+        for _, names in CALLED.findall(root.attributes):
+            for name in _OPERAND.findall(names):
+                if name in blocks and name not in called:
+                    called += [name] + [c for c in _called(instructions, name, blocks)
+                                        if c not in called and c != name]
+    ordered = sorted(set(called), key=lambda c: blocks[c][0])
+    parts = ["\n".join(hlo.lines[blocks[c][0]:blocks[c][1] + 1]) for c in ordered]
+    parts += [hlo.lines[i.line].strip() for i in roots]
+    return "\n\n".join(parts) + ("\n" if parts else "")
+
+
 def _module_header(lines: Sequence[str], params: Sequence[str], result: str) -> str:
     """The ``HloModule`` line with the new entry's layout (shapes with layouts: without one XLA
     CHECK-fails on multi-dimensional parameters) and without ``is_scheduled`` (an edited module

@@ -37,7 +37,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -53,7 +52,7 @@ from xlaprobe.check import REFERENCE, CheckResult, check_program, judge
 from xlaprobe.checker import Checker
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.errors import InvalidArgument, NotReproducible
-from xlaprobe.hlo import CALLED, HloText
+from xlaprobe.hlo import kernel_text
 from xlaprobe.localize import fusion as fusion_mod
 from xlaprobe.localize import repro as repro_mod
 from xlaprobe.localize.bisect import RERUNS
@@ -704,45 +703,6 @@ def _write_repro(path: Path, args: tuple[Any, ...], mutant: str, *, verify: bool
         finally:
             spare.unlink(missing_ok=True)
     return source, form, exit_code, notes
-
-
-def kernel_text(text: str, kernels: Sequence[str]) -> str:
-    """The HLO text of `kernels` (fusion or other instruction names) in an optimized module:
-    every computation they call, transitively, then their own instruction lines.
-
-    Args:
-        text: optimized HLO module text.
-        kernels: instruction names (without ``%``).
-
-    Returns:
-        HLO text ("" when none of the names is in the module).
-    """
-    hlo = HloText(text)
-    instructions = list(hlo.instructions())
-    by_name = {i.name: i for i in instructions}
-    blocks: dict[str, tuple[int, int]] = {}
-    start, name = -1, ""
-    for index, line in enumerate(hlo.lines):
-        header = re.match(r"^(?:ENTRY )?%([\w.\-]+) \(.*\) -> .* \{$", line)
-        if header:
-            start, name = index, header.group(1)
-        elif line.strip() == "}" and start >= 0:
-            blocks[name] = (start, index)
-            start = -1
-    called: list[str] = []
-    stack = [by_name[k] for k in kernels if k in by_name]
-    roots = list(stack)
-    while stack:
-        instruction = stack.pop()
-        for _, names in CALLED.findall(instruction.attributes):
-            for computation in re.findall(r"%([\w.\-]+)", names):
-                if computation in blocks and computation not in called:
-                    called.append(computation)
-                    stack.extend(i for i in instructions if i.computation == computation)
-    ordered = sorted(called, key=lambda c: blocks[c][0])
-    parts = ["\n".join(hlo.lines[blocks[c][0]:blocks[c][1] + 1]) for c in ordered]
-    parts += [hlo.lines[i.line].strip() for i in roots]
-    return "\n\n".join(parts) + ("\n" if parts else "")
 
 
 def _failing_kernels(reduced: Program, pool: Any, config: Configuration,
