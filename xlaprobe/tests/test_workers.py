@@ -317,3 +317,33 @@ def test_no_orphans_when_the_parent_is_interrupted_or_killed(how, tmp_path):
     finally:
         child.kill()
         child.wait()
+
+
+def test_an_interpreters_own_exception_is_a_tool_error_and_xlas_is_not():
+    from xlaprobe.errors import UnsupportedPrimitive
+    from xlaprobe.workers import tool_error
+
+    class Interpreter:
+        interpreter = True
+
+    class XlaRuntimeError(RuntimeError):  # named as jaxlib's: the compiler's own error
+        pass
+
+    def raise_in_xlaprobe():
+        raise ValueError("bad params\nsecond line")
+
+    try:
+        raise_in_xlaprobe()
+    except ValueError as exc:
+        why = tool_error(exc, Interpreter())
+        assert why.startswith("ValueError: bad params (at test_workers.py:")
+        assert tool_error(exc, object()) == ""          # a compiler kind: its compile error
+    try:
+        try:
+            raise XlaRuntimeError("INTERNAL: rejected")
+        except XlaRuntimeError as inner:
+            raise TypeError("wrapped") from inner
+    except TypeError as exc:
+        assert tool_error(exc, Interpreter()) == ""     # XLA raised it: a finding
+    missing = UnsupportedPrimitive("cholesky", "xlaprobe/configs/reference.py")
+    assert "cholesky" in tool_error(missing, object())  # no rule: always xlaprobe's gap

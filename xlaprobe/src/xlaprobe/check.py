@@ -12,7 +12,7 @@ import numpy as np
 from xlaprobe.checker import Checker, Failure
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.oracle import Verdict, VerdictKind, judge_outcome, summary_kind
-from xlaprobe.outcome import Outcome
+from xlaprobe.outcome import Outcome, OutcomeKind
 from xlaprobe.program import Program
 from xlaprobe.triage import finding_key
 
@@ -99,6 +99,17 @@ class CheckResult:
         """True when there is no finding."""
         return not self.findings
 
+    @property
+    def incomplete(self) -> dict[str, str]:
+        """Configurations xlaprobe itself could not run or judge, each with why: a tool error
+        of its interpreters (`xlaprobe.outcome.OutcomeKind.TOOL_ERROR`), and the float64
+        reference when it was asked for but did not run (the oracle never judged; the other
+        configurations were compared with each other only). Empty when the check is complete."""
+        gaps = {c: f"{o.kind.value}: {o.error.strip().splitlines()[-1] if o.error.strip() else ''}"
+                for c, o in zip(self.configs, self.outcomes)
+                if o.kind is OutcomeKind.TOOL_ERROR or (c == REFERENCE and not o.ran)}
+        return gaps
+
     def failure(self, spec: str) -> Failure | None:
         """The failure configuration `spec` shows (`xlaprobe.checker.Failure`); None when it
         passed, did not run here, or the check was not judged against the float64 reference
@@ -130,6 +141,7 @@ class CheckResult:
                  "outputs": [x.to_json() for x in v]}
                 for c, o, v in zip(self.configs, self.outcomes, self.verdicts)],
             "findings": [f.to_json() for f in self.findings],
+            "incomplete": self.incomplete,
         }
 
 

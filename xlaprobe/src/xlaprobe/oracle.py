@@ -52,11 +52,14 @@ class VerdictKind(enum.Enum):
     TIMEOUT = "timeout"
     COMPILE_ERROR = "compile-error"
     UNSUPPORTED = "unsupported"       # the configuration cannot run the program (an old release)
+    TOOL_ERROR = "tool-error"         # xlaprobe's interpreter could not run it: check incomplete
 
     @property
     def is_finding(self) -> bool:
-        """True for every kind a user must look at (not ok, not ftz, not unsupported)."""
-        return self not in (VerdictKind.OK, VerdictKind.FTZ, VerdictKind.UNSUPPORTED)
+        """True for every kind a user must look at as a compiler fault (not ok, not ftz, not
+        unsupported, not a tool error of xlaprobe's own)."""
+        return self not in (VerdictKind.OK, VerdictKind.FTZ, VerdictKind.UNSUPPORTED,
+                            VerdictKind.TOOL_ERROR)
 
     @property
     def is_numeric(self) -> bool:
@@ -79,8 +82,8 @@ class VerdictKind(enum.Enum):
 #: kinds in this order (`summary_kind`).
 SEVERITY: tuple[VerdictKind, ...] = (
     VerdictKind.CRASH, VerdictKind.TIMEOUT, VerdictKind.COMPILE_ERROR, VerdictKind.NAN_MISMATCH,
-    VerdictKind.INF_MISMATCH, VerdictKind.MISMATCH, VerdictKind.UNSUPPORTED, VerdictKind.FTZ,
-    VerdictKind.OK)
+    VerdictKind.INF_MISMATCH, VerdictKind.MISMATCH, VerdictKind.TOOL_ERROR, VerdictKind.UNSUPPORTED,
+    VerdictKind.FTZ, VerdictKind.OK)
 
 
 def summary_kind(kinds: Iterable[VerdictKind | str]) -> VerdictKind:
@@ -124,6 +127,7 @@ OUTCOME_VERDICT = {
     OutcomeKind.TIMEOUT: VerdictKind.TIMEOUT,
     OutcomeKind.COMPILE_ERROR: VerdictKind.COMPILE_ERROR,
     OutcomeKind.UNSUPPORTED: VerdictKind.UNSUPPORTED,
+    OutcomeKind.TOOL_ERROR: VerdictKind.TOOL_ERROR,
 }
 
 

@@ -16,6 +16,9 @@ class OutcomeKind(enum.Enum):
     CRASH = "crash"                  # the worker process died (abort, segfault, ...)
     TIMEOUT = "timeout"              # the run exceeded its time limit and the worker was killed
     UNSUPPORTED = "unsupported"      # the configuration cannot run this program (not a finding)
+    TOOL_ERROR = "tool-error"        # xlaprobe's own interpreter could not run it (not a finding;
+    #                                  the check is incomplete): no rule for a primitive, or a
+    #                                  Python exception in the interpreter rather than from XLA
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -38,6 +38,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 import weakref
 from collections.abc import Iterator, Sequence
 from multiprocessing import connection as mp_connection
@@ -46,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from xlaprobe.configs.registry import Configuration, get_kind
-from xlaprobe.errors import InvalidArgument, Unsupported, WorkerCrashed
+from xlaprobe.errors import InvalidArgument, Unsupported, UnsupportedPrimitive, WorkerCrashed
 from xlaprobe.outcome import Outcome, OutcomeKind
 from xlaprobe.program import Program
 
@@ -90,6 +91,35 @@ def _one_line(exc: BaseException) -> str:
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     text = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
     return text[:1000]
+
+
+#: Exception types raised by XLA itself (through jaxlib): a compile error of the compiler.
+_XLA_ERRORS = ("XlaRuntimeError", "JaxRuntimeError")
+
+
+def tool_error(exc: BaseException, kind: Any) -> str:
+    """Why `exc`, raised while `kind` ran a program, is xlaprobe's own failure rather than the
+    compiler's ("" when it is the compiler's): an interpreter of xlaprobe's (``kind.interpreter``:
+    eager, the reference) has no rule for a primitive, or raised a Python exception that XLA did
+    not (`_XLA_ERRORS`); the answer names the innermost xlaprobe source line.
+
+    Args:
+        exc: the exception.
+        kind: the configuration kind (`xlaprobe.configs.registry.ConfigKind`).
+    """
+    if isinstance(exc, UnsupportedPrimitive):
+        return _one_line(exc)
+    if not getattr(kind, "interpreter", False):
+        return ""
+    chain: BaseException | None = exc
+    while chain is not None:
+        if type(chain).__name__ in _XLA_ERRORS:
+            return ""
+        chain = chain.__cause__ or chain.__context__
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if "/xlaprobe/" in f.filename.replace("\\", "/")]
+    where = f" (at {frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno})" if frames else ""
+    return _one_line(exc)[:900] + where
 
 
 def _jax_settings() -> tuple[tuple[str, Any], ...]:
@@ -154,6 +184,7 @@ def _worker_main(conn: mp_connection.Connection, log_path: str, preload: tuple[s
             return
         os.ftruncate(2, 0)  # the log holds this task's output only
         started = time.perf_counter()
+        kind = None
         try:
             if payload is not None:
                 blob, inputs = payload
@@ -186,8 +217,10 @@ def _worker_main(conn: mp_connection.Connection, log_path: str, preload: tuple[s
             _send(conn, reply)
         except Unsupported as exc:  # the configuration cannot run this program: not a finding
             _send(conn, ("unsupported", _one_line(exc), time.perf_counter() - started))
-        except Exception as exc:  # compiler and interpreter errors: a COMPILE_ERROR outcome
-            _send(conn, ("error", _one_line(exc), time.perf_counter() - started))
+        except Exception as exc:  # compiler errors, or xlaprobe's own (a tool error)
+            why = tool_error(exc, kind) if kind is not None else ""
+            _send(conn, ("tool-error", why, time.perf_counter() - started) if why
+                  else ("error", _one_line(exc), time.perf_counter() - started))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -701,6 +734,8 @@ class WorkerPool:
             return Outcome(spec, OutcomeKind.COMPILE_ERROR, error=reply[1], seconds=reply[2])
         if reply[0] == "unsupported":
             return Outcome(spec, OutcomeKind.UNSUPPORTED, error=reply[1], seconds=reply[2])
+        if reply[0] == "tool-error":
+            return Outcome(spec, OutcomeKind.TOOL_ERROR, error=reply[1], seconds=reply[2])
         worker.kill()
         worker.discard()
         raise RuntimeError(f"unexpected reply from worker: {reply[0]!r}")  # a bug in this module

@@ -21,6 +21,9 @@ from xlaprobe.workers import WorkerPool
 
 #: Output leaves listed under the verdict table (``--all-outputs`` lists every one).
 MAX_DETAIL_ROWS = 20
+#: Exit code of a check with no finding that is incomplete (`CheckResult.incomplete`): the
+#: reference or an interpreter of xlaprobe's could not run, so "no finding" proves less.
+INCOMPLETE = 4
 
 
 def check_command(target: str, configs: str, *, input_spec: str, seed: int, db: Path,
@@ -66,7 +69,7 @@ def check_command(target: str, configs: str, *, input_spec: str, seed: int, db: 
         print(json.dumps(data, indent=2))
     else:
         print_result(result, artifacts, all_outputs)
-    return 1 if result.findings else 0
+    return 1 if result.findings else INCOMPLETE if result.incomplete else 0
 
 
 def print_result(result: CheckResult, artifacts: dict[str, str], all_outputs: bool) -> None:
@@ -119,5 +122,11 @@ def print_result(result: CheckResult, artifacts: dict[str, str], all_outputs: bo
             repro = "" if finding.config.startswith("jaxlib==") else f"python {where}/repro.py   or   "
             out.print(escape(f"  replay: {repro}xlaprobe check {where} --configs '{configs}'"),
                       soft_wrap=True)
-    if result.ok:
+    for config, why in result.incomplete.items():
+        out.print(f"[yellow]incomplete[/]: {escape(config)} could not run here ({escape(why)})"
+                  + ("; the other configurations were judged against each other only"
+                     if config == "reference" else ""), soft_wrap=True)
+    if result.ok and not result.incomplete:
         out.print("[green]all ok[/]")
+    elif result.ok:
+        out.print(f"[yellow]no finding, but the check is incomplete[/] (exit {INCOMPLETE})")

@@ -3,8 +3,9 @@ and printing is in its own module of this package (`check`, `findings`, `fuzz`, 
 `reduce`, `bisect`, `tune`), imported when the command runs so ``xlaprobe --help`` stays quick.
 
 Exit codes: 0 all ok, 1 findings, 2 bad input (one line on stderr, never a traceback), 3 an internal
-error of xlaprobe itself (a bug: one line on stderr, the traceback in a file it names), 130 on
-Ctrl-C (everything stored so far is kept).
+error of xlaprobe itself (a bug: one line on stderr, the traceback in a file it names), 4 (check) no
+finding but the check is incomplete (the float64 reference or one of xlaprobe's interpreters could
+not run the program), 130 on Ctrl-C (everything stored so far is kept).
 """
 
 from __future__ import annotations

@@ -149,6 +149,8 @@ class EagerKind:
     """`ConfigKind` for op-by-op execution (see module docstring)."""
 
     name = "eager"
+    #: xlaprobe's own interpreter: a Python exception it raises is a tool error, not a finding.
+    interpreter = True
     description = "op by op: each primitive is its own XLA computation, control flow in Python (no fusion)"
 
     def validate(self, config: Configuration) -> None:

@@ -1623,6 +1623,8 @@ class ReferenceKind:
     """
 
     name: str = "reference"
+    #: xlaprobe's own interpreter: an exception it raises is a tool error, not a finding.
+    interpreter: bool = True
     description: str = ("NumPy interpreter of the jaxpr, independent of XLA: float64 by default; "
                         "':native' rounds each op to the program's dtypes, ':ftz' also flushes "
                         "subnormals, ':mca[seed=N]' adds Monte Carlo arithmetic (error budget)")

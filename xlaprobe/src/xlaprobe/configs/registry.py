@@ -107,7 +107,12 @@ class Configuration:
 
 
 class ConfigKind(Protocol):
-    """What a configuration kind provides. One object per kind, registered by name."""
+    """What a configuration kind provides. One object per kind, registered by name.
+
+    A kind may also set ``interpreter = True`` (eager, the reference): it is xlaprobe's own
+    interpreter, so an exception it raises that does not come from XLA is a tool error
+    (`xlaprobe.workers.tool_error`), never a finding.
+    """
 
     name: str
     description: str
