@@ -34,9 +34,21 @@ def test_check_case_flags_finding_and_stores_it(tmp_path):
     assert finding["kind"] == "mismatch"
     assert pathlib.Path(finding["artifact"], "repro.py").is_file()
     listed = xlaprobe("findings", "--json", "--db", str(db))
-    assert "xla" in [f["config"] for f in json.loads(listed.stdout)]
+    assert {f["config"]: f["id"] for f in json.loads(listed.stdout)}["xla"] == finding["id"]
     table = xlaprobe("check", str(CASES / "dus_shifted_self_update.py"), "--db", str(db))
     assert table.returncode == 1 and "mismatch" in table.stdout and "replay" in table.stdout
+    # Each finding is printed with its id and the next commands, which find this store.
+    text = " ".join(table.stdout.split())
+    assert f"finding {finding['id']}: xla mismatch on 1 output," in text
+    assert f"next: xlaprobe localize {finding['id']} --db {db.resolve()};" in text
+
+
+def test_version_and_a_bare_command():
+    import jax
+    version = xlaprobe("--version")
+    assert version.returncode == 0 and f"jax {jax.__version__}" in version.stdout
+    bare = xlaprobe()
+    assert bare.returncode == 0 and "Commands" in bare.stdout and "error" not in bare.stderr
 
 
 def test_check_ok_exit_zero(tmp_path):

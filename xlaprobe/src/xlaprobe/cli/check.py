@@ -62,18 +62,26 @@ def check_command(target: str, configs: str, *, input_spec: str, seed: int, db: 
             result = check_program(program, parsed, pool, on_outcome=on_outcome)
         artifacts = save_finding_artifacts(result, db.parent / "artifacts")
         store.record_check(result, artifacts)
+        ids = {f.config: stored.id for f in result.findings
+               if (stored := store.finding_of(program.fingerprint, f.config)) is not None}
     if json_output:
         data = result.to_json()
         for item in data["findings"]:
             item["artifact"] = artifacts.get(item["config"])
+            item["id"] = ids.get(item["config"])
         print(json.dumps(data, indent=2))
     else:
-        print_result(result, artifacts, all_outputs)
+        # The next commands must find the same store from wherever the user stands.
+        where = "" if db == Path(".xlaprobe/xlaprobe.db") else f" --db {db.resolve()}"
+        print_result(result, artifacts, all_outputs, ids, where)
     return 1 if result.findings else INCOMPLETE if result.incomplete else 0
 
 
-def print_result(result: CheckResult, artifacts: dict[str, str], all_outputs: bool) -> None:
-    """The verdict table of a check, its output leaves not ok, and each finding's replay."""
+def print_result(result: CheckResult, artifacts: dict[str, str], all_outputs: bool,
+                 ids: dict[str, int] | None = None, db_option: str = "") -> None:
+    """The verdict table of a check, its output leaves not ok, and each finding's id (in the
+    store: what ``localize``, ``reduce``, ``bisect`` and ``findings`` take) and replay."""
+    ids = ids or {}
     p = result.program
     seed = f", seed {p.provenance.seed}" if p.provenance.seed is not None else ""
     out.print(f"[bold]{escape(p.provenance.name)}[/] ({p.provenance.source}{seed}): "
@@ -113,14 +121,20 @@ def print_result(result: CheckResult, artifacts: dict[str, str], all_outputs: bo
             out.print(f"... {len(rows) - MAX_DETAIL_ROWS} more (--all-outputs shows them)")
     for finding in result.findings:
         where = artifacts.get(finding.config)
-        out.print(f"[red]finding[/]: {escape(finding.config)} {finding.kind.value} on "
-                  f"{len(finding.outputs)} output(s), fingerprint {finding.fingerprint}")
+        number = f" {ids[finding.config]}" if finding.config in ids else ""
+        count = len(finding.outputs)
+        out.print(f"[red]finding{number}[/]: {escape(finding.config)} {finding.kind.value} on "
+                  f"{count} output{'s' if count != 1 else ''}, fingerprint {finding.fingerprint}")
         if where:
             configs = finding.config if finding.config == "reference" else f"{finding.config},reference"
             # repro.py runs under the installed jax: a finding of another release replays
             # through xlaprobe, which runs it in that release's environment.
             repro = "" if finding.config.startswith("jaxlib==") else f"python {where}/repro.py   or   "
             out.print(escape(f"  replay: {repro}xlaprobe check {where} --configs '{configs}'"),
+                      soft_wrap=True)
+        if number:
+            out.print(escape(f"  next: xlaprobe localize{number}{db_option}; xlaprobe reduce"
+                             f"{number}{db_option}; xlaprobe bisect{number}{db_option}"),
                       soft_wrap=True)
     for config, why in result.incomplete.items():
         out.print(f"[yellow]incomplete[/]: {escape(config)} could not run here ({escape(why)})"

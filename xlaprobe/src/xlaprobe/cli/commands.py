@@ -24,6 +24,23 @@ from xlaprobe.errors import XlaprobeError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Differential checking of XLA (from JAX): finds miscompilations.")
+
+
+def _version(value: bool) -> None:
+    if value:
+        import jax
+        from xlaprobe.version import __version__
+        print(f"xlaprobe {__version__} (jax {jax.__version__}, jaxlib {jax.lib.__version__})")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _options(version: Annotated[bool, typer.Option(
+        "--version", callback=_version, is_eager=True,
+        help="print the versions of xlaprobe, jax and jaxlib and exit")] = False) -> None:
+    """Differential checking of XLA (from JAX): finds miscompilations."""
+
+
 # Arguments and options several commands share.
 DEFAULT_DB = Path(".xlaprobe/xlaprobe.db")
 DbOption = Annotated[Path, typer.Option(help="SQLite store")]
@@ -324,6 +341,8 @@ def main() -> None:
         if type(exc).__name__ == "Abort":
             err.print("interrupted: results stored so far are kept")
             sys.exit(130)
+        if type(exc).__name__ == "NoArgsIsHelpError":  # a bare command: its help was printed
+            sys.exit(0)
         if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):
             err.print(f"[red]error:[/] {escape(exc.format_message())} (see xlaprobe --help)",
                       highlight=False, soft_wrap=True)
