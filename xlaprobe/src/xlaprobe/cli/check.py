@@ -92,7 +92,8 @@ def print_result(result: CheckResult, artifacts: dict[str, str], all_outputs: bo
     table = Table(show_lines=False)
     for column in ("configuration", "outcome", "time (s)", "verdict", "failing outputs",
                    "max abs", "max rel", "max ULP"):
-        table.add_column(column, justify="right" if column.startswith(("time", "max")) else "left")
+        table.add_column(column, justify="right" if column.startswith(("time", "max")) else "left",
+                         overflow="fold")
     colors = {VerdictKind.OK: "green", VerdictKind.FTZ: "yellow"}
     for config, outcome, verdicts in zip(result.configs, result.outcomes, result.verdicts):
         kind = summary_kind(v.kind for v in verdicts)
@@ -110,7 +111,7 @@ def print_result(result: CheckResult, artifacts: dict[str, str], all_outputs: bo
         detail = Table(title="output leaves" if all_outputs else "output leaves not ok")
         for column in ("configuration", "output", "verdict", "max abs", "max rel", "max ULP",
                        "share over", "worst: expected / actual", "detail"):
-            detail.add_column(column)
+            detail.add_column(column, overflow="fold")
         for v in rows[:MAX_DETAIL_ROWS if not all_outputs else None]:
             worst = f"{v.expected:.6g} / {v.actual:.6g}" if v.worst >= 0 else ""
             detail.add_row(escape(v.config), escape(v.output), v.kind.value, fmt(v.max_abs),

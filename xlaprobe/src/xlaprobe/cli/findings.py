@@ -46,7 +46,7 @@ def findings_command(finding_id: int | None, *, db: Path, json_output: bool) -> 
         return
     table = Table()
     for column in ("id", "program", "config", "kind", "bug", "also failing", "artifact"):
-        table.add_column(column)
+        table.add_column(column, overflow="fold")  # names and paths whole, never "…"
     for row in rows:
         also = ",".join(a for a in row["alike"] if a != row["config"])
         table.add_row(*(escape(str(v or "")) for v in (
