@@ -387,7 +387,7 @@ class _Decoder:
         def run(*args: Any) -> list[Any]:
             env = dict(zip(ids, [*consts, *args], strict=True))
             for k, (prim, atoms, params, outs) in enumerate(steps):
-                values = prim_bind(prim, [_read(env, a) for a in atoms], params, k)
+                values = _bind(prim, [_read(env, a) for a in atoms], params, k)
                 _need(len(values) == len(outs), f"equation {k} ({prim.name}) gives "
                       f"{len(values)} outputs, the file lists {len(outs)}")
                 for (var_id, spec), value in zip(outs, values):
@@ -451,7 +451,7 @@ def _read(env: dict[int, Any], atom: Any) -> Any:
     return env[atom["var"]]
 
 
-def prim_bind(prim: Any, values: list[Any], params: dict[str, Any], index: int) -> list[Any]:
+def _bind(prim: Any, values: list[Any], params: dict[str, Any], index: int) -> list[Any]:
     """Bind one primitive; any error of JAX's (a bad shape, dtype or parameter) is a corrupt file.
 
     Raises:
@@ -466,6 +466,11 @@ def prim_bind(prim: Any, values: list[Any], params: dict[str, Any], index: int) 
         raise CorruptArtifact(f"equation {index} ({prim.name}) is rejected by jax: "
                               f"{type(exc).__name__}: {first}") from None
     return list(outs) if prim.multiple_results else [outs]
+
+
+def _boolean(value: Any) -> bool:
+    _need(type(value) is bool, f"{_short(value)} is not true or false")
+    return value
 
 
 def _record(decoder: _Decoder, data: dict[str, Any]) -> Any:
@@ -541,7 +546,7 @@ _TAGS: dict[str, Callable[[_Decoder, dict[str, Any]], Any]] = {
     "record": _record,
     "prng_impl": _prng_impl,
     "replicated": _replicated,
-    "either": lambda d, data: _internals()[1](bool(data["right"]), d.value(data["val"])),
+    "either": lambda d, data: _internals()[1](_boolean(data["right"]), d.value(data["val"])),
     "ft.tuple": lambda d, data: _internals()[0].FTTuple(*d.items(data, "elts")),
     "ft.singleton": lambda d, data: _internals()[0].FTSingleton(d.value(data["val"])),
     "ft.static": lambda d, data: _internals()[0].FTStatic(d.value(data["val"])),
