@@ -104,7 +104,7 @@ def typed_ndarray(value: Any, aval: Any) -> Any:
     return TypedNdArray(value, aval)
 
 
-def typed_scalar(value: int | float | complex, dtype: Any) -> Any:
+def typed_scalar(value: complex, dtype: Any) -> Any:
     """A weakly typed Python scalar literal of `dtype` (jax >= 0.10's ``TypedInt``/``TypedFloat``/
     ``TypedComplex``, how jaxprs hold Python-number literals).
 
