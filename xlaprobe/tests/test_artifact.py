@@ -81,7 +81,7 @@ def test_narrow_dtypes_round_trip(tmp_path):
 def test_corrupt_artifacts(tmp_path):
     case = load_case(str(CASES / "while_loop_skipped.py"))
     directory = save_artifact(case.program, tmp_path / "w")
-    (directory / "jaxpr.pkl").write_bytes(b"garbage")
+    (directory / "jaxpr.json").write_bytes(b"garbage")
     with pytest.raises(CorruptArtifact):
         load_artifact(directory)
     (directory / "inputs.npz").unlink()

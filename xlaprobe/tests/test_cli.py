@@ -252,6 +252,15 @@ def test_findings_shows_one_finding_and_counts_distinct_bugs(tmp_path):
     detail = json.loads(xlaprobe("findings", str(row["id"]), "--json", "--db", str(db)).stdout)
     assert detail["bug"]
     assert detail["localizations"][0]["equation"]["primitive"] == "dynamic_update_slice"
+    # A finding whose artifact was swapped for a crafted schema-1 one (a pickle that writes a
+    # file) is refused by id too: one line, exit 2, nothing written.
+    from test_jaxpr_json import _schema_one
+    sentinel = tmp_path / "written"
+    _schema_one(pathlib.Path(row["artifact"]), sentinel)
+    for verb in ("localize", "reduce"):
+        run = xlaprobe(verb, str(row["id"]), "--db", str(db))
+        assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1, run.stderr
+        assert "no longer loads" in run.stderr and not sentinel.exists()
 
 
 def test_a_stored_localization_reads_in_both_formats():
@@ -279,3 +288,25 @@ def test_a_check_the_reference_cannot_judge_is_incomplete_not_ok(tmp_path):
     assert "cholesky" in data["incomplete"]["reference"]
     reference = {c["config"]: c for c in data["configs"]}["reference"]
     assert reference["outcome"] == "tool-error" and reference["verdict"] == "tool-error"
+
+
+def _tree_bytes(root):
+    return {p: p.read_bytes() for p in sorted(pathlib.Path(root).rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("crafted", ["schema 1 jaxpr.pkl", "pickle as consts.npz",
+                                     "unknown primitive", "tag outside the whitelist"])
+def test_check_of_a_crafted_artifact_writes_nothing_one_line_exit_2(tmp_path, crafted):
+    """Issue 14: a shared artifact whose loading would write a file: nothing is written, one line
+    on stderr, exit 2 (and no store is created)."""
+    from test_jaxpr_json import CRAFTED, make_artifact
+    tamper = {c[0]: c[1] for c in CRAFTED}[crafted]
+    directory = make_artifact(tmp_path / "artifact")
+    sentinel = tmp_path / "written"
+    tamper(directory, sentinel)
+    before = _tree_bytes(tmp_path)
+    run = xlaprobe("check", str(directory), "--db", str(tmp_path / "db" / "x.db"), cwd=tmp_path)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1 and run.stdout == "", run.stderr
+    assert not sentinel.exists()
+    assert _tree_bytes(tmp_path) == before  # nothing written anywhere under the test's folder

@@ -6,12 +6,18 @@ Layout::
     inputs.npz         the inputs (narrow float types stored as their bit patterns)
     reference.npz      reference outputs (float64 for floats), when known
     expected.npz       known right outputs (a case's expected()), when known
-    jaxpr.pkl          the canonical jaxpr (xlaprobe.jaxprs.dumps_jaxpr): eager and reference rerun
+    jaxpr.json         the canonical jaxpr as data (xlaprobe.jaxpr_json): eager and reference rerun
+    consts.npz         the jaxpr's constants (loaded with allow_pickle=False)
     module.jax_export  the program serialized with jax.export: runs with jax alone (absent when
                        jax.export cannot serialize the program, e.g. host callbacks; metadata's
                        export_error says why)
     repro.py           standalone reproducer: compiles module.jax_export under the failing
                        configuration's compiler options and prints the mismatch against reference.npz
+
+Loading an artifact never runs code from it: every file is JSON or NumPy arrays read with
+``allow_pickle=False``, and the jaxpr names its primitives and parameter types from closed tables
+(see `xlaprobe.jaxpr_json`). Artifacts of schema 1 held a pickled ``jaxpr.pkl``; they are refused,
+not unpickled, with a line saying how to regenerate them.
 """
 
 from __future__ import annotations
@@ -26,13 +32,14 @@ import jax
 import ml_dtypes
 import numpy as np
 
-from xlaprobe import jaxcompat, jaxprs
+from xlaprobe import jaxcompat, jaxpr_json
 from xlaprobe.version import __version__
 from xlaprobe.errors import CorruptArtifact, InvalidArgument
 from xlaprobe.program import Program, Provenance, Tolerance, enable_x64_for
 
-ARTIFACT_SCHEMA = 1
-_FILES = ("metadata.json", "inputs.npz", "jaxpr.pkl")
+#: 2: the jaxpr as data (jaxpr.json, consts.npz); 1: a pickled jaxpr.pkl (no longer loaded).
+ARTIFACT_SCHEMA = 2
+_FILES = ("metadata.json", "inputs.npz", "jaxpr.json", "consts.npz")
 
 
 def _pack(arrays: Sequence[np.ndarray]) -> tuple[dict[str, np.ndarray], list[str]]:
@@ -112,7 +119,13 @@ def save_artifact(program: Program, directory: str | Path, *,
 
     Returns:
         The directory path.
+
+    Raises:
+        TypeError: the jaxpr holds something `xlaprobe.jaxpr_json` does not describe (a host
+            callback's Python function, say); nothing is written then.
+        OSError: the directory cannot be written.
     """
+    jaxpr_text, consts = jaxpr_json.dumps(program.jaxpr)
     root = Path(directory)
     root.mkdir(parents=True, exist_ok=True)
     input_dtypes = _save_arrays(root / "inputs.npz", program.inputs)
@@ -136,7 +149,9 @@ def save_artifact(program: Program, directory: str | Path, *,
         metadata["reference_dtypes"] = _save_arrays(root / "reference.npz", reference)
     if program.expected is not None:
         metadata["expected_dtypes"] = _save_arrays(root / "expected.npz", program.expected)
-    (root / "jaxpr.pkl").write_bytes(jaxprs.dumps_jaxpr(program.jaxpr))
+    (root / "jaxpr.json").write_text(jaxpr_text)
+    (root / "consts.npz").write_bytes(consts)
+    (root / "jaxpr.pkl").unlink(missing_ok=True)  # a schema-1 artifact rewritten in place
     try:
         (root / "module.jax_export").write_bytes(export_module(program))
     except Exception as exc:  # e.g. host callbacks, which jax.export cannot serialize
@@ -161,10 +176,10 @@ def save_finding_artifacts(result: Any, root: str | Path,
         configs: the failing configurations to save; None: every finding's.
 
     Returns:
-        configuration spec -> artifact directory. A write that fails (OSError, a program that
-        does not pickle) is left out with a warning on stderr: the finding itself is still stored.
+        configuration spec -> artifact directory. A write that fails (OSError, a program the
+        artifact format does not describe) is left out with a warning on stderr: the finding
+        itself is still stored.
     """
-    import pickle
     import sys
 
     from xlaprobe.check import REFERENCE
@@ -184,7 +199,7 @@ def save_finding_artifacts(result: Any, root: str | Path,
                           repro_config=finding.config, compiler_options=options,
                           note=f"{finding.kind.value} on {list(finding.outputs)}; fingerprint "
                                f"{finding.fingerprint}")
-        except (OSError, pickle.PicklingError) as exc:
+        except (OSError, TypeError) as exc:
             print(f"warning: could not write the artifact of {finding.config} to {directory}: "
                   f"{exc}", file=sys.stderr)
             continue
@@ -201,14 +216,19 @@ def load_artifact(directory: str | Path) -> Program:
     """Load a Program saved by `save_artifact`; the provenance source becomes ``"artifact"`` only in
     name: the original provenance is kept.
 
+    Nothing in the directory is unpickled, imported or called (see the module docstring).
+
     Raises:
         InvalidArgument: not a directory.
-        CorruptArtifact: a required file is missing or unreadable, or the jaxpr does not match the
-            recorded inputs.
+        CorruptArtifact: a required file is missing or unreadable, the jaxpr names an unknown
+            primitive or type or does not type-check, it does not match the recorded inputs, or
+            the artifact is of schema 1 (a pickle, refused with how to regenerate it).
     """
     root = Path(directory)
     if not root.is_dir():
         raise InvalidArgument(f"no such artifact directory: {directory}")
+    if (root / "jaxpr.pkl").exists() and not (root / "jaxpr.json").exists():
+        raise CorruptArtifact(_old_artifact(root))
     missing = [name for name in _FILES if not (root / name).is_file()]
     if missing:
         raise CorruptArtifact(f"{directory} is not a complete artifact: missing {', '.join(missing)}")
@@ -234,7 +254,14 @@ def load_artifact(directory: str | Path) -> Program:
     expected = None
     if (root / "expected.npz").is_file() and "expected_dtypes" in metadata:
         expected = _unpack(root / "expected.npz", metadata["expected_dtypes"])
-    closed = jaxprs.loads_jaxpr((root / "jaxpr.pkl").read_bytes())
+    try:
+        jaxpr_text, consts = (root / "jaxpr.json").read_bytes(), (root / "consts.npz").read_bytes()
+    except OSError as exc:
+        raise CorruptArtifact(f"cannot read the jaxpr of {directory}: {exc}") from exc
+    try:
+        closed = jaxpr_json.loads(jaxpr_text, consts)
+    except CorruptArtifact as exc:
+        raise CorruptArtifact(f"{root / 'jaxpr.json'}: {exc}") from None
     avals = [v.aval for v in closed.jaxpr.invars]
     if len(avals) != len(inputs) or any(
             tuple(a.shape) != x.shape or np.dtype(a.dtype) != x.dtype for a, x in zip(avals, inputs)):
@@ -243,6 +270,27 @@ def load_artifact(directory: str | Path) -> Program:
         raise CorruptArtifact(f"{directory}: metadata lists {len(output_names)} outputs, the jaxpr "
                               f"has {len(closed.jaxpr.outvars)}")
     return Program(closed, inputs, provenance, output_names, tolerance, expected)
+
+
+def _old_artifact(root: Path) -> str:
+    """The one-line refusal of a schema-1 artifact, naming the command that regenerates it."""
+    import shlex
+
+    try:
+        provenance = Provenance.from_json(json.loads((root / "metadata.json").read_text())
+                                          ["provenance"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        provenance = None
+    command = "xlaprobe check <the program's model, case or FILE:FN>"
+    if provenance is not None and provenance.source in ("model", "user", "case"):
+        command = f"xlaprobe check {shlex.quote(str(provenance.name))}"
+        if provenance.input_spec:
+            command += f" --inputs {shlex.quote(str(provenance.input_spec))}"
+        if provenance.seed is not None:
+            command += f" --seed {provenance.seed}"
+    return (f"{root} is an artifact of an older xlaprobe: its jaxpr.pkl is a pickle, which "
+            "xlaprobe no longer loads because unpickling a shared file can run code; regenerate "
+            f"it with {command}")
 
 
 def artifact_config(directory: str | Path) -> str:

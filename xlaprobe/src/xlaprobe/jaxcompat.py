@@ -104,6 +104,35 @@ def typed_ndarray(value: Any, aval: Any) -> Any:
     return TypedNdArray(value, aval)
 
 
+def typed_scalar(value: complex, dtype: Any) -> Any:
+    """A weakly typed Python scalar literal of `dtype` (jax >= 0.10's ``TypedInt``/``TypedFloat``/
+    ``TypedComplex``, how jaxprs hold Python-number literals).
+
+    Raises:
+        TypeError: `value` is not an int, float or complex.
+    """
+    from jax._src import literals  # no public constructor
+    kinds = {int: literals.TypedInt, float: literals.TypedFloat, complex: literals.TypedComplex}
+    if type(value) not in kinds:
+        raise TypeError(f"a scalar literal must be an int, float or complex, not "
+                        f"{type(value).__name__}")
+    return kinds[type(value)](value, dtype)
+
+
+def shaped_array(shape: Sequence[int], dtype: Any, weak_type: bool = False) -> Any:
+    """The abstract value of an array (`jax.core.ShapedArray`)."""
+    return _core.ShapedArray(tuple(shape), dtype, weak_type=weak_type)
+
+
+def device_array(value: Any, weak_type: bool = False) -> Any:
+    """A `jax.Array` holding `value` as it is (no dtype canonicalization), optionally weakly
+    typed (as jax's own constants of Python scalars are)."""
+    import jax
+    from jax._src.lax import lax as lax_internal  # weak-typed arrays: no public constructor
+    array = jax.device_put(value)
+    return lax_internal._convert_element_type(array, weak_type=True) if weak_type else array
+
+
 def source_summary(eqn: Any) -> str:
     """``file:line (function)`` of the user code that made an equation, or "" when unknown."""
     try:

@@ -5,7 +5,8 @@ A Program's jaxpr is kept in *canonical form*: call-like wrappers whose forward 
 `primitives.PrimitiveFacts.inlined` marks) are inlined, and control flow (while, scan, cond) and the
 call-like primitives canonical form keeps (composite) keep canonical inner jaxprs. Canonical jaxprs
 hold no Python callables, so they pickle (with primitives pickled by reference) and travel to
-worker processes and into artifacts.
+worker processes. The pickle is for xlaprobe's own processes only: artifacts, which are shared,
+hold the data-only form of `xlaprobe.jaxpr_json` instead.
 """
 
 from __future__ import annotations
