@@ -1,0 +1,135 @@
+"""Command line: ``thesios validate``, ``thesios convert``, ``thesios sample``.
+
+Bad input prints one line on stderr and exits with code 2 (never a traceback).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from thesios.errors import ThesiosInputError
+from thesios.readers import ReadReport, read_thesios_csv
+from thesios.validate import METRICS, PAPER_BANDS, auto_fleet, validate
+from thesios.writers import write_parquet
+
+app = typer.Typer(add_completion=False, help=__doc__)
+
+
+def _parse_rate(rate: str) -> float:
+    try:
+        value = float(rate.split("/")[0]) / float(rate.split("/")[1]) if "/" in rate else float(rate)
+    except (ValueError, ZeroDivisionError):
+        raise ThesiosInputError(f"--rate: {rate!r} is not a number or a fraction like 1/10000") from None
+    if not (math.isfinite(value) and 0.0 < value <= 1.0):
+        raise ThesiosInputError(f"--rate must be in (0, 1], got {rate}")
+    return value
+
+
+@app.command("validate")
+def validate_cmd(
+    rate: Annotated[str, typer.Option(help="sampling rate p, e.g. 1e-4 or 1/10000")] = "1/10000",
+    days: Annotated[int, typer.Option(help="days of samples per disk (disk-days merged across days)")] = 4,
+    seed: Annotated[int, typer.Option(help="seed of the fleet and of the sampler")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+) -> None:
+    """Synthesize held-out disks of the embedded fleet from samples; compare with their real traces."""
+    p = _parse_rate(rate)
+    if days < 1:
+        raise ThesiosInputError("--days must be >= 1")
+    spec = auto_fleet(p, days=days, seed=seed)
+    err = Console(stderr=True)
+    if as_json:
+        result = validate(spec, rate=p, seed=seed, progress=lambda m: print(m, file=sys.stderr))
+        print(json.dumps(result.to_json(), indent=2))
+        return
+    with err.status("validating") as status:
+        result = validate(spec, rate=p, seed=seed, progress=lambda m: (status.update(m), err.log(m)))
+    table = Table(title=f"thesios validate: p={p:g}, {result.disks} sampled disks x {result.days} days, "
+                        f"{result.sampled_requests} samples, {result.seconds:.1f} s")
+    table.add_column("metric")
+    table.add_column("ours", justify="right")
+    table.add_column("paper band", justify="right")
+    table.add_column("at/above paper's lower bound")
+    for m in METRICS:
+        lo, hi = PAPER_BANDS[m]
+        ours = result.accuracy[m]
+        table.add_row(m, f"{ours:.1%}", f"{lo:.1%}-{hi:.1%}", "yes" if ours >= lo else "NO")
+    Console().print(table)
+    Console().print(f"groups found: {result.groups}, purity vs generator classes: {result.purity:.1%}; "
+                    f"disk-days merged per synthesized disk: {result.coverage:.2f}/p")
+
+
+@app.command("convert")
+def convert_cmd(
+    inputs: Annotated[list[Path], typer.Argument(help="Thesios CSV shards (.csv, .csv.gz)")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Parquet file to write (atomically)")],
+    lenient: Annotated[bool, typer.Option(help="skip and count malformed rows instead of failing")] = False,
+) -> None:
+    """Convert Thesios CSV shards into one Parquet trace."""
+    import pyarrow as pa
+
+    report = ReadReport()
+    tables = [read_thesios_csv(path, lenient=lenient, report=report) for path in inputs]
+    if len({t.schema for t in tables}) > 1:
+        raise ThesiosInputError("shards differ in columns (some have 'latency', some not)")
+    if not output.parent.is_dir():
+        raise ThesiosInputError(f"{output.parent}: no such folder")
+    write_parquet(pa.concat_tables(tables), output)
+    msg = f"{report.rows} rows -> {output}; {report.header_repeats} repeated headers dropped"
+    if report.skipped:
+        msg += f"; {report.skipped} malformed rows skipped (first: {report.examples[0]})"
+    Console(stderr=True).print(msg)
+
+
+@app.command("sample")
+def sample_cmd(
+    output: Annotated[Path, typer.Option("--output", "-o", help="Parquet file of samples (+ disk_id)")],
+    rate: Annotated[str, typer.Option(help="sampling rate p")] = "1/10000",
+    disks_per_class: Annotated[int, typer.Option(help="disks per class of the default fleet")] = 100,
+    days: Annotated[int, typer.Option(help="days")] = 1,
+    seed: Annotated[int, typer.Option(help="seed")] = 0,
+) -> None:
+    """Write Bernoulli samples of the embedded default fleet as a Parquet trace with ``disk_id``."""
+    from thesios.fleet import FleetGenerator, default_fleet
+
+    p = _parse_rate(rate)
+    if disks_per_class < 1 or days < 1:
+        raise ThesiosInputError("--disks-per-class and --days must be >= 1")
+    gen = FleetGenerator(default_fleet(disks_per_class=disks_per_class, days=days, seed=seed))
+    samples = gen.sample_fleet(p, np.random.default_rng([seed, 10])).sorted_by_time()
+    write_parquet(samples.to_table(gen.applications), output)
+    Console(stderr=True).print(f"{len(samples)} samples of {gen.spec.n_disks} disks x {days} days -> {output}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the app; bad input becomes one line on stderr and exit code 2."""
+    args = list(sys.argv[1:] if argv is None else argv) or ["--help"]
+    try:
+        app(args=args, standalone_mode=False)
+    except ThesiosInputError as err:
+        print(f"thesios: error: {err}", file=sys.stderr)
+        sys.exit(2)
+    except OSError as err:
+        print(f"thesios: error: {err.filename or ''}: {err.strerror or err}", file=sys.stderr)
+        sys.exit(2)
+    except Exception as err:
+        # Usage errors of typer's bundled click (not importable as `click`): one line, exit 2.
+        if hasattr(err, "format_message") and hasattr(err, "exit_code"):
+            print(f"thesios: error: {err.format_message()}", file=sys.stderr)
+            sys.exit(2)
+        if type(err).__name__ == "Abort":
+            sys.exit(130)
+        raise
+
+
+if __name__ == "__main__":
+    main()
