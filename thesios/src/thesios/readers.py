@@ -118,8 +118,8 @@ def read_thesios_csv(path: str | Path, lenient: bool = False, report: ReadReport
         )
     except pa.ArrowInvalid as err:
         raise TraceFormatError(f"{path}: {err}") from None
-    # Row numbers from the handler count non-empty rows after skip_rows: +1 for the header.
-    invalid_idx = np.array([n for n, _ in bad_rows], dtype=np.int64)  # index into `lines` = n
+    # The handler numbers non-empty rows from 1, the header included: row n is lines[n - 1].
+    invalid_idx = np.array([n - 1 for n, _ in bad_rows], dtype=np.int64)
     keep_mask = np.ones(len(lines), dtype=bool)
     keep_mask[0] = False
     if len(invalid_idx):
@@ -128,7 +128,7 @@ def read_thesios_csv(path: str | Path, lenient: bool = False, report: ReadReport
     if len(row_lines) != raw.num_rows:  # defensive: never report a wrong line number
         row_lines = np.full(raw.num_rows, -1, dtype=np.int64)
     errors: list[tuple[int, str]] = [
-        (int(lines[min(n, len(lines) - 1)]), reason) for n, reason in bad_rows
+        (int(lines[min(n - 1, len(lines) - 1)]), reason) for n, reason in bad_rows
     ]
 
     is_header = pc.equal(raw.column("filename"), "filename")

@@ -1,0 +1,192 @@
+"""Thesios CSV shard reader and Parquet writer on fixtures with the exact 17-column schema."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from thesios.cli import main
+from thesios.errors import TraceFormatError
+from thesios.readers import ReadReport, read_thesios_csv
+from thesios.schema import THESIOS_COLUMNS, THESIOS_SCHEMA, THESIOS_SCHEMA_WITH_LATENCY
+from thesios.writers import read_parquet, write_parquet
+
+FIX = Path(__file__).parent / "fixtures"
+SHARD = FIX / "thesios_shard.csv"
+SHARD_LAT = FIX / "thesios_shard_latency.csv"
+
+
+def lines_of(path: Path) -> list[str]:
+    return path.read_text().splitlines()
+
+
+def write_lines(path: Path, lines: list[str]) -> Path:
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_schema_has_the_17_public_columns_in_order():
+    assert len(THESIOS_COLUMNS) == 17
+    assert THESIOS_SCHEMA.names == list(THESIOS_COLUMNS)
+    assert lines_of(SHARD)[0].split(",") == list(THESIOS_COLUMNS)
+
+
+def test_reads_shard_and_drops_repeated_header():
+    raw = lines_of(SHARD)
+    header_repeats = sum(1 for line in raw if line == raw[0]) - 1
+    assert header_repeats == 1  # the fixture repeats the header mid-file, like real shards
+    report = ReadReport()
+    table = read_thesios_csv(SHARD, report=report)
+    assert table.schema == THESIOS_SCHEMA
+    assert table.num_rows == len(raw) - 1 - header_repeats
+    assert report.header_repeats == 1 and report.skipped == 0
+    ops = set(table.column("op_type").to_pylist())
+    assert ops <= {"READ", "WRITE"}
+    # The values round-trip: the first data row, field by field.
+    first = raw[1].split(",")
+    row = table.slice(0, 1).to_pylist()[0]
+    assert row["filename"] == first[0]
+    assert row["file_offset"] == int(first[1])
+    assert row["start_time"] == float(first[13])
+    assert row["cache_hit"] == int(first[9])
+    # Writes and hits have no disk time; misses do.
+    hit = np.array(table.column("cache_hit").to_pylist())
+    dt = np.array(table.column("disk_time").to_pylist())
+    assert np.all(dt[hit != 0] == 0) and np.all(dt[hit == 0] > 0)
+
+
+def test_reads_the_optional_latency_column():
+    table = read_thesios_csv(SHARD_LAT)
+    assert table.schema == THESIOS_SCHEMA_WITH_LATENCY
+    assert table.num_rows == len(lines_of(SHARD_LAT)) - 1
+    lat = np.array(table.column("latency").to_pylist())
+    sim = np.array(table.column("simulated_latency").to_pylist())
+    np.testing.assert_allclose(lat - sim, 0.0005, atol=1e-12)
+
+
+def test_reads_gzip_shards(tmp_path):
+    gz = tmp_path / "shard.csv.gz"
+    gz.write_bytes(gzip.compress(SHARD.read_bytes()))
+    assert read_thesios_csv(gz).equals(read_thesios_csv(SHARD))
+
+
+def test_empty_optional_fields_become_nulls(tmp_path):
+    raw = lines_of(SHARD)
+    fields = raw[1].split(",")
+    fields[15] = fields[16] = ""
+    table = read_thesios_csv(write_lines(tmp_path / "s.csv", [raw[0], ",".join(fields)]))
+    assert table.column("simulated_latency").null_count == 1
+
+
+@pytest.mark.parametrize(
+    ("edit", "line", "reason"),
+    [
+        (lambda f: f[:-1], 5, "expected 17 fields, got 16"),
+        (lambda f: [*f, "x"], 5, "expected 17 fields, got 18"),
+        (lambda f: f[:1] + ["12ab"] + f[2:], 5, "file_offset: '12ab' is not a number"),
+        (lambda f: f[:13] + ["-3.0"] + f[14:], 5, "start_time negative"),
+        (lambda f: f[:13] + ["inf"] + f[14:], 5, "start_time: 'inf' is not a number"),
+        (lambda f: f[:6] + ["DELETE"] + f[7:], 5, "op_type not READ/WRITE"),
+        (lambda f: f[:9] + ["7"] + f[10:], 5, "cache_hit not in {-1, 0, 1}"),
+        (lambda f: f[:10] + ["-4096"] + f[11:], 5, "request_io_size_bytes negative"),
+    ],
+)
+def test_malformed_row_reports_file_and_line(tmp_path, edit, line, reason):
+    raw = lines_of(SHARD)
+    raw[line - 1] = ",".join(edit(raw[line - 1].split(",")))
+    path = write_lines(tmp_path / "bad.csv", raw)
+    with pytest.raises(TraceFormatError) as err:
+        read_thesios_csv(path)
+    assert str(err.value).startswith(f"{path}:{line}: {reason}")
+    report = ReadReport()
+    table = read_thesios_csv(path, lenient=True, report=report)
+    assert report.skipped == 1 and table.num_rows == read_thesios_csv(SHARD).num_rows - 1
+    assert report.examples[0].startswith(f"{path}:{line}: ")
+
+
+def test_line_numbers_count_blank_lines_and_crlf(tmp_path):
+    raw = lines_of(SHARD)
+    bad = raw[3].split(",")[:-2]
+    lines = [raw[0], raw[1], "", raw[2], ",".join(bad), *raw[4:]]
+    path = tmp_path / "crlf.csv"
+    path.write_bytes(("\r\n".join(lines) + "\r\n").encode())
+    with pytest.raises(TraceFormatError, match=rf"^{path}:5: expected 17 fields, got 15"):
+        read_thesios_csv(path)
+
+
+def test_truncated_shard_fails_on_its_last_line(tmp_path):
+    data = SHARD.read_bytes()
+    cut = data[: data.rfind(b",", 0, len(data) - 30)]  # cut inside the last row
+    path = tmp_path / "trunc.csv"
+    path.write_bytes(cut)
+    n_lines = cut.count(b"\n") + 1
+    with pytest.raises(TraceFormatError, match=rf"^{path}:{n_lines}: expected 17 fields"):
+        read_thesios_csv(path)
+
+
+def test_wrong_column_order_fails_on_line_1(tmp_path):
+    raw = lines_of(SHARD)
+    names = raw[0].split(",")
+    names[0], names[1] = names[1], names[0]
+    path = write_lines(tmp_path / "order.csv", [",".join(names), *raw[1:]])
+    with pytest.raises(TraceFormatError, match=rf"^{path}:1: header is not the 17 Thesios columns"):
+        read_thesios_csv(path)
+
+
+def test_parquet_round_trip_is_exact(tmp_path):
+    table = read_thesios_csv(SHARD)
+    out = write_parquet(table, tmp_path / "t.parquet")
+    assert read_parquet(out).equals(table)
+    assert [p.name for p in tmp_path.iterdir()] == ["t.parquet"]  # no temp file left
+
+
+def test_parquet_writer_leaves_old_file_on_failure(tmp_path):
+    out = tmp_path / "t.parquet"
+    out.write_bytes(b"old")
+    with pytest.raises(Exception):
+        write_parquet("not a table", out)  # type: ignore[arg-type]
+    assert out.read_bytes() == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["t.parquet"]
+
+
+def test_convert_cli_writes_parquet_and_fails_cleanly(tmp_path, capsys):
+    out = tmp_path / "out.parquet"
+    main(["convert", str(SHARD), str(SHARD), "-o", str(out)])
+    assert read_parquet(out).num_rows == 2 * read_thesios_csv(SHARD).num_rows
+    capsys.readouterr()
+    raw = lines_of(SHARD)
+    raw[6] = raw[6][:-5] + ",x,y"
+    bad = write_lines(tmp_path / "bad.csv", raw)
+    out2 = tmp_path / "out2.parquet"
+    with pytest.raises(SystemExit) as exc:
+        main(["convert", str(bad), "-o", str(out2)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and f"{bad}:7:" in err
+    assert not out2.exists()
+    main(["convert", str(bad), "-o", str(out2), "--lenient"])
+    assert read_parquet(out2).num_rows == read_thesios_csv(SHARD).num_rows - 1
+    with pytest.raises(SystemExit) as exc:
+        main(["convert", str(SHARD), str(SHARD_LAT), "-o", str(tmp_path / "mixed.parquet")])
+    assert exc.value.code == 2
+
+
+def test_line_numbers_stay_right_after_skipped_rows(tmp_path):
+    raw = lines_of(SHARD)
+    raw[3] = ",".join(raw[3].split(",")[:-1])  # line 4: short row, dropped by the parser
+    f = raw[30].split(",")  # line 31, after the repeated header
+    f[14] = "soon"
+    raw[30] = ",".join(f)
+    path = write_lines(tmp_path / "two.csv", raw)
+    report = ReadReport()
+    read_thesios_csv(path, lenient=True, report=report)
+    assert report.skipped == 2
+    assert report.examples == [
+        f"{path}:4: expected 17 fields, got 16",
+        f"{path}:31: disk_time: 'soon' is not a number",
+    ]
+    with pytest.raises(TraceFormatError, match=r":4: expected 17 fields, got 16 \(and 1 more bad rows\)$"):
+        read_thesios_csv(path)
