@@ -39,20 +39,19 @@ def validate_cmd(
     rate: Annotated[str, typer.Option(help="sampling rate p, e.g. 1e-4 or 1/10000")] = "1/10000",
     days: Annotated[int, typer.Option(help="days of samples per disk (disk-days merged across days)")] = 4,
     seed: Annotated[int, typer.Option(help="seed of the fleet and of the sampler")] = 0,
+    held_out: Annotated[int, typer.Option(help="held-out disks per class (full traces)")] = 2,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
 ) -> None:
     """Synthesize held-out disks of the embedded fleet from samples; compare with their real traces."""
     p = _parse_rate(rate)
-    if days < 1:
-        raise ThesiosInputError("--days must be >= 1")
-    spec = auto_fleet(p, days=days, seed=seed)
+    spec = auto_fleet(p, days=days, seed=seed, held_out_per_class=held_out)
     err = Console(stderr=True)
     if as_json:
-        result = validate(spec, rate=p, seed=seed, progress=lambda m: print(m, file=sys.stderr))
+        result = validate(spec, rate=p, seed=seed, held_out_per_class=held_out, progress=lambda m: print(m, file=sys.stderr))
         print(json.dumps(result.to_json(), indent=2))
         return
     with err.status("validating") as status:
-        result = validate(spec, rate=p, seed=seed, progress=lambda m: (status.update(m), err.log(m)))
+        result = validate(spec, rate=p, seed=seed, held_out_per_class=held_out, progress=lambda m: (status.update(m), err.log(m)))
     table = Table(title=f"thesios validate: p={p:g}, {result.disks} sampled disks x {result.days} days, "
                         f"{result.sampled_requests} samples, {result.seconds:.1f} s")
     table.add_column("metric")

@@ -125,11 +125,18 @@ class ValidationResult:
         }
 
 
-def auto_fleet(rate: float, days: int = 4, seed: int = 0, max_disks_per_class: int = 2501) -> FleetSpec:
-    """The default fleet sized so each class has 1/p disk-days besides its held-out disk."""
+def auto_fleet(rate: float, days: int = 4, seed: int = 0, held_out_per_class: int = 2) -> FleetSpec:
+    """The default fleet sized so each class has 1/p disk-days besides its held-out disks.
+
+    At p = 1/10,000 over 4 days that is 2,502 disks per class, 10,008 sampled disks.
+    """
     if not 0.0 < rate <= 1.0:
         raise ThesiosInputError(f"sampling rate must be in (0, 1], got {rate}")
-    per_class = min(max_disks_per_class, math.ceil(1.0 / (rate * days)) + 1)
+    if days < 1 or held_out_per_class < 1:
+        raise ThesiosInputError("days and held-out disks per class must be >= 1")
+    per_class = math.ceil(1.0 / (rate * days)) + held_out_per_class
+    if per_class * len(default_fleet().classes) > 200_000:
+        raise ThesiosInputError(f"p={rate:g} over {days} days needs {per_class} disks per class; use more days")
     return default_fleet(disks_per_class=max(per_class, 2), days=days, seed=seed)
 
 
@@ -138,6 +145,7 @@ def validate(
     rate: float = 1e-4,
     seed: int = 0,
     window_s: float = 3600.0,
+    held_out_per_class: int = 2,
     progress: Callable[[str], None] | None = None,
 ) -> ValidationResult:
     """Run the validation described in this module's docstring; returns accuracies in [0, 1].
@@ -147,7 +155,7 @@ def validate(
     """
     t_begin = time.perf_counter()
     say = progress or (lambda _msg: None)
-    spec = spec or auto_fleet(rate, seed=seed)
+    spec = spec or auto_fleet(rate, seed=seed, held_out_per_class=held_out_per_class)
     gen = FleetGenerator(spec)
     rng = np.random.default_rng([seed, 10])
     say(f"sampling {spec.n_disks} disks x {spec.days} days at p={rate:g}")
@@ -157,14 +165,18 @@ def validate(
     grouping = identify(features, seed=seed)
     truth = spec.disk_class(np.arange(spec.n_disks))
     pur = purity(grouping.labels, truth)
-    held_out = [c * spec.disks_per_class for c in range(len(spec.classes))]
+    if not 1 <= held_out_per_class < spec.disks_per_class:
+        raise ThesiosInputError("need 1 <= held-out disks per class < disks per class")
+    held_out = [c * spec.disks_per_class + j for c in range(len(spec.classes)) for j in range(held_out_per_class)]
+    is_held_out = np.zeros(spec.n_disks, dtype=bool)
+    is_held_out[held_out] = True
     per_disk: dict[int, dict[str, float]] = {}
     coverages = []
     for disk in held_out:
         say(f"held-out disk {disk}: full trace, synthesis, reorganization")
         real = gen.generate(np.array([disk]), 0, 1.0, np.random.default_rng([seed, 20, disk])).sorted_by_time()
         members = np.flatnonzero(grouping.labels == grouping.labels[disk])
-        members = members[members != disk]
+        members = members[~is_held_out[members]]  # held-out disks never feed a synthesis
         result = synthesize(samples, members, rate, target_day=0, days=spec.days)
         coverages.append(result.coverage)
         m_real = window_metrics(real, 0, window_s)
