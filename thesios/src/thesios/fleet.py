@@ -208,7 +208,8 @@ class FleetGenerator:
         position = 0.5 * (h.astype(np.float64) / 2**32) + np.where(warm, 0.0, 0.5)
         seek_distance = np.abs(position - rng.random(n))  # head at a uniformly random track
         rot = hdd.rotation_time(rng.random(n))
-        service = hdd.seek_time(seek_distance) + rot + hdd.transfer_time(size, position)
+        transfer = hdd.transfer_time(size, position)
+        service = hdd.seek_time(seek_distance) + rot + transfer
         miss_read = is_read & (cache_hit == 0)
         return Requests(
             disk_id=disk.astype(np.int32),
@@ -222,6 +223,7 @@ class FleetGenerator:
             service_class=sclass,
             disk_time=np.where(miss_read, service, 0.0),
             rotation_time=np.where(miss_read, rot, 0.0),
+            transfer_time=np.where(miss_read, transfer, 0.0),
             app=np.full(n, ci, dtype=np.int16),
         )
 

@@ -34,6 +34,7 @@ class Requests:
         service_class: int8 index into :data:`thesios.schema.SERVICE_CLASSES`.
         disk_time: float64 seconds of HDD service (0 for hits and writes).
         rotation_time: float64 seconds, the rotational part of ``disk_time`` (NaN if unknown).
+        transfer_time: float64 seconds, the media-transfer part of ``disk_time`` (NaN if unknown).
         app: int16 index into the fleet's application names.
     """
 
@@ -48,6 +49,7 @@ class Requests:
     service_class: np.ndarray
     disk_time: np.ndarray
     rotation_time: np.ndarray
+    transfer_time: np.ndarray
     app: np.ndarray
 
     def __len__(self) -> int:
