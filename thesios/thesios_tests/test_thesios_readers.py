@@ -190,3 +190,39 @@ def test_line_numbers_stay_right_after_skipped_rows(tmp_path):
     ]
     with pytest.raises(TraceFormatError, match=r":4: expected 17 fields, got 16 \(and 1 more bad rows\)$"):
         read_thesios_csv(path)
+
+
+MSR = FIX / "msr_hm_0_head.csv"
+
+
+def test_reads_msr_cambridge_rows():
+    from thesios.readers import read_msr_csv
+
+    table = read_msr_csv(MSR)
+    assert table.schema == THESIOS_SCHEMA_WITH_LATENCY
+    assert table.num_rows == 8
+    row = table.slice(0, 1).to_pylist()[0]
+    assert row["filename"] == "hm/0" and row["op_type"] == "READ" and row["file_offset"] == 3779678208
+    assert row["request_io_size_bytes"] == 4096 and row["cache_hit"] == 0
+    # FILETIME 128166372003061629 ticks after 1601-01-01 UTC, converted with datetime independently
+    from datetime import datetime, timedelta, timezone
+
+    when = datetime(1601, 1, 1, tzinfo=timezone.utc) + timedelta(microseconds=128166372003061629 // 10)
+    assert when.isoformat().startswith("2007-02-22T17:00:00.306")
+    assert row["start_time"] == pytest.approx(when.timestamp(), abs=1e-6)
+    assert row["latency"] == pytest.approx(0.0061330)
+    assert table.column("disk_time").to_pylist()[1] == 0.0  # a write
+
+
+def test_msr_bad_rows_report_lines(tmp_path):
+    from thesios.readers import read_msr_csv
+
+    raw = lines_of(MSR)
+    raw[2] = raw[2].replace("Write", "Trim")
+    raw[5] = raw[5] + ",extra"
+    path = write_lines(tmp_path / "msr.csv", raw)
+    with pytest.raises(TraceFormatError, match=rf"^{path}:3: Type not Read/Write \(and 1 more bad rows\)$"):
+        read_msr_csv(path)
+    report = ReadReport()
+    assert read_msr_csv(path, lenient=True, report=report).num_rows == 6
+    assert report.examples == [f"{path}:3: Type not Read/Write", f"{path}:6: expected 7 fields, got 8"]

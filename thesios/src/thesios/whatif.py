@@ -45,8 +45,8 @@ def rpm_whatif(trace: Requests, rpm_from: float, rpm_to: float, scale_transfer: 
 class PowerModel:
     """HDD power states (watts) and the spin-up cost (joules, seconds).
 
-    Defaults are typical of a 3.5" 7200 RPM enterprise drive's data sheet: 8 W active, 5.5 W idle
-    spinning, 0.8 W standby, spin-up 24 J over 10 s (~2.4 W above idle... 15 s at 12 V peak).
+    Defaults are illustrative, of the order of a 3.5-inch 7200 RPM drive's data sheet (8 W active,
+    5.5 W idle spinning, 0.8 W standby, a 10 s spin-up costing 120 J); pass a drive's own numbers.
     """
 
     active_w: float = 8.0
