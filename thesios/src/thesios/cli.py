@@ -1,4 +1,4 @@
-"""Command line: ``thesios validate``, ``thesios convert``, ``thesios sample``.
+"""Command line: ``thesios validate``, ``thesios whatif``, ``thesios convert``, ``thesios sample``.
 
 Bad input prints one line on stderr and exits with code 2 (never a traceback).
 """
@@ -65,6 +65,45 @@ def validate_cmd(
     Console().print(table)
     Console().print(f"groups found: {result.groups}, purity vs generator classes: {result.purity:.1%}; "
                     f"disk-days merged per synthesized disk: {result.coverage:.2f}/p")
+
+
+@app.command("whatif")
+def whatif_cmd(
+    scenario: Annotated[list[str], typer.Option("--scenario", "-s", help="capacity:x2, rpm:5400, spin-down:zone=COLD,timeout=300s, cache:x2")],
+    rate: Annotated[str, typer.Option(help="sampling rate p")] = "1/1000",
+    days: Annotated[int, typer.Option(help="days of samples per disk")] = 4,
+    seed: Annotated[int, typer.Option(help="seed")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+) -> None:
+    """What-ifs on one synthesized disk per group of the embedded fleet, beside the baseline."""
+    from thesios.scenarios import parse_scenario, run_scenarios
+
+    p = _parse_rate(rate)
+    scenarios = [parse_scenario(s) for s in scenario]
+    scale = max([sc.factor for sc in scenarios if sc.kind == "capacity"], default=1.0)
+    spec = auto_fleet(p, days=days, seed=seed, held_out_per_class=1, scale=scale)
+    with Console(stderr=True).status("sampling, grouping, synthesizing"):
+        result = run_scenarios(spec, p, scenarios, seed=seed)
+    if as_json:
+        print(json.dumps(result, indent=2))
+        return
+    console = Console()
+    for g in result["groups"]:
+        table = Table(title=f"group {g['group']} ({g['disks']} disks)")
+        for col in ("scenario", "utilization", "peak hour", "read p50 ms", "read p99 ms", "other"):
+            table.add_column(col)
+        rows = [("baseline", g["baseline"])] + list(g["scenarios"].items())
+        for name, m in rows:
+            if "utilization" in m:
+                table.add_row(name, f"{m['utilization']:.2%}", f"{m['peak_hour_utilization']:.2%}",
+                              f"{m['read_latency_p50_s'] * 1e3:.1f}", f"{m['read_latency_p99_s'] * 1e3:.1f}", "")
+            elif "saving" in m:
+                table.add_row(name, "", "", "", "", f"energy saving {m['saving']:.1%}, {m['spin_ups']} spin-ups, "
+                              f"mean idle gap {m['mean_idle_gap_s']:.1f} s vs break-even {m['break_even_s']:.1f} s")
+            else:
+                table.add_row(name, "", "", "", "", f"LRU miss ratio {m['lru_miss_ratio']:.1%} -> {m['lru_miss_ratio_scaled']:.1%} "
+                              f"(Belady {m['belady_miss_ratio_scaled']:.1%})")
+        console.print(table)
 
 
 @app.command("convert")

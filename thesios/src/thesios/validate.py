@@ -125,8 +125,8 @@ class ValidationResult:
         }
 
 
-def auto_fleet(rate: float, days: int = 4, seed: int = 0, held_out_per_class: int = 2) -> FleetSpec:
-    """The default fleet sized so each class has 1/p disk-days besides its held-out disks.
+def auto_fleet(rate: float, days: int = 4, seed: int = 0, held_out_per_class: int = 2, scale: float = 1.0) -> FleetSpec:
+    """The default fleet sized so each class has ``scale``/p disk-days besides its held-out disks.
 
     At p = 1/10,000 over 4 days that is 2,502 disks per class, 10,008 sampled disks.
     """
@@ -134,7 +134,7 @@ def auto_fleet(rate: float, days: int = 4, seed: int = 0, held_out_per_class: in
         raise ThesiosInputError(f"sampling rate must be in (0, 1], got {rate}")
     if days < 1 or held_out_per_class < 1:
         raise ThesiosInputError("days and held-out disks per class must be >= 1")
-    per_class = math.ceil(1.0 / (rate * days)) + held_out_per_class
+    per_class = math.ceil(scale / (rate * days)) + held_out_per_class
     if per_class * len(default_fleet().classes) > 200_000:
         raise ThesiosInputError(f"p={rate:g} over {days} days needs {per_class} disks per class; use more days")
     return default_fleet(disks_per_class=max(per_class, 2), days=days, seed=seed)

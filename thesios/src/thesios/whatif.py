@@ -15,6 +15,7 @@ import numpy as np
 
 from thesios.errors import ThesiosInputError
 from thesios.requests import Requests
+from thesios.samplers import hash_sample_mask
 
 BLOCK_BYTES = 4096
 
@@ -126,6 +127,18 @@ def block_keys(trace: Requests) -> tuple[np.ndarray, np.ndarray]:
     # (disk < 2^20, file < 2^22, block < 2^21) packed into one int64.
     keys = (trace.disk_id[req].astype(np.int64) << 43) | (trace.file_id[req].astype(np.int64) << 21) | block
     return keys, req
+
+
+def sampled_block_keys(trace: Requests, rate: float, salt: int = 0, chunk: int = 32_768) -> np.ndarray:
+    """Block keys of ``trace`` (see :func:`block_keys`) kept by spatial hash sampling at ``rate``.
+
+    Expands ``chunk`` requests at a time, so memory stays bounded for multi-MiB requests.
+    """
+    parts = []
+    for lo in range(0, len(trace), chunk):
+        keys, _ = block_keys(trace.take(np.arange(lo, min(lo + chunk, len(trace)))))
+        parts.append(keys[hash_sample_mask(keys, rate, salt)])
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
 def lru_misses(keys: np.ndarray, capacity: int) -> np.ndarray:
