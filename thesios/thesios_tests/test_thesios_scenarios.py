@@ -101,3 +101,54 @@ def test_whatif_bad_input_exit_2(args, capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("thesios: error: ") and "\n" not in err
+
+
+def test_fit_service_time_recovers_the_generators_parts():
+    from thesios.diskmodel import fit_service_time
+
+    gen = FleetGenerator(default_fleet(disks_per_class=1, days=1))
+    req = gen.generate(np.array([1]), 0, 0.5, np.random.default_rng(4))  # one class: position independent of size
+    m = req.is_miss_read
+    fit = fit_service_time(req.disk_time[m], req.size[m])
+    # intercept = mean of seek + rotation; slope = mean of 1/rate (position independent of size)
+    assert fit.overhead_s == pytest.approx((req.disk_time - req.transfer_time)[m].mean(), rel=0.03)
+    assert 1 / fit.rate_bps == pytest.approx((req.transfer_time / req.size)[m].mean(), rel=0.03)
+    # exact on noiseless data
+    x = np.array([4096, 65536, 1 << 20, 4 << 20], dtype=np.float64)
+    exact = fit_service_time(0.012 + x / 150e6, x)
+    assert exact.overhead_s == pytest.approx(0.012) and exact.rate_bps == pytest.approx(150e6)
+    with pytest.raises(ThesiosInputError):
+        fit_service_time(np.array([0.01, 0.02]), np.array([4096, 4096]))
+
+
+def test_table_round_trip_into_requests():
+    from thesios.requests import Requests
+
+    gen = FleetGenerator(default_fleet(disks_per_class=2, days=1))
+    req = gen.generate(np.array([0, 3, 5]), 0, 0.01, np.random.default_rng(5))
+    back, apps = Requests.from_table(req.to_table(gen.applications))
+    for name in ("disk_id", "start_time", "is_read", "cache_hit", "file_offset", "size", "zone", "service_class", "disk_time"):
+        np.testing.assert_array_equal(getattr(back, name), getattr(req, name), err_msg=name)
+    assert [apps[a] for a in back.app[:20]] == [gen.applications[a] for a in req.app[:20]]
+    # distinct (disk, file) names get distinct ids
+    pairs = set(zip(req.disk_id.tolist(), req.file_id.tolist()))
+    assert len(np.unique(back.file_id)) == len(pairs)
+
+
+def test_whatif_on_a_thesios_shard(tmp_path, capsys):
+    shard = __import__("pathlib").Path(__file__).parent / "fixtures" / "thesios_shard.csv"
+    main(["whatif", str(shard), "-s", "rpm:5400", "-s", "spin-down:timeout=60s", "-s", "cache:x2", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    base, sc = doc["baseline"], doc["scenarios"]
+    assert sc["rpm:5400"]["utilization"] > base["utilization"]
+    assert "fit" in doc  # the shard has no rotation split: it was fitted
+    assert sc["spin-down:timeout=60s"]["spin_ups"] > 0
+    bad = tmp_path / "bad.parquet"
+    bad.write_bytes(b"PAR1 not really")
+    with pytest.raises(SystemExit) as exc:
+        main(["whatif", str(bad), "-s", "rpm:5400"])
+    assert exc.value.code == 2
+    with pytest.raises(SystemExit) as exc:
+        main(["whatif", str(shard), "-s", "capacity:x2"])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.count("\n") == 2

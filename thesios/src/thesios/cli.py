@@ -70,16 +70,27 @@ def validate_cmd(
 @app.command("whatif")
 def whatif_cmd(
     scenario: Annotated[list[str], typer.Option("--scenario", "-s", help="capacity:x2, rpm:5400, spin-down:zone=COLD,timeout=300s, cache:x2")],
+    trace: Annotated[Path | None, typer.Argument(help="a one-disk trace (.parquet or Thesios .csv[.gz]); default: the embedded fleet")] = None,
+    rpm: Annotated[float, typer.Option(help="the TRACE's disk RPM")] = 7200.0,
     rate: Annotated[str, typer.Option(help="sampling rate p")] = "1/1000",
     days: Annotated[int, typer.Option(help="days of samples per disk")] = 4,
     seed: Annotated[int, typer.Option(help="seed")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
 ) -> None:
-    """What-ifs on one synthesized disk per group of the embedded fleet, beside the baseline."""
-    from thesios.scenarios import parse_scenario, run_scenarios
+    """What-ifs on a TRACE, or on one synthesized disk per group of the embedded fleet, beside the baseline."""
+    from thesios.scenarios import parse_scenario, run_scenarios, run_trace_scenarios
 
     p = _parse_rate(rate)
     scenarios = [parse_scenario(s) for s in scenario]
+    if trace is not None:
+        if not 0 < rpm <= 30000:
+            raise ThesiosInputError("--rpm must be in (0, 30000]")
+        result = {"trace": str(trace)} | run_trace_scenarios(_load_trace(trace), scenarios, rpm=rpm, seed=seed)
+        if as_json:
+            print(json.dumps(result, indent=2))
+        else:
+            _print_whatif_groups([{"group": str(trace), "disks": 1} | result])
+        return
     scale = max([sc.factor for sc in scenarios if sc.kind == "capacity"], default=1.0)
     spec = auto_fleet(p, days=days, seed=seed, held_out_per_class=1, scale=scale)
     with Console(stderr=True).status("sampling, grouping, synthesizing"):
@@ -87,8 +98,30 @@ def whatif_cmd(
     if as_json:
         print(json.dumps(result, indent=2))
         return
+    _print_whatif_groups(result["groups"])
+
+
+def _load_trace(path: Path) -> "Requests":
+    from thesios.requests import Requests
+    from thesios.schema import THESIOS_COLUMNS
+    from thesios.writers import read_parquet
+
+    if path.suffix == ".parquet":
+        try:
+            table = read_parquet(path)
+        except Exception as err:  # pyarrow raises several types for a corrupt file
+            raise ThesiosInputError(f"{path}: not a readable Parquet trace ({str(err).splitlines()[0][:120]})") from None
+        missing = [c for c in THESIOS_COLUMNS if c not in table.column_names]
+        if missing:
+            raise ThesiosInputError(f"{path}: missing trace columns {missing[:4]}")
+    else:
+        table = read_thesios_csv(path)
+    return Requests.from_table(table)[0]
+
+
+def _print_whatif_groups(groups: list[dict]) -> None:
     console = Console()
-    for g in result["groups"]:
+    for g in groups:
         table = Table(title=f"group {g['group']} ({g['disks']} disks)")
         for col in ("scenario", "utilization", "peak hour", "read p50 ms", "read p99 ms", "other"):
             table.add_column(col)

@@ -68,3 +68,47 @@ class HDDModel:
         """
         seek = self.seek_min_s + (self.seek_max_s - self.seek_min_s) * 8.0 / 15.0
         return seek + 30.0 / self.rpm + float(self.transfer_time(np.array([size_bytes]), np.array([position]))[0])
+
+
+@dataclass(frozen=True)
+class FittedService:
+    """``disk_time ~ overhead_s + bytes / rate_bps`` fitted by least squares over cache-miss reads.
+
+    ``overhead_s`` is mean seek plus mean rotation; ``residual_s`` the root-mean-square error.
+    """
+
+    overhead_s: float
+    rate_bps: float
+    residual_s: float
+    n: int
+
+
+def fit_service_time(disk_time_s: np.ndarray, size_bytes: np.ndarray) -> FittedService:
+    """Fit the size-linear HDD service model to observed ``disk_time`` (s) and sizes (bytes).
+
+    Raises:
+        ThesiosInputError: fewer than two distinct sizes, or a fit with a non-positive rate.
+    """
+    from thesios.errors import ThesiosInputError
+
+    t = np.asarray(disk_time_s, dtype=np.float64)
+    x = np.asarray(size_bytes, dtype=np.float64)
+    if len(np.unique(x)) < 2:
+        raise ThesiosInputError("fitting the HDD model needs cache-miss reads of at least two sizes")
+    slope, intercept = np.polyfit(x, t, 1)
+    if slope <= 0:
+        raise ThesiosInputError("disk_time does not grow with size: no transfer rate can be fitted")
+    resid = t - (intercept + slope * x)
+    return FittedService(float(intercept), float(1.0 / slope), float(np.sqrt(np.mean(resid**2))), len(t))
+
+
+def split_service_time(disk_time_s: np.ndarray, size_bytes: np.ndarray, rpm: float, fit: FittedService) -> tuple[np.ndarray, np.ndarray]:
+    """Estimated (rotation, transfer) parts (s) of observed service times, float64 arrays.
+
+    Rotation is its mean, 30/RPM s, and transfer ``size / rate`` from the fit, each capped so the
+    parts never exceed the observed time: exact in expectation, not per request.
+    """
+    t = np.asarray(disk_time_s, dtype=np.float64)
+    transfer = np.minimum(np.asarray(size_bytes, dtype=np.float64) / fit.rate_bps, t)
+    rotation = np.minimum(np.full_like(t, 30.0 / rpm), t - transfer)
+    return rotation, transfer

@@ -73,6 +73,51 @@ class Requests:
         """Concatenate batches (in the given order)."""
         return Requests(**{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(Requests)})
 
+    @staticmethod
+    def from_table(table: pa.Table) -> tuple[Requests, tuple[str, ...]]:
+        """Columns of a trace table (Thesios schema, optional ``disk_id``) and its application names.
+
+        File names are dictionary-encoded into ``file_id``; unknown zones map to UNKNOWN and
+        unknown or missing service classes to OTHER; the rotation/transfer split is unknown (NaN).
+        Null ``disk_time`` counts as 0.
+        """
+        n = table.num_rows
+
+        def codes(name: str) -> tuple[np.ndarray, list]:
+            enc = pc.dictionary_encode(table.column(name).combine_chunks())
+            idx = enc.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+            return idx, enc.dictionary.to_pylist()
+
+        def recode(name: str, vocab: tuple[str, ...], default: int) -> np.ndarray:
+            idx, words = codes(name)
+            table_map = np.array([vocab.index(w) if w in vocab else default for w in words] + [default], dtype=np.int8)
+            return table_map[idx]  # -1 (null) picks the trailing default
+
+        def num(name: str, dtype) -> np.ndarray:
+            return np.asarray(table.column(name).fill_null(0).to_numpy(), dtype=dtype)
+
+        file_id, _ = codes("filename")
+        app, app_names = codes("application")
+        disk = num("disk_id", np.int32) if "disk_id" in table.column_names else np.zeros(n, np.int32)
+        op = table.column("op_type").to_numpy(zero_copy_only=False)
+        nan = np.full(n, np.nan)
+        req = Requests(
+            disk_id=disk,
+            start_time=num("start_time", np.float64),
+            is_read=np.asarray(op == "READ", dtype=bool),
+            cache_hit=num("cache_hit", np.int8),
+            file_id=file_id,
+            file_offset=num("file_offset", np.int64),
+            size=num("request_io_size_bytes", np.int64),
+            zone=recode("io_zone", IO_ZONES, 2),
+            service_class=recode("service_class", SERVICE_CLASSES, 2),
+            disk_time=num("disk_time", np.float64),
+            rotation_time=nan,
+            transfer_time=nan.copy(),
+            app=np.maximum(app, 0).astype(np.int16),
+        )
+        return req, tuple(str(a) for a in app_names) or ("app",)
+
     def to_table(self, applications: tuple[str, ...] = ("app",), with_disk_id: bool = True) -> pa.Table:
         """Arrow table in the Thesios schema (+ ``disk_id`` int32 when asked); ``simulated_*`` null.
 
