@@ -86,3 +86,25 @@ def test_validate_bad_input_is_one_line_and_exit_2(args, capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("thesios: error: ") and "\n" not in err
+
+
+def test_fleet_spec_json(tmp_path, capsys):
+    from thesios.errors import ThesiosInputError
+    from thesios.fleet import fleet_from_json
+
+    spec = fleet_from_json('{"classes": "default", "disks_per_class": 7, "days": 2, "hdd": {"rpm": 5400}}')
+    assert spec.n_disks == 28 and spec.hdd.rpm == 5400 and spec.classes == DEFAULT_CLASSES
+    custom = fleet_from_json(json.dumps({"classes": [dataclasses.asdict(DEFAULT_CLASSES[0]) | {"name": "only"}]}))
+    assert custom.classes[0].name == "only" and custom.classes[0].sizes == DEFAULT_CLASSES[0].sizes
+    for bad in ["{", "[]", '{"colour": 1}', '{"classes": []}', '{"classes": [{"name": "x"}]}',
+                json.dumps({"classes": [dataclasses.asdict(DEFAULT_CLASSES[0]) | {"size_probs": [0.5, 0.2, 0.2]}]}),
+                json.dumps({"classes": [dataclasses.asdict(DEFAULT_CLASSES[0]) | {"rate": -1}]}),
+                '{"hdd": {"rpm": 0}}', '{"disks_per_class": 1}', '{"days": "many"}']:
+        with pytest.raises(ThesiosInputError):
+            fleet_from_json(bad)
+    path = tmp_path / "fleet.json"
+    path.write_text('{"classes": "default", "disks_per_class": "x"}')
+    with pytest.raises(SystemExit) as exc:
+        main(["validate", "--fleet", str(path)])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.strip().startswith(f"thesios: error: {path}: ")

@@ -40,11 +40,21 @@ def validate_cmd(
     days: Annotated[int, typer.Option(help="days of samples per disk (disk-days merged across days)")] = 4,
     seed: Annotated[int, typer.Option(help="seed of the fleet and of the sampler")] = 0,
     held_out: Annotated[int, typer.Option(help="held-out disks per class (full traces)")] = 2,
+    fleet: Annotated[Path | None, typer.Option(help="fleet spec (JSON); default: the embedded fleet sized to 1/p disk-days per class")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
 ) -> None:
     """Synthesize held-out disks of the embedded fleet from samples; compare with their real traces."""
     p = _parse_rate(rate)
-    spec = auto_fleet(p, days=days, seed=seed, held_out_per_class=held_out)
+    if fleet is not None:
+        from thesios.fleet import fleet_from_json
+
+        try:
+            text = fleet.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ThesiosInputError(f"{fleet}: cannot read ({exc})") from None
+        spec = fleet_from_json(text, str(fleet))
+    else:
+        spec = auto_fleet(p, days=days, seed=seed, held_out_per_class=held_out)
     err = Console(stderr=True)
     if as_json:
         result = validate(spec, rate=p, seed=seed, held_out_per_class=held_out, progress=lambda m: print(m, file=sys.stderr))
@@ -65,6 +75,8 @@ def validate_cmd(
     Console().print(table)
     Console().print(f"groups found: {result.groups}, purity vs generator classes: {result.purity:.1%}; "
                     f"disk-days merged per synthesized disk: {result.coverage:.2f}/p")
+    if result.coverage < 0.999:
+        Console(stderr=True).print(f"warning: the fleet has too few disk-days for 1/p per group (coverage {result.coverage:.2f})")
 
 
 @app.command("whatif")

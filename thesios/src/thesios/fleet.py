@@ -243,3 +243,77 @@ def bernoulli_sample(requests: Requests, rate: float, rng: np.random.Generator) 
     if not 0.0 < rate <= 1.0:
         raise ThesiosInputError(f"sampling rate must be in (0, 1], got {rate}")
     return requests.take(rng.random(len(requests)) < rate)
+
+
+def fleet_from_json(text: str, source: str = "fleet spec") -> FleetSpec:
+    """Parse a fleet spec from JSON (plain data; nothing is executed).
+
+    Shape: ``{"classes": [{DiskClass fields}], "disks_per_class": int, "days": int, "seed": int,
+    "hdd": {HDDModel fields}}``; ``classes`` may also be ``"default"``.
+
+    Raises:
+        ThesiosInputError: malformed JSON, unknown or missing fields, probabilities that do not sum
+            to 1, non-positive rates or sizes.
+    """
+    import dataclasses
+    import json
+
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ThesiosInputError(f"{source}: not JSON ({err.msg} at line {err.lineno})") from None
+    if not isinstance(doc, dict):
+        raise ThesiosInputError(f"{source}: expected a JSON object")
+    unknown = set(doc) - {"classes", "disks_per_class", "days", "seed", "hdd"}
+    if unknown:
+        raise ThesiosInputError(f"{source}: unknown field(s) {sorted(unknown)}")
+
+    def build(cls, data, where):
+        if not isinstance(data, dict):
+            raise ThesiosInputError(f"{source}: {where} must be an object")
+        names = {f.name for f in dataclasses.fields(cls)}
+        bad = set(data) - names
+        if bad:
+            raise ThesiosInputError(f"{source}: {where}: unknown field(s) {sorted(bad)}")
+        data = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+        try:
+            return cls(**data)
+        except TypeError as err:
+            raise ThesiosInputError(f"{source}: {where}: {err}") from None
+
+    raw_classes = doc.get("classes", "default")
+    if raw_classes == "default":
+        classes = DEFAULT_CLASSES
+    elif isinstance(raw_classes, list) and raw_classes:
+        classes = tuple(build(DiskClass, c, f"classes[{i}]") for i, c in enumerate(raw_classes))
+    else:
+        raise ThesiosInputError(f"{source}: classes must be a non-empty list or \"default\"")
+    for i, c in enumerate(classes):
+        where = f"{source}: classes[{i}] ({c.name})"
+        if not (isinstance(c.rate, (int, float)) and c.rate > 0):
+            raise ThesiosInputError(f"{where}: rate must be > 0")
+        if len(c.sizes) != len(c.size_probs) or not c.sizes or min(c.sizes) <= 0:
+            raise ThesiosInputError(f"{where}: sizes must be positive and match size_probs")
+        for name in ("size_probs", "service_class_probs"):
+            probs = np.asarray(getattr(c, name), dtype=np.float64)
+            if (probs < 0).any() or abs(probs.sum() - 1.0) > 1e-9:
+                raise ThesiosInputError(f"{where}: {name} must be non-negative and sum to 1")
+        if len(c.service_class_probs) != 3:
+            raise ThesiosInputError(f"{where}: service_class_probs needs 3 entries")
+        for name in ("read_fraction", "warm_fraction", "hit_warm", "hit_cold"):
+            if not 0.0 <= getattr(c, name) <= 1.0:
+                raise ThesiosInputError(f"{where}: {name} must be in [0, 1]")
+        if c.n_files < 1 or c.diurnal_amplitude < 0 or c.diurnal_amplitude >= 1:
+            raise ThesiosInputError(f"{where}: n_files >= 1 and 0 <= diurnal_amplitude < 1 required")
+    hdd = build(HDDModel, doc.get("hdd", {}), "hdd")
+    if hdd.rpm <= 0 or hdd.outer_rate_bps <= 0 or hdd.inner_rate_bps <= 0 or hdd.seek_min_s < 0 or hdd.seek_max_s < hdd.seek_min_s:
+        raise ThesiosInputError(f"{source}: hdd: rpm and rates must be > 0, 0 <= seek_min_s <= seek_max_s")
+    try:
+        dpc = int(doc.get("disks_per_class", 100))
+        days = int(doc.get("days", 1))
+        seed = int(doc.get("seed", 0))
+    except (TypeError, ValueError):
+        raise ThesiosInputError(f"{source}: disks_per_class, days and seed must be integers") from None
+    if dpc < 2 or days < 1:
+        raise ThesiosInputError(f"{source}: disks_per_class >= 2 and days >= 1 required")
+    return FleetSpec(classes, disks_per_class=dpc, days=days, seed=seed, hdd=hdd)
