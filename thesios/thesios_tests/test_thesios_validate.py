@@ -45,8 +45,8 @@ def test_window_metrics_counts_and_utilization_from_the_schedule():
 def test_homogeneous_fleet_is_synthesized_to_poisson_noise():
     """Disks that differ only by chance: counts and utilization are off only by Poisson noise."""
     classes = tuple(dataclasses.replace(c, rate_sigma=0.0, read_jitter=0.0) for c in DEFAULT_CLASSES)
-    spec = FleetSpec(classes, disks_per_class=52, days=1, seed=1)
-    res = validate(spec, rate=1 / 50, seed=1, held_out_per_class=2)
+    spec = FleetSpec(classes, disks_per_class=51, days=1, seed=1)
+    res = validate(spec, rate=1 / 50, seed=1, held_out_per_class=1)
     assert res.purity == 1.0 and res.groups == 4
     assert res.coverage == pytest.approx(1.0)
     assert res.accuracy["read_count"] >= 0.97
