@@ -226,3 +226,35 @@ def test_msr_bad_rows_report_lines(tmp_path):
     report = ReadReport()
     assert read_msr_csv(path, lenient=True, report=report).num_rows == 6
     assert report.examples == [f"{path}:3: Type not Read/Write", f"{path}:6: expected 7 fields, got 8"]
+
+
+def test_thesios_csv_writer_round_trips(tmp_path):
+    from thesios.writers import write_thesios_csv
+
+    for src in (SHARD, SHARD_LAT):
+        table = read_thesios_csv(src)
+        out = write_thesios_csv(table, tmp_path / "rt.csv")
+        assert read_thesios_csv(out).equals(table)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rt.csv"]
+
+
+def test_synth_cli_writes_a_trace_with_simulated_columns(tmp_path):
+    out = tmp_path / "synth.parquet"
+    main(["synth", "-o", str(out), "--rate", "1/20", "--days", "1", "--disk", "3"])
+    table = read_parquet(out)
+    assert table.schema == THESIOS_SCHEMA
+    assert table.num_rows > 1000
+    rows = table.to_pydict()
+    hit = np.array(rows["cache_hit"])
+    op = np.array(rows["op_type"])
+    start = np.array(rows["start_time"])
+    sim_start = np.array(rows["simulated_disk_start_time"])
+    lat = np.array(rows["simulated_latency"])
+    dt = np.array(rows["disk_time"])
+    miss = (op == "READ") & (hit == 0)
+    assert np.all(np.diff(start) >= 0)
+    assert np.all(sim_start[miss] >= start[miss] - 1e-6) and np.all(lat[miss] >= dt[miss] - 1e-6)
+    assert np.all(lat[~miss] == 0)
+    with pytest.raises(SystemExit) as exc:
+        main(["synth", "-o", str(tmp_path / "x.txt")])
+    assert exc.value.code == 2

@@ -1,4 +1,4 @@
-"""Command line: ``thesios validate``, ``thesios whatif``, ``thesios convert``, ``thesios sample``.
+"""Command line: ``thesios validate``, ``thesios whatif``, ``thesios synth``, ``thesios convert``, ``thesios sample``.
 
 Bad input prints one line on stderr and exits with code 2 (never a traceback).
 """
@@ -149,6 +149,46 @@ def _print_whatif_groups(groups: list[dict]) -> None:
                 table.add_row(name, "", "", "", "", f"LRU miss ratio {m['lru_miss_ratio']:.1%} -> {m['lru_miss_ratio_scaled']:.1%} "
                               f"(Belady {m['belady_miss_ratio_scaled']:.1%})")
         console.print(table)
+
+
+@app.command("synth")
+def synth_cmd(
+    output: Annotated[Path, typer.Option("--output", "-o", help="trace to write: .parquet or .csv (Thesios shard format)")],
+    rate: Annotated[str, typer.Option(help="sampling rate p")] = "1/1000",
+    disk: Annotated[int, typer.Option(help="synthesize a disk like this one (its group, itself excluded)")] = 0,
+    days: Annotated[int, typer.Option(help="days of samples per disk")] = 4,
+    seed: Annotated[int, typer.Option(help="seed")] = 0,
+    discipline: Annotated[str, typer.Option(help="queue of the reorganizer: fifo or priority")] = "fifo",
+) -> None:
+    """Synthesize one day of a full-rate disk trace from samples of the embedded fleet."""
+    from thesios.fleet import FleetGenerator
+    from thesios.identify import disk_features, identify
+    from thesios.synth import synthesize, trace_table
+    from thesios.writers import write_thesios_csv
+
+    p = _parse_rate(rate)
+    if discipline not in ("fifo", "priority"):
+        raise ThesiosInputError(f"--discipline must be fifo or priority, got {discipline!r}")
+    if output.suffix not in (".parquet", ".csv"):
+        raise ThesiosInputError(f"{output}: the output must end in .parquet or .csv")
+    if not output.parent.is_dir():
+        raise ThesiosInputError(f"{output.parent}: no such folder")
+    spec = auto_fleet(p, days=days, seed=seed, held_out_per_class=1)
+    if not 0 <= disk < spec.n_disks:
+        raise ThesiosInputError(f"--disk must be in [0, {spec.n_disks})")
+    err = Console(stderr=True)
+    gen = FleetGenerator(spec)
+    with err.status("sampling, grouping, synthesizing"):
+        samples = gen.sample_fleet(p, np.random.default_rng([seed, 10]))
+        labels = identify(disk_features(samples, spec.n_disks, spec.days), seed=seed).labels
+        members = np.flatnonzero(labels == labels[disk])
+        result = synthesize(samples, members[members != disk], p, days=spec.days)
+        table = trace_table(result.trace, gen.applications, discipline)
+    if output.suffix == ".csv":
+        write_thesios_csv(table, output)
+    else:
+        write_parquet(table, output)
+    err.print(f"{table.num_rows} requests from {len(result.disk_days)} disk-days (coverage {result.coverage:.2f}/p) -> {output}")
 
 
 @app.command("convert")

@@ -90,7 +90,7 @@ def read_thesios_csv(path: str | Path, lenient: bool = False, report: ReadReport
         raise TraceFormatError(f"{path}:1: empty file (no header line)")
     first_end = data.find(b"\n")
     header = data[: first_end if first_end >= 0 else len(data)].decode("utf-8", "replace").strip()
-    names = [h.strip() for h in header.split(",")]
+    names = [h.strip().strip('"') for h in header.split(",")]
     if names == list(THESIOS_COLUMNS):
         schema = THESIOS_SCHEMA
     elif names == [*THESIOS_COLUMNS, EXTRA_LATENCY]:

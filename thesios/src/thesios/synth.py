@@ -74,3 +74,23 @@ def synthesize(
     trace = samples.take(keep)
     trace.start_time = trace.start_time - (day_of[keep] - target_day) * DAY_S
     return SynthResult(trace.sorted_by_time(), pairs, len(pairs) * rate)
+
+
+def trace_table(trace: Requests, applications: tuple[str, ...], discipline: str = "fifo") -> "pa.Table":
+    """A synthesized (or real) one-disk trace as a Thesios-schema table with the reorganizer's
+    ``simulated_disk_start_time`` and ``simulated_latency`` filled: for cache-miss reads the
+    simulated disk start and latency (s); for hits and writes the arrival time and 0."""
+    import pyarrow as pa
+
+    from thesios.reorganizer import reorganize
+
+    trace = trace.sorted_by_time()
+    _, start, latency = reorganize(trace, discipline)
+    miss = trace.is_miss_read
+    sim_start = trace.start_time.copy()
+    sim_lat = np.zeros(len(trace))
+    sim_start[miss] = start  # reorganize serves the misses in this (stable, sorted) order
+    sim_lat[miss] = latency
+    table = trace.to_table(applications, with_disk_id=False)
+    table = table.set_column(15, "simulated_disk_start_time", pa.array(sim_start))
+    return table.set_column(16, "simulated_latency", pa.array(sim_lat))
