@@ -240,7 +240,7 @@ def test_thesios_csv_writer_round_trips(tmp_path):
 
 def test_synth_cli_writes_a_trace_with_simulated_columns(tmp_path):
     out = tmp_path / "synth.parquet"
-    main(["synth", "-o", str(out), "--rate", "1/20", "--days", "1", "--disk", "3"])
+    main(["synth", "-o", str(out), "--rate", "1/5", "--days", "1", "--disk", "3"])
     table = read_parquet(out)
     assert table.schema == THESIOS_SCHEMA
     assert table.num_rows > 1000
