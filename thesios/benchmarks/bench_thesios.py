@@ -16,7 +16,7 @@ from dataclasses import fields
 import numpy as np
 import simpy
 
-from thesios.fleet import FleetGenerator, default_fleet
+from thesios.fleet import FleetGenerator
 from thesios.identify import disk_features, identify
 from thesios.reorganizer import fifo_schedule, fifo_schedule_loop, to_ns
 from thesios.requests import Requests

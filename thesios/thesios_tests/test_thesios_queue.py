@@ -178,8 +178,8 @@ def test_reorganize_priority_discipline():
 
     gen = FleetGenerator(default_fleet(disks_per_class=2, days=1))
     req = gen.generate(np.array([2, 3]), 0, 0.3, np.random.default_rng(8))
-    a_f, s_f, l_f = reorganize(req, "fifo")
-    a_p, s_p, l_p = reorganize(req, "priority")
+    a_f, _, l_f = reorganize(req, "fifo")
+    a_p, _, l_p = reorganize(req, "priority")
     np.testing.assert_array_equal(a_f, a_p)
     # Both disciplines are work-conserving: same busy periods, so the same last completion.
     assert (a_f + l_f).max() == pytest.approx((a_p + l_p).max(), abs=1e-9)

@@ -146,7 +146,7 @@ def test_parquet_round_trip_is_exact(tmp_path):
 def test_parquet_writer_leaves_old_file_on_failure(tmp_path):
     out = tmp_path / "t.parquet"
     out.write_bytes(b"old")
-    with pytest.raises(Exception):
+    with pytest.raises(TypeError):
         write_parquet("not a table", out)  # type: ignore[arg-type]
     assert out.read_bytes() == b"old"
     assert [p.name for p in tmp_path.iterdir()] == ["t.parquet"]
@@ -205,9 +205,9 @@ def test_reads_msr_cambridge_rows():
     assert row["filename"] == "hm/0" and row["op_type"] == "READ" and row["file_offset"] == 3779678208
     assert row["request_io_size_bytes"] == 4096 and row["cache_hit"] == 0
     # FILETIME 128166372003061629 ticks after 1601-01-01 UTC, converted with datetime independently
-    from datetime import datetime, timedelta, timezone
+    from datetime import UTC, datetime, timedelta
 
-    when = datetime(1601, 1, 1, tzinfo=timezone.utc) + timedelta(microseconds=128166372003061629 // 10)
+    when = datetime(1601, 1, 1, tzinfo=UTC) + timedelta(microseconds=128166372003061629 // 10)
     assert when.isoformat().startswith("2007-02-22T17:00:00.306")
     assert row["start_time"] == pytest.approx(when.timestamp(), abs=1e-6)
     assert row["latency"] == pytest.approx(0.0061330)

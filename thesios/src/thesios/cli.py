@@ -12,12 +12,14 @@ from pathlib import Path
 from typing import Annotated
 
 import numpy as np
+import pyarrow as pa
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from thesios.errors import ThesiosInputError
 from thesios.readers import ReadReport, read_thesios_csv
+from thesios.requests import Requests
 from thesios.validate import METRICS, PAPER_BANDS, auto_fleet, validate
 from thesios.writers import write_parquet
 
@@ -113,15 +115,14 @@ def whatif_cmd(
     _print_whatif_groups(result["groups"])
 
 
-def _load_trace(path: Path) -> "Requests":
-    from thesios.requests import Requests
+def _load_trace(path: Path) -> Requests:
     from thesios.schema import THESIOS_COLUMNS
     from thesios.writers import read_parquet
 
     if path.suffix == ".parquet":
         try:
             table = read_parquet(path)
-        except Exception as err:  # pyarrow raises several types for a corrupt file
+        except (OSError, ValueError, pa.ArrowException) as err:  # a corrupt or foreign file
             raise ThesiosInputError(f"{path}: not a readable Parquet trace ({str(err).splitlines()[0][:120]})") from None
         missing = [c for c in THESIOS_COLUMNS if c not in table.column_names]
         if missing:
@@ -198,8 +199,6 @@ def convert_cmd(
     lenient: Annotated[bool, typer.Option(help="skip and count malformed rows instead of failing")] = False,
 ) -> None:
     """Convert Thesios CSV shards into one Parquet trace."""
-    import pyarrow as pa
-
     report = ReadReport()
     tables = [read_thesios_csv(path, lenient=lenient, report=report) for path in inputs]
     if len({t.schema for t in tables}) > 1:

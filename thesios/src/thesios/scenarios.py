@@ -9,6 +9,7 @@ spatially hash-sampled block stream: SHARDS, Waldspurger et al., FAST 2015).
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, replace
 
@@ -20,8 +21,8 @@ from thesios.fleet import DAY_S, FleetGenerator, FleetSpec
 from thesios.identify import disk_features, identify
 from thesios.reorganizer import NS_PER_S, fifo_schedule, to_ns
 from thesios.requests import Requests
-from thesios.schema import IO_ZONES
 from thesios.samplers import hash_sample_mask  # noqa: F401 - re-exported for callers
+from thesios.schema import IO_ZONES
 from thesios.synth import synthesize
 from thesios.whatif import (
     PowerModel,
@@ -104,8 +105,8 @@ def serve_metrics(trace: Requests, horizon: tuple[float, float] = (0.0, DAY_S)) 
     order = np.argsort(a, kind="stable")
     a = a[order]
     s = to_ns(trace.disk_time[miss])[order]
-    start, finish = fifo_schedule(a, s)
-    n_hours = max(1, int(np.ceil((t1 - t0) / 3600.0)))
+    _, finish = fifo_schedule(a, s)
+    n_hours = max(1, math.ceil((t1 - t0) / 3600.0))
     hour_of = np.clip(((trace.start_time[miss][order] - t0) // 3600).astype(int), 0, n_hours - 1)
     hours = np.bincount(hour_of, weights=s / NS_PER_S, minlength=n_hours)
     lat = (finish - a) / NS_PER_S
@@ -150,7 +151,7 @@ def _cache(trace: Requests, sc: Scenario, cache_blocks: int, shards_rate: float,
     c0 = max(1, round(cache_blocks * shards_rate))
     c1 = max(1, round(cache_blocks * sc.factor * shards_rate))
     return {
-        "blocks_sampled": int(len(kept)), "shards_rate": shards_rate, "cache_blocks": cache_blocks, "factor": sc.factor,
+        "blocks_sampled": len(kept), "shards_rate": shards_rate, "cache_blocks": cache_blocks, "factor": sc.factor,
         "lru_miss_ratio": float(lru_misses(kept, c0).mean()) if len(kept) else 0.0,
         "lru_miss_ratio_scaled": float(lru_misses(kept, c1).mean()) if len(kept) else 0.0,
         "belady_miss_ratio_scaled": float(belady_misses(kept, c1).mean()) if len(kept) else 0.0,
@@ -158,7 +159,7 @@ def _cache(trace: Requests, sc: Scenario, cache_blocks: int, shards_rate: float,
 
 
 def run_trace_scenarios(
-    trace: Requests, scenarios: list[Scenario], rpm: float = 7200.0, power: PowerModel = PowerModel(),
+    trace: Requests, scenarios: list[Scenario], rpm: float = 7200.0, power: PowerModel | None = None,
     cache_blocks: int = 262_144, shards_rate: float = 0.002, seed: int = 0,
 ) -> dict:
     """What-ifs on one disk's trace (e.g. a Thesios shard): rpm, spin-down and cache.
@@ -169,6 +170,7 @@ def run_trace_scenarios(
     Raises:
         ThesiosInputError: a capacity scenario (it needs a fleet's samples), or an empty trace.
     """
+    power = power or PowerModel()
     if len(trace) == 0:
         raise ThesiosInputError("the trace has no requests")
     horizon = (float(trace.start_time.min()), float(trace.start_time.max()))
@@ -195,7 +197,7 @@ def run_trace_scenarios(
 
 
 def run_scenarios(
-    spec: FleetSpec, rate: float, scenarios: list[Scenario], seed: int = 0, power: PowerModel = PowerModel(),
+    spec: FleetSpec, rate: float, scenarios: list[Scenario], seed: int = 0, power: PowerModel | None = None,
     cache_blocks: int = 262_144, shards_rate: float = 0.002,
 ) -> dict:
     """Baseline and what-ifs for one synthesized disk per group of the fleet (day 0).
@@ -203,6 +205,7 @@ def run_scenarios(
     Returns a JSON-ready dict: ``{"rate", "groups": [{"group", "disks", "baseline", "scenarios":
     {spec: {...}}}]}``.
     """
+    power = power or PowerModel()
     gen = FleetGenerator(spec)
     rng = np.random.default_rng([seed, 10])
     samples = gen.sample_fleet(rate, rng)
@@ -212,7 +215,7 @@ def run_scenarios(
     for g in range(grouping.k):
         members = np.flatnonzero(grouping.labels == g)
         base = synthesize(samples, members, rate, days=spec.days)
-        entry: dict = {"group": g, "disks": int(len(members)), "coverage": base.coverage,
+        entry: dict = {"group": g, "disks": len(members), "coverage": base.coverage,
                        "baseline": serve_metrics(base.trace), "scenarios": {}}
         for sc in scenarios:
             if sc.kind == "capacity":

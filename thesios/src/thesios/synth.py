@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 
 from thesios.errors import ThesiosInputError
 from thesios.fleet import DAY_S
@@ -63,7 +64,7 @@ def synthesize(
     members = np.unique(np.asarray(members, dtype=np.int64))
     if len(members) == 0:
         raise ThesiosInputError("no similar disks to merge")
-    want = int(round(scale / rate))
+    want = round(scale / rate)
     day_order = [target_day] + [d for d in range(days) if d != target_day]
     pairs = np.array([(m, d) for d in day_order for m in members][:want], dtype=np.int64)
     day_of = np.floor(samples.start_time / DAY_S).astype(np.int64)
@@ -76,12 +77,10 @@ def synthesize(
     return SynthResult(trace.sorted_by_time(), pairs, len(pairs) * rate)
 
 
-def trace_table(trace: Requests, applications: tuple[str, ...], discipline: str = "fifo") -> "pa.Table":
+def trace_table(trace: Requests, applications: tuple[str, ...], discipline: str = "fifo") -> pa.Table:
     """A synthesized (or real) one-disk trace as a Thesios-schema table with the reorganizer's
     ``simulated_disk_start_time`` and ``simulated_latency`` filled: for cache-miss reads the
     simulated disk start and latency (s); for hits and writes the arrival time and 0."""
-    import pyarrow as pa
-
     from thesios.reorganizer import reorganize
 
     trace = trace.sorted_by_time()

@@ -55,7 +55,7 @@ def window_metrics(trace: Requests, day: int, window_s: float = 3600.0) -> dict[
     Keys: the names in :data:`METRICS`; latency percentiles are NaN in windows without misses.
     """
     t0 = day * DAY_S
-    n_win = int(math.ceil(DAY_S / window_s))
+    n_win = math.ceil(DAY_S / window_s)
     edges = t0 + np.arange(n_win + 1) * window_s
     win = np.clip(np.floor((trace.start_time - t0) / window_s).astype(np.int64), 0, n_win - 1)
     out = {

@@ -149,7 +149,7 @@ def lru_misses(keys: np.ndarray, capacity: int) -> np.ndarray:
     miss = np.zeros(len(keys), dtype=bool)
     for i, k in enumerate(keys.tolist()):  # a cache replay is inherently sequential
         if k in cache:
-            cache[k]  # noqa: B018 - touch: refresh recency
+            _ = cache[k]  # a read refreshes recency
         else:
             miss[i] = True
             cache[k] = True
