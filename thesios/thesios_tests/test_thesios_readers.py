@@ -6,6 +6,7 @@ import gzip
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from thesios.cli import main
@@ -258,3 +259,52 @@ def test_synth_cli_writes_a_trace_with_simulated_columns(tmp_path):
     with pytest.raises(SystemExit) as exc:
         main(["synth", "-o", str(tmp_path / "x.txt")])
     assert exc.value.code == 2
+
+
+def test_sample_cli_writes_fleet_samples(tmp_path):
+    from thesios.fleet import FleetGenerator, default_fleet
+    from thesios.requests import Requests
+
+    out = tmp_path / "s.parquet"
+    main(["sample", "-o", str(out), "--rate", "1/1000", "--disks-per-class", "5", "--days", "2"])
+    table = read_parquet(out)
+    assert table.column_names == [*THESIOS_COLUMNS, "disk_id"]
+    req, _ = Requests.from_table(table)
+    gen = FleetGenerator(default_fleet(disks_per_class=5, days=2))
+    mu = 1e-3 * sum(gen.expected_requests(np.arange(20), d).sum() for d in range(2))
+    assert abs(len(req) - mu) < 4 * np.sqrt(mu)
+    assert set(np.unique(req.disk_id)) <= set(range(20)) and np.all(np.diff(req.start_time) >= 0)
+
+
+def _row_strategy():
+    from hypothesis import strategies as st
+
+    name = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789/_.-", min_size=1, max_size=12).filter(lambda s: s != "filename")
+    return st.fixed_dictionaries({
+        "filename": name, "file_offset": st.integers(0, 2**40), "application": name,
+        "c_time": st.integers(0, 2**33), "io_zone": st.sampled_from(["WARM", "COLD", "UNKNOWN"]),
+        "redundancy_type": name, "op_type": st.sampled_from(["READ", "WRITE"]),
+        "service_class": st.sampled_from(["LATENCY_SENSITIVE", "THROUGHPUT_ORIENTED", "OTHER"]),
+        "from_flash_cache": st.integers(0, 1), "cache_hit": st.integers(-1, 1),
+        "request_io_size_bytes": st.integers(0, 2**30), "disk_io_size_bytes": st.integers(0, 2**30),
+        "response_io_size_bytes": st.integers(0, 2**30),
+        "start_time": st.floats(0, 1e10, allow_nan=False), "disk_time": st.floats(0, 10, allow_nan=False),
+        "simulated_disk_start_time": st.floats(0, 1e10, allow_nan=False),
+        "simulated_latency": st.floats(0, 10, allow_nan=False),
+    })
+
+
+def test_any_valid_table_round_trips_through_csv(tmp_path_factory):
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from thesios.writers import write_thesios_csv
+
+    @settings(max_examples=40, deadline=None)
+    @given(st.lists(_row_strategy(), min_size=1, max_size=30))
+    def check(rows):
+        table = pa.Table.from_pylist(rows, schema=THESIOS_SCHEMA)
+        path = write_thesios_csv(table, tmp_path_factory.mktemp("rt") / "t.csv")
+        assert read_thesios_csv(path).equals(table)
+
+    check()
