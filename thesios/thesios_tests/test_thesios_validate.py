@@ -57,9 +57,13 @@ def test_homogeneous_fleet_is_synthesized_to_poisson_noise():
     assert res.accuracy["read_latency_p50"] >= 0.95
 
 
-def test_validate_cli_json_shape(capsys):
-    main(["validate", "--rate", "1/100", "--days", "1", "--held-out", "1", "--json"])
+def test_validate_cli_json_shape_and_report(capsys, tmp_path):
+    report = tmp_path / "report.html"
+    main(["validate", "--rate", "1/100", "--days", "1", "--held-out", "1", "--json", "--report", str(report)])
     doc = json.loads(capsys.readouterr().out)
+    text = report.read_text()
+    assert text.count("<img src='data:image/png;base64,") == 3 and "paper" in text
+    assert [p.name for p in tmp_path.iterdir()] == ["report.html"]
     assert doc["rate"] == 0.01
     assert doc["disks"] == 4 * 101
     assert set(doc["accuracy"]) == set(METRICS)

@@ -43,10 +43,13 @@ def validate_cmd(
     seed: Annotated[int, typer.Option(help="seed of the fleet and of the sampler")] = 0,
     held_out: Annotated[int, typer.Option(help="held-out disks per class (full traces)")] = 2,
     fleet: Annotated[Path | None, typer.Option(help="fleet spec (JSON); default: the embedded fleet sized to 1/p disk-days per class")] = None,
+    report: Annotated[Path | None, typer.Option(help="also write an HTML report with plots here")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
 ) -> None:
     """Synthesize held-out disks of the embedded fleet from samples; compare with their real traces."""
     p = _parse_rate(rate)
+    if report is not None and not report.parent.is_dir():
+        raise ThesiosInputError(f"{report.parent}: no such folder")
     if fleet is not None:
         from thesios.fleet import fleet_from_json
 
@@ -60,6 +63,7 @@ def validate_cmd(
     err = Console(stderr=True)
     if as_json:
         result = validate(spec, rate=p, seed=seed, held_out_per_class=held_out, progress=lambda m: print(m, file=sys.stderr))
+        _maybe_report(result, report)
         print(json.dumps(result.to_json(), indent=2))
         return
     with err.status("validating") as status:
@@ -77,8 +81,18 @@ def validate_cmd(
     Console().print(table)
     Console().print(f"groups found: {result.groups}, purity vs generator classes: {result.purity:.1%}; "
                     f"disk-days merged per synthesized disk: {result.coverage:.2f}/p")
+    _maybe_report(result, report)
+    if report is not None:
+        Console(stderr=True).print(f"report -> {report}")
     if result.coverage < 0.999:
         Console(stderr=True).print(f"warning: the fleet has too few disk-days for 1/p per group (coverage {result.coverage:.2f})")
+
+
+def _maybe_report(result, report: Path | None) -> None:
+    if report is not None:
+        from thesios.report import write_report
+
+        write_report(result, report)
 
 
 @app.command("whatif")

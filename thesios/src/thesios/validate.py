@@ -15,14 +15,14 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from thesios.errors import ThesiosInputError
 from thesios.fleet import DAY_S, FleetGenerator, FleetSpec, default_fleet
 from thesios.identify import disk_features, identify, purity
-from thesios.reorganizer import NS_PER_S, fifo_schedule, to_ns
+from thesios.reorganizer import NS_PER_S, fifo_schedule, reorganize, to_ns
 from thesios.requests import Requests
 from thesios.synth import synthesize
 
@@ -106,6 +106,7 @@ class ValidationResult:
     coverage: float
     sampled_requests: int
     seconds: float
+    series: dict[int, dict[str, dict[str, np.ndarray]]] = field(default_factory=dict, repr=False)
 
     def to_json(self) -> dict:
         """``{"rate", "disks", "accuracy": {...}, "paper": {...}, ...}`` (plain JSON types)."""
@@ -171,6 +172,7 @@ def validate(
     is_held_out = np.zeros(spec.n_disks, dtype=bool)
     is_held_out[held_out] = True
     per_disk: dict[int, dict[str, float]] = {}
+    series: dict[int, dict[str, dict[str, np.ndarray]]] = {}
     coverages = []
     for disk in held_out:
         say(f"held-out disk {disk}: full trace, synthesis, reorganization")
@@ -182,9 +184,14 @@ def validate(
         m_real = window_metrics(real, 0, window_s)
         m_syn = window_metrics(result.trace, 0, window_s)
         per_disk[disk] = {m: accuracy(m_syn[m], m_real[m]) for m in METRICS}
+        quantiles = np.linspace(0, 100, 201)
+        series[disk] = {
+            "real": m_real | {"latency_quantiles": np.percentile(reorganize(real)[2], quantiles)},
+            "synth": m_syn | {"latency_quantiles": np.percentile(reorganize(result.trace)[2], quantiles)},
+        }
     acc = {m: float(np.nanmean([per_disk[d][m] for d in held_out])) for m in METRICS}
     return ValidationResult(
         rate=rate, disks=spec.n_disks, days=spec.days, held_out=held_out, accuracy=acc, per_disk=per_disk,
         purity=pur, groups=grouping.k, coverage=float(np.mean(coverages)), sampled_requests=len(samples),
-        seconds=time.perf_counter() - t_begin,
+        seconds=time.perf_counter() - t_begin, series=series,
     )

@@ -10,6 +10,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 
+def _umask_mode() -> int:
+    """Mode a plain ``open()`` would give a new file (mkstemp's temp files are 0600)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def write_parquet(table: pa.Table, path: str | Path) -> Path:
     """Write ``table`` to Parquet at ``path`` atomically; return the path.
 
@@ -26,6 +33,7 @@ def write_parquet(table: pa.Table, path: str | Path) -> Path:
     os.close(fd)
     try:
         pq.write_table(table, tmp, compression="zstd")
+        os.chmod(tmp, _umask_mode())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -43,6 +51,7 @@ def _atomic_bytes(data: bytes, path: Path) -> Path:
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
+        os.chmod(tmp, _umask_mode())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
