@@ -168,12 +168,13 @@ def _print_whatif_groups(groups: list[dict]) -> None:
 
 @app.command("synth")
 def synth_cmd(
-    output: Annotated[Path, typer.Option("--output", "-o", help="trace to write: .parquet or .csv (Thesios shard format)")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="trace to write: .parquet, .csv (Thesios shard) or .iolog (fio replay log v3)")],
     rate: Annotated[str, typer.Option(help="sampling rate p")] = "1/1000",
     disk: Annotated[int, typer.Option(help="synthesize a disk like this one (its group, itself excluded)")] = 0,
     days: Annotated[int, typer.Option(help="days of samples per disk")] = 4,
     seed: Annotated[int, typer.Option(help="seed")] = 0,
     discipline: Annotated[str, typer.Option(help="queue of the reorganizer: fifo or priority")] = "fifo",
+    fio_device: Annotated[str, typer.Option(help="device named in a .iolog output")] = "/dev/sdX",
 ) -> None:
     """Synthesize one day of a full-rate disk trace from samples of the embedded fleet."""
     from thesios.fleet import FleetGenerator
@@ -184,8 +185,10 @@ def synth_cmd(
     p = _parse_rate(rate)
     if discipline not in ("fifo", "priority"):
         raise ThesiosInputError(f"--discipline must be fifo or priority, got {discipline!r}")
-    if output.suffix not in (".parquet", ".csv"):
-        raise ThesiosInputError(f"{output}: the output must end in .parquet or .csv")
+    if output.suffix not in (".parquet", ".csv", ".iolog"):
+        raise ThesiosInputError(f"{output}: the output must end in .parquet, .csv or .iolog")
+    if not fio_device or any(c.isspace() for c in fio_device):
+        raise ThesiosInputError("--fio-device must be a name without spaces")
     if not output.parent.is_dir():
         raise ThesiosInputError(f"{output.parent}: no such folder")
     spec = auto_fleet(p, days=days, seed=seed, held_out_per_class=1)
@@ -201,6 +204,12 @@ def synth_cmd(
         table = trace_table(result.trace, gen.applications, discipline)
     if output.suffix == ".csv":
         write_thesios_csv(table, output)
+    elif output.suffix == ".iolog":
+        from thesios.writers import write_fio_iolog
+
+        tr = result.trace
+        write_fio_iolog(tr.start_time, tr.is_read, tr.disk_id.astype(np.int64) * 1_000_003 + tr.file_id,
+                        tr.file_offset, tr.size, output, device=fio_device)
     else:
         write_parquet(table, output)
     err.print(f"{table.num_rows} requests from {len(result.disk_days)} disk-days (coverage {result.coverage:.2f}/p) -> {output}")
