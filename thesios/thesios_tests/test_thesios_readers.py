@@ -222,11 +222,11 @@ def test_msr_bad_rows_report_lines(tmp_path):
     raw[2] = raw[2].replace("Write", "Trim")
     raw[5] = raw[5] + ",extra"
     path = write_lines(tmp_path / "msr.csv", raw)
-    with pytest.raises(TraceFormatError, match=rf"^{path}:3: Type not Read/Write \(and 1 more bad rows\)$"):
+    with pytest.raises(TraceFormatError, match=rf"^{path}:3: Type not one of Read/Write \(and 1 more bad rows\)$"):
         read_msr_csv(path)
     report = ReadReport()
     assert read_msr_csv(path, lenient=True, report=report).num_rows == 6
-    assert report.examples == [f"{path}:3: Type not Read/Write", f"{path}:6: expected 7 fields, got 8"]
+    assert report.examples == [f"{path}:3: Type not one of Read/Write", f"{path}:6: expected 7 fields, got 8"]
 
 
 def test_thesios_csv_writer_round_trips(tmp_path):
@@ -359,3 +359,40 @@ def test_fio_replays_the_iolog(tmp_path):
     assert job["read"]["total_ios"] == is_read.sum()
     assert job["write"]["total_ios"] == (~is_read).sum()
     assert job["job_runtime"] < 10_000  # microsecond timestamps: a 0.2 s log replays in well under 10 s
+
+
+def test_reads_alibaba_and_tencent_block_traces(tmp_path):
+    from thesios.readers import read_alibaba_csv, read_tencent_csv
+
+    ali = read_alibaba_csv(FIX / "alibaba_io_traces_head.csv")
+    assert ali.schema == THESIOS_SCHEMA_WITH_LATENCY and ali.num_rows == 6
+    row = ali.slice(2, 1).to_pylist()[0]
+    assert (row["filename"], row["op_type"], row["file_offset"], row["request_io_size_bytes"]) == ("318", "READ", 13549568, 16384)
+    assert row["start_time"] == pytest.approx(1577808000.000811) and row["latency"] is None
+    ten = read_tencent_csv(FIX / "tencent_cbs_head.csv")
+    row = ten.slice(2, 1).to_pylist()[0]
+    assert (row["filename"], row["op_type"], row["file_offset"], row["request_io_size_bytes"]) == ("2121", "READ", 3062848 * 512, 16 * 512)
+    assert ten.column("op_type").to_pylist().count("WRITE") == 3
+    raw = lines_of(FIX / "tencent_cbs_head.csv")
+    raw[3] = raw[3].replace(",0,", ",2,")
+    bad = write_lines(tmp_path / "t.csv", raw)
+    with pytest.raises(TraceFormatError, match=rf"^{bad}:4: IOType not one of 0/1$"):
+        read_tencent_csv(bad)
+    raw = lines_of(FIX / "alibaba_io_traces_head.csv")
+    raw[0] = raw[0].replace("4096", "-4096")
+    bad = write_lines(tmp_path / "a.csv", raw)
+    with pytest.raises(TraceFormatError, match=rf"^{bad}:1: length: '-4096' is not a non-negative integer$"):
+        read_alibaba_csv(bad)
+
+
+def test_convert_other_formats(tmp_path, capsys):
+    out = tmp_path / "msr.parquet"
+    main(["convert", str(MSR), "--format", "msr", "-o", str(out)])
+    assert read_parquet(out).num_rows == 8
+    with pytest.raises(SystemExit) as exc:
+        main(["convert", str(MSR), "--format", "blkparse", "-o", str(out)])
+    assert exc.value.code == 2
+    with pytest.raises(SystemExit) as exc:
+        main(["convert", str(MSR), "-o", str(tmp_path / "x.parquet")])  # an MSR file is no Thesios shard
+    assert exc.value.code == 2
+    assert "header is not the 17 Thesios columns" in capsys.readouterr().err

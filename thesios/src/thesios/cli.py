@@ -220,10 +220,16 @@ def convert_cmd(
     inputs: Annotated[list[Path], typer.Argument(help="Thesios CSV shards (.csv, .csv.gz)")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Parquet file to write (atomically)")],
     lenient: Annotated[bool, typer.Option(help="skip and count malformed rows instead of failing")] = False,
+    fmt: Annotated[str, typer.Option("--format", help="input format: thesios, msr, alibaba, tencent")] = "thesios",
 ) -> None:
-    """Convert Thesios CSV shards into one Parquet trace."""
+    """Convert trace files (Thesios CSV shards by default) into one Parquet trace."""
+    from thesios.readers import read_alibaba_csv, read_msr_csv, read_tencent_csv
+
+    readers = {"thesios": read_thesios_csv, "msr": read_msr_csv, "alibaba": read_alibaba_csv, "tencent": read_tencent_csv}
+    if fmt not in readers:
+        raise ThesiosInputError(f"--format must be one of {', '.join(readers)}, got {fmt!r}")
     report = ReadReport()
-    tables = [read_thesios_csv(path, lenient=lenient, report=report) for path in inputs]
+    tables = [readers[fmt](path, lenient=lenient, report=report) for path in inputs]
     if len({t.schema for t in tables}) > 1:
         raise ThesiosInputError("shards differ in columns (some have 'latency', some not)")
     if not output.parent.is_dir():

@@ -195,6 +195,104 @@ MSR_COLUMNS = ("Timestamp", "Hostname", "DiskNumber", "Type", "Offset", "Size", 
 _FILETIME_TO_UNIX_S = 11_644_473_600  # seconds from 1601-01-01 (Windows FILETIME) to 1970-01-01
 
 
+def _parse_headerless(
+    path: Path, columns: tuple[str, ...], int_columns: tuple[str, ...], op_column: str,
+    op_values: dict[str, bool], lenient: bool, report: ReadReport,
+) -> tuple[pa.Table, np.ndarray]:
+    """Parse a header-less block-trace CSV; validate integers and the op column vectorized.
+
+    Returns the valid rows (strings) and their is-read flags; raises ``file:line: reason``.
+    """
+    data = _read_bytes(path)
+    lines = _nonempty_line_numbers(data)
+    if len(lines) == 0:
+        raise TraceFormatError(f"{path}:1: empty file")
+    bad_rows: list[tuple[int, str]] = []
+
+    def on_invalid(row: pcsv.InvalidRow) -> str:
+        bad_rows.append((row.number, f"expected {row.expected_columns} fields, got {row.actual_columns}"))
+        return "skip"
+
+    try:
+        raw = pcsv.read_csv(
+            io.BytesIO(data),
+            read_options=pcsv.ReadOptions(use_threads=False, column_names=list(columns)),
+            parse_options=pcsv.ParseOptions(invalid_row_handler=on_invalid, newlines_in_values=False),
+            convert_options=pcsv.ConvertOptions(column_types={n: pa.string() for n in columns}),
+        )
+    except pa.ArrowInvalid as err:
+        raise TraceFormatError(f"{path}: {err}") from None
+    keep_mask = np.ones(len(lines), dtype=bool)
+    for n, _ in bad_rows:
+        keep_mask[min(n - 1, len(lines) - 1)] = False
+    row_lines = lines[keep_mask]
+    errors = [(int(lines[min(n - 1, len(lines) - 1)]), reason) for n, reason in bad_rows]
+    ok = pa.chunked_array([pa.array(np.ones(raw.num_rows, dtype=bool))])
+    for name in int_columns:
+        bad = pc.invert(pc.match_substring_regex(raw.column(name), r"^\s*\d+\s*$"))
+        if pc.any(bad).as_py():
+            idx = np.flatnonzero(bad.to_numpy(zero_copy_only=False))
+            vals = raw.column(name).take(pa.array(idx[:5])).to_pylist()
+            errors.extend((int(row_lines[i]), f"{name}: {v!r} is not a non-negative integer") for i, v in zip(idx, vals))
+            ok = pc.and_(ok, pc.invert(bad))
+    op = pc.utf8_upper(pc.utf8_trim_whitespace(raw.column(op_column)))
+    keys = [k.upper() for k in op_values]
+    bad_op = pc.and_(ok, pc.invert(pc.is_in(op, pa.array(keys))))
+    if pc.any(bad_op).as_py():
+        idx = np.flatnonzero(bad_op.to_numpy(zero_copy_only=False))
+        errors.extend((int(row_lines[i]), f"{op_column} not one of {'/'.join(op_values)}") for i in idx[:5])
+        ok = pc.and_(ok, pc.invert(bad_op))
+    n_bad = len(bad_rows) + raw.num_rows - (pc.sum(ok).as_py() or 0)
+    errors.sort()
+    if errors and not lenient:
+        line, reason = errors[0]
+        more = f" (and {n_bad - 1} more bad rows)" if n_bad > 1 else ""
+        raise TraceFormatError(f"{path}:{line}: {reason}{more}")
+    read_keys = [k.upper() for k, v in op_values.items() if v]
+    is_read = np.asarray(pc.is_in(op.filter(ok), pa.array(read_keys)).to_numpy(zero_copy_only=False), dtype=bool)
+    report.skipped += n_bad
+    report.examples.extend(f"{path}:{line}: {reason}" for line, reason in errors[: max(0, 5 - len(report.examples))])
+    return raw.filter(ok), is_read
+
+
+def _ints(raw: pa.Table, name: str) -> np.ndarray:
+    return np.asarray(pc.cast(pc.utf8_trim_whitespace(raw.column(name)), pa.int64()).to_numpy(), dtype=np.int64)
+
+
+def _block_table(
+    device: pa.Array, offset: np.ndarray, size: np.ndarray, is_read: np.ndarray, start_time: np.ndarray,
+    latency: np.ndarray | None,
+) -> pa.Table:
+    """A block trace in :data:`THESIOS_SCHEMA_WITH_LATENCY`: ``filename`` = device, ``io_zone``
+    UNKNOWN, ``cache_hit`` 0 for reads (below the buffer cache) and -1 for writes, ``disk_time`` of
+    reads = the latency when known (an upper bound of service) else 0, ``latency`` null if unknown."""
+    n = len(offset)
+    lat = np.zeros(n) if latency is None else latency
+    return pa.table(
+        {
+            "filename": device,
+            "file_offset": pa.array(offset),
+            "application": device,
+            "c_time": pa.nulls(n, pa.int64()),
+            "io_zone": pa.array(np.full(n, "UNKNOWN", dtype=object), pa.string()),
+            "redundancy_type": pa.nulls(n, pa.string()),
+            "op_type": pa.array(np.where(is_read, "READ", "WRITE").astype(object), pa.string()),
+            "service_class": pa.nulls(n, pa.string()),
+            "from_flash_cache": pa.array(np.zeros(n, np.int8)),
+            "cache_hit": pa.array(np.where(is_read, 0, -1).astype(np.int8)),
+            "request_io_size_bytes": pa.array(size),
+            "disk_io_size_bytes": pa.array(size),
+            "response_io_size_bytes": pa.array(np.where(is_read, size, 0)),
+            "start_time": pa.array(start_time, pa.float64()),
+            "disk_time": pa.array(np.where(is_read, lat, 0.0)),
+            "simulated_disk_start_time": pa.nulls(n, pa.float64()),
+            "simulated_latency": pa.nulls(n, pa.float64()),
+            EXTRA_LATENCY: pa.nulls(n, pa.float64()) if latency is None else pa.array(latency),
+        },
+        schema=THESIOS_SCHEMA_WITH_LATENCY,
+    )
+
+
 def read_msr_csv(path: str | Path, lenient: bool = False, report: ReadReport | None = None) -> pa.Table:
     """Read an MSR Cambridge trace CSV into :data:`THESIOS_SCHEMA_WITH_LATENCY`.
 
@@ -211,83 +309,65 @@ def read_msr_csv(path: str | Path, lenient: bool = False, report: ReadReport | N
     """
     path = Path(path)
     report = report if report is not None else ReadReport()
-    data = _read_bytes(path)
-    lines = _nonempty_line_numbers(data)
-    bad_rows: list[tuple[int, str]] = []
-
-    def on_invalid(row: pcsv.InvalidRow) -> str:
-        bad_rows.append((row.number, f"expected {row.expected_columns} fields, got {row.actual_columns}"))
-        return "skip"
-
-    try:
-        raw = pcsv.read_csv(
-            io.BytesIO(data),
-            read_options=pcsv.ReadOptions(use_threads=False, column_names=list(MSR_COLUMNS)),
-            parse_options=pcsv.ParseOptions(invalid_row_handler=on_invalid, newlines_in_values=False),
-            convert_options=pcsv.ConvertOptions(column_types={n: pa.string() for n in MSR_COLUMNS}),
-        )
-    except pa.ArrowInvalid as err:
-        raise TraceFormatError(f"{path}: {err}") from None
-    keep_mask = np.ones(len(lines), dtype=bool)
-    for n, _ in bad_rows:
-        keep_mask[min(n - 1, len(lines) - 1)] = False
-    row_lines = lines[keep_mask]
-    errors = [(int(lines[min(n - 1, len(lines) - 1)]), reason) for n, reason in bad_rows]
-    ok = pa.chunked_array([pa.array(np.ones(raw.num_rows, dtype=bool))])
-    for name in ("Timestamp", "DiskNumber", "Offset", "Size", "ResponseTime"):
-        bad = pc.invert(pc.match_substring_regex(raw.column(name), r"^\s*\d+\s*$"))
-        if pc.any(bad).as_py():
-            idx = np.flatnonzero(bad.to_numpy(zero_copy_only=False))
-            vals = raw.column(name).take(pa.array(idx[:5])).to_pylist()
-            errors.extend((int(row_lines[i]), f"{name}: {v!r} is not a non-negative integer") for i, v in zip(idx, vals))
-            ok = pc.and_(ok, pc.invert(bad))
-    op = pc.utf8_upper(pc.utf8_trim_whitespace(raw.column("Type")))
-    bad_type = pc.and_(ok, pc.invert(pc.is_in(op, pa.array(["READ", "WRITE"]))))
-    if pc.any(bad_type).as_py():
-        idx = np.flatnonzero(bad_type.to_numpy(zero_copy_only=False))
-        errors.extend((int(row_lines[i]), "Type not Read/Write") for i in idx[:5])
-        ok = pc.and_(ok, pc.invert(bad_type))
-    n_bad = len(bad_rows) + raw.num_rows - (pc.sum(ok).as_py() or 0)
-    errors.sort()
-    if errors and not lenient:
-        line, reason = errors[0]
-        more = f" (and {n_bad - 1} more bad rows)" if n_bad > 1 else ""
-        raise TraceFormatError(f"{path}:{line}: {reason}{more}")
-    raw = raw.filter(ok)
-
-    def ints(name: str) -> np.ndarray:
-        return np.asarray(pc.cast(pc.utf8_trim_whitespace(raw.column(name)), pa.int64()).to_numpy(), dtype=np.int64)
-
-    n = raw.num_rows
-    ticks = ints("Timestamp")
-    is_read = np.asarray(pc.equal(op.filter(ok), "READ").to_numpy(zero_copy_only=False), dtype=bool)
-    size = ints("Size")
-    response = ints("ResponseTime") / 1e7
-    host = pc.utf8_trim_whitespace(raw.column("Hostname"))
-    table = pa.table(
-        {
-            "filename": pc.binary_join_element_wise(host, pc.utf8_trim_whitespace(raw.column("DiskNumber")), "/"),
-            "file_offset": pa.array(ints("Offset")),
-            "application": host,
-            "c_time": pa.nulls(n, pa.int64()),
-            "io_zone": pa.array(np.full(n, "UNKNOWN", dtype=object), pa.string()),
-            "redundancy_type": pa.nulls(n, pa.string()),
-            "op_type": pa.array(np.where(is_read, "READ", "WRITE").astype(object), pa.string()),
-            "service_class": pa.nulls(n, pa.string()),
-            "from_flash_cache": pa.array(np.zeros(n, np.int8)),
-            "cache_hit": pa.array(np.where(is_read, 0, -1).astype(np.int8)),
-            "request_io_size_bytes": pa.array(size),
-            "disk_io_size_bytes": pa.array(size),
-            "response_io_size_bytes": pa.array(np.where(is_read, size, 0)),
-            "start_time": pa.array(ticks // 10_000_000 - _FILETIME_TO_UNIX_S + (ticks % 10_000_000) / 1e7),
-            "disk_time": pa.array(np.where(is_read, response, 0.0)),
-            "simulated_disk_start_time": pa.nulls(n, pa.float64()),
-            "simulated_latency": pa.nulls(n, pa.float64()),
-            EXTRA_LATENCY: pa.array(response),
-        },
-        schema=THESIOS_SCHEMA_WITH_LATENCY,
+    raw, is_read = _parse_headerless(
+        path, MSR_COLUMNS, ("Timestamp", "DiskNumber", "Offset", "Size", "ResponseTime"), "Type",
+        {"Read": True, "Write": False}, lenient, report,
     )
-    report.rows += n
-    report.skipped += n_bad
-    report.examples.extend(f"{path}:{line}: {reason}" for line, reason in errors[: max(0, 5 - len(report.examples))])
+    ticks = _ints(raw, "Timestamp")
+    host = pc.utf8_trim_whitespace(raw.column("Hostname"))
+    device = pc.binary_join_element_wise(host, pc.utf8_trim_whitespace(raw.column("DiskNumber")), "/")
+    start = ticks // 10_000_000 - _FILETIME_TO_UNIX_S + (ticks % 10_000_000) / 1e7
+    table = _block_table(device, _ints(raw, "Offset"), _ints(raw, "Size"), is_read, start, _ints(raw, "ResponseTime") / 1e7)
+    table = table.set_column(table.schema.get_field_index("application"), "application", host)
+    report.rows += table.num_rows
+    return table
+
+
+#: Alibaba block traces (2020; Li et al., "An In-Depth Analysis of Cloud Block Storage Workloads
+#: in Large-Scale Production", IISWC 2020): ``device_id,opcode,offset,length,timestamp``, no
+#: header; opcode R/W, bytes, timestamp in microseconds (Unix).
+ALIBABA_COLUMNS = ("device_id", "opcode", "offset", "length", "timestamp")
+
+#: Tencent CBS traces (SNIA IOTTA; Zhang et al., "OSCA", USENIX ATC 2020):
+#: ``Timestamp,Offset,Size,IOType,VolumeID``, no header; Unix seconds, offset and size in
+#: 512-byte sectors, IOType 0 read / 1 write.
+TENCENT_COLUMNS = ("Timestamp", "Offset", "Size", "IOType", "VolumeID")
+
+
+def read_alibaba_csv(path: str | Path, lenient: bool = False, report: ReadReport | None = None) -> pa.Table:
+    """Read an Alibaba block trace CSV into :data:`THESIOS_SCHEMA_WITH_LATENCY` (no latency: null).
+
+    ``filename`` = ``device_id``; ``start_time`` = timestamp / 1e6 (s).
+
+    Raises:
+        TraceFormatError: ``file:line: reason`` (wrong field count, non-integers, opcode not R/W).
+    """
+    path = Path(path)
+    report = report if report is not None else ReadReport()
+    raw, is_read = _parse_headerless(
+        path, ALIBABA_COLUMNS, ("device_id", "offset", "length", "timestamp"), "opcode", {"R": True, "W": False}, lenient, report,
+    )
+    device = pc.utf8_trim_whitespace(raw.column("device_id"))
+    table = _block_table(device, _ints(raw, "offset"), _ints(raw, "length"), is_read, _ints(raw, "timestamp") / 1e6, None)
+    report.rows += table.num_rows
+    return table
+
+
+def read_tencent_csv(path: str | Path, lenient: bool = False, report: ReadReport | None = None) -> pa.Table:
+    """Read a Tencent CBS trace CSV into :data:`THESIOS_SCHEMA_WITH_LATENCY` (no latency: null).
+
+    ``filename`` = VolumeID; offsets and sizes are sectors times 512 bytes.
+
+    Raises:
+        TraceFormatError: ``file:line: reason`` (wrong field count, non-integers, IOType not 0/1).
+    """
+    path = Path(path)
+    report = report if report is not None else ReadReport()
+    raw, is_read = _parse_headerless(
+        path, TENCENT_COLUMNS, ("Timestamp", "Offset", "Size", "VolumeID"), "IOType", {"0": True, "1": False}, lenient, report,
+    )
+    device = pc.utf8_trim_whitespace(raw.column("VolumeID"))
+    table = _block_table(device, _ints(raw, "Offset") * 512, _ints(raw, "Size") * 512, is_read,
+                         _ints(raw, "Timestamp").astype(np.float64), None)
+    report.rows += table.num_rows
     return table
