@@ -50,8 +50,8 @@ def test_full_trace_counts_and_diurnal_shape_match_the_intensity(gen):
 
 def test_direct_sampling_equals_bernoulli_thinning_of_full_traces(gen):
     """Thinning theorem: a direct Poisson draw at rate p and Bernoulli(p) of the full trace agree."""
-    p = 0.05
-    disks = np.arange(30, 40)  # batch class
+    p = 0.1
+    disks = np.arange(30, 34)  # batch class
     direct = gen.generate(disks, 0, p, np.random.default_rng(2))
     thinned = bernoulli_sample(gen.generate(disks, 0, 1.0, np.random.default_rng(3)), p, np.random.default_rng(4))
     mu = p * gen.expected_requests(disks, 0).sum()
@@ -66,8 +66,8 @@ def test_direct_sampling_equals_bernoulli_thinning_of_full_traces(gen):
 def test_merged_sample_counts_match_sum_of_p_times_n(gen):
     p = 0.02
     rng = np.random.default_rng(5)
-    samples = gen.sample_fleet(p, rng)
     members = np.arange(60, 90)  # archive class, both days: 60 disk-days >= 1/p = 50
+    samples = gen.sample_fleet(p, rng, disk_ids=members)
     res = synthesize(samples, members, p, target_day=0, days=2)
     assert len(res.disk_days) == 50 and res.coverage == pytest.approx(1.0)
     day0 = res.disk_days[res.disk_days[:, 1] == 0, 0]

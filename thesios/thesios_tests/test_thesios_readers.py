@@ -240,8 +240,11 @@ def test_thesios_csv_writer_round_trips(tmp_path):
 
 
 def test_synth_cli_writes_a_trace_with_simulated_columns(tmp_path):
+    from thesios_tests.test_thesios_validate import light_fleet_json
+
     out = tmp_path / "synth.parquet"
-    main(["synth", "-o", str(out), "--rate", "1/5", "--days", "1", "--disk", "3"])
+    fleet = light_fleet_json(tmp_path / "fleet.json", 6)
+    main(["synth", "-o", str(out), "--rate", "1/5", "--fleet", str(fleet), "--disk", "3"])
     table = read_parquet(out)
     assert table.schema == THESIOS_SCHEMA
     assert table.num_rows > 1000

@@ -68,7 +68,7 @@ def test_whatif_scenarios_on_a_light_fleet():
     classes = tuple(dataclasses.replace(c, rate=c.rate / 5, sizes=(4096, 65536), size_probs=(0.7, 0.3)) for c in DEFAULT_CLASSES)
     spec = FleetSpec(classes, disks_per_class=2 * 50 + 1, days=1, seed=2)
     scenarios = [parse_scenario(s) for s in ["capacity:x2", "rpm:5400", "spin-down:zone=COLD,timeout=10s", "cache:x2"]]
-    doc = run_scenarios(spec, 1 / 50, scenarios, seed=2, cache_blocks=20_000, shards_rate=0.01)
+    doc = run_scenarios(spec, 1 / 50, scenarios, seed=2, cache_blocks=40_000, shards_rate=0.005)
     assert len(doc["groups"]) == 4
     for g in doc["groups"]:
         base, sc = g["baseline"], g["scenarios"]
@@ -86,8 +86,11 @@ def test_whatif_scenarios_on_a_light_fleet():
         assert c["belady_miss_ratio_scaled"] <= c["lru_miss_ratio_scaled"] <= c["lru_miss_ratio"]
 
 
-def test_whatif_cli_json(capsys):
-    main(["whatif", "--rate", "1/20", "--days", "1", "-s", "rpm:5400", "--json"])
+def test_whatif_cli_json(capsys, tmp_path):
+    from thesios_tests.test_thesios_validate import light_fleet_json
+
+    fleet = light_fleet_json(tmp_path / "fleet.json", 21)
+    main(["whatif", "--rate", "1/20", "--fleet", str(fleet), "-s", "rpm:5400", "--json"])
     doc = json.loads(capsys.readouterr().out)
     assert doc["rate"] == 0.05 and len(doc["groups"]) == 4
     for g in doc["groups"]:

@@ -57,20 +57,28 @@ def test_homogeneous_fleet_is_synthesized_to_poisson_noise():
     assert res.accuracy["read_latency_p50"] >= 0.95
 
 
+def light_fleet_json(path, disks_per_class: int, rate_divisor: float = 4.0):
+    """A fleet spec file like the default one at a fraction of its rates (fast CLI tests)."""
+    classes = [dataclasses.asdict(dataclasses.replace(c, rate=c.rate / rate_divisor)) for c in DEFAULT_CLASSES]
+    path.write_text(json.dumps({"classes": classes, "disks_per_class": disks_per_class, "days": 1}))
+    return path
+
+
 def test_validate_cli_json_shape_and_report(capsys, tmp_path):
     report = tmp_path / "report.html"
-    main(["validate", "--rate", "1/100", "--days", "1", "--held-out", "1", "--json", "--report", str(report)])
+    fleet = light_fleet_json(tmp_path / "fleet.json", 101)
+    main(["validate", "--rate", "1/100", "--held-out", "1", "--fleet", str(fleet), "--json", "--report", str(report)])
     doc = json.loads(capsys.readouterr().out)
     text = report.read_text()
     assert text.count("<img src='data:image/png;base64,") == 3 and "paper" in text
-    assert [p.name for p in tmp_path.iterdir()] == ["report.html"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fleet.json", "report.html"]
     assert doc["rate"] == 0.01
     assert doc["disks"] == 4 * 101
     assert set(doc["accuracy"]) == set(METRICS)
     assert doc["paper"] == {m: list(b) for m, b in PAPER_BANDS.items()}
     assert doc["grouping"]["purity"] == 1.0
     for m, value in doc["accuracy"].items():
-        assert 0.85 <= value <= 1.0, m
+        assert 0.8 <= value <= 1.0, m
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,7 @@ from thesios.validate import METRICS, PAPER_BANDS, auto_fleet, validate
 from thesios.writers import write_parquet
 
 app = typer.Typer(add_completion=False, help=__doc__)
+FLEET_HELP = "fleet spec (JSON); default: the embedded fleet sized to 1/p disk-days per class"
 
 
 def _parse_rate(rate: str) -> float:
@@ -42,7 +43,7 @@ def validate_cmd(
     days: Annotated[int, typer.Option(help="days of samples per disk (disk-days merged across days)")] = 4,
     seed: Annotated[int, typer.Option(help="seed of the fleet and of the sampler")] = 0,
     held_out: Annotated[int, typer.Option(help="held-out disks per class (full traces)")] = 2,
-    fleet: Annotated[Path | None, typer.Option(help="fleet spec (JSON); default: the embedded fleet sized to 1/p disk-days per class")] = None,
+    fleet: Annotated[Path | None, typer.Option(help=FLEET_HELP)] = None,
     report: Annotated[Path | None, typer.Option(help="also write an HTML report with plots here")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
 ) -> None:
@@ -50,16 +51,7 @@ def validate_cmd(
     p = _parse_rate(rate)
     if report is not None and not report.parent.is_dir():
         raise ThesiosInputError(f"{report.parent}: no such folder")
-    if fleet is not None:
-        from thesios.fleet import fleet_from_json
-
-        try:
-            text = fleet.read_text()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ThesiosInputError(f"{fleet}: cannot read ({exc})") from None
-        spec = fleet_from_json(text, str(fleet))
-    else:
-        spec = auto_fleet(p, days=days, seed=seed, held_out_per_class=held_out)
+    spec = _fleet_spec(fleet, p, days, seed, held_out)
     err = Console(stderr=True)
     if as_json:
         result = validate(spec, rate=p, seed=seed, held_out_per_class=held_out, progress=lambda m: print(m, file=sys.stderr))
@@ -88,6 +80,19 @@ def validate_cmd(
         Console(stderr=True).print(f"warning: the fleet has too few disk-days for 1/p per group (coverage {result.coverage:.2f})")
 
 
+def _fleet_spec(fleet: Path | None, rate: float, days: int, seed: int, held_out: int, scale: float = 1.0):
+    """The fleet of a command: a JSON spec file when given, else the default sized to the rate."""
+    if fleet is None:
+        return auto_fleet(rate, days=days, seed=seed, held_out_per_class=held_out, scale=scale)
+    from thesios.fleet import fleet_from_json
+
+    try:
+        text = fleet.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ThesiosInputError(f"{fleet}: cannot read ({exc})") from None
+    return fleet_from_json(text, str(fleet))
+
+
 def _maybe_report(result, report: Path | None) -> None:
     if report is not None:
         from thesios.report import write_report
@@ -103,6 +108,7 @@ def whatif_cmd(
     rate: Annotated[str, typer.Option(help="sampling rate p")] = "1/1000",
     days: Annotated[int, typer.Option(help="days of samples per disk")] = 4,
     seed: Annotated[int, typer.Option(help="seed")] = 0,
+    fleet: Annotated[Path | None, typer.Option(help=FLEET_HELP)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
 ) -> None:
     """What-ifs on a TRACE, or on one synthesized disk per group of the embedded fleet, beside the baseline."""
@@ -120,7 +126,7 @@ def whatif_cmd(
             _print_whatif_groups([{"group": str(trace), "disks": 1} | result])
         return
     scale = max([sc.factor for sc in scenarios if sc.kind == "capacity"], default=1.0)
-    spec = auto_fleet(p, days=days, seed=seed, held_out_per_class=1, scale=scale)
+    spec = _fleet_spec(fleet, p, days, seed, 1, scale)
     with Console(stderr=True).status("sampling, grouping, synthesizing"):
         result = run_scenarios(spec, p, scenarios, seed=seed)
     if as_json:
@@ -175,6 +181,7 @@ def synth_cmd(
     seed: Annotated[int, typer.Option(help="seed")] = 0,
     discipline: Annotated[str, typer.Option(help="queue of the reorganizer: fifo or priority")] = "fifo",
     fio_device: Annotated[str, typer.Option(help="device named in a .iolog output")] = "/dev/sdX",
+    fleet: Annotated[Path | None, typer.Option(help=FLEET_HELP)] = None,
 ) -> None:
     """Synthesize one day of a full-rate disk trace from samples of the embedded fleet."""
     from thesios.fleet import FleetGenerator
@@ -191,7 +198,7 @@ def synth_cmd(
         raise ThesiosInputError("--fio-device must be a name without spaces")
     if not output.parent.is_dir():
         raise ThesiosInputError(f"{output.parent}: no such folder")
-    spec = auto_fleet(p, days=days, seed=seed, held_out_per_class=1)
+    spec = _fleet_spec(fleet, p, days, seed, 1)
     if not 0 <= disk < spec.n_disks:
         raise ThesiosInputError(f"--disk must be in [0, {spec.n_disks})")
     err = Console(stderr=True)
