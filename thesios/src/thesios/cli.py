@@ -1,0 +1,293 @@
+"""Command line: ``thesios validate``, ``thesios whatif``, ``thesios synth``, ``thesios convert``, ``thesios sample``.
+
+Bad input prints one line on stderr and exits with code 2 (never a traceback).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
+import pyarrow as pa
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from thesios.errors import ThesiosInputError
+from thesios.readers import ReadReport, read_thesios_csv
+from thesios.requests import Requests
+from thesios.validate import METRICS, PAPER_BANDS, auto_fleet, validate
+from thesios.writers import write_parquet
+
+app = typer.Typer(add_completion=False, help=__doc__)
+FLEET_HELP = "fleet spec (JSON); default: the embedded fleet sized to 1/p disk-days per class"
+
+
+def _parse_rate(rate: str) -> float:
+    try:
+        value = float(rate.split("/")[0]) / float(rate.split("/")[1]) if "/" in rate else float(rate)
+    except (ValueError, ZeroDivisionError):
+        raise ThesiosInputError(f"--rate: {rate!r} is not a number or a fraction like 1/10000") from None
+    if not (math.isfinite(value) and 0.0 < value <= 1.0):
+        raise ThesiosInputError(f"--rate must be in (0, 1], got {rate}")
+    return value
+
+
+@app.command("validate")
+def validate_cmd(
+    rate: Annotated[str, typer.Option(help="sampling rate p, e.g. 1e-4 or 1/10000")] = "1/10000",
+    days: Annotated[int, typer.Option(help="days of samples per disk (disk-days merged across days)")] = 4,
+    seed: Annotated[int, typer.Option(help="seed of the fleet and of the sampler")] = 0,
+    held_out: Annotated[int, typer.Option(help="held-out disks per class (full traces)")] = 2,
+    fleet: Annotated[Path | None, typer.Option(help=FLEET_HELP)] = None,
+    report: Annotated[Path | None, typer.Option(help="also write an HTML report with plots here")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+) -> None:
+    """Synthesize held-out disks of the embedded fleet from samples; compare with their real traces."""
+    p = _parse_rate(rate)
+    if report is not None and not report.parent.is_dir():
+        raise ThesiosInputError(f"{report.parent}: no such folder")
+    spec = _fleet_spec(fleet, p, days, seed, held_out)
+    err = Console(stderr=True)
+    if as_json:
+        result = validate(spec, rate=p, seed=seed, held_out_per_class=held_out, progress=lambda m: print(m, file=sys.stderr))
+        _maybe_report(result, report)
+        print(json.dumps(result.to_json(), indent=2))
+        return
+    with err.status("validating") as status:
+        result = validate(spec, rate=p, seed=seed, held_out_per_class=held_out, progress=lambda m: (status.update(m), err.log(m)))
+    table = Table(title=f"thesios validate: p={p:g}, {result.disks} sampled disks x {result.days} days, "
+                        f"{result.sampled_requests} samples, {result.seconds:.1f} s")
+    table.add_column("metric")
+    table.add_column("ours", justify="right")
+    table.add_column("paper band", justify="right")
+    table.add_column("at/above paper's lower bound")
+    for m in METRICS:
+        lo, hi = PAPER_BANDS[m]
+        ours = result.accuracy[m]
+        table.add_row(m, f"{ours:.1%}", f"{lo:.1%}-{hi:.1%}", "yes" if ours >= lo else "NO")
+    Console().print(table)
+    Console().print(f"groups found: {result.groups}, purity vs generator classes: {result.purity:.1%}; "
+                    f"disk-days merged per synthesized disk: {result.coverage:.2f}/p")
+    _maybe_report(result, report)
+    if report is not None:
+        Console(stderr=True).print(f"report -> {report}")
+    if result.coverage < 0.999:
+        Console(stderr=True).print(f"warning: the fleet has too few disk-days for 1/p per group (coverage {result.coverage:.2f})")
+
+
+def _fleet_spec(fleet: Path | None, rate: float, days: int, seed: int, held_out: int, scale: float = 1.0):
+    """The fleet of a command: a JSON spec file when given, else the default sized to the rate."""
+    if fleet is None:
+        return auto_fleet(rate, days=days, seed=seed, held_out_per_class=held_out, scale=scale)
+    from thesios.fleet import fleet_from_json
+
+    try:
+        text = fleet.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ThesiosInputError(f"{fleet}: cannot read ({exc})") from None
+    return fleet_from_json(text, str(fleet))
+
+
+def _maybe_report(result, report: Path | None) -> None:
+    if report is not None:
+        from thesios.report import write_report
+
+        write_report(result, report)
+
+
+@app.command("whatif")
+def whatif_cmd(
+    scenario: Annotated[list[str], typer.Option("--scenario", "-s", help="capacity:x2, rpm:5400, spin-down:zone=COLD,timeout=300s, cache:x2")],
+    trace: Annotated[Path | None, typer.Argument(help="a one-disk trace (.parquet or Thesios .csv[.gz]); default: the embedded fleet")] = None,
+    rpm: Annotated[float, typer.Option(help="the TRACE's disk RPM")] = 7200.0,
+    rate: Annotated[str, typer.Option(help="sampling rate p")] = "1/1000",
+    days: Annotated[int, typer.Option(help="days of samples per disk")] = 4,
+    seed: Annotated[int, typer.Option(help="seed")] = 0,
+    fleet: Annotated[Path | None, typer.Option(help=FLEET_HELP)] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+) -> None:
+    """What-ifs on a TRACE, or on one synthesized disk per group of the embedded fleet, beside the baseline."""
+    from thesios.scenarios import parse_scenario, run_scenarios, run_trace_scenarios
+
+    p = _parse_rate(rate)
+    scenarios = [parse_scenario(s) for s in scenario]
+    if trace is not None:
+        if not 0 < rpm <= 30000:
+            raise ThesiosInputError("--rpm must be in (0, 30000]")
+        result = {"trace": str(trace)} | run_trace_scenarios(_load_trace(trace), scenarios, rpm=rpm, seed=seed)
+        if as_json:
+            print(json.dumps(result, indent=2))
+        else:
+            _print_whatif_groups([{"group": str(trace), "disks": 1} | result])
+        return
+    scale = max([sc.factor for sc in scenarios if sc.kind == "capacity"], default=1.0)
+    spec = _fleet_spec(fleet, p, days, seed, 1, scale)
+    with Console(stderr=True).status("sampling, grouping, synthesizing"):
+        result = run_scenarios(spec, p, scenarios, seed=seed)
+    if as_json:
+        print(json.dumps(result, indent=2))
+        return
+    _print_whatif_groups(result["groups"])
+
+
+def _load_trace(path: Path) -> Requests:
+    from thesios.schema import THESIOS_COLUMNS
+    from thesios.writers import read_parquet
+
+    if path.suffix == ".parquet":
+        try:
+            table = read_parquet(path)
+        except (OSError, ValueError, pa.ArrowException) as err:  # a corrupt or foreign file
+            raise ThesiosInputError(f"{path}: not a readable Parquet trace ({str(err).splitlines()[0][:120]})") from None
+        missing = [c for c in THESIOS_COLUMNS if c not in table.column_names]
+        if missing:
+            raise ThesiosInputError(f"{path}: missing trace columns {missing[:4]}")
+    else:
+        table = read_thesios_csv(path)
+    return Requests.from_table(table)[0]
+
+
+def _print_whatif_groups(groups: list[dict]) -> None:
+    console = Console()
+    for g in groups:
+        table = Table(title=f"group {g['group']} ({g['disks']} disks)")
+        for col in ("scenario", "utilization", "peak hour", "read p50 ms", "read p99 ms", "other"):
+            table.add_column(col)
+        rows = [("baseline", g["baseline"])] + list(g["scenarios"].items())
+        for name, m in rows:
+            if "utilization" in m:
+                table.add_row(name, f"{m['utilization']:.2%}", f"{m['peak_hour_utilization']:.2%}",
+                              f"{m['read_latency_p50_s'] * 1e3:.1f}", f"{m['read_latency_p99_s'] * 1e3:.1f}", "")
+            elif "saving" in m:
+                table.add_row(name, "", "", "", "", f"energy saving {m['saving']:.1%}, {m['spin_ups']} spin-ups, "
+                              f"mean idle gap {m['mean_idle_gap_s']:.1f} s vs break-even {m['break_even_s']:.1f} s")
+            else:
+                table.add_row(name, "", "", "", "", f"LRU miss ratio {m['lru_miss_ratio']:.1%} -> {m['lru_miss_ratio_scaled']:.1%} "
+                              f"(Belady {m['belady_miss_ratio_scaled']:.1%})")
+        console.print(table)
+
+
+@app.command("synth")
+def synth_cmd(
+    output: Annotated[Path, typer.Option("--output", "-o", help="trace to write: .parquet, .csv (Thesios shard) or .iolog (fio replay log v3)")],
+    rate: Annotated[str, typer.Option(help="sampling rate p")] = "1/1000",
+    disk: Annotated[int, typer.Option(help="synthesize a disk like this one (its group, itself excluded)")] = 0,
+    days: Annotated[int, typer.Option(help="days of samples per disk")] = 4,
+    seed: Annotated[int, typer.Option(help="seed")] = 0,
+    discipline: Annotated[str, typer.Option(help="queue of the reorganizer: fifo or priority")] = "fifo",
+    fio_device: Annotated[str, typer.Option(help="device named in a .iolog output")] = "/dev/sdX",
+    fleet: Annotated[Path | None, typer.Option(help=FLEET_HELP)] = None,
+) -> None:
+    """Synthesize one day of a full-rate disk trace from samples of the embedded fleet."""
+    from thesios.fleet import FleetGenerator
+    from thesios.identify import disk_features, identify
+    from thesios.synth import synthesize, trace_table
+    from thesios.writers import write_thesios_csv
+
+    p = _parse_rate(rate)
+    if discipline not in ("fifo", "priority"):
+        raise ThesiosInputError(f"--discipline must be fifo or priority, got {discipline!r}")
+    if output.suffix not in (".parquet", ".csv", ".iolog"):
+        raise ThesiosInputError(f"{output}: the output must end in .parquet, .csv or .iolog")
+    if not fio_device or any(c.isspace() for c in fio_device):
+        raise ThesiosInputError("--fio-device must be a name without spaces")
+    if not output.parent.is_dir():
+        raise ThesiosInputError(f"{output.parent}: no such folder")
+    spec = _fleet_spec(fleet, p, days, seed, 1)
+    if not 0 <= disk < spec.n_disks:
+        raise ThesiosInputError(f"--disk must be in [0, {spec.n_disks})")
+    err = Console(stderr=True)
+    gen = FleetGenerator(spec)
+    with err.status("sampling, grouping, synthesizing"):
+        samples = gen.sample_fleet(p, np.random.default_rng([seed, 10]))
+        labels = identify(disk_features(samples, spec.n_disks, spec.days), seed=seed).labels
+        members = np.flatnonzero(labels == labels[disk])
+        result = synthesize(samples, members[members != disk], p, days=spec.days)
+        table = trace_table(result.trace, gen.applications, discipline)
+    if output.suffix == ".csv":
+        write_thesios_csv(table, output)
+    elif output.suffix == ".iolog":
+        from thesios.writers import write_fio_iolog
+
+        tr = result.trace
+        write_fio_iolog(tr.start_time, tr.is_read, tr.disk_id.astype(np.int64) * 1_000_003 + tr.file_id,
+                        tr.file_offset, tr.size, output, device=fio_device)
+    else:
+        write_parquet(table, output)
+    err.print(f"{table.num_rows} requests from {len(result.disk_days)} disk-days (coverage {result.coverage:.2f}/p) -> {output}")
+
+
+@app.command("convert")
+def convert_cmd(
+    inputs: Annotated[list[Path], typer.Argument(help="Thesios CSV shards (.csv, .csv.gz)")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Parquet file to write (atomically)")],
+    lenient: Annotated[bool, typer.Option(help="skip and count malformed rows instead of failing")] = False,
+    fmt: Annotated[str, typer.Option("--format", help="input format: thesios, msr, alibaba, tencent")] = "thesios",
+) -> None:
+    """Convert trace files (Thesios CSV shards by default) into one Parquet trace."""
+    from thesios.readers import read_alibaba_csv, read_msr_csv, read_tencent_csv
+
+    readers = {"thesios": read_thesios_csv, "msr": read_msr_csv, "alibaba": read_alibaba_csv, "tencent": read_tencent_csv}
+    if fmt not in readers:
+        raise ThesiosInputError(f"--format must be one of {', '.join(readers)}, got {fmt!r}")
+    report = ReadReport()
+    tables = [readers[fmt](path, lenient=lenient, report=report) for path in inputs]
+    if len({t.schema for t in tables}) > 1:
+        raise ThesiosInputError("shards differ in columns (some have 'latency', some not)")
+    if not output.parent.is_dir():
+        raise ThesiosInputError(f"{output.parent}: no such folder")
+    write_parquet(pa.concat_tables(tables), output)
+    msg = f"{report.rows} rows -> {output}; {report.header_repeats} repeated headers dropped"
+    if report.skipped:
+        msg += f"; {report.skipped} malformed rows skipped (first: {report.examples[0]})"
+    Console(stderr=True).print(msg)
+
+
+@app.command("sample")
+def sample_cmd(
+    output: Annotated[Path, typer.Option("--output", "-o", help="Parquet file of samples (+ disk_id)")],
+    rate: Annotated[str, typer.Option(help="sampling rate p")] = "1/10000",
+    disks_per_class: Annotated[int, typer.Option(help="disks per class of the default fleet")] = 100,
+    days: Annotated[int, typer.Option(help="days")] = 1,
+    seed: Annotated[int, typer.Option(help="seed")] = 0,
+) -> None:
+    """Write Bernoulli samples of the embedded default fleet as a Parquet trace with ``disk_id``."""
+    from thesios.fleet import FleetGenerator, default_fleet
+
+    p = _parse_rate(rate)
+    if disks_per_class < 1 or days < 1:
+        raise ThesiosInputError("--disks-per-class and --days must be >= 1")
+    gen = FleetGenerator(default_fleet(disks_per_class=disks_per_class, days=days, seed=seed))
+    samples = gen.sample_fleet(p, np.random.default_rng([seed, 10])).sorted_by_time()
+    write_parquet(samples.to_table(gen.applications), output)
+    Console(stderr=True).print(f"{len(samples)} samples of {gen.spec.n_disks} disks x {days} days -> {output}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the app; bad input becomes one line on stderr and exit code 2."""
+    args = list(sys.argv[1:] if argv is None else argv) or ["--help"]
+    try:
+        app(args=args, standalone_mode=False)
+    except ThesiosInputError as err:
+        print(f"thesios: error: {err}", file=sys.stderr)
+        sys.exit(2)
+    except OSError as err:
+        print(f"thesios: error: {err.filename or ''}: {err.strerror or err}", file=sys.stderr)
+        sys.exit(2)
+    except Exception as err:
+        # Usage errors of typer's bundled click (not importable as `click`): one line, exit 2.
+        if hasattr(err, "format_message") and hasattr(err, "exit_code"):
+            print(f"thesios: error: {err.format_message()}", file=sys.stderr)
+            sys.exit(2)
+        if type(err).__name__ == "Abort":
+            sys.exit(130)
+        raise
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,373 @@
+"""Readers of block-trace files into the Arrow trace schema (:mod:`thesios.schema`).
+
+Parsing is pyarrow's CSV reader; validation is vectorized with ``pyarrow.compute``. A malformed row
+raises :class:`~thesios.errors.TraceFormatError` whose message is ``file:line: reason`` (physical
+1-based line numbers), or, in lenient mode, is dropped and counted in the :class:`ReadReport`.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pcsv
+
+from thesios.errors import TraceFormatError
+from thesios.schema import (
+    EXTRA_LATENCY,
+    IO_ZONES,
+    OP_TYPES,
+    THESIOS_COLUMNS,
+    THESIOS_SCHEMA,
+    THESIOS_SCHEMA_WITH_LATENCY,
+)
+
+_INT_RE = r"^\s*[-+]?\d+\s*$"
+_FLOAT_RE = r"^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$"
+_OPTIONAL_FLOATS = ("simulated_disk_start_time", "simulated_latency", EXTRA_LATENCY)
+
+
+@dataclass
+class ReadReport:
+    """What a lenient read dropped: ``skipped`` rows, and the first few ``file:line: reason``."""
+
+    rows: int = 0
+    skipped: int = 0
+    header_repeats: int = 0
+    examples: list[str] = field(default_factory=list)
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        with pa.input_stream(str(path), compression="detect") as stream:
+            return stream.read()
+    except (OSError, pa.ArrowInvalid) as err:
+        raise TraceFormatError(f"{path}: cannot read: {err}") from None
+
+
+def _nonempty_line_numbers(data: bytes) -> np.ndarray:
+    """Physical 1-based numbers of the non-empty lines (pyarrow skips empty ones), int64."""
+    buf = np.frombuffer(data, dtype=np.uint8)
+    ends = np.flatnonzero(buf == ord("\n"))
+    if len(buf) and buf[-1] != ord("\n"):
+        ends = np.append(ends, len(buf))
+    starts = np.concatenate(([0], ends[:-1] + 1)) if len(ends) else np.zeros(0, np.int64)
+    lengths = ends - starts
+    # A line of just "\r" is empty too (CRLF files).
+    cr_only = (lengths == 1) & (buf[np.minimum(starts, max(len(buf) - 1, 0))] == ord("\r"))
+    return np.flatnonzero((lengths > 0) & ~cr_only).astype(np.int64) + 1
+
+
+def read_thesios_csv(path: str | Path, lenient: bool = False, report: ReadReport | None = None) -> pa.Table:
+    """Read one Thesios CSV shard (plain or compressed) into a table of :data:`THESIOS_SCHEMA`.
+
+    The first line must name the 17 columns in the public order, optionally followed by the
+    ``latency`` column some mirrors add (the result then has it too, float64 seconds). Header
+    lines repeated mid-file are dropped. Empty ``simulated_*``/``latency`` fields become nulls.
+
+    Args:
+        path: the shard; compression (gzip, bz2, zstd) is detected from the extension.
+        lenient: drop malformed rows and count them in ``report`` instead of raising.
+        report: filled with row, skip and header-repeat counts when given.
+
+    Returns:
+        A ``pyarrow.Table`` with one row per request, in file order.
+
+    Raises:
+        TraceFormatError: ``file:line: reason`` for a wrong header, a row with the wrong number
+            of fields, a non-numeric number, an unknown ``op_type``/``io_zone``, a ``cache_hit``
+            outside {-1, 0, 1}, negative sizes or times, or non-finite times (unless lenient).
+    """
+    path = Path(path)
+    report = report if report is not None else ReadReport()
+    data = _read_bytes(path)
+    lines = _nonempty_line_numbers(data)
+    if len(lines) == 0:
+        raise TraceFormatError(f"{path}:1: empty file (no header line)")
+    first_end = data.find(b"\n")
+    header = data[: first_end if first_end >= 0 else len(data)].decode("utf-8", "replace").strip()
+    names = [h.strip().strip('"') for h in header.split(",")]
+    if names == list(THESIOS_COLUMNS):
+        schema = THESIOS_SCHEMA
+    elif names == [*THESIOS_COLUMNS, EXTRA_LATENCY]:
+        schema = THESIOS_SCHEMA_WITH_LATENCY
+    else:
+        raise TraceFormatError(
+            f"{path}:{lines[0]}: header is not the 17 Thesios columns in order "
+            f"(optionally + '{EXTRA_LATENCY}'); got {','.join(names)[:200]}"
+        )
+
+    bad_rows: list[tuple[int, str]] = []  # (1-based non-empty row number, reason)
+
+    def on_invalid(row: pcsv.InvalidRow) -> str:
+        bad_rows.append((row.number, f"expected {row.expected_columns} fields, got {row.actual_columns}"))
+        return "skip"
+
+    try:
+        raw = pcsv.read_csv(
+            io.BytesIO(data),
+            read_options=pcsv.ReadOptions(use_threads=False, column_names=names, skip_rows=1),
+            parse_options=pcsv.ParseOptions(invalid_row_handler=on_invalid, newlines_in_values=False),
+            convert_options=pcsv.ConvertOptions(
+                column_types={n: pa.string() for n in names}, strings_can_be_null=False
+            ),
+        )
+    except pa.ArrowInvalid as err:
+        raise TraceFormatError(f"{path}: {err}") from None
+    # The handler numbers non-empty rows from 1, the header included: row n is lines[n - 1].
+    invalid_idx = np.array([n - 1 for n, _ in bad_rows], dtype=np.int64)
+    keep_mask = np.ones(len(lines), dtype=bool)
+    keep_mask[0] = False
+    if len(invalid_idx):
+        keep_mask[np.clip(invalid_idx, 0, len(lines) - 1)] = False
+    row_lines = lines[keep_mask]
+    if len(row_lines) != raw.num_rows:  # defensive: never report a wrong line number
+        row_lines = np.full(raw.num_rows, -1, dtype=np.int64)
+    errors: list[tuple[int, str]] = [
+        (int(lines[min(n - 1, len(lines) - 1)]), reason) for n, reason in bad_rows
+    ]
+
+    is_header = pc.equal(raw.column("filename"), "filename")
+    header_repeats = pc.sum(is_header).as_py() or 0
+    ok = pc.invert(is_header)
+    ok = pc.fill_null(ok, True)
+
+    columns: dict[str, pa.Array] = {}
+    for f in schema:
+        col = raw.column(f.name)
+        if pa.types.is_string(f.type):
+            columns[f.name] = col
+            continue
+        regex = _INT_RE if pa.types.is_integer(f.type) else _FLOAT_RE
+        empty = pc.equal(pc.utf8_trim_whitespace(col), "")
+        parses = pc.match_substring_regex(col, regex)
+        if f.name in _OPTIONAL_FLOATS:
+            parses = pc.or_(parses, empty)
+        bad = pc.and_(pc.invert(parses), ok)
+        if pc.any(bad).as_py():
+            idx = np.flatnonzero(bad.to_numpy(zero_copy_only=False))
+            vals = col.take(pa.array(idx[:5]))
+            for i, v in zip(idx, vals.to_pylist()):
+                errors.append((int(row_lines[i]), f"{f.name}: {v!r} is not a number"))
+            ok = pc.and_(ok, pc.invert(bad))
+        cleaned = pc.if_else(pc.or_(pc.invert(ok), empty), None, col)
+        columns[f.name] = pc.cast(cleaned, f.type) if not pa.types.is_integer(f.type) else pc.cast(
+            pc.cast(cleaned, pa.int64()), f.type
+        )
+
+    checks: list[tuple[str, pa.ChunkedArray]] = [
+        ("op_type not READ/WRITE", pc.is_in(columns["op_type"], pa.array(OP_TYPES))),
+        ("io_zone not WARM/COLD/UNKNOWN", pc.is_in(columns["io_zone"], pa.array(IO_ZONES))),
+        ("cache_hit not in {-1, 0, 1}", pc.is_in(columns["cache_hit"], pa.array([-1, 0, 1], pa.int8()))),
+        ("start_time negative or not finite", pc.and_(pc.is_finite(columns["start_time"]), pc.greater_equal(columns["start_time"], 0.0))),
+        ("disk_time negative or not finite", pc.and_(pc.is_finite(columns["disk_time"]), pc.greater_equal(columns["disk_time"], 0.0))),
+    ]
+    for size_col in ("file_offset", "request_io_size_bytes", "disk_io_size_bytes", "response_io_size_bytes"):
+        checks.append((f"{size_col} negative", pc.greater_equal(columns[size_col], 0)))
+    for reason, good in checks:
+        bad = pc.and_(ok, pc.invert(pc.fill_null(good, False)))
+        if pc.any(bad).as_py():
+            idx = np.flatnonzero(bad.to_numpy(zero_copy_only=False))
+            errors.extend((int(row_lines[i]), reason) for i in idx[:5])
+            ok = pc.and_(ok, pc.invert(bad))
+
+    n_bad = len(bad_rows) + int(raw.num_rows - header_repeats - (pc.sum(ok).as_py() or 0))
+    errors.sort()
+    if errors and not lenient:
+        line, reason = errors[0]
+        more = f" (and {n_bad - 1} more bad rows)" if n_bad > 1 else ""
+        raise TraceFormatError(f"{path}:{line}: {reason}{more}")
+    table = pa.table(columns, schema=schema).filter(ok)
+    report.rows += table.num_rows
+    report.skipped += n_bad
+    report.header_repeats += header_repeats
+    report.examples.extend(f"{path}:{line}: {reason}" for line, reason in errors[: max(0, 5 - len(report.examples))])
+    return table
+
+
+#: Column names of the MSR Cambridge block traces (SNIA IOTTA; Narayanan, Donnelly, Rowstron,
+#: "Write off-loading", FAST 2008): no header line.
+MSR_COLUMNS = ("Timestamp", "Hostname", "DiskNumber", "Type", "Offset", "Size", "ResponseTime")
+_FILETIME_TO_UNIX_S = 11_644_473_600  # seconds from 1601-01-01 (Windows FILETIME) to 1970-01-01
+
+
+def _parse_headerless(
+    path: Path, columns: tuple[str, ...], int_columns: tuple[str, ...], op_column: str,
+    op_values: dict[str, bool], lenient: bool, report: ReadReport,
+) -> tuple[pa.Table, np.ndarray]:
+    """Parse a header-less block-trace CSV; validate integers and the op column vectorized.
+
+    Returns the valid rows (strings) and their is-read flags; raises ``file:line: reason``.
+    """
+    data = _read_bytes(path)
+    lines = _nonempty_line_numbers(data)
+    if len(lines) == 0:
+        raise TraceFormatError(f"{path}:1: empty file")
+    bad_rows: list[tuple[int, str]] = []
+
+    def on_invalid(row: pcsv.InvalidRow) -> str:
+        bad_rows.append((row.number, f"expected {row.expected_columns} fields, got {row.actual_columns}"))
+        return "skip"
+
+    try:
+        raw = pcsv.read_csv(
+            io.BytesIO(data),
+            read_options=pcsv.ReadOptions(use_threads=False, column_names=list(columns)),
+            parse_options=pcsv.ParseOptions(invalid_row_handler=on_invalid, newlines_in_values=False),
+            convert_options=pcsv.ConvertOptions(column_types={n: pa.string() for n in columns}),
+        )
+    except pa.ArrowInvalid as err:
+        raise TraceFormatError(f"{path}: {err}") from None
+    keep_mask = np.ones(len(lines), dtype=bool)
+    for n, _ in bad_rows:
+        keep_mask[min(n - 1, len(lines) - 1)] = False
+    row_lines = lines[keep_mask]
+    errors = [(int(lines[min(n - 1, len(lines) - 1)]), reason) for n, reason in bad_rows]
+    ok = pa.chunked_array([pa.array(np.ones(raw.num_rows, dtype=bool))])
+    for name in int_columns:
+        bad = pc.invert(pc.match_substring_regex(raw.column(name), r"^\s*\d+\s*$"))
+        if pc.any(bad).as_py():
+            idx = np.flatnonzero(bad.to_numpy(zero_copy_only=False))
+            vals = raw.column(name).take(pa.array(idx[:5])).to_pylist()
+            errors.extend((int(row_lines[i]), f"{name}: {v!r} is not a non-negative integer") for i, v in zip(idx, vals))
+            ok = pc.and_(ok, pc.invert(bad))
+    op = pc.utf8_upper(pc.utf8_trim_whitespace(raw.column(op_column)))
+    keys = [k.upper() for k in op_values]
+    bad_op = pc.and_(ok, pc.invert(pc.is_in(op, pa.array(keys))))
+    if pc.any(bad_op).as_py():
+        idx = np.flatnonzero(bad_op.to_numpy(zero_copy_only=False))
+        errors.extend((int(row_lines[i]), f"{op_column} not one of {'/'.join(op_values)}") for i in idx[:5])
+        ok = pc.and_(ok, pc.invert(bad_op))
+    n_bad = len(bad_rows) + raw.num_rows - (pc.sum(ok).as_py() or 0)
+    errors.sort()
+    if errors and not lenient:
+        line, reason = errors[0]
+        more = f" (and {n_bad - 1} more bad rows)" if n_bad > 1 else ""
+        raise TraceFormatError(f"{path}:{line}: {reason}{more}")
+    read_keys = [k.upper() for k, v in op_values.items() if v]
+    is_read = np.asarray(pc.is_in(op.filter(ok), pa.array(read_keys)).to_numpy(zero_copy_only=False), dtype=bool)
+    report.skipped += n_bad
+    report.examples.extend(f"{path}:{line}: {reason}" for line, reason in errors[: max(0, 5 - len(report.examples))])
+    return raw.filter(ok), is_read
+
+
+def _ints(raw: pa.Table, name: str) -> np.ndarray:
+    return np.asarray(pc.cast(pc.utf8_trim_whitespace(raw.column(name)), pa.int64()).to_numpy(), dtype=np.int64)
+
+
+def _block_table(
+    device: pa.Array, offset: np.ndarray, size: np.ndarray, is_read: np.ndarray, start_time: np.ndarray,
+    latency: np.ndarray | None,
+) -> pa.Table:
+    """A block trace in :data:`THESIOS_SCHEMA_WITH_LATENCY`: ``filename`` = device, ``io_zone``
+    UNKNOWN, ``cache_hit`` 0 for reads (below the buffer cache) and -1 for writes, ``disk_time`` of
+    reads = the latency when known (an upper bound of service) else 0, ``latency`` null if unknown."""
+    n = len(offset)
+    lat = np.zeros(n) if latency is None else latency
+    return pa.table(
+        {
+            "filename": device,
+            "file_offset": pa.array(offset),
+            "application": device,
+            "c_time": pa.nulls(n, pa.int64()),
+            "io_zone": pa.array(np.full(n, "UNKNOWN", dtype=object), pa.string()),
+            "redundancy_type": pa.nulls(n, pa.string()),
+            "op_type": pa.array(np.where(is_read, "READ", "WRITE").astype(object), pa.string()),
+            "service_class": pa.nulls(n, pa.string()),
+            "from_flash_cache": pa.array(np.zeros(n, np.int8)),
+            "cache_hit": pa.array(np.where(is_read, 0, -1).astype(np.int8)),
+            "request_io_size_bytes": pa.array(size),
+            "disk_io_size_bytes": pa.array(size),
+            "response_io_size_bytes": pa.array(np.where(is_read, size, 0)),
+            "start_time": pa.array(start_time, pa.float64()),
+            "disk_time": pa.array(np.where(is_read, lat, 0.0)),
+            "simulated_disk_start_time": pa.nulls(n, pa.float64()),
+            "simulated_latency": pa.nulls(n, pa.float64()),
+            EXTRA_LATENCY: pa.nulls(n, pa.float64()) if latency is None else pa.array(latency),
+        },
+        schema=THESIOS_SCHEMA_WITH_LATENCY,
+    )
+
+
+def read_msr_csv(path: str | Path, lenient: bool = False, report: ReadReport | None = None) -> pa.Table:
+    """Read an MSR Cambridge trace CSV into :data:`THESIOS_SCHEMA_WITH_LATENCY`.
+
+    Each line is ``Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime`` with times in
+    100 ns ticks (Timestamp a Windows FILETIME). Mapping: ``filename`` = ``host/disk``,
+    ``start_time`` = Unix seconds, ``op_type`` from Type, sizes = Size, ``io_zone`` UNKNOWN,
+    ``cache_hit`` 0 for reads (the trace is below the buffer cache) and -1 for writes, ``latency``
+    = ResponseTime in seconds; MSR records no service time, so ``disk_time`` of reads is the
+    response time (an upper bound) and 0 for writes, as in the Thesios schema.
+
+    Raises:
+        TraceFormatError: ``file:line: reason`` for a row with the wrong number of fields, a
+            non-integer number, an unknown Type, or negative values (unless lenient).
+    """
+    path = Path(path)
+    report = report if report is not None else ReadReport()
+    raw, is_read = _parse_headerless(
+        path, MSR_COLUMNS, ("Timestamp", "DiskNumber", "Offset", "Size", "ResponseTime"), "Type",
+        {"Read": True, "Write": False}, lenient, report,
+    )
+    ticks = _ints(raw, "Timestamp")
+    host = pc.utf8_trim_whitespace(raw.column("Hostname"))
+    device = pc.binary_join_element_wise(host, pc.utf8_trim_whitespace(raw.column("DiskNumber")), "/")
+    start = ticks // 10_000_000 - _FILETIME_TO_UNIX_S + (ticks % 10_000_000) / 1e7
+    table = _block_table(device, _ints(raw, "Offset"), _ints(raw, "Size"), is_read, start, _ints(raw, "ResponseTime") / 1e7)
+    table = table.set_column(table.schema.get_field_index("application"), "application", host)
+    report.rows += table.num_rows
+    return table
+
+
+#: Alibaba block traces (2020; Li et al., "An In-Depth Analysis of Cloud Block Storage Workloads
+#: in Large-Scale Production", IISWC 2020): ``device_id,opcode,offset,length,timestamp``, no
+#: header; opcode R/W, bytes, timestamp in microseconds (Unix).
+ALIBABA_COLUMNS = ("device_id", "opcode", "offset", "length", "timestamp")
+
+#: Tencent CBS traces (SNIA IOTTA; Zhang et al., "OSCA", USENIX ATC 2020):
+#: ``Timestamp,Offset,Size,IOType,VolumeID``, no header; Unix seconds, offset and size in
+#: 512-byte sectors, IOType 0 read / 1 write.
+TENCENT_COLUMNS = ("Timestamp", "Offset", "Size", "IOType", "VolumeID")
+
+
+def read_alibaba_csv(path: str | Path, lenient: bool = False, report: ReadReport | None = None) -> pa.Table:
+    """Read an Alibaba block trace CSV into :data:`THESIOS_SCHEMA_WITH_LATENCY` (no latency: null).
+
+    ``filename`` = ``device_id``; ``start_time`` = timestamp / 1e6 (s).
+
+    Raises:
+        TraceFormatError: ``file:line: reason`` (wrong field count, non-integers, opcode not R/W).
+    """
+    path = Path(path)
+    report = report if report is not None else ReadReport()
+    raw, is_read = _parse_headerless(
+        path, ALIBABA_COLUMNS, ("device_id", "offset", "length", "timestamp"), "opcode", {"R": True, "W": False}, lenient, report,
+    )
+    device = pc.utf8_trim_whitespace(raw.column("device_id"))
+    table = _block_table(device, _ints(raw, "offset"), _ints(raw, "length"), is_read, _ints(raw, "timestamp") / 1e6, None)
+    report.rows += table.num_rows
+    return table
+
+
+def read_tencent_csv(path: str | Path, lenient: bool = False, report: ReadReport | None = None) -> pa.Table:
+    """Read a Tencent CBS trace CSV into :data:`THESIOS_SCHEMA_WITH_LATENCY` (no latency: null).
+
+    ``filename`` = VolumeID; offsets and sizes are sectors times 512 bytes.
+
+    Raises:
+        TraceFormatError: ``file:line: reason`` (wrong field count, non-integers, IOType not 0/1).
+    """
+    path = Path(path)
+    report = report if report is not None else ReadReport()
+    raw, is_read = _parse_headerless(
+        path, TENCENT_COLUMNS, ("Timestamp", "Offset", "Size", "VolumeID"), "IOType", {"0": True, "1": False}, lenient, report,
+    )
+    device = pc.utf8_trim_whitespace(raw.column("VolumeID"))
+    table = _block_table(device, _ints(raw, "Offset") * 512, _ints(raw, "Size") * 512, is_read,
+                         _ints(raw, "Timestamp").astype(np.float64), None)
+    report.rows += table.num_rows
+    return table

@@ -1,0 +1,236 @@
+"""What-if scenarios on the embedded fleet: parse specs, synthesize, serve, compare with baseline.
+
+Spec strings (the CLI's ``--scenario``):
+``capacity:x2`` (merge twice the disk-days: a disk with twice the data and load), ``rpm:5400``
+(spindle speed), ``spin-down:zone=COLD,timeout=300s`` (a disk holding only that zone's data, spun
+down after the timeout), ``cache:x2`` (buffer cache twice the baseline, LRU against Belady, on a
+spatially hash-sampled block stream: SHARDS, Waldspurger et al., FAST 2015).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from thesios.diskmodel import fit_service_time, split_service_time
+from thesios.errors import ThesiosInputError
+from thesios.fleet import DAY_S, FleetGenerator, FleetSpec
+from thesios.identify import disk_features, identify
+from thesios.reorganizer import NS_PER_S, fifo_schedule, to_ns
+from thesios.requests import Requests
+from thesios.samplers import hash_sample_mask  # noqa: F401 - re-exported for callers
+from thesios.schema import IO_ZONES
+from thesios.synth import synthesize
+from thesios.whatif import (
+    PowerModel,
+    belady_misses,
+    idle_gaps,
+    lru_misses,
+    rpm_whatif,
+    sampled_block_keys,
+    spin_down_energy,
+)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A parsed what-if: ``kind`` in {capacity, rpm, spin-down, cache} and its parameters."""
+
+    kind: str
+    factor: float = 1.0
+    rpm: float = 0.0
+    zone: str | None = None
+    timeout_s: float = 300.0
+    spec: str = ""
+
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h)?$")
+
+
+def _duration(text: str) -> float:
+    m = _DURATION.match(text.strip())
+    if not m:
+        raise ThesiosInputError(f"bad duration {text!r} (e.g. 300s, 5m, 1h)")
+    return float(m.group(1)) * {"s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
+
+
+def _factor(text: str, spec: str) -> float:
+    m = re.match(r"^x(\d+(?:\.\d+)?)$", text.strip())
+    if not m or float(m.group(1)) <= 0:
+        raise ThesiosInputError(f"scenario {spec!r}: expected a factor like x2")
+    return float(m.group(1))
+
+
+def parse_scenario(spec: str) -> Scenario:
+    """Parse one ``--scenario`` string.
+
+    Raises:
+        ThesiosInputError: unknown kind, malformed parameter, or an out-of-range value.
+    """
+    kind, _, arg = spec.partition(":")
+    kind = kind.strip()
+    if kind == "capacity":
+        return Scenario("capacity", factor=_factor(arg, spec), spec=spec)
+    if kind == "cache":
+        return Scenario("cache", factor=_factor(arg, spec), spec=spec)
+    if kind == "rpm":
+        try:
+            rpm = float(arg)
+        except ValueError:
+            raise ThesiosInputError(f"scenario {spec!r}: expected rpm:<number>") from None
+        if not 0 < rpm <= 30000:
+            raise ThesiosInputError(f"scenario {spec!r}: RPM must be in (0, 30000]")
+        return Scenario("rpm", rpm=rpm, spec=spec)
+    if kind == "spin-down":
+        params = dict(p.split("=", 1) for p in arg.split(",") if "=" in p)
+        unknown = set(params) - {"zone", "timeout"} or ({p for p in arg.split(",") if p and "=" not in p})
+        if unknown:
+            raise ThesiosInputError(f"scenario {spec!r}: unknown parameter(s) {sorted(unknown)}")
+        zone = params.get("zone")
+        if zone is not None and zone not in IO_ZONES:
+            raise ThesiosInputError(f"scenario {spec!r}: zone must be one of {', '.join(IO_ZONES)}")
+        return Scenario("spin-down", zone=zone, timeout_s=_duration(params.get("timeout", "300s")), spec=spec)
+    raise ThesiosInputError(f"unknown scenario {spec!r} (capacity:xK, rpm:R, spin-down:zone=Z,timeout=T, cache:xK)")
+
+
+def serve_metrics(trace: Requests, horizon: tuple[float, float] = (0.0, DAY_S)) -> dict[str, float]:
+    """Service metrics of a trace over ``horizon`` (s): utilization (total service over the
+    horizon), peak-hour utilization, miss-read latency p50/p99 (s), requests."""
+    t0, t1 = horizon
+    miss = trace.is_miss_read
+    a = to_ns(trace.start_time[miss])
+    order = np.argsort(a, kind="stable")
+    a = a[order]
+    s = to_ns(trace.disk_time[miss])[order]
+    _, finish = fifo_schedule(a, s)
+    n_hours = max(1, math.ceil((t1 - t0) / 3600.0))
+    hour_of = np.clip(((trace.start_time[miss][order] - t0) // 3600).astype(int), 0, n_hours - 1)
+    hours = np.bincount(hour_of, weights=s / NS_PER_S, minlength=n_hours)
+    lat = (finish - a) / NS_PER_S
+    return {
+        "requests": float(len(trace)),
+        "utilization": float(s.sum() / NS_PER_S / max(t1 - t0, 1e-9)),
+        "peak_hour_utilization": float(hours.max() / min(3600.0, max(t1 - t0, 1e-9))),
+        "read_latency_p50_s": float(np.percentile(lat, 50)) if len(lat) else float("nan"),
+        "read_latency_p99_s": float(np.percentile(lat, 99)) if len(lat) else float("nan"),
+    }
+
+
+def _disk_events(trace: Requests) -> tuple[np.ndarray, np.ndarray]:
+    """Busy intervals (s) of a disk: miss reads as served FIFO, writes as instants."""
+    miss = trace.is_miss_read
+    a = to_ns(trace.start_time[miss])
+    order = np.argsort(a, kind="stable")
+    start, finish = fifo_schedule(a[order], to_ns(trace.disk_time[miss])[order])
+    w = np.sort(trace.start_time[~trace.is_read])
+    st = np.concatenate((start / NS_PER_S, w))
+    fi = np.concatenate((finish / NS_PER_S, w))
+    order = np.argsort(st, kind="stable")
+    st, fi = st[order], np.maximum.accumulate(fi[order])
+    return st, fi
+
+
+def _spin_down(trace: Requests, sc: Scenario, power: PowerModel, horizon: tuple[float, float]) -> dict:
+    st, fi = _disk_events(trace)
+    gaps = idle_gaps(st, fi, horizon)
+    e = spin_down_energy(gaps, sc.timeout_s, power)
+    return {
+        "zone": sc.zone, "timeout_s": sc.timeout_s, "idle_energy_j": e.energy_j,
+        "always_on_idle_energy_j": e.always_on_j, "saving": e.saving, "spin_ups": e.spin_ups,
+        "added_latency_s": e.added_latency_s, "mean_idle_gap_s": float(gaps.mean()) if len(gaps) else 0.0,
+        "share_of_gaps_beyond_break_even": float((gaps > power.break_even_s).mean()) if len(gaps) else 0.0,
+        "break_even_s": power.break_even_s,
+    }
+
+
+def _cache(trace: Requests, sc: Scenario, cache_blocks: int, shards_rate: float, seed: int) -> dict:
+    kept = sampled_block_keys(trace, shards_rate, seed)
+    c0 = max(1, round(cache_blocks * shards_rate))
+    c1 = max(1, round(cache_blocks * sc.factor * shards_rate))
+    return {
+        "blocks_sampled": len(kept), "shards_rate": shards_rate, "cache_blocks": cache_blocks, "factor": sc.factor,
+        "lru_miss_ratio": float(lru_misses(kept, c0).mean()) if len(kept) else 0.0,
+        "lru_miss_ratio_scaled": float(lru_misses(kept, c1).mean()) if len(kept) else 0.0,
+        "belady_miss_ratio_scaled": float(belady_misses(kept, c1).mean()) if len(kept) else 0.0,
+    }
+
+
+def run_trace_scenarios(
+    trace: Requests, scenarios: list[Scenario], rpm: float = 7200.0, power: PowerModel | None = None,
+    cache_blocks: int = 262_144, shards_rate: float = 0.002, seed: int = 0,
+) -> dict:
+    """What-ifs on one disk's trace (e.g. a Thesios shard): rpm, spin-down and cache.
+
+    The rotation/transfer split of ``disk_time`` comes from the trace when known, else from a
+    size-linear fit (:func:`thesios.diskmodel.fit_service_time`) with mean rotation 30/RPM.
+
+    Raises:
+        ThesiosInputError: a capacity scenario (it needs a fleet's samples), or an empty trace.
+    """
+    power = power or PowerModel()
+    if len(trace) == 0:
+        raise ThesiosInputError("the trace has no requests")
+    horizon = (float(trace.start_time.min()), float(trace.start_time.max()))
+    trace = trace.sorted_by_time()
+    out: dict = {"requests": len(trace), "horizon_s": list(horizon), "baseline": serve_metrics(trace, horizon), "scenarios": {}}
+    for sc in scenarios:
+        if sc.kind == "capacity":
+            raise ThesiosInputError("capacity what-ifs merge samples of more disks: run `thesios whatif` without TRACE")
+        if sc.kind == "rpm":
+            miss = trace.is_miss_read
+            t = trace
+            if np.isnan(trace.rotation_time[miss]).any():
+                fit = fit_service_time(trace.disk_time[miss], trace.size[miss])
+                rot, xfer = split_service_time(trace.disk_time, trace.size, rpm, fit)
+                t = replace(trace, rotation_time=np.where(miss, rot, 0.0), transfer_time=np.where(miss, xfer, 0.0))
+                out["fit"] = {"overhead_s": fit.overhead_s, "rate_bps": fit.rate_bps, "residual_s": fit.residual_s}
+            out["scenarios"][sc.spec] = serve_metrics(rpm_whatif(t, rpm, sc.rpm), horizon)
+        elif sc.kind == "spin-down":
+            sub = trace if sc.zone is None else trace.take(trace.zone == IO_ZONES.index(sc.zone))
+            out["scenarios"][sc.spec] = _spin_down(sub, sc, power, horizon)
+        else:
+            out["scenarios"][sc.spec] = _cache(trace, sc, cache_blocks, shards_rate, seed)
+    return out
+
+
+def run_scenarios(
+    spec: FleetSpec, rate: float, scenarios: list[Scenario], seed: int = 0, power: PowerModel | None = None,
+    cache_blocks: int = 262_144, shards_rate: float = 0.002,
+) -> dict:
+    """Baseline and what-ifs for one synthesized disk per group of the fleet (day 0).
+
+    Returns a JSON-ready dict: ``{"rate", "groups": [{"group", "disks", "baseline", "scenarios":
+    {spec: {...}}}]}``.
+    """
+    power = power or PowerModel()
+    gen = FleetGenerator(spec)
+    rng = np.random.default_rng([seed, 10])
+    samples = gen.sample_fleet(rate, rng)
+    grouping = identify(disk_features(samples, spec.n_disks, spec.days), seed=seed)
+    rpm0 = spec.hdd.rpm
+    groups = []
+    for g in range(grouping.k):
+        members = np.flatnonzero(grouping.labels == g)
+        base = synthesize(samples, members, rate, days=spec.days)
+        entry: dict = {"group": g, "disks": len(members), "coverage": base.coverage,
+                       "baseline": serve_metrics(base.trace), "scenarios": {}}
+        for sc in scenarios:
+            if sc.kind == "capacity":
+                res = synthesize(samples, members, rate, days=spec.days, scale=sc.factor)
+                out = serve_metrics(res.trace) | {"coverage": res.coverage}
+            elif sc.kind == "rpm":
+                out = serve_metrics(rpm_whatif(base.trace, rpm0, sc.rpm))
+            elif sc.kind == "spin-down":  # placement: a disk holding only that zone's data
+                sub = samples if sc.zone is None else samples.take(samples.zone == IO_ZONES.index(sc.zone))
+                res = synthesize(sub, members, rate, days=spec.days)
+                out = _spin_down(res.trace, sc, power, (0.0, DAY_S))
+            else:  # cache: a member's disk-day at full rate, spatially sampled blocks (SHARDS)
+                disk = int(members[0])
+                full = gen.generate(np.array([disk]), 0, 1.0, np.random.default_rng([seed, 30, disk])).sorted_by_time()
+                out = _cache(full, sc, cache_blocks, shards_rate, seed)
+            entry["scenarios"][sc.spec] = out
+        groups.append(entry)
+    return {"rate": rate, "disks": spec.n_disks, "groups": groups}

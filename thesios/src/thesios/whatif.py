@@ -1,0 +1,189 @@
+"""What-ifs on a (synthesized) trace: spindle speed, spin-down of idle disks, buffer-cache size.
+
+Each what-if changes how requests are served, then the reorganizer re-serves them. Capacity and
+placement what-ifs change what is merged instead (:func:`thesios.synth.synthesize` with ``scale``
+and a predicate on the samples).
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, replace
+
+import cachetools
+import numpy as np
+
+from thesios.errors import ThesiosInputError
+from thesios.requests import Requests
+from thesios.samplers import hash_sample_mask
+
+BLOCK_BYTES = 4096
+
+
+def rpm_whatif(trace: Requests, rpm_from: float, rpm_to: float, scale_transfer: bool = True) -> Requests:
+    """The trace served by disks spinning at ``rpm_to`` instead of ``rpm_from``.
+
+    The rotational part of each miss read's ``disk_time`` scales exactly by ``rpm_from / rpm_to``
+    (a revolution takes 60/RPM s); with ``scale_transfer`` the media-transfer part scales the same
+    way (fixed linear bit density: bytes per second proportional to RPM); seek time is unchanged.
+
+    Raises:
+        ThesiosInputError: a non-positive RPM, or a trace whose decomposition is unknown (NaN).
+    """
+    if rpm_from <= 0 or rpm_to <= 0:
+        raise ThesiosInputError("RPM must be positive")
+    miss = trace.is_miss_read
+    if np.isnan(trace.rotation_time[miss]).any() or (scale_transfer and np.isnan(trace.transfer_time[miss]).any()):
+        raise ThesiosInputError("the trace lacks the rotation/transfer split of disk_time; fit an HDD model first")
+    factor = rpm_from / rpm_to
+    rot = trace.rotation_time * factor
+    xfer = trace.transfer_time * factor if scale_transfer else trace.transfer_time
+    disk_time = trace.disk_time - trace.rotation_time - trace.transfer_time + rot + xfer
+    return replace(trace, disk_time=np.where(miss, disk_time, 0.0), rotation_time=rot, transfer_time=xfer)
+
+
+@dataclass(frozen=True)
+class PowerModel:
+    """HDD power states (watts) and the spin-up cost (joules, seconds).
+
+    Defaults are illustrative, of the order of a 3.5-inch 7200 RPM drive's data sheet (8 W active,
+    5.5 W idle spinning, 0.8 W standby, a 10 s spin-up costing 120 J); pass a drive's own numbers.
+    """
+
+    active_w: float = 8.0
+    idle_w: float = 5.5
+    standby_w: float = 0.8
+    spinup_j: float = 120.0
+    spinup_s: float = 10.0
+
+    @property
+    def break_even_s(self) -> float:
+        """Idle-gap length beyond which spinning down saves energy: E_up / (P_idle - P_standby)."""
+        return self.spinup_j / (self.idle_w - self.standby_w)
+
+
+@dataclass(frozen=True)
+class SpinDownResult:
+    """Energy over the idle gaps (J) with and without spin-down, spin-ups, added latency (s)."""
+
+    energy_j: float
+    always_on_j: float
+    spin_ups: int
+    added_latency_s: float
+
+    @property
+    def saving(self) -> float:
+        """Fraction of the always-on idle energy saved (negative: spin-down costs energy)."""
+        return 1.0 - self.energy_j / self.always_on_j if self.always_on_j > 0 else 0.0
+
+
+def spin_down_energy(gaps_s: np.ndarray, timeout_s: float, power: PowerModel = PowerModel()) -> SpinDownResult:
+    """Idle energy of a disk that spins down after ``timeout_s`` of idleness (closed form).
+
+    A gap g <= timeout costs ``P_idle * g``; a longer one costs ``P_idle * timeout +
+    P_standby * (g - timeout) + E_spinup`` and delays the next request by the spin-up time
+    (first-order: the delay's knock-on on later requests is not re-simulated). Fixed-timeout
+    spin-down as analyzed by Douglis, Krishnan, Marsh, "Thwarting the power-hungry disk", USENIX
+    Winter 1994.
+
+    Args:
+        gaps_s: float64 idle-gap lengths, seconds (>= 0).
+        timeout_s: spin-down timeout, seconds (>= 0).
+
+    Raises:
+        ThesiosInputError: negative gaps or timeout.
+    """
+    g = np.asarray(gaps_s, dtype=np.float64)
+    if timeout_s < 0 or (g < 0).any():
+        raise ThesiosInputError("gaps and timeout must be non-negative")
+    down = g > timeout_s
+    energy = np.where(down, power.idle_w * timeout_s + power.standby_w * (g - timeout_s) + power.spinup_j, power.idle_w * g)
+    n_up = int(down.sum())
+    return SpinDownResult(float(energy.sum()), float(power.idle_w * g.sum()), n_up, n_up * power.spinup_s)
+
+
+def idle_gaps(start_s: np.ndarray, finish_s: np.ndarray, horizon: tuple[float, float]) -> np.ndarray:
+    """Idle gaps (s) of a FIFO schedule within ``horizon`` = (begin, end), float64 array."""
+    if len(start_s) == 0:
+        return np.array([horizon[1] - horizon[0]])
+    begins = np.concatenate(([horizon[0]], finish_s))
+    ends = np.concatenate((start_s, [horizon[1]]))
+    gaps = ends - begins
+    return gaps[gaps > 0]
+
+
+def block_keys(trace: Requests) -> tuple[np.ndarray, np.ndarray]:
+    """Expand requests into 4 KiB block accesses in time order.
+
+    Returns:
+        ``(keys, request_index)``: int64 keys unique per (disk, file, block) and, for each block
+        access, the index of its request in ``trace``.
+    """
+    first = trace.file_offset // BLOCK_BYTES
+    n_blocks = np.maximum((trace.file_offset + trace.size + BLOCK_BYTES - 1) // BLOCK_BYTES - first, 1)
+    req = np.repeat(np.arange(len(trace)), n_blocks)
+    within = np.arange(len(req)) - np.repeat(np.cumsum(n_blocks) - n_blocks, n_blocks)
+    block = first[req] + within
+    # (disk < 2^20, file < 2^22, block < 2^21) packed into one int64.
+    keys = (trace.disk_id[req].astype(np.int64) << 43) | (trace.file_id[req].astype(np.int64) << 21) | block
+    return keys, req
+
+
+def sampled_block_keys(trace: Requests, rate: float, salt: int = 0, chunk: int = 32_768) -> np.ndarray:
+    """Block keys of ``trace`` (see :func:`block_keys`) kept by spatial hash sampling at ``rate``.
+
+    Expands ``chunk`` requests at a time, so memory stays bounded for multi-MiB requests.
+    """
+    parts = []
+    for lo in range(0, len(trace), chunk):
+        keys, _ = block_keys(trace.take(np.arange(lo, min(lo + chunk, len(trace)))))
+        parts.append(keys[hash_sample_mask(keys, rate, salt)])
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+
+def lru_misses(keys: np.ndarray, capacity: int) -> np.ndarray:
+    """Miss flags (bool, per access) of an LRU cache of ``capacity`` blocks (cachetools.LRUCache)."""
+    if capacity < 1:
+        raise ThesiosInputError("cache capacity must be >= 1 block")
+    cache: cachetools.LRUCache = cachetools.LRUCache(maxsize=capacity)
+    miss = np.zeros(len(keys), dtype=bool)
+    for i, k in enumerate(keys.tolist()):  # a cache replay is inherently sequential
+        if k in cache:
+            _ = cache[k]  # a read refreshes recency
+        else:
+            miss[i] = True
+            cache[k] = True
+    return miss
+
+
+def next_use(keys: np.ndarray) -> np.ndarray:
+    """For each access, the index of the next access to the same key (len(keys) if none), int64."""
+    n = len(keys)
+    order = np.lexsort((np.arange(n), keys))
+    nxt = np.full(n, n, dtype=np.int64)
+    same = keys[order[1:]] == keys[order[:-1]]
+    nxt[order[:-1][same]] = order[1:][same]
+    return nxt
+
+
+def belady_misses(keys: np.ndarray, capacity: int) -> np.ndarray:
+    """Miss flags of Belady's MIN (evict the block used furthest in the future): the optimal
+    offline policy (Belady, IBM Systems Journal 5(2), 1966), a lower bound on any cache's misses."""
+    if capacity < 1:
+        raise ThesiosInputError("cache capacity must be >= 1 block")
+    nxt = next_use(keys)
+    resident: dict[int, int] = {}  # key -> its next use
+    heap: list[tuple[int, int]] = []  # (-next use, key), lazily invalidated
+    miss = np.zeros(len(keys), dtype=bool)
+    for i, (k, nu) in enumerate(zip(keys.tolist(), nxt.tolist())):
+        if k not in resident:
+            miss[i] = True
+            if len(resident) >= capacity:
+                while True:
+                    neg, victim = heapq.heappop(heap)
+                    if resident.get(victim) == -neg:
+                        del resident[victim]
+                        break
+        resident[k] = nu
+        heapq.heappush(heap, (-nu, k))
+    return miss

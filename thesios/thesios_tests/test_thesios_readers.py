@@ -1,0 +1,401 @@
+"""Thesios CSV shard reader and Parquet writer on fixtures with the exact 17-column schema."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from thesios.cli import main
+from thesios.errors import TraceFormatError
+from thesios.readers import ReadReport, read_thesios_csv
+from thesios.schema import THESIOS_COLUMNS, THESIOS_SCHEMA, THESIOS_SCHEMA_WITH_LATENCY
+from thesios.writers import read_parquet, write_parquet
+
+FIX = Path(__file__).parent / "fixtures"
+SHARD = FIX / "thesios_shard.csv"
+SHARD_LAT = FIX / "thesios_shard_latency.csv"
+
+
+def lines_of(path: Path) -> list[str]:
+    return path.read_text().splitlines()
+
+
+def write_lines(path: Path, lines: list[str]) -> Path:
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_schema_has_the_17_public_columns_in_order():
+    assert len(THESIOS_COLUMNS) == 17
+    assert THESIOS_SCHEMA.names == list(THESIOS_COLUMNS)
+    assert lines_of(SHARD)[0].split(",") == list(THESIOS_COLUMNS)
+
+
+def test_reads_shard_and_drops_repeated_header():
+    raw = lines_of(SHARD)
+    header_repeats = sum(1 for line in raw if line == raw[0]) - 1
+    assert header_repeats == 1  # the fixture repeats the header mid-file, like real shards
+    report = ReadReport()
+    table = read_thesios_csv(SHARD, report=report)
+    assert table.schema == THESIOS_SCHEMA
+    assert table.num_rows == len(raw) - 1 - header_repeats
+    assert report.header_repeats == 1 and report.skipped == 0
+    ops = set(table.column("op_type").to_pylist())
+    assert ops <= {"READ", "WRITE"}
+    # The values round-trip: the first data row, field by field.
+    first = raw[1].split(",")
+    row = table.slice(0, 1).to_pylist()[0]
+    assert row["filename"] == first[0]
+    assert row["file_offset"] == int(first[1])
+    assert row["start_time"] == float(first[13])
+    assert row["cache_hit"] == int(first[9])
+    # Writes and hits have no disk time; misses do.
+    hit = np.array(table.column("cache_hit").to_pylist())
+    dt = np.array(table.column("disk_time").to_pylist())
+    assert np.all(dt[hit != 0] == 0) and np.all(dt[hit == 0] > 0)
+
+
+def test_reads_the_optional_latency_column():
+    table = read_thesios_csv(SHARD_LAT)
+    assert table.schema == THESIOS_SCHEMA_WITH_LATENCY
+    assert table.num_rows == len(lines_of(SHARD_LAT)) - 1
+    lat = np.array(table.column("latency").to_pylist())
+    sim = np.array(table.column("simulated_latency").to_pylist())
+    np.testing.assert_allclose(lat - sim, 0.0005, atol=1e-12)
+
+
+def test_reads_gzip_shards(tmp_path):
+    gz = tmp_path / "shard.csv.gz"
+    gz.write_bytes(gzip.compress(SHARD.read_bytes()))
+    assert read_thesios_csv(gz).equals(read_thesios_csv(SHARD))
+
+
+def test_empty_optional_fields_become_nulls(tmp_path):
+    raw = lines_of(SHARD)
+    fields = raw[1].split(",")
+    fields[15] = fields[16] = ""
+    table = read_thesios_csv(write_lines(tmp_path / "s.csv", [raw[0], ",".join(fields)]))
+    assert table.column("simulated_latency").null_count == 1
+
+
+@pytest.mark.parametrize(
+    ("edit", "line", "reason"),
+    [
+        (lambda f: f[:-1], 5, "expected 17 fields, got 16"),
+        (lambda f: [*f, "x"], 5, "expected 17 fields, got 18"),
+        (lambda f: f[:1] + ["12ab"] + f[2:], 5, "file_offset: '12ab' is not a number"),
+        (lambda f: f[:13] + ["-3.0"] + f[14:], 5, "start_time negative"),
+        (lambda f: f[:13] + ["inf"] + f[14:], 5, "start_time: 'inf' is not a number"),
+        (lambda f: f[:6] + ["DELETE"] + f[7:], 5, "op_type not READ/WRITE"),
+        (lambda f: f[:9] + ["7"] + f[10:], 5, "cache_hit not in {-1, 0, 1}"),
+        (lambda f: f[:10] + ["-4096"] + f[11:], 5, "request_io_size_bytes negative"),
+    ],
+)
+def test_malformed_row_reports_file_and_line(tmp_path, edit, line, reason):
+    raw = lines_of(SHARD)
+    raw[line - 1] = ",".join(edit(raw[line - 1].split(",")))
+    path = write_lines(tmp_path / "bad.csv", raw)
+    with pytest.raises(TraceFormatError) as err:
+        read_thesios_csv(path)
+    assert str(err.value).startswith(f"{path}:{line}: {reason}")
+    report = ReadReport()
+    table = read_thesios_csv(path, lenient=True, report=report)
+    assert report.skipped == 1 and table.num_rows == read_thesios_csv(SHARD).num_rows - 1
+    assert report.examples[0].startswith(f"{path}:{line}: ")
+
+
+def test_line_numbers_count_blank_lines_and_crlf(tmp_path):
+    raw = lines_of(SHARD)
+    bad = raw[3].split(",")[:-2]
+    lines = [raw[0], raw[1], "", raw[2], ",".join(bad), *raw[4:]]
+    path = tmp_path / "crlf.csv"
+    path.write_bytes(("\r\n".join(lines) + "\r\n").encode())
+    with pytest.raises(TraceFormatError, match=rf"^{path}:5: expected 17 fields, got 15"):
+        read_thesios_csv(path)
+
+
+def test_truncated_shard_fails_on_its_last_line(tmp_path):
+    data = SHARD.read_bytes()
+    cut = data[: data.rfind(b",", 0, len(data) - 30)]  # cut inside the last row
+    path = tmp_path / "trunc.csv"
+    path.write_bytes(cut)
+    n_lines = cut.count(b"\n") + 1
+    with pytest.raises(TraceFormatError, match=rf"^{path}:{n_lines}: expected 17 fields"):
+        read_thesios_csv(path)
+
+
+def test_wrong_column_order_fails_on_line_1(tmp_path):
+    raw = lines_of(SHARD)
+    names = raw[0].split(",")
+    names[0], names[1] = names[1], names[0]
+    path = write_lines(tmp_path / "order.csv", [",".join(names), *raw[1:]])
+    with pytest.raises(TraceFormatError, match=rf"^{path}:1: header is not the 17 Thesios columns"):
+        read_thesios_csv(path)
+
+
+def test_parquet_round_trip_is_exact(tmp_path):
+    table = read_thesios_csv(SHARD)
+    out = write_parquet(table, tmp_path / "t.parquet")
+    assert read_parquet(out).equals(table)
+    assert [p.name for p in tmp_path.iterdir()] == ["t.parquet"]  # no temp file left
+
+
+def test_parquet_writer_leaves_old_file_on_failure(tmp_path):
+    out = tmp_path / "t.parquet"
+    out.write_bytes(b"old")
+    with pytest.raises(TypeError):
+        write_parquet("not a table", out)  # type: ignore[arg-type]
+    assert out.read_bytes() == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["t.parquet"]
+
+
+def test_convert_cli_writes_parquet_and_fails_cleanly(tmp_path, capsys):
+    out = tmp_path / "out.parquet"
+    main(["convert", str(SHARD), str(SHARD), "-o", str(out)])
+    assert read_parquet(out).num_rows == 2 * read_thesios_csv(SHARD).num_rows
+    capsys.readouterr()
+    raw = lines_of(SHARD)
+    raw[6] = raw[6][:-5] + ",x,y"
+    bad = write_lines(tmp_path / "bad.csv", raw)
+    out2 = tmp_path / "out2.parquet"
+    with pytest.raises(SystemExit) as exc:
+        main(["convert", str(bad), "-o", str(out2)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and f"{bad}:7:" in err
+    assert not out2.exists()
+    main(["convert", str(bad), "-o", str(out2), "--lenient"])
+    assert read_parquet(out2).num_rows == read_thesios_csv(SHARD).num_rows - 1
+    with pytest.raises(SystemExit) as exc:
+        main(["convert", str(SHARD), str(SHARD_LAT), "-o", str(tmp_path / "mixed.parquet")])
+    assert exc.value.code == 2
+
+
+def test_line_numbers_stay_right_after_skipped_rows(tmp_path):
+    raw = lines_of(SHARD)
+    raw[3] = ",".join(raw[3].split(",")[:-1])  # line 4: short row, dropped by the parser
+    f = raw[30].split(",")  # line 31, after the repeated header
+    f[14] = "soon"
+    raw[30] = ",".join(f)
+    path = write_lines(tmp_path / "two.csv", raw)
+    report = ReadReport()
+    read_thesios_csv(path, lenient=True, report=report)
+    assert report.skipped == 2
+    assert report.examples == [
+        f"{path}:4: expected 17 fields, got 16",
+        f"{path}:31: disk_time: 'soon' is not a number",
+    ]
+    with pytest.raises(TraceFormatError, match=r":4: expected 17 fields, got 16 \(and 1 more bad rows\)$"):
+        read_thesios_csv(path)
+
+
+MSR = FIX / "msr_hm_0_head.csv"
+
+
+def test_reads_msr_cambridge_rows():
+    from thesios.readers import read_msr_csv
+
+    table = read_msr_csv(MSR)
+    assert table.schema == THESIOS_SCHEMA_WITH_LATENCY
+    assert table.num_rows == 8
+    row = table.slice(0, 1).to_pylist()[0]
+    assert row["filename"] == "hm/0" and row["op_type"] == "READ" and row["file_offset"] == 3779678208
+    assert row["request_io_size_bytes"] == 4096 and row["cache_hit"] == 0
+    # FILETIME 128166372003061629 ticks after 1601-01-01 UTC, converted with datetime independently
+    from datetime import UTC, datetime, timedelta
+
+    when = datetime(1601, 1, 1, tzinfo=UTC) + timedelta(microseconds=128166372003061629 // 10)
+    assert when.isoformat().startswith("2007-02-22T17:00:00.306")
+    assert row["start_time"] == pytest.approx(when.timestamp(), abs=1e-6)
+    assert row["latency"] == pytest.approx(0.0061330)
+    assert table.column("disk_time").to_pylist()[1] == 0.0  # a write
+
+
+def test_msr_bad_rows_report_lines(tmp_path):
+    from thesios.readers import read_msr_csv
+
+    raw = lines_of(MSR)
+    raw[2] = raw[2].replace("Write", "Trim")
+    raw[5] = raw[5] + ",extra"
+    path = write_lines(tmp_path / "msr.csv", raw)
+    with pytest.raises(TraceFormatError, match=rf"^{path}:3: Type not one of Read/Write \(and 1 more bad rows\)$"):
+        read_msr_csv(path)
+    report = ReadReport()
+    assert read_msr_csv(path, lenient=True, report=report).num_rows == 6
+    assert report.examples == [f"{path}:3: Type not one of Read/Write", f"{path}:6: expected 7 fields, got 8"]
+
+
+def test_thesios_csv_writer_round_trips(tmp_path):
+    from thesios.writers import write_thesios_csv
+
+    for src in (SHARD, SHARD_LAT):
+        table = read_thesios_csv(src)
+        out = write_thesios_csv(table, tmp_path / "rt.csv")
+        assert read_thesios_csv(out).equals(table)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rt.csv"]
+
+
+def test_synth_cli_writes_a_trace_with_simulated_columns(tmp_path):
+    from thesios_tests.test_thesios_validate import light_fleet_json
+
+    out = tmp_path / "synth.parquet"
+    fleet = light_fleet_json(tmp_path / "fleet.json", 6)
+    main(["synth", "-o", str(out), "--rate", "1/5", "--fleet", str(fleet), "--disk", "3"])
+    table = read_parquet(out)
+    assert table.schema == THESIOS_SCHEMA
+    assert table.num_rows > 1000
+    rows = table.to_pydict()
+    hit = np.array(rows["cache_hit"])
+    op = np.array(rows["op_type"])
+    start = np.array(rows["start_time"])
+    sim_start = np.array(rows["simulated_disk_start_time"])
+    lat = np.array(rows["simulated_latency"])
+    dt = np.array(rows["disk_time"])
+    miss = (op == "READ") & (hit == 0)
+    assert np.all(np.diff(start) >= 0)
+    assert np.all(sim_start[miss] >= start[miss] - 1e-6) and np.all(lat[miss] >= dt[miss] - 1e-6)
+    assert np.all(lat[~miss] == 0)
+    with pytest.raises(SystemExit) as exc:
+        main(["synth", "-o", str(tmp_path / "x.txt")])
+    assert exc.value.code == 2
+
+
+def test_sample_cli_writes_fleet_samples(tmp_path):
+    from thesios.fleet import FleetGenerator, default_fleet
+    from thesios.requests import Requests
+
+    out = tmp_path / "s.parquet"
+    main(["sample", "-o", str(out), "--rate", "1/1000", "--disks-per-class", "5", "--days", "2"])
+    table = read_parquet(out)
+    assert table.column_names == [*THESIOS_COLUMNS, "disk_id"]
+    req, _ = Requests.from_table(table)
+    gen = FleetGenerator(default_fleet(disks_per_class=5, days=2))
+    mu = 1e-3 * sum(gen.expected_requests(np.arange(20), d).sum() for d in range(2))
+    assert abs(len(req) - mu) < 4 * np.sqrt(mu)
+    assert set(np.unique(req.disk_id)) <= set(range(20)) and np.all(np.diff(req.start_time) >= 0)
+
+
+def _row_strategy():
+    from hypothesis import strategies as st
+
+    name = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789/_.-", min_size=1, max_size=12).filter(lambda s: s != "filename")
+    return st.fixed_dictionaries({
+        "filename": name, "file_offset": st.integers(0, 2**40), "application": name,
+        "c_time": st.integers(0, 2**33), "io_zone": st.sampled_from(["WARM", "COLD", "UNKNOWN"]),
+        "redundancy_type": name, "op_type": st.sampled_from(["READ", "WRITE"]),
+        "service_class": st.sampled_from(["LATENCY_SENSITIVE", "THROUGHPUT_ORIENTED", "OTHER"]),
+        "from_flash_cache": st.integers(0, 1), "cache_hit": st.integers(-1, 1),
+        "request_io_size_bytes": st.integers(0, 2**30), "disk_io_size_bytes": st.integers(0, 2**30),
+        "response_io_size_bytes": st.integers(0, 2**30),
+        "start_time": st.floats(0, 1e10, allow_nan=False), "disk_time": st.floats(0, 10, allow_nan=False),
+        "simulated_disk_start_time": st.floats(0, 1e10, allow_nan=False),
+        "simulated_latency": st.floats(0, 10, allow_nan=False),
+    })
+
+
+def test_any_valid_table_round_trips_through_csv(tmp_path_factory):
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from thesios.writers import write_thesios_csv
+
+    @settings(max_examples=40, deadline=None)
+    @given(st.lists(_row_strategy(), min_size=1, max_size=30))
+    def check(rows):
+        table = pa.Table.from_pylist(rows, schema=THESIOS_SCHEMA)
+        path = write_thesios_csv(table, tmp_path_factory.mktemp("rt") / "t.csv")
+        assert read_thesios_csv(path).equals(table)
+
+    check()
+
+
+def test_fio_iolog_v3_writer(tmp_path):
+    from thesios.writers import write_fio_iolog
+
+    t = np.array([2.5, 1.0, 1.0000021, 3.0])
+    is_read = np.array([True, False, True, True])
+    file_id = np.array([7, 1, 1, 2])
+    offset = np.array([8192, 100, 64 << 20, (64 << 20) - 4096])
+    size = np.array([4096, 8192, 4096, 65536])
+    path = write_fio_iolog(t, is_read, file_id, offset, size, tmp_path / "x.iolog", device="/dev/sdb",
+                           device_bytes=1 << 30, file_span_bytes=64 << 20)
+    lines = path.read_text().splitlines()
+    assert lines[:3] == ["fio version 3 iolog", "0 /dev/sdb add", "0 /dev/sdb open"]
+    assert lines[-1] == "2000000 /dev/sdb close"
+    span = 64 << 20
+    assert lines[3:-1] == [
+        "0 /dev/sdb write 67108864 8192",  # file 1 -> region 1; offset 100 -> 0 (4 KiB aligned)
+        f"2 /dev/sdb read {span} 4096",  # offset 64 MiB wraps to 0 within the span; 2.1 us rounds to 2
+        f"1500000 /dev/sdb read {7 * span + 8192} 4096",
+        f"2000000 /dev/sdb read {2 * span + span - 65536} 65536",  # kept inside its region
+    ]
+    for line in lines[3:-1]:
+        _, _, _, off, length = line.split()
+        assert int(off) % 4096 == 0 and int(off) + int(length) <= 1 << 30
+    with pytest.raises(ValueError):
+        write_fio_iolog(t, is_read, file_id, offset, size, tmp_path / "y.iolog", device="my disk")
+
+
+@pytest.mark.skipif(__import__("shutil").which("fio") is None, reason="fio is not installed")
+def test_fio_replays_the_iolog(tmp_path):
+    """fio itself (3.31+ reads v3 logs) replays every request: the count of reads and writes."""
+    import json as _json
+    import subprocess
+
+    from thesios.writers import write_fio_iolog
+
+    target = tmp_path / "target"
+    with open(target, "wb") as fh:
+        fh.truncate(1 << 30)  # sparse
+    rng = np.random.default_rng(0)
+    n = 120
+    is_read = rng.random(n) < 0.6
+    path = write_fio_iolog(np.sort(rng.uniform(0, 0.2, n)), is_read, rng.integers(0, 10, n), rng.integers(0, 1 << 26, n),
+                           np.full(n, 4096), tmp_path / "r.iolog", device=str(target), device_bytes=1 << 30)
+    out = subprocess.run(["fio", "--name=replay", f"--read_iolog={path}", "--ioengine=sync", "--output-format=json"],
+                         capture_output=True, text=True, timeout=120, check=True)
+    job = _json.loads(out.stdout[out.stdout.index("{"):])["jobs"][0]
+    assert job["read"]["total_ios"] == is_read.sum()
+    assert job["write"]["total_ios"] == (~is_read).sum()
+    assert job["job_runtime"] < 10_000  # microsecond timestamps: a 0.2 s log replays in well under 10 s
+
+
+def test_reads_alibaba_and_tencent_block_traces(tmp_path):
+    from thesios.readers import read_alibaba_csv, read_tencent_csv
+
+    ali = read_alibaba_csv(FIX / "alibaba_io_traces_head.csv")
+    assert ali.schema == THESIOS_SCHEMA_WITH_LATENCY and ali.num_rows == 6
+    row = ali.slice(2, 1).to_pylist()[0]
+    assert (row["filename"], row["op_type"], row["file_offset"], row["request_io_size_bytes"]) == ("318", "READ", 13549568, 16384)
+    assert row["start_time"] == pytest.approx(1577808000.000811) and row["latency"] is None
+    ten = read_tencent_csv(FIX / "tencent_cbs_head.csv")
+    row = ten.slice(2, 1).to_pylist()[0]
+    assert (row["filename"], row["op_type"], row["file_offset"], row["request_io_size_bytes"]) == ("2121", "READ", 3062848 * 512, 16 * 512)
+    assert ten.column("op_type").to_pylist().count("WRITE") == 3
+    raw = lines_of(FIX / "tencent_cbs_head.csv")
+    raw[3] = raw[3].replace(",0,", ",2,")
+    bad = write_lines(tmp_path / "t.csv", raw)
+    with pytest.raises(TraceFormatError, match=rf"^{bad}:4: IOType not one of 0/1$"):
+        read_tencent_csv(bad)
+    raw = lines_of(FIX / "alibaba_io_traces_head.csv")
+    raw[0] = raw[0].replace("4096", "-4096")
+    bad = write_lines(tmp_path / "a.csv", raw)
+    with pytest.raises(TraceFormatError, match=rf"^{bad}:1: length: '-4096' is not a non-negative integer$"):
+        read_alibaba_csv(bad)
+
+
+def test_convert_other_formats(tmp_path, capsys):
+    out = tmp_path / "msr.parquet"
+    main(["convert", str(MSR), "--format", "msr", "-o", str(out)])
+    assert read_parquet(out).num_rows == 8
+    with pytest.raises(SystemExit) as exc:
+        main(["convert", str(MSR), "--format", "blkparse", "-o", str(out)])
+    assert exc.value.code == 2
+    with pytest.raises(SystemExit) as exc:
+        main(["convert", str(MSR), "-o", str(tmp_path / "x.parquet")])  # an MSR file is no Thesios shard
+    assert exc.value.code == 2
+    assert "header is not the 17 Thesios columns" in capsys.readouterr().err
