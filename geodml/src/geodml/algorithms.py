@@ -1,0 +1,223 @@
+"""Training algorithms over the simulated network, all on L2-regularized logistic regression
+(objective.py). Each takes a Network (data centers + WAN + ledger), the regularization lam and its
+settings, performs the real computation on each DC's rows, and accounts every message it sends.
+Each returns theta = [w (d,), b] float64, the model held by the hub at the end.
+
+Message layouts (float64): broadcast of the model: d+1 values; a DC's reply: d+2 values (gradient
+sum and loss sum for gradient methods; local model and row count n_k for model-averaging methods).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import minimize
+
+from geodml.errors import GeodmlError
+from geodml.network import Network
+from geodml.objective import loss_grad_sum, nnz, objective, pass_flops
+
+ALGORITHMS = ("centralize", "lbfgs", "fedavg", "fedprox", "diloco", "oneshot")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Hyper-parameters shared by the algorithms.
+
+    lam: L2 strength of F (objective.py). lbfgs_maxiter / tol: distributed L-BFGS (and the
+    centralized scikit-learn fit) stopping rules. rounds: communication rounds of FedAvg, FedProx
+    and DiLoCo. local_steps: SGD steps per round on each DC; batch_size: rows per step (0 = full
+    local batch); lr: local step size. mu: FedProx proximal strength. outer_lr, outer_momentum:
+    DiLoCo's outer Nesterov SGD (Douillard et al. 2023 use 0.7 and 0.9). seed: mini-batch order.
+    """
+
+    lam: float = 1e-4
+    lbfgs_maxiter: int = 200
+    tol: float = 1e-8
+    rounds: int = 20
+    local_steps: int = 50
+    batch_size: int = 256
+    lr: float = 0.5
+    mu: float = 0.01
+    outer_lr: float = 0.7
+    outer_momentum: float = 0.9
+    seed: int = 0
+
+
+def _n_total(net: Network) -> int:
+    return sum(dc.n for dc in net.dcs)
+
+
+def _dims(net: Network) -> int:
+    return int(net.dcs[0].X.shape[1])
+
+
+def distributed_loss_grad(net: Network, theta: np.ndarray, lam: float, shards: dict | None = None) -> tuple[float, np.ndarray]:
+    """One statistical-query round: the hub broadcasts theta (d+1,), every worker computes the
+    loss and gradient sums of its rows, each DC reduces them to one (d+2,) message, the hub adds
+    the K messages, normalizes by N and adds the regularizer. Returns (F(theta), grad (d+1,))."""
+    d = len(theta) - 1
+    w, b = theta[:-1], theta[-1]
+    up, flops = {}, {}
+    for dc in net.dcs:
+        msg = np.zeros(d + 2)
+        parts = shards[dc.name] if shards else [(dc.X[s], dc.y[s]) for s in dc.shards()]
+        for Xs, ys in parts:
+            loss, gw, gb = loss_grad_sum(Xs, ys, w, b)
+            msg[:d] += gw
+            msg[d] += gb
+            msg[d + 1] += loss
+        up[dc.name] = msg
+        flops[dc.name] = pass_flops(dc.n, dc.nnz)
+    net.round(theta.copy(), up, flops)
+    total = np.zeros(d + 2)
+    for dc in net.dcs:
+        total += up[dc.name]
+    n = _n_total(net)
+    grad = total[: d + 1] / n
+    grad[:d] += lam * w
+    return float(total[d + 1] / n + 0.5 * lam * w @ w), grad
+
+
+def run_centralize(net: Network, s: Settings) -> np.ndarray:
+    """Centralize-then-train: move every DC's raw rows to the hub (refused for a sovereign DC
+    other than the hub: SovereigntyError), then fit scikit-learn's LogisticRegression(lbfgs) with
+    C = 1/(lam N), i.e. the same objective F. Compute is accounted as n_iter passes over the rows."""
+    import scipy.sparse as sp
+    from sklearn.linear_model import LogisticRegression
+
+    net.centralize()
+    Xs = [dc.X for dc in net.dcs]
+    X = sp.vstack(Xs, format="csr") if sp.issparse(Xs[0]) else np.vstack(Xs)
+    y = np.concatenate([dc.y for dc in net.dcs])
+    n = len(y)
+    clf = LogisticRegression(C=1.0 / (s.lam * n), tol=s.tol, max_iter=max(s.lbfgs_maxiter, 1000), solver="lbfgs")
+    clf.fit(X, y)
+    net.compute_at_hub(int(clf.n_iter_[0]) * pass_flops(n, nnz(X)))
+    return np.concatenate([clf.coef_.ravel(), clf.intercept_]).astype(np.float64)
+
+
+def run_lbfgs(net: Network, s: Settings) -> np.ndarray:
+    """Distributed L-BFGS (scipy's L-BFGS-B at the hub) on the summed per-DC losses and gradients:
+    every function evaluation is one round of distributed_loss_grad (Cano et al. 2016's
+    statistical-query formulation)."""
+    shards = {dc.name: [(dc.X[sl], dc.y[sl]) for sl in dc.shards()] for dc in net.dcs}
+    res = minimize(lambda th: distributed_loss_grad(net, th, s.lam, shards), np.zeros(_dims(net) + 1),
+                   jac=True, method="L-BFGS-B", options={"maxiter": s.lbfgs_maxiter, "gtol": s.tol, "ftol": 1e-15})
+    return res.x
+
+
+def local_sgd(X, y: np.ndarray, theta0: np.ndarray, lam: float, lr: float, steps: int, batch_size: int,
+              rng: np.random.Generator, mu: float = 0.0) -> tuple[np.ndarray, float]:
+    """``steps`` mini-batch SGD steps on one DC's local objective
+        (1/|B|) sum_{i in B} loss_i + (lam/2)||w||^2 + (mu/2)||theta - theta0||^2
+    (mu > 0: FedProx, Li et al. 2020). batch_size 0 or >= n means full-batch gradient descent.
+    Batches walk a fresh permutation of the rows each pass. Returns (theta (d+1,), flops)."""
+    n = len(y)
+    theta = theta0.copy()
+    flops = 0.0
+    full = batch_size <= 0 or batch_size >= n
+    Xp, yp, pos = X, y, n
+    for _ in range(steps):
+        if full:
+            Xb, yb = X, y
+        else:
+            if pos + batch_size > n:
+                perm = rng.permutation(n)
+                Xp, yp, pos = X[perm], y[perm], 0
+            Xb, yb = Xp[pos:pos + batch_size], yp[pos:pos + batch_size]
+            pos += batch_size
+        _, g = objective(Xb, yb, theta, lam)
+        if mu:
+            g += mu * (theta - theta0)
+        theta -= lr * g
+        flops += pass_flops(len(yb), nnz(Xb))
+    return theta, flops
+
+
+def _local_round(net: Network, theta: np.ndarray, s: Settings, rng: np.random.Generator, mu: float) -> np.ndarray:
+    """One round of local training on every DC from theta; returns the n_k-weighted average."""
+    d1 = len(theta)
+    up, flops, ar = {}, {}, {}
+    for dc in net.dcs:
+        th, f = local_sgd(dc.X, dc.y, theta, s.lam, s.lr, s.local_steps, s.batch_size, rng, mu)
+        up[dc.name] = np.concatenate([th, [float(dc.n)]])
+        flops[dc.name] = f
+        ar[dc.name] = s.local_steps
+    net.round(theta.copy(), up, flops, ar)
+    acc = np.zeros(d1)
+    n = 0.0
+    for dc in net.dcs:
+        acc += up[dc.name][-1] * up[dc.name][:-1]
+        n += up[dc.name][-1]
+    return acc / n
+
+
+def run_fedavg(net: Network, s: Settings, mu: float = 0.0) -> np.ndarray:
+    """FedAvg (McMahan et al. 2017): per round each DC runs local_steps SGD steps from the global
+    model and the hub averages the local models weighted by n_k. mu > 0 gives FedProx."""
+    rng = np.random.default_rng(s.seed)
+    theta = np.zeros(_dims(net) + 1)
+    for _ in range(s.rounds):
+        theta = _local_round(net, theta, s, rng, mu)
+    return theta
+
+
+def run_fedprox(net: Network, s: Settings) -> np.ndarray:
+    """FedProx (Li et al., MLSys 2020): FedAvg with the proximal term (mu/2)||theta - theta_g||^2."""
+    return run_fedavg(net, s, mu=s.mu)
+
+
+def run_diloco(net: Network, s: Settings) -> np.ndarray:
+    """DiLoCo (Douillard et al. 2023): local_steps inner SGD steps per DC, then an outer step on
+    the outer gradient delta = theta_g - avg_k(theta_k) (n_k-weighted) with Nesterov momentum:
+    v = m v + delta; theta_g -= outer_lr (delta + m v). (The paper's inner optimizer is AdamW; plain
+    SGD here.) With one full-batch inner step, m = 0 and outer_lr = 1 this is synchronous gradient
+    descent."""
+    rng = np.random.default_rng(s.seed)
+    theta = np.zeros(_dims(net) + 1)
+    v = np.zeros_like(theta)
+    for _ in range(s.rounds):
+        avg = _local_round(net, theta, s, rng, 0.0)
+        delta = theta - avg
+        v = s.outer_momentum * v + delta
+        theta = theta - s.outer_lr * (delta + s.outer_momentum * v)
+    return theta
+
+
+def run_oneshot(net: Network, s: Settings) -> np.ndarray:
+    """One-shot parameter averaging (Zhang, Duchi, Wainwright, JMLR 2013): each DC minimizes its
+    own regularized objective to convergence (L-BFGS, data parallel inside the DC), sends its model
+    once, and the hub averages weighted by n_k. One round, no broadcast."""
+    d1 = _dims(net) + 1
+    up, flops, ar = {}, {}, {}
+    for dc in net.dcs:
+        res = minimize(lambda th: objective(dc.X, dc.y, th, s.lam), np.zeros(d1), jac=True, method="L-BFGS-B",
+                       options={"maxiter": s.lbfgs_maxiter, "gtol": s.tol, "ftol": 1e-15})
+        up[dc.name] = np.concatenate([res.x, [float(dc.n)]])
+        flops[dc.name] = res.nfev * pass_flops(dc.n, dc.nnz)
+        ar[dc.name] = int(res.nfev)
+    net.round(None, up, flops, ar)
+    acc = np.zeros(d1)
+    for dc in net.dcs:
+        acc += up[dc.name][-1] * up[dc.name][:-1]
+    return acc / _n_total(net)
+
+
+RUNNERS = {
+    "centralize": run_centralize,
+    "lbfgs": run_lbfgs,
+    "fedavg": run_fedavg,
+    "fedprox": run_fedprox,
+    "diloco": run_diloco,
+    "oneshot": run_oneshot,
+}
+
+
+def run(name: str, net: Network, s: Settings) -> np.ndarray:
+    """Run algorithm ``name`` (one of ALGORITHMS) on net. Raises GeodmlError for an unknown name,
+    SovereigntyError where the algorithm would export a sovereign DC's raw rows."""
+    if name not in RUNNERS:
+        raise GeodmlError(f"unknown algorithm {name!r} (known: {', '.join(ALGORITHMS)})")
+    return RUNNERS[name](net, s)
