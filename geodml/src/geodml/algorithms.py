@@ -77,7 +77,7 @@ def distributed_loss_grad(net: Network, theta: np.ndarray, lam: float, shards: d
     n = _n_total(net)
     grad = total[: d + 1] / n
     grad[:d] += lam * w
-    return float(total[d + 1] / n + 0.5 * lam * w @ w), grad
+    return float(total[d + 1] / n + 0.5 * lam * np.sum(w * w)), grad
 
 
 def run_centralize(net: Network, s: Settings) -> np.ndarray:
@@ -94,6 +94,7 @@ def run_centralize(net: Network, s: Settings) -> np.ndarray:
     n = len(y)
     clf = LogisticRegression(C=1.0 / (s.lam * n), tol=s.tol, max_iter=max(s.lbfgs_maxiter, 1000), solver="lbfgs")
     clf.fit(X, y)
+    net.notes["central_iters"] = int(clf.n_iter_[0])
     net.compute_at_hub(int(clf.n_iter_[0]) * pass_flops(n, nnz(X)))
     return np.concatenate([clf.coef_.ravel(), clf.intercept_]).astype(np.float64)
 
@@ -198,6 +199,7 @@ def run_oneshot(net: Network, s: Settings) -> np.ndarray:
         up[dc.name] = np.concatenate([res.x, [float(dc.n)]])
         flops[dc.name] = res.nfev * pass_flops(dc.n, dc.nnz)
         ar[dc.name] = int(res.nfev)
+    net.notes["oneshot_passes"] = ar
     net.round(None, up, flops, ar)
     acc = np.zeros(d1)
     for dc in net.dcs:

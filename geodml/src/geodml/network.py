@@ -89,6 +89,8 @@ class Network:
     ledger: list[Transfer] = field(default_factory=list)
     sim_seconds: float = 0.0
     rounds: int = 0
+    # Iteration counts an algorithm reports for the planner's check (e.g. one-shot's local passes).
+    notes: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if self.hub not in [d.name for d in self.dcs]:

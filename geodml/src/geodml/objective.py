@@ -46,7 +46,8 @@ def objective(X, y: np.ndarray, theta: np.ndarray, lam: float, n_total: int | No
     n = len(y) if n_total is None else n_total
     w, b = theta[:-1], theta[-1]
     loss, gw, gb = loss_grad_sum(X, y, w, b)
-    val = loss / n + 0.5 * lam * float(w @ w)
+    # np.sum(w * w), not w @ w: a BLAS ddot can stall on spinning OpenBLAS threads of a busy machine.
+    val = loss / n + 0.5 * lam * float(np.sum(w * w))
     grad = np.empty_like(theta)
     grad[:-1] = gw / n + lam * w
     grad[-1] = gb / n
