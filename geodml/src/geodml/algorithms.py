@@ -28,17 +28,17 @@ class Settings:
     lam: L2 strength of F (objective.py). lbfgs_maxiter / tol: distributed L-BFGS (and the
     centralized scikit-learn fit) stopping rules. rounds: communication rounds of FedAvg, FedProx
     and DiLoCo. local_steps: SGD steps per round on each DC; batch_size: rows per step (0 = full
-    local batch); lr: local step size. mu: FedProx proximal strength. outer_lr, outer_momentum:
+    local batch); lr: local step size (0: each DC uses 1/L_k, see local_lr). mu: FedProx proximal strength. outer_lr, outer_momentum:
     DiLoCo's outer Nesterov SGD (Douillard et al. 2023 use 0.7 and 0.9). seed: mini-batch order.
     """
 
     lam: float = 1e-4
     lbfgs_maxiter: int = 200
-    tol: float = 1e-8
+    tol: float = 1e-6
     rounds: int = 20
     local_steps: int = 50
     batch_size: int = 256
-    lr: float = 0.5
+    lr: float = 0.0
     mu: float = 0.01
     outer_lr: float = 0.7
     outer_momentum: float = 0.9
@@ -137,12 +137,32 @@ def local_sgd(X, y: np.ndarray, theta0: np.ndarray, lam: float, lr: float, steps
     return theta, flops
 
 
+def local_lr(X, lam: float, iters: int = 30, seed: int = 0) -> float:
+    """The classical 1/L step for a DC's local objective: L = lam + lambda_max(X^T X / n) / 4,
+    the largest eigenvalue found by power iteration (iters multiplications by X and X^T; a
+    one-time local setup, not accounted in the ledger). For sparse one-hot data L is far below
+    the bound mean ||x||^2 / 4, so the step is much larger than that bound allows."""
+    n, d = X.shape
+    v = np.random.default_rng(seed).normal(size=d)
+    lam_max = 0.0
+    for _ in range(iters):
+        u = np.asarray(X.T @ np.asarray(X @ v).ravel()).ravel() / n
+        lam_max = float(np.sqrt(np.sum(u * u)))
+        if lam_max == 0.0:
+            break
+        v = u / lam_max
+    return 1.0 / (lam + lam_max / 4.0)
+
+
 def _local_round(net: Network, theta: np.ndarray, s: Settings, rng: np.random.Generator, mu: float) -> np.ndarray:
     """One round of local training on every DC from theta; returns the n_k-weighted average."""
     d1 = len(theta)
     up, flops, ar = {}, {}, {}
     for dc in net.dcs:
-        th, f = local_sgd(dc.X, dc.y, theta, s.lam, s.lr, s.local_steps, s.batch_size, rng, mu)
+        lr = s.lr if s.lr > 0 else net.notes.setdefault("local_lr", {}).get(dc.name) or local_lr(dc.X, s.lam)
+        if s.lr <= 0:
+            net.notes["local_lr"][dc.name] = lr
+        th, f = local_sgd(dc.X, dc.y, theta, s.lam, lr, s.local_steps, s.batch_size, rng, mu)
         up[dc.name] = np.concatenate([th, [float(dc.n)]])
         flops[dc.name] = f
         ar[dc.name] = s.local_steps

@@ -32,9 +32,10 @@ def _split_names(s: str) -> tuple[str, ...]:
 
 
 def _settings(l2, rounds, local_steps, batch_size, lr, seed) -> Settings:
-    for name, v in (("--l2", l2), ("--lr", lr)):
-        if not v > 0:
-            raise GeodmlError(f"{name} must be > 0, got {v}")
+    if not l2 > 0:
+        raise GeodmlError(f"--l2 must be > 0, got {l2}")
+    if not lr >= 0:
+        raise GeodmlError(f"--lr must be >= 0 (0: automatic), got {lr}")
     for name, v in (("--rounds", rounds), ("--local-steps", local_steps)):
         if v < 1:
             raise GeodmlError(f"{name} must be >= 1, got {v}")
@@ -51,7 +52,7 @@ def _fmt_bytes(b: float) -> str:
 
 @app.command()
 def compare(
-    data: str = typer.Option("ctr:rows=50000,features=16384,fields=20", help="sklearn:NAME, ctr[:rows=..,features=..,fields=..] or libsvm:PATH"),
+    data: str = typer.Option("ctr:rows=200000,features=16384,fields=20", help="sklearn:NAME, ctr[:rows=..,features=..,fields=..] or libsvm:PATH"),
     dcs: int = typer.Option(None, "--dcs", help="number of data centers (default: every region of the WAN)"),
     partition: str = typer.Option("iid", help="iid, dirichlet:ALPHA, covariate:S, unequal:W1,..,WK"),
     wan: str = typer.Option(None, help="WAN YAML file (default: the packaged 4-region WAN)"),
@@ -60,7 +61,7 @@ def compare(
     rounds: int = typer.Option(20, help="rounds of FedAvg, FedProx, DiLoCo"),
     local_steps: int = typer.Option(50, help="local SGD steps per round"),
     batch_size: int = typer.Option(256, help="local mini-batch rows (0: full batch)"),
-    lr: float = typer.Option(0.5, help="local SGD step size"),
+    lr: float = typer.Option(0.0, help="local SGD step size (0: 1/L of each DC's local objective)"),
     l2: float = typer.Option(1e-4, help="L2 strength lam of the objective"),
     flat: bool = typer.Option(False, "--flat", help="no hierarchical aggregation: every worker talks to the hub"),
     seed: int = typer.Option(0),
@@ -118,7 +119,7 @@ def plan(
     lbfgs_rounds: int = typer.Option(100, help="assumed L-BFGS function evaluations"),
     local_passes: int = typer.Option(100, help="assumed passes of one-shot's local solves and of the centralized fit"),
     rounds: int = typer.Option(20), local_steps: int = typer.Option(50), batch_size: int = typer.Option(256),
-    lr: float = typer.Option(0.5), l2: float = typer.Option(1e-4),
+    lr: float = typer.Option(0.0), l2: float = typer.Option(1e-4),
     flat: bool = typer.Option(False, "--flat"),
     seed: int = typer.Option(0),
     as_json: bool = typer.Option(False, "--json"),

@@ -20,7 +20,7 @@ from geodml.partition import partition
 from geodml.planner import DCSize, PlanCounts, crossover, predict
 from geodml.wan import load_wan
 
-DEFAULT_DATA = "ctr:rows=50000,features=16384,fields=20"
+DEFAULT_DATA = "ctr:rows=200000,features=16384,fields=20"
 DEFAULT_ALGOS = ("centralize", "lbfgs", "fedavg", "fedprox", "diloco", "oneshot")
 
 
@@ -66,11 +66,12 @@ def _compare(cfg: CompareConfig, progress: Callable[[str], None]) -> dict:
     k = cfg.k if cfg.k is not None else len(wan.regions)
     if k < 1 or k > len(wan.regions):
         raise GeodmlError(f"--dcs must be between 1 and {len(wan.regions)} (the WAN's regions), got {k}")
-    progress(f"loading {cfg.data}")
     ds = load_dataset(cfg.data, seed=cfg.seed)
     parts = partition(cfg.partition, ds.X_train, ds.y_train, k, seed=cfg.seed)
     dcs = build_dcs(ds.X_train, ds.y_train, parts, wan, cfg.sovereign)
     names = [dc.name for dc in dcs]
+    # Progress starts only once every input is validated, so bad input stays a single line.
+    progress(f"loaded {cfg.data}: {len(ds.y_train)} training rows over {k} data centers ({cfg.partition})")
     hub_m, hub_c = model_hub(wan, names), central_hub(wan, dcs)
     sizes = [DCSize.of(dc) for dc in dcs]
     d = ds.n_features
