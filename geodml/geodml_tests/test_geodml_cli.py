@@ -35,13 +35,13 @@ def test_compare_json_shape():
     r = _subprocess("compare", *SMALL, "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    assert set(out["algorithms"]) == {"centralize", "lbfgs", "fedavg", "fedprox", "diloco", "oneshot"}
+    assert set(out["algorithms"]) == {"centralize", "lbfgs", "fedavg", "fedprox", "diloco", "oneshot", "fadl"}
     for a, v in out["algorithms"].items():
         for key in ("bytes", "rounds", "sim_seconds", "dollars", "test_accuracy", "test_logloss"):
             assert key in v, (a, key)
         assert v["predicted"]["bytes"] == v["bytes"]
         assert 0.85 < v["test_accuracy"] <= 1.0
-    assert set(out["crossover"]) == {"lbfgs", "fedavg", "fedprox", "diloco", "oneshot"}
+    assert set(out["crossover"]) == {"lbfgs", "fedavg", "fedprox", "diloco", "oneshot", "fadl"}
     assert [d["name"] for d in out["dcs"]] == ["us-east", "us-west", "eu-west", "ap-southeast"]
 
 

@@ -8,10 +8,10 @@ from geodml.network import Network, build_dcs, central_hub, model_hub
 from geodml.partition import partition
 from geodml.planner import DCSize, PlanCounts, crossover, csr_sizes, plan, predict
 
-S = Settings(lam=1e-3, rounds=4, local_steps=3, batch_size=64, lr=0.2, lbfgs_maxiter=12, tol=1e-6)
+S = Settings(lam=1e-3, rounds=4, local_steps=3, batch_size=64, lr=0.2, lbfgs_maxiter=12, tol=1e-6, fadl_iters=2, fadl_local_iters=4)
 
 
-@pytest.mark.parametrize("algo", ["centralize", "lbfgs", "fedavg", "fedprox", "diloco", "oneshot"])
+@pytest.mark.parametrize("algo", ["centralize", "lbfgs", "fedavg", "fedprox", "diloco", "oneshot", "fadl"])
 @pytest.mark.parametrize("hierarchical", [True, False])
 def test_prediction_equals_simulation(ctr_dcs, wan, algo, hierarchical):
     names = [d.name for d in ctr_dcs]
@@ -19,7 +19,7 @@ def test_prediction_equals_simulation(ctr_dcs, wan, algo, hierarchical):
     net = Network(wan, ctr_dcs, hub, hierarchical=hierarchical)
     run(algo, net, S)
     counts = PlanCounts(lbfgs_rounds=net.rounds, oneshot_passes=net.notes.get("oneshot_passes", 1),
-                        central_iters=net.notes.get("central_iters", 1))
+                        central_iters=net.notes.get("central_iters", 1), fadl_passes=net.notes.get("fadl_passes", 1))
     p = predict(algo, [DCSize.of(d) for d in ctr_dcs], ctr_dcs[0].X.shape[1], wan, S, hub, counts, hierarchical)
     assert p.bytes == net.wan_bytes
     assert p.intra_bytes == net.intra_bytes

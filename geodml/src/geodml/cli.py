@@ -57,7 +57,7 @@ def compare(
     partition: str = typer.Option("iid", help="iid, dirichlet:ALPHA, covariate:S, unequal:W1,..,WK"),
     wan: str = typer.Option(None, help="WAN YAML file (default: the packaged 4-region WAN)"),
     sovereign: str = typer.Option("", help="comma-separated sovereign regions (raw rows never leave them)"),
-    algos: str = typer.Option("centralize,lbfgs,fedavg,fedprox,diloco,oneshot", help="comma-separated algorithms"),
+    algos: str = typer.Option("centralize,lbfgs,fedavg,fedprox,diloco,oneshot,fadl", help="comma-separated algorithms"),
     rounds: int = typer.Option(20, help="rounds of FedAvg, FedProx, DiLoCo"),
     local_steps: int = typer.Option(50, help="local SGD steps per round"),
     batch_size: int = typer.Option(256, help="local mini-batch rows (0: full batch)"),

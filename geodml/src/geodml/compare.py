@@ -21,7 +21,7 @@ from geodml.planner import DCSize, PlanCounts, crossover, predict
 from geodml.wan import load_wan
 
 DEFAULT_DATA = "ctr:rows=200000,features=16384,fields=20"
-DEFAULT_ALGOS = ("centralize", "lbfgs", "fedavg", "fedprox", "diloco", "oneshot")
+DEFAULT_ALGOS = ("centralize", "lbfgs", "fedavg", "fedprox", "diloco", "oneshot", "fadl")
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,12 @@ class CompareConfig:
     settings: Settings = field(default_factory=Settings)
     seed: int = 0
     hierarchical: bool = True
+
+
+def _counts(c: dict) -> PlanCounts:
+    """The planner's iteration counts from what the runs so far reported (defaults otherwise)."""
+    return PlanCounts(lbfgs_rounds=c.get("lbfgs_rounds", 100), oneshot_passes=c.get("oneshot_passes", 100),
+                      central_iters=c.get("central_iters", 100), fadl_passes=c.get("fadl_passes", 10))
 
 
 def compare(cfg: CompareConfig, progress: Callable[[str], None] = lambda msg: None) -> dict:
@@ -106,8 +112,7 @@ def _compare(cfg: CompareConfig, progress: Callable[[str], None]) -> dict:
         if a == "lbfgs":
             counts["lbfgs_rounds"] = net.rounds
         counts.update(net.notes)
-        pc = PlanCounts(lbfgs_rounds=counts.get("lbfgs_rounds", 100), oneshot_passes=counts.get("oneshot_passes", 100),
-                        central_iters=counts.get("central_iters", 100))
+        pc = _counts(counts)
         pred = predict(a, sizes, d, wan, cfg.settings, hub, pc, cfg.hierarchical)
         out["algorithms"][a] = {
             "bytes": summ["bytes"], "rounds": summ["rounds"], "sim_seconds": summ["sim_seconds"], "dollars": summ["dollars"],
@@ -117,8 +122,7 @@ def _compare(cfg: CompareConfig, progress: Callable[[str], None]) -> dict:
             "raw_bytes_by_source": summ["raw_bytes_by_source"], "wall_seconds": wall,
             "predicted": {"bytes": pred.bytes, "sim_seconds": pred.sim_seconds, "dollars": pred.dollars},
         }
-    pc = PlanCounts(lbfgs_rounds=counts.get("lbfgs_rounds", 100), oneshot_passes=counts.get("oneshot_passes", 100),
-                    central_iters=counts.get("central_iters", 100))
+    pc = _counts(counts)
     central = predict("centralize", [DCSize(x.name, x.n, x.nnz, x.raw_nbytes) for x in sizes], d, wan, cfg.settings,
                       hub_c or hub_m, pc)
     out["centralize_bytes_if_allowed"] = central.bytes

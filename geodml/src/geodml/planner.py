@@ -19,7 +19,7 @@ from geodml.network import DataCenter
 from geodml.objective import pass_flops
 from geodml.wan import Wan
 
-STRATEGIES = ("centralize", "lbfgs", "fedavg", "fedprox", "diloco", "oneshot")
+STRATEGIES = ("centralize", "lbfgs", "fedavg", "fedprox", "diloco", "oneshot", "fadl")
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,8 @@ class PlanCounts:
     lbfgs_rounds: int = 100
     oneshot_passes: int | dict = 100
     central_iters: int = 100
+    # FADL: passes of each local solve, one int for all, or per outer iteration a {dc: passes}.
+    fadl_passes: int | list = 10
 
 
 @dataclass(frozen=True)
@@ -104,10 +106,12 @@ def predict_centralize(sizes: list[DCSize], wan: Wan, hub: str | None, iters: in
     return Prediction(nbytes, 0, 1, t, sum(wan.egress_usd(d.name, hub, d.raw_nbytes) for d in others))
 
 
-def _round(sizes, wan, hub, d, hierarchical, down: bool, flops: dict, allreduces: dict) -> tuple[int, int, float, float]:
-    """(wan bytes, intra bytes, seconds, dollars) of one round, as Network.round accounts it."""
+def _round(sizes, wan, hub, d, hierarchical, down: bool, flops: dict, allreduces: dict,
+           up_b: int | None = None) -> tuple[int, int, float, float]:
+    """(wan bytes, intra bytes, seconds, dollars) of one round, as Network.round accounts it:
+    broadcast 8(d+1) bytes if down, replies of up_b bytes (default 8(d+2))."""
     down_b = 8 * (d + 1) if down else 0
-    up_b = 8 * (d + 2)
+    up_b = 8 * (d + 2) if up_b is None else up_b
     wan_b = intra_b = 0
     dollars = 0.0
     worst = 0.0
@@ -150,6 +154,8 @@ def predict(strategy: str, sizes: list[DCSize], d: int, wan: Wan, s: Settings, h
         return predict_centralize(sizes, wan, hub, counts.central_iters)
     if strategy not in STRATEGIES:
         raise GeodmlError(f"unknown algorithm {strategy!r} (known: {', '.join(STRATEGIES)})")
+    if strategy == "fadl":
+        return _predict_fadl(sizes, d, wan, s, hub, counts, hierarchical)
     if strategy == "lbfgs":
         rounds, down = counts.lbfgs_rounds, True
         flops = {dc.name: pass_flops(dc.n, dc.nnz) for dc in sizes}
@@ -171,6 +177,27 @@ def predict(strategy: str, sizes: list[DCSize], d: int, wan: Wan, s: Settings, h
         allreduces = {dc.name: s.local_steps for dc in sizes}
     wb, ib, t, usd = _round(sizes, wan, hub, d, hierarchical, down, flops, allreduces)
     return Prediction(wb * rounds, ib * rounds, rounds, t * rounds, usd * rounds)
+
+
+def _predict_fadl(sizes, d, wan, s: Settings, hub, counts: PlanCounts, hierarchical) -> Prediction:
+    """FADL: per outer iteration a gradient round, a local-solve round and a line-search round
+    (algorithms.run_fadl)."""
+    from geodml.algorithms import FADL_STEPS
+
+    tot = [0, 0, 0.0, 0.0]
+    grad = {dc.name: pass_flops(dc.n, dc.nnz) for dc in sizes}
+    for it in range(s.fadl_iters):
+        p = counts.fadl_passes
+        passes = p[it] if isinstance(p, list) else {dc.name: p for dc in sizes}
+        for down, flops, ar, up_b in (
+            (True, grad, {}, None),
+            (True, {k: passes[k] * grad[k] for k in grad}, passes, None),
+            (True, {k: len(FADL_STEPS) * grad[k] for k in grad}, {}, 8 * len(FADL_STEPS)),
+        ):
+            r = _round(sizes, wan, hub, d, hierarchical, down, flops, ar, up_b)
+            for i in range(4):
+                tot[i] += r[i]
+    return Prediction(tot[0], tot[1], 3 * s.fadl_iters, tot[2], tot[3])
 
 
 def _tie_scale(f, lo: float = 1e-6, hi: float = 1e6) -> float | None:
