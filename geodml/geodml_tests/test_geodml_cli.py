@@ -82,6 +82,7 @@ def test_plan_json_recommends_and_gives_crossover(geodml):
     (["compare", "--data", "sklearn:breast_cancer", "--rounds", "abc"], "rounds"),
     (["compare", "--no-such-option"], "no-such-option"),
     (["plan", "--objective", "speed"], "unknown objective"),
+    (["compare", "--data", "sklearn:breast_cancer", "--compress", "topk:7"], "compress"),
     (["plan", "--partition", "dirichlet:0.3"], "partition"),
     (["frobnicate"], "frobnicate"),
 ])

@@ -28,6 +28,16 @@ def test_prediction_equals_simulation(ctr_dcs, wan, algo, hierarchical):
     assert p.dollars == pytest.approx(net.dollars, rel=1e-9)
 
 
+@pytest.mark.parametrize("spec", ["q8", "topk:0.02"])
+def test_prediction_equals_simulation_with_compression(ctr_dcs, wan, spec):
+    s = Settings(lam=1e-3, rounds=3, local_steps=2, batch_size=64, lr=0.2, compress=spec)
+    net = Network(wan, ctr_dcs, "us-west")
+    run("diloco", net, s)
+    p = predict("diloco", [DCSize.of(d) for d in ctr_dcs], ctr_dcs[0].X.shape[1], wan, s, "us-west")
+    assert (p.bytes, p.intra_bytes) == (net.wan_bytes, net.intra_bytes)
+    assert p.sim_seconds == pytest.approx(net.sim_seconds, rel=1e-9)
+
+
 def test_csr_sizes_match_real_ctr_data(wan):
     X, y = make_ctr(3000, features=512, fields=6, seed=0)
     dcs = build_dcs(X, y, partition("iid", X, y, 4), wan)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize
 
+from geodml.compression import ErrorFeedback, decode
 from geodml.errors import GeodmlError
 from geodml.network import Network
 from geodml.objective import loss_grad_sum, nnz, objective, pass_flops
@@ -32,7 +33,9 @@ class Settings:
     and DiLoCo. local_steps: SGD steps per round on each DC; batch_size: rows per step (0 = full
     local batch); lr: local step size (0: each DC uses 1/L_k, see local_lr). mu: FedProx proximal strength. outer_lr, outer_momentum:
     DiLoCo's outer Nesterov SGD (Douillard et al. 2023 use 0.7 and 0.9). fadl_iters: FADL outer iterations;
-    fadl_local_iters: L-BFGS iterations of each local solve. seed: mini-batch order.
+    fadl_local_iters: L-BFGS iterations of each local solve. compress: uplink encoding of
+    FedAvg/FedProx/DiLoCo updates with error feedback (compression.py: none, q8, topk:F); with
+    none the reply is the local model and n_k as d+2 float64. seed: mini-batch order.
     """
 
     lam: float = 1e-4
@@ -46,6 +49,7 @@ class Settings:
     outer_lr: float = 0.7
     outer_momentum: float = 0.9
     fadl_iters: int = 6
+    compress: str = "none"
     fadl_local_iters: int = 10
     seed: int = 0
 
@@ -159,8 +163,10 @@ def local_lr(X, lam: float, iters: int = 30, seed: int = 0) -> float:
     return 1.0 / (lam + lam_max / 4.0)
 
 
-def _local_round(net: Network, theta: np.ndarray, s: Settings, rng: np.random.Generator, mu: float) -> np.ndarray:
-    """One round of local training on every DC from theta; returns the n_k-weighted average."""
+def _local_round(net: Network, theta: np.ndarray, s: Settings, rng: np.random.Generator, mu: float,
+                 ef: ErrorFeedback | None = None) -> np.ndarray:
+    """One round of local training on every DC from theta; returns the n_k-weighted average of
+    the local models. With ef, each DC sends its compressed update theta_k - theta instead."""
     d1 = len(theta)
     up, flops, ar = {}, {}, {}
     for dc in net.dcs:
@@ -168,16 +174,26 @@ def _local_round(net: Network, theta: np.ndarray, s: Settings, rng: np.random.Ge
         if s.lr <= 0:
             net.notes["local_lr"][dc.name] = lr
         th, f = local_sgd(dc.X, dc.y, theta, s.lam, lr, s.local_steps, s.batch_size, rng, mu)
-        up[dc.name] = np.concatenate([th, [float(dc.n)]])
+        up[dc.name] = np.concatenate([th, [float(dc.n)]]) if ef is None else ef.send(dc.name, th - theta, float(dc.n))
         flops[dc.name] = f
         ar[dc.name] = s.local_steps
-    net.round(theta.copy(), up, flops, ar)
+    # inside a DC every local step allreduces a full-precision gradient (d+1 values and a count)
+    net.round(theta.copy(), up, flops, ar, allreduce_nbytes=8 * (d1 + 1))
     acc = np.zeros(d1)
     n = 0.0
     for dc in net.dcs:
-        acc += up[dc.name][-1] * up[dc.name][:-1]
-        n += up[dc.name][-1]
+        if ef is None:
+            vec, w = up[dc.name][:-1], up[dc.name][-1]
+        else:
+            delta, w = decode(ef.spec, up[dc.name], d1)
+            vec = theta + delta
+        acc += w * vec
+        n += w
     return acc / n
+
+
+def _ef(s: Settings) -> ErrorFeedback | None:
+    return None if s.compress == "none" else ErrorFeedback(s.compress)
 
 
 def run_fedavg(net: Network, s: Settings, mu: float = 0.0) -> np.ndarray:
@@ -185,8 +201,9 @@ def run_fedavg(net: Network, s: Settings, mu: float = 0.0) -> np.ndarray:
     model and the hub averages the local models weighted by n_k. mu > 0 gives FedProx."""
     rng = np.random.default_rng(s.seed)
     theta = np.zeros(_dims(net) + 1)
+    ef = _ef(s)
     for _ in range(s.rounds):
-        theta = _local_round(net, theta, s, rng, mu)
+        theta = _local_round(net, theta, s, rng, mu, ef)
     return theta
 
 
@@ -204,8 +221,9 @@ def run_diloco(net: Network, s: Settings) -> np.ndarray:
     rng = np.random.default_rng(s.seed)
     theta = np.zeros(_dims(net) + 1)
     v = np.zeros_like(theta)
+    ef = _ef(s)
     for _ in range(s.rounds):
-        avg = _local_round(net, theta, s, rng, 0.0)
+        avg = _local_round(net, theta, s, rng, 0.0, ef)
         delta = theta - avg
         v = s.outer_momentum * v + delta
         theta = theta - s.outer_lr * (delta + s.outer_momentum * v)

@@ -31,7 +31,10 @@ def _split_names(s: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in s.split(",") if x.strip())
 
 
-def _settings(l2, rounds, local_steps, batch_size, lr, seed) -> Settings:
+def _settings(l2, rounds, local_steps, batch_size, lr, seed, compress="none") -> Settings:
+    from geodml.compression import parse
+
+    parse(compress)
     if not l2 > 0:
         raise GeodmlError(f"--l2 must be > 0, got {l2}")
     if not lr >= 0:
@@ -39,7 +42,7 @@ def _settings(l2, rounds, local_steps, batch_size, lr, seed) -> Settings:
     for name, v in (("--rounds", rounds), ("--local-steps", local_steps)):
         if v < 1:
             raise GeodmlError(f"{name} must be >= 1, got {v}")
-    return Settings(lam=l2, rounds=rounds, local_steps=local_steps, batch_size=batch_size, lr=lr, seed=seed)
+    return Settings(lam=l2, rounds=rounds, local_steps=local_steps, batch_size=batch_size, lr=lr, seed=seed, compress=compress)
 
 
 def _fmt_bytes(b: float) -> str:
@@ -64,6 +67,7 @@ def compare(
     lr: float = typer.Option(0.0, help="local SGD step size (0: 1/L of each DC's local objective)"),
     l2: float = typer.Option(1e-4, help="L2 strength lam of the objective"),
     flat: bool = typer.Option(False, "--flat", help="no hierarchical aggregation: every worker talks to the hub"),
+    compress: str = typer.Option("none", help="uplink of fedavg/fedprox/diloco: none, q8 or topk:FRACTION (error feedback)"),
     seed: int = typer.Option(0),
     as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
 ):
@@ -72,7 +76,7 @@ def compare(
 
     err = Console(stderr=True)
     cfg = CompareConfig(data=data, k=dcs, partition=partition, wan=wan, sovereign=_split_names(sovereign),
-                        algos=_split_names(algos), settings=_settings(l2, rounds, local_steps, batch_size, lr, seed),
+                        algos=_split_names(algos), settings=_settings(l2, rounds, local_steps, batch_size, lr, seed, compress),
                         seed=seed, hierarchical=not flat)
     t0 = time.perf_counter()
     with err.status("geodml compare") as status:
@@ -121,6 +125,7 @@ def plan(
     rounds: int = typer.Option(20), local_steps: int = typer.Option(50), batch_size: int = typer.Option(256),
     lr: float = typer.Option(0.0), l2: float = typer.Option(1e-4),
     flat: bool = typer.Option(False, "--flat"),
+    compress: str = typer.Option("none", help="none, q8 or topk:FRACTION"),
     seed: int = typer.Option(0),
     as_json: bool = typer.Option(False, "--json"),
 ):
@@ -129,7 +134,7 @@ def plan(
     from geodml.planner import DCSize, PlanCounts, csr_sizes, plan as run_plan
     from geodml.wan import load_wan
 
-    s = _settings(l2, rounds, local_steps, batch_size, lr, seed)
+    s = _settings(l2, rounds, local_steps, batch_size, lr, seed, compress)
     w = load_wan(wan)
     k = dcs if dcs is not None else len(w.regions)
     if k < 1 or k > len(w.regions):

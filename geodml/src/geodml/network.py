@@ -119,10 +119,11 @@ class Network:
         return t
 
     def round(self, down: np.ndarray | None, up: dict[str, np.ndarray], flops: dict[str, float],
-              allreduces: dict[str, int] | None = None) -> None:
+              allreduces: dict[str, int] | None = None, allreduce_nbytes: int | None = None) -> None:
         """Account one round: the hub broadcasts ``down`` (None: nothing) to every DC and its
         workers, each DC computes (flops_k, allreduces_k local intra-DC allreduces of a message
-        the size of its up message) and sends its reduced ``up[k]`` back. Message sizes are the
+        of allreduce_nbytes, default the size of its up message) and sends its reduced ``up[k]``
+        back. Message sizes are the
         arrays' nbytes. Advances rounds and sim_seconds."""
         self.rounds += 1
         allreduces = allreduces or {}
@@ -143,7 +144,8 @@ class Network:
                 if intra_msgs:
                     t += self.wan.intra_seconds(dc.name, down_b)
                     self._log(dc.name, dc.name, "model", down_b, False, count=intra_msgs)
-            c = self.compute_time(dc, flops.get(dc.name, 0.0), allreduces.get(dc.name, 0), up_b)
+            c = self.compute_time(dc, flops.get(dc.name, 0.0), allreduces.get(dc.name, 0),
+                                  up_b if allreduce_nbytes is None else allreduce_nbytes)
             t += c
             if up_b:
                 if intra_msgs:

@@ -132,8 +132,9 @@ def _round(sizes, wan, hub, d, hierarchical, down: bool, flops: dict, allreduces
         t += flops[dc.name] / _rate(wan, dc)
         a = allreduces.get(dc.name, 0)
         if a and W > 1:
-            t += a * 2 * wan.intra_seconds(dc.name, up_b)
-            intra_b += 2 * (W - 1) * a * up_b
+            ar_b = 8 * (d + 2)
+            t += a * 2 * wan.intra_seconds(dc.name, ar_b)
+            intra_b += 2 * (W - 1) * a * ar_b
         if intra_msgs:
             t += wan.intra_seconds(dc.name, up_b)
             intra_b += intra_msgs * up_b
@@ -175,7 +176,11 @@ def predict(strategy: str, sizes: list[DCSize], d: int, wan: Wan, s: Settings, h
             else:
                 flops[dc.name] = s.local_steps * pass_flops(s.batch_size, s.batch_size * dc.nnz / dc.n)
         allreduces = {dc.name: s.local_steps for dc in sizes}
-    wb, ib, t, usd = _round(sizes, wan, hub, d, hierarchical, down, flops, allreduces)
+    up_b = None
+    if strategy in ("fedavg", "fedprox", "diloco") and s.compress != "none":
+        from geodml.compression import encoded_nbytes
+        up_b = encoded_nbytes(s.compress, d + 1)
+    wb, ib, t, usd = _round(sizes, wan, hub, d, hierarchical, down, flops, allreduces, up_b)
     return Prediction(wb * rounds, ib * rounds, rounds, t * rounds, usd * rounds)
 
 
