@@ -100,3 +100,19 @@ def test_malformed_wan_file_one_line_exit_2(geodml, tmp_path):
     p.write_text("regions:\n  - name: a\nlinks: []\n")
     r = geodml("compare", "--data", "sklearn:breast_cancer", "--wan", str(p))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "malformed WAN file" in r.stderr
+
+
+@pytest.mark.slow
+def test_default_compare_accuracy_claims(geodml):
+    """The embedded default (ctr, 200k rows, 4 regions): exact-objective methods match
+    centralized accuracy within 0.5 points; one-shot averaging moves < 1/20 of centralizing's bytes."""
+    r = geodml("compare", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    algos = out["algorithms"]
+    central = algos["centralize"]["test_accuracy"]
+    for a in ("lbfgs", "fadl", "diloco", "oneshot"):
+        assert algos[a]["test_accuracy"] >= central - 0.005, (a, algos[a]["test_accuracy"], central)
+    assert out["bytes_ratio_vs_centralize"]["oneshot"] < 1 / 20
+    for a, v in algos.items():
+        assert v["predicted"]["bytes"] == v["bytes"]
