@@ -55,10 +55,22 @@ def test_compare_with_two_sovereign_dcs_refuses_centralizing_and_moves_no_raw_ro
         assert out["algorithms"][a]["raw_bytes_by_source"] == {"us-east": 0, "us-west": 0, "eu-west": 0}
 
 
-def test_compare_table_output(geodml):
-    r = geodml("compare", *SMALL, "--algos", "oneshot,centralize")
+def test_compare_table_output_and_report(geodml, tmp_path):
+    rep = tmp_path / "r.html"
+    r = geodml("compare", *SMALL, "--algos", "oneshot,centralize", "--report", str(rep))
     assert r.returncode == 0, r.stderr
     assert "oneshot" in r.stdout and "crossover" in r.stdout
+    text = rep.read_text()
+    assert text.count("data:image/png;base64,") == 3 and "oneshot" in text
+    assert [p.name for p in tmp_path.iterdir()] == ["r.html"]  # no temp file left behind
+
+
+def test_scaling_curves_are_linear_for_centralize_and_flat_for_model_exchange(geodml):
+    out = json.loads(geodml("compare", *SMALL, "--algos", "centralize,fedavg", "--json").stdout)
+    sc = out["scaling"]
+    c, f = sc["bytes"]["centralize"], sc["bytes"]["fedavg"]
+    assert len(set(f)) == 1  # model exchange does not grow with rows
+    assert c[-1] / c[0] == pytest.approx(sc["rows"][-1] / sc["rows"][0], rel=0.05)
 
 
 def test_plan_json_recommends_and_gives_crossover(geodml):
@@ -83,6 +95,7 @@ def test_plan_json_recommends_and_gives_crossover(geodml):
     (["compare", "--no-such-option"], "no-such-option"),
     (["plan", "--objective", "speed"], "unknown objective"),
     (["compare", "--data", "sklearn:breast_cancer", "--compress", "topk:7"], "compress"),
+    (["compare", "--data", "sklearn:breast_cancer", "--algos", "oneshot", "--report", "/no/such/dir/r.html"], "report folder"),
     (["plan", "--partition", "dirichlet:0.3"], "partition"),
     (["frobnicate"], "frobnicate"),
 ])

@@ -69,6 +69,7 @@ def compare(
     flat: bool = typer.Option(False, "--flat", help="no hierarchical aggregation: every worker talks to the hub"),
     compress: str = typer.Option("none", help="uplink of fedavg/fedprox/diloco: none, q8 or topk:FRACTION (error feedback)"),
     seed: int = typer.Option(0),
+    report: str = typer.Option(None, help="also write an HTML report with plots to this file"),
     as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
 ):
     """Train with each algorithm on the same federation; report bytes, rounds, time, dollars, accuracy."""
@@ -78,6 +79,10 @@ def compare(
     cfg = CompareConfig(data=data, k=dcs, partition=partition, wan=wan, sovereign=_split_names(sovereign),
                         algos=_split_names(algos), settings=_settings(l2, rounds, local_steps, batch_size, lr, seed, compress),
                         seed=seed, hierarchical=not flat)
+    if report:
+        from geodml.report import check_target
+
+        check_target(report)
     t0 = time.perf_counter()
     with err.status("geodml compare") as status:
         def progress(msg: str) -> None:
@@ -85,6 +90,10 @@ def compare(
             print(f"geodml: {msg}", file=sys.stderr, flush=True) if not sys.stderr.isatty() else None
         res = run_compare(cfg, progress)
     res["wall_seconds"] = time.perf_counter() - t0
+    if report:
+        from geodml.report import write
+
+        write(res, report)
     if as_json:
         print(json.dumps(res, indent=2))
         return
@@ -134,7 +143,7 @@ def plan(
     as_json: bool = typer.Option(False, "--json"),
 ):
     """Predict each strategy's bytes, time and dollars without training; recommend one; give the crossover."""
-    from geodml.network import DataCenter, build_dcs, central_hub, model_hub
+    from geodml.network import build_dcs, central_hub, model_hub
     from geodml.planner import DCSize, PlanCounts, csr_sizes, plan as run_plan
     from geodml.wan import load_wan
 
@@ -175,10 +184,7 @@ def plan(
         sizes = csr_sizes(names, per, nnz_per_row, sov)
         d = features
     hub_m = model_hub(w, names)
-    # central_hub needs raw sizes only; a lightweight stand-in object carries them.
-    class _S:  # noqa: D401 - tiny adapter
-        def __init__(self, z): self.name, self.sovereign, self.raw_nbytes = z.name, z.sovereign, z.raw_nbytes
-    hub_c = central_hub(w, [_S(z) for z in sizes])
+    hub_c = central_hub(w, sizes)  # needs only name, sovereign and raw_nbytes, which DCSize has
     counts = PlanCounts(lbfgs_rounds=lbfgs_rounds, oneshot_passes=local_passes, central_iters=local_passes)
     res = run_plan(sizes, d, w, s, hub_m, hub_c, counts=counts, objective=objective, hierarchical=not flat)
     res["sizes"] = {"dcs": [z.__dict__ for z in sizes], "features": d, "model_bytes": 8 * (d + 1),

@@ -17,7 +17,7 @@ from geodml.errors import GeodmlError, SovereigntyError
 from geodml.network import Network, build_dcs, central_hub, model_hub
 from geodml.objective import predict_proba
 from geodml.partition import partition
-from geodml.planner import DCSize, PlanCounts, crossover, predict
+from geodml.planner import DCSize, PlanCounts, crossover, predict, unconstrained_central_hub
 from geodml.wan import load_wan
 
 DEFAULT_DATA = "ctr:rows=200000,features=16384,fields=20"
@@ -45,6 +45,22 @@ def _counts(c: dict) -> PlanCounts:
     """The planner's iteration counts from what the runs so far reported (defaults otherwise)."""
     return PlanCounts(lbfgs_rounds=c.get("lbfgs_rounds", 100), oneshot_passes=c.get("oneshot_passes", 100),
                       central_iters=c.get("central_iters", 100), fadl_passes=c.get("fadl_passes", 10))
+
+
+def _scaling(plain, sizes, d, wan, cfg: CompareConfig, hub_m: str, hub_c: str, pc: PlanCounts) -> dict:
+    """Planner predictions with every DC's rows scaled by 1e-3..1e3 (rounds as in this run):
+    {"rows": [...], metric: {algorithm: [...]}} for bytes, sim_seconds and dollars."""
+    scales = np.logspace(-3, 3, 25)
+    res: dict = {"rows": [float(a * sum(x.n for x in sizes)) for a in scales]}
+    for metric in ("bytes", "sim_seconds", "dollars"):
+        res[metric] = {}
+    for a in cfg.algos:
+        src = plain if a == "centralize" else sizes
+        preds = [predict(a, [x.scaled(f) for x in src], d, wan, cfg.settings, hub_c if a == "centralize" else hub_m, pc,
+                         cfg.hierarchical) for f in scales]
+        for metric in ("bytes", "sim_seconds", "dollars"):
+            res[metric][a] = [float(getattr(p, metric)) for p in preds]
+    return res
 
 
 def compare(cfg: CompareConfig, progress: Callable[[str], None] = lambda msg: None) -> dict:
@@ -123,13 +139,14 @@ def _compare(cfg: CompareConfig, progress: Callable[[str], None]) -> dict:
             "predicted": {"bytes": pred.bytes, "sim_seconds": pred.sim_seconds, "dollars": pred.dollars},
         }
     pc = _counts(counts)
-    central = predict("centralize", [DCSize(x.name, x.n, x.nnz, x.raw_nbytes) for x in sizes], d, wan, cfg.settings,
-                      hub_c or hub_m, pc)
+    plain = [DCSize(x.name, x.n, x.nnz, x.raw_nbytes) for x in sizes]
+    central = predict("centralize", plain, d, wan, cfg.settings, hub_c or unconstrained_central_hub(plain, wan), pc)
     out["centralize_bytes_if_allowed"] = central.bytes
     for a in cfg.algos:
         if a == "centralize":
             continue
         out["crossover"][a] = crossover(a, sizes, d, wan, cfg.settings, hub_m, hub_c, pc, cfg.hierarchical)
+    out["scaling"] = _scaling(plain, sizes, d, wan, cfg, hub_m, hub_c or unconstrained_central_hub(plain, wan), pc)
     out["bytes_ratio_vs_centralize"] = {a: r["bytes"] / central.bytes for a, r in out["algorithms"].items()
                                         if "bytes" in r and central.bytes}
     return out

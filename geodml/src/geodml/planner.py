@@ -223,6 +223,14 @@ def _tie_scale(f, lo: float = 1e-6, hi: float = 1e6) -> float | None:
     return math.sqrt(lo * hi)
 
 
+def unconstrained_central_hub(sizes: list[DCSize], wan: Wan) -> str:
+    """Where centralizing would gather the rows if sovereignty allowed it (network.central_hub
+    with every DC non-sovereign)."""
+    from geodml.network import central_hub
+
+    return central_hub(wan, [replace(x, sovereign=False) for x in sizes])
+
+
 def crossover(strategy: str, sizes: list[DCSize], d: int, wan: Wan, s: Settings, model_hub: str,
               central_hub: str | None, counts: PlanCounts = PlanCounts(), hierarchical: bool = True) -> dict:
     """Where centralizing starts to win against ``strategy``.
@@ -232,8 +240,8 @@ def crossover(strategy: str, sizes: list[DCSize], d: int, wan: Wan, s: Settings,
     row count below which centralizing is cheaper on that metric (all DCs scaled together,
     rounds fixed), or None where one side wins at every scale from 1e-6x to 1e6x}.
     Centralizing is costed at the hub it would use without sovereignty when it is refused."""
-    hub_c = central_hub or min((dc.name for dc in sizes), key=lambda h: sum(wan.egress_usd(x.name, h, x.raw_nbytes) for x in sizes if x.name != h))
     plain = [replace(x, sovereign=False) for x in sizes]
+    hub_c = central_hub or unconstrained_central_hub(plain, wan)
     c = predict_centralize(plain, wan, hub_c, counts.central_iters)
     p = predict(strategy, sizes, d, wan, s, model_hub, counts, hierarchical)
     per_round = p.bytes / max(p.rounds, 1)
