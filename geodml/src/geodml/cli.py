@@ -133,6 +133,8 @@ def plan(
     wan: str = typer.Option(None, help="WAN YAML file"),
     sovereign: str = typer.Option("", help="comma-separated sovereign regions"),
     objective: str = typer.Option("sim_seconds", help="bytes, sim_seconds or dollars"),
+    algos: str = typer.Option("centralize,lbfgs,fedavg,fedprox,diloco,oneshot,fadl",
+                              help="candidate strategies (the planner predicts costs, not accuracy: leave out oneshot where local data are skewed or small)"),
     lbfgs_rounds: int = typer.Option(100, help="assumed L-BFGS function evaluations"),
     local_passes: int = typer.Option(100, help="assumed passes of one-shot's local solves and of the centralized fit"),
     rounds: int = typer.Option(20), local_steps: int = typer.Option(50), batch_size: int = typer.Option(256),
@@ -186,7 +188,13 @@ def plan(
     hub_m = model_hub(w, names)
     hub_c = central_hub(w, sizes)  # needs only name, sovereign and raw_nbytes, which DCSize has
     counts = PlanCounts(lbfgs_rounds=lbfgs_rounds, oneshot_passes=local_passes, central_iters=local_passes)
-    res = run_plan(sizes, d, w, s, hub_m, hub_c, counts=counts, objective=objective, hierarchical=not flat)
+    from geodml.planner import STRATEGIES
+
+    cands = _split_names(algos)
+    for a in cands:
+        if a not in STRATEGIES:
+            raise GeodmlError(f"unknown algorithm {a!r} (known: {', '.join(STRATEGIES)})")
+    res = run_plan(sizes, d, w, s, hub_m, hub_c, strategies=cands, counts=counts, objective=objective, hierarchical=not flat)
     res["sizes"] = {"dcs": [z.__dict__ for z in sizes], "features": d, "model_bytes": 8 * (d + 1),
                     "raw_bytes": sum(z.raw_nbytes for z in sizes)}
     res["hubs"] = {"model": hub_m, "centralize": hub_c}

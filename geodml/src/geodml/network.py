@@ -237,10 +237,11 @@ def model_hub(wan: Wan, names: list[str], probe_nbytes: float = 1e6) -> str:
     return min(names, key=cost)
 
 
-def central_hub(wan: Wan, dcs: list[DataCenter]) -> str | None:
+def central_hub(wan: Wan, dcs: list) -> str | None:
     """Where centralizing should gather the rows: among regions allowed to receive everything
     (every other DC non-sovereign), the one with the least egress dollars, then the least transfer
-    time. None when two or more DCs are sovereign (no allowed hub)."""
+    time. dcs: DataCenter or planner.DCSize objects (name, sovereign, raw_nbytes). None when two
+    or more DCs are sovereign (no allowed hub)."""
     sov = [d.name for d in dcs if d.sovereign]
     if len(sov) > 1:
         return None
