@@ -16,6 +16,10 @@ from geodml.algorithms import Settings
 from geodml.compare import CompareConfig, compare
 
 
+def _r(x) -> str:
+    return "never" if x is None else f"{x:.3g}"
+
+
 def main(rows: int = 2_000_000, features: int = 65536) -> None:
     algos = ("centralize", "oneshot", "fadl", "diloco", "lbfgs")
     cfg = CompareConfig(data=f"ctr:rows={rows},features={features},fields=20", algos=algos,
@@ -35,8 +39,8 @@ def main(rows: int = 2_000_000, features: int = 65536) -> None:
               f"{100 * (r['test_accuracy'] - c['test_accuracy']):+9.2f} {r['wall_seconds']:7.1f}")
     for a, x in res["crossover"].items():
         print(f"crossover {a}: centralizing moves fewer bytes beyond {x['rounds_bytes']:.0f} rounds, "
-              f"or below {x['rows_bytes']:.3g} rows (seconds: {x['rows_sim_seconds'] or float('nan'):.3g} rows, "
-              f"dollars: {x['rows_dollars'] or float('nan'):.3g} rows)")
+              f"or below {x['rows_bytes']:.3g} rows (seconds: {_r(x['rows_sim_seconds'])} rows, "
+              f"dollars: {_r(x['rows_dollars'])} rows)")
     print(f"total wall {time.perf_counter() - t:.0f} s")
 
 
