@@ -18,7 +18,7 @@ import numpy as np
 from sklearn.linear_model import LogisticRegression
 from threadpoolctl import threadpool_limits
 
-from geodml.algorithms import local_lr, local_sgd
+from geodml.dcside import local_lr, local_sgd
 from geodml.data import make_ctr
 from geodml.objective import loss_grad_sum
 

@@ -12,11 +12,26 @@ import time
 
 import typer
 
-try:  # typer < 0.2x depends on click; newer typer vendors it
-    from click.exceptions import Abort, ClickException, UsageError
-except ImportError:
-    from typer._click.exceptions import ClickException, UsageError
-    from typer.exceptions import Abort
+
+def _exception_types(name: str) -> tuple[type, ...]:
+    """The class `name` from typer's vendored click (typer >= 0.2x) and from click itself, where
+    each exists: which one typer raises depends on its version, and click may be installed by
+    another package (ray) beside a typer that vendors its own."""
+    found = []
+    for module in ("typer._click.exceptions", "typer.exceptions", "click.exceptions"):
+        try:
+            mod = __import__(module, fromlist=[name])
+        except ImportError:
+            continue
+        cls = getattr(mod, name, None)
+        if isinstance(cls, type) and cls not in found:
+            found.append(cls)
+    return tuple(found)
+
+
+Abort = _exception_types("Abort")
+UsageError = _exception_types("UsageError")
+ClickException = _exception_types("ClickException")
 from rich.console import Console
 from rich.table import Table
 
