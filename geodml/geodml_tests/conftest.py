@@ -1,6 +1,5 @@
 """Shared small fixtures: a 4-region WAN and small federations built from real data."""
 
-import numpy as np
 import pytest
 
 from geodml.data import load_dataset, make_ctr

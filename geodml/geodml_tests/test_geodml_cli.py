@@ -129,3 +129,21 @@ def test_default_compare_accuracy_claims(geodml):
     assert out["bytes_ratio_vs_centralize"]["oneshot"] < 1 / 20
     for a, v in algos.items():
         assert v["predicted"]["bytes"] == v["bytes"]
+
+
+@pytest.mark.slow
+def test_ray_execution_matches_the_simulation_exactly(geodml):
+    """Each DC as a Ray actor: same accuracy, bytes, rounds and simulated time as in-process."""
+    pytest.importorskip("ray")
+    args = ("compare", "--data", "ctr:rows=8000,features=1024,fields=10", "--rounds", "3", "--local-steps", "5",
+            "--algos", "lbfgs,fedavg,diloco,oneshot,fadl", "--compress", "topk:0.1", "--json")
+    local = json.loads(geodml(*args).stdout)
+    r = geodml(*args, "--ray")
+    assert r.returncode == 0, r.stderr
+    remote = json.loads(r.stdout)
+    for a, v in local["algorithms"].items():
+        w = remote["algorithms"][a]
+        for key in ("bytes", "rounds", "sim_seconds", "dollars", "test_accuracy", "test_logloss", "intra_bytes"):
+            assert w[key] == v[key], (a, key)
+        m = w["measured"]
+        assert m["payload_bytes"] > 0 and m["wall_seconds"] > 0

@@ -239,4 +239,8 @@ def run(name: str, net: Network, s: Settings, pool=None) -> np.ndarray:
     sovereign DC's raw rows."""
     if name not in RUNNERS:
         raise GeodmlError(f"unknown algorithm {name!r} (known: {', '.join(ALGORITHMS)})")
-    return RUNNERS[name](net, s, pool or InProcessPool(net.dcs, s.seed))
+    if pool is None:
+        pool = InProcessPool(net.dcs, s.seed)
+    else:
+        pool.call("reset", (s.seed,))  # a reused pool starts like a fresh one
+    return RUNNERS[name](net, s, pool)

@@ -85,6 +85,7 @@ def compare(
     compress: str = typer.Option("none", help="uplink of fedavg/fedprox/diloco: none, q8 or topk:FRACTION (error feedback)"),
     seed: int = typer.Option(0),
     report: str = typer.Option(None, help="also write an HTML report with plots to this file"),
+    ray: bool = typer.Option(False, "--ray", help="run each data center as a Ray actor (pip install 'geodml[ray]'); adds measured wall time and bytes"),
     as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
 ):
     """Train with each algorithm on the same federation; report bytes, rounds, time, dollars, accuracy."""
@@ -93,7 +94,7 @@ def compare(
     err = Console(stderr=True)
     cfg = CompareConfig(data=data, k=dcs, partition=partition, wan=wan, sovereign=_split_names(sovereign),
                         algos=_split_names(algos), settings=_settings(l2, rounds, local_steps, batch_size, lr, seed, compress),
-                        seed=seed, hierarchical=not flat)
+                        seed=seed, hierarchical=not flat, ray=ray)
     if report:
         from geodml.report import check_target
 
@@ -130,6 +131,11 @@ def compare(
     for a, r in res["algorithms"].items():
         if "refused" in r:
             out.print(f"{a} refused: {r['refused']}", highlight=False)
+        if "measured" in r:
+            m = r["measured"]
+            lo = "n/a" if m["loopback_bytes"] is None else _fmt_bytes(m["loopback_bytes"])
+            out.print(f"{a} on Ray: wall {m['wall_seconds']:.2f} s, payload {_fmt_bytes(m['payload_bytes'])} "
+                      f"(simulated WAN {_fmt_bytes(r['bytes'])}), loopback {lo}", highlight=False)
     for a, c in res["crossover"].items():
         rb = c["rows_bytes"]
         out.print(f"crossover {a}: centralizing moves fewer bytes beyond {c['rounds_bytes']:.3g} rounds, or below "

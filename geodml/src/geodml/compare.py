@@ -28,7 +28,8 @@ DEFAULT_ALGOS = ("centralize", "lbfgs", "fedavg", "fedprox", "diloco", "oneshot"
 class CompareConfig:
     """Inputs of one comparison: data spec, number of data centers k (None: every WAN region),
     partition spec, WAN file (None: the packaged default), sovereign region names, algorithms,
-    algorithm settings, seed, hierarchical aggregation on/off."""
+    algorithm settings, seed, hierarchical aggregation on/off, ray (run each DC as a Ray actor
+    and add measured wall time and bytes)."""
 
     data: str = DEFAULT_DATA
     k: int | None = None
@@ -39,6 +40,7 @@ class CompareConfig:
     settings: Settings = field(default_factory=Settings)
     seed: int = 0
     hierarchical: bool = True
+    ray: bool = False
 
 
 def _counts(c: dict) -> PlanCounts:
@@ -84,6 +86,11 @@ def _compare(cfg: CompareConfig, progress: Callable[[str], None]) -> dict:
     for a in cfg.algos:
         if a not in ALGORITHMS:
             raise GeodmlError(f"unknown algorithm {a!r} (known: {', '.join(ALGORITHMS)})")
+    if cfg.ray:
+        import importlib.util
+
+        if importlib.util.find_spec("ray") is None:
+            raise GeodmlError("--ray needs Ray: pip install 'geodml[ray]'") from None
     wan = load_wan(cfg.wan)
     k = cfg.k if cfg.k is not None else len(wan.regions)
     if k < 1 or k > len(wan.regions):
@@ -109,6 +116,33 @@ def _compare(cfg: CompareConfig, progress: Callable[[str], None]) -> dict:
         "crossover": {},
     }
     counts: dict = {}
+    pool = None
+    if cfg.ray:
+        from geodml.ray_pool import RayPool
+
+        progress("starting Ray: one actor per data center")
+        pool = RayPool(dcs, cfg.seed)
+    try:
+        _run_all(cfg, ds, dcs, wan, sizes, d, hub_m, hub_c, counts, pool, out, progress)
+    finally:
+        if pool is not None:
+            pool.close()
+    pc = _counts(counts)
+    plain = [DCSize(x.name, x.n, x.nnz, x.raw_nbytes) for x in sizes]
+    central = predict("centralize", plain, d, wan, cfg.settings, hub_c or unconstrained_central_hub(plain, wan), pc)
+    out["centralize_bytes_if_allowed"] = central.bytes
+    for a in cfg.algos:
+        if a == "centralize":
+            continue
+        out["crossover"][a] = crossover(a, sizes, d, wan, cfg.settings, hub_m, hub_c, pc, cfg.hierarchical)
+    out["scaling"] = _scaling(plain, sizes, d, wan, cfg, hub_m, hub_c or unconstrained_central_hub(plain, wan), pc)
+    out["bytes_ratio_vs_centralize"] = {a: r["bytes"] / central.bytes for a, r in out["algorithms"].items()
+                                        if "bytes" in r and central.bytes}
+    return out
+
+
+def _run_all(cfg, ds, dcs, wan, sizes, d, hub_m, hub_c, counts, pool, out, progress) -> None:
+    """Run every algorithm, filling out["algorithms"] and counts."""
     for a in cfg.algos:
         progress(f"running {a}")
         hub = hub_c if a == "centralize" else hub_m
@@ -117,8 +151,9 @@ def _compare(cfg: CompareConfig, progress: Callable[[str], None]) -> dict:
             continue
         net = Network(wan, dcs, hub, hierarchical=cfg.hierarchical)
         t0 = time.perf_counter()
+        before = (pool.payload_bytes, pool.loopback_bytes) if pool is not None else None
         try:
-            theta = run(a, net, cfg.settings)
+            theta = run(a, net, cfg.settings, pool if a != "centralize" else None)
         except SovereigntyError as e:
             out["algorithms"][a] = {"refused": str(e)}
             continue
@@ -138,15 +173,8 @@ def _compare(cfg: CompareConfig, progress: Callable[[str], None]) -> dict:
             "raw_bytes_by_source": summ["raw_bytes_by_source"], "wall_seconds": wall,
             "predicted": {"bytes": pred.bytes, "sim_seconds": pred.sim_seconds, "dollars": pred.dollars},
         }
-    pc = _counts(counts)
-    plain = [DCSize(x.name, x.n, x.nnz, x.raw_nbytes) for x in sizes]
-    central = predict("centralize", plain, d, wan, cfg.settings, hub_c or unconstrained_central_hub(plain, wan), pc)
-    out["centralize_bytes_if_allowed"] = central.bytes
-    for a in cfg.algos:
-        if a == "centralize":
-            continue
-        out["crossover"][a] = crossover(a, sizes, d, wan, cfg.settings, hub_m, hub_c, pc, cfg.hierarchical)
-    out["scaling"] = _scaling(plain, sizes, d, wan, cfg, hub_m, hub_c or unconstrained_central_hub(plain, wan), pc)
-    out["bytes_ratio_vs_centralize"] = {a: r["bytes"] / central.bytes for a, r in out["algorithms"].items()
-                                        if "bytes" in r and central.bytes}
-    return out
+        if before is not None and a != "centralize":
+            lo = pool.loopback_bytes
+            out["algorithms"][a]["measured"] = {
+                "executor": "ray", "wall_seconds": wall, "payload_bytes": pool.payload_bytes - before[0],
+                "loopback_bytes": None if lo is None or before[1] is None else lo - before[1]}

@@ -70,7 +70,13 @@ class DCWorker:
         self.n, self.nnz = int(len(y)), nnz(X)
         cuts = np.linspace(0, self.n, max(1, min(workers, self.n)) + 1).round().astype(int)
         self.shards = [(X[a:b], y[a:b]) for a, b in zip(cuts[:-1], cuts[1:])]
-        self.rng = np.random.default_rng([seed, index])
+        self.index = index
+        self.reset(seed)
+
+    def reset(self, seed: int) -> None:
+        """Forget the state of a previous run: restart the mini-batch stream, drop the
+        error-feedback memory and the cached step size."""
+        self.rng = np.random.default_rng([seed, self.index])
         self.ef: ErrorFeedback | None = None
         self.lr: float | None = None
 
