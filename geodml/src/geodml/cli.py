@@ -118,7 +118,7 @@ def compare(
     out.print(f"data {d['spec']}: {d['n_train']} train rows, {d['features']} features, raw {_fmt_bytes(d['raw_bytes'])}, model {_fmt_bytes(d['model_bytes'])}; "
               f"partition {res['partition']}; hubs: model {res['hubs']['model']}, centralize {res['hubs']['centralize']}")
     # Eight narrow columns fit an 80-column terminal; the planner's predictions are in --json.
-    t = Table("algorithm", "WAN", "/central", "rounds", "sim s", "$", "acc", "logloss")
+    t = Table("algorithm", "WAN", "ratio", "rounds", "sim s", "$", "acc", "logloss")
     t.columns[0].min_width = 10
     for a, r in res["algorithms"].items():
         if "refused" in r:
