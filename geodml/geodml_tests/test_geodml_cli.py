@@ -147,3 +147,13 @@ def test_ray_execution_matches_the_simulation_exactly(geodml):
             assert w[key] == v[key], (a, key)
         m = w["measured"]
         assert m["payload_bytes"] > 0 and m["wall_seconds"] > 0
+
+
+def test_plan_from_a_dataset_matches_compare_bytes_for_fixed_round_algorithms(geodml):
+    """plan --data sizes the real partition; for algorithms whose rounds are fixed its byte
+    predictions equal what compare then moves."""
+    common = ("--data", "sklearn:breast_cancer", "--partition", "dirichlet:0.5", "--dcs", "3", "--rounds", "4")
+    p = json.loads(geodml("plan", *common, "--algos", "centralize,fedavg,diloco,oneshot", "--json").stdout)
+    c = json.loads(geodml("compare", *common, "--local-steps", "2", "--algos", "centralize,fedavg,diloco,oneshot", "--json").stdout)
+    for a in ("centralize", "fedavg", "diloco", "oneshot"):
+        assert p["predictions"][a]["bytes"] == c["algorithms"][a]["bytes"], a
