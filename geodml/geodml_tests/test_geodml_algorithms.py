@@ -54,6 +54,31 @@ def test_diloco_one_inner_step_plain_outer_sgd_is_synchronous_training(ctr_dcs, 
     np.testing.assert_allclose(theta, ref, rtol=1e-10, atol=1e-13)
 
 
+def test_diloco_one_adam_inner_step_is_the_weighted_mean_of_normalized_local_gradients(cancer_dcs, wan):
+    """Adam's first step is lr * m_hat / (sqrt(v_hat) + eps) with m_hat = g and v_hat = g^2, i.e.
+    lr * g / (|g| + eps): with plain outer SGD at rate 1 the global model is the n_k-weighted
+    mean of those local steps."""
+    s = Settings(lam=1e-2, rounds=1, local_steps=1, batch_size=0, lr=0.05, outer_lr=1.0, outer_momentum=0.0, inner="adam")
+    theta = run("diloco", Network(wan, cancer_dcs, "us-east"), s)
+    d1 = cancer_dcs[0].X.shape[1] + 1
+    ref = np.zeros(d1)
+    n = sum(dc.n for dc in cancer_dcs)
+    for dc in cancer_dcs:
+        g = objective(dc.X, dc.y, np.zeros(d1), s.lam)[1]
+        ref += dc.n / n * (-0.05 * g / (np.abs(g) + 1e-8))
+    np.testing.assert_allclose(theta, ref, rtol=1e-12, atol=1e-15)
+
+
+def test_adam_moments_persist_across_rounds_and_reset_between_runs(cancer_dcs, wan):
+    from geodml.dcside import InProcessPool
+    s = Settings(lam=1e-3, rounds=3, local_steps=4, batch_size=32, lr=0.01, inner="adam")
+    pool = InProcessPool(cancer_dcs, s.seed)
+    a = run("fedavg", Network(wan, cancer_dcs, "us-east"), s, pool)
+    assert all(w.adam["t"] == 12 for w in pool.workers.values())
+    b = run("fedavg", Network(wan, cancer_dcs, "us-east"), s, pool)  # reused pool starts afresh
+    np.testing.assert_array_equal(a, b)
+
+
 def test_oneshot_with_one_dc_is_the_exact_optimum(cancer, wan):
     from geodml.network import build_dcs
     dcs = build_dcs(cancer.X_train, cancer.y_train, [np.arange(len(cancer.y_train))], wan)

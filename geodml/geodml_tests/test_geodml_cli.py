@@ -95,6 +95,7 @@ def test_plan_json_recommends_and_gives_crossover(geodml):
     (["compare", "--no-such-option"], "no-such-option"),
     (["plan", "--objective", "speed"], "unknown objective"),
     (["compare", "--data", "sklearn:breast_cancer", "--compress", "topk:7"], "compress"),
+    (["compare", "--data", "sklearn:breast_cancer", "--inner", "lion"], "inner optimizer"),
     (["compare", "--data", "sklearn:breast_cancer", "--algos", "oneshot", "--report", "/no/such/dir/r.html"], "report folder"),
     (["plan", "--partition", "dirichlet:0.3"], "partition"),
     (["frobnicate"], "frobnicate"),
@@ -136,7 +137,7 @@ def test_ray_execution_matches_the_simulation_exactly(geodml):
     """Each DC as a Ray actor: same accuracy, bytes, rounds and simulated time as in-process."""
     pytest.importorskip("ray")
     args = ("compare", "--data", "ctr:rows=8000,features=1024,fields=10", "--rounds", "3", "--local-steps", "5",
-            "--algos", "lbfgs,fedavg,diloco,oneshot,fadl", "--compress", "topk:0.1", "--json")
+            "--algos", "lbfgs,fedavg,diloco,oneshot,fadl", "--compress", "topk:0.1", "--inner", "adam", "--json")
     local = json.loads(geodml(*args).stdout)
     r = geodml(*args, "--ray")
     assert r.returncode == 0, r.stderr

@@ -36,7 +36,8 @@ class Settings:
     DiLoCo's outer Nesterov SGD (Douillard et al. 2023 use 0.7 and 0.9). fadl_iters: FADL outer iterations;
     fadl_local_iters: L-BFGS iterations of each local solve. compress: uplink encoding of
     FedAvg/FedProx/DiLoCo updates with error feedback (compression.py: none, q8, topk:F); with
-    none the reply is the local model and n_k as d+2 float64. seed: mini-batch order.
+    none the reply is the local model and n_k as d+2 float64. inner: local optimizer of
+    FedAvg/FedProx/DiLoCo, sgd or adam (dcside.local_sgd). seed: mini-batch order.
     """
 
     lam: float = 1e-4
@@ -51,6 +52,7 @@ class Settings:
     outer_momentum: float = 0.9
     fadl_iters: int = 6
     compress: str = "none"
+    inner: str = "sgd"
     fadl_local_iters: int = 10
     seed: int = 0
 
@@ -114,7 +116,7 @@ def _local_round(net: Network, theta: np.ndarray, s: Settings, pool, mu: float) 
     """One round of local training on every DC from theta; returns the n_k-weighted average of
     the local models. With compression each DC sends its encoded update theta_k - theta."""
     d1 = len(theta)
-    res = pool.call("local_train", (theta, s.lam, s.lr, s.local_steps, s.batch_size, mu, s.compress))
+    res = pool.call("local_train", (theta, s.lam, s.lr, s.local_steps, s.batch_size, mu, s.compress, s.inner))
     up = {k: r[0] for k, r in res.items()}
     if s.lr <= 0:
         net.notes["local_lr"] = {k: r[2] for k, r in res.items()}
@@ -151,8 +153,8 @@ def run_fedprox(net: Network, s: Settings, pool) -> np.ndarray:
 def run_diloco(net: Network, s: Settings, pool) -> np.ndarray:
     """DiLoCo (Douillard et al. 2023): local_steps inner SGD steps per DC, then an outer step on
     the outer gradient delta = theta_g - avg_k(theta_k) (n_k-weighted) with Nesterov momentum:
-    v = m v + delta; theta_g -= outer_lr (delta + m v). (The paper's inner optimizer is AdamW; plain
-    SGD here.) With one full-batch inner step, m = 0 and outer_lr = 1 this is synchronous gradient
+    v = m v + delta; theta_g -= outer_lr (delta + m v). Inner optimizer: SGD, or Adam with
+    per-DC moments kept across rounds (Settings.inner; the paper uses AdamW). With one full-batch inner step, m = 0 and outer_lr = 1 this is synchronous gradient
     descent."""
     theta = np.zeros(_dims(net) + 1)
     v = np.zeros_like(theta)
@@ -239,6 +241,8 @@ def run(name: str, net: Network, s: Settings, pool=None) -> np.ndarray:
     sovereign DC's raw rows."""
     if name not in RUNNERS:
         raise GeodmlError(f"unknown algorithm {name!r} (known: {', '.join(ALGORITHMS)})")
+    if s.inner not in ("sgd", "adam"):
+        raise GeodmlError(f"unknown inner optimizer {s.inner!r} (use sgd or adam)")
     if pool is None:
         pool = InProcessPool(net.dcs, s.seed)
     else:

@@ -46,10 +46,12 @@ def _split_names(s: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in s.split(",") if x.strip())
 
 
-def _settings(l2, rounds, local_steps, batch_size, lr, seed, compress="none") -> Settings:
+def _settings(l2, rounds, local_steps, batch_size, lr, seed, compress="none", inner="sgd") -> Settings:
     from geodml.compression import parse
 
     parse(compress)
+    if inner not in ("sgd", "adam"):
+        raise GeodmlError(f"unknown inner optimizer {inner!r} (use sgd or adam)")
     if not l2 > 0:
         raise GeodmlError(f"--l2 must be > 0, got {l2}")
     if not lr >= 0:
@@ -57,7 +59,7 @@ def _settings(l2, rounds, local_steps, batch_size, lr, seed, compress="none") ->
     for name, v in (("--rounds", rounds), ("--local-steps", local_steps)):
         if v < 1:
             raise GeodmlError(f"{name} must be >= 1, got {v}")
-    return Settings(lam=l2, rounds=rounds, local_steps=local_steps, batch_size=batch_size, lr=lr, seed=seed, compress=compress)
+    return Settings(lam=l2, rounds=rounds, local_steps=local_steps, batch_size=batch_size, lr=lr, seed=seed, compress=compress, inner=inner)
 
 
 def _fmt_bytes(b: float) -> str:
@@ -83,6 +85,7 @@ def compare(
     l2: float = typer.Option(1e-4, help="L2 strength lam of the objective"),
     flat: bool = typer.Option(False, "--flat", help="no hierarchical aggregation: every worker talks to the hub"),
     compress: str = typer.Option("none", help="uplink of fedavg/fedprox/diloco: none, q8 or topk:FRACTION (error feedback)"),
+    inner: str = typer.Option("sgd", help="local optimizer of fedavg/fedprox/diloco: sgd or adam"),
     seed: int = typer.Option(0),
     report: str = typer.Option(None, help="also write an HTML report with plots to this file"),
     ray: bool = typer.Option(False, "--ray", help="run each data center as a Ray actor (pip install 'geodml[ray]'); adds measured wall time and bytes"),
@@ -93,7 +96,7 @@ def compare(
 
     err = Console(stderr=True)
     cfg = CompareConfig(data=data, k=dcs, partition=partition, wan=wan, sovereign=_split_names(sovereign),
-                        algos=_split_names(algos), settings=_settings(l2, rounds, local_steps, batch_size, lr, seed, compress),
+                        algos=_split_names(algos), settings=_settings(l2, rounds, local_steps, batch_size, lr, seed, compress, inner),
                         seed=seed, hierarchical=not flat, ray=ray)
     if report:
         from geodml.report import check_target

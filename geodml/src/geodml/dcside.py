@@ -13,12 +13,19 @@ from geodml.compression import ErrorFeedback
 from geodml.objective import loss_grad_sum, nnz, objective, pass_flops
 
 
+ADAM_BETAS = (0.9, 0.999)
+ADAM_EPS = 1e-8
+
+
 def local_sgd(X, y: np.ndarray, theta0: np.ndarray, lam: float, lr: float, steps: int, batch_size: int,
-              rng: np.random.Generator, mu: float = 0.0) -> tuple[np.ndarray, float]:
-    """``steps`` mini-batch SGD steps on one DC's local objective
+              rng: np.random.Generator, mu: float = 0.0, adam: dict | None = None) -> tuple[np.ndarray, float]:
+    """``steps`` mini-batch steps on one DC's local objective
         (1/|B|) sum_{i in B} loss_i + (lam/2)||w||^2 + (mu/2)||theta - theta0||^2
     (mu > 0: FedProx, Li et al. 2020). batch_size 0 or >= n means full-batch gradient descent.
-    Batches walk a fresh permutation of the rows each pass. Returns (theta (d+1,), flops)."""
+    Batches walk a fresh permutation of the rows each pass. Plain SGD, or with ``adam`` (a dict
+    holding m, v, t, updated in place so the state persists across rounds as DiLoCo's inner
+    optimizer state does) Adam (Kingma and Ba, ICLR 2015; betas 0.9, 0.999, eps 1e-8, the L2
+    term inside the gradient). Returns (theta (d+1,), flops)."""
     n = len(y)
     theta = theta0.copy()
     flops = 0.0
@@ -36,7 +43,18 @@ def local_sgd(X, y: np.ndarray, theta0: np.ndarray, lam: float, lr: float, steps
         _, g = objective(Xb, yb, theta, lam)
         if mu:
             g += mu * (theta - theta0)
-        theta -= lr * g
+        if adam is None:
+            theta -= lr * g
+        else:
+            b1, b2 = ADAM_BETAS
+            if "m" not in adam:
+                adam.update(m=np.zeros_like(theta), v=np.zeros_like(theta), t=0)
+            adam["t"] += 1
+            adam["m"] = b1 * adam["m"] + (1 - b1) * g
+            adam["v"] = b2 * adam["v"] + (1 - b2) * g * g
+            m_hat = adam["m"] / (1 - b1 ** adam["t"])
+            v_hat = adam["v"] / (1 - b2 ** adam["t"])
+            theta -= lr * m_hat / (np.sqrt(v_hat) + ADAM_EPS)
         flops += pass_flops(len(yb), nnz(Xb))
     return theta, flops
 
@@ -79,6 +97,7 @@ class DCWorker:
         self.rng = np.random.default_rng([seed, self.index])
         self.ef: ErrorFeedback | None = None
         self.lr: float | None = None
+        self.adam: dict = {}
 
     def loss_grad(self, theta: np.ndarray) -> np.ndarray:
         """Sums over the DC's rows of the loss and its gradient at theta, reduced over the worker
@@ -93,15 +112,19 @@ class DCWorker:
         return msg
 
     def local_train(self, theta: np.ndarray, lam: float, lr: float, steps: int, batch_size: int, mu: float,
-                    compress: str) -> tuple[np.ndarray, float, float]:
-        """Local SGD from theta (lr 0: this DC's 1/L). Returns (message, flops, lr used): the
-        message is [theta_k, n_k] (float64) or, with compress != 'none', the error-feedback
-        encoded update theta_k - theta (uint8)."""
-        if lr <= 0:
+                    compress: str, inner: str = "sgd") -> tuple[np.ndarray, float, float]:
+        """Local training from theta with inner 'sgd' (lr 0: this DC's 1/L) or 'adam' (lr 0:
+        0.01; its moments persist across rounds). Returns (message, flops, lr used): the message
+        is [theta_k, n_k] (float64) or, with compress != 'none', the error-feedback encoded update
+        theta_k - theta (uint8)."""
+        if lr <= 0 and inner == "adam":
+            lr = 0.01
+        elif lr <= 0:
             if self.lr is None:
                 self.lr = local_lr(self.X, lam)
             lr = self.lr
-        th, flops = local_sgd(self.X, self.y, theta, lam, lr, steps, batch_size, self.rng, mu)
+        th, flops = local_sgd(self.X, self.y, theta, lam, lr, steps, batch_size, self.rng, mu,
+                              self.adam if inner == "adam" else None)
         if compress == "none":
             return np.concatenate([th, [float(self.n)]]), flops, lr
         if self.ef is None or self.ef.spec != compress:
