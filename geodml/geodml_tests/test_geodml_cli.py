@@ -1,0 +1,160 @@
+"""The command line: JSON shape of compare, plan, and one-line errors with exit 2 on bad input."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+SMALL = ["--data", "sklearn:breast_cancer", "--rounds", "3", "--local-steps", "2"]
+
+
+def _subprocess(*args, timeout=120):
+    return subprocess.run([sys.executable, "-c", "from geodml.cli import main; main()", *args],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture()
+def geodml(capsys, monkeypatch):
+    """Run the CLI's main() in this process (a subprocess per case costs seconds of imports)."""
+    from geodml.cli import main
+
+    def call(*args):
+        monkeypatch.setattr(sys, "argv", ["geodml", *args])
+        code = 0
+        try:
+            main()
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(args, code, out, err)
+    return call
+
+
+def test_compare_json_shape():
+    r = _subprocess("compare", *SMALL, "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert set(out["algorithms"]) == {"centralize", "lbfgs", "fedavg", "fedprox", "diloco", "oneshot", "fadl"}
+    for a, v in out["algorithms"].items():
+        for key in ("bytes", "rounds", "sim_seconds", "dollars", "test_accuracy", "test_logloss"):
+            assert key in v, (a, key)
+        assert v["predicted"]["bytes"] == v["bytes"]
+        assert 0.85 < v["test_accuracy"] <= 1.0
+    assert set(out["crossover"]) == {"lbfgs", "fedavg", "fedprox", "diloco", "oneshot", "fadl"}
+    assert [d["name"] for d in out["dcs"]] == ["us-east", "us-west", "eu-west", "ap-southeast"]
+
+
+def test_compare_with_two_sovereign_dcs_refuses_centralizing_and_moves_no_raw_rows(geodml):
+    r = geodml("compare", *SMALL, "--sovereign", "eu-west,us-east", "--partition", "dirichlet:0.5", "--dcs", "3",
+                "--algos", "centralize,fedavg,lbfgs", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert "refused" in out["algorithms"]["centralize"]
+    for a in ("fedavg", "lbfgs"):
+        assert out["algorithms"][a]["raw_bytes_by_source"] == {"us-east": 0, "us-west": 0, "eu-west": 0}
+
+
+def test_compare_table_output_and_report(geodml, tmp_path):
+    rep = tmp_path / "r.html"
+    r = geodml("compare", *SMALL, "--algos", "oneshot,centralize", "--report", str(rep))
+    assert r.returncode == 0, r.stderr
+    assert "oneshot" in r.stdout and "crossover" in r.stdout
+    text = rep.read_text()
+    assert text.count("data:image/png;base64,") == 3 and "oneshot" in text
+    assert [p.name for p in tmp_path.iterdir()] == ["r.html"]  # no temp file left behind
+
+
+def test_scaling_curves_are_linear_for_centralize_and_flat_for_model_exchange(geodml):
+    out = json.loads(geodml("compare", *SMALL, "--algos", "centralize,fedavg", "--json").stdout)
+    sc = out["scaling"]
+    c, f = sc["bytes"]["centralize"], sc["bytes"]["fedavg"]
+    assert len(set(f)) == 1  # model exchange does not grow with rows
+    assert c[-1] / c[0] == pytest.approx(sc["rows"][-1] / sc["rows"][0], rel=0.05)
+
+
+def test_plan_json_recommends_and_gives_crossover(geodml):
+    r = geodml("plan", "--rows", "10000000", "--features", "65536", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["recommend"] in out["predictions"]
+    assert out["crossover"]["fedavg"]["rows_bytes"] > 0
+    r2 = geodml("plan", "--rows", "10000000", "--sovereign", "eu-west,us-east", "--objective", "dollars")
+    assert r2.returncode == 0 and "refused" in r2.stdout
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["compare", "--data", "sklearn:breast_cancer", "--algos", "fedavg,sgd"], "unknown algorithm"),
+    (["compare", "--data", "sklearn:nope"], "unknown scikit-learn dataset"),
+    (["compare", "--data", "sklearn:breast_cancer", "--partition", "dirichlet:x"], "malformed partition"),
+    (["compare", "--data", "sklearn:iris", "--partition", "unequal:1,1,1,10000"], "empty"),
+    (["compare", "--data", "sklearn:breast_cancer", "--dcs", "9"], "--dcs"),
+    (["compare", "--data", "sklearn:breast_cancer", "--sovereign", "mars"], "sovereign"),
+    (["compare", "--data", "sklearn:breast_cancer", "--wan", "/no/such.yaml"], "WAN file not found"),
+    (["compare", "--data", "sklearn:breast_cancer", "--rounds", "abc"], "rounds"),
+    (["compare", "--no-such-option"], "no-such-option"),
+    (["plan", "--objective", "speed"], "unknown objective"),
+    (["compare", "--data", "sklearn:breast_cancer", "--compress", "topk:7"], "compress"),
+    (["compare", "--data", "sklearn:breast_cancer", "--inner", "lion"], "inner optimizer"),
+    (["compare", "--data", "sklearn:breast_cancer", "--algos", "oneshot", "--report", "/no/such/dir/r.html"], "report folder"),
+    (["plan", "--partition", "dirichlet:0.3"], "partition"),
+    (["frobnicate"], "frobnicate"),
+])
+def test_bad_input_one_line_exit_2(geodml, args, needle):
+    r = geodml(*args)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert needle.lower() in lines[0].lower()
+    assert "Traceback" not in r.stderr
+
+
+def test_malformed_wan_file_one_line_exit_2(geodml, tmp_path):
+    p = tmp_path / "wan.yaml"
+    p.write_text("regions:\n  - name: a\nlinks: []\n")
+    r = geodml("compare", "--data", "sklearn:breast_cancer", "--wan", str(p))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "malformed WAN file" in r.stderr
+
+
+@pytest.mark.slow
+def test_default_compare_accuracy_claims(geodml):
+    """The embedded default (ctr, 200k rows, 4 regions): exact-objective methods match
+    centralized accuracy within 0.5 points; one-shot averaging moves < 1/20 of centralizing's bytes."""
+    r = geodml("compare", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    algos = out["algorithms"]
+    central = algos["centralize"]["test_accuracy"]
+    for a in ("lbfgs", "fadl", "diloco", "oneshot"):
+        assert algos[a]["test_accuracy"] >= central - 0.005, (a, algos[a]["test_accuracy"], central)
+    assert out["bytes_ratio_vs_centralize"]["oneshot"] < 1 / 20
+    for a, v in algos.items():
+        assert v["predicted"]["bytes"] == v["bytes"]
+
+
+@pytest.mark.slow
+def test_ray_execution_matches_the_simulation_exactly(geodml):
+    """Each DC as a Ray actor: same accuracy, bytes, rounds and simulated time as in-process."""
+    pytest.importorskip("ray")
+    args = ("compare", "--data", "ctr:rows=8000,features=1024,fields=10", "--rounds", "3", "--local-steps", "5",
+            "--algos", "lbfgs,fedavg,diloco,oneshot,fadl", "--compress", "topk:0.1", "--inner", "adam", "--json")
+    local = json.loads(geodml(*args).stdout)
+    r = geodml(*args, "--ray")
+    assert r.returncode == 0, r.stderr
+    remote = json.loads(r.stdout)
+    for a, v in local["algorithms"].items():
+        w = remote["algorithms"][a]
+        for key in ("bytes", "rounds", "sim_seconds", "dollars", "test_accuracy", "test_logloss", "intra_bytes"):
+            assert w[key] == v[key], (a, key)
+        m = w["measured"]
+        assert m["payload_bytes"] > 0 and m["wall_seconds"] > 0
+
+
+def test_plan_from_a_dataset_matches_compare_bytes_for_fixed_round_algorithms(geodml):
+    """plan --data sizes the real partition; for algorithms whose rounds are fixed its byte
+    predictions equal what compare then moves."""
+    common = ("--data", "sklearn:breast_cancer", "--partition", "dirichlet:0.5", "--dcs", "3", "--rounds", "4")
+    p = json.loads(geodml("plan", *common, "--algos", "centralize,fedavg,diloco,oneshot", "--json").stdout)
+    c = json.loads(geodml("compare", *common, "--local-steps", "2", "--algos", "centralize,fedavg,diloco,oneshot", "--json").stdout)
+    for a in ("centralize", "fedavg", "diloco", "oneshot"):
+        assert p["predictions"][a]["bytes"] == c["algorithms"][a]["bytes"], a

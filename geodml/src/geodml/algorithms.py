@@ -1,0 +1,250 @@
+"""Training algorithms over the simulated network, all on L2-regularized logistic regression
+(objective.py). Each takes a Network (data centers + WAN + ledger), the regularization lam and its
+settings, performs the real computation on each DC's rows, and accounts every message it sends.
+Each returns theta = [w (d,), b] float64, the model held by the hub at the end.
+
+Message layouts (float64): broadcast of the model: d+1 values; a DC's reply: d+2 values (gradient
+sum and loss sum for gradient methods; local model and row count n_k for model-averaging methods).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import minimize
+
+from geodml.compression import decode
+from geodml.dcside import InProcessPool
+from geodml.errors import GeodmlError
+from geodml.network import Network
+from geodml.objective import nnz, pass_flops
+
+ALGORITHMS = ("centralize", "lbfgs", "fedavg", "fedprox", "diloco", "oneshot", "fadl")
+# FADL's line search evaluates F at theta + a * direction for these a in one round.
+FADL_STEPS = tuple(2.0**-i for i in range(8))
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Hyper-parameters shared by the algorithms.
+
+    lam: L2 strength of F (objective.py). lbfgs_maxiter / tol: distributed L-BFGS (and the
+    centralized scikit-learn fit) stopping rules. rounds: communication rounds of FedAvg, FedProx
+    and DiLoCo. local_steps: SGD steps per round on each DC; batch_size: rows per step (0 = full
+    local batch); lr: local step size (0: each DC uses 1/L_k, see local_lr). mu: FedProx proximal strength. outer_lr, outer_momentum:
+    DiLoCo's outer Nesterov SGD (Douillard et al. 2023 use 0.7 and 0.9). fadl_iters: FADL outer iterations;
+    fadl_local_iters: L-BFGS iterations of each local solve. compress: uplink encoding of
+    FedAvg/FedProx/DiLoCo updates with error feedback (compression.py: none, q8, topk:F); with
+    none the reply is the local model and n_k as d+2 float64. inner: local optimizer of
+    FedAvg/FedProx/DiLoCo, sgd or adam (dcside.local_sgd). seed: mini-batch order.
+    """
+
+    lam: float = 1e-4
+    lbfgs_maxiter: int = 200
+    tol: float = 1e-6
+    rounds: int = 20
+    local_steps: int = 50
+    batch_size: int = 256
+    lr: float = 0.0
+    mu: float = 0.01
+    outer_lr: float = 0.7
+    outer_momentum: float = 0.9
+    fadl_iters: int = 6
+    compress: str = "none"
+    inner: str = "sgd"
+    fadl_local_iters: int = 10
+    seed: int = 0
+
+
+def _n_total(net: Network) -> int:
+    return sum(dc.n for dc in net.dcs)
+
+
+def _dims(net: Network) -> int:
+    return int(net.dcs[0].X.shape[1])
+
+
+def distributed_loss_grad(net: Network, theta: np.ndarray, lam: float, pool=None) -> tuple[float, np.ndarray]:
+    """One statistical-query round: the hub broadcasts theta (d+1,), every worker computes the
+    loss and gradient sums of its rows, each DC reduces them to one (d+2,) message, the hub adds
+    the K messages, normalizes by N and adds the regularizer. Returns (F(theta), grad (d+1,)).
+    pool: where the DCs compute (default: in this process)."""
+    pool = pool or InProcessPool(net.dcs)
+    d = len(theta) - 1
+    w = theta[:-1]
+    up = pool.call("loss_grad", (theta,))
+    net.round(theta.copy(), up, {dc.name: pass_flops(dc.n, dc.nnz) for dc in net.dcs})
+    total = np.zeros(d + 2)
+    for dc in net.dcs:
+        total += up[dc.name]
+    n = _n_total(net)
+    grad = total[: d + 1] / n
+    grad[:d] += lam * w
+    return float(total[d + 1] / n + 0.5 * lam * np.sum(w * w)), grad
+
+
+def run_centralize(net: Network, s: Settings, pool=None) -> np.ndarray:
+    """Centralize-then-train: move every DC's raw rows to the hub (refused for a sovereign DC
+    other than the hub: SovereigntyError), then fit scikit-learn's LogisticRegression(lbfgs) with
+    C = 1/(lam N), i.e. the same objective F. Compute is accounted as n_iter passes over the rows."""
+    import scipy.sparse as sp
+    from sklearn.linear_model import LogisticRegression
+
+    net.centralize()
+    Xs = [dc.X for dc in net.dcs]
+    X = sp.vstack(Xs, format="csr") if sp.issparse(Xs[0]) else np.vstack(Xs)
+    y = np.concatenate([dc.y for dc in net.dcs])
+    n = len(y)
+    clf = LogisticRegression(C=1.0 / (s.lam * n), tol=s.tol, max_iter=max(s.lbfgs_maxiter, 1000), solver="lbfgs")
+    clf.fit(X, y)
+    net.notes["central_iters"] = int(clf.n_iter_[0])
+    net.compute_at_hub(int(clf.n_iter_[0]) * pass_flops(n, nnz(X)))
+    return np.concatenate([clf.coef_.ravel(), clf.intercept_]).astype(np.float64)
+
+
+def run_lbfgs(net: Network, s: Settings, pool) -> np.ndarray:
+    """Distributed L-BFGS (scipy's L-BFGS-B at the hub) on the summed per-DC losses and gradients:
+    every function evaluation is one round of distributed_loss_grad (Cano et al. 2016's
+    statistical-query formulation)."""
+    res = minimize(lambda th: distributed_loss_grad(net, th, s.lam, pool), np.zeros(_dims(net) + 1),
+                   jac=True, method="L-BFGS-B", options={"maxiter": s.lbfgs_maxiter, "gtol": s.tol, "ftol": 1e-15})
+    return res.x
+
+
+def _local_round(net: Network, theta: np.ndarray, s: Settings, pool, mu: float) -> np.ndarray:
+    """One round of local training on every DC from theta; returns the n_k-weighted average of
+    the local models. With compression each DC sends its encoded update theta_k - theta."""
+    d1 = len(theta)
+    res = pool.call("local_train", (theta, s.lam, s.lr, s.local_steps, s.batch_size, mu, s.compress, s.inner))
+    up = {k: r[0] for k, r in res.items()}
+    if s.lr <= 0:
+        net.notes["local_lr"] = {k: r[2] for k, r in res.items()}
+    # inside a DC every local step allreduces a full-precision gradient (d+1 values and a count)
+    net.round(theta.copy(), up, {k: r[1] for k, r in res.items()}, {k: s.local_steps for k in res},
+              allreduce_nbytes=8 * (d1 + 1))
+    acc = np.zeros(d1)
+    n = 0.0
+    for dc in net.dcs:
+        if s.compress == "none":
+            vec, w = up[dc.name][:-1], up[dc.name][-1]
+        else:
+            delta, w = decode(s.compress, up[dc.name], d1)
+            vec = theta + delta
+        acc += w * vec
+        n += w
+    return acc / n
+
+
+def run_fedavg(net: Network, s: Settings, pool, mu: float = 0.0) -> np.ndarray:
+    """FedAvg (McMahan et al. 2017): per round each DC runs local_steps SGD steps from the global
+    model and the hub averages the local models weighted by n_k. mu > 0 gives FedProx."""
+    theta = np.zeros(_dims(net) + 1)
+    for _ in range(s.rounds):
+        theta = _local_round(net, theta, s, pool, mu)
+    return theta
+
+
+def run_fedprox(net: Network, s: Settings, pool) -> np.ndarray:
+    """FedProx (Li et al., MLSys 2020): FedAvg with the proximal term (mu/2)||theta - theta_g||^2."""
+    return run_fedavg(net, s, pool, mu=s.mu)
+
+
+def run_diloco(net: Network, s: Settings, pool) -> np.ndarray:
+    """DiLoCo (Douillard et al. 2023): local_steps inner SGD steps per DC, then an outer step on
+    the outer gradient delta = theta_g - avg_k(theta_k) (n_k-weighted) with Nesterov momentum:
+    v = m v + delta; theta_g -= outer_lr (delta + m v). Inner optimizer: SGD, or Adam with
+    per-DC moments kept across rounds (Settings.inner; the paper uses AdamW). With one full-batch inner step, m = 0 and outer_lr = 1 this is synchronous gradient
+    descent."""
+    theta = np.zeros(_dims(net) + 1)
+    v = np.zeros_like(theta)
+    for _ in range(s.rounds):
+        avg = _local_round(net, theta, s, pool, 0.0)
+        delta = theta - avg
+        v = s.outer_momentum * v + delta
+        theta = theta - s.outer_lr * (delta + s.outer_momentum * v)
+    return theta
+
+
+def run_oneshot(net: Network, s: Settings, pool) -> np.ndarray:
+    """One-shot parameter averaging (Zhang, Duchi, Wainwright, JMLR 2013): each DC minimizes its
+    own regularized objective to convergence (L-BFGS, data parallel inside the DC), sends its model
+    once, and the hub averages weighted by n_k. One round, no broadcast."""
+    d1 = _dims(net) + 1
+    res = pool.call("solve_local", (s.lam, s.lbfgs_maxiter, s.tol))
+    up = {k: r[0] for k, r in res.items()}
+    ar = {k: r[1] for k, r in res.items()}
+    net.notes["oneshot_passes"] = ar
+    net.round(None, up, {dc.name: ar[dc.name] * pass_flops(dc.n, dc.nnz) for dc in net.dcs}, ar)
+    acc = np.zeros(d1)
+    for dc in net.dcs:
+        acc += up[dc.name][-1] * up[dc.name][:-1]
+    return acc / _n_total(net)
+
+
+def run_fadl(net: Network, s: Settings, pool) -> np.ndarray:
+    """FADL-style local functional approximation (Mahajan, Keerthi, Sundararajan, Bottou, JMLR
+    2017; the same local model as DANE, Shamir, Srebro, Zhang 2014). Each outer iteration:
+    (1) a gradient round gives g = grad F(theta_r); (2) the hub broadcasts g and each DC k
+    minimizes, with fadl_local_iters L-BFGS iterations, its local loss scaled to the whole data
+    plus a linear correction that makes the approximation's gradient at theta_r equal g:
+        f_k(theta) = (1/n_k) L_k(theta) + (lam/2)||w||^2 + (g - grad_k(theta_r)) . (theta - theta_r)
+    and returns its minimizer (with n_k); the hub forms the n_k-weighted direction
+    dir = avg_k theta_k - theta_r; (3) a line-search round: every DC returns its loss sums at
+    theta_r + a * dir for the a in FADL_STEPS, and the hub takes the largest a meeting Armijo's
+    condition (else the best). Three rounds per iteration; many fewer iterations than L-BFGS."""
+    d1 = _dims(net) + 1
+    n_tot = _n_total(net)
+    theta = np.zeros(d1)
+    passes_log = []
+    for _ in range(s.fadl_iters):
+        f0, g = distributed_loss_grad(net, theta, s.lam, pool)
+        res = pool.call("fadl_solve", (theta, g, s.lam, s.fadl_local_iters, s.tol * 1e-2))
+        up = {k: r[0] for k, r in res.items()}
+        passes = {k: r[1] for k, r in res.items()}
+        passes_log.append(passes)
+        net.round(g.copy(), up, {dc.name: passes[dc.name] * pass_flops(dc.n, dc.nnz) for dc in net.dcs}, passes)
+        direction = sum(up[dc.name][-1] * up[dc.name][:-1] for dc in net.dcs) / n_tot - theta
+        up = pool.call("line_losses", (theta, direction, FADL_STEPS))
+        net.round(direction.copy(), up, {dc.name: len(FADL_STEPS) * pass_flops(dc.n, dc.nnz) for dc in net.dcs})
+        total = sum(up[dc.name] for dc in net.dcs)
+        slope = float(np.sum(g * direction))
+        best, chosen = None, None
+        for i, a in enumerate(FADL_STEPS):
+            th = theta + a * direction
+            f = total[i] / n_tot + 0.5 * s.lam * float(np.sum(th[:-1] ** 2))
+            if best is None or f < best[0]:
+                best = (f, a)
+            if chosen is None and f <= f0 + 1e-4 * a * slope:
+                chosen = a
+        a = chosen if chosen is not None else (best[1] if best[0] < f0 else 0.0)
+        theta = theta + a * direction
+    net.notes["fadl_passes"] = passes_log
+    return theta
+
+
+RUNNERS = {
+    "centralize": run_centralize,
+    "lbfgs": run_lbfgs,
+    "fedavg": run_fedavg,
+    "fedprox": run_fedprox,
+    "diloco": run_diloco,
+    "oneshot": run_oneshot,
+    "fadl": run_fadl,
+}
+
+
+def run(name: str, net: Network, s: Settings, pool=None) -> np.ndarray:
+    """Run algorithm ``name`` (one of ALGORITHMS) on net. pool: where the DCs compute
+    (dcside.InProcessPool, the default, or ray_pool.RayPool); it must hold net's DCs. Raises
+    GeodmlError for an unknown name, SovereigntyError where the algorithm would export a
+    sovereign DC's raw rows."""
+    if name not in RUNNERS:
+        raise GeodmlError(f"unknown algorithm {name!r} (known: {', '.join(ALGORITHMS)})")
+    if s.inner not in ("sgd", "adam"):
+        raise GeodmlError(f"unknown inner optimizer {s.inner!r} (use sgd or adam)")
+    if pool is None:
+        pool = InProcessPool(net.dcs, s.seed)
+    else:
+        pool.call("reset", (s.seed,))  # a reused pool starts like a fresh one
+    return RUNNERS[name](net, s, pool)

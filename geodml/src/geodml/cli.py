@@ -1,0 +1,258 @@
+"""The geodml command line: ``geodml compare`` (main job) and ``geodml plan``.
+
+Bad input (unknown algorithm or region, malformed spec or WAN file, empty data center, bad
+option) prints one line on stderr and exits 2.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import typer
+
+
+def _exception_types(name: str) -> tuple[type, ...]:
+    """The class `name` from typer's vendored click (typer >= 0.2x) and from click itself, where
+    each exists: which one typer raises depends on its version, and click may be installed by
+    another package (ray) beside a typer that vendors its own."""
+    found = []
+    for module in ("typer._click.exceptions", "typer.exceptions", "click.exceptions"):
+        try:
+            mod = __import__(module, fromlist=[name])
+        except ImportError:
+            continue
+        cls = getattr(mod, name, None)
+        if isinstance(cls, type) and cls not in found:
+            found.append(cls)
+    return tuple(found)
+
+
+Abort = _exception_types("Abort")
+UsageError = _exception_types("UsageError")
+ClickException = _exception_types("ClickException")
+from rich.console import Console
+from rich.table import Table
+
+from geodml.algorithms import Settings
+from geodml.errors import GeodmlError
+
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
+                  help="Geo-distributed training: move models instead of data; exact bytes, time and dollars; when centralizing wins.")
+
+
+def _split_names(s: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in s.split(",") if x.strip())
+
+
+def _settings(l2, rounds, local_steps, batch_size, lr, seed, compress="none", inner="sgd") -> Settings:
+    from geodml.compression import parse
+
+    parse(compress)
+    if inner not in ("sgd", "adam"):
+        raise GeodmlError(f"unknown inner optimizer {inner!r} (use sgd or adam)")
+    if not l2 > 0:
+        raise GeodmlError(f"--l2 must be > 0, got {l2}")
+    if not lr >= 0:
+        raise GeodmlError(f"--lr must be >= 0 (0: automatic), got {lr}")
+    for name, v in (("--rounds", rounds), ("--local-steps", local_steps)):
+        if v < 1:
+            raise GeodmlError(f"{name} must be >= 1, got {v}")
+    return Settings(lam=l2, rounds=rounds, local_steps=local_steps, batch_size=batch_size, lr=lr, seed=seed, compress=compress, inner=inner)
+
+
+def _fmt_bytes(b: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(b) < 1000 or unit == "TB":
+            return f"{b:.3g} {unit}"
+        b /= 1000
+    return str(b)
+
+
+@app.command()
+def compare(
+    data: str = typer.Option("ctr:rows=200000,features=16384,fields=20", help="sklearn:NAME, ctr[:rows=..,features=..,fields=..] or libsvm:PATH"),
+    dcs: int = typer.Option(None, "--dcs", help="number of data centers (default: every region of the WAN)"),
+    partition: str = typer.Option("iid", help="iid, dirichlet:ALPHA, covariate:S, unequal:W1,..,WK"),
+    wan: str = typer.Option(None, help="WAN YAML file (default: the packaged 4-region WAN)"),
+    sovereign: str = typer.Option("", help="comma-separated sovereign regions (raw rows never leave them)"),
+    algos: str = typer.Option("centralize,lbfgs,fedavg,fedprox,diloco,oneshot,fadl", help="comma-separated algorithms"),
+    rounds: int = typer.Option(20, help="rounds of FedAvg, FedProx, DiLoCo"),
+    local_steps: int = typer.Option(50, help="local SGD steps per round"),
+    batch_size: int = typer.Option(256, help="local mini-batch rows (0: full batch)"),
+    lr: float = typer.Option(0.0, help="local SGD step size (0: 1/L of each DC's local objective)"),
+    l2: float = typer.Option(1e-4, help="L2 strength lam of the objective"),
+    flat: bool = typer.Option(False, "--flat", help="no hierarchical aggregation: every worker talks to the hub"),
+    compress: str = typer.Option("none", help="uplink of fedavg/fedprox/diloco: none, q8 or topk:FRACTION (error feedback)"),
+    inner: str = typer.Option("sgd", help="local optimizer of fedavg/fedprox/diloco: sgd or adam"),
+    seed: int = typer.Option(0),
+    report: str = typer.Option(None, help="also write an HTML report with plots to this file"),
+    ray: bool = typer.Option(False, "--ray", help="run each data center as a Ray actor (pip install 'geodml[ray]'); adds measured wall time and bytes"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
+):
+    """Train with each algorithm on the same federation; report bytes, rounds, time, dollars, accuracy."""
+    from geodml.compare import CompareConfig, compare as run_compare
+
+    err = Console(stderr=True)
+    cfg = CompareConfig(data=data, k=dcs, partition=partition, wan=wan, sovereign=_split_names(sovereign),
+                        algos=_split_names(algos), settings=_settings(l2, rounds, local_steps, batch_size, lr, seed, compress, inner),
+                        seed=seed, hierarchical=not flat, ray=ray)
+    if report:
+        from geodml.report import check_target
+
+        check_target(report)
+    t0 = time.perf_counter()
+    with err.status("geodml compare") as status:
+        def progress(msg: str) -> None:
+            status.update(msg)
+            print(f"geodml: {msg}", file=sys.stderr, flush=True) if not sys.stderr.isatty() else None
+        res = run_compare(cfg, progress)
+    res["wall_seconds"] = time.perf_counter() - t0
+    if report:
+        from geodml.report import write
+
+        write(res, report)
+    if as_json:
+        print(json.dumps(res, indent=2))
+        return
+    out = Console()
+    d = res["data"]
+    out.print(f"data {d['spec']}: {d['n_train']} train rows, {d['features']} features, raw {_fmt_bytes(d['raw_bytes'])}, model {_fmt_bytes(d['model_bytes'])}; "
+              f"partition {res['partition']}; hubs: model {res['hubs']['model']}, centralize {res['hubs']['centralize']}")
+    # Eight narrow columns fit an 80-column terminal; the planner's predictions are in --json.
+    t = Table("algorithm", "WAN", "ratio", "rounds", "sim s", "$", "acc", "logloss")
+    t.columns[0].min_width = 10
+    for a, r in res["algorithms"].items():
+        if "refused" in r:
+            t.add_row(a, "refused", "", "", "", "", "", "")
+            continue
+        ratio = res["bytes_ratio_vs_centralize"].get(a)
+        t.add_row(a, _fmt_bytes(r["bytes"]), f"{ratio:.2g}" if ratio is not None else "", str(r["rounds"]), f"{r['sim_seconds']:.3g}",
+                  f"{r['dollars']:.2g}", f"{r['test_accuracy']:.4f}", f"{r['test_logloss']:.4f}")
+    out.print(t)
+    for a, r in res["algorithms"].items():
+        if "refused" in r:
+            out.print(f"{a} refused: {r['refused']}", highlight=False)
+        if "measured" in r:
+            m = r["measured"]
+            lo = "n/a" if m["loopback_bytes"] is None else _fmt_bytes(m["loopback_bytes"])
+            out.print(f"{a} on Ray: wall {m['wall_seconds']:.2f} s, payload {_fmt_bytes(m['payload_bytes'])} "
+                      f"(simulated WAN {_fmt_bytes(r['bytes'])}), loopback {lo}", highlight=False)
+    for a, c in res["crossover"].items():
+        rb = c["rows_bytes"]
+        out.print(f"crossover {a}: centralizing moves fewer bytes beyond {c['rounds_bytes']:.3g} rounds, or below "
+                  f"{rb:.3g} total rows" if rb else f"crossover {a}: none in bytes", highlight=False)
+    out.print(f"wall {res['wall_seconds']:.1f} s")
+
+
+@app.command()
+def plan(
+    data: str = typer.Option(None, help="dataset spec to size from (else --rows/--features/--nnz-per-row)"),
+    rows: int = typer.Option(10_000_000, help="total training rows (without --data)"),
+    features: int = typer.Option(65536, help="features d (without --data)"),
+    nnz_per_row: float = typer.Option(20.0, help="non-zeros per row of CSR data (without --data)"),
+    dcs: int = typer.Option(None, "--dcs", help="number of data centers (default: every region)"),
+    partition: str = typer.Option("iid", help="with --data: any partition spec; else iid or unequal:W1,..,WK"),
+    wan: str = typer.Option(None, help="WAN YAML file"),
+    sovereign: str = typer.Option("", help="comma-separated sovereign regions"),
+    objective: str = typer.Option("sim_seconds", help="bytes, sim_seconds or dollars"),
+    algos: str = typer.Option("centralize,lbfgs,fedavg,fedprox,diloco,oneshot,fadl",
+                              help="candidate strategies (the planner predicts costs, not accuracy: leave out oneshot where local data are skewed or small)"),
+    lbfgs_rounds: int = typer.Option(100, help="assumed L-BFGS function evaluations"),
+    local_passes: int = typer.Option(100, help="assumed passes of one-shot's local solves and of the centralized fit"),
+    rounds: int = typer.Option(20), local_steps: int = typer.Option(50), batch_size: int = typer.Option(256),
+    lr: float = typer.Option(0.0), l2: float = typer.Option(1e-4),
+    flat: bool = typer.Option(False, "--flat"),
+    compress: str = typer.Option("none", help="none, q8 or topk:FRACTION"),
+    seed: int = typer.Option(0),
+    as_json: bool = typer.Option(False, "--json"),
+):
+    """Predict each strategy's bytes, time and dollars without training; recommend one; give the crossover."""
+    from geodml.network import build_dcs, central_hub, model_hub
+    from geodml.planner import DCSize, PlanCounts, csr_sizes, plan as run_plan
+    from geodml.wan import load_wan
+
+    s = _settings(l2, rounds, local_steps, batch_size, lr, seed, compress)
+    w = load_wan(wan)
+    k = dcs if dcs is not None else len(w.regions)
+    if k < 1 or k > len(w.regions):
+        raise GeodmlError(f"--dcs must be between 1 and {len(w.regions)} (the WAN's regions), got {k}")
+    sov = _split_names(sovereign)
+    names = w.names[:k]
+    for x in sov:
+        if x not in names:
+            raise GeodmlError(f"sovereign data center {x!r} is not one of {', '.join(names)}")
+    if data:
+        from geodml.data import load_dataset
+        from geodml.partition import partition as split
+        ds = load_dataset(data, seed=seed)
+        centers = build_dcs(ds.X_train, ds.y_train, split(partition, ds.X_train, ds.y_train, k, seed=seed), w, sov)
+        sizes = [DCSize.of(c) for c in centers]
+        d = ds.n_features
+    else:
+        if rows < k or features < 1 or not nnz_per_row > 0:
+            raise GeodmlError("need --rows >= number of data centers, --features >= 1, --nnz-per-row > 0")
+        if partition == "iid":
+            weights = [1.0] * k
+        elif partition.startswith("unequal:"):
+            try:
+                weights = [float(x) for x in partition[8:].split(",")]
+            except ValueError:
+                raise GeodmlError(f"malformed partition spec {partition!r}") from None
+            if len(weights) != k or min(weights) <= 0:
+                raise GeodmlError(f"partition {partition!r}: need {k} positive weights")
+        else:
+            raise GeodmlError("without --data, --partition must be iid or unequal:W1,..,WK (label skew does not change sizes)")
+        per = [round(rows * x / sum(weights)) for x in weights]
+        if min(per) < 1:
+            raise GeodmlError(f"partition {partition!r} leaves a data center empty")
+        sizes = csr_sizes(names, per, nnz_per_row, sov)
+        d = features
+    hub_m = model_hub(w, names)
+    hub_c = central_hub(w, sizes)  # needs only name, sovereign and raw_nbytes, which DCSize has
+    counts = PlanCounts(lbfgs_rounds=lbfgs_rounds, oneshot_passes=local_passes, central_iters=local_passes)
+    from geodml.planner import STRATEGIES
+
+    cands = _split_names(algos)
+    for a in cands:
+        if a not in STRATEGIES:
+            raise GeodmlError(f"unknown algorithm {a!r} (known: {', '.join(STRATEGIES)})")
+    res = run_plan(sizes, d, w, s, hub_m, hub_c, strategies=cands, counts=counts, objective=objective, hierarchical=not flat)
+    res["sizes"] = {"dcs": [z.__dict__ for z in sizes], "features": d, "model_bytes": 8 * (d + 1),
+                    "raw_bytes": sum(z.raw_nbytes for z in sizes)}
+    res["hubs"] = {"model": hub_m, "centralize": hub_c}
+    if as_json:
+        print(json.dumps(res, indent=2))
+        return
+    out = Console()
+    out.print(f"{len(sizes)} data centers, {sum(z.n for z in sizes)} rows, raw {_fmt_bytes(res['sizes']['raw_bytes'])}, model {_fmt_bytes(8 * (d + 1))}")
+    t = Table("strategy", "WAN bytes", "rounds", "sim s", "dollars", "centralize wins below rows (bytes / s / $)")
+    for a, p in res["predictions"].items():
+        if p["refused"]:
+            t.add_row(a, "refused", "", "", "", p["refused"])
+            continue
+        c = res["crossover"].get(a)
+        cx = " / ".join("never" if c[f"rows_{m}"] is None else f"{c[f'rows_{m}']:.3g}" for m in ("bytes", "sim_seconds", "dollars")) if c else ""
+        t.add_row(a, _fmt_bytes(p["bytes"]), str(p["rounds"]), f"{p['sim_seconds']:.3g}", f"{p['dollars']:.4g}", cx)
+    out.print(t)
+    out.print(f"recommend: {res['recommend']} (least {objective})")
+
+
+def main() -> None:
+    """Entry point: run the app; bad input -> one line on stderr, exit 2."""
+    try:
+        app(standalone_mode=False)
+    except GeodmlError as e:
+        print(f"geodml: error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except Abort:
+        print("geodml: aborted", file=sys.stderr)
+        sys.exit(130)
+    except UsageError as e:
+        msg = e.format_message()
+        print(f"geodml: error: {msg.splitlines()[0] if msg else type(e).__name__}", file=sys.stderr)
+        sys.exit(2)
+    except ClickException as e:
+        print(f"geodml: error: {e.format_message()}", file=sys.stderr)
+        sys.exit(2)

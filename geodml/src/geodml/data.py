@@ -1,0 +1,190 @@
+"""Datasets: scikit-learn's bundled sets, a synthetic sparse CTR-like generator, LIBSVM files.
+
+Every dataset is a binary classification problem with labels in {0, 1} (float64) and features as a
+dense float64 array or a scipy.sparse CSR matrix (float32 values, int32 indices, like hashed CTR
+logs). Nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from geodml.errors import GeodmlError
+
+Matrix = np.ndarray | sp.csr_matrix
+
+_SKLEARN_SETS = ("breast_cancer", "digits", "wine", "iris")
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A train/test split.
+
+    X_train: (n_train, d) dense float64 or CSR; y_train: (n_train,) float64 in {0, 1};
+    X_test, y_test likewise. ``name`` is the spec it was loaded from.
+    """
+
+    name: str
+    X_train: Matrix
+    y_train: np.ndarray
+    X_test: Matrix
+    y_test: np.ndarray
+
+    @property
+    def n_features(self) -> int:
+        """Number of features d (the model has d + 1 parameters with the intercept)."""
+        return int(self.X_train.shape[1])
+
+
+def raw_nbytes(X: Matrix, y: np.ndarray) -> int:
+    """Bytes of the raw rows as stored (what centralizing must move).
+
+    Dense: X.nbytes + y.nbytes. CSR: data + indices + indptr + labels, the standard compressed
+    sparse row layout (a row pointer per row plus one). Returns an int (bytes).
+    """
+    if sp.issparse(X):
+        return int(X.data.nbytes + X.indices.nbytes + X.indptr.nbytes + y.nbytes)
+    return int(np.asarray(X).nbytes + y.nbytes)
+
+
+def make_ctr(
+    rows: int,
+    features: int = 2**16,
+    fields: int = 20,
+    zipf: float = 1.1,
+    positive_rate: float = 0.25,
+    seed: int = 0,
+) -> tuple[sp.csr_matrix, np.ndarray]:
+    """Synthetic click-through-rate-like data: one-hot hashed categorical fields, power-law values.
+
+    Each row has exactly ``fields`` non-zeros (value 1.0), one per field; field f owns the feature
+    slice [f*V, (f+1)*V) with V = features // fields, and draws its value with probability
+    proportional to rank**-zipf (heavy-tailed like real ad logs). Labels follow a logistic model
+    with sparse Gaussian true weights, the intercept set so that about ``positive_rate`` of rows
+    are positive. Returns (X: CSR (rows, features) float32 / int32 indices, y: (rows,) float64).
+
+    Raises GeodmlError if rows < 1, fields < 1 or features < fields.
+    """
+    if rows < 1 or fields < 1 or features < fields:
+        raise GeodmlError(f"ctr: need rows >= 1, fields >= 1, features >= fields (got rows={rows}, fields={fields}, features={features})")
+    rng = np.random.default_rng(seed)
+    vocab = features // fields
+    ranks = np.arange(1, vocab + 1, dtype=np.float64)
+    p = ranks**-zipf
+    p /= p.sum()
+    cdf = np.cumsum(p)
+    # A random value->slot map per field, so that popular values are spread over the slice.
+    u = rng.random((rows, fields))
+    local = np.minimum(np.searchsorted(cdf, u), vocab - 1)
+    perms = np.stack([rng.permutation(vocab) for _ in range(fields)], axis=1)
+    cols = perms[local, np.arange(fields)[None, :]] + (np.arange(fields) * vocab)[None, :]
+    cols.sort(axis=1)
+    indices = cols.astype(np.int32).ravel()
+    indptr = np.arange(0, rows * fields + 1, fields, dtype=np.int64 if rows * fields >= 2**31 else np.int32)
+    X = sp.csr_matrix((np.ones(rows * fields, dtype=np.float32), indices, indptr), shape=(rows, features))
+    w = rng.normal(0.0, 1.0, features) * (rng.random(features) < 0.3)
+    z = X @ w
+    b = np.quantile(z, 1.0 - positive_rate)
+    y = (rng.random(rows) < 1.0 / (1.0 + np.exp(-(z - b) * 1.5))).astype(np.float64)
+    return X, y
+
+
+def _parse_kv(body: str, allowed: dict[str, type], spec: str) -> dict:
+    out: dict = {}
+    if not body:
+        return out
+    for item in body.split(","):
+        if "=" not in item:
+            raise GeodmlError(f"malformed data spec {spec!r}: expected key=value, got {item!r}")
+        k, v = item.split("=", 1)
+        k = k.strip()
+        if k not in allowed:
+            raise GeodmlError(f"malformed data spec {spec!r}: unknown key {k!r} (known: {', '.join(allowed)})")
+        try:
+            out[k] = allowed[k](float(v)) if allowed[k] is int else allowed[k](v)
+        except ValueError:
+            raise GeodmlError(f"malformed data spec {spec!r}: bad value {v!r} for {k}") from None
+    return out
+
+
+def _split(X: Matrix, y: np.ndarray, test_fraction: float, seed: int, name: str) -> Dataset:
+    rng = np.random.default_rng(seed + 7919)
+    n = X.shape[0]
+    perm = rng.permutation(n)
+    n_test = max(1, int(round(n * test_fraction)))
+    if n - n_test < 2:
+        raise GeodmlError(f"data {name!r}: too few rows ({n}) to split into train and test")
+    te, tr = np.sort(perm[:n_test]), np.sort(perm[n_test:])
+    return Dataset(name, X[tr], y[tr], X[te], y[te])
+
+
+def load_dataset(spec: str, seed: int = 0, test_fraction: float = 0.2) -> Dataset:
+    """Load a dataset from a spec string and split it into train and test (seeded, no download).
+
+    Specs:
+      ``sklearn:NAME`` - a set bundled with scikit-learn: breast_cancer (binary), digits (label:
+      digit >= 5), wine and iris (label: class 0 vs rest); features standardized with the training
+      split's mean and standard deviation.
+      ``ctr[:rows=R,features=D,fields=F,zipf=A,positive_rate=P]`` - make_ctr (defaults rows=200000,
+      features=65536, fields=20).
+      ``libsvm:PATH`` - a LIBSVM/SVMlight file (sklearn.datasets.load_svmlight_file); labels > 0
+      (or the larger of two values) become 1, others 0.
+
+    Returns a Dataset. Raises GeodmlError on an unknown or malformed spec, an unreadable file, or
+    labels that are not two classes.
+    """
+    kind, _, body = spec.partition(":")
+    kind = kind.strip().lower()
+    if kind == "sklearn":
+        return _load_sklearn(body.strip(), seed, test_fraction, spec)
+    if kind == "ctr":
+        kw = _parse_kv(body, {"rows": int, "features": int, "fields": int, "zipf": float, "positive_rate": float, "seed": int}, spec)
+        rows = kw.pop("rows", 200_000)
+        kw.setdefault("seed", seed)
+        X, y = make_ctr(rows, **kw)
+        return _split(X, y, test_fraction, seed, spec)
+    if kind == "libsvm":
+        return _load_libsvm(body, seed, test_fraction, spec)
+    raise GeodmlError(f"unknown data spec {spec!r} (use sklearn:NAME, ctr[:k=v,...] or libsvm:PATH)")
+
+
+def _load_sklearn(name: str, seed: int, test_fraction: float, spec: str) -> Dataset:
+    from sklearn import datasets
+
+    if name not in _SKLEARN_SETS:
+        raise GeodmlError(f"unknown scikit-learn dataset {name!r} (known: {', '.join(_SKLEARN_SETS)})")
+    X, t = getattr(datasets, f"load_{name}")(return_X_y=True)
+    if name == "breast_cancer":
+        y = t.astype(np.float64)
+    elif name == "digits":
+        y = (t >= 5).astype(np.float64)
+    else:
+        y = (t == 0).astype(np.float64)
+    ds = _split(np.asarray(X, dtype=np.float64), y, test_fraction, seed, spec)
+    mu = ds.X_train.mean(axis=0)
+    sd = ds.X_train.std(axis=0)
+    sd[sd == 0] = 1.0
+    return Dataset(spec, (ds.X_train - mu) / sd, ds.y_train, (ds.X_test - mu) / sd, ds.y_test)
+
+
+def _load_libsvm(path: str, seed: int, test_fraction: float, spec: str) -> Dataset:
+    from sklearn.datasets import load_svmlight_file
+
+    p = Path(path)
+    if not p.is_file():
+        raise GeodmlError(f"libsvm file not found: {path!r}")
+    try:
+        X, t = load_svmlight_file(str(p), dtype=np.float32)
+    except (ValueError, OSError, UnicodeDecodeError) as e:
+        raise GeodmlError(f"malformed libsvm file {path!r}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+    values = np.unique(t)
+    if len(values) != 2:
+        raise GeodmlError(f"libsvm file {path!r}: need two label values, found {len(values)}")
+    y = (t == values[1]).astype(np.float64)
+    X = sp.csr_matrix(X)
+    X.indices = X.indices.astype(np.int32)
+    return _split(X, y, test_fraction, seed, spec)
