@@ -4,6 +4,8 @@ clairvoyant lower bound (allocates exactly the coming step's demand)."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import statsmodels.api as sm
 
@@ -143,7 +145,11 @@ class Predictive:
             if k % self.refit == 0 and len(self._rows[r]) >= 3:
                 X = np.vstack([a for a, _ in self._rows[r]])
                 Y = np.concatenate([b for _, b in self._rows[r]])
-                fit = sm.OLS(Y, X).fit()
+                with warnings.catch_warnings():
+                    # Early on some features coincide (e.g. the hour max is the day max): the
+                    # pseudo-inverse fit is still the least-squares forecast.
+                    warnings.simplefilter("ignore")
+                    fit = sm.OLS(Y, X).fit()
                 resid = Y - X @ fit.params
                 self._model[r] = (np.asarray(fit.params), float(np.quantile(resid, self.q[r])))
             if r in self._model:

@@ -1,0 +1,71 @@
+"""Traces: the synthetic generator's properties and the Alibaba v2018 loader on a fixture with
+the exact schema (headerless container_usage, 11 columns; container_meta, 8 columns)."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from adares.alibaba import USAGE_COLUMNS, load_container_usage
+from adares.errors import InputError
+from adares.synthetic import generate
+from adares.trace import GIB
+
+FIX = Path(__file__).parent / "fixtures"
+
+
+def test_synthetic_shape_determinism_and_features():
+    a = generate(40, 3, seed=3)
+    b = generate(40, 3, seed=3)
+    assert a.cpu.shape == (864, 40) and np.array_equal(a.cpu, b.cpu) and np.array_equal(a.mem, b.mem)
+    assert not np.array_equal(a.cpu, generate(40, 3, seed=4).cpu)
+    assert (a.cpu >= 0).all() and (a.mem > 0).all()
+    # Daily cycle: the mean profile over the day has a clear peak-to-trough swing.
+    prof = a.cpu.sum(axis=1).reshape(3, 288).mean(axis=0)
+    assert prof.max() / prof.min() > 1.3
+    # Most VMs are over-provisioned: request above the 99th percentile of demand.
+    assert (a.cpu_request > np.quantile(a.cpu, 0.99, axis=0)).mean() > 0.5
+    # Some VMs leak memory: their last-day mean exceeds their first-day mean by > 5%.
+    growth = a.mem[-288:].mean(axis=0) / a.mem[:288].mean(axis=0)
+    assert (growth > 1.05).any() and (growth < 1.03).any()
+
+
+def test_alibaba_fixture_loads_with_meta():
+    tr = load_container_usage(FIX / "container_usage.csv", FIX / "container_meta.csv")
+    assert tr.vm_ids == ("c_10021", "c_10457", "c_11873")
+    assert tr.n_steps == 24 and tr.step_s == 300
+    assert tr.cpu_request.tolist() == [4.0, 8.0, 2.0]
+    assert np.allclose(tr.mem_request / GIB, [1.56 * 0.96, 3.13 * 0.96, 0.78 * 0.96])
+    # Step 0 of c_10021: CPU demand = mean cpu_util_percent of its rows in [39600, 39900) x 4 cores.
+    rows = [ln.split(",") for ln in (FIX / "container_usage.csv").read_text().splitlines()]
+    mine = [r for r in rows if r[0] == "c_10021" and 39600 <= int(r[2]) < 39900]
+    assert tr.cpu[0, 0] == pytest.approx(np.mean([float(r[3]) for r in mine]) / 100 * 4.0)
+    assert tr.mem[0, 0] == pytest.approx(max(float(r[4]) for r in mine) / 100 * tr.mem_request[0])
+
+
+def test_alibaba_without_meta_uses_defaults(tmp_path):
+    tr = load_container_usage(FIX / "container_usage.csv", default_cpu_cores=2.0)
+    assert (tr.cpu_request == 2.0).all() and len(USAGE_COLUMNS) == 11
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda r: r[:9], "missing columns"),
+    (lambda r: r[:3] + ["-5"] + r[4:], "negative usage"),
+    (lambda r: r[:4] + ["abc"] + r[5:], "not a number"),
+])
+def test_alibaba_bad_input(tmp_path, mutate, message):
+    lines = (FIX / "container_usage.csv").read_text().splitlines()
+    bad = [",".join(mutate(ln.split(","))) if i == 5 or message == "missing columns" else ln
+           for i, ln in enumerate(lines)]
+    p = tmp_path / "usage.csv"
+    p.write_text("\n".join(bad) + "\n")
+    with pytest.raises(InputError, match=message) as e:
+        load_container_usage(p)
+    assert "\n" not in str(e.value)
+
+
+def test_alibaba_header_with_missing_column(tmp_path):
+    p = tmp_path / "u.csv"
+    p.write_text("container_id,machine_id,time_stamp,cpu_util_percent\nc_1,m_1,0,5\n")
+    with pytest.raises(InputError, match="missing columns: mem_util_percent"):
+        load_container_usage(p)
