@@ -23,12 +23,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from adares.learner import CBLearner
 from adares.policies.baselines import MIN_CPU, MIN_MEM
 from adares.policies.common import Window
 from adares.simulator import CostModel, Observation, TraceInfo
 from adares.trace import GIB
 
-MULTIPLIERS = (0.8, 0.9, 1.0, 1.1, 1.2, 1.35, 1.5, 1.75, 2.0, 2.5, 3.0)
+MULTIPLIERS = (0.9, 1.0, 1.1, 1.25, 1.5, 1.75, 2.0, 2.5)
 
 
 @dataclass
@@ -44,12 +45,6 @@ class DecisionLog:
     cost: list[float] = field(default_factory=list)
 
 
-def _vw(args: str):
-    import vowpalwabbit
-
-    return vowpalwabbit.Workspace(args, enable_logging=False)
-
-
 class Adares:
     """The ADARES bandit policy (see module doc). ``epsilon``: exploration share;
     ``multipliers``: sizes offered, as multiples of the base level."""
@@ -59,23 +54,24 @@ class Adares:
     def __init__(self, period_steps: int = 12, multipliers: tuple[float, ...] = MULTIPLIERS,
                  epsilon: float = 0.05, margin: float = 0.05, seed: int = 0,
                  costs: CostModel = CostModel(), keep_log: bool = False,
-                 cpu_floor_quantile: float | None = None) -> None:
+                 cpu_floor_quantile: float | None = None, exploration: str | None = None) -> None:
         self.period = period_steps
         self.mult = np.asarray(multipliers, dtype=np.float64)
         self.epsilon, self.margin, self.seed, self.costs = epsilon, margin, seed, costs
+        exploration = exploration or f"--epsilon {epsilon}"
         self.keep_log = keep_log
         # Default CPU floor: the newsvendor quantile 1 - price / penalty (0.9 under the default
         # costs), the allocation that minimizes expected cost; a p99 floor (memory keeps its peak
         # floor) would forbid the cheapest sizes and cost more than the throttling it avoids.
         self.cpu_floor_quantile = (1.0 - costs.vcpu_hour / costs.throttle_penalty
                                    if cpu_floor_quantile is None else cpu_floor_quantile)
-        self._actions = [f"|A a{k} lm:{math.log(m):.5f}" for k, m in enumerate(self.mult)]
+        self.exploration = exploration
 
     def reset(self, info: TraceInfo) -> None:
         """Start a replay with fresh models."""
-        args = f"--cb_explore_adf --epsilon {self.epsilon} -q CA --quiet --random_seed {self.seed}"
-        self._vw = {"cpu": _vw(args), "mem": _vw(args)}
-        self._rng = np.random.default_rng(self.seed)
+        feats = np.log(self.mult)[:, None]
+        self._cb = {r: CBLearner(len(self.mult), feats, self.exploration, self.seed + i)
+                    for i, r in enumerate(("cpu", "mem"))}
         self._c, self._m = info.cpu_request.copy(), info.mem_request.copy()
         self._w = Window(info.n_vms, 288)
         self._step_h = info.step_s / 3600.0
@@ -85,7 +81,6 @@ class Adares:
         self._acc_m = np.zeros(info.n_vms)
         self._acc_oom = np.zeros(info.n_vms)
         self.log = DecisionLog()
-        self.decisions = 0
 
     def allocate(self, t: int) -> tuple[np.ndarray, np.ndarray]:
         """Current allocations."""
@@ -106,20 +101,9 @@ class Adares:
                 thr, np.minimum(ooms, 5.0)]
         return np.clip(np.nan_to_num(np.column_stack(cols)), -10.0, 10.0)
 
-    @staticmethod
-    def _shared(ctx: np.ndarray) -> str:
-        return "shared |C " + " ".join(f"f{j}:{v:.4f}" for j, v in enumerate(ctx))
-
     def _learn(self, r: str, costs: np.ndarray) -> None:
         ctx, shared, allowed, chosen, probs = self._pending[r]
-        vw = self._vw[r]
-        for i in range(len(chosen)):
-            idx = np.flatnonzero(allowed[i])
-            lines = [shared[i]]
-            for k in idx:
-                a = self._actions[k]
-                lines.append(f"0:{costs[i]:.5f}:{probs[i]:.6f} {a}" if k == chosen[i] else a)
-            vw.learn(lines)
+        self._cb[r].learn(shared, chosen, probs, costs, allowed)
         if self.keep_log:
             for i in range(len(chosen)):
                 self.log.resource.append(r)
@@ -129,21 +113,10 @@ class Adares:
                 self.log.prob.append(float(probs[i]))
                 self.log.cost.append(float(costs[i]))
 
-    def _choose(self, r: str, shared: list[str], allowed: np.ndarray
-                ) -> tuple[np.ndarray, np.ndarray]:
-        vw = self._vw[r]
-        n = len(shared)
-        chosen = np.zeros(n, dtype=np.int64)
-        probs = np.zeros(n)
-        u = self._rng.random(n)
-        for i in range(n):
-            idx = np.flatnonzero(allowed[i])
-            pmf = np.asarray(vw.predict([shared[i]] + [self._actions[k] for k in idx]))
-            pmf = pmf / pmf.sum()
-            j = min(int(np.searchsorted(np.cumsum(pmf), u[i], side="right")), len(idx) - 1)
-            chosen[i], probs[i] = idx[j], pmf[j]
-        self.decisions += n
-        return chosen, probs
+    @property
+    def decisions(self) -> int:
+        """Bandit decisions made so far (VM x resource x period)."""
+        return sum(cb.decisions for cb in self._cb.values())
 
     def observe(self, obs: Observation) -> None:
         """Accumulate the period's costs; at period ends learn and decide."""
@@ -181,8 +154,8 @@ class Adares:
             sizes = base[:, None] * self.mult[None, :]
             allowed = sizes >= floor[:, None]
             allowed[:, -1] = True
-            shared = [self._shared(row) for row in ctx]
-            chosen, probs = self._choose(r, shared, allowed)
+            shared = self._cb[r].shared_lines(ctx)
+            chosen, probs, _ = self._cb[r].choose(shared, allowed)
             self._pending[r] = (ctx, shared, allowed, chosen, probs)
             alloc = np.maximum(sizes[np.arange(len(base)), chosen], floor)
             if r == "cpu":
