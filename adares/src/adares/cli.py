@@ -79,6 +79,47 @@ def replay(
     Console().print(table)
 
 
+@app.command()
+def recommend(
+    trace: str = typer.Option("synthetic:vms=20,days=8,seed=0", "--trace",
+                              help="synthetic[:vms=N,days=D,seed=S] or alibaba:USAGE.csv[,meta=META.csv]"),
+    policy: str = typer.Option("vpa", "--policy", help=f"one of: {', '.join(POLICY_NAMES)}"),
+    yaml_out: str = typer.Option("", "--yaml", help="write VPA objects here (default: stdout)"),
+    plan_out: str = typer.Option("", "--plan", help="write a per-VM resize plan here"),
+    plan_format: str = typer.Option("csv", "--format", help="plan format: csv or json"),
+    seed: int = typer.Option(0, "--seed", help="bandit exploration seed"),
+) -> None:
+    """Replay a trace under one policy and emit its final recommendations: VPA
+    status.recommendation objects (YAML) and a resize plan (CSV/JSON)."""
+    from pathlib import Path
+
+    from adares import recommend as rc
+    from adares import replay as rp
+
+    try:
+        if plan_format not in ("csv", "json"):
+            raise InputError(f"unknown plan format {plan_format!r} (csv, json)")
+        names = rp.parse_policies(policy)
+        if len(names) != 1:
+            raise InputError("--policy takes one policy name")
+        name = names[0]
+        for out in (yaml_out, plan_out):
+            if out and not Path(out).parent.resolve().is_dir():
+                raise InputError(f"{out}: folder does not exist")
+        tr = rp.load_trace(trace)
+        rec = rc.recommend(tr, name, seed)
+    except InputError as exc:
+        _fail(str(exc))
+        return
+    text = rc.vpa_yaml(rec)
+    if yaml_out:
+        rc.write_atomic(Path(yaml_out), text)
+    elif not plan_out:
+        sys.stdout.write(text)
+    if plan_out:
+        rc.write_atomic(Path(plan_out), rc.plan_text(rc.resize_plan(rec), plan_format))
+
+
 def main() -> None:
     """Entry point of the ``adares`` console script."""
     app()
