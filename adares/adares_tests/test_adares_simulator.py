@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from adares.policies.autopilot import AutopilotLike
 from adares.policies.bandit import Adares
 from adares.policies.baselines import Clairvoyant, Predictive, Static, Threshold
 from adares.policies.vpa import VPA
@@ -42,7 +43,7 @@ def test_accounting_by_hand():
 def test_clairvoyant_bounds_every_policy(seed):
     tr = generate(6, 1.5, seed=seed)
     best = simulate(tr, Clairvoyant(tr))
-    for p in (Static(), Threshold(), Predictive(), VPA(), Adares(seed=seed)):
+    for p in (Static(), Threshold(), Predictive(), VPA(), AutopilotLike(), Adares(seed=seed)):
         r = simulate(tr, p)
         assert r.reward <= best.reward + 1e-12, p.name
         assert r.cost >= best.cost - 1e-9
@@ -83,3 +84,16 @@ def test_bandit_deterministic_logs_propensities_and_beats_static():
     assert r1.reward > simulate(tr, Static()).reward
     # The safety mask: no memory action below the last day's peak plus the margin was offered.
     assert all(al.any() for al in a1.log.allowed)
+
+
+def test_autopilot_picks_a_tight_recommender_for_steady_demand():
+    steps = 3 * 288
+    tr = _trace(np.full((steps, 2), 0.5), np.full((steps, 2), 1.0 * GIB), [4.0, 1.0],
+                [8 * GIB, 2 * GIB])
+    p = AutopilotLike()
+    r = simulate(tr, p)
+    # Steady demand: after the warm-up the cheapest recommenders have no margin; all
+    # percentiles land on the end of the one histogram bucket holding 0.5 cores (<= 5% above).
+    assert (p._c >= 0.5).all() and (p._c <= 0.5 * 1.05 + 1e-9).all()
+    assert (p._m >= 1.0 * GIB).all() and (p._m <= 1.05 * GIB).all()
+    assert r.oom_events == 0 and r.cpu_throttled_share == 0

@@ -6,13 +6,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from adares.errors import InputError
+from adares.policies.autopilot import AutopilotLike
 from adares.policies.bandit import Adares
 from adares.policies.baselines import Clairvoyant, Predictive, Static, Threshold
 from adares.policies.vpa import VPA
 from adares.simulator import CostModel, Policy, Result, simulate
 from adares.trace import Trace
 
-POLICY_NAMES = ("clairvoyant", "static", "threshold", "predictive", "vpa", "adares")
+POLICY_NAMES = ("clairvoyant", "static", "threshold", "predictive", "vpa", "autopilot", "adares")
 DEFAULT_POLICIES = POLICY_NAMES
 BASELINES = ("threshold", "predictive")
 
@@ -29,6 +30,8 @@ def make_policy(name: str, trace: Trace, seed: int = 0, costs: CostModel = CostM
         return Predictive()
     if name == "vpa":
         return VPA()
+    if name == "autopilot":
+        return AutopilotLike(costs=costs)
     if name == "adares":
         return Adares(seed=seed, costs=costs)
     raise InputError(f"unknown policy {name!r} (known: {', '.join(POLICY_NAMES)})")

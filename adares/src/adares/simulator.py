@@ -35,7 +35,7 @@ class CostModel:
     gb_hour: float = 0.125
     throttle_penalty: float = 10.0
     mem_shortfall_penalty: float = 1.25
-    oom_cost: float = 0.5
+    oom_cost: float = 2.0
 
     def __post_init__(self) -> None:
         if self.throttle_penalty < self.vcpu_hour or self.mem_shortfall_penalty < self.gb_hour:
