@@ -35,6 +35,9 @@ def replay(
     policies: str = typer.Option(",".join(DEFAULT_POLICIES), "--policies",
                                  help=f"comma-separated, of: {', '.join(POLICY_NAMES)}"),
     seed: int = typer.Option(0, "--seed", help="bandit exploration seed"),
+    transfer_from: str = typer.Option("", "--transfer-from",
+                                      help="warm-start the bandit from a decision log (.npz)"),
+    save_log: str = typer.Option("", "--save-log", help="write the bandit's decision log (.npz)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON for machines"),
 ) -> None:
     """Replay a trace under each policy; print vCPU-hours, GB-hours, throttled share, OOM
@@ -44,12 +47,26 @@ def replay(
     err = Console(stderr=True)
     try:
         names = rp.parse_policies(policies)
+        from pathlib import Path
+
+        from adares.policies.bandit import load_log
+        from adares.policies.bandit import save_log as write_log
+
+        if save_log and not Path(save_log).parent.resolve().is_dir():
+            raise InputError(f"{save_log}: folder does not exist")
+        if (save_log or transfer_from) and "adares" not in names:
+            raise InputError("--save-log and --transfer-from need the adares policy")
+        warm = load_log(transfer_from) if transfer_from else None
         t0 = time.perf_counter()
         tr = rp.load_trace(trace)
         err.log(f"trace {trace}: {tr.n_vms} VMs x {tr.n_steps} steps of {tr.step_s} s "
                 f"({time.perf_counter() - t0:.1f} s)")
+        logs: dict = {}
         results = rp.replay(tr, names, seed=seed, on_done=lambda r: err.log(
-            f"{r.policy}: reward {r.reward:.4f}, {r.seconds:.1f} s"))
+            f"{r.policy}: reward {r.reward:.4f}, {r.seconds:.1f} s"), warm_start=warm,
+            logs=logs if save_log else None)
+        if save_log:
+            write_log(logs["adares"], Path(save_log))
     except InputError as exc:
         _fail(str(exc))
         return

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from adares.errors import InputError
 from adares.policies.autopilot import AutopilotLike
-from adares.policies.bandit import Adares
+from adares.policies.bandit import Adares, DecisionLog
 from adares.policies.baselines import Clairvoyant, Predictive, Static, Threshold
 from adares.policies.vpa import VPA
 from adares.simulator import CostModel, Policy, Result, simulate
@@ -18,8 +18,10 @@ DEFAULT_POLICIES = POLICY_NAMES
 BASELINES = ("threshold", "predictive")
 
 
-def make_policy(name: str, trace: Trace, seed: int = 0, costs: CostModel = CostModel()) -> Policy:
-    """A fresh policy by name (one of POLICY_NAMES); InputError for unknown names."""
+def make_policy(name: str, trace: Trace, seed: int = 0, costs: CostModel = CostModel(),
+                warm_start: DecisionLog | None = None, keep_log: bool = False) -> Policy:
+    """A fresh policy by name (one of POLICY_NAMES); InputError for unknown names.
+    ``warm_start`` and ``keep_log`` apply to the bandit (adares) only."""
     if name == "clairvoyant":
         return Clairvoyant(trace)
     if name == "static":
@@ -33,7 +35,7 @@ def make_policy(name: str, trace: Trace, seed: int = 0, costs: CostModel = CostM
     if name == "autopilot":
         return AutopilotLike(costs=costs)
     if name == "adares":
-        return Adares(seed=seed, costs=costs)
+        return Adares(seed=seed, costs=costs, warm_start=warm_start, keep_log=keep_log)
     raise InputError(f"unknown policy {name!r} (known: {', '.join(POLICY_NAMES)})")
 
 
@@ -89,11 +91,16 @@ def load_trace(spec: str) -> Trace:
 
 
 def replay(trace: Trace, names: list[str], seed: int = 0, costs: CostModel = CostModel(),
-           on_done: Callable[[Result], None] | None = None) -> dict[str, Result]:
-    """Simulate ``trace`` under each named policy; results by name, in order."""
+           on_done: Callable[[Result], None] | None = None, warm_start: DecisionLog | None = None,
+           logs: dict[str, DecisionLog] | None = None) -> dict[str, Result]:
+    """Simulate ``trace`` under each named policy; results by name, in order. When ``logs`` is a
+    dict, the bandit's decision log is stored in it under its name."""
     out: dict[str, Result] = {}
     for name in names:
-        res = simulate(trace, make_policy(name, trace, seed, costs), costs)
+        pol = make_policy(name, trace, seed, costs, warm_start, keep_log=logs is not None)
+        res = simulate(trace, pol, costs)
+        if logs is not None and isinstance(pol, Adares):
+            logs[name] = pol.log
         out[name] = res
         if on_done is not None:
             on_done(res)

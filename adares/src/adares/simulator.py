@@ -101,7 +101,9 @@ class Result:
     """Totals of one replay. Hours are allocated resource-hours; GB means GiB.
 
     reward: minus the cost per VM-hour (money units, CostModel); cost: total money;
-    cpu_throttled_share: throttled core-hours / demanded core-hours.
+    cpu_throttled_share: throttled core-hours / demanded core-hours; extra: the same violations
+    over the first simulated day (first_day_cpu_throttled_share, first_day_oom_events,
+    first_day_reward).
     """
 
     policy: str
@@ -141,6 +143,8 @@ def simulate(trace: Trace, policy: Policy, costs: CostModel = CostModel()) -> Re
     prev_c, prev_m = trace.cpu_request, trace.mem_request
     alloc_c = alloc_m = thr = dem_c = short_m = 0.0
     ooms = resizes = 0
+    day_steps = max(1, int(round(86400 / trace.step_s)))
+    first: tuple[float, ...] = ()
     for t in range(steps):
         a_c, a_m = policy.allocate(t)
         if a_c.shape != (n,) or a_m.shape != (n,):
@@ -162,12 +166,24 @@ def simulate(trace: Trace, policy: Policy, costs: CostModel = CostModel()) -> Re
         ooms += int(oom.sum())
         resizes += int(resized.sum())
         prev_c, prev_m = a_c, a_m
+        if t == day_steps - 1:
+            first = (alloc_c, alloc_m, thr, dem_c, short_m, ooms, t + 1)
         policy.observe(Observation(t, trace.start_s + t * trace.step_s, used_c, throttled,
                                    used_m, oom, a_c, a_m))
+    def money(a_c: float, a_m: float, th: float, sh: float, oo: float) -> float:
+        return (costs.vcpu_hour * a_c * dh + costs.gb_hour * a_m / GIB * dh
+                + costs.throttle_penalty * th * dh + costs.mem_shortfall_penalty * sh / GIB * dh
+                + costs.oom_cost * oo)
+
     vcpu_h = alloc_c * dh
     gb_h = alloc_m / GIB * dh
-    cost = (costs.vcpu_hour * vcpu_h + costs.gb_hour * gb_h + costs.throttle_penalty * thr * dh
-            + costs.mem_shortfall_penalty * short_m / GIB * dh + costs.oom_cost * ooms)
+    cost = money(alloc_c, alloc_m, thr, short_m, ooms)
     vm_hours = n * steps * dh
+    if not first:
+        first = (alloc_c, alloc_m, thr, dem_c, short_m, ooms, steps)
+    f_ac, f_am, f_thr, f_dem, f_sh, f_oom, f_steps = first
+    extra = {"first_day_cpu_throttled_share": f_thr / f_dem if f_dem > 0 else 0.0,
+             "first_day_oom_events": float(f_oom),
+             "first_day_reward": -money(f_ac, f_am, f_thr, f_sh, f_oom) / (n * f_steps * dh)}
     return Result(policy.name, vcpu_h, gb_h, thr / dem_c if dem_c > 0 else 0.0, ooms, resizes,
-                  -cost / vm_hours, cost, vm_hours, time.perf_counter() - t0)
+                  -cost / vm_hours, cost, vm_hours, time.perf_counter() - t0, extra)

@@ -19,10 +19,14 @@ Decisions are logged with their propensities (``self.log``) for off-policy evalu
 from __future__ import annotations
 
 import math
+import os
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
+from adares.errors import InputError
 from adares.learner import CBLearner
 from adares.policies.baselines import MIN_CPU, MIN_MEM
 from adares.policies.common import Window
@@ -45,6 +49,58 @@ class DecisionLog:
     cost: list[float] = field(default_factory=list)
 
 
+RESOURCES = ("cpu", "mem")
+
+
+def save_log(log: DecisionLog, path: str | Path) -> None:
+    """Write a decision log as a compressed .npz (no pickled objects), atomically.
+    Raises ValueError on an empty log."""
+    if not log.action:
+        raise ValueError("empty decision log")
+    path = Path(path)
+    arrays = {
+        "resource": np.array([RESOURCES.index(r) for r in log.resource], dtype=np.int8),
+        "context": np.vstack(log.context), "allowed": np.vstack(log.allowed),
+        "action": np.asarray(log.action, dtype=np.int64), "prob": np.asarray(log.prob),
+        "cost": np.asarray(log.cost)}
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        with open(tmp, "wb") as f:
+            np.savez_compressed(f, **arrays)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def load_log(path: str | Path) -> DecisionLog:
+    """Read a log written by ``save_log``. Raises InputError (one line) on a missing or corrupt
+    file or inconsistent arrays."""
+    path = Path(path)
+    keys = ("resource", "context", "allowed", "action", "prob", "cost")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            a = {k: z[k] for k in keys}
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except Exception as exc:
+        raise InputError(f"{path}: not a decision log ({type(exc).__name__})") from None
+    n = len(a["action"])
+    if (a["context"].ndim != 2 or a["allowed"].ndim != 2 or any(len(a[k]) != n for k in keys)
+            or n == 0):
+        raise InputError(f"{path}: inconsistent decision log arrays")
+    if (np.any(a["prob"] <= 0) or np.any(a["prob"] > 1) or not np.all(np.isfinite(a["cost"]))
+            or np.any((a["resource"] < 0) | (a["resource"] > 1))):
+        raise InputError(f"{path}: decision log has invalid probabilities, costs or resources")
+    if np.any(a["action"] < 0) or np.any(a["action"] >= a["allowed"].shape[1]):
+        raise InputError(f"{path}: decision log has actions out of range")
+    return DecisionLog([RESOURCES[i] for i in a["resource"]], list(a["context"]),
+                       list(a["allowed"].astype(bool)), a["action"].tolist(), a["prob"].tolist(),
+                       a["cost"].tolist())
+
+
 class Adares:
     """The ADARES bandit policy (see module doc). ``epsilon``: exploration share;
     ``multipliers``: sizes offered, as multiples of the base level."""
@@ -54,7 +110,8 @@ class Adares:
     def __init__(self, period_steps: int = 12, multipliers: tuple[float, ...] = MULTIPLIERS,
                  epsilon: float = 0.05, margin: float = 0.05, seed: int = 0,
                  costs: CostModel = CostModel(), keep_log: bool = False,
-                 cpu_floor_quantile: float | None = None, exploration: str | None = None) -> None:
+                 cpu_floor_quantile: float | None = None, exploration: str | None = None,
+                 warm_start: DecisionLog | None = None, warm_rows: int = 40_000) -> None:
         self.period = period_steps
         self.mult = np.asarray(multipliers, dtype=np.float64)
         self.epsilon, self.margin, self.seed, self.costs = epsilon, margin, seed, costs
@@ -66,12 +123,15 @@ class Adares:
         self.cpu_floor_quantile = (1.0 - costs.vcpu_hour / costs.throttle_penalty
                                    if cpu_floor_quantile is None else cpu_floor_quantile)
         self.exploration = exploration
+        self.warm_start, self.warm_rows = warm_start, warm_rows
 
     def reset(self, info: TraceInfo) -> None:
         """Start a replay with fresh models."""
         feats = np.log(self.mult)[:, None]
         self._cb = {r: CBLearner(len(self.mult), feats, self.exploration, self.seed + i)
                     for i, r in enumerate(("cpu", "mem"))}
+        if self.warm_start is not None:
+            self._pretrain(self.warm_start)
         self._c, self._m = info.cpu_request.copy(), info.mem_request.copy()
         self._w = Window(info.n_vms, 288)
         self._step_h = info.step_s / 3600.0
@@ -112,6 +172,22 @@ class Adares:
                 self.log.action.append(int(chosen[i]))
                 self.log.prob.append(float(probs[i]))
                 self.log.cost.append(float(costs[i]))
+
+    def _pretrain(self, log: DecisionLog) -> None:
+        """Transfer: off-policy training on another replay's logged decisions (VW weighs each
+        logged cost by 1 / its propensity), the last ``warm_rows`` rows per resource."""
+        res = np.array(log.resource)
+        for r in RESOURCES:
+            rows = np.flatnonzero(res == r)[-self.warm_rows:]
+            if rows.size == 0:
+                continue
+            allowed = np.vstack([log.allowed[i] for i in rows])
+            if allowed.shape[1] != len(self.mult):
+                raise InputError(f"decision log has {allowed.shape[1]} actions, the policy {len(self.mult)}")
+            ctx = np.vstack([log.context[i] for i in rows])
+            cb = self._cb[r]
+            cb.learn(cb.shared_lines(ctx), np.asarray(log.action)[rows],
+                     np.asarray(log.prob)[rows], np.asarray(log.cost)[rows], allowed)
 
     @property
     def decisions(self) -> int:
