@@ -11,7 +11,9 @@ from rich.console import Console
 from rich.table import Table
 
 from adares.errors import InputError
-from adares.replay import DEFAULT_POLICIES, POLICY_NAMES
+from adares.policies import POLICY_NAMES
+
+DEFAULT_POLICIES = POLICY_NAMES
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Contextual-bandit rightsizing of VMs and containers, against the VPA "
@@ -42,11 +44,13 @@ def replay(
 ) -> None:
     """Replay a trace under each policy; print vCPU-hours, GB-hours, throttled share, OOM
     kills, resizes, reward, and savings against the threshold and predictive baselines."""
-    from adares import replay as rp
+    from adares.policies import parse_policies
 
     err = Console(stderr=True)
     try:
-        names = rp.parse_policies(policies)
+        names = parse_policies(policies)
+        from adares import replay as rp
+
         from pathlib import Path
 
         from adares.policies.bandit import load_log

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from adares.errors import InputError
+from adares.policies import POLICY_NAMES, parse_policies
 from adares.policies.autopilot import AutopilotLike
 from adares.policies.bandit import Adares, DecisionLog
 from adares.policies.baselines import Clairvoyant, Predictive, Static, Threshold
@@ -13,9 +14,9 @@ from adares.policies.vpa import VPA
 from adares.simulator import CostModel, Policy, Result, simulate
 from adares.trace import Trace
 
-POLICY_NAMES = ("clairvoyant", "static", "threshold", "predictive", "vpa", "autopilot", "adares")
 DEFAULT_POLICIES = POLICY_NAMES
 BASELINES = ("threshold", "predictive")
+__all__ = ["POLICY_NAMES", "parse_policies", "make_policy", "load_trace", "replay", "savings"]
 
 
 def make_policy(name: str, trace: Trace, seed: int = 0, costs: CostModel = CostModel(),
@@ -37,17 +38,6 @@ def make_policy(name: str, trace: Trace, seed: int = 0, costs: CostModel = CostM
     if name == "adares":
         return Adares(seed=seed, costs=costs, warm_start=warm_start, keep_log=keep_log)
     raise InputError(f"unknown policy {name!r} (known: {', '.join(POLICY_NAMES)})")
-
-
-def parse_policies(spec: str) -> list[str]:
-    """Comma-separated policy names, checked; InputError on unknown or empty."""
-    names = [s.strip() for s in spec.split(",") if s.strip()]
-    if not names:
-        raise InputError("no policy given")
-    for n in names:
-        if n not in POLICY_NAMES:
-            raise InputError(f"unknown policy {n!r} (known: {', '.join(POLICY_NAMES)})")
-    return list(dict.fromkeys(names))
 
 
 def _kv(items: list[str], spec: str) -> dict[str, str]:
