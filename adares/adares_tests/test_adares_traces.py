@@ -69,3 +69,29 @@ def test_alibaba_header_with_missing_column(tmp_path):
     p.write_text("container_id,machine_id,time_stamp,cpu_util_percent\nc_1,m_1,0,5\n")
     with pytest.raises(InputError, match="missing columns: mem_util_percent"):
         load_container_usage(p)
+
+
+def test_shaped_generator_total_follows_the_series():
+    t = 2 * 288
+    series = 50 + 20 * np.sin(np.arange(t + 10) / 37.0) + np.arange(t + 10) * 0.05
+    tr = generate(30, 2, seed=1, cpu_shape=series, mem_shape=series[::-1].copy())
+    tot = tr.cpu.sum(axis=1)
+    assert np.allclose(tot / tot.mean(), series[:t] / series[:t].mean())
+    mt = tr.mem.sum(axis=1)
+    assert np.allclose(mt / mt.mean(), series[::-1][:t] / series[::-1][:t].mean())
+    with pytest.raises(InputError, match="shape needs"):
+        generate(3, 2, cpu_shape=series[:100])
+
+
+def test_shaped_by_real_cluster_series():
+    from adares.replay import load_trace
+    from adares.shaping import real_series
+
+    for src in ("alibaba2018", "google2019", "azure_v2"):
+        tr = load_trace(f"shaped:{src},vms=10,days=2")
+        cpu, _ = real_series(src)
+        s = cpu[: tr.n_steps]
+        assert np.allclose(tr.cpu.sum(axis=1) / tr.cpu.sum(axis=1).mean(), s / s.mean())
+    assert load_trace("shaped:alibaba2018,vms=2").n_steps == 2243  # the series' 7.8 days
+    with pytest.raises(InputError, match="unknown real series"):
+        load_trace("shaped:nope")

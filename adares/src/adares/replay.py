@@ -51,23 +51,37 @@ def _kv(items: list[str], spec: str) -> dict[str, str]:
 
 
 def load_trace(spec: str) -> Trace:
-    """A trace from a spec: ``synthetic[:vms=500,days=8,seed=0]`` or
+    """A trace from a spec: ``synthetic[:vms=500,days=8,seed=0]``,
+    ``shaped:SOURCE[,vms=..,days=..,seed=..]`` (SOURCE: alibaba2018, google2019, azure_v2: the
+    synthetic VMs' total demand follows that real cluster series), or
     ``alibaba:USAGE.csv[,meta=META.csv]`` (Alibaba v2018 container_usage/container_meta).
     Raises InputError on a malformed spec or file."""
     from adares.alibaba import load_container_usage
     from adares.synthetic import generate
 
     kind, _, rest = spec.partition(":")
-    if kind == "synthetic":
-        kv = _kv([s for s in rest.split(",") if s], spec)
+    if kind in ("synthetic", "shaped"):
+        parts = [s for s in rest.split(",") if s]
+        shape = None
+        if kind == "shaped":
+            from adares.shaping import real_series
+
+            if not parts or "=" in parts[0]:
+                raise InputError(f"trace spec {spec!r}: expected shaped:SOURCE[,vms=N,days=D,seed=S]")
+            shape = real_series(parts.pop(0))
+        kv = _kv(parts, spec)
         unknown = set(kv) - {"vms", "days", "seed"}
         if unknown:
             raise InputError(f"trace spec {spec!r}: unknown keys {', '.join(sorted(unknown))}")
         try:
-            vms, days, seed = int(kv.get("vms", 500)), float(kv.get("days", 8)), int(kv.get("seed", 0))
+            default_days = 8.0 if shape is None else min(8.0, len(shape[0]) * 300 / 86400)
+            vms, days = int(kv.get("vms", 500)), float(kv.get("days", default_days))
+            seed = int(kv.get("seed", 0))
         except ValueError:
             raise InputError(f"trace spec {spec!r}: vms and seed must be integers, days a number") from None
-        return generate(vms, days, seed)
+        if shape is None:
+            return generate(vms, days, seed)
+        return generate(vms, days, seed, cpu_shape=shape[0], mem_shape=shape[1])
     if kind == "alibaba":
         parts = rest.split(",")
         if not parts[0]:
@@ -77,7 +91,7 @@ def load_trace(spec: str) -> Trace:
         if unknown:
             raise InputError(f"trace spec {spec!r}: unknown keys {', '.join(sorted(unknown))}")
         return load_container_usage(Path(parts[0]), kv.get("meta"))
-    raise InputError(f"trace spec {spec!r}: unknown kind {kind!r} (synthetic, alibaba)")
+    raise InputError(f"trace spec {spec!r}: unknown kind {kind!r} (synthetic, shaped, alibaba)")
 
 
 def replay(trace: Trace, names: list[str], seed: int = 0, costs: CostModel = CostModel(),

@@ -24,13 +24,20 @@ def _flavor(need: np.ndarray, flavors: np.ndarray) -> np.ndarray:
 
 
 def generate(n_vms: int = 500, days: float = 8.0, seed: int = 0, step_s: int = STEP_S,
-             start_s: float = 1_700_006_400.0) -> Trace:
+             start_s: float = 1_700_006_400.0, cpu_shape: np.ndarray | None = None,
+             mem_shape: np.ndarray | None = None) -> Trace:
     """A synthetic trace of ``n_vms`` VMs over ``days`` days at ``step_s``-second steps.
 
     Returns a validated Trace: cpu in cores, mem in bytes, requests chosen from VM flavors at
     0.6x to 3x (lognormal) the VM's 99th-percentile CPU and first-day peak memory, so most VMs
     are over-provisioned and some under-provisioned. Deterministic for a given seed.
-    Raises InputError unless n_vms >= 1 and the trace has at least 2 steps.
+
+    cpu_shape / mem_shape: optional aggregate series (one value per step, at least as many steps
+    as the trace, e.g. a cluster's CPU utilization): the VMs' daily cycles are replaced by the
+    series' normalized shape and each step's total CPU (memory) demand is rescaled to follow it
+    exactly, mean preserved (``shaped``).
+    Raises InputError unless n_vms >= 1 and the trace has at least 2 steps, or when a shape is
+    too short, non-finite or not positive.
     """
     t_steps = int(round(days * 86400 / step_s))
     if n_vms < 1 or t_steps < 2:
@@ -44,7 +51,18 @@ def generate(n_vms: int = 500, days: float = 8.0, seed: int = 0, step_s: int = S
     cpu_base = np.clip(rng.lognormal(np.log(0.6), 0.8, n), 0.02, 12.0)
     amp = rng.uniform(0.05, 0.7, n)
     peak_h = 14.0 + rng.normal(0.0, 2.0, n)
-    diurnal = 1.0 + amp * np.cos(2 * np.pi * (tod - peak_h) / 24.0)
+    shapes = {}
+    for name, sh in (("cpu", cpu_shape), ("mem", mem_shape)):
+        if sh is None:
+            continue
+        sh = np.asarray(sh, dtype=np.float64)
+        if sh.ndim != 1 or len(sh) < t_steps or not np.all(np.isfinite(sh[:t_steps])) or sh[:t_steps].min() <= 0:
+            raise InputError(f"synthetic: {name} shape needs {t_steps} positive finite values, got {sh.shape}")
+        shapes[name] = sh[:t_steps] / sh[:t_steps].mean()
+    if "cpu" in shapes:
+        diurnal = np.broadcast_to(shapes["cpu"][:, None], (t_steps, n))
+    else:
+        diurnal = 1.0 + amp * np.cos(2 * np.pi * (tod - peak_h) / 24.0)
     phi = rng.uniform(0.8, 0.97, n)
     sigma = rng.uniform(0.05, 0.2, n)
     eps = rng.standard_normal((t_steps, n)) * sigma
@@ -63,6 +81,9 @@ def generate(n_vms: int = 500, days: float = 8.0, seed: int = 0, step_s: int = S
         cur = np.where(starts[t], mags[t], np.where(stay[t], cur, 1.0))
         burst[t] = cur
     cpu = cpu_base * diurnal * noise * burst
+    if "cpu" in shapes:
+        total = cpu.sum(axis=1)
+        cpu *= (shapes["cpu"] * total.mean() / total)[:, None]
 
     # Memory: base, a weak daily cycle, small noise, slow growth (leaks) on 40% of VMs.
     mem_base = np.clip(rng.lognormal(np.log(2 * GIB), 0.8, n), 0.2 * GIB, 64 * GIB)
@@ -73,6 +94,9 @@ def generate(n_vms: int = 500, days: float = 8.0, seed: int = 0, step_s: int = S
     mem_ar = lfilter([1.0], [1.0, -0.95], mem_eps, axis=0)
     mem = mem_base * (1.0 + leak * days_elapsed) * mem_diurnal * np.exp(mem_ar)
     mem *= np.where(burst > 1.0, 1.1, 1.0)
+    if "mem" in shapes:
+        total = mem.sum(axis=1)
+        mem *= (shapes["mem"] * total.mean() / total)[:, None]
 
     over = rng.lognormal(np.log(1.5), 0.45, n)  # provisioning factor, median 1.5x
     first_day = slice(0, min(t_steps, int(86400 / step_s)))
