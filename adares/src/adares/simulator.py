@@ -12,6 +12,7 @@ the throttled cores, memory used (capped at the allocation) and the OOM kills.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -135,8 +136,6 @@ def simulate(trace: Trace, policy: Policy, costs: CostModel = CostModel()) -> Re
     Raises ValueError when the policy returns allocations of the wrong shape, negative or
     non-finite.
     """
-    import time
-
     t0 = time.perf_counter()
     n, steps, dh = trace.n_vms, trace.n_steps, trace.step_h
     policy.reset(TraceInfo.of(trace))
