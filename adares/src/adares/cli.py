@@ -40,6 +40,7 @@ def replay(
     transfer_from: str = typer.Option("", "--transfer-from",
                                       help="warm-start the bandit from a decision log (.npz)"),
     save_log: str = typer.Option("", "--save-log", help="write the bandit's decision log (.npz)"),
+    report: str = typer.Option("", "--report", help="write an HTML report with plots here"),
     as_json: bool = typer.Option(False, "--json", help="print JSON for machines"),
 ) -> None:
     """Replay a trace under each policy; print vCPU-hours, GB-hours, throttled share, OOM
@@ -56,8 +57,9 @@ def replay(
         from adares.policies.bandit import load_log
         from adares.policies.bandit import save_log as write_log
 
-        if save_log and not Path(save_log).parent.resolve().is_dir():
-            raise InputError(f"{save_log}: folder does not exist")
+        for out in (save_log, report):
+            if out and not Path(out).parent.resolve().is_dir():
+                raise InputError(f"{out}: folder does not exist")
         if (save_log or transfer_from) and "adares" not in names:
             raise InputError("--save-log and --transfer-from need the adares policy")
         warm = load_log(transfer_from) if transfer_from else None
@@ -66,9 +68,15 @@ def replay(
         err.log(f"trace {trace}: {tr.n_vms} VMs x {tr.n_steps} steps of {tr.step_s} s "
                 f"({time.perf_counter() - t0:.1f} s)")
         logs: dict = {}
+        from adares.report import sample_vms, write_report
+
+        vms = sample_vms(tr) if report else ()
         results = rp.replay(tr, names, seed=seed, on_done=lambda r: err.log(
             f"{r.policy}: reward {r.reward:.4f}, {r.seconds:.1f} s"), warm_start=warm,
-            logs=logs if save_log else None)
+            logs=logs if save_log else None, record_vms=vms)
+        if report:
+            write_report(Path(report), tr, trace, results, vms)
+            err.log(f"report: {report}")
         if save_log:
             write_log(logs["adares"], Path(save_log))
     except InputError as exc:

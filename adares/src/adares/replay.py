@@ -96,13 +96,15 @@ def load_trace(spec: str) -> Trace:
 
 def replay(trace: Trace, names: list[str], seed: int = 0, costs: CostModel = CostModel(),
            on_done: Callable[[Result], None] | None = None, warm_start: DecisionLog | None = None,
-           logs: dict[str, DecisionLog] | None = None) -> dict[str, Result]:
+           logs: dict[str, DecisionLog] | None = None,
+           record_vms: tuple[int, ...] = ()) -> dict[str, Result]:
     """Simulate ``trace`` under each named policy; results by name, in order. When ``logs`` is a
-    dict, the bandit's decision log is stored in it under its name."""
+    dict, the bandit's decision log is stored in it under its name; ``record_vms``: VMs whose
+    allocations the results keep (for reports)."""
     out: dict[str, Result] = {}
     for name in names:
         pol = make_policy(name, trace, seed, costs, warm_start, keep_log=logs is not None)
-        res = simulate(trace, pol, costs)
+        res = simulate(trace, pol, costs, record_vms)
         if logs is not None and isinstance(pol, Adares):
             logs[name] = pol.log
         out[name] = res

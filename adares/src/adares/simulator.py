@@ -118,6 +118,9 @@ class Result:
     vm_hours: float
     seconds: float = 0.0
     extra: dict[str, float] = field(default_factory=dict)
+    step_cost: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
+    alloc_cpu: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)), repr=False)
+    alloc_mem: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)), repr=False)
 
     def as_dict(self) -> dict[str, float | int | str]:
         """JSON-ready fields."""
@@ -130,8 +133,11 @@ class Result:
         return d
 
 
-def simulate(trace: Trace, policy: Policy, costs: CostModel = CostModel()) -> Result:
-    """Replay ``trace`` under ``policy``; returns the totals.
+def simulate(trace: Trace, policy: Policy, costs: CostModel = CostModel(),
+             record_vms: tuple[int, ...] = ()) -> Result:
+    """Replay ``trace`` under ``policy``; returns the totals, the cost of every step
+    (``Result.step_cost``, (T,)) and, for the VMs in ``record_vms``, their allocations
+    (``Result.alloc_cpu`` / ``Result.alloc_mem``, (T, len(record_vms)), cores and bytes).
 
     Raises ValueError when the policy returns allocations of the wrong shape, negative or
     non-finite.
@@ -140,10 +146,13 @@ def simulate(trace: Trace, policy: Policy, costs: CostModel = CostModel()) -> Re
     n, steps, dh = trace.n_vms, trace.n_steps, trace.step_h
     policy.reset(TraceInfo.of(trace))
     prev_c, prev_m = trace.cpu_request, trace.mem_request
-    alloc_c = alloc_m = thr = dem_c = short_m = 0.0
-    ooms = resizes = 0
-    day_steps = max(1, int(round(86400 / trace.step_s)))
-    first: tuple[float, ...] = ()
+    # Per step: allocated cores, allocated bytes, throttled cores, demanded cores, missing
+    # bytes, OOM kills.
+    sums = np.zeros((steps, 6))
+    resizes = 0
+    rec = list(record_vms)
+    rec_c = np.zeros((steps, len(rec)))
+    rec_m = np.zeros((steps, len(rec)))
     for t in range(steps):
         a_c, a_m = policy.allocate(t)
         if a_c.shape != (n,) or a_m.shape != (n,):
@@ -156,33 +165,26 @@ def simulate(trace: Trace, policy: Policy, costs: CostModel = CostModel()) -> Re
         throttled = d_c - used_c
         oom = d_m > a_m
         used_m = np.minimum(d_m, a_m)
-        resized = (a_c != prev_c) | (a_m != prev_m)
-        alloc_c += float(a_c.sum())
-        alloc_m += float(a_m.sum())
-        thr += float(throttled.sum())
-        dem_c += float(d_c.sum())
-        short_m += float((d_m - used_m).sum())
-        ooms += int(oom.sum())
-        resizes += int(resized.sum())
+        resizes += int(((a_c != prev_c) | (a_m != prev_m)).sum())
+        sums[t] = (a_c.sum(), a_m.sum(), throttled.sum(), d_c.sum(), (d_m - used_m).sum(),
+                   oom.sum())
+        if rec:
+            rec_c[t], rec_m[t] = a_c[rec], a_m[rec]
         prev_c, prev_m = a_c, a_m
-        if t == day_steps - 1:
-            first = (alloc_c, alloc_m, thr, dem_c, short_m, ooms, t + 1)
         policy.observe(Observation(t, trace.start_s + t * trace.step_s, used_c, throttled,
                                    used_m, oom, a_c, a_m))
-    def money(a_c: float, a_m: float, th: float, sh: float, oo: float) -> float:
-        return (costs.vcpu_hour * a_c * dh + costs.gb_hour * a_m / GIB * dh
-                + costs.throttle_penalty * th * dh + costs.mem_shortfall_penalty * sh / GIB * dh
-                + costs.oom_cost * oo)
-
-    vcpu_h = alloc_c * dh
-    gb_h = alloc_m / GIB * dh
-    cost = money(alloc_c, alloc_m, thr, short_m, ooms)
+    step_cost = (costs.vcpu_hour * sums[:, 0] * dh + costs.gb_hour * sums[:, 1] / GIB * dh
+                 + costs.throttle_penalty * sums[:, 2] * dh
+                 + costs.mem_shortfall_penalty * sums[:, 4] / GIB * dh + costs.oom_cost * sums[:, 5])
+    tot = sums.sum(axis=0)
+    day = min(steps, max(1, int(round(86400 / trace.step_s))))
+    first = sums[:day].sum(axis=0)
+    cost = float(step_cost.sum())
     vm_hours = n * steps * dh
-    if not first:
-        first = (alloc_c, alloc_m, thr, dem_c, short_m, ooms, steps)
-    f_ac, f_am, f_thr, f_dem, f_sh, f_oom, f_steps = first
-    extra = {"first_day_cpu_throttled_share": f_thr / f_dem if f_dem > 0 else 0.0,
-             "first_day_oom_events": float(f_oom),
-             "first_day_reward": -money(f_ac, f_am, f_thr, f_sh, f_oom) / (n * f_steps * dh)}
-    return Result(policy.name, vcpu_h, gb_h, thr / dem_c if dem_c > 0 else 0.0, ooms, resizes,
-                  -cost / vm_hours, cost, vm_hours, time.perf_counter() - t0, extra)
+    extra = {"first_day_cpu_throttled_share": first[2] / first[3] if first[3] > 0 else 0.0,
+             "first_day_oom_events": float(first[5]),
+             "first_day_reward": -float(step_cost[:day].sum()) / (n * day * dh)}
+    return Result(policy.name, float(tot[0] * dh), float(tot[1] / GIB * dh),
+                  float(tot[2] / tot[3]) if tot[3] > 0 else 0.0, int(tot[5]), resizes,
+                  -cost / vm_hours, cost, vm_hours, time.perf_counter() - t0, extra,
+                  step_cost, rec_c, rec_m)
