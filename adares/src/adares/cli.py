@@ -149,6 +149,49 @@ def recommend(
         rc.write_atomic(Path(plan_out), rc.plan_text(rc.resize_plan(rec), plan_format))
 
 
+@app.command()
+def evaluate(
+    log: str = typer.Argument(..., help="a decision log written by adares replay --save-log"),
+    targets: str = typer.Option("1.0,1.25,1.5,2.0", "--targets",
+                                help="fixed size multipliers to evaluate off-policy"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON for machines"),
+) -> None:
+    """Off-policy evaluation (IPS, SNIPS, doubly robust) of fixed-size policies from a bandit
+    decision log: the mean cost per decision each would have had, with 95% intervals."""
+    import numpy as np
+
+    try:
+        try:
+            ms = [float(v) for v in targets.split(",") if v.strip()]
+        except ValueError:
+            raise InputError(f"--targets: not numbers: {targets!r}") from None
+        if not ms or min(ms) <= 0:
+            raise InputError("--targets: give positive multipliers")
+        from adares.ope import evaluate_log
+        from adares.policies.bandit import MULTIPLIERS, load_log
+
+        lg = load_log(log)
+        if len(lg.allowed[0]) != len(MULTIPLIERS):
+            raise InputError(f"{log}: {len(lg.allowed[0])} actions, this version has {len(MULTIPLIERS)}")
+        res = evaluate_log(lg, np.asarray(MULTIPLIERS), ms)
+    except InputError as exc:
+        _fail(str(exc))
+        return
+    if as_json:
+        sys.stdout.write(json.dumps(res, indent=2) + "\n")
+        return
+    table = Table(title=f"off-policy cost estimates from {log} (lower is better)")
+    for col in ("resource", "policy", "IPS", "SNIPS", "DR [95% CI]", "ESS"):
+        table.add_column(col, justify="right")
+    for r, per in res.items():
+        table.add_row(r, "logged", f"{per['logged']['mean']:.3f}", "", "", "")
+        for name, v in per.items():
+            if name != "logged":
+                table.add_row(r, name, f"{v['ips']:.3f}", f"{v['snips']:.3f}",
+                              f"{v['dr']:.3f} [{v['dr_low']:.3f}, {v['dr_high']:.3f}]", f"{v['ess']:.0f}")
+    Console().print(table)
+
+
 def main() -> None:
     """Entry point of the ``adares`` console script."""
     app()

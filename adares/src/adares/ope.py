@@ -108,3 +108,47 @@ def ridge_reward_model(x: np.ndarray, actions: np.ndarray, rewards: np.ndarray, 
                 continue
             q[test, a] = Ridge(alpha=alpha).fit(x[sel], rewards[sel]).predict(x[test])
     return q
+
+
+def fixed_policy(allowed: np.ndarray, multipliers: np.ndarray, m: float) -> np.ndarray:
+    """Target probabilities (n, K) of "size = m x base": the smallest allowed multiplier >= m,
+    else the largest allowed one. allowed: (n, K) bool."""
+    allowed = np.asarray(allowed, dtype=bool)
+    ok = allowed & (np.asarray(multipliers)[None, :] >= m - 1e-12)
+    k_any = allowed.shape[1] - 1 - np.argmax(allowed[:, ::-1], axis=1)
+    k = np.where(ok.any(axis=1), np.argmax(ok, axis=1), k_any)
+    out = np.zeros(allowed.shape)
+    out[np.arange(len(k)), k] = 1.0
+    return out
+
+
+def evaluate_log(log, multipliers: np.ndarray, targets: list[float], level: float = 0.95
+                 ) -> dict[str, dict[str, dict[str, float]]]:
+    """Off-policy estimates of the cost of each fixed-multiplier target (and of the logging
+    policy itself, "logged") from a bandit decision log, per resource: IPS, SNIPS and DR
+    (cross-fitted ridge on the logged contexts). Values are mean costs per decision (lower is
+    better), with their intervals."""
+    res = np.asarray(log.resource)
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for r in ("cpu", "mem"):
+        rows = np.flatnonzero(res == r)
+        if rows.size < 10:
+            continue
+        x = np.vstack([log.context[i] for i in rows])
+        allowed = np.vstack([log.allowed[i] for i in rows])
+        a = np.asarray(log.action)[rows]
+        p = np.asarray(log.prob)[rows]
+        c = np.asarray(log.cost)[rows]
+        k = allowed.shape[1]
+        q = ridge_reward_model(x, a, c, k)
+        per: dict[str, dict[str, float]] = {"logged": {"mean": float(c.mean()), "n": float(len(c))}}
+        for m in targets:
+            tgt = fixed_policy(allowed, multipliers, m)
+            row: dict[str, float] = {}
+            for name, est in (("ips", ips(a, p, c, tgt, level)), ("snips", snips(a, p, c, tgt, level)),
+                              ("dr", dr(a, p, c, tgt, q, level))):
+                row[name], row[f"{name}_low"], row[f"{name}_high"] = est.value, est.low, est.high
+            row["ess"] = est.ess
+            per[f"x{m:g}"] = row
+        out[r] = per
+    return out
