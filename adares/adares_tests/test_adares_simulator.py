@@ -97,3 +97,16 @@ def test_autopilot_picks_a_tight_recommender_for_steady_demand():
     assert (p._c >= 0.5).all() and (p._c <= 0.5 * 1.05 + 1e-9).all()
     assert (p._m >= 1.0 * GIB).all() and (p._m <= 1.05 * GIB).all()
     assert r.oom_events == 0 and r.cpu_throttled_share == 0
+
+
+def test_restart_to_shrink_counts_and_charges_memory_shrinks():
+    tr = _trace([[0.5], [0.5], [0.5]], [[1 * GIB], [0.5 * GIB], [1 * GIB]], [1.0], [2 * GIB],
+                step_s=3600)
+    c = CostModel()
+    inplace = simulate(tr, Clairvoyant(tr), c)
+    restart = simulate(tr, Clairvoyant(tr), c, resize_mode="restart-to-shrink")
+    # Memory 2 -> 1 GiB at t0 and 1 -> 0.5 GiB at t1 are shrinks; 0.5 -> 1 at t2 is not.
+    assert inplace.extra["restarts"] == 0 and restart.extra["restarts"] == 2
+    assert restart.cost == pytest.approx(inplace.cost + 2 * c.restart_cost)
+    with pytest.raises(ValueError):
+        simulate(tr, Static(), c, resize_mode="magic")

@@ -41,6 +41,8 @@ def replay(
                                       help="warm-start the bandit from a decision log (.npz)"),
     save_log: str = typer.Option("", "--save-log", help="write the bandit's decision log (.npz)"),
     report: str = typer.Option("", "--report", help="write an HTML report with plots here"),
+    resize: str = typer.Option("in-place", "--resize",
+                               help="in-place, or restart-to-shrink (lowering memory restarts the VM)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON for machines"),
 ) -> None:
     """Replay a trace under each policy; print vCPU-hours, GB-hours, throttled share, OOM
@@ -57,6 +59,10 @@ def replay(
         from adares.policies.bandit import load_log
         from adares.policies.bandit import save_log as write_log
 
+        from adares.simulator import RESIZE_MODES
+
+        if resize not in RESIZE_MODES:
+            raise InputError(f"unknown resize mode {resize!r} ({', '.join(RESIZE_MODES)})")
         for out in (save_log, report):
             if out and not Path(out).parent.resolve().is_dir():
                 raise InputError(f"{out}: folder does not exist")
@@ -73,7 +79,7 @@ def replay(
         vms = sample_vms(tr) if report else ()
         results = rp.replay(tr, names, seed=seed, on_done=lambda r: err.log(
             f"{r.policy}: reward {r.reward:.4f}, {r.seconds:.1f} s"), warm_start=warm,
-            logs=logs if save_log else None, record_vms=vms)
+            logs=logs if save_log else None, record_vms=vms, resize_mode=resize)
         if report:
             write_report(Path(report), tr, trace, results, vms)
             err.log(f"report: {report}")

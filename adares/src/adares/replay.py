@@ -97,14 +97,14 @@ def load_trace(spec: str) -> Trace:
 def replay(trace: Trace, names: list[str], seed: int = 0, costs: CostModel = CostModel(),
            on_done: Callable[[Result], None] | None = None, warm_start: DecisionLog | None = None,
            logs: dict[str, DecisionLog] | None = None,
-           record_vms: tuple[int, ...] = ()) -> dict[str, Result]:
+           record_vms: tuple[int, ...] = (), resize_mode: str = "in-place") -> dict[str, Result]:
     """Simulate ``trace`` under each named policy; results by name, in order. When ``logs`` is a
     dict, the bandit's decision log is stored in it under its name; ``record_vms``: VMs whose
-    allocations the results keep (for reports)."""
+    allocations the results keep (for reports); ``resize_mode``: see ``simulate``."""
     out: dict[str, Result] = {}
     for name in names:
         pol = make_policy(name, trace, seed, costs, warm_start, keep_log=logs is not None)
-        res = simulate(trace, pol, costs, record_vms)
+        res = simulate(trace, pol, costs, record_vms, resize_mode)
         if logs is not None and isinstance(pol, Adares):
             logs[name] = pol.log
         out[name] = res

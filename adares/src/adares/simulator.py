@@ -27,9 +27,11 @@ class CostModel:
 
     vcpu_hour / gb_hour: price of an allocated vCPU-hour / GiB-hour (8:1, like cloud list prices).
     throttle_penalty: per throttled vCPU-hour; mem_shortfall_penalty: per GiB-hour of memory
-    demand above the allocation; oom_cost: per OOM kill (restart). The penalties exceed the
+    demand above the allocation; oom_cost: per OOM kill (restart); restart_cost: per restart to
+    shrink memory (resize mode "restart-to-shrink"). The penalties exceed the
     prices, so allocating exactly the demand (the clairvoyant policy) minimizes every VM-step's
-    cost: its reward bounds every policy's from above (its cost from below).
+    cost: its reward bounds every policy's from above (its cost from below) when resizes are in
+    place (restarts to shrink can make following demand down cost more than holding memory).
     """
 
     vcpu_hour: float = 1.0
@@ -37,8 +39,11 @@ class CostModel:
     throttle_penalty: float = 10.0
     mem_shortfall_penalty: float = 1.25
     oom_cost: float = 2.0
+    restart_cost: float = 0.5
 
     def __post_init__(self) -> None:
+        if min(self.restart_cost, self.oom_cost) < 0:
+            raise ValueError("restart and OOM costs must be non-negative")
         if self.throttle_penalty < self.vcpu_hour or self.mem_shortfall_penalty < self.gb_hour:
             raise ValueError("penalties must be at least the prices")
         if min(self.vcpu_hour, self.gb_hour, self.oom_cost) < 0:
@@ -133,22 +138,31 @@ class Result:
         return d
 
 
+RESIZE_MODES = ("in-place", "restart-to-shrink")
+
+
 def simulate(trace: Trace, policy: Policy, costs: CostModel = CostModel(),
-             record_vms: tuple[int, ...] = ()) -> Result:
+             record_vms: tuple[int, ...] = (), resize_mode: str = "in-place") -> Result:
     """Replay ``trace`` under ``policy``; returns the totals, the cost of every step
     (``Result.step_cost``, (T,)) and, for the VMs in ``record_vms``, their allocations
     (``Result.alloc_cpu`` / ``Result.alloc_mem``, (T, len(record_vms)), cores and bytes).
 
+    resize_mode: "in-place" (every resize is free of restarts) or "restart-to-shrink" (lowering
+    a VM's memory restarts it: ``restarts`` in the results, ``CostModel.restart_cost`` each).
+
     Raises ValueError when the policy returns allocations of the wrong shape, negative or
-    non-finite.
+    non-finite, or for an unknown resize_mode.
     """
+    if resize_mode not in RESIZE_MODES:
+        raise ValueError(f"unknown resize mode {resize_mode!r} ({', '.join(RESIZE_MODES)})")
+    shrink_restarts = resize_mode == "restart-to-shrink"
     t0 = time.perf_counter()
     n, steps, dh = trace.n_vms, trace.n_steps, trace.step_h
     policy.reset(TraceInfo.of(trace))
     prev_c, prev_m = trace.cpu_request, trace.mem_request
     # Per step: allocated cores, allocated bytes, throttled cores, demanded cores, missing
-    # bytes, OOM kills.
-    sums = np.zeros((steps, 6))
+    # bytes, OOM kills, restarts to shrink.
+    sums = np.zeros((steps, 7))
     resizes = 0
     rec = list(record_vms)
     rec_c = np.zeros((steps, len(rec)))
@@ -167,7 +181,7 @@ def simulate(trace: Trace, policy: Policy, costs: CostModel = CostModel(),
         used_m = np.minimum(d_m, a_m)
         resizes += int(((a_c != prev_c) | (a_m != prev_m)).sum())
         sums[t] = (a_c.sum(), a_m.sum(), throttled.sum(), d_c.sum(), (d_m - used_m).sum(),
-                   oom.sum())
+                   oom.sum(), (a_m < prev_m).sum() if shrink_restarts else 0)
         if rec:
             rec_c[t], rec_m[t] = a_c[rec], a_m[rec]
         prev_c, prev_m = a_c, a_m
@@ -175,7 +189,8 @@ def simulate(trace: Trace, policy: Policy, costs: CostModel = CostModel(),
                                    used_m, oom, a_c, a_m))
     step_cost = (costs.vcpu_hour * sums[:, 0] * dh + costs.gb_hour * sums[:, 1] / GIB * dh
                  + costs.throttle_penalty * sums[:, 2] * dh
-                 + costs.mem_shortfall_penalty * sums[:, 4] / GIB * dh + costs.oom_cost * sums[:, 5])
+                 + costs.mem_shortfall_penalty * sums[:, 4] / GIB * dh + costs.oom_cost * sums[:, 5]
+                 + costs.restart_cost * sums[:, 6])
     tot = sums.sum(axis=0)
     day = min(steps, max(1, int(round(86400 / trace.step_s))))
     first = sums[:day].sum(axis=0)
@@ -183,7 +198,8 @@ def simulate(trace: Trace, policy: Policy, costs: CostModel = CostModel(),
     vm_hours = n * steps * dh
     extra = {"first_day_cpu_throttled_share": first[2] / first[3] if first[3] > 0 else 0.0,
              "first_day_oom_events": float(first[5]),
-             "first_day_reward": -float(step_cost[:day].sum()) / (n * day * dh)}
+             "first_day_reward": -float(step_cost[:day].sum()) / (n * day * dh),
+             "restarts": float(tot[6])}
     return Result(policy.name, float(tot[0] * dh), float(tot[1] / GIB * dh),
                   float(tot[2] / tot[3]) if tot[3] > 0 else 0.0, int(tot[5]), resizes,
                   -cost / vm_hours, cost, vm_hours, time.perf_counter() - t0, extra,
