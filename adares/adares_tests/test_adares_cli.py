@@ -49,8 +49,15 @@ def test_bad_input_one_line_exit_2(args, needle):
     assert needle in err and "\n" not in err and "Traceback" not in err
 
 
+def test_missing_columns_exit_2(tmp_path):
+    p = tmp_path / "usage.csv"
+    p.write_text("c_1,m_1,0,5,40,,,,,\n")
+    res = runner.invoke(app, ["replay", "--trace", f"alibaba:{p}", "--policies", "static"])
+    assert res.exit_code == 2 and "missing columns" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize("line, needle", [
-    ("c_1,m_1,0,5,40,,,,,\n", "missing columns"),
     ("c_1,m_1,0,-5,40,,,,,,\nc_1,m_1,600,5,40,,,,,,\n", "negative usage"),
 ])
 def test_bad_alibaba_files_exit_2_in_a_real_process(tmp_path, line, needle):

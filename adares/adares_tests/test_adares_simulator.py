@@ -38,7 +38,7 @@ def test_accounting_by_hand():
     assert cl.vcpu_hours == pytest.approx(9.0) and cl.resizes == 6  # both VMs change at t0, t1 and t2
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=5, deadline=None)
 @given(seed=st.integers(0, 10_000))
 def test_clairvoyant_bounds_every_policy(seed):
     tr = generate(6, 1.5, seed=seed)
