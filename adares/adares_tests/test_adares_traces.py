@@ -95,3 +95,42 @@ def test_shaped_by_real_cluster_series():
     assert load_trace("shaped:alibaba2018,vms=2").n_steps == 2243  # the series' 7.8 days
     with pytest.raises(InputError, match="unknown real series"):
         load_trace("shaped:nope")
+
+
+def test_google2019_instance_usage_fixture():
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    from adares.google2019 import load_instance_usage
+
+    path = FIX / "google2019_instance_usage.parquet"
+    names = pq.read_schema(path).names
+    assert names[:4] == ["start_time", "end_time", "collection_id", "instance_index"]
+    assert "tail_cpu_usage_distribution" in names and len(names) == 18
+    tr = load_instance_usage(path, machine_cpus=32.0, machine_mem_gib=128.0)
+    assert tr.vm_ids == ("375289393412/0", "375289393412/1", "382704155632/17")
+    assert tr.n_steps == 24
+    raw = pd.read_parquet(path)
+    first = raw[(raw.collection_id == 375289393412) & (raw.instance_index == 1)].iloc[0]
+    assert tr.cpu[0, 1] == pytest.approx(first.average_usage["cpus"] * 32.0)
+    assert tr.mem[0, 1] == pytest.approx(first.maximum_usage["memory"] * 128.0 * GIB)
+    assert tr.mem_request[1] == pytest.approx(first.assigned_memory * 128.0 * GIB)
+
+
+def test_google2019_bad_input(tmp_path):
+    import pandas as pd
+
+    from adares.google2019 import load_instance_usage
+
+    raw = pd.read_parquet(FIX / "google2019_instance_usage.parquet")
+    raw.drop(columns=["assigned_memory"]).to_parquet(tmp_path / "a.parquet")
+    with pytest.raises(InputError, match="missing columns: assigned_memory"):
+        load_instance_usage(tmp_path / "a.parquet")
+    neg = raw.copy()
+    neg.loc[3, "assigned_memory"] = -1.0
+    neg.to_parquet(tmp_path / "b.parquet")
+    with pytest.raises(InputError, match="negative usage"):
+        load_instance_usage(tmp_path / "b.parquet")
+    (tmp_path / "c.parquet").write_text("nope")
+    with pytest.raises(InputError, match="unreadable"):
+        load_instance_usage(tmp_path / "c.parquet")

@@ -33,7 +33,8 @@ def _fail(msg: str) -> None:
 @app.command()
 def replay(
     trace: str = typer.Option("synthetic:vms=500,days=8,seed=0", "--trace",
-                              help="synthetic[:vms=N,days=D,seed=S] or alibaba:USAGE.csv[,meta=META.csv]"),
+                              help="synthetic[:vms=N,days=D,seed=S], shaped:SOURCE[,...], "
+                                   "alibaba:USAGE.csv[,meta=META.csv] or google2019:USAGE.parquet"),
     policies: str = typer.Option(",".join(DEFAULT_POLICIES), "--policies",
                                  help=f"comma-separated, of: {', '.join(POLICY_NAMES)}"),
     seed: int = typer.Option(0, "--seed", help="bandit exploration seed"),

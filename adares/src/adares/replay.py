@@ -54,7 +54,8 @@ def load_trace(spec: str) -> Trace:
     """A trace from a spec: ``synthetic[:vms=500,days=8,seed=0]``,
     ``shaped:SOURCE[,vms=..,days=..,seed=..]`` (SOURCE: alibaba2018, google2019, azure_v2: the
     synthetic VMs' total demand follows that real cluster series), or
-    ``alibaba:USAGE.csv[,meta=META.csv]`` (Alibaba v2018 container_usage/container_meta).
+    ``alibaba:USAGE.csv[,meta=META.csv]`` (Alibaba v2018 container_usage/container_meta), or
+    ``google2019:INSTANCE_USAGE.parquet`` (Google 2019 instance_usage exported to Parquet).
     Raises InputError on a malformed spec or file."""
     from adares.alibaba import load_container_usage
     from adares.synthetic import generate
@@ -91,7 +92,13 @@ def load_trace(spec: str) -> Trace:
         if unknown:
             raise InputError(f"trace spec {spec!r}: unknown keys {', '.join(sorted(unknown))}")
         return load_container_usage(Path(parts[0]), kv.get("meta"))
-    raise InputError(f"trace spec {spec!r}: unknown kind {kind!r} (synthetic, shaped, alibaba)")
+    if kind == "google2019":
+        from adares.google2019 import load_instance_usage
+
+        if not rest:
+            raise InputError(f"trace spec {spec!r}: expected google2019:INSTANCE_USAGE.parquet")
+        return load_instance_usage(Path(rest))
+    raise InputError(f"trace spec {spec!r}: unknown kind {kind!r} (synthetic, shaped, alibaba, google2019)")
 
 
 def replay(trace: Trace, names: list[str], seed: int = 0, costs: CostModel = CostModel(),
