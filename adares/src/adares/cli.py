@@ -96,23 +96,26 @@ def replay(
                "savings": sav}
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return
-    table = Table(caption="saved: vCPU-hours/GB-hours, 1 - policy/baseline; reward: -cost per VM-hour",
+    from rich import box
+
+    table = Table(caption="vs thr./pred.: vCPU-hours/GB-hours saved, % (1 - policy/baseline); "
+                          "reward: -cost per VM-hour", box=box.SIMPLE, pad_edge=False,
                   title=f"replay: {tr.n_vms} VMs x {tr.n_steps * tr.step_s / 86400:.1f} days")
-    for col in ("policy", "vCPU-h", "GB-h", "throttled", "OOMs", "resizes", "reward",
-                "saved vs thr.", "vs pred.", "s"):
-        table.add_column(col, justify="right", no_wrap=col == "policy",
-                         min_width=11 if col == "policy" else None)
+    for col in ("policy", "vCPU-h", "GB-h", "thr.", "OOMs", "resizes", "reward", "vs thr.",
+                "vs pred."):
+        table.add_column(col, justify="right", no_wrap=True)
     for n, r in results.items():
         s = sav[n]
 
         def pct(key: str, s: dict = s) -> str:
             v = s.get(key)
-            return "-" if v is None else f"{100 * v['vcpu_hours']:+.0f}%/{100 * v['gb_hours']:+.0f}%"
+            return "-" if v is None else f"{100 * v['vcpu_hours']:+.0f}/{100 * v['gb_hours']:+.0f}"
 
-        table.add_row(n, f"{r.vcpu_hours:.4g}", f"{r.gb_hours:.4g}",
+        table.add_row(n, f"{r.vcpu_hours:.0f}", f"{r.gb_hours:.0f}",
                       f"{100 * r.cpu_throttled_share:.2f}%", f"{r.oom_events}", f"{r.resizes}",
-                      f"{r.reward:.4f}", pct("vs_threshold"), pct("vs_predictive"), f"{r.seconds:.1f}")
-    Console().print(table)
+                      f"{r.reward:.3f}", pct("vs_threshold"), pct("vs_predictive"))
+    # Pipes get 80 columns from rich by default, two short of the table: give them 100.
+    Console(width=None if sys.stdout.isatty() else 100).print(table)
 
 
 @app.command()

@@ -59,7 +59,8 @@ class CBLearner:
             idx = np.flatnonzero(allowed[i])
             if idx.size == 0:
                 raise ValueError("an action mask allows no action")
-            pmf = np.asarray(self._vw.predict([shared[i]] + [self._actions[k] for k in idx]))
+            # One multi-line string parses faster in pyvw than a list of lines (same examples).
+            pmf = np.asarray(self._vw.predict("\n".join([shared[i]] + [self._actions[k] for k in idx])))
             pmf = pmf / pmf.sum()
             j = min(int(np.searchsorted(np.cumsum(pmf), u[i], side="right")), idx.size - 1)
             chosen[i], probs[i] = idx[j], pmf[j]
@@ -77,7 +78,7 @@ class CBLearner:
             for k in np.flatnonzero(allowed[i]):
                 a = self._actions[k]
                 lines.append(f"0:{costs[i]:.6f}:{probs[i]:.6f} {a}" if k == chosen[i] else a)
-            self._vw.learn(lines)
+            self._vw.learn("\n".join(lines))
 
     def greedy(self, shared: list[str], allowed: np.ndarray | None = None) -> np.ndarray:
         """The exploitation choice per context (the action VW scores lowest cost)."""
@@ -86,6 +87,6 @@ class CBLearner:
         out = np.zeros(n, dtype=np.int64)
         for i in range(n):
             idx = np.flatnonzero(allowed[i])
-            pmf = np.asarray(self._vw.predict([shared[i]] + [self._actions[k] for k in idx]))
+            pmf = np.asarray(self._vw.predict("\n".join([shared[i]] + [self._actions[k] for k in idx])))
             out[i] = idx[int(np.argmax(pmf))]
         return out
