@@ -184,7 +184,7 @@ def simulate(trace: Trace, policy: Policy, costs: CostModel = CostModel(),
                    oom.sum(), (a_m < prev_m).sum() if shrink_restarts else 0)
         if rec:
             rec_c[t], rec_m[t] = a_c[rec], a_m[rec]
-        prev_c, prev_m = a_c, a_m
+        prev_c, prev_m = a_c.copy(), a_m.copy()  # a policy may update its arrays in place
         policy.observe(Observation(t, trace.start_s + t * trace.step_s, used_c, throttled,
                                    used_m, oom, a_c, a_m))
     step_cost = (costs.vcpu_hour * sums[:, 0] * dh + costs.gb_hour * sums[:, 1] / GIB * dh
