@@ -86,3 +86,25 @@ def test_bandit_regret_is_sublinear():
     assert slope < 0.8, slope                          # R(T) ~ T^slope, linear would be 1
     assert cum[-1] / cum[T // 2 - 1] < 1.6             # the second half adds less than the first
     assert regret[-500:].mean() < 0.25 * regret[:500].mean()
+
+
+def test_ridge_cb_learns_the_best_action_and_reports_exact_propensities():
+    from adares.learner import RidgeCB
+
+    theta, b = _env(7)
+    rng = np.random.default_rng(1)
+    cb = RidgeCB(K, exploration="--epsilon 0.1", seed=0)
+    for _ in range(40):
+        x = rng.normal(size=(50, D))
+        sh = cb.shared_lines(x)
+        allowed = rng.random((50, K)) < 0.8
+        allowed[:, 0] = True
+        a, p, pmf = cb.choose(sh, allowed)
+        assert np.allclose(pmf.sum(axis=1), 1) and (pmf[~allowed] == 0).all()
+        assert allowed[np.arange(50), a].all() and np.allclose(p, pmf[np.arange(50), a])
+        assert (p >= 0.1 / K - 1e-12).all()
+        cost = (x @ theta.T + b)[np.arange(50), a] + rng.normal(size=50) * 0.1
+        cb.learn(sh, a, p, cost)
+    x = rng.normal(size=(2000, D))
+    best = np.argmin(x @ theta.T + b, axis=1)
+    assert (cb.greedy(cb.shared_lines(x)) == best).mean() > 0.95

@@ -74,9 +74,10 @@ def test_vpa_converges_near_p90_plus_margin_and_reacts_to_oom():
     assert 1 <= r.oom_events <= 12
 
 
-def test_bandit_deterministic_logs_propensities_and_beats_static():
+@pytest.mark.parametrize("backend", ["numpy", "vw"])
+def test_bandit_deterministic_logs_propensities_and_beats_static(backend):
     tr = generate(20, 2, seed=5)
-    a1, a2 = Adares(seed=1, keep_log=True), Adares(seed=1)
+    a1, a2 = Adares(seed=1, keep_log=True, backend=backend), Adares(seed=1, backend=backend)
     r1, r2 = simulate(tr, a1), simulate(tr, a2)
     assert r1.as_dict() | {"seconds": 0} == r2.as_dict() | {"seconds": 0}
     probs = np.array(a1.log.prob)

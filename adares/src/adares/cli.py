@@ -42,6 +42,8 @@ def replay(
                                       help="warm-start the bandit from a decision log (.npz)"),
     save_log: str = typer.Option("", "--save-log", help="write the bandit's decision log (.npz)"),
     report: str = typer.Option("", "--report", help="write an HTML report with plots here"),
+    bandit: str = typer.Option("numpy", "--bandit",
+                               help="ADARES learner: numpy (fast) or vw (Vowpal Wabbit cb_explore_adf)"),
     resize: str = typer.Option("in-place", "--resize",
                                help="in-place, or restart-to-shrink (lowering memory restarts the VM)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON for machines"),
@@ -62,6 +64,8 @@ def replay(
 
         from adares.simulator import RESIZE_MODES
 
+        if bandit not in ("numpy", "vw"):
+            raise InputError(f"unknown bandit backend {bandit!r} (numpy, vw)")
         if resize not in RESIZE_MODES:
             raise InputError(f"unknown resize mode {resize!r} ({', '.join(RESIZE_MODES)})")
         for out in (save_log, report):
@@ -80,7 +84,7 @@ def replay(
         vms = sample_vms(tr) if report else ()
         results = rp.replay(tr, names, seed=seed, on_done=lambda r: err.log(
             f"{r.policy}: reward {r.reward:.4f}, {r.seconds:.1f} s"), warm_start=warm,
-            logs=logs if save_log else None, record_vms=vms, resize_mode=resize)
+            logs=logs if save_log else None, record_vms=vms, resize_mode=resize, bandit=bandit)
         if report:
             write_report(Path(report), tr, trace, results, vms)
             err.log(f"report: {report}")

@@ -90,3 +90,71 @@ class CBLearner:
             pmf = np.asarray(self._vw.predict("\n".join([shared[i]] + [self._actions[k] for k in idx])))
             out[i] = idx[int(np.argmax(pmf))]
         return out
+
+
+class RidgeCB:
+    """The same contextual bandit in numpy, vectorized over contexts: per action a ridge
+    regression of cost on the context (the direct method, as in LinUCB's per-arm models, Li et
+    al. 2010), epsilon-greedy over the allowed actions, propensities exact. Same interface as
+    CBLearner (contexts instead of VW text): ``shared_lines`` returns the context array itself.
+    """
+
+    def __init__(self, n_actions: int, action_features: np.ndarray | None = None,
+                 exploration: str = "--epsilon 0.05", seed: int = 0, l2: float = 1.0) -> None:
+        parts = exploration.split()
+        if len(parts) != 2 or parts[0] != "--epsilon":
+            raise ValueError("the numpy backend explores with '--epsilon E' only")
+        self.k, self.epsilon, self.l2 = n_actions, float(parts[1]), l2
+        self._rng = np.random.default_rng(seed)
+        self._a: np.ndarray | None = None
+        self.decisions = 0
+
+    def shared_lines(self, contexts: np.ndarray) -> np.ndarray:
+        """The contexts with an intercept column, float64 (n, d + 1)."""
+        x = np.asarray(contexts, dtype=np.float64)
+        return np.column_stack([np.ones(len(x)), x])
+
+    def _init(self, d: int) -> None:
+        self._a = np.repeat(np.eye(d)[None] * self.l2, self.k, axis=0)
+        self._b = np.zeros((self.k, d))
+        self._theta = np.zeros((self.k, d))
+
+    def _pred(self, x: np.ndarray) -> np.ndarray:
+        if self._a is None:
+            self._init(x.shape[1])
+        return x @ self._theta.T
+
+    def choose(self, shared: np.ndarray, allowed: np.ndarray | None = None
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Sample one action per context: (actions, probabilities, pmfs (n, K))."""
+        n = len(shared)
+        allowed = np.ones((n, self.k), dtype=bool) if allowed is None else allowed
+        if not allowed.any(axis=1).all():
+            raise ValueError("an action mask allows no action")
+        pred = np.where(allowed, self._pred(shared), np.inf)
+        greedy = np.argmin(pred, axis=1)
+        pmf = allowed * (self.epsilon / allowed.sum(axis=1, keepdims=True))
+        pmf[np.arange(n), greedy] += 1.0 - self.epsilon
+        u = self._rng.random(n)
+        chosen = np.minimum((pmf.cumsum(axis=1) <= u[:, None]).sum(axis=1), self.k - 1)
+        # Never land on a masked action through rounding at the top of the cumulative sum.
+        chosen = np.where(allowed[np.arange(n), chosen], chosen, greedy)
+        self.decisions += n
+        return chosen, pmf[np.arange(n), chosen], pmf
+
+    def learn(self, shared: np.ndarray, chosen: np.ndarray, probs: np.ndarray, costs: np.ndarray,
+              allowed: np.ndarray | None = None) -> None:
+        """Add the rows to the chosen actions' regressions and refit them."""
+        if self._a is None:
+            self._init(shared.shape[1])
+        for a in np.unique(chosen):
+            sel = chosen == a
+            xs = shared[sel]
+            self._a[a] += xs.T @ xs
+            self._b[a] += xs.T @ costs[sel]
+            self._theta[a] = np.linalg.solve(self._a[a], self._b[a])
+
+    def greedy(self, shared: np.ndarray, allowed: np.ndarray | None = None) -> np.ndarray:
+        """The exploitation choice per context."""
+        allowed = np.ones((len(shared), self.k), dtype=bool) if allowed is None else allowed
+        return np.argmin(np.where(allowed, self._pred(shared), np.inf), axis=1)

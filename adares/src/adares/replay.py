@@ -20,9 +20,11 @@ __all__ = ["POLICY_NAMES", "parse_policies", "make_policy", "load_trace", "repla
 
 
 def make_policy(name: str, trace: Trace, seed: int = 0, costs: CostModel = CostModel(),
-                warm_start: DecisionLog | None = None, keep_log: bool = False) -> Policy:
+                warm_start: DecisionLog | None = None, keep_log: bool = False,
+                bandit: str = "numpy") -> Policy:
     """A fresh policy by name (one of POLICY_NAMES); InputError for unknown names.
-    ``warm_start`` and ``keep_log`` apply to the bandit (adares) only."""
+    ``warm_start``, ``keep_log`` and ``bandit`` (learner backend: numpy or vw) apply to the
+    bandit (adares) only."""
     if name == "clairvoyant":
         return Clairvoyant(trace)
     if name == "static":
@@ -36,7 +38,10 @@ def make_policy(name: str, trace: Trace, seed: int = 0, costs: CostModel = CostM
     if name == "autopilot":
         return AutopilotLike(costs=costs)
     if name == "adares":
-        return Adares(seed=seed, costs=costs, warm_start=warm_start, keep_log=keep_log)
+        if bandit not in ("numpy", "vw"):
+            raise InputError(f"unknown bandit backend {bandit!r} (numpy, vw)")
+        return Adares(seed=seed, costs=costs, warm_start=warm_start, keep_log=keep_log,
+                      backend=bandit)
     raise InputError(f"unknown policy {name!r} (known: {', '.join(POLICY_NAMES)})")
 
 
@@ -104,13 +109,15 @@ def load_trace(spec: str) -> Trace:
 def replay(trace: Trace, names: list[str], seed: int = 0, costs: CostModel = CostModel(),
            on_done: Callable[[Result], None] | None = None, warm_start: DecisionLog | None = None,
            logs: dict[str, DecisionLog] | None = None,
-           record_vms: tuple[int, ...] = (), resize_mode: str = "in-place") -> dict[str, Result]:
+           record_vms: tuple[int, ...] = (), resize_mode: str = "in-place",
+           bandit: str = "numpy") -> dict[str, Result]:
     """Simulate ``trace`` under each named policy; results by name, in order. When ``logs`` is a
     dict, the bandit's decision log is stored in it under its name; ``record_vms``: VMs whose
     allocations the results keep (for reports); ``resize_mode``: see ``simulate``."""
     out: dict[str, Result] = {}
     for name in names:
-        pol = make_policy(name, trace, seed, costs, warm_start, keep_log=logs is not None)
+        pol = make_policy(name, trace, seed, costs, warm_start, keep_log=logs is not None,
+                          bandit=bandit)
         res = simulate(trace, pol, costs, record_vms, resize_mode)
         if logs is not None and isinstance(pol, Adares):
             logs[name] = pol.log

@@ -14,6 +14,10 @@ Safety mask: sizes below a recent quantile of CPU demand (default 1 - vcpu_hour 
 throttle_penalty, the cost-optimal quantile: 0.9) or the recent memory peak, plus ``margin``, are
 not offered; an OOM grows memory at once by max(20%, 100 MiB) (the VPA's bump).
 Decisions are logged with their propensities (``self.log``) for off-policy evaluation.
+
+Learners (``backend``): "numpy" (default; ``adares.learner.RidgeCB``: per-action ridge cost
+models, epsilon-greedy, vectorized over VMs: ~15x faster) or "vw" (``CBLearner``: Vowpal
+Wabbit ``cb_explore_adf``, any VW exploration, e.g. SquareCB).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from adares.errors import InputError
-from adares.learner import CBLearner
+from adares.learner import CBLearner, RidgeCB
 from adares.policies.baselines import MIN_CPU, MIN_MEM
 from adares.policies.common import Window
 from adares.simulator import CostModel, Observation, TraceInfo
@@ -111,7 +115,8 @@ class Adares:
                  epsilon: float = 0.05, margin: float = 0.05, seed: int = 0,
                  costs: CostModel = CostModel(), keep_log: bool = False,
                  cpu_floor_quantile: float | None = None, exploration: str | None = None,
-                 warm_start: DecisionLog | None = None, warm_rows: int = 40_000) -> None:
+                 warm_start: DecisionLog | None = None, warm_rows: int = 40_000,
+                 backend: str = "numpy") -> None:
         self.period = period_steps
         self.mult = np.asarray(multipliers, dtype=np.float64)
         self.epsilon, self.margin, self.seed, self.costs = epsilon, margin, seed, costs
@@ -124,11 +129,15 @@ class Adares:
                                    if cpu_floor_quantile is None else cpu_floor_quantile)
         self.exploration = exploration
         self.warm_start, self.warm_rows = warm_start, warm_rows
+        if backend not in ("vw", "numpy"):
+            raise ValueError(f"unknown bandit backend {backend!r} (vw, numpy)")
+        self.backend = backend
 
     def reset(self, info: TraceInfo) -> None:
         """Start a replay with fresh models."""
         feats = np.log(self.mult)[:, None]
-        self._cb = {r: CBLearner(len(self.mult), feats, self.exploration, self.seed + i)
+        learner = CBLearner if self.backend == "vw" else RidgeCB
+        self._cb = {r: learner(len(self.mult), feats, self.exploration, self.seed + i)
                     for i, r in enumerate(("cpu", "mem"))}
         if self.warm_start is not None:
             self._pretrain(self.warm_start)
