@@ -196,7 +196,7 @@ def simulate(trace: Trace, policy: Policy, costs: CostModel = CostModel(),
     first = sums[:day].sum(axis=0)
     cost = float(step_cost.sum())
     vm_hours = n * steps * dh
-    extra = {"first_day_cpu_throttled_share": first[2] / first[3] if first[3] > 0 else 0.0,
+    extra = {"first_day_cpu_throttled_share": float(first[2] / first[3]) if first[3] > 0 else 0.0,
              "first_day_oom_events": float(first[5]),
              "first_day_reward": -float(step_cost[:day].sum()) / (n * day * dh),
              "restarts": float(tot[6])}
