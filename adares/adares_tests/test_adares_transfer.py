@@ -1,0 +1,79 @@
+"""Transfer: decision logs round-trip through .npz, a warm start learns the logged best action,
+and the CLI saves and reads logs (bad logs: one line, exit 2)."""
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from adares.cli import app
+from adares.errors import InputError
+from adares.learner import CBLearner
+from adares.policies.bandit import MULTIPLIERS, Adares, DecisionLog, load_log, save_log
+from adares.simulator import TraceInfo
+
+runner = CliRunner()
+K = len(MULTIPLIERS)
+
+
+def _log(n=600, best=3, seed=0):
+    rng = np.random.default_rng(seed)
+    log = DecisionLog()
+    for i in range(n):
+        a = int(rng.integers(0, K))
+        log.resource.append("cpu" if i % 2 else "mem")
+        log.context.append(rng.normal(size=10))
+        log.allowed.append(np.ones(K, dtype=bool))
+        log.action.append(a)
+        log.prob.append(1.0 / K)
+        log.cost.append(0.0 if a == best else 1.0)
+    return log
+
+
+def test_log_roundtrip(tmp_path):
+    log = _log(50)
+    save_log(log, tmp_path / "l.npz")
+    back = load_log(tmp_path / "l.npz")
+    assert back.action == log.action and back.resource == log.resource
+    assert np.array_equal(np.vstack(back.context), np.vstack(log.context))
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_bad_logs(tmp_path):
+    (tmp_path / "x.npz").write_bytes(b"not a zip")
+    with pytest.raises(InputError, match="not a decision log"):
+        load_log(tmp_path / "x.npz")
+    with pytest.raises(InputError, match="no such file"):
+        load_log(tmp_path / "none.npz")
+    log = _log(10)
+    log.prob[0] = 0.0
+    save_log(log, tmp_path / "p.npz")
+    with pytest.raises(InputError, match="invalid probabilities"):
+        load_log(tmp_path / "p.npz")
+
+
+def test_warm_start_learns_the_logged_best_action():
+    pol = Adares(warm_start=_log(), seed=0)
+    pol.reset(TraceInfo(1, 10, 300, 0.0, np.ones(1), np.ones(1) * 2**30))
+    cold = CBLearner(K, np.log(MULTIPLIERS)[:, None], seed=0)
+    ctx = np.random.default_rng(5).normal(size=(50, 10))
+    for r in ("cpu", "mem"):
+        cb = pol._cb[r]
+        assert (cb.greedy(cb.shared_lines(ctx)) == 3).all()
+    assert not (cold.greedy(cold.shared_lines(ctx)) == 3).all()
+
+
+def test_cli_save_then_transfer(tmp_path):
+    path = tmp_path / "src.npz"
+    res = runner.invoke(app, ["replay", "--trace", "synthetic:vms=6,days=1.5,seed=1", "--policies",
+                              "adares", "--save-log", str(path), "--json"])
+    assert res.exit_code == 0, res.output
+    assert len(load_log(path).action) == 2 * 6 * (36 - 1)  # 36 hourly decisions, the last uncosted
+    res = runner.invoke(app, ["replay", "--trace", "synthetic:vms=6,days=1,seed=2", "--policies",
+                              "adares", "--transfer-from", str(path), "--json"])
+    assert res.exit_code == 0, res.output
+    assert "first_day_reward" in res.stdout
+    (tmp_path / "bad.npz").write_text("x")
+    for args in (["--policies", "static", "--save-log", str(tmp_path / "a.npz")],
+                 ["--policies", "adares", "--transfer-from", str(tmp_path / "bad.npz")]):
+        res = runner.invoke(app, ["replay", "--trace", "synthetic:vms=2,days=1", *args])
+        assert res.exit_code == 2 and len(res.stderr.strip().splitlines()) == 1

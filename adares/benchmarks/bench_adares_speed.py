@@ -1,0 +1,47 @@
+"""Speed of the replay: VM-steps simulated per second per policy, and the bandit's decisions per
+second, measured side by side on one synthetic trace (one process, one core's worth of work).
+
+Usage: python benchmarks/bench_adares_speed.py [--vms 500] [--days 8]
+Goal (issue 18): >= 1 M VM-steps/s for static and threshold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from adares.policies.bandit import Adares
+from adares.replay import POLICY_NAMES, make_policy
+from adares.simulator import simulate
+from adares.synthetic import generate
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--vms", type=int, default=500)
+    ap.add_argument("--days", type=float, default=8.0)
+    ap.add_argument("--policies", default=",".join(POLICY_NAMES))
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    tr = generate(args.vms, args.days, seed=0)
+    gen_s = time.perf_counter() - t0
+    vm_steps = tr.n_vms * tr.n_steps
+    out = {"vms": tr.n_vms, "steps": tr.n_steps, "generate_s": round(gen_s, 3), "policies": {}}
+    for name in args.policies.split(","):
+        pol = make_policy(name, tr)
+        t = time.perf_counter()
+        simulate(tr, pol)
+        dt = time.perf_counter() - t
+        row = {"seconds": round(dt, 3), "vm_steps_per_s": round(vm_steps / dt)}
+        if isinstance(pol, Adares):
+            row["decisions"] = pol.decisions
+            row["decisions_per_s"] = round(pol.decisions / dt)
+        out["policies"][name] = row
+        print(f"{name:12s} {dt:7.2f} s  {vm_steps / dt:12,.0f} VM-steps/s"
+              + (f"  {pol.decisions / dt:9,.0f} bandit decisions/s" if isinstance(pol, Adares) else ""))
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

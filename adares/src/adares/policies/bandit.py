@@ -1,0 +1,249 @@
+"""ADARES: contextual-bandit rightsizing (Cano et al., "ADARES: Adaptive Resource Management for
+Virtual Machines", arXiv:1812.01837, 2018), on Vowpal Wabbit's ``cb_explore_adf``.
+
+Every ``period_steps`` steps and for each VM and resource (CPU, memory) the bandit picks a size
+as a multiple of the resource's recent base level (CPU: 95th percentile of the last day's demand
+estimate, used + throttled cores; memory: the last day's peak use). Context: time of day, the
+recent distribution's shape (spread, tail ratios, trend), the last period's throttling and the
+last day's OOM kills. The cost it learns (lower is better), per resource and period, in units
+of the base: the mean allocation plus the price-weighted penalties of what went wrong (throttled
+cores x throttle_penalty / vcpu_hour; OOM kills x their cost in base-GB-periods). One model per
+resource is shared by all VMs.
+
+Safety mask: sizes below a recent quantile of CPU demand (default 1 - vcpu_hour /
+throttle_penalty, the cost-optimal quantile: 0.9) or the recent memory peak, plus ``margin``, are
+not offered; an OOM grows memory at once by max(20%, 100 MiB) (the VPA's bump).
+Decisions are logged with their propensities (``self.log``) for off-policy evaluation.
+
+Learners (``backend``): "numpy" (default; ``adares.learner.RidgeCB``: per-action ridge cost
+models, epsilon-greedy, vectorized over VMs: ~15x faster) or "vw" (``CBLearner``: Vowpal
+Wabbit ``cb_explore_adf``, any VW exploration, e.g. SquareCB).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from adares.errors import InputError
+from adares.learner import CBLearner, RidgeCB
+from adares.policies.baselines import MIN_CPU, MIN_MEM
+from adares.policies.common import Window
+from adares.simulator import CostModel, Observation, TraceInfo
+from adares.trace import GIB
+
+MULTIPLIERS = (0.9, 1.0, 1.1, 1.25, 1.5, 1.75, 2.0, 2.5)
+
+
+@dataclass
+class DecisionLog:
+    """Logged bandit decisions: per row the resource, context vector, allowed action mask,
+    chosen action index, its probability and the observed cost."""
+
+    resource: list[str] = field(default_factory=list)
+    context: list[np.ndarray] = field(default_factory=list)
+    allowed: list[np.ndarray] = field(default_factory=list)
+    action: list[int] = field(default_factory=list)
+    prob: list[float] = field(default_factory=list)
+    cost: list[float] = field(default_factory=list)
+
+
+RESOURCES = ("cpu", "mem")
+
+
+def save_log(log: DecisionLog, path: str | Path) -> None:
+    """Write a decision log as a compressed .npz (no pickled objects), atomically.
+    Raises ValueError on an empty log."""
+    if not log.action:
+        raise ValueError("empty decision log")
+    path = Path(path)
+    arrays = {
+        "resource": np.array([RESOURCES.index(r) for r in log.resource], dtype=np.int8),
+        "context": np.vstack(log.context), "allowed": np.vstack(log.allowed),
+        "action": np.asarray(log.action, dtype=np.int64), "prob": np.asarray(log.prob),
+        "cost": np.asarray(log.cost)}
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        with open(tmp, "wb") as f:
+            np.savez_compressed(f, **arrays)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def load_log(path: str | Path) -> DecisionLog:
+    """Read a log written by ``save_log``. Raises InputError (one line) on a missing or corrupt
+    file or inconsistent arrays."""
+    path = Path(path)
+    keys = ("resource", "context", "allowed", "action", "prob", "cost")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            a = {k: z[k] for k in keys}
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except Exception as exc:
+        raise InputError(f"{path}: not a decision log ({type(exc).__name__})") from None
+    n = len(a["action"])
+    if (a["context"].ndim != 2 or a["allowed"].ndim != 2 or any(len(a[k]) != n for k in keys)
+            or n == 0):
+        raise InputError(f"{path}: inconsistent decision log arrays")
+    if (np.any(a["prob"] <= 0) or np.any(a["prob"] > 1) or not np.all(np.isfinite(a["cost"]))
+            or np.any((a["resource"] < 0) | (a["resource"] > 1))):
+        raise InputError(f"{path}: decision log has invalid probabilities, costs or resources")
+    if np.any(a["action"] < 0) or np.any(a["action"] >= a["allowed"].shape[1]):
+        raise InputError(f"{path}: decision log has actions out of range")
+    return DecisionLog([RESOURCES[i] for i in a["resource"]], list(a["context"]),
+                       list(a["allowed"].astype(bool)), a["action"].tolist(), a["prob"].tolist(),
+                       a["cost"].tolist())
+
+
+class Adares:
+    """The ADARES bandit policy (see module doc). ``epsilon``: exploration share;
+    ``multipliers``: sizes offered, as multiples of the base level."""
+
+    name = "adares"
+
+    def __init__(self, period_steps: int = 12, multipliers: tuple[float, ...] = MULTIPLIERS,
+                 epsilon: float = 0.05, margin: float = 0.05, seed: int = 0,
+                 costs: CostModel = CostModel(), keep_log: bool = False,
+                 cpu_floor_quantile: float | None = None, exploration: str | None = None,
+                 warm_start: DecisionLog | None = None, warm_rows: int = 40_000,
+                 backend: str = "numpy") -> None:
+        self.period = period_steps
+        self.mult = np.asarray(multipliers, dtype=np.float64)
+        self.epsilon, self.margin, self.seed, self.costs = epsilon, margin, seed, costs
+        exploration = exploration or f"--epsilon {epsilon}"
+        self.keep_log = keep_log
+        # Default CPU floor: the newsvendor quantile 1 - price / penalty (0.9 under the default
+        # costs), the allocation that minimizes expected cost; a p99 floor (memory keeps its peak
+        # floor) would forbid the cheapest sizes and cost more than the throttling it avoids.
+        self.cpu_floor_quantile = (1.0 - costs.vcpu_hour / costs.throttle_penalty
+                                   if cpu_floor_quantile is None else cpu_floor_quantile)
+        self.exploration = exploration
+        self.warm_start, self.warm_rows = warm_start, warm_rows
+        if backend not in ("vw", "numpy"):
+            raise ValueError(f"unknown bandit backend {backend!r} (vw, numpy)")
+        self.backend = backend
+
+    def reset(self, info: TraceInfo) -> None:
+        """Start a replay with fresh models."""
+        feats = np.log(self.mult)[:, None]
+        learner = CBLearner if self.backend == "vw" else RidgeCB
+        self._cb = {r: learner(len(self.mult), feats, self.exploration, self.seed + i)
+                    for i, r in enumerate(("cpu", "mem"))}
+        if self.warm_start is not None:
+            self._pretrain(self.warm_start)
+        self._c, self._m = info.cpu_request.copy(), info.mem_request.copy()
+        self._w = Window(info.n_vms, 288)
+        self._step_h = info.step_s / 3600.0
+        self._pending: dict[str, tuple] = {}
+        self._acc_c = np.zeros(info.n_vms)
+        self._acc_thr = np.zeros(info.n_vms)
+        self._acc_m = np.zeros(info.n_vms)
+        self._acc_oom = np.zeros(info.n_vms)
+        self.log = DecisionLog()
+
+    def allocate(self, t: int) -> tuple[np.ndarray, np.ndarray]:
+        """Current allocations."""
+        return self._c, self._m
+
+    def _context(self, x: np.ndarray, base: np.ndarray, hour: float, thr: np.ndarray,
+                 ooms: np.ndarray) -> np.ndarray:
+        b = np.maximum(base, 1e-12)
+        mean = x.mean(axis=0)
+        k = self.period
+        recent = x[-k:].mean(axis=0)
+        before = x[-2 * k:-k].mean(axis=0) if x.shape[0] >= 2 * k else recent
+        cols = [np.full(x.shape[1], math.sin(2 * math.pi * hour / 24)),
+                np.full(x.shape[1], math.cos(2 * math.pi * hour / 24)),
+                x.std(axis=0) / np.maximum(mean, 1e-12),
+                np.quantile(x, 0.99, axis=0) / b, x.max(axis=0) / b, mean / b,
+                x[-k:].max(axis=0) / b, np.log(np.maximum(recent, 1e-12) / np.maximum(before, 1e-12)),
+                thr, np.minimum(ooms, 5.0)]
+        return np.clip(np.nan_to_num(np.column_stack(cols)), -10.0, 10.0)
+
+    def _learn(self, r: str, costs: np.ndarray) -> None:
+        ctx, shared, allowed, chosen, probs = self._pending[r]
+        self._cb[r].learn(shared, chosen, probs, costs, allowed)
+        if self.keep_log:
+            for i in range(len(chosen)):
+                self.log.resource.append(r)
+                self.log.context.append(ctx[i])
+                self.log.allowed.append(allowed[i])
+                self.log.action.append(int(chosen[i]))
+                self.log.prob.append(float(probs[i]))
+                self.log.cost.append(float(costs[i]))
+
+    def _pretrain(self, log: DecisionLog) -> None:
+        """Transfer: off-policy training on another replay's logged decisions (VW weighs each
+        logged cost by 1 / its propensity), the last ``warm_rows`` rows per resource."""
+        res = np.array(log.resource)
+        for r in RESOURCES:
+            rows = np.flatnonzero(res == r)[-self.warm_rows:]
+            if rows.size == 0:
+                continue
+            allowed = np.vstack([log.allowed[i] for i in rows])
+            if allowed.shape[1] != len(self.mult):
+                raise InputError(f"decision log has {allowed.shape[1]} actions, the policy {len(self.mult)}")
+            ctx = np.vstack([log.context[i] for i in rows])
+            cb = self._cb[r]
+            cb.learn(cb.shared_lines(ctx), np.asarray(log.action)[rows],
+                     np.asarray(log.prob)[rows], np.asarray(log.cost)[rows], allowed)
+
+    @property
+    def decisions(self) -> int:
+        """Bandit decisions made so far (VM x resource x period)."""
+        return sum(cb.decisions for cb in self._cb.values())
+
+    def observe(self, obs: Observation) -> None:
+        """Accumulate the period's costs; at period ends learn and decide."""
+        self._w.push(obs)
+        self._acc_c += obs.cpu_alloc
+        self._acc_thr += obs.cpu_throttled
+        self._acc_m += obs.mem_alloc
+        self._acc_oom += obs.oom
+        if obs.oom.any():
+            bumped = np.maximum(self._m * 1.2, self._m + 100 * 2**20)
+            self._m = np.where(obs.oom, bumped, self._m)
+        if (obs.t + 1) % self.period:
+            return
+        k = self.period
+        cpu, mem = self._w.cpu(), self._w.mem()
+        hour = (obs.time_s / 3600.0) % 24
+        if self._pending:
+            c = self.costs
+            base_c, base_m = self._pending["cpu_base"], self._pending["mem_base"]
+            cost_c = (self._acc_c / k + c.throttle_penalty / c.vcpu_hour * self._acc_thr / k) / base_c
+            oom_units = c.oom_cost / (c.gb_hour * np.maximum(base_m / GIB, 1e-3) * k * self._step_h)
+            cost_m = self._acc_m / k / base_m + (oom_units + 2.0) * self._acc_oom
+            self._learn("cpu", cost_c)
+            self._learn("mem", cost_m)
+        self._acc_c[:] = self._acc_thr[:] = self._acc_m[:] = self._acc_oom[:] = 0.0
+        thr_share = self._w.thr(k).sum(axis=0) / np.maximum(cpu[-k:].sum(axis=0), 1e-12)
+        ooms = self._w.oom().sum(axis=0).astype(np.float64)
+        base_c = np.maximum(np.quantile(cpu, 0.95, axis=0), MIN_CPU)
+        base_m = np.maximum(mem.max(axis=0), MIN_MEM)
+        floor_c = np.quantile(cpu, self.cpu_floor_quantile, axis=0) * (1 + self.margin)
+        floor_m = mem.max(axis=0) * (1 + self.margin)
+        self._pending = {"cpu_base": base_c, "mem_base": base_m}
+        for r, base, floor, x in (("cpu", base_c, floor_c, cpu), ("mem", base_m, floor_m, mem)):
+            ctx = self._context(x, base, hour, thr_share, ooms)
+            sizes = base[:, None] * self.mult[None, :]
+            allowed = sizes >= floor[:, None]
+            allowed[:, -1] = True
+            shared = self._cb[r].shared_lines(ctx)
+            chosen, probs, _ = self._cb[r].choose(shared, allowed)
+            self._pending[r] = (ctx, shared, allowed, chosen, probs)
+            alloc = np.maximum(sizes[np.arange(len(base)), chosen], floor)
+            if r == "cpu":
+                self._c = np.maximum(alloc, MIN_CPU)
+            else:
+                self._m = np.maximum(alloc, MIN_MEM)
