@@ -121,7 +121,10 @@ def main() -> None:
             bugs = store.distinct_bugs()
     by_fault: dict[str, set[str]] = collections.defaultdict(set)
     for f in findings:
-        by_fault[planted_fault(f["config"]) or "(no planted fault)"].add(f["bug"] or f["fingerprint"])
+        alike = f["alike"] if isinstance(f["alike"], list) else str(f["alike"] or "").split(",")
+        # A mutant's finding that a configuration without a planted fault shares is a real fault.
+        by_fault[planted_fault(f["config"], alike) or "(no planted fault)"].add(
+            f["bug"] or f["fingerprint"])
     result = {"campaign_s": round(campaign_s, 1), "programs": summary.programs,
               "finding_rows": len(findings), "fingerprints": len(summary.fingerprints),
               "localized": sum(r["bug"] is not None for r in rows), "distinct_bugs": bugs,
