@@ -272,7 +272,9 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app; bad input becomes one line on stderr and exit code 2."""
     args = list(sys.argv[1:] if argv is None else argv) or ["--help"]
     try:
-        app(args=args, standalone_mode=False)
+        code = app(args=args, standalone_mode=False)
+    except KeyboardInterrupt:
+        code = 130
     except ThesiosInputError as err:
         print(f"thesios: error: {err}", file=sys.stderr)
         sys.exit(2)
@@ -285,8 +287,15 @@ def main(argv: list[str] | None = None) -> None:
             print(f"thesios: error: {err.format_message()}", file=sys.stderr)
             sys.exit(2)
         if type(err).__name__ == "Abort":
-            sys.exit(130)
-        raise
+            code = 130
+        else:
+            raise
+    # Without standalone mode typer turns Ctrl-C into a *returned* 130, not an exception.
+    if code == 130:
+        print("thesios: interrupted", file=sys.stderr)
+        sys.exit(130)
+    if isinstance(code, int) and code:
+        sys.exit(code)
 
 
 if __name__ == "__main__":

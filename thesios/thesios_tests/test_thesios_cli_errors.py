@@ -1,0 +1,54 @@
+"""Bad input found by trying the CLI as a new user: one line on stderr, exit 2 (130 for Ctrl-C),
+messages naming what the user typed, and no file left behind."""
+
+from __future__ import annotations
+
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from thesios.cli import main
+
+FIX = Path(__file__).parent / "fixtures"
+SHARD = FIX / "thesios_shard.csv"
+
+
+def fails(args: list[str], capsys, code: int = 2) -> str:
+    """Run the CLI expecting exit ``code``; return its stderr, checked to be one line."""
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    assert exc.value.code == code
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    return err.strip()
+
+
+
+def test_ctrl_c_exits_130_with_one_line_and_no_file(tmp_path, capsys, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("thesios.cli.read_thesios_csv", interrupted)
+    out = tmp_path / "t.parquet"
+    assert fails(["convert", str(SHARD), "-o", str(out)], capsys, code=130) == "thesios: interrupted"
+    assert list(tmp_path.iterdir()) == []
+    # During a write: the temp file goes too.
+    monkeypatch.setattr("pyarrow.parquet.write_table", interrupted)
+    assert fails(["sample", "-o", str(out), "--disks-per-class", "1"], capsys, code=130) == "thesios: interrupted"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_ctrl_c_while_importing_exits_130(monkeypatch, capsys):
+    from thesios._console import main as console_main
+
+    class Importing(types.ModuleType):
+        def __getattr__(self, name):
+            raise KeyboardInterrupt
+
+    monkeypatch.setitem(sys.modules, "thesios.cli", Importing("thesios.cli"))
+    with pytest.raises(SystemExit) as exc:
+        console_main()
+    assert exc.value.code == 130
+    assert capsys.readouterr().err == "thesios: interrupted\n"
