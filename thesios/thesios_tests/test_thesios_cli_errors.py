@@ -52,3 +52,37 @@ def test_ctrl_c_while_importing_exits_130(monkeypatch, capsys):
         console_main()
     assert exc.value.code == 130
     assert capsys.readouterr().err == "thesios: interrupted\n"
+
+
+def test_output_errors_name_the_output_not_a_temp_file(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "no" / "t.parquet"
+    assert fails(["convert", str(SHARD), "-o", str(out)], capsys) == f"thesios: error: {out}: its folder does not exist"
+    assert fails(["sample", "-o", str(out), "--disks-per-class", "1"], capsys).endswith(f"{out}: its folder does not exist")
+    folder = tmp_path / "d.parquet"
+    folder.mkdir()
+    assert fails(["convert", str(SHARD), "-o", str(folder)], capsys) == f"thesios: error: {folder}: is a folder, not a file"
+
+    # Unwritable folder (tests may run as root, who may write anywhere: deny the temp file instead).
+    def denied(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr("tempfile.mkstemp", denied)
+    out = tmp_path / "t.parquet"
+    err = fails(["convert", str(SHARD), "-o", str(out)], capsys)
+    assert err == f"thesios: error: {out}: cannot write there (Permission denied)"
+    assert [p.name for p in tmp_path.iterdir()] == ["d.parquet"]  # nothing written, no folder made
+
+
+def test_report_path_is_checked_before_the_run(tmp_path, capsys, monkeypatch):
+    def never(*args, **kwargs):
+        raise AssertionError("validation ran although its report could not be written")
+
+    monkeypatch.setattr("thesios.cli.validate", never)
+    assert fails(["validate", "--report", str(tmp_path)], capsys) == f"thesios: error: {tmp_path}: is a folder, not a file"
+    assert fails(["synth", "-o", str(tmp_path / "x" / "t.csv")], capsys).endswith("its folder does not exist")
+
+
+def test_parquet_outputs_must_be_named_parquet(tmp_path, capsys):
+    for args in (["convert", str(SHARD), "-o", str(tmp_path / "t.csv")], ["sample", "-o", str(tmp_path / "s.csv")]):
+        assert fails(args, capsys).endswith("the output is Parquet, its name must end in .parquet")
+    assert list(tmp_path.iterdir()) == []

@@ -170,9 +170,13 @@ def test_convert_cli_writes_parquet_and_fails_cleanly(tmp_path, capsys):
     assert not out2.exists()
     main(["convert", str(bad), "-o", str(out2), "--lenient"])
     assert read_parquet(out2).num_rows == read_thesios_csv(SHARD).num_rows - 1
-    with pytest.raises(SystemExit) as exc:
-        main(["convert", str(SHARD), str(SHARD_LAT), "-o", str(tmp_path / "mixed.parquet")])
-    assert exc.value.code == 2
+    # Shards with and without the optional latency column combine: latency is null where absent.
+    main(["convert", str(SHARD), str(SHARD_LAT), "-o", str(tmp_path / "mixed.parquet")])
+    mixed = read_parquet(tmp_path / "mixed.parquet")
+    n_plain, n_lat = read_thesios_csv(SHARD).num_rows, read_thesios_csv(SHARD_LAT).num_rows
+    assert mixed.schema == THESIOS_SCHEMA_WITH_LATENCY and mixed.num_rows == n_plain + n_lat
+    assert mixed.column("latency").null_count == n_plain
+    assert mixed.column("latency").slice(n_plain).equals(read_thesios_csv(SHARD_LAT).column("latency"))
 
 
 def test_line_numbers_stay_right_after_skipped_rows(tmp_path):

@@ -21,7 +21,7 @@ from thesios.errors import ThesiosInputError
 from thesios.readers import ReadReport, read_thesios_csv
 from thesios.requests import Requests
 from thesios.validate import METRICS, PAPER_BANDS, auto_fleet, validate
-from thesios.writers import write_parquet
+from thesios.writers import check_writable, write_parquet
 
 app = typer.Typer(add_completion=False, help=__doc__)
 FLEET_HELP = "fleet spec (JSON); default: the embedded fleet sized to 1/p disk-days per class"
@@ -49,8 +49,8 @@ def validate_cmd(
 ) -> None:
     """Synthesize held-out disks of the embedded fleet from samples; compare with their real traces."""
     p = _parse_rate(rate)
-    if report is not None and not report.parent.is_dir():
-        raise ThesiosInputError(f"{report.parent}: no such folder")
+    if report is not None:
+        check_writable(report)  # before minutes of work, not after
     spec = _fleet_spec(fleet, p, days, seed, held_out)
     err = Console(stderr=True)
     if as_json:
@@ -196,8 +196,7 @@ def synth_cmd(
         raise ThesiosInputError(f"{output}: the output must end in .parquet, .csv or .iolog")
     if not fio_device or any(c.isspace() for c in fio_device):
         raise ThesiosInputError("--fio-device must be a name without spaces")
-    if not output.parent.is_dir():
-        raise ThesiosInputError(f"{output.parent}: no such folder")
+    check_writable(output)
     spec = _fleet_spec(fleet, p, days, seed, 1)
     if not 0 <= disk < spec.n_disks:
         raise ThesiosInputError(f"--disk must be in [0, {spec.n_disks})")
@@ -235,17 +234,33 @@ def convert_cmd(
     readers = {"thesios": read_thesios_csv, "msr": read_msr_csv, "alibaba": read_alibaba_csv, "tencent": read_tencent_csv}
     if fmt not in readers:
         raise ThesiosInputError(f"--format must be one of {', '.join(readers)}, got {fmt!r}")
+    _require_parquet(output)
+    check_writable(output)
     report = ReadReport()
     tables = [readers[fmt](path, lenient=lenient, report=report) for path in inputs]
-    if len({t.schema for t in tables}) > 1:
-        raise ThesiosInputError("shards differ in columns (some have 'latency', some not)")
-    if not output.parent.is_dir():
-        raise ThesiosInputError(f"{output.parent}: no such folder")
-    write_parquet(pa.concat_tables(tables), output)
-    msg = f"{report.rows} rows -> {output}; {report.header_repeats} repeated headers dropped"
+    write_parquet(_concat_shards(tables), output)
+    msg = f"{report.rows} rows -> {output}"
+    if fmt == "thesios":
+        msg += f"; {report.header_repeats} repeated headers dropped"
     if report.skipped:
         msg += f"; {report.skipped} malformed rows skipped (first: {report.examples[0]})"
     Console(stderr=True).print(msg)
+
+
+def _require_parquet(output: Path) -> None:
+    """Parquet is the only output of convert and sample: refuse a name that says otherwise."""
+    if output.suffix != ".parquet":
+        raise ThesiosInputError(f"{output}: the output is Parquet, its name must end in .parquet")
+
+
+def _concat_shards(tables: list[pa.Table]) -> pa.Table:
+    """One table of shards; shards without the optional ``latency`` column get it as nulls."""
+    from thesios.schema import EXTRA_LATENCY
+
+    if any(EXTRA_LATENCY in t.column_names for t in tables):
+        tables = [t if EXTRA_LATENCY in t.column_names else t.append_column(EXTRA_LATENCY, pa.nulls(t.num_rows, pa.float64()))
+                  for t in tables]
+    return pa.concat_tables(tables)
 
 
 @app.command("sample")
@@ -262,6 +277,8 @@ def sample_cmd(
     p = _parse_rate(rate)
     if disks_per_class < 1 or days < 1:
         raise ThesiosInputError("--disks-per-class and --days must be >= 1")
+    _require_parquet(output)
+    check_writable(output)
     gen = FleetGenerator(default_fleet(disks_per_class=disks_per_class, days=days, seed=seed))
     samples = gen.sample_fleet(p, np.random.default_rng([seed, 10])).sorted_by_time()
     write_parquet(samples.to_table(gen.applications), output)
