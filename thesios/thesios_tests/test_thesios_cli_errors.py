@@ -86,3 +86,12 @@ def test_parquet_outputs_must_be_named_parquet(tmp_path, capsys):
     for args in (["convert", str(SHARD), "-o", str(tmp_path / "t.csv")], ["sample", "-o", str(tmp_path / "s.csv")]):
         assert fails(args, capsys).endswith("the output is Parquet, its name must end in .parquet")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_missing_inputs_and_folders_in_plain_words(tmp_path, capsys):
+    missing = tmp_path / "missing.csv"
+    assert fails(["convert", str(missing), "-o", str(tmp_path / "t.parquet")], capsys) == f"thesios: error: {missing}: no such file"
+    assert fails(["whatif", str(tmp_path), "-s", "rpm:5400"], capsys) == f"thesios: error: {tmp_path}: is a folder, not a trace file"
+    assert fails(["convert", "--format", "msr", str(tmp_path), "-o", str(tmp_path / "t.parquet")], capsys).endswith("is a folder, not a trace file")
+    assert fails(["validate", "--fleet", str(missing)], capsys) == f"thesios: error: {missing}: no such file"
+    assert fails(["validate", "--fleet", str(tmp_path)], capsys) == f"thesios: error: {tmp_path}: is a folder, not a fleet spec file"

@@ -133,8 +133,14 @@ def test_wrong_column_order_fails_on_line_1(tmp_path):
     names = raw[0].split(",")
     names[0], names[1] = names[1], names[0]
     path = write_lines(tmp_path / "order.csv", [",".join(names), *raw[1:]])
-    with pytest.raises(TraceFormatError, match=rf"^{path}:1: header is not the 17 Thesios columns"):
+    with pytest.raises(
+        TraceFormatError,
+        match=rf"^{path}:1: header is not the 17 Thesios columns in order: column 1 is 'file_offset', expected 'filename'$",
+    ):
         read_thesios_csv(path)
+    short = write_lines(tmp_path / "short.csv", [",".join(raw[0].split(",")[:16]), *raw[1:]])
+    with pytest.raises(TraceFormatError, match=r":1: header has only 16 of the 17 Thesios columns \(next expected: 'simulated_latency'\)$"):
+        read_thesios_csv(short)
 
 
 def test_parquet_round_trip_is_exact(tmp_path):

@@ -86,10 +86,14 @@ def _fleet_spec(fleet: Path | None, rate: float, days: int, seed: int, held_out:
         return auto_fleet(rate, days=days, seed=seed, held_out_per_class=held_out, scale=scale)
     from thesios.fleet import fleet_from_json
 
+    if fleet.is_dir():
+        raise ThesiosInputError(f"{fleet}: is a folder, not a fleet spec file")
+    if not fleet.exists():
+        raise ThesiosInputError(f"{fleet}: no such file")
     try:
         text = fleet.read_text()
     except (OSError, UnicodeDecodeError) as exc:
-        raise ThesiosInputError(f"{fleet}: cannot read ({exc})") from None
+        raise ThesiosInputError(f"{fleet}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
     return fleet_from_json(text, str(fleet))
 
 

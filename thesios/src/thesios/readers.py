@@ -42,6 +42,11 @@ class ReadReport:
 
 
 def _read_bytes(path: Path) -> bytes:
+    # Plain words for the common cases; pyarrow's own messages repeat the path and the errno.
+    if path.is_dir():
+        raise TraceFormatError(f"{path}: is a folder, not a trace file")
+    if not path.exists():
+        raise TraceFormatError(f"{path}: no such file")
     try:
         with pa.input_stream(str(path), compression="detect") as stream:
             return stream.read()
@@ -60,6 +65,18 @@ def _nonempty_line_numbers(data: bytes) -> np.ndarray:
     # A line of just "\r" is empty too (CRLF files).
     cr_only = (lengths == 1) & (buf[np.minimum(starts, max(len(buf) - 1, 0))] == ord("\r"))
     return np.flatnonzero((lengths > 0) & ~cr_only).astype(np.int64) + 1
+
+
+def _header_mismatch(names: list[str]) -> str:
+    """Why a header is not the Thesios one, naming the first column out of place (1-based)."""
+    expected = [*THESIOS_COLUMNS, EXTRA_LATENCY]
+    for i, name in enumerate(names):
+        if i >= len(expected) or name != expected[i]:
+            if i >= len(expected):
+                return f"header has {len(names)} columns, expected the 17 Thesios columns (optionally + '{EXTRA_LATENCY}')"
+            where = f"column {i + 1} is {name[:40]!r}, expected {expected[i]!r}"
+            return f"header is not the 17 Thesios columns in order: {where}"
+    return f"header has only {len(names)} of the 17 Thesios columns (next expected: {expected[len(names)]!r})"
 
 
 def read_thesios_csv(path: str | Path, lenient: bool = False, report: ReadReport | None = None) -> pa.Table:
@@ -96,10 +113,7 @@ def read_thesios_csv(path: str | Path, lenient: bool = False, report: ReadReport
     elif names == [*THESIOS_COLUMNS, EXTRA_LATENCY]:
         schema = THESIOS_SCHEMA_WITH_LATENCY
     else:
-        raise TraceFormatError(
-            f"{path}:{lines[0]}: header is not the 17 Thesios columns in order "
-            f"(optionally + '{EXTRA_LATENCY}'); got {','.join(names)[:200]}"
-        )
+        raise TraceFormatError(f"{path}:{lines[0]}: {_header_mismatch(names)}")
 
     bad_rows: list[tuple[int, str]] = []  # (1-based non-empty row number, reason)
 
