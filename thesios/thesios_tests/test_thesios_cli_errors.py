@@ -95,3 +95,12 @@ def test_missing_inputs_and_folders_in_plain_words(tmp_path, capsys):
     assert fails(["convert", "--format", "msr", str(tmp_path), "-o", str(tmp_path / "t.parquet")], capsys).endswith("is a folder, not a trace file")
     assert fails(["validate", "--fleet", str(missing)], capsys) == f"thesios: error: {missing}: no such file"
     assert fails(["validate", "--fleet", str(tmp_path)], capsys) == f"thesios: error: {tmp_path}: is a folder, not a fleet spec file"
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("spin-down:timeout=-5", "scenario 'spin-down:timeout=-5': timeout '-5' is not a non-negative duration"),
+    ("capacity:x0", "scenario 'capacity:x0': expected a factor above 0 like x2"),
+    ("rpm:abc", "scenario 'rpm:abc': expected rpm:<number>"),
+])
+def test_malformed_scenarios_say_which(spec, message, capsys):
+    assert fails(["whatif", str(SHARD), "-s", spec], capsys).startswith(f"thesios: error: {message}")

@@ -53,14 +53,14 @@ _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h)?$")
 def _duration(text: str) -> float:
     m = _DURATION.match(text.strip())
     if not m:
-        raise ThesiosInputError(f"bad duration {text!r} (e.g. 300s, 5m, 1h)")
+        raise ThesiosInputError(f"{text!r} is not a non-negative duration (e.g. 300s, 5m, 1h)")
     return float(m.group(1)) * {"s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
 
 
 def _factor(text: str, spec: str) -> float:
     m = re.match(r"^x(\d+(?:\.\d+)?)$", text.strip())
     if not m or float(m.group(1)) <= 0:
-        raise ThesiosInputError(f"scenario {spec!r}: expected a factor like x2")
+        raise ThesiosInputError(f"scenario {spec!r}: expected a factor above 0 like x2")
     return float(m.group(1))
 
 
@@ -92,7 +92,11 @@ def parse_scenario(spec: str) -> Scenario:
         zone = params.get("zone")
         if zone is not None and zone not in IO_ZONES:
             raise ThesiosInputError(f"scenario {spec!r}: zone must be one of {', '.join(IO_ZONES)}")
-        return Scenario("spin-down", zone=zone, timeout_s=_duration(params.get("timeout", "300s")), spec=spec)
+        try:
+            timeout_s = _duration(params.get("timeout", "300s"))
+        except ThesiosInputError as err:
+            raise ThesiosInputError(f"scenario {spec!r}: timeout {err}") from None
+        return Scenario("spin-down", zone=zone, timeout_s=timeout_s, spec=spec)
     raise ThesiosInputError(f"unknown scenario {spec!r} (capacity:xK, rpm:R, spin-down:zone=Z,timeout=T, cache:xK)")
 
 
