@@ -104,3 +104,13 @@ def test_missing_inputs_and_folders_in_plain_words(tmp_path, capsys):
 ])
 def test_malformed_scenarios_say_which(spec, message, capsys):
     assert fails(["whatif", str(SHARD), "-s", spec], capsys).startswith(f"thesios: error: {message}")
+
+
+def test_whatif_table_keeps_scenario_names_whole_on_80_columns(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    spin = "spin-down:zone=COLD,timeout=300s"
+    main(["whatif", str(SHARD), "-s", "rpm:5400", "-s", spin, "-s", "cache:x2"])
+    out = capsys.readouterr().out
+    assert "(1 disk)" in out and "rpm:5400" in out
+    assert f"{spin}: energy saving" in out and "cache:x2: LRU miss ratio" in out
+    assert "0.00%" not in out  # the fixture's tiny utilization keeps significant digits

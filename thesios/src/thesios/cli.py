@@ -156,24 +156,34 @@ def _load_trace(path: Path) -> Requests:
     return Requests.from_table(table)[0]
 
 
+def _pct(x: float) -> str:
+    """A fraction as a percentage that stays readable for the tiny utilizations of short traces."""
+    return f"{x:.2%}" if x == 0 or x >= 1e-4 else f"{x * 100:.2g}%"
+
+
 def _print_whatif_groups(groups: list[dict]) -> None:
     console = Console()
     for g in groups:
-        table = Table(title=f"group {g['group']} ({g['disks']} disks)")
-        for col in ("scenario", "utilization", "peak hour", "read p50 ms", "read p99 ms", "other"):
-            table.add_column(col)
-        rows = [("baseline", g["baseline"])] + list(g["scenarios"].items())
-        for name, m in rows:
+        # Service metrics in a table; spin-down and cache results as lines under it, because a
+        # sixth column of prose wraps to one word per line on an 80-column terminal.
+        table = Table(title=f"group {g['group']} ({g['disks']} disk{'s' if g['disks'] != 1 else ''})")
+        table.add_column("scenario", no_wrap=True)
+        for col in ("utilization", "peak hour", "read p50 ms", "read p99 ms"):
+            table.add_column(col, justify="right")
+        notes = []
+        for name, m in [("baseline", g["baseline"])] + list(g["scenarios"].items()):
             if "utilization" in m:
-                table.add_row(name, f"{m['utilization']:.2%}", f"{m['peak_hour_utilization']:.2%}",
-                              f"{m['read_latency_p50_s'] * 1e3:.1f}", f"{m['read_latency_p99_s'] * 1e3:.1f}", "")
+                table.add_row(name, _pct(m["utilization"]), _pct(m["peak_hour_utilization"]),
+                              f"{m['read_latency_p50_s'] * 1e3:.1f}", f"{m['read_latency_p99_s'] * 1e3:.1f}")
             elif "saving" in m:
-                table.add_row(name, "", "", "", "", f"energy saving {m['saving']:.1%}, {m['spin_ups']} spin-ups, "
-                              f"mean idle gap {m['mean_idle_gap_s']:.1f} s vs break-even {m['break_even_s']:.1f} s")
+                notes.append(f"{name}: energy saving {m['saving']:.1%}, {m['spin_ups']} spin-ups, "
+                             f"mean idle gap {m['mean_idle_gap_s']:.1f} s vs break-even {m['break_even_s']:.1f} s")
             else:
-                table.add_row(name, "", "", "", "", f"LRU miss ratio {m['lru_miss_ratio']:.1%} -> {m['lru_miss_ratio_scaled']:.1%} "
-                              f"(Belady {m['belady_miss_ratio_scaled']:.1%})")
+                notes.append(f"{name}: LRU miss ratio {m['lru_miss_ratio']:.1%} -> {m['lru_miss_ratio_scaled']:.1%} "
+                             f"(Belady {m['belady_miss_ratio_scaled']:.1%})")
         console.print(table)
+        for note in notes:
+            console.print(note, highlight=False, soft_wrap=False)
 
 
 @app.command("synth")
