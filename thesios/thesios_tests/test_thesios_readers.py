@@ -128,6 +128,23 @@ def test_truncated_shard_fails_on_its_last_line(tmp_path):
         read_thesios_csv(path)
 
 
+def test_shard_cut_inside_its_last_field_is_caught(tmp_path):
+    data = SHARD.read_bytes()
+    cut = data[: data.index(b"\n", 2000) - 3]  # a row that still has 17 well-formed fields
+    path = tmp_path / "cut.csv"
+    path.write_bytes(cut)
+    n_lines = cut.count(b"\n") + 1
+    with pytest.raises(TraceFormatError, match=rf"^{path}:{n_lines}: last line has no line end: the file looks truncated$"):
+        read_thesios_csv(path)
+    report = ReadReport()
+    table = read_thesios_csv(path, lenient=True, report=report)
+    assert report.skipped == 1 and table.num_rows == n_lines - 2  # header and the cut row
+    with gzip.open(tmp_path / "cut.csv.gz", "wb") as fh:
+        fh.write(cut)
+    with pytest.raises(TraceFormatError, match="the file looks truncated"):
+        read_thesios_csv(tmp_path / "cut.csv.gz")
+
+
 def test_wrong_column_order_fails_on_line_1(tmp_path):
     raw = lines_of(SHARD)
     names = raw[0].split(",")

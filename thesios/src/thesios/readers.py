@@ -97,7 +97,8 @@ def read_thesios_csv(path: str | Path, lenient: bool = False, report: ReadReport
     Raises:
         TraceFormatError: ``file:line: reason`` for a wrong header, a row with the wrong number
             of fields, a non-numeric number, an unknown ``op_type``/``io_zone``, a ``cache_hit``
-            outside {-1, 0, 1}, negative sizes or times, or non-finite times (unless lenient).
+            outside {-1, 0, 1}, negative sizes or times, non-finite times, or a last line
+            without a line end (a truncated file; unless lenient).
     """
     path = Path(path)
     report = report if report is not None else ReadReport()
@@ -189,6 +190,14 @@ def read_thesios_csv(path: str | Path, lenient: bool = False, report: ReadReport
             errors.extend((int(row_lines[i]), reason) for i in idx[:5])
             ok = pc.and_(ok, pc.invert(bad))
 
+    # A shard cut inside its last field still parses (0.009858898 -> 0.009858); a last line
+    # without a line end is the one sign of it left, so that row counts as malformed.
+    if not data.endswith(b"\n") and raw.num_rows and int(row_lines[-1]) == int(lines[-1]):
+        last = np.zeros(raw.num_rows, dtype=bool)
+        last[-1] = True
+        if ok.to_numpy(zero_copy_only=False)[-1]:
+            errors.append((int(lines[-1]), "last line has no line end: the file looks truncated"))
+            ok = pc.and_(ok, pa.chunked_array([pa.array(~last)]))
     n_bad = len(bad_rows) + int(raw.num_rows - header_repeats - (pc.sum(ok).as_py() or 0))
     errors.sort()
     if errors and not lenient:
