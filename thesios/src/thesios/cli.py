@@ -52,7 +52,7 @@ def validate_cmd(
     if report is not None:
         check_writable(report)  # before minutes of work, not after
     spec = _fleet_spec(fleet, p, days, seed, held_out)
-    err = Console(stderr=True)
+    err = Console(stderr=True, log_path=False)  # the source line of each log is noise to a user
     if as_json:
         result = validate(spec, rate=p, seed=seed, held_out_per_class=held_out, progress=lambda m: print(m, file=sys.stderr))
         _maybe_report(result, report)
@@ -131,11 +131,13 @@ def whatif_cmd(
         return
     scale = max([sc.factor for sc in scenarios if sc.kind == "capacity"], default=1.0)
     spec = _fleet_spec(fleet, p, days, seed, 1, scale)
-    with Console(stderr=True).status("sampling, grouping, synthesizing"):
-        result = run_scenarios(spec, p, scenarios, seed=seed)
     if as_json:
+        result = run_scenarios(spec, p, scenarios, seed=seed, progress=lambda m: print(m, file=sys.stderr))
         print(json.dumps(result, indent=2))
         return
+    err = Console(stderr=True, log_path=False)  # the source line of each log is noise to a user
+    with err.status("sampling, grouping, synthesizing") as status:
+        result = run_scenarios(spec, p, scenarios, seed=seed, progress=lambda m: (status.update(m), err.log(m)))
     _print_whatif_groups(result["groups"])
 
 
@@ -214,14 +216,23 @@ def synth_cmd(
     spec = _fleet_spec(fleet, p, days, seed, 1)
     if not 0 <= disk < spec.n_disks:
         raise ThesiosInputError(f"--disk must be in [0, {spec.n_disks})")
-    err = Console(stderr=True)
+    err = Console(stderr=True, log_path=False)  # the source line of each log is noise to a user
     gen = FleetGenerator(spec)
-    with err.status("sampling, grouping, synthesizing"):
+    with err.status("sampling") as status:
+        def step(msg: str) -> None:
+            status.update(msg)
+            err.log(msg)
+
+        step(f"sampling {spec.n_disks} disks x {spec.days} days at p={p:g}")
         samples = gen.sample_fleet(p, np.random.default_rng([seed, 10]))
+        step(f"identifying groups from {len(samples)} samples")
         labels = identify(disk_features(samples, spec.n_disks, spec.days), seed=seed).labels
         members = np.flatnonzero(labels == labels[disk])
+        step(f"synthesizing a disk like {disk} from its group's {len(members) - 1} other disks")
         result = synthesize(samples, members[members != disk], p, days=spec.days)
+        step(f"reorganizing {len(result.trace)} requests ({discipline})")
         table = trace_table(result.trace, gen.applications, discipline)
+        step(f"writing {output}")
     if output.suffix == ".csv":
         write_thesios_csv(table, output)
     elif output.suffix == ".iolog":

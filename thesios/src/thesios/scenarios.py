@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -202,26 +203,31 @@ def run_trace_scenarios(
 
 def run_scenarios(
     spec: FleetSpec, rate: float, scenarios: list[Scenario], seed: int = 0, power: PowerModel | None = None,
-    cache_blocks: int = 262_144, shards_rate: float = 0.002,
+    cache_blocks: int = 262_144, shards_rate: float = 0.002, progress: Callable[[str], None] | None = None,
 ) -> dict:
     """Baseline and what-ifs for one synthesized disk per group of the fleet (day 0).
 
     Returns a JSON-ready dict: ``{"rate", "groups": [{"group", "disks", "baseline", "scenarios":
-    {spec: {...}}}]}``.
+    {spec: {...}}}]}``. ``progress`` is called with one line per step (minutes at p = 1/1000).
     """
+    say = progress or (lambda _msg: None)
     power = power or PowerModel()
     gen = FleetGenerator(spec)
     rng = np.random.default_rng([seed, 10])
+    say(f"sampling {spec.n_disks} disks x {spec.days} days at p={rate:g}")
     samples = gen.sample_fleet(rate, rng)
+    say(f"identifying groups from {len(samples)} samples")
     grouping = identify(disk_features(samples, spec.n_disks, spec.days), seed=seed)
     rpm0 = spec.hdd.rpm
     groups = []
     for g in range(grouping.k):
         members = np.flatnonzero(grouping.labels == g)
+        say(f"group {g + 1}/{grouping.k} ({len(members)} disks): baseline")
         base = synthesize(samples, members, rate, days=spec.days)
         entry: dict = {"group": g, "disks": len(members), "coverage": base.coverage,
                        "baseline": serve_metrics(base.trace), "scenarios": {}}
         for sc in scenarios:
+            say(f"group {g + 1}/{grouping.k}: {sc.spec}")
             if sc.kind == "capacity":
                 res = synthesize(samples, members, rate, days=spec.days, scale=sc.factor)
                 out = serve_metrics(res.trace) | {"coverage": res.coverage}
