@@ -114,3 +114,11 @@ def test_whatif_table_keeps_scenario_names_whole_on_80_columns(capsys, monkeypat
     assert "(1 disk)" in out and "rpm:5400" in out
     assert f"{spin}: energy saving" in out and "cache:x2: LRU miss ratio" in out
     assert "0.00%" not in out  # the fixture's tiny utilization keeps significant digits
+
+
+def test_whatif_refuses_a_many_disk_trace(tmp_path, capsys):
+    samples = tmp_path / "samples.parquet"
+    main(["sample", "-o", str(samples), "--disks-per-class", "1", "--rate", "1/1000"])
+    capsys.readouterr()
+    err = fails(["whatif", str(samples), "-s", "rpm:5400"], capsys)
+    assert err == f"thesios: error: {samples}: holds 4 disks (column disk_id); whatif takes a one-disk trace"

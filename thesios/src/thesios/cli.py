@@ -13,6 +13,7 @@ from typing import Annotated
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -153,6 +154,11 @@ def _load_trace(path: Path) -> Requests:
         missing = [c for c in THESIOS_COLUMNS if c not in table.column_names]
         if missing:
             raise ThesiosInputError(f"{path}: missing trace columns {missing[:4]}")
+        # A many-disk trace (`thesios sample` output) would be served as one disk, silently.
+        if "disk_id" in table.column_names:
+            disks = pc.count_distinct(table.column("disk_id")).as_py()
+            if disks > 1:
+                raise ThesiosInputError(f"{path}: holds {disks} disks (column disk_id); whatif takes a one-disk trace")
     else:
         table = read_thesios_csv(path)
     return Requests.from_table(table)[0]
