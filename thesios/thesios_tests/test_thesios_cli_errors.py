@@ -122,3 +122,10 @@ def test_whatif_refuses_a_many_disk_trace(tmp_path, capsys):
     capsys.readouterr()
     err = fails(["whatif", str(samples), "-s", "rpm:5400"], capsys)
     assert err == f"thesios: error: {samples}: holds 4 disks (column disk_id); whatif takes a one-disk trace"
+
+
+def test_sample_refuses_a_draw_too_big_for_memory(tmp_path, capsys):
+    out = tmp_path / "s.parquet"
+    err = fails(["sample", "-o", str(out), "--rate", "1"], capsys)  # 400 disk-days at full rate
+    assert err.startswith("thesios: error: p=1 of 400 disks x 1 days is about ") and "lower --rate" in err
+    assert list(tmp_path.iterdir()) == []

@@ -25,6 +25,8 @@ from thesios.validate import METRICS, PAPER_BANDS, auto_fleet, validate
 from thesios.writers import check_writable, write_parquet
 
 app = typer.Typer(add_completion=False, help=__doc__)
+#: Most rows ``thesios sample`` draws (~60 bytes each in memory, more while writing).
+MAX_SAMPLE_ROWS = 20_000_000
 FLEET_HELP = "fleet spec (JSON); default: the embedded fleet sized to 1/p disk-days per class"
 
 
@@ -311,6 +313,12 @@ def sample_cmd(
     _require_parquet(output)
     check_writable(output)
     gen = FleetGenerator(default_fleet(disks_per_class=disks_per_class, days=days, seed=seed))
+    # p = 1 of the default 400 disks is ~350 M requests: refuse before memory runs out, not after.
+    disks = np.arange(gen.spec.n_disks)
+    expected = p * sum(float(gen.expected_requests(disks, d).sum()) for d in range(days))
+    if expected > MAX_SAMPLE_ROWS:
+        raise ThesiosInputError(f"p={p:g} of {gen.spec.n_disks} disks x {days} days is about {expected:,.0f} samples "
+                                f"(limit {MAX_SAMPLE_ROWS:,}); lower --rate, --disks-per-class or --days")
     samples = gen.sample_fleet(p, np.random.default_rng([seed, 10])).sorted_by_time()
     write_parquet(samples.to_table(gen.applications), output)
     Console(stderr=True).print(f"{len(samples)} samples of {gen.spec.n_disks} disks x {days} days -> {output}")
