@@ -129,3 +129,8 @@ def test_sample_refuses_a_draw_too_big_for_memory(tmp_path, capsys):
     err = fails(["sample", "-o", str(out), "--rate", "1"], capsys)  # 400 disk-days at full rate
     assert err.startswith("thesios: error: p=1 of 400 disks x 1 days is about ") and "lower --rate" in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_whatif_on_another_format_says_to_convert_it(capsys):
+    err = fails(["whatif", str(FIX / "msr_hm_0_head.csv"), "-s", "rpm:5400"], capsys)
+    assert ":1: header " in err and err.endswith("run `thesios convert --format ...` first")

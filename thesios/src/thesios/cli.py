@@ -162,7 +162,13 @@ def _load_trace(path: Path) -> Requests:
             if disks > 1:
                 raise ThesiosInputError(f"{path}: holds {disks} disks (column disk_id); whatif takes a one-disk trace")
     else:
-        table = read_thesios_csv(path)
+        try:
+            table = read_thesios_csv(path)
+        except ThesiosInputError as err:
+            if ": header " not in str(err):
+                raise
+            # Most likely another trace format: say how to bring it in.
+            raise ThesiosInputError(f"{err}; for MSR, Alibaba or Tencent traces run `thesios convert --format ...` first") from None
     return Requests.from_table(table)[0]
 
 
