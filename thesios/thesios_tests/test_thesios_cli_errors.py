@@ -134,3 +134,9 @@ def test_sample_refuses_a_draw_too_big_for_memory(tmp_path, capsys):
 def test_whatif_on_another_format_says_to_convert_it(capsys):
     err = fails(["whatif", str(FIX / "msr_hm_0_head.csv"), "-s", "rpm:5400"], capsys)
     assert ":1: header " in err and err.endswith("run `thesios convert --format ...` first")
+
+
+def test_whatif_fleet_options_with_a_trace_are_refused(capsys):
+    err = fails(["whatif", str(SHARD), "-s", "rpm:5400", "--rate", "1/100", "--days", "2"], capsys)
+    assert err == "thesios: error: --rate, --days: only for the embedded fleet, not with a TRACE"
+    main(["whatif", str(SHARD), "-s", "rpm:5400", "--seed", "3", "--rpm", "5400"])  # trace options still work

@@ -109,6 +109,7 @@ def _maybe_report(result, report: Path | None) -> None:
 
 @app.command("whatif")
 def whatif_cmd(
+    ctx: typer.Context,
     scenario: Annotated[list[str], typer.Option("--scenario", "-s", help="capacity:x2, rpm:5400, spin-down:zone=COLD,timeout=300s, cache:x2")],
     trace: Annotated[Path | None, typer.Argument(help="a one-disk trace (.parquet or Thesios .csv[.gz]); default: the embedded fleet")] = None,
     rpm: Annotated[float, typer.Option(help="the TRACE's disk RPM")] = 7200.0,
@@ -124,6 +125,11 @@ def whatif_cmd(
     p = _parse_rate(rate)
     scenarios = [parse_scenario(s) for s in scenario]
     if trace is not None:
+        # These shape the embedded fleet; with a TRACE they would be ignored without a word.
+        fleet_only = [f"--{n}" for n in ("rate", "days", "fleet")
+                      if ctx.get_parameter_source(n) is not None and ctx.get_parameter_source(n).name != "DEFAULT"]
+        if fleet_only:
+            raise ThesiosInputError(f"{', '.join(fleet_only)}: only for the embedded fleet, not with a TRACE")
         if not 0 < rpm <= 30000:
             raise ThesiosInputError("--rpm must be in (0, 30000]")
         result = {"trace": str(trace)} | run_trace_scenarios(_load_trace(trace), scenarios, rpm=rpm, seed=seed)
