@@ -128,13 +128,36 @@ def test_truncated_shard_fails_on_its_last_line(tmp_path):
         read_thesios_csv(path)
 
 
+def test_shard_cut_inside_its_last_field_is_caught(tmp_path):
+    data = SHARD.read_bytes()
+    cut = data[: data.index(b"\n", 2000) - 3]  # a row that still has 17 well-formed fields
+    path = tmp_path / "cut.csv"
+    path.write_bytes(cut)
+    n_lines = cut.count(b"\n") + 1
+    with pytest.raises(TraceFormatError, match=rf"^{path}:{n_lines}: last line has no line end: the file looks truncated$"):
+        read_thesios_csv(path)
+    report = ReadReport()
+    table = read_thesios_csv(path, lenient=True, report=report)
+    assert report.skipped == 1 and table.num_rows == n_lines - 2  # header and the cut row
+    with gzip.open(tmp_path / "cut.csv.gz", "wb") as fh:
+        fh.write(cut)
+    with pytest.raises(TraceFormatError, match="the file looks truncated"):
+        read_thesios_csv(tmp_path / "cut.csv.gz")
+
+
 def test_wrong_column_order_fails_on_line_1(tmp_path):
     raw = lines_of(SHARD)
     names = raw[0].split(",")
     names[0], names[1] = names[1], names[0]
     path = write_lines(tmp_path / "order.csv", [",".join(names), *raw[1:]])
-    with pytest.raises(TraceFormatError, match=rf"^{path}:1: header is not the 17 Thesios columns"):
+    with pytest.raises(
+        TraceFormatError,
+        match=rf"^{path}:1: header is not the 17 Thesios columns in order: column 1 is 'file_offset', expected 'filename'$",
+    ):
         read_thesios_csv(path)
+    short = write_lines(tmp_path / "short.csv", [",".join(raw[0].split(",")[:16]), *raw[1:]])
+    with pytest.raises(TraceFormatError, match=r":1: header has only 16 of the 17 Thesios columns \(next expected: 'simulated_latency'\)$"):
+        read_thesios_csv(short)
 
 
 def test_parquet_round_trip_is_exact(tmp_path):
@@ -170,9 +193,13 @@ def test_convert_cli_writes_parquet_and_fails_cleanly(tmp_path, capsys):
     assert not out2.exists()
     main(["convert", str(bad), "-o", str(out2), "--lenient"])
     assert read_parquet(out2).num_rows == read_thesios_csv(SHARD).num_rows - 1
-    with pytest.raises(SystemExit) as exc:
-        main(["convert", str(SHARD), str(SHARD_LAT), "-o", str(tmp_path / "mixed.parquet")])
-    assert exc.value.code == 2
+    # Shards with and without the optional latency column combine: latency is null where absent.
+    main(["convert", str(SHARD), str(SHARD_LAT), "-o", str(tmp_path / "mixed.parquet")])
+    mixed = read_parquet(tmp_path / "mixed.parquet")
+    n_plain, n_lat = read_thesios_csv(SHARD).num_rows, read_thesios_csv(SHARD_LAT).num_rows
+    assert mixed.schema == THESIOS_SCHEMA_WITH_LATENCY and mixed.num_rows == n_plain + n_lat
+    assert mixed.column("latency").null_count == n_plain
+    assert mixed.column("latency").slice(n_plain).equals(read_thesios_csv(SHARD_LAT).column("latency"))
 
 
 def test_line_numbers_stay_right_after_skipped_rows(tmp_path):

@@ -68,8 +68,12 @@ def test_whatif_scenarios_on_a_light_fleet():
     classes = tuple(dataclasses.replace(c, rate=c.rate / 5, sizes=(4096, 65536), size_probs=(0.7, 0.3)) for c in DEFAULT_CLASSES)
     spec = FleetSpec(classes, disks_per_class=2 * 50 + 1, days=1, seed=2)
     scenarios = [parse_scenario(s) for s in ["capacity:x2", "rpm:5400", "spin-down:zone=COLD,timeout=10s", "cache:x2"]]
-    doc = run_scenarios(spec, 1 / 50, scenarios, seed=2, cache_blocks=40_000, shards_rate=0.005)
+    steps: list[str] = []
+    doc = run_scenarios(spec, 1 / 50, scenarios, seed=2, cache_blocks=40_000, shards_rate=0.005, progress=steps.append)
     assert len(doc["groups"]) == 4
+    # one progress line per step: sampling, grouping, then per group its baseline and each scenario
+    assert steps[0].startswith("sampling 404 disks") and steps[1].startswith("identifying groups")
+    assert len(steps) == 2 + 4 * (1 + len(scenarios)) and steps[-1] == "group 4/4: cache:x2"
     for g in doc["groups"]:
         base, sc = g["baseline"], g["scenarios"]
         # twice the disk-days merged: twice the load, within Poisson noise

@@ -13,6 +13,7 @@ from typing import Annotated
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -21,9 +22,11 @@ from thesios.errors import ThesiosInputError
 from thesios.readers import ReadReport, read_thesios_csv
 from thesios.requests import Requests
 from thesios.validate import METRICS, PAPER_BANDS, auto_fleet, validate
-from thesios.writers import write_parquet
+from thesios.writers import check_writable, write_parquet
 
 app = typer.Typer(add_completion=False, help=__doc__)
+#: Most rows ``thesios sample`` draws (~60 bytes each in memory, more while writing).
+MAX_SAMPLE_ROWS = 20_000_000
 FLEET_HELP = "fleet spec (JSON); default: the embedded fleet sized to 1/p disk-days per class"
 
 
@@ -49,10 +52,10 @@ def validate_cmd(
 ) -> None:
     """Synthesize held-out disks of the embedded fleet from samples; compare with their real traces."""
     p = _parse_rate(rate)
-    if report is not None and not report.parent.is_dir():
-        raise ThesiosInputError(f"{report.parent}: no such folder")
+    if report is not None:
+        check_writable(report)  # before minutes of work, not after
     spec = _fleet_spec(fleet, p, days, seed, held_out)
-    err = Console(stderr=True)
+    err = Console(stderr=True, log_path=False)  # the source line of each log is noise to a user
     if as_json:
         result = validate(spec, rate=p, seed=seed, held_out_per_class=held_out, progress=lambda m: print(m, file=sys.stderr))
         _maybe_report(result, report)
@@ -86,10 +89,14 @@ def _fleet_spec(fleet: Path | None, rate: float, days: int, seed: int, held_out:
         return auto_fleet(rate, days=days, seed=seed, held_out_per_class=held_out, scale=scale)
     from thesios.fleet import fleet_from_json
 
+    if fleet.is_dir():
+        raise ThesiosInputError(f"{fleet}: is a folder, not a fleet spec file")
+    if not fleet.exists():
+        raise ThesiosInputError(f"{fleet}: no such file")
     try:
         text = fleet.read_text()
     except (OSError, UnicodeDecodeError) as exc:
-        raise ThesiosInputError(f"{fleet}: cannot read ({exc})") from None
+        raise ThesiosInputError(f"{fleet}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
     return fleet_from_json(text, str(fleet))
 
 
@@ -102,6 +109,7 @@ def _maybe_report(result, report: Path | None) -> None:
 
 @app.command("whatif")
 def whatif_cmd(
+    ctx: typer.Context,
     scenario: Annotated[list[str], typer.Option("--scenario", "-s", help="capacity:x2, rpm:5400, spin-down:zone=COLD,timeout=300s, cache:x2")],
     trace: Annotated[Path | None, typer.Argument(help="a one-disk trace (.parquet or Thesios .csv[.gz]); default: the embedded fleet")] = None,
     rpm: Annotated[float, typer.Option(help="the TRACE's disk RPM")] = 7200.0,
@@ -117,6 +125,11 @@ def whatif_cmd(
     p = _parse_rate(rate)
     scenarios = [parse_scenario(s) for s in scenario]
     if trace is not None:
+        # These shape the embedded fleet; with a TRACE they would be ignored without a word.
+        fleet_only = [f"--{n}" for n in ("rate", "days", "fleet")
+                      if ctx.get_parameter_source(n) is not None and ctx.get_parameter_source(n).name != "DEFAULT"]
+        if fleet_only:
+            raise ThesiosInputError(f"{', '.join(fleet_only)}: only for the embedded fleet, not with a TRACE")
         if not 0 < rpm <= 30000:
             raise ThesiosInputError("--rpm must be in (0, 30000]")
         result = {"trace": str(trace)} | run_trace_scenarios(_load_trace(trace), scenarios, rpm=rpm, seed=seed)
@@ -127,11 +140,13 @@ def whatif_cmd(
         return
     scale = max([sc.factor for sc in scenarios if sc.kind == "capacity"], default=1.0)
     spec = _fleet_spec(fleet, p, days, seed, 1, scale)
-    with Console(stderr=True).status("sampling, grouping, synthesizing"):
-        result = run_scenarios(spec, p, scenarios, seed=seed)
     if as_json:
+        result = run_scenarios(spec, p, scenarios, seed=seed, progress=lambda m: print(m, file=sys.stderr))
         print(json.dumps(result, indent=2))
         return
+    err = Console(stderr=True, log_path=False)  # the source line of each log is noise to a user
+    with err.status("sampling, grouping, synthesizing") as status:
+        result = run_scenarios(spec, p, scenarios, seed=seed, progress=lambda m: (status.update(m), err.log(m)))
     _print_whatif_groups(result["groups"])
 
 
@@ -147,29 +162,50 @@ def _load_trace(path: Path) -> Requests:
         missing = [c for c in THESIOS_COLUMNS if c not in table.column_names]
         if missing:
             raise ThesiosInputError(f"{path}: missing trace columns {missing[:4]}")
+        # A many-disk trace (`thesios sample` output) would be served as one disk, silently.
+        if "disk_id" in table.column_names:
+            disks = pc.count_distinct(table.column("disk_id")).as_py()
+            if disks > 1:
+                raise ThesiosInputError(f"{path}: holds {disks} disks (column disk_id); whatif takes a one-disk trace")
     else:
-        table = read_thesios_csv(path)
+        try:
+            table = read_thesios_csv(path)
+        except ThesiosInputError as err:
+            if ": header " not in str(err):
+                raise
+            # Most likely another trace format: say how to bring it in.
+            raise ThesiosInputError(f"{err}; for MSR, Alibaba or Tencent traces run `thesios convert --format ...` first") from None
     return Requests.from_table(table)[0]
+
+
+def _pct(x: float) -> str:
+    """A fraction as a percentage that stays readable for the tiny utilizations of short traces."""
+    return f"{x:.2%}" if x == 0 or x >= 1e-4 else f"{x * 100:.2g}%"
 
 
 def _print_whatif_groups(groups: list[dict]) -> None:
     console = Console()
     for g in groups:
-        table = Table(title=f"group {g['group']} ({g['disks']} disks)")
-        for col in ("scenario", "utilization", "peak hour", "read p50 ms", "read p99 ms", "other"):
-            table.add_column(col)
-        rows = [("baseline", g["baseline"])] + list(g["scenarios"].items())
-        for name, m in rows:
+        # Service metrics in a table; spin-down and cache results as lines under it, because a
+        # sixth column of prose wraps to one word per line on an 80-column terminal.
+        table = Table(title=f"group {g['group']} ({g['disks']} disk{'s' if g['disks'] != 1 else ''})")
+        table.add_column("scenario", no_wrap=True)
+        for col in ("utilization", "peak hour", "read p50 ms", "read p99 ms"):
+            table.add_column(col, justify="right")
+        notes = []
+        for name, m in [("baseline", g["baseline"])] + list(g["scenarios"].items()):
             if "utilization" in m:
-                table.add_row(name, f"{m['utilization']:.2%}", f"{m['peak_hour_utilization']:.2%}",
-                              f"{m['read_latency_p50_s'] * 1e3:.1f}", f"{m['read_latency_p99_s'] * 1e3:.1f}", "")
+                table.add_row(name, _pct(m["utilization"]), _pct(m["peak_hour_utilization"]),
+                              f"{m['read_latency_p50_s'] * 1e3:.1f}", f"{m['read_latency_p99_s'] * 1e3:.1f}")
             elif "saving" in m:
-                table.add_row(name, "", "", "", "", f"energy saving {m['saving']:.1%}, {m['spin_ups']} spin-ups, "
-                              f"mean idle gap {m['mean_idle_gap_s']:.1f} s vs break-even {m['break_even_s']:.1f} s")
+                notes.append(f"{name}: energy saving {m['saving']:.1%}, {m['spin_ups']} spin-ups, "
+                             f"mean idle gap {m['mean_idle_gap_s']:.1f} s vs break-even {m['break_even_s']:.1f} s")
             else:
-                table.add_row(name, "", "", "", "", f"LRU miss ratio {m['lru_miss_ratio']:.1%} -> {m['lru_miss_ratio_scaled']:.1%} "
-                              f"(Belady {m['belady_miss_ratio_scaled']:.1%})")
+                notes.append(f"{name}: LRU miss ratio {m['lru_miss_ratio']:.1%} -> {m['lru_miss_ratio_scaled']:.1%} "
+                             f"(Belady {m['belady_miss_ratio_scaled']:.1%})")
         console.print(table)
+        for note in notes:
+            console.print(note, highlight=False, soft_wrap=False)
 
 
 @app.command("synth")
@@ -196,19 +232,27 @@ def synth_cmd(
         raise ThesiosInputError(f"{output}: the output must end in .parquet, .csv or .iolog")
     if not fio_device or any(c.isspace() for c in fio_device):
         raise ThesiosInputError("--fio-device must be a name without spaces")
-    if not output.parent.is_dir():
-        raise ThesiosInputError(f"{output.parent}: no such folder")
+    check_writable(output)
     spec = _fleet_spec(fleet, p, days, seed, 1)
     if not 0 <= disk < spec.n_disks:
         raise ThesiosInputError(f"--disk must be in [0, {spec.n_disks})")
-    err = Console(stderr=True)
+    err = Console(stderr=True, log_path=False)  # the source line of each log is noise to a user
     gen = FleetGenerator(spec)
-    with err.status("sampling, grouping, synthesizing"):
+    with err.status("sampling") as status:
+        def step(msg: str) -> None:
+            status.update(msg)
+            err.log(msg)
+
+        step(f"sampling {spec.n_disks} disks x {spec.days} days at p={p:g}")
         samples = gen.sample_fleet(p, np.random.default_rng([seed, 10]))
+        step(f"identifying groups from {len(samples)} samples")
         labels = identify(disk_features(samples, spec.n_disks, spec.days), seed=seed).labels
         members = np.flatnonzero(labels == labels[disk])
+        step(f"synthesizing a disk like {disk} from its group's {len(members) - 1} other disks")
         result = synthesize(samples, members[members != disk], p, days=spec.days)
+        step(f"reorganizing {len(result.trace)} requests ({discipline})")
         table = trace_table(result.trace, gen.applications, discipline)
+        step(f"writing {output}")
     if output.suffix == ".csv":
         write_thesios_csv(table, output)
     elif output.suffix == ".iolog":
@@ -235,17 +279,33 @@ def convert_cmd(
     readers = {"thesios": read_thesios_csv, "msr": read_msr_csv, "alibaba": read_alibaba_csv, "tencent": read_tencent_csv}
     if fmt not in readers:
         raise ThesiosInputError(f"--format must be one of {', '.join(readers)}, got {fmt!r}")
+    _require_parquet(output)
+    check_writable(output)
     report = ReadReport()
     tables = [readers[fmt](path, lenient=lenient, report=report) for path in inputs]
-    if len({t.schema for t in tables}) > 1:
-        raise ThesiosInputError("shards differ in columns (some have 'latency', some not)")
-    if not output.parent.is_dir():
-        raise ThesiosInputError(f"{output.parent}: no such folder")
-    write_parquet(pa.concat_tables(tables), output)
-    msg = f"{report.rows} rows -> {output}; {report.header_repeats} repeated headers dropped"
+    write_parquet(_concat_shards(tables), output)
+    msg = f"{report.rows} rows -> {output}"
+    if fmt == "thesios":
+        msg += f"; {report.header_repeats} repeated headers dropped"
     if report.skipped:
         msg += f"; {report.skipped} malformed rows skipped (first: {report.examples[0]})"
     Console(stderr=True).print(msg)
+
+
+def _require_parquet(output: Path) -> None:
+    """Parquet is the only output of convert and sample: refuse a name that says otherwise."""
+    if output.suffix != ".parquet":
+        raise ThesiosInputError(f"{output}: the output is Parquet, its name must end in .parquet")
+
+
+def _concat_shards(tables: list[pa.Table]) -> pa.Table:
+    """One table of shards; shards without the optional ``latency`` column get it as nulls."""
+    from thesios.schema import EXTRA_LATENCY
+
+    if any(EXTRA_LATENCY in t.column_names for t in tables):
+        tables = [t if EXTRA_LATENCY in t.column_names else t.append_column(EXTRA_LATENCY, pa.nulls(t.num_rows, pa.float64()))
+                  for t in tables]
+    return pa.concat_tables(tables)
 
 
 @app.command("sample")
@@ -262,7 +322,15 @@ def sample_cmd(
     p = _parse_rate(rate)
     if disks_per_class < 1 or days < 1:
         raise ThesiosInputError("--disks-per-class and --days must be >= 1")
+    _require_parquet(output)
+    check_writable(output)
     gen = FleetGenerator(default_fleet(disks_per_class=disks_per_class, days=days, seed=seed))
+    # p = 1 of the default 400 disks is ~350 M requests: refuse before memory runs out, not after.
+    disks = np.arange(gen.spec.n_disks)
+    expected = p * sum(float(gen.expected_requests(disks, d).sum()) for d in range(days))
+    if expected > MAX_SAMPLE_ROWS:
+        raise ThesiosInputError(f"p={p:g} of {gen.spec.n_disks} disks x {days} days is about {expected:,.0f} samples "
+                                f"(limit {MAX_SAMPLE_ROWS:,}); lower --rate, --disks-per-class or --days")
     samples = gen.sample_fleet(p, np.random.default_rng([seed, 10])).sorted_by_time()
     write_parquet(samples.to_table(gen.applications), output)
     Console(stderr=True).print(f"{len(samples)} samples of {gen.spec.n_disks} disks x {days} days -> {output}")
@@ -272,7 +340,9 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app; bad input becomes one line on stderr and exit code 2."""
     args = list(sys.argv[1:] if argv is None else argv) or ["--help"]
     try:
-        app(args=args, standalone_mode=False)
+        code = app(args=args, standalone_mode=False)
+    except KeyboardInterrupt:
+        code = 130
     except ThesiosInputError as err:
         print(f"thesios: error: {err}", file=sys.stderr)
         sys.exit(2)
@@ -285,8 +355,15 @@ def main(argv: list[str] | None = None) -> None:
             print(f"thesios: error: {err.format_message()}", file=sys.stderr)
             sys.exit(2)
         if type(err).__name__ == "Abort":
-            sys.exit(130)
-        raise
+            code = 130
+        else:
+            raise
+    # Without standalone mode typer turns Ctrl-C into a *returned* 130, not an exception.
+    if code == 130:
+        print("thesios: interrupted", file=sys.stderr)
+        sys.exit(130)
+    if isinstance(code, int) and code:
+        sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -42,6 +42,11 @@ class ReadReport:
 
 
 def _read_bytes(path: Path) -> bytes:
+    # Plain words for the common cases; pyarrow's own messages repeat the path and the errno.
+    if path.is_dir():
+        raise TraceFormatError(f"{path}: is a folder, not a trace file")
+    if not path.exists():
+        raise TraceFormatError(f"{path}: no such file")
     try:
         with pa.input_stream(str(path), compression="detect") as stream:
             return stream.read()
@@ -62,6 +67,18 @@ def _nonempty_line_numbers(data: bytes) -> np.ndarray:
     return np.flatnonzero((lengths > 0) & ~cr_only).astype(np.int64) + 1
 
 
+def _header_mismatch(names: list[str]) -> str:
+    """Why a header is not the Thesios one, naming the first column out of place (1-based)."""
+    expected = [*THESIOS_COLUMNS, EXTRA_LATENCY]
+    for i, name in enumerate(names):
+        if i >= len(expected) or name != expected[i]:
+            if i >= len(expected):
+                return f"header has {len(names)} columns, expected the 17 Thesios columns (optionally + '{EXTRA_LATENCY}')"
+            where = f"column {i + 1} is {name[:40]!r}, expected {expected[i]!r}"
+            return f"header is not the 17 Thesios columns in order: {where}"
+    return f"header has only {len(names)} of the 17 Thesios columns (next expected: {expected[len(names)]!r})"
+
+
 def read_thesios_csv(path: str | Path, lenient: bool = False, report: ReadReport | None = None) -> pa.Table:
     """Read one Thesios CSV shard (plain or compressed) into a table of :data:`THESIOS_SCHEMA`.
 
@@ -80,7 +97,8 @@ def read_thesios_csv(path: str | Path, lenient: bool = False, report: ReadReport
     Raises:
         TraceFormatError: ``file:line: reason`` for a wrong header, a row with the wrong number
             of fields, a non-numeric number, an unknown ``op_type``/``io_zone``, a ``cache_hit``
-            outside {-1, 0, 1}, negative sizes or times, or non-finite times (unless lenient).
+            outside {-1, 0, 1}, negative sizes or times, non-finite times, or a last line
+            without a line end (a truncated file; unless lenient).
     """
     path = Path(path)
     report = report if report is not None else ReadReport()
@@ -96,10 +114,7 @@ def read_thesios_csv(path: str | Path, lenient: bool = False, report: ReadReport
     elif names == [*THESIOS_COLUMNS, EXTRA_LATENCY]:
         schema = THESIOS_SCHEMA_WITH_LATENCY
     else:
-        raise TraceFormatError(
-            f"{path}:{lines[0]}: header is not the 17 Thesios columns in order "
-            f"(optionally + '{EXTRA_LATENCY}'); got {','.join(names)[:200]}"
-        )
+        raise TraceFormatError(f"{path}:{lines[0]}: {_header_mismatch(names)}")
 
     bad_rows: list[tuple[int, str]] = []  # (1-based non-empty row number, reason)
 
@@ -175,6 +190,14 @@ def read_thesios_csv(path: str | Path, lenient: bool = False, report: ReadReport
             errors.extend((int(row_lines[i]), reason) for i in idx[:5])
             ok = pc.and_(ok, pc.invert(bad))
 
+    # A shard cut inside its last field still parses (0.009858898 -> 0.009858); a last line
+    # without a line end is the one sign of it left, so that row counts as malformed.
+    if not data.endswith(b"\n") and raw.num_rows and int(row_lines[-1]) == int(lines[-1]):
+        last = np.zeros(raw.num_rows, dtype=bool)
+        last[-1] = True
+        if ok.to_numpy(zero_copy_only=False)[-1]:
+            errors.append((int(lines[-1]), "last line has no line end: the file looks truncated"))
+            ok = pc.and_(ok, pa.chunked_array([pa.array(~last)]))
     n_bad = len(bad_rows) + int(raw.num_rows - header_repeats - (pc.sum(ok).as_py() or 0))
     errors.sort()
     if errors and not lenient:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -53,14 +54,14 @@ _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h)?$")
 def _duration(text: str) -> float:
     m = _DURATION.match(text.strip())
     if not m:
-        raise ThesiosInputError(f"bad duration {text!r} (e.g. 300s, 5m, 1h)")
+        raise ThesiosInputError(f"{text!r} is not a non-negative duration (e.g. 300s, 5m, 1h)")
     return float(m.group(1)) * {"s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
 
 
 def _factor(text: str, spec: str) -> float:
     m = re.match(r"^x(\d+(?:\.\d+)?)$", text.strip())
     if not m or float(m.group(1)) <= 0:
-        raise ThesiosInputError(f"scenario {spec!r}: expected a factor like x2")
+        raise ThesiosInputError(f"scenario {spec!r}: expected a factor above 0 like x2")
     return float(m.group(1))
 
 
@@ -92,7 +93,11 @@ def parse_scenario(spec: str) -> Scenario:
         zone = params.get("zone")
         if zone is not None and zone not in IO_ZONES:
             raise ThesiosInputError(f"scenario {spec!r}: zone must be one of {', '.join(IO_ZONES)}")
-        return Scenario("spin-down", zone=zone, timeout_s=_duration(params.get("timeout", "300s")), spec=spec)
+        try:
+            timeout_s = _duration(params.get("timeout", "300s"))
+        except ThesiosInputError as err:
+            raise ThesiosInputError(f"scenario {spec!r}: timeout {err}") from None
+        return Scenario("spin-down", zone=zone, timeout_s=timeout_s, spec=spec)
     raise ThesiosInputError(f"unknown scenario {spec!r} (capacity:xK, rpm:R, spin-down:zone=Z,timeout=T, cache:xK)")
 
 
@@ -198,26 +203,31 @@ def run_trace_scenarios(
 
 def run_scenarios(
     spec: FleetSpec, rate: float, scenarios: list[Scenario], seed: int = 0, power: PowerModel | None = None,
-    cache_blocks: int = 262_144, shards_rate: float = 0.002,
+    cache_blocks: int = 262_144, shards_rate: float = 0.002, progress: Callable[[str], None] | None = None,
 ) -> dict:
     """Baseline and what-ifs for one synthesized disk per group of the fleet (day 0).
 
     Returns a JSON-ready dict: ``{"rate", "groups": [{"group", "disks", "baseline", "scenarios":
-    {spec: {...}}}]}``.
+    {spec: {...}}}]}``. ``progress`` is called with one line per step (minutes at p = 1/1000).
     """
+    say = progress or (lambda _msg: None)
     power = power or PowerModel()
     gen = FleetGenerator(spec)
     rng = np.random.default_rng([seed, 10])
+    say(f"sampling {spec.n_disks} disks x {spec.days} days at p={rate:g}")
     samples = gen.sample_fleet(rate, rng)
+    say(f"identifying groups from {len(samples)} samples")
     grouping = identify(disk_features(samples, spec.n_disks, spec.days), seed=seed)
     rpm0 = spec.hdd.rpm
     groups = []
     for g in range(grouping.k):
         members = np.flatnonzero(grouping.labels == g)
+        say(f"group {g + 1}/{grouping.k} ({len(members)} disks): baseline")
         base = synthesize(samples, members, rate, days=spec.days)
         entry: dict = {"group": g, "disks": len(members), "coverage": base.coverage,
                        "baseline": serve_metrics(base.trace), "scenarios": {}}
         for sc in scenarios:
+            say(f"group {g + 1}/{grouping.k}: {sc.spec}")
             if sc.kind == "capacity":
                 res = synthesize(samples, members, rate, days=spec.days, scale=sc.factor)
                 out = serve_metrics(res.trace) | {"coverage": res.coverage}

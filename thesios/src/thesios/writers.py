@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from pathlib import Path
@@ -17,6 +18,38 @@ def _umask_mode() -> int:
     return 0o666 & ~mask
 
 
+def _temp_beside(path: Path) -> tuple[int, str]:
+    """Open a temp file beside ``path`` for an atomic write; errors name ``path``, not the temp.
+
+    Raises:
+        OSError: ``path`` is a folder, its folder does not exist, or it is not writable
+            (``err.filename`` is ``path``).
+    """
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "is a folder, not a file", str(path))
+    if not path.parent.is_dir():
+        raise FileNotFoundError(errno.ENOENT, "its folder does not exist", str(path))
+    try:
+        return tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as err:
+        raise type(err)(err.errno, f"cannot write there ({err.strerror})", str(path)) from None
+
+
+def check_writable(path: str | Path) -> Path:
+    """Fail now, before long work, if an atomic write to ``path`` could not even start.
+
+    Creates and removes the temp file a writer would use; ``path`` itself is not touched.
+
+    Raises:
+        OSError: as :func:`write_parquet` would, with ``filename`` = ``path``.
+    """
+    path = Path(path)
+    fd, tmp = _temp_beside(path)
+    os.close(fd)
+    os.unlink(tmp)
+    return path
+
+
 def write_parquet(table: pa.Table, path: str | Path) -> Path:
     """Write ``table`` to Parquet at ``path`` atomically; return the path.
 
@@ -24,12 +57,13 @@ def write_parquet(table: pa.Table, path: str | Path) -> Path:
     a crash or a bad input never leaves a half-written file behind.
 
     Raises:
-        OSError: the folder does not exist or is not writable.
+        OSError: ``path`` is a folder, its folder does not exist or is not writable (the error's
+            ``filename`` is ``path``).
     """
     path = Path(path)
     if not isinstance(table, pa.Table):
         raise TypeError("write_parquet takes a pyarrow.Table")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = _temp_beside(path)
     os.close(fd)
     try:
         pq.write_table(table, tmp, compression="zstd")
@@ -47,7 +81,7 @@ def read_parquet(path: str | Path) -> pa.Table:
 
 
 def _atomic_bytes(data: bytes, path: Path) -> Path:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = _temp_beside(path)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)

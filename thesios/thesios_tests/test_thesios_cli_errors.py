@@ -1,0 +1,142 @@
+"""Bad input found by trying the CLI as a new user: one line on stderr, exit 2 (130 for Ctrl-C),
+messages naming what the user typed, and no file left behind."""
+
+from __future__ import annotations
+
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from thesios.cli import main
+
+FIX = Path(__file__).parent / "fixtures"
+SHARD = FIX / "thesios_shard.csv"
+
+
+def fails(args: list[str], capsys, code: int = 2) -> str:
+    """Run the CLI expecting exit ``code``; return its stderr, checked to be one line."""
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    assert exc.value.code == code
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    return err.strip()
+
+
+
+def test_ctrl_c_exits_130_with_one_line_and_no_file(tmp_path, capsys, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("thesios.cli.read_thesios_csv", interrupted)
+    out = tmp_path / "t.parquet"
+    assert fails(["convert", str(SHARD), "-o", str(out)], capsys, code=130) == "thesios: interrupted"
+    assert list(tmp_path.iterdir()) == []
+    # During a write: the temp file goes too.
+    monkeypatch.setattr("pyarrow.parquet.write_table", interrupted)
+    assert fails(["sample", "-o", str(out), "--disks-per-class", "1"], capsys, code=130) == "thesios: interrupted"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_ctrl_c_while_importing_exits_130(monkeypatch, capsys):
+    from thesios._console import main as console_main
+
+    class Importing(types.ModuleType):
+        def __getattr__(self, name):
+            raise KeyboardInterrupt
+
+    monkeypatch.setitem(sys.modules, "thesios.cli", Importing("thesios.cli"))
+    with pytest.raises(SystemExit) as exc:
+        console_main()
+    assert exc.value.code == 130
+    assert capsys.readouterr().err == "thesios: interrupted\n"
+
+
+def test_output_errors_name_the_output_not_a_temp_file(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "no" / "t.parquet"
+    assert fails(["convert", str(SHARD), "-o", str(out)], capsys) == f"thesios: error: {out}: its folder does not exist"
+    assert fails(["sample", "-o", str(out), "--disks-per-class", "1"], capsys).endswith(f"{out}: its folder does not exist")
+    folder = tmp_path / "d.parquet"
+    folder.mkdir()
+    assert fails(["convert", str(SHARD), "-o", str(folder)], capsys) == f"thesios: error: {folder}: is a folder, not a file"
+
+    # Unwritable folder (tests may run as root, who may write anywhere: deny the temp file instead).
+    def denied(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr("tempfile.mkstemp", denied)
+    out = tmp_path / "t.parquet"
+    err = fails(["convert", str(SHARD), "-o", str(out)], capsys)
+    assert err == f"thesios: error: {out}: cannot write there (Permission denied)"
+    assert [p.name for p in tmp_path.iterdir()] == ["d.parquet"]  # nothing written, no folder made
+
+
+def test_report_path_is_checked_before_the_run(tmp_path, capsys, monkeypatch):
+    def never(*args, **kwargs):
+        raise AssertionError("validation ran although its report could not be written")
+
+    monkeypatch.setattr("thesios.cli.validate", never)
+    assert fails(["validate", "--report", str(tmp_path)], capsys) == f"thesios: error: {tmp_path}: is a folder, not a file"
+    assert fails(["synth", "-o", str(tmp_path / "x" / "t.csv")], capsys).endswith("its folder does not exist")
+
+
+def test_parquet_outputs_must_be_named_parquet(tmp_path, capsys):
+    for args in (["convert", str(SHARD), "-o", str(tmp_path / "t.csv")], ["sample", "-o", str(tmp_path / "s.csv")]):
+        assert fails(args, capsys).endswith("the output is Parquet, its name must end in .parquet")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_missing_inputs_and_folders_in_plain_words(tmp_path, capsys):
+    missing = tmp_path / "missing.csv"
+    assert fails(["convert", str(missing), "-o", str(tmp_path / "t.parquet")], capsys) == f"thesios: error: {missing}: no such file"
+    assert fails(["whatif", str(tmp_path), "-s", "rpm:5400"], capsys) == f"thesios: error: {tmp_path}: is a folder, not a trace file"
+    assert fails(["convert", "--format", "msr", str(tmp_path), "-o", str(tmp_path / "t.parquet")], capsys).endswith("is a folder, not a trace file")
+    assert fails(["validate", "--fleet", str(missing)], capsys) == f"thesios: error: {missing}: no such file"
+    assert fails(["validate", "--fleet", str(tmp_path)], capsys) == f"thesios: error: {tmp_path}: is a folder, not a fleet spec file"
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("spin-down:timeout=-5", "scenario 'spin-down:timeout=-5': timeout '-5' is not a non-negative duration"),
+    ("capacity:x0", "scenario 'capacity:x0': expected a factor above 0 like x2"),
+    ("rpm:abc", "scenario 'rpm:abc': expected rpm:<number>"),
+])
+def test_malformed_scenarios_say_which(spec, message, capsys):
+    assert fails(["whatif", str(SHARD), "-s", spec], capsys).startswith(f"thesios: error: {message}")
+
+
+def test_whatif_table_keeps_scenario_names_whole_on_80_columns(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    spin = "spin-down:zone=COLD,timeout=300s"
+    main(["whatif", str(SHARD), "-s", "rpm:5400", "-s", spin, "-s", "cache:x2"])
+    out = capsys.readouterr().out
+    assert "(1 disk)" in out and "rpm:5400" in out
+    assert f"{spin}: energy saving" in out and "cache:x2: LRU miss ratio" in out
+    assert "0.00%" not in out  # the fixture's tiny utilization keeps significant digits
+
+
+def test_whatif_refuses_a_many_disk_trace(tmp_path, capsys):
+    samples = tmp_path / "samples.parquet"
+    main(["sample", "-o", str(samples), "--disks-per-class", "1", "--rate", "1/1000"])
+    capsys.readouterr()
+    err = fails(["whatif", str(samples), "-s", "rpm:5400"], capsys)
+    assert err == f"thesios: error: {samples}: holds 4 disks (column disk_id); whatif takes a one-disk trace"
+
+
+def test_sample_refuses_a_draw_too_big_for_memory(tmp_path, capsys):
+    out = tmp_path / "s.parquet"
+    err = fails(["sample", "-o", str(out), "--rate", "1"], capsys)  # 400 disk-days at full rate
+    assert err.startswith("thesios: error: p=1 of 400 disks x 1 days is about ") and "lower --rate" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_whatif_on_another_format_says_to_convert_it(capsys):
+    err = fails(["whatif", str(FIX / "msr_hm_0_head.csv"), "-s", "rpm:5400"], capsys)
+    assert ":1: header " in err and err.endswith("run `thesios convert --format ...` first")
+
+
+def test_whatif_fleet_options_with_a_trace_are_refused(capsys):
+    err = fails(["whatif", str(SHARD), "-s", "rpm:5400", "--rate", "1/100", "--days", "2"], capsys)
+    assert err == "thesios: error: --rate, --days: only for the embedded fleet, not with a TRACE"
+    main(["whatif", str(SHARD), "-s", "rpm:5400", "--seed", "3", "--rpm", "5400"])  # trace options still work
