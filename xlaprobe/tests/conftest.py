@@ -17,3 +17,14 @@ def pool():
     from xlaprobe.workers import WorkerPool
     with WorkerPool(size=1, timeout_s=300) as shared:
         yield shared
+
+
+@pytest.fixture(autouse=True)
+def _x64_restored():
+    """Programs with float64 inputs switch jax's process-wide x64 flag on (`enable_x64_for`);
+    each test leaves it as it found it, so later tests' float32 programs stay float32."""
+    import jax
+    before = jax.config.jax_enable_x64
+    yield
+    if jax.config.jax_enable_x64 != before:
+        jax.config.update("jax_enable_x64", before)

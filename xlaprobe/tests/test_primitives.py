@@ -13,7 +13,7 @@ from jax import lax
 
 from xlaprobe import jaxcompat, jaxprs, primitives
 from xlaprobe.configs import eager, reference
-from xlaprobe.localize import api, inside, repro
+from xlaprobe.localize import equation, inside, repro
 from xlaprobe.primitives import Movement, PrimitiveFacts, facts
 from xlaprobe.program import Program, Provenance
 from xlaprobe.sources import ops
@@ -55,7 +55,7 @@ def test_contradictory_facts_are_rejected():
 
 
 def test_data_movement_sets_of_localization():
-    assert api.DATA_MOVEMENT == {"reshape", "squeeze", "broadcast_in_dim", "convert_element_type",
+    assert equation.DATA_MOVEMENT == {"reshape", "squeeze", "broadcast_in_dim", "convert_element_type",
                                  "copy"}
     assert inside._RESHAPES == {"reshape", "squeeze"}
 
