@@ -158,3 +158,21 @@ def test_plan_from_a_dataset_matches_compare_bytes_for_fixed_round_algorithms(ge
     c = json.loads(geodml("compare", *common, "--local-steps", "2", "--algos", "centralize,fedavg,diloco,oneshot", "--json").stdout)
     for a in ("centralize", "fedavg", "diloco", "oneshot"):
         assert p["predictions"][a]["bytes"] == c["algorithms"][a]["bytes"], a
+
+
+def test_ctrl_c_during_compare_exits_130_with_one_line_and_no_report(geodml, monkeypatch, tmp_path):
+    # KeyboardInterrupt is what Python raises on SIGINT; raising it from inside the run stands in
+    # for a Ctrl-C that lands mid-training (typer turns it into a return value of 130).
+    import importlib
+
+    compare_module = importlib.import_module("geodml.compare")
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(compare_module, "partition", interrupted)
+    report = tmp_path / "r.html"
+    r = geodml("compare", "--data", "sklearn:breast_cancer", "--algos", "oneshot", "--report", str(report))
+    assert r.returncode == 130, (r.returncode, r.stderr)
+    assert [ln for ln in r.stderr.splitlines() if not ln.startswith("geodml: loaded")] == ["geodml: interrupted"]
+    assert r.stdout == "" and list(tmp_path.iterdir()) == []

@@ -242,7 +242,9 @@ def plan(
 def main() -> None:
     """Entry point: run the app; bad input -> one line on stderr, exit 2."""
     try:
-        app(standalone_mode=False)
+        rc = app(standalone_mode=False)
+    except KeyboardInterrupt:
+        rc = 130
     except GeodmlError as e:
         print(f"geodml: error: {e}", file=sys.stderr)
         sys.exit(2)
@@ -256,3 +258,10 @@ def main() -> None:
     except ClickException as e:
         print(f"geodml: error: {e.format_message()}", file=sys.stderr)
         sys.exit(2)
+    # typer >= 0.2x turns Ctrl-C into Exit(130), which standalone_mode=False returns as a value
+    # instead of raising: without this the interrupted run exited 0.
+    if rc == 130:
+        print("geodml: interrupted", file=sys.stderr)
+        sys.exit(130)
+    if isinstance(rc, int) and not isinstance(rc, bool) and rc != 0:
+        sys.exit(rc)
