@@ -99,6 +99,14 @@ def test_plan_json_recommends_and_gives_crossover(geodml):
     (["compare", "--data", "sklearn:breast_cancer", "--algos", "oneshot", "--report", "/no/such/dir/r.html"], "report folder"),
     (["plan", "--partition", "dirichlet:0.3"], "partition"),
     (["frobnicate"], "frobnicate"),
+    (["compare", "--data", "sklearn:breast_cancer", "--seed", "-1"], "--seed"),
+    (["plan", "--seed", "-1"], "--seed"),
+    (["compare", "--data", "sklearn:breast_cancer", "--batch-size", "-1"], "--batch-size"),
+    (["compare", "--data", "sklearn:breast_cancer", "--algos", " , "], "--algos is empty"),
+    (["plan", "--algos", ""], "--algos is empty"),
+    (["plan", "--lbfgs-rounds", "0"], "--lbfgs-rounds"),
+    (["plan", "--local-passes", "-1"], "--local-passes"),
+    (["plan", "--features", "4", "--nnz-per-row", "5"], "--nnz-per-row"),
 ])
 def test_bad_input_one_line_exit_2(geodml, args, needle):
     r = geodml(*args)

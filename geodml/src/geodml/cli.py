@@ -46,6 +46,13 @@ def _split_names(s: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in s.split(",") if x.strip())
 
 
+def _algo_names(s: str) -> tuple[str, ...]:
+    names = _split_names(s)
+    if not names:
+        raise GeodmlError("--algos is empty: name at least one algorithm")
+    return names
+
+
 def _settings(l2, rounds, local_steps, batch_size, lr, seed, compress="none", inner="sgd") -> Settings:
     from geodml.compression import parse
 
@@ -59,6 +66,11 @@ def _settings(l2, rounds, local_steps, batch_size, lr, seed, compress="none", in
     for name, v in (("--rounds", rounds), ("--local-steps", local_steps)):
         if v < 1:
             raise GeodmlError(f"{name} must be >= 1, got {v}")
+    if batch_size < 0:
+        raise GeodmlError(f"--batch-size must be >= 0 (0: full batch), got {batch_size}")
+    # numpy's generators take only non-negative seeds; checked here so it is one line, not a traceback
+    if seed < 0:
+        raise GeodmlError(f"--seed must be >= 0, got {seed}")
     return Settings(lam=l2, rounds=rounds, local_steps=local_steps, batch_size=batch_size, lr=lr, seed=seed, compress=compress, inner=inner)
 
 
@@ -96,7 +108,7 @@ def compare(
 
     err = Console(stderr=True)
     cfg = CompareConfig(data=data, k=dcs, partition=partition, wan=wan, sovereign=_split_names(sovereign),
-                        algos=_split_names(algos), settings=_settings(l2, rounds, local_steps, batch_size, lr, seed, compress, inner),
+                        algos=_algo_names(algos), settings=_settings(l2, rounds, local_steps, batch_size, lr, seed, compress, inner),
                         seed=seed, hierarchical=not flat, ray=ray)
     if report:
         from geodml.report import check_target
@@ -174,6 +186,9 @@ def plan(
     from geodml.wan import load_wan
 
     s = _settings(l2, rounds, local_steps, batch_size, lr, seed, compress)
+    for name, v in (("--lbfgs-rounds", lbfgs_rounds), ("--local-passes", local_passes)):
+        if v < 1:
+            raise GeodmlError(f"{name} must be >= 1, got {v}")
     w = load_wan(wan)
     k = dcs if dcs is not None else len(w.regions)
     if k < 1 or k > len(w.regions):
@@ -191,8 +206,9 @@ def plan(
         sizes = [DCSize.of(c) for c in centers]
         d = ds.n_features
     else:
-        if rows < k or features < 1 or not nnz_per_row > 0:
-            raise GeodmlError("need --rows >= number of data centers, --features >= 1, --nnz-per-row > 0")
+        if rows < k or features < 1 or not 0 < nnz_per_row <= features:
+            raise GeodmlError(f"need --rows >= {k} (the data centers), --features >= 1 and 0 < --nnz-per-row <= --features "
+                              f"(got {rows}, {features}, {nnz_per_row})")
         if partition == "iid":
             weights = [1.0] * k
         elif partition.startswith("unequal:"):
@@ -214,7 +230,7 @@ def plan(
     counts = PlanCounts(lbfgs_rounds=lbfgs_rounds, oneshot_passes=local_passes, central_iters=local_passes)
     from geodml.planner import STRATEGIES
 
-    cands = _split_names(algos)
+    cands = _algo_names(algos)
     for a in cands:
         if a not in STRATEGIES:
             raise GeodmlError(f"unknown algorithm {a!r} (known: {', '.join(STRATEGIES)})")
