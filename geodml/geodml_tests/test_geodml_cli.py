@@ -184,3 +184,21 @@ def test_ctrl_c_during_compare_exits_130_with_one_line_and_no_report(geodml, mon
     assert r.returncode == 130, (r.returncode, r.stderr)
     assert [ln for ln in r.stderr.splitlines() if not ln.startswith("geodml: loaded")] == ["geodml: interrupted"]
     assert r.stdout == "" and list(tmp_path.iterdir()) == []
+
+
+def test_fadl_that_cannot_move_says_so(geodml, tmp_path):
+    # breast_cancer, dirichlet:0.3 over 4 DCs, seed 0: one DC holds only negatives, one holds 2
+    # rows. FADL's averaged local minimizers overshoot every step of its line search, so the model
+    # stays at zero (test log loss ln 2 = 0.6931): the run must carry a warning, not pass silently.
+    report = tmp_path / "r.html"
+    r = geodml("compare", "--data", "sklearn:breast_cancer", "--partition", "dirichlet:0.3", "--algos", "fadl",
+               "--report", str(report))
+    assert r.returncode == 0, r.stderr
+    assert "0.6931" in r.stdout
+    assert "fadl warning: line search found no decrease in 6 of 6 iterations" in " ".join(r.stdout.split())
+    assert "warning: line search found no decrease" in report.read_text()
+
+
+def test_fadl_on_iid_data_has_no_warning(geodml):
+    out = json.loads(geodml("compare", "--data", "sklearn:breast_cancer", "--algos", "fadl", "--json").stdout)
+    assert "warning" not in out["algorithms"]["fadl"]

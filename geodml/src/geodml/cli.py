@@ -146,6 +146,8 @@ def compare(
     for a, r in res["algorithms"].items():
         if "refused" in r:
             out.print(f"{a} refused: {r['refused']}", highlight=False)
+        if "warning" in r:
+            out.print(f"{a} warning: {r['warning']}", highlight=False)
         if "measured" in r:
             m = r["measured"]
             lo = "n/a" if m["loopback_bytes"] is None else _fmt_bytes(m["loopback_bytes"])

@@ -61,6 +61,7 @@ def render(res: dict) -> str:
         f"<tr><td>{html.escape(a)}</td>" + (f"<td colspan=6>refused: {html.escape(r['refused'])}</td>" if "refused" in r else
         f"<td>{r['bytes']:,}</td><td>{r['rounds']}</td><td>{r['sim_seconds']:.4g}</td><td>{r['dollars']:.4g}</td>"
         f"<td>{r['test_accuracy']:.4f}</td><td>{r['test_logloss']:.4f}</td>") + "</tr>"
+        + (f"<tr><td></td><td colspan=6>warning: {html.escape(r['warning'])}</td></tr>" if "warning" in r else "")
         for a, r in res["algorithms"].items())
     d = res["data"]
     head = (f"data {html.escape(d['spec'])}: {d['n_train']} training rows, {d['features']} features, raw {d['raw_bytes']:,} bytes, "
