@@ -1,6 +1,7 @@
 """The command line: JSON shape of compare, plan, and one-line errors with exit 2 on bad input."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -202,3 +203,15 @@ def test_fadl_that_cannot_move_says_so(geodml, tmp_path):
 def test_fadl_on_iid_data_has_no_warning(geodml):
     out = json.loads(geodml("compare", "--data", "sklearn:breast_cancer", "--algos", "fadl", "--json").stdout)
     assert "warning" not in out["algorithms"]["fadl"]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc, a folder no one may create files in")
+def test_unwritable_report_folder_fails_before_training(geodml):
+    r = geodml("compare", "--data", "sklearn:breast_cancer", "--algos", "oneshot", "--report", "/proc/geodml-report.html")
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [r.stderr.strip()]
+    assert "cannot write report" in r.stderr and "geodml: running" not in r.stderr
+
+
+def test_libsvm_folder_is_refused(geodml, tmp_path):
+    r = geodml("compare", "--data", f"libsvm:{tmp_path}", "--algos", "oneshot")
+    assert r.returncode == 2 and "is a folder" in r.stderr

@@ -175,6 +175,8 @@ def _load_libsvm(path: str, seed: int, test_fraction: float, spec: str) -> Datas
     from sklearn.datasets import load_svmlight_file
 
     p = Path(path)
+    if p.is_dir():
+        raise GeodmlError(f"libsvm file is a folder: {path!r}")
     if not p.is_file():
         raise GeodmlError(f"libsvm file not found: {path!r}")
     try:

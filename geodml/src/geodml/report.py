@@ -5,6 +5,7 @@ PNGs embedded in one self-contained HTML file written atomically."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import html
 import io
 import os
@@ -80,6 +81,14 @@ def check_target(path: str | Path) -> None:
         raise GeodmlError(f"report folder does not exist: {str(folder)!r}")
     if p.is_dir():
         raise GeodmlError(f"report path is a folder: {str(p)!r}")
+    # Probe with the same temp-file-then-rename path write() uses, so an unwritable folder fails
+    # now rather than after minutes of training.
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".geodml-report-", suffix=".html")
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as e:
+        raise GeodmlError(f"cannot write report {str(p)!r}: {e.strerror}") from None
 
 
 def write(res: dict, path: str | Path) -> None:
@@ -90,10 +99,17 @@ def write(res: dict, path: str | Path) -> None:
     if not folder.is_dir():
         raise GeodmlError(f"report folder does not exist: {str(folder)!r}")
     text = render(res)
+    tmp = None
     try:
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".geodml-report-", suffix=".html")
         with os.fdopen(fd, "w") as f:
             f.write(text)
         os.replace(tmp, p)
+        tmp = None
     except OSError as e:
         raise GeodmlError(f"cannot write report {str(p)!r}: {e.strerror}") from None
+    finally:
+        # a failed write or a Ctrl-C between mkstemp and rename must not leave a half report
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
