@@ -64,6 +64,9 @@ def test_compare_table_output_and_report(geodml, tmp_path):
     text = rep.read_text()
     assert text.count("data:image/png;base64,") == 3 and "oneshot" in text
     assert [p.name for p in tmp_path.iterdir()] == ["r.html"]  # no temp file left behind
+    umask = os.umask(0)
+    os.umask(umask)
+    assert rep.stat().st_mode & 0o777 == 0o666 & ~umask  # not mkstemp's 0600
 
 
 def test_scaling_curves_are_linear_for_centralize_and_flat_for_model_exchange(geodml):

@@ -104,6 +104,10 @@ def write(res: dict, path: str | Path) -> None:
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".geodml-report-", suffix=".html")
         with os.fdopen(fd, "w") as f:
             f.write(text)
+        # mkstemp makes the file 0600; a report is an ordinary file: the umask's mode, as open() gives
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, p)
         tmp = None
     except OSError as e:
