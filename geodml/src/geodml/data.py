@@ -51,6 +51,9 @@ def raw_nbytes(X: Matrix, y: np.ndarray) -> int:
     return int(np.asarray(X).nbytes + y.nbytes)
 
 
+_INT32_MAX = 2**31 - 1
+
+
 def make_ctr(
     rows: int,
     features: int = 2**16,
@@ -67,10 +70,20 @@ def make_ctr(
     with sparse Gaussian true weights, the intercept set so that about ``positive_rate`` of rows
     are positive. Returns (X: CSR (rows, features) float32 / int32 indices, y: (rows,) float64).
 
-    Raises GeodmlError if rows < 1, fields < 1 or features < fields.
+    Raises GeodmlError if rows < 1, fields < 1, features < fields, features or rows * fields
+    beyond int32 (the CSR indices), zipf < 0, positive_rate outside (0, 1), or seed < 0.
     """
     if rows < 1 or fields < 1 or features < fields:
         raise GeodmlError(f"ctr: need rows >= 1, fields >= 1, features >= fields (got rows={rows}, fields={fields}, features={features})")
+    if features > _INT32_MAX or rows * fields > _INT32_MAX:
+        raise GeodmlError(f"ctr: features and rows * fields must be <= {_INT32_MAX} (int32 CSR indices); "
+                          f"got features={features}, rows * fields={rows * fields}")
+    if not (np.isfinite(zipf) and zipf >= 0):
+        raise GeodmlError(f"ctr: zipf must be >= 0 and finite, got {zipf}")
+    if not 0 < positive_rate < 1:
+        raise GeodmlError(f"ctr: positive_rate must be in (0, 1), got {positive_rate}")
+    if seed < 0:
+        raise GeodmlError(f"ctr: seed must be >= 0, got {seed}")
     rng = np.random.default_rng(seed)
     vocab = features // fields
     ranks = np.arange(1, vocab + 1, dtype=np.float64)
@@ -106,7 +119,7 @@ def _parse_kv(body: str, allowed: dict[str, type], spec: str) -> dict:
             raise GeodmlError(f"malformed data spec {spec!r}: unknown key {k!r} (known: {', '.join(allowed)})")
         try:
             out[k] = allowed[k](float(v)) if allowed[k] is int else allowed[k](v)
-        except ValueError:
+        except (ValueError, OverflowError):  # OverflowError: int(float("inf"))
             raise GeodmlError(f"malformed data spec {spec!r}: bad value {v!r} for {k}") from None
     return out
 
@@ -183,6 +196,8 @@ def _load_libsvm(path: str, seed: int, test_fraction: float, spec: str) -> Datas
         X, t = load_svmlight_file(str(p), dtype=np.float32)
     except (ValueError, OSError, UnicodeDecodeError) as e:
         raise GeodmlError(f"malformed libsvm file {path!r}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+    if not np.all(np.isfinite(X.data)) or not np.all(np.isfinite(t)):
+        raise GeodmlError(f"malformed libsvm file {path!r}: a value or label is nan or infinite")
     values = np.unique(t)
     if len(values) != 2:
         raise GeodmlError(f"libsvm file {path!r}: need two label values, found {len(values)}")
