@@ -87,3 +87,10 @@ def test_dirichlet_redraws_until_no_data_center_is_empty():
 def test_unequal_zero_weight_says_what_is_wrong():
     with pytest.raises(GeodmlError, match="positive and finite"):
         partition("unequal:1,0,1,1", np.zeros((50, 1)), np.zeros(50), 4)
+
+
+def test_huge_unequal_weights_and_infinite_alpha():
+    parts = partition("unequal:1e308,1e308", np.zeros((10, 1)), np.zeros(10), 2)
+    assert [len(p) for p in parts] == [5, 5]
+    with pytest.raises(GeodmlError, match="malformed"):
+        partition("dirichlet:inf", np.zeros((10, 1)), np.zeros(10), 2)

@@ -44,7 +44,7 @@ def partition(spec: str, X, y: np.ndarray, k: int, seed: int = 0) -> list[np.nda
             return _check_nonempty([np.asarray(a, dtype=np.int64) for a in np.array_split(rng.permutation(n), k)], spec)
         if kind == "dirichlet":
             alpha = float(arg)
-            if not alpha > 0:
+            if not 0 < alpha < np.inf:
                 raise ValueError
             # Redraw (as Li et al.'s NIID-Bench does) while a draw leaves a data center empty:
             # with few classes and a small alpha one draw often does (breast_cancer, alpha 0.3,
@@ -80,6 +80,7 @@ def partition(spec: str, X, y: np.ndarray, k: int, seed: int = 0) -> list[np.nda
                 raise GeodmlError(f"partition {spec!r}: {len(w)} weights for {k} data centers")
             if np.any(w <= 0) or not np.all(np.isfinite(w)):
                 raise GeodmlError(f"partition {spec!r}: every weight must be positive and finite")
+            w = w / w.max()  # w.sum() of weights near 1e308 overflows to inf
             cuts = np.round(np.cumsum(w)[:-1] / w.sum() * n).astype(np.int64)
             return _check_nonempty([a.astype(np.int64) for a in np.split(rng.permutation(n), cuts)], spec)
     except ValueError as e:
