@@ -111,6 +111,8 @@ def test_plan_json_recommends_and_gives_crossover(geodml):
     (["plan", "--lbfgs-rounds", "0"], "--lbfgs-rounds"),
     (["plan", "--local-passes", "-1"], "--local-passes"),
     (["plan", "--features", "4", "--nnz-per-row", "5"], "--nnz-per-row"),
+    (["plan", "--partition", "unequal:1,1,1,1e309"], "positive finite"),
+    (["compare", "--data", "sklearn:breast_cancer", "--lr", "inf"], "--lr"),
 ])
 def test_bad_input_one_line_exit_2(geodml, args, needle):
     r = geodml(*args)
@@ -218,3 +220,28 @@ def test_unwritable_report_folder_fails_before_training(geodml):
 def test_libsvm_folder_is_refused(geodml, tmp_path):
     r = geodml("compare", "--data", f"libsvm:{tmp_path}", "--algos", "oneshot")
     assert r.returncode == 2 and "is a folder" in r.stderr
+
+
+def test_one_data_center_has_no_crossover_and_no_traceback(geodml):
+    # one DC: nothing crosses the WAN, the planner's crossover rounds are None (was a TypeError)
+    r = geodml("compare", "--data", "sklearn:iris", "--algos", "oneshot", "--dcs", "1")
+    assert r.returncode == 0, r.stderr
+    assert "crossover oneshot: none in bytes" in r.stdout
+
+
+def test_plan_huge_unequal_weights(geodml):
+    out = json.loads(geodml("plan", "--rows", "1000", "--partition", "unequal:1e308,1e308,1e308,1e308", "--json").stdout)
+    assert [z["n"] for z in out["sizes"]["dcs"]] == [250] * 4
+
+
+def test_memory_error_is_one_line_exit_2(geodml, monkeypatch):
+    import importlib
+
+    compare_module = importlib.import_module("geodml.compare")
+
+    def too_big(*a, **k):
+        raise MemoryError("Unable to allocate 146. TiB for an array")
+
+    monkeypatch.setattr(compare_module, "load_dataset", too_big)
+    r = geodml("compare", "--algos", "oneshot")
+    assert r.returncode == 2 and r.stderr.strip() == "geodml: error: not enough memory for this input (Unable to allocate 146. TiB for an array)"

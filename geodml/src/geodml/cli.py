@@ -61,8 +61,8 @@ def _settings(l2, rounds, local_steps, batch_size, lr, seed, compress="none", in
         raise GeodmlError(f"unknown inner optimizer {inner!r} (use sgd or adam)")
     if not l2 > 0:
         raise GeodmlError(f"--l2 must be > 0, got {l2}")
-    if not lr >= 0:
-        raise GeodmlError(f"--lr must be >= 0 (0: automatic), got {lr}")
+    if not 0 <= lr < float("inf"):
+        raise GeodmlError(f"--lr must be >= 0 and finite (0: automatic), got {lr}")
     for name, v in (("--rounds", rounds), ("--local-steps", local_steps)):
         if v < 1:
             raise GeodmlError(f"{name} must be >= 1, got {v}")
@@ -154,9 +154,11 @@ def compare(
             out.print(f"{a} on Ray: wall {m['wall_seconds']:.2f} s, payload {_fmt_bytes(m['payload_bytes'])} "
                       f"(simulated WAN {_fmt_bytes(r['bytes'])}), loopback {lo}", highlight=False)
     for a, c in res["crossover"].items():
-        rb = c["rows_bytes"]
-        out.print(f"crossover {a}: centralizing moves fewer bytes beyond {c['rounds_bytes']:.3g} rounds, or below "
-                  f"{rb:.3g} total rows" if rb else f"crossover {a}: none in bytes", highlight=False)
+        rb, rr = c["rows_bytes"], c["rounds_bytes"]
+        # Either can be None (one data center: nothing crosses the WAN, no crossover exists).
+        parts = ([f"beyond {rr:.3g} rounds"] if rr is not None else []) + ([f"below {rb:.3g} total rows"] if rb else [])
+        out.print(f"crossover {a}: centralizing moves fewer bytes {', or '.join(parts)}" if parts else f"crossover {a}: none in bytes",
+                  highlight=False)
     out.print(f"wall {res['wall_seconds']:.1f} s")
 
 
@@ -218,8 +220,9 @@ def plan(
                 weights = [float(x) for x in partition[8:].split(",")]
             except ValueError:
                 raise GeodmlError(f"malformed partition spec {partition!r}") from None
-            if len(weights) != k or min(weights) <= 0:
-                raise GeodmlError(f"partition {partition!r}: need {k} positive weights")
+            if len(weights) != k or not all(0 < x < float("inf") for x in weights):
+                raise GeodmlError(f"partition {partition!r}: need {k} positive finite weights")
+            weights = [x / max(weights) for x in weights]  # sum() of huge weights overflowed to inf
         else:
             raise GeodmlError("without --data, --partition must be iid or unequal:W1,..,WK (label skew does not change sizes)")
         per = [round(rows * x / sum(weights)) for x in weights]
@@ -275,6 +278,10 @@ def main() -> None:
         sys.exit(2)
     except ClickException as e:
         print(f"geodml: error: {e.format_message()}", file=sys.stderr)
+        sys.exit(2)
+    except MemoryError as e:
+        # numpy refuses an allocation it cannot make (e.g. ctr:rows=1e12): a too-large request
+        print(f"geodml: error: not enough memory for this input ({str(e).splitlines()[0] if str(e) else 'MemoryError'})", file=sys.stderr)
         sys.exit(2)
     # typer >= 0.2x turns Ctrl-C into Exit(130), which standalone_mode=False returns as a value
     # instead of raising: without this the interrupted run exited 0.
