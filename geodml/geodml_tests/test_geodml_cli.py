@@ -245,3 +245,11 @@ def test_memory_error_is_one_line_exit_2(geodml, monkeypatch):
     monkeypatch.setattr(compare_module, "load_dataset", too_big)
     r = geodml("compare", "--algos", "oneshot")
     assert r.returncode == 2 and r.stderr.strip() == "geodml: error: not enough memory for this input (Unable to allocate 146. TiB for an array)"
+
+
+def test_refused_centralize_table_says_what_ratio_is_against(geodml):
+    r = geodml("compare", "--data", "sklearn:breast_cancer", "--sovereign", "eu-west,us-east", "--algos", "centralize,oneshot")
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())
+    # breast_cancer: 455 training rows x 31 float64 (30 features + label) = 112,840 B; 3/4 leave
+    assert "ratio: WAN bytes over the 84.8 KB centralizing would move if sovereignty allowed it" in text

@@ -143,6 +143,10 @@ def compare(
         t.add_row(a, _fmt_bytes(r["bytes"]), f"{ratio:.2g}" if ratio is not None else "", str(r["rounds"]), f"{r['sim_seconds']:.3g}",
                   f"{r['dollars']:.2g}", f"{r['test_accuracy']:.4f}", f"{r['test_logloss']:.4f}")
     out.print(t)
+    if "refused" in res["algorithms"].get("centralize", {}) and res["bytes_ratio_vs_centralize"]:
+        # otherwise "ratio" reads as against a run that did not happen
+        out.print(f"ratio: WAN bytes over the {_fmt_bytes(res['centralize_bytes_if_allowed'])} centralizing would move "
+                  "if sovereignty allowed it", highlight=False)
     for a, r in res["algorithms"].items():
         if "refused" in r:
             out.print(f"{a} refused: {r['refused']}", highlight=False)
