@@ -69,3 +69,13 @@ def test_libsvm_with_nan_or_inf_is_refused(tmp_path):
     p.write_text("1 1:nan 2:1\n0 1:1\n1 2:inf\n0 1:2\n")
     with pytest.raises(GeodmlError, match="nan or infinite"):
         load_dataset(f"libsvm:{p}")
+
+
+@pytest.mark.parametrize("index", ["3000000000", "99999999999999999999999", "2000000000"])
+def test_libsvm_with_a_huge_feature_index_is_refused_before_allocating(tmp_path, index):
+    # 3e9 and 1e23 overflow the loader or int32; 2e9 fits int32 but its model (16 GB per vector)
+    # does not fit in this machine's memory 64 times over
+    p = tmp_path / "big.svm"
+    p.write_text(f"1 {index}:1\n0 1:1\n1 2:1\n0 1:2\n1 1:1\n")
+    with pytest.raises(GeodmlError, match="libsvm file"):
+        load_dataset(f"libsvm:{p}")

@@ -7,6 +7,7 @@ logs). Nothing is downloaded.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,6 +53,21 @@ def raw_nbytes(X: Matrix, y: np.ndarray) -> int:
 
 
 _INT32_MAX = 2**31 - 1
+# The algorithms keep about this many float64 vectors of the model's size at once (L-BFGS
+# history, per-DC copies, Adam moments, compression residuals).
+_MODEL_VECTORS = 64
+
+
+def check_model_fits(d: int, what: str) -> None:
+    """Raise GeodmlError if _MODEL_VECTORS float64 vectors of d + 1 entries exceed this machine's
+    physical memory: one huge feature index in a 20-byte file would otherwise exhaust it."""
+    try:
+        mem = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return
+    need = _MODEL_VECTORS * 8 * (d + 1)
+    if need > mem:
+        raise GeodmlError(f"{what}: {d} features need about {need / 1e9:.3g} GB of model vectors; this machine has {mem / 1e9:.3g} GB")
 
 
 def make_ctr(
@@ -84,6 +100,7 @@ def make_ctr(
         raise GeodmlError(f"ctr: positive_rate must be in (0, 1), got {positive_rate}")
     if seed < 0:
         raise GeodmlError(f"ctr: seed must be >= 0, got {seed}")
+    check_model_fits(features, "ctr")
     rng = np.random.default_rng(seed)
     vocab = features // fields
     ranks = np.arange(1, vocab + 1, dtype=np.float64)
@@ -194,7 +211,7 @@ def _load_libsvm(path: str, seed: int, test_fraction: float, spec: str) -> Datas
         raise GeodmlError(f"libsvm file not found: {path!r}")
     try:
         X, t = load_svmlight_file(str(p), dtype=np.float32)
-    except (ValueError, OSError, UnicodeDecodeError) as e:
+    except (ValueError, OSError, UnicodeDecodeError, OverflowError) as e:  # OverflowError: an index beyond int64
         raise GeodmlError(f"malformed libsvm file {path!r}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
     if not np.all(np.isfinite(X.data)) or not np.all(np.isfinite(t)):
         raise GeodmlError(f"malformed libsvm file {path!r}: a value or label is nan or infinite")
@@ -202,6 +219,9 @@ def _load_libsvm(path: str, seed: int, test_fraction: float, spec: str) -> Datas
     if len(values) != 2:
         raise GeodmlError(f"libsvm file {path!r}: need two label values, found {len(values)}")
     y = (t == values[1]).astype(np.float64)
+    if X.shape[1] > _INT32_MAX:
+        raise GeodmlError(f"libsvm file {path!r}: feature index {X.shape[1]} is beyond int32 (the CSR indices)")
+    check_model_fits(X.shape[1], f"libsvm file {path!r}")
     X = sp.csr_matrix(X)
     X.indices = X.indices.astype(np.int32)
     return _split(X, y, test_fraction, seed, spec)
