@@ -1,6 +1,7 @@
 """The command line: JSON shape of compare, plan, and one-line errors with exit 2 on bad input."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -63,6 +64,9 @@ def test_compare_table_output_and_report(geodml, tmp_path):
     text = rep.read_text()
     assert text.count("data:image/png;base64,") == 3 and "oneshot" in text
     assert [p.name for p in tmp_path.iterdir()] == ["r.html"]  # no temp file left behind
+    umask = os.umask(0)
+    os.umask(umask)
+    assert rep.stat().st_mode & 0o777 == 0o666 & ~umask  # not mkstemp's 0600
 
 
 def test_scaling_curves_are_linear_for_centralize_and_flat_for_model_exchange(geodml):
@@ -99,6 +103,16 @@ def test_plan_json_recommends_and_gives_crossover(geodml):
     (["compare", "--data", "sklearn:breast_cancer", "--algos", "oneshot", "--report", "/no/such/dir/r.html"], "report folder"),
     (["plan", "--partition", "dirichlet:0.3"], "partition"),
     (["frobnicate"], "frobnicate"),
+    (["compare", "--data", "sklearn:breast_cancer", "--seed", "-1"], "--seed"),
+    (["plan", "--seed", "-1"], "--seed"),
+    (["compare", "--data", "sklearn:breast_cancer", "--batch-size", "-1"], "--batch-size"),
+    (["compare", "--data", "sklearn:breast_cancer", "--algos", " , "], "--algos is empty"),
+    (["plan", "--algos", ""], "--algos is empty"),
+    (["plan", "--lbfgs-rounds", "0"], "--lbfgs-rounds"),
+    (["plan", "--local-passes", "-1"], "--local-passes"),
+    (["plan", "--features", "4", "--nnz-per-row", "5"], "--nnz-per-row"),
+    (["plan", "--partition", "unequal:1,1,1,1e309"], "positive finite"),
+    (["compare", "--data", "sklearn:breast_cancer", "--lr", "inf"], "--lr"),
 ])
 def test_bad_input_one_line_exit_2(geodml, args, needle):
     r = geodml(*args)
@@ -158,3 +172,84 @@ def test_plan_from_a_dataset_matches_compare_bytes_for_fixed_round_algorithms(ge
     c = json.loads(geodml("compare", *common, "--local-steps", "2", "--algos", "centralize,fedavg,diloco,oneshot", "--json").stdout)
     for a in ("centralize", "fedavg", "diloco", "oneshot"):
         assert p["predictions"][a]["bytes"] == c["algorithms"][a]["bytes"], a
+
+
+def test_ctrl_c_during_compare_exits_130_with_one_line_and_no_report(geodml, monkeypatch, tmp_path):
+    # KeyboardInterrupt is what Python raises on SIGINT; raising it from inside the run stands in
+    # for a Ctrl-C that lands mid-training (typer turns it into a return value of 130).
+    import importlib
+
+    compare_module = importlib.import_module("geodml.compare")
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(compare_module, "partition", interrupted)
+    report = tmp_path / "r.html"
+    r = geodml("compare", "--data", "sklearn:breast_cancer", "--algos", "oneshot", "--report", str(report))
+    assert r.returncode == 130, (r.returncode, r.stderr)
+    assert [ln for ln in r.stderr.splitlines() if not ln.startswith("geodml: loaded")] == ["geodml: interrupted"]
+    assert r.stdout == "" and list(tmp_path.iterdir()) == []
+
+
+def test_fadl_that_cannot_move_says_so(geodml, tmp_path):
+    # breast_cancer, dirichlet:0.3 over 4 DCs, seed 0: one DC holds only negatives, one holds 2
+    # rows. FADL's averaged local minimizers overshoot every step of its line search, so the model
+    # stays at zero (test log loss ln 2 = 0.6931): the run must carry a warning, not pass silently.
+    report = tmp_path / "r.html"
+    r = geodml("compare", "--data", "sklearn:breast_cancer", "--partition", "dirichlet:0.3", "--algos", "fadl",
+               "--report", str(report))
+    assert r.returncode == 0, r.stderr
+    assert "0.6931" in r.stdout
+    assert "fadl warning: line search found no decrease in 6 of 6 iterations" in " ".join(r.stdout.split())
+    assert "warning: line search found no decrease" in report.read_text()
+
+
+def test_fadl_on_iid_data_has_no_warning(geodml):
+    out = json.loads(geodml("compare", "--data", "sklearn:breast_cancer", "--algos", "fadl", "--json").stdout)
+    assert "warning" not in out["algorithms"]["fadl"]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc, a folder no one may create files in")
+def test_unwritable_report_folder_fails_before_training(geodml):
+    r = geodml("compare", "--data", "sklearn:breast_cancer", "--algos", "oneshot", "--report", "/proc/geodml-report.html")
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [r.stderr.strip()]
+    assert "cannot write report" in r.stderr and "geodml: running" not in r.stderr
+
+
+def test_libsvm_folder_is_refused(geodml, tmp_path):
+    r = geodml("compare", "--data", f"libsvm:{tmp_path}", "--algos", "oneshot")
+    assert r.returncode == 2 and "is a folder" in r.stderr
+
+
+def test_one_data_center_has_no_crossover_and_no_traceback(geodml):
+    # one DC: nothing crosses the WAN, the planner's crossover rounds are None (was a TypeError)
+    r = geodml("compare", "--data", "sklearn:iris", "--algos", "oneshot", "--dcs", "1")
+    assert r.returncode == 0, r.stderr
+    assert "crossover oneshot: none in bytes" in r.stdout
+
+
+def test_plan_huge_unequal_weights(geodml):
+    out = json.loads(geodml("plan", "--rows", "1000", "--partition", "unequal:1e308,1e308,1e308,1e308", "--json").stdout)
+    assert [z["n"] for z in out["sizes"]["dcs"]] == [250] * 4
+
+
+def test_memory_error_is_one_line_exit_2(geodml, monkeypatch):
+    import importlib
+
+    compare_module = importlib.import_module("geodml.compare")
+
+    def too_big(*a, **k):
+        raise MemoryError("Unable to allocate 146. TiB for an array")
+
+    monkeypatch.setattr(compare_module, "load_dataset", too_big)
+    r = geodml("compare", "--algos", "oneshot")
+    assert r.returncode == 2 and r.stderr.strip() == "geodml: error: not enough memory for this input (Unable to allocate 146. TiB for an array)"
+
+
+def test_refused_centralize_table_says_what_ratio_is_against(geodml):
+    r = geodml("compare", "--data", "sklearn:breast_cancer", "--sovereign", "eu-west,us-east", "--algos", "centralize,oneshot")
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())
+    # breast_cancer: 455 training rows x 31 float64 (30 features + label) = 112,840 B; 3/4 leave
+    assert "ratio: WAN bytes over the 84.8 KB centralizing would move if sovereignty allowed it" in text

@@ -47,7 +47,11 @@ def test_libsvm_round_trip(tmp_path):
     assert ds.y_train.sum() + ds.y_test.sum() == y.sum()
 
 
-@pytest.mark.parametrize("spec", ["sklearn:mnist", "nope", "ctr:rows=abc", "ctr:bogus=1", "ctr:rows", "libsvm:/no/such/file", "ctr:rows=0"])
+@pytest.mark.parametrize("spec", ["sklearn:mnist", "nope", "ctr:rows=abc", "ctr:bogus=1", "ctr:rows", "libsvm:/no/such/file", "ctr:rows=0",
+                                  # each of these was a traceback (numpy) or, for zipf, accepted
+                                  "ctr:seed=-1", "ctr:rows=100,positive_rate=2", "ctr:rows=100,positive_rate=nan",
+                                  "ctr:rows=100,zipf=-1", "ctr:rows=inf", "ctr:rows=1000000000000",
+                                  "ctr:rows=100,features=100000000000"])
 def test_bad_specs_raise_geodml_error(spec):
     with pytest.raises(GeodmlError):
         load_dataset(spec)
@@ -57,4 +61,21 @@ def test_malformed_libsvm_file(tmp_path):
     p = tmp_path / "bad.svm"
     p.write_text("1 3:x 4:1\nnot a line\n")
     with pytest.raises(GeodmlError, match="malformed libsvm"):
+        load_dataset(f"libsvm:{p}")
+
+
+def test_libsvm_with_nan_or_inf_is_refused(tmp_path):
+    p = tmp_path / "nan.svm"
+    p.write_text("1 1:nan 2:1\n0 1:1\n1 2:inf\n0 1:2\n")
+    with pytest.raises(GeodmlError, match="nan or infinite"):
+        load_dataset(f"libsvm:{p}")
+
+
+@pytest.mark.parametrize("index", ["3000000000", "99999999999999999999999", "2000000000"])
+def test_libsvm_with_a_huge_feature_index_is_refused_before_allocating(tmp_path, index):
+    # 3e9 and 1e23 overflow the loader or int32; 2e9 fits int32 but its model (16 GB per vector)
+    # does not fit in this machine's memory 64 times over
+    p = tmp_path / "big.svm"
+    p.write_text(f"1 {index}:1\n0 1:1\n1 2:1\n0 1:2\n1 1:1\n")
+    with pytest.raises(GeodmlError, match="libsvm file"):
         load_dataset(f"libsvm:{p}")

@@ -68,3 +68,29 @@ def test_empty_partition_is_an_error():
         partition("iid", np.zeros((3, 1)), np.zeros(3), 5)
     with pytest.raises(GeodmlError, match="empty"):
         partition("unequal:1,1000", np.zeros((100, 1)), np.zeros(100), 2)
+
+
+def test_dirichlet_redraws_until_no_data_center_is_empty():
+    # breast_cancer's 455 training rows, 2 classes, alpha 0.3, 4 DCs, seed 0: the first draw
+    # leaves a DC empty (the README's own example failed on it); a redraw gives a valid split.
+    from geodml.data import load_dataset
+
+    ds = load_dataset("sklearn:breast_cancer", seed=0)
+    parts = partition("dirichlet:0.3", ds.X_train, ds.y_train, 4, seed=0)
+    assert all(len(p) > 0 for p in parts)
+    assert np.array_equal(np.sort(np.concatenate(parts)), np.arange(len(ds.y_train)))
+    # alpha so small that every class lands on one DC: 2 classes cannot fill 4 DCs, ever.
+    with pytest.raises(GeodmlError, match="empty in each of 100 draws"):
+        partition("dirichlet:1e-6", np.zeros((40, 1)), np.repeat([0, 1], 20), 4)
+
+
+def test_unequal_zero_weight_says_what_is_wrong():
+    with pytest.raises(GeodmlError, match="positive and finite"):
+        partition("unequal:1,0,1,1", np.zeros((50, 1)), np.zeros(50), 4)
+
+
+def test_huge_unequal_weights_and_infinite_alpha():
+    parts = partition("unequal:1e308,1e308", np.zeros((10, 1)), np.zeros(10), 2)
+    assert [len(p) for p in parts] == [5, 5]
+    with pytest.raises(GeodmlError, match="malformed"):
+        partition("dirichlet:inf", np.zeros((10, 1)), np.zeros(10), 2)

@@ -67,3 +67,28 @@ def test_non_yaml_or_code_is_refused(tmp_path, text):
 def test_missing_file():
     with pytest.raises(GeodmlError, match="not found"):
         load_wan("/no/such/wan.yaml")
+
+
+def test_python_tag_inside_a_valid_wan_executes_nothing(tmp_path):
+    from importlib import resources
+
+    marker = tmp_path / "executed"
+    text = resources.files("geodml").joinpath("wan_default.yaml").read_text()
+    text = text.replace("egress_usd_per_gb: 0.09", f'egress_usd_per_gb: !!python/object/apply:os.system ["touch {marker}"]')
+    p = tmp_path / "wan.yaml"
+    p.write_text(text)
+    with pytest.raises(GeodmlError, match="not valid YAML"):
+        load_wan(p)
+    assert not marker.exists()
+
+
+def test_yaml_syntax_error_names_the_problem_and_line(tmp_path):
+    p = tmp_path / "wan.yaml"
+    p.write_text("regions:\n  - name: a\n    workers: [1\nlinks: []\n")
+    with pytest.raises(GeodmlError, match=r"not valid YAML \(.+ at line \d+, column \d+\)"):
+        load_wan(p)
+
+
+def test_folder_is_not_a_wan_file(tmp_path):
+    with pytest.raises(GeodmlError, match="is a folder"):
+        load_wan(tmp_path)

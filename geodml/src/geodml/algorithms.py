@@ -192,11 +192,13 @@ def run_fadl(net: Network, s: Settings, pool) -> np.ndarray:
     and returns its minimizer (with n_k); the hub forms the n_k-weighted direction
     dir = avg_k theta_k - theta_r; (3) a line-search round: every DC returns its loss sums at
     theta_r + a * dir for the a in FADL_STEPS, and the hub takes the largest a meeting Armijo's
-    condition (else the best). Three rounds per iteration; many fewer iterations than L-BFGS."""
+    condition (else the best; else a = 0, counted in net.notes["fadl_stalled_iterations"]). Three
+    rounds per iteration; many fewer iterations than L-BFGS."""
     d1 = _dims(net) + 1
     n_tot = _n_total(net)
     theta = np.zeros(d1)
     passes_log = []
+    stalled = 0
     for _ in range(s.fadl_iters):
         f0, g = distributed_loss_grad(net, theta, s.lam, pool)
         res = pool.call("fadl_solve", (theta, g, s.lam, s.fadl_local_iters, s.tol * 1e-2))
@@ -218,8 +220,12 @@ def run_fadl(net: Network, s: Settings, pool) -> np.ndarray:
             if chosen is None and f <= f0 + 1e-4 * a * slope:
                 chosen = a
         a = chosen if chosen is not None else (best[1] if best[0] < f0 else 0.0)
+        stalled += a == 0.0
         theta = theta + a * direction
     net.notes["fadl_passes"] = passes_log
+    # Under strong label skew the averaged local minimizers can overshoot by more than the
+    # smallest step: the model then stays where it was, which the user must be told.
+    net.notes["fadl_stalled_iterations"] = stalled
     return theta
 
 

@@ -46,6 +46,13 @@ def _split_names(s: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in s.split(",") if x.strip())
 
 
+def _algo_names(s: str) -> tuple[str, ...]:
+    names = _split_names(s)
+    if not names:
+        raise GeodmlError("--algos is empty: name at least one algorithm")
+    return names
+
+
 def _settings(l2, rounds, local_steps, batch_size, lr, seed, compress="none", inner="sgd") -> Settings:
     from geodml.compression import parse
 
@@ -54,11 +61,16 @@ def _settings(l2, rounds, local_steps, batch_size, lr, seed, compress="none", in
         raise GeodmlError(f"unknown inner optimizer {inner!r} (use sgd or adam)")
     if not l2 > 0:
         raise GeodmlError(f"--l2 must be > 0, got {l2}")
-    if not lr >= 0:
-        raise GeodmlError(f"--lr must be >= 0 (0: automatic), got {lr}")
+    if not 0 <= lr < float("inf"):
+        raise GeodmlError(f"--lr must be >= 0 and finite (0: automatic), got {lr}")
     for name, v in (("--rounds", rounds), ("--local-steps", local_steps)):
         if v < 1:
             raise GeodmlError(f"{name} must be >= 1, got {v}")
+    if batch_size < 0:
+        raise GeodmlError(f"--batch-size must be >= 0 (0: full batch), got {batch_size}")
+    # numpy's generators take only non-negative seeds; checked here so it is one line, not a traceback
+    if seed < 0:
+        raise GeodmlError(f"--seed must be >= 0, got {seed}")
     return Settings(lam=l2, rounds=rounds, local_steps=local_steps, batch_size=batch_size, lr=lr, seed=seed, compress=compress, inner=inner)
 
 
@@ -86,7 +98,7 @@ def compare(
     flat: bool = typer.Option(False, "--flat", help="no hierarchical aggregation: every worker talks to the hub"),
     compress: str = typer.Option("none", help="uplink of fedavg/fedprox/diloco: none, q8 or topk:FRACTION (error feedback)"),
     inner: str = typer.Option("sgd", help="local optimizer of fedavg/fedprox/diloco: sgd or adam"),
-    seed: int = typer.Option(0),
+    seed: int = typer.Option(0, help="seed of the data, the partition and local sampling"),
     report: str = typer.Option(None, help="also write an HTML report with plots to this file"),
     ray: bool = typer.Option(False, "--ray", help="run each data center as a Ray actor (pip install 'geodml[ray]'); adds measured wall time and bytes"),
     as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
@@ -96,7 +108,7 @@ def compare(
 
     err = Console(stderr=True)
     cfg = CompareConfig(data=data, k=dcs, partition=partition, wan=wan, sovereign=_split_names(sovereign),
-                        algos=_split_names(algos), settings=_settings(l2, rounds, local_steps, batch_size, lr, seed, compress, inner),
+                        algos=_algo_names(algos), settings=_settings(l2, rounds, local_steps, batch_size, lr, seed, compress, inner),
                         seed=seed, hierarchical=not flat, ray=ray)
     if report:
         from geodml.report import check_target
@@ -131,18 +143,26 @@ def compare(
         t.add_row(a, _fmt_bytes(r["bytes"]), f"{ratio:.2g}" if ratio is not None else "", str(r["rounds"]), f"{r['sim_seconds']:.3g}",
                   f"{r['dollars']:.2g}", f"{r['test_accuracy']:.4f}", f"{r['test_logloss']:.4f}")
     out.print(t)
+    if "refused" in res["algorithms"].get("centralize", {}) and res["bytes_ratio_vs_centralize"]:
+        # otherwise "ratio" reads as against a run that did not happen
+        out.print(f"ratio: WAN bytes over the {_fmt_bytes(res['centralize_bytes_if_allowed'])} centralizing would move "
+                  "if sovereignty allowed it", highlight=False)
     for a, r in res["algorithms"].items():
         if "refused" in r:
             out.print(f"{a} refused: {r['refused']}", highlight=False)
+        if "warning" in r:
+            out.print(f"{a} warning: {r['warning']}", highlight=False)
         if "measured" in r:
             m = r["measured"]
             lo = "n/a" if m["loopback_bytes"] is None else _fmt_bytes(m["loopback_bytes"])
             out.print(f"{a} on Ray: wall {m['wall_seconds']:.2f} s, payload {_fmt_bytes(m['payload_bytes'])} "
                       f"(simulated WAN {_fmt_bytes(r['bytes'])}), loopback {lo}", highlight=False)
     for a, c in res["crossover"].items():
-        rb = c["rows_bytes"]
-        out.print(f"crossover {a}: centralizing moves fewer bytes beyond {c['rounds_bytes']:.3g} rounds, or below "
-                  f"{rb:.3g} total rows" if rb else f"crossover {a}: none in bytes", highlight=False)
+        rb, rr = c["rows_bytes"], c["rounds_bytes"]
+        # Either can be None (one data center: nothing crosses the WAN, no crossover exists).
+        parts = ([f"beyond {rr:.3g} rounds"] if rr is not None else []) + ([f"below {rb:.3g} total rows"] if rb else [])
+        out.print(f"crossover {a}: centralizing moves fewer bytes {', or '.join(parts)}" if parts else f"crossover {a}: none in bytes",
+                  highlight=False)
     out.print(f"wall {res['wall_seconds']:.1f} s")
 
 
@@ -161,12 +181,15 @@ def plan(
                               help="candidate strategies (the planner predicts costs, not accuracy: leave out oneshot where local data are skewed or small)"),
     lbfgs_rounds: int = typer.Option(100, help="assumed L-BFGS function evaluations"),
     local_passes: int = typer.Option(100, help="assumed passes of one-shot's local solves and of the centralized fit"),
-    rounds: int = typer.Option(20), local_steps: int = typer.Option(50), batch_size: int = typer.Option(256),
-    lr: float = typer.Option(0.0), l2: float = typer.Option(1e-4),
-    flat: bool = typer.Option(False, "--flat"),
+    rounds: int = typer.Option(20, help="rounds of FedAvg, FedProx, DiLoCo"),
+    local_steps: int = typer.Option(50, help="local SGD steps per round"),
+    batch_size: int = typer.Option(256, help="local mini-batch rows (0: full batch)"),
+    lr: float = typer.Option(0.0, help="local SGD step size (0: automatic)"),
+    l2: float = typer.Option(1e-4, help="L2 strength lam of the objective"),
+    flat: bool = typer.Option(False, "--flat", help="no hierarchical aggregation: every worker talks to the hub"),
     compress: str = typer.Option("none", help="none, q8 or topk:FRACTION"),
-    seed: int = typer.Option(0),
-    as_json: bool = typer.Option(False, "--json"),
+    seed: int = typer.Option(0, help="seed of the data and the partition (with --data)"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
 ):
     """Predict each strategy's bytes, time and dollars without training; recommend one; give the crossover."""
     from geodml.network import build_dcs, central_hub, model_hub
@@ -174,6 +197,9 @@ def plan(
     from geodml.wan import load_wan
 
     s = _settings(l2, rounds, local_steps, batch_size, lr, seed, compress)
+    for name, v in (("--lbfgs-rounds", lbfgs_rounds), ("--local-passes", local_passes)):
+        if v < 1:
+            raise GeodmlError(f"{name} must be >= 1, got {v}")
     w = load_wan(wan)
     k = dcs if dcs is not None else len(w.regions)
     if k < 1 or k > len(w.regions):
@@ -191,8 +217,9 @@ def plan(
         sizes = [DCSize.of(c) for c in centers]
         d = ds.n_features
     else:
-        if rows < k or features < 1 or not nnz_per_row > 0:
-            raise GeodmlError("need --rows >= number of data centers, --features >= 1, --nnz-per-row > 0")
+        if rows < k or features < 1 or not 0 < nnz_per_row <= features:
+            raise GeodmlError(f"need --rows >= {k} (the data centers), --features >= 1 and 0 < --nnz-per-row <= --features "
+                              f"(got {rows}, {features}, {nnz_per_row})")
         if partition == "iid":
             weights = [1.0] * k
         elif partition.startswith("unequal:"):
@@ -200,8 +227,9 @@ def plan(
                 weights = [float(x) for x in partition[8:].split(",")]
             except ValueError:
                 raise GeodmlError(f"malformed partition spec {partition!r}") from None
-            if len(weights) != k or min(weights) <= 0:
-                raise GeodmlError(f"partition {partition!r}: need {k} positive weights")
+            if len(weights) != k or not all(0 < x < float("inf") for x in weights):
+                raise GeodmlError(f"partition {partition!r}: need {k} positive finite weights")
+            weights = [x / max(weights) for x in weights]  # sum() of huge weights overflowed to inf
         else:
             raise GeodmlError("without --data, --partition must be iid or unequal:W1,..,WK (label skew does not change sizes)")
         per = [round(rows * x / sum(weights)) for x in weights]
@@ -214,7 +242,7 @@ def plan(
     counts = PlanCounts(lbfgs_rounds=lbfgs_rounds, oneshot_passes=local_passes, central_iters=local_passes)
     from geodml.planner import STRATEGIES
 
-    cands = _split_names(algos)
+    cands = _algo_names(algos)
     for a in cands:
         if a not in STRATEGIES:
             raise GeodmlError(f"unknown algorithm {a!r} (known: {', '.join(STRATEGIES)})")
@@ -242,7 +270,9 @@ def plan(
 def main() -> None:
     """Entry point: run the app; bad input -> one line on stderr, exit 2."""
     try:
-        app(standalone_mode=False)
+        rc = app(standalone_mode=False)
+    except KeyboardInterrupt:
+        rc = 130
     except GeodmlError as e:
         print(f"geodml: error: {e}", file=sys.stderr)
         sys.exit(2)
@@ -256,3 +286,14 @@ def main() -> None:
     except ClickException as e:
         print(f"geodml: error: {e.format_message()}", file=sys.stderr)
         sys.exit(2)
+    except MemoryError as e:
+        # numpy refuses an allocation it cannot make (e.g. ctr:rows=1e12): a too-large request
+        print(f"geodml: error: not enough memory for this input ({str(e).splitlines()[0] if str(e) else 'MemoryError'})", file=sys.stderr)
+        sys.exit(2)
+    # typer >= 0.2x turns Ctrl-C into Exit(130), which standalone_mode=False returns as a value
+    # instead of raising: without this the interrupted run exited 0.
+    if rc == 130:
+        print("geodml: interrupted", file=sys.stderr)
+        sys.exit(130)
+    if isinstance(rc, int) and not isinstance(rc, bool) and rc != 0:
+        sys.exit(rc)

@@ -173,6 +173,10 @@ def _run_all(cfg, ds, dcs, wan, sizes, d, hub_m, hub_c, counts, pool, out, progr
             "raw_bytes_by_source": summ["raw_bytes_by_source"], "wall_seconds": wall,
             "predicted": {"bytes": pred.bytes, "sim_seconds": pred.sim_seconds, "dollars": pred.dollars},
         }
+        stalled = net.notes.get("fadl_stalled_iterations", 0)
+        if stalled:
+            out["algorithms"][a]["warning"] = (f"line search found no decrease in {stalled} of {cfg.settings.fadl_iters} iterations; "
+                                               "the model did not move there (local solutions overshoot under strong skew)")
         if before is not None and a != "centralize":
             lo = pool.loopback_bytes
             out["algorithms"][a]["measured"] = {

@@ -7,6 +7,7 @@ logs). Nothing is downloaded.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +52,24 @@ def raw_nbytes(X: Matrix, y: np.ndarray) -> int:
     return int(np.asarray(X).nbytes + y.nbytes)
 
 
+_INT32_MAX = 2**31 - 1
+# The algorithms keep about this many float64 vectors of the model's size at once (L-BFGS
+# history, per-DC copies, Adam moments, compression residuals).
+_MODEL_VECTORS = 64
+
+
+def check_model_fits(d: int, what: str) -> None:
+    """Raise GeodmlError if _MODEL_VECTORS float64 vectors of d + 1 entries exceed this machine's
+    physical memory: one huge feature index in a 20-byte file would otherwise exhaust it."""
+    try:
+        mem = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return
+    need = _MODEL_VECTORS * 8 * (d + 1)
+    if need > mem:
+        raise GeodmlError(f"{what}: {d} features need about {need / 1e9:.3g} GB of model vectors; this machine has {mem / 1e9:.3g} GB")
+
+
 def make_ctr(
     rows: int,
     features: int = 2**16,
@@ -67,10 +86,21 @@ def make_ctr(
     with sparse Gaussian true weights, the intercept set so that about ``positive_rate`` of rows
     are positive. Returns (X: CSR (rows, features) float32 / int32 indices, y: (rows,) float64).
 
-    Raises GeodmlError if rows < 1, fields < 1 or features < fields.
+    Raises GeodmlError if rows < 1, fields < 1, features < fields, features or rows * fields
+    beyond int32 (the CSR indices), zipf < 0, positive_rate outside (0, 1), or seed < 0.
     """
     if rows < 1 or fields < 1 or features < fields:
         raise GeodmlError(f"ctr: need rows >= 1, fields >= 1, features >= fields (got rows={rows}, fields={fields}, features={features})")
+    if features > _INT32_MAX or rows * fields > _INT32_MAX:
+        raise GeodmlError(f"ctr: features and rows * fields must be <= {_INT32_MAX} (int32 CSR indices); "
+                          f"got features={features}, rows * fields={rows * fields}")
+    if not (np.isfinite(zipf) and zipf >= 0):
+        raise GeodmlError(f"ctr: zipf must be >= 0 and finite, got {zipf}")
+    if not 0 < positive_rate < 1:
+        raise GeodmlError(f"ctr: positive_rate must be in (0, 1), got {positive_rate}")
+    if seed < 0:
+        raise GeodmlError(f"ctr: seed must be >= 0, got {seed}")
+    check_model_fits(features, "ctr")
     rng = np.random.default_rng(seed)
     vocab = features // fields
     ranks = np.arange(1, vocab + 1, dtype=np.float64)
@@ -106,7 +136,7 @@ def _parse_kv(body: str, allowed: dict[str, type], spec: str) -> dict:
             raise GeodmlError(f"malformed data spec {spec!r}: unknown key {k!r} (known: {', '.join(allowed)})")
         try:
             out[k] = allowed[k](float(v)) if allowed[k] is int else allowed[k](v)
-        except ValueError:
+        except (ValueError, OverflowError):  # OverflowError: int(float("inf"))
             raise GeodmlError(f"malformed data spec {spec!r}: bad value {v!r} for {k}") from None
     return out
 
@@ -175,16 +205,23 @@ def _load_libsvm(path: str, seed: int, test_fraction: float, spec: str) -> Datas
     from sklearn.datasets import load_svmlight_file
 
     p = Path(path)
+    if p.is_dir():
+        raise GeodmlError(f"libsvm file is a folder: {path!r}")
     if not p.is_file():
         raise GeodmlError(f"libsvm file not found: {path!r}")
     try:
         X, t = load_svmlight_file(str(p), dtype=np.float32)
-    except (ValueError, OSError, UnicodeDecodeError) as e:
+    except (ValueError, OSError, UnicodeDecodeError, OverflowError) as e:  # OverflowError: an index beyond int64
         raise GeodmlError(f"malformed libsvm file {path!r}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+    if not np.all(np.isfinite(X.data)) or not np.all(np.isfinite(t)):
+        raise GeodmlError(f"malformed libsvm file {path!r}: a value or label is nan or infinite")
     values = np.unique(t)
     if len(values) != 2:
         raise GeodmlError(f"libsvm file {path!r}: need two label values, found {len(values)}")
     y = (t == values[1]).astype(np.float64)
+    if X.shape[1] > _INT32_MAX:
+        raise GeodmlError(f"libsvm file {path!r}: feature index {X.shape[1]} is beyond int32 (the CSR indices)")
+    check_model_fits(X.shape[1], f"libsvm file {path!r}")
     X = sp.csr_matrix(X)
     X.indices = X.indices.astype(np.int32)
     return _split(X, y, test_fraction, seed, spec)

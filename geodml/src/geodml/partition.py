@@ -9,6 +9,9 @@ import scipy.sparse as sp
 from geodml.errors import GeodmlError
 
 
+_DIRICHLET_DRAWS = 100
+
+
 def _check_nonempty(parts: list[np.ndarray], spec: str) -> list[np.ndarray]:
     for k, p in enumerate(parts):
         if len(p) == 0:
@@ -22,7 +25,8 @@ def partition(spec: str, X, y: np.ndarray, k: int, seed: int = 0) -> list[np.nda
     spec:
       ``iid`` - a uniform random split into near-equal parts.
       ``dirichlet:ALPHA`` - label skew (Hsu, Qi, Brown 2019): for each class, proportions over
-      the k data centers drawn from Dirichlet(ALPHA * 1_k); small ALPHA means strong skew.
+      the k data centers drawn from Dirichlet(ALPHA * 1_k); small ALPHA means strong skew. The
+      proportions are redrawn (up to 100 times) while a data center would be empty.
       ``covariate:S`` with S in [0, 1] - covariate shift: rows ranked by a seeded random projection
       of their features mixed with noise (weight S on the projection), cut into k equal ranges.
       ``unequal:W1,W2,...`` - IID rows with sizes proportional to the k positive weights.
@@ -40,16 +44,26 @@ def partition(spec: str, X, y: np.ndarray, k: int, seed: int = 0) -> list[np.nda
             return _check_nonempty([np.asarray(a, dtype=np.int64) for a in np.array_split(rng.permutation(n), k)], spec)
         if kind == "dirichlet":
             alpha = float(arg)
-            if not alpha > 0:
+            if not 0 < alpha < np.inf:
                 raise ValueError
-            parts: list[list[np.ndarray]] = [[] for _ in range(k)]
-            for c in np.unique(y):
-                idx = rng.permutation(np.flatnonzero(y == c))
-                props = rng.dirichlet(np.full(k, alpha))
-                cuts = (np.cumsum(props)[:-1] * len(idx)).astype(np.int64)
-                for j, chunk in enumerate(np.split(idx, cuts)):
-                    parts[j].append(chunk)
-            return _check_nonempty([np.concatenate(p).astype(np.int64) for p in parts], spec)
+            # Redraw (as Li et al.'s NIID-Bench does) while a draw leaves a data center empty:
+            # with few classes and a small alpha one draw often does (breast_cancer, alpha 0.3,
+            # 4 DCs). The first draw is the same as without the loop.
+            for _ in range(_DIRICHLET_DRAWS):
+                parts: list[list[np.ndarray]] = [[] for _ in range(k)]
+                for c in np.unique(y):
+                    idx = rng.permutation(np.flatnonzero(y == c))
+                    props = rng.dirichlet(np.full(k, alpha))
+                    cuts = (np.cumsum(props)[:-1] * len(idx)).astype(np.int64)
+                    for j, chunk in enumerate(np.split(idx, cuts)):
+                        parts[j].append(chunk)
+                out = [np.concatenate(p).astype(np.int64) for p in parts]
+                if all(len(p) for p in out):
+                    break
+            else:
+                raise GeodmlError(f"partition {spec!r} leaves a data center empty in each of {_DIRICHLET_DRAWS} draws; "
+                                  "use fewer data centers, a larger alpha or more rows")
+            return _check_nonempty(out, spec)
         if kind == "covariate":
             s = float(arg)
             if not 0.0 <= s <= 1.0:
@@ -65,7 +79,8 @@ def partition(spec: str, X, y: np.ndarray, k: int, seed: int = 0) -> list[np.nda
             if len(w) != k:
                 raise GeodmlError(f"partition {spec!r}: {len(w)} weights for {k} data centers")
             if np.any(w <= 0) or not np.all(np.isfinite(w)):
-                raise ValueError
+                raise GeodmlError(f"partition {spec!r}: every weight must be positive and finite")
+            w = w / w.max()  # w.sum() of weights near 1e308 overflows to inf
             cuts = np.round(np.cumsum(w)[:-1] / w.sum() * n).astype(np.int64)
             return _check_nonempty([a.astype(np.int64) for a in np.split(rng.permutation(n), cuts)], spec)
     except ValueError as e:

@@ -207,8 +207,11 @@ def _predict_fadl(sizes, d, wan, s: Settings, hub, counts: PlanCounts, hierarchi
 
 def _tie_scale(f, lo: float = 1e-6, hi: float = 1e6) -> float | None:
     """The scale a in [lo, hi] where f(a) (centralize minus strategy) changes sign, by bisection
-    on log a; None if it does not."""
+    on log a; None if it does not, or if f is 0 at both ends (a tie at every scale, as with one
+    data center, where neither side moves a byte)."""
     flo, fhi = f(lo), f(hi)
+    if flo == 0 and fhi == 0:
+        return None
     if flo == 0:
         return lo
     if (flo > 0) == (fhi > 0):

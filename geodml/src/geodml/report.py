@@ -5,6 +5,7 @@ PNGs embedded in one self-contained HTML file written atomically."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import html
 import io
 import os
@@ -61,6 +62,7 @@ def render(res: dict) -> str:
         f"<tr><td>{html.escape(a)}</td>" + (f"<td colspan=6>refused: {html.escape(r['refused'])}</td>" if "refused" in r else
         f"<td>{r['bytes']:,}</td><td>{r['rounds']}</td><td>{r['sim_seconds']:.4g}</td><td>{r['dollars']:.4g}</td>"
         f"<td>{r['test_accuracy']:.4f}</td><td>{r['test_logloss']:.4f}</td>") + "</tr>"
+        + (f"<tr><td></td><td colspan=6>warning: {html.escape(r['warning'])}</td></tr>" if "warning" in r else "")
         for a, r in res["algorithms"].items())
     d = res["data"]
     head = (f"data {html.escape(d['spec'])}: {d['n_train']} training rows, {d['features']} features, raw {d['raw_bytes']:,} bytes, "
@@ -79,6 +81,14 @@ def check_target(path: str | Path) -> None:
         raise GeodmlError(f"report folder does not exist: {str(folder)!r}")
     if p.is_dir():
         raise GeodmlError(f"report path is a folder: {str(p)!r}")
+    # Probe with the same temp-file-then-rename path write() uses, so an unwritable folder fails
+    # now rather than after minutes of training.
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".geodml-report-", suffix=".html")
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as e:
+        raise GeodmlError(f"cannot write report {str(p)!r}: {e.strerror}") from None
 
 
 def write(res: dict, path: str | Path) -> None:
@@ -89,10 +99,21 @@ def write(res: dict, path: str | Path) -> None:
     if not folder.is_dir():
         raise GeodmlError(f"report folder does not exist: {str(folder)!r}")
     text = render(res)
+    tmp = None
     try:
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".geodml-report-", suffix=".html")
         with os.fdopen(fd, "w") as f:
             f.write(text)
+        # mkstemp makes the file 0600; a report is an ordinary file: the umask's mode, as open() gives
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, p)
+        tmp = None
     except OSError as e:
         raise GeodmlError(f"cannot write report {str(p)!r}: {e.strerror}") from None
+    finally:
+        # a failed write or a Ctrl-C between mkstemp and rename must not leave a half report
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)

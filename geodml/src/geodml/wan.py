@@ -163,6 +163,8 @@ def load_wan(path: str | Path | None = None) -> Wan:
         text = resources.files("geodml").joinpath("wan_default.yaml").read_text()
     else:
         p = Path(path)
+        if p.is_dir():
+            raise GeodmlError(f"WAN file is a folder: {str(path)!r}")
         if not p.is_file():
             raise GeodmlError(f"WAN file not found: {str(path)!r}")
         try:
@@ -172,5 +174,10 @@ def load_wan(path: str | Path | None = None) -> Wan:
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise GeodmlError(f"malformed WAN file: not valid YAML ({str(e).splitlines()[0]})") from None
+        # str(e)'s first line is only the context ("while parsing a flow sequence"); the problem
+        # and its line are what the user needs to find the mistake.
+        what = getattr(e, "problem", None) or str(e).splitlines()[0]
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise GeodmlError(f"malformed WAN file: not valid YAML ({what}{where})") from None
     return parse_wan(doc)
