@@ -41,6 +41,9 @@ def test_replay_alibaba_fixture_table():
     (["--trace", "synthetic:vms=x"], "vms and seed must be integers"),
     (["--trace", "weird:1"], "unknown kind"),
     (["--trace", "alibaba:/nonexistent.csv"], "no such file"),
+    (["--trace", "synthetic:vms=2,days=nan"], "days must be a finite number"),
+    (["--trace", "synthetic:vms=2,days=inf"], "days must be a finite number"),
+    (["--trace", "synthetic:vms=2,days=1,seed=-1"], "seed must be >= 0"),
 ])
 def test_bad_input_one_line_exit_2(args, needle):
     res = runner.invoke(app, ["replay", *args])

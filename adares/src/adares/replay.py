@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -85,6 +86,12 @@ def load_trace(spec: str) -> Trace:
             seed = int(kv.get("seed", 0))
         except ValueError:
             raise InputError(f"trace spec {spec!r}: vms and seed must be integers, days a number") from None
+        # float() accepts "nan" and "inf", and numpy's generator rejects negative seeds with a
+        # traceback: both are bad specs, so say so here.
+        if not math.isfinite(days):
+            raise InputError(f"trace spec {spec!r}: days must be a finite number")
+        if seed < 0:
+            raise InputError(f"trace spec {spec!r}: seed must be >= 0")
         if shape is None:
             return generate(vms, days, seed)
         return generate(vms, days, seed, cpu_shape=shape[0], mem_shape=shape[1])
