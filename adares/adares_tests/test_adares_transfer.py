@@ -1,6 +1,8 @@
 """Transfer: decision logs round-trip through .npz, a warm start learns the logged best action,
 and the CLI saves and reads logs (bad logs: one line, exit 2)."""
 
+import os
+
 import numpy as np
 import pytest
 from typer.testing import CliRunner
@@ -36,6 +38,10 @@ def test_log_roundtrip(tmp_path):
     assert back.action == log.action and back.resource == log.resource
     assert np.array_equal(np.vstack(back.context), np.vstack(log.context))
     assert not list(tmp_path.glob(".*.tmp"))
+    umask = os.umask(0)
+    os.umask(umask)
+    # mkstemp's 0600 must not leak into the log: it gets the mode of any file the user writes.
+    assert (tmp_path / "l.npz").stat().st_mode & 0o777 == 0o666 & ~umask
 
 
 def test_bad_logs(tmp_path):

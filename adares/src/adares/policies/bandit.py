@@ -72,6 +72,9 @@ def save_log(log: DecisionLog, path: str | Path) -> None:
     try:
         with open(tmp, "wb") as f:
             np.savez_compressed(f, **arrays)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the log the usual mode
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
