@@ -1,6 +1,7 @@
 """The command line: replay --json on a small trace, and one-line errors with exit 2."""
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -70,3 +71,53 @@ def test_bad_alibaba_files_exit_2_in_a_real_process(tmp_path, line, needle):
                            "--policies", "static"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert needle in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+SMALL = ["--trace", "synthetic:vms=2,days=1", "--policies", "static"]
+
+
+@pytest.mark.parametrize("cmd, needle", [
+    (["replay", *SMALL, "--report", "{tmp}"], "--report {tmp}: is a folder"),
+    (["replay", "--trace", "synthetic:vms=2,days=1", "--policies", "adares", "--save-log", "{tmp}"],
+     "--save-log {tmp}: is a folder"),
+    (["replay", *SMALL, "--report", "/proc/adares-report.html"], "cannot write"),
+    (["replay", *SMALL[:2], "--policies", "adares", "--seed", "-1"], "--seed must be >= 0"),
+    (["recommend", "--trace", "synthetic:vms=2,days=1", "--plan", "{tmp}"], "--plan {tmp}: is a folder"),
+    (["recommend", "--trace", "synthetic:vms=2,days=1", "--yaml", "/proc/adares.yaml"], "cannot write"),
+    (["recommend", "--trace", "synthetic:vms=2,days=1", "--seed", "-3"], "--seed must be >= 0"),
+])
+def test_unwritable_outputs_and_bad_seed_exit_2(tmp_path, cmd, needle):
+    cmd = [c.replace("{tmp}", str(tmp_path)) for c in cmd]
+    res = runner.invoke(app, cmd)
+    err = res.stderr.strip()
+    assert res.exit_code == 2, res.output
+    assert needle.replace("{tmp}", str(tmp_path)) in err and "\n" not in err
+    assert not list(tmp_path.iterdir())
+
+
+def test_save_log_of_a_trace_too_short_for_a_decision(tmp_path):
+    res = runner.invoke(app, ["replay", "--trace", "synthetic:vms=1,days=0.007", "--policies",
+                              "adares", "--save-log", str(tmp_path / "a.npz")])
+    assert res.exit_code == 2 and "made no decision" in res.stderr
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("targets", ["nan", "1,inf", "0", "a"])
+def test_evaluate_rejects_bad_targets(tmp_path, targets):
+    res = runner.invoke(app, ["evaluate", str(tmp_path / "missing.npz"), "--targets", targets])
+    assert res.exit_code == 2 and "--targets" in res.stderr
+
+
+def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "adares.cli", "replay", "--trace",
+                             "synthetic:vms=300,days=8", "--policies", "vpa", "--report",
+                             str(tmp_path / "r.html")], stderr=subprocess.PIPE, text=True)
+    # Wait for the trace line, so that the interrupt lands in the replay, not in the imports.
+    for line in proc.stderr:
+        if "trace synthetic" in line:
+            break
+    proc.send_signal(signal.SIGINT)
+    rest = proc.stderr.read()
+    assert proc.wait(timeout=60) == 130
+    assert "adares: interrupted" in rest and "Traceback" not in rest
+    assert not list(tmp_path.iterdir())

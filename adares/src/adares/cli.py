@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
+import tempfile
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import typer
 from rich.console import Console
@@ -28,6 +32,47 @@ def _root() -> None:
 def _fail(msg: str) -> None:
     typer.echo(f"adares: error: {msg}", err=True)
     raise typer.Exit(2)
+
+
+def _interrupted() -> None:
+    # Typer turns Ctrl-C into a silent exit 130; say why the output is missing. Outputs are
+    # written through a temporary file and a rename, so nothing half-written is left behind.
+    typer.echo("adares: interrupted", err=True)
+    raise typer.Exit(130)
+
+
+def _check_out(path: str, flag: str) -> None:
+    """Refuse an output path that cannot be written before minutes of replay, not after."""
+    if not path:
+        return
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(f"{flag} {path}: is a folder, give a file name")
+    parent = p.parent.resolve()
+    if not parent.is_dir():
+        raise InputError(f"{flag} {path}: folder does not exist")
+    # A probe file rather than os.access: root passes access() on folders that refuse new
+    # files anyway (a read-only mount, /proc).
+    try:
+        with tempfile.TemporaryFile(dir=parent, prefix=".adares-probe."):
+            pass
+    except OSError as exc:
+        raise InputError(f"{flag} {path}: cannot write in that folder "
+                         f"({exc.strerror or type(exc).__name__})") from None
+
+
+def _write(path: str, flag: str, write: Callable[[Path], None]) -> None:
+    """Run ``write(Path(path))``; an OSError (full disk, a folder that refuses new files even
+    to root, such as /proc) becomes one line and exit 2."""
+    try:
+        write(Path(path))
+    except OSError as exc:
+        raise InputError(f"{flag} {path}: cannot write ({exc.strerror or type(exc).__name__})") from None
+
+
+def _check_seed(seed: int) -> None:
+    if seed < 0:
+        raise InputError(f"--seed must be >= 0, got {seed}")
 
 
 @app.command()
@@ -57,8 +102,6 @@ def replay(
         names = parse_policies(policies)
         from adares import replay as rp
 
-        from pathlib import Path
-
         from adares.policies.bandit import load_log
         from adares.policies.bandit import save_log as write_log
 
@@ -68,9 +111,9 @@ def replay(
             raise InputError(f"unknown bandit backend {bandit!r} (numpy, vw)")
         if resize not in RESIZE_MODES:
             raise InputError(f"unknown resize mode {resize!r} ({', '.join(RESIZE_MODES)})")
-        for out in (save_log, report):
-            if out and not Path(out).parent.resolve().is_dir():
-                raise InputError(f"{out}: folder does not exist")
+        _check_seed(seed)
+        _check_out(save_log, "--save-log")
+        _check_out(report, "--report")
         if (save_log or transfer_from) and "adares" not in names:
             raise InputError("--save-log and --transfer-from need the adares policy")
         warm = load_log(transfer_from) if transfer_from else None
@@ -86,12 +129,19 @@ def replay(
             f"{r.policy}: reward {r.reward:.4f}, {r.seconds:.1f} s"), warm_start=warm,
             logs=logs if save_log else None, record_vms=vms, resize_mode=resize, bandit=bandit)
         if report:
-            write_report(Path(report), tr, trace, results, vms)
+            _write(report, "--report", lambda p: write_report(p, tr, trace, results, vms))
             err.log(f"report: {report}")
         if save_log:
-            write_log(logs["adares"], Path(save_log))
+            if not logs["adares"].action:
+                raise InputError("--save-log: the bandit made no decision on this trace (too "
+                                 "short); nothing written")
+            _write(save_log, "--save-log", lambda p: write_log(logs["adares"], p))
+            err.log(f"decision log: {save_log} ({len(logs['adares'].action)} decisions)")
     except InputError as exc:
         _fail(str(exc))
+        return
+    except KeyboardInterrupt:
+        _interrupted()
         return
     sav = rp.savings(results)
     if as_json:
@@ -134,8 +184,6 @@ def recommend(
 ) -> None:
     """Replay a trace under one policy and emit its final recommendations: VPA
     status.recommendation objects (YAML) and a resize plan (CSV/JSON)."""
-    from pathlib import Path
-
     from adares import recommend as rc
     from adares import replay as rp
 
@@ -146,21 +194,25 @@ def recommend(
         if len(names) != 1:
             raise InputError("--policy takes one policy name")
         name = names[0]
-        for out in (yaml_out, plan_out):
-            if out and not Path(out).parent.resolve().is_dir():
-                raise InputError(f"{out}: folder does not exist")
+        _check_seed(seed)
+        _check_out(yaml_out, "--yaml")
+        _check_out(plan_out, "--plan")
         tr = rp.load_trace(trace)
         rec = rc.recommend(tr, name, seed)
+        text = rc.vpa_yaml(rec)
+        if yaml_out:
+            _write(yaml_out, "--yaml", lambda p: rc.write_atomic(p, text))
+        elif not plan_out:
+            sys.stdout.write(text)
+        if plan_out:
+            plan = rc.plan_text(rc.resize_plan(rec), plan_format)
+            _write(plan_out, "--plan", lambda p: rc.write_atomic(p, plan))
     except InputError as exc:
         _fail(str(exc))
         return
-    text = rc.vpa_yaml(rec)
-    if yaml_out:
-        rc.write_atomic(Path(yaml_out), text)
-    elif not plan_out:
-        sys.stdout.write(text)
-    if plan_out:
-        rc.write_atomic(Path(plan_out), rc.plan_text(rc.resize_plan(rec), plan_format))
+    except KeyboardInterrupt:
+        _interrupted()
+        return
 
 
 @app.command()
@@ -179,8 +231,8 @@ def evaluate(
             ms = [float(v) for v in targets.split(",") if v.strip()]
         except ValueError:
             raise InputError(f"--targets: not numbers: {targets!r}") from None
-        if not ms or min(ms) <= 0:
-            raise InputError("--targets: give positive multipliers")
+        if not ms or min(ms) <= 0 or not all(map(math.isfinite, ms)):
+            raise InputError("--targets: give positive, finite multipliers")
         from adares.ope import evaluate_log
         from adares.policies.bandit import MULTIPLIERS, load_log
 
@@ -190,6 +242,9 @@ def evaluate(
         res = evaluate_log(lg, np.asarray(MULTIPLIERS), ms)
     except InputError as exc:
         _fail(str(exc))
+        return
+    except KeyboardInterrupt:
+        _interrupted()
         return
     if as_json:
         sys.stdout.write(json.dumps(res, indent=2) + "\n")
