@@ -121,3 +121,12 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
     assert proc.wait(timeout=60) == 130
     assert "adares: interrupted" in rest and "Traceback" not in rest
     assert not list(tmp_path.iterdir())
+
+
+def test_table_says_why_savings_columns_are_empty_and_counts_are_ints():
+    res = runner.invoke(app, ["replay", *SMALL])
+    assert res.exit_code == 0
+    assert "add threshold and predictive to --policies" in " ".join(res.stdout.split())
+    doc = json.loads(runner.invoke(app, ["replay", *SMALL, "--json"]).stdout)
+    r = doc["policies"]["static"]
+    assert all(isinstance(r[k], int) for k in ("oom_events", "first_day_oom_events", "restarts"))

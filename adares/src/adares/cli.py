@@ -75,7 +75,8 @@ def _check_seed(seed: int) -> None:
         raise InputError(f"--seed must be >= 0, got {seed}")
 
 
-@app.command()
+@app.command(short_help="Replay a trace under each policy and compare costs, violations "
+                        "and savings.")
 def replay(
     trace: str = typer.Option("synthetic:vms=500,days=8,seed=0", "--trace",
                               help="synthetic[:vms=N,days=D,seed=S], shaped:SOURCE[,...], "
@@ -117,6 +118,8 @@ def replay(
         if (save_log or transfer_from) and "adares" not in names:
             raise InputError("--save-log and --transfer-from need the adares policy")
         warm = load_log(transfer_from) if transfer_from else None
+        if warm is not None:
+            err.log(f"warm start: {len(warm.action)} logged decisions from {transfer_from}")
         t0 = time.perf_counter()
         tr = rp.load_trace(trace)
         err.log(f"trace {trace}: {tr.n_vms} VMs x {tr.n_steps} steps of {tr.step_s} s "
@@ -152,8 +155,14 @@ def replay(
         return
     from rich import box
 
-    table = Table(caption="vs thr./pred.: vCPU-hours/GB-hours saved, % (1 - policy/baseline); "
-                          "reward: -cost per VM-hour", box=box.SIMPLE, pad_edge=False,
+    caption = ("vs thr./pred.: vCPU-hours/GB-hours saved, % (1 - policy/baseline); "
+               "reward: -cost per VM-hour")
+    missing = [b for b in ("threshold", "predictive") if b not in results]
+    if missing:
+        # Without this the empty columns read as "no savings".
+        caption += (f"; -: add {' and '.join(missing)} to --policies for savings against "
+                    f"{'them' if len(missing) > 1 else 'it'}")
+    table = Table(caption=caption, box=box.SIMPLE, pad_edge=False,
                   title=f"replay: {tr.n_vms} VMs x {tr.n_steps * tr.step_s / 86400:.1f} days")
     for col in ("policy", "vCPU-h", "GB-h", "thr.", "OOMs", "resizes", "reward", "vs thr.",
                 "vs pred."):
@@ -172,10 +181,11 @@ def replay(
     Console(width=None if sys.stdout.isatty() else 100).print(table)
 
 
-@app.command()
+@app.command(short_help="Emit one policy's final recommendations: VPA objects and a resize plan.")
 def recommend(
     trace: str = typer.Option("synthetic:vms=20,days=8,seed=0", "--trace",
-                              help="synthetic[:vms=N,days=D,seed=S] or alibaba:USAGE.csv[,meta=META.csv]"),
+                              help="synthetic[:vms=N,days=D,seed=S], shaped:SOURCE[,...], "
+                                   "alibaba:USAGE.csv[,meta=META.csv] or google2019:USAGE.parquet"),
     policy: str = typer.Option("vpa", "--policy", help=f"one of: {', '.join(POLICY_NAMES)}"),
     yaml_out: str = typer.Option("", "--yaml", help="write VPA objects here (default: stdout)"),
     plan_out: str = typer.Option("", "--plan", help="write a per-VM resize plan here"),
@@ -215,7 +225,7 @@ def recommend(
         return
 
 
-@app.command()
+@app.command(short_help="Off-policy evaluation (IPS, SNIPS, DR) of fixed sizes from a decision log.")
 def evaluate(
     log: str = typer.Argument(..., help="a decision log written by adares replay --save-log"),
     targets: str = typer.Option("1.0,1.25,1.5,2.0", "--targets",
