@@ -130,3 +130,21 @@ def test_table_says_why_savings_columns_are_empty_and_counts_are_ints():
     doc = json.loads(runner.invoke(app, ["replay", *SMALL, "--json"]).stdout)
     r = doc["policies"]["static"]
     assert all(isinstance(r[k], int) for k in ("oom_events", "first_day_oom_events", "restarts"))
+
+
+def test_recommend_clairvoyant_is_refused():
+    res = runner.invoke(app, ["recommend", "--trace", "synthetic:vms=2,days=1", "--policy", "clairvoyant"])
+    assert res.exit_code == 2 and "no recommendation past the trace" in res.stderr
+
+
+def test_trace_too_large_for_memory_exit_2():
+    import resource
+
+    def cap() -> None:  # 2 GiB of address space: the allocation fails at once, safely
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    proc = subprocess.run([sys.executable, "-m", "adares.cli", "replay", "--trace",
+                           "synthetic:vms=100000000000,days=1", "--policies", "static"],
+                          capture_output=True, text=True, timeout=120, preexec_fn=cap)
+    assert proc.returncode == 2, proc.stderr[-500:]
+    assert "not enough memory" in proc.stderr and "Traceback" not in proc.stderr

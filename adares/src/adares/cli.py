@@ -146,6 +146,9 @@ def replay(
     except KeyboardInterrupt:
         _interrupted()
         return
+    except MemoryError:
+        _fail("not enough memory for this trace; give fewer vms or days")
+        return
     sav = rp.savings(results)
     if as_json:
         doc = {"trace": {"spec": trace, "vms": tr.n_vms, "steps": tr.n_steps, "step_s": tr.step_s},
@@ -222,6 +225,9 @@ def recommend(
         return
     except KeyboardInterrupt:
         _interrupted()
+        return
+    except MemoryError:
+        _fail("not enough memory for this trace; give fewer vms or days")
         return
 
 
