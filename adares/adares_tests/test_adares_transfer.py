@@ -57,6 +57,30 @@ def test_bad_logs(tmp_path):
         load_log(tmp_path / "p.npz")
 
 
+def _corrupt(log, how):
+    if how == "width":
+        log.context = [c[:3] for c in log.context]
+    elif how == "nan":
+        log.context[4] = np.full(10, np.nan)
+    else:
+        log.allowed[2] = np.zeros(K, dtype=bool)
+    return log
+
+
+@pytest.mark.parametrize("how, needle", [("width", "3 features, the bandit uses 10"),
+                                         ("nan", "non-finite contexts"),
+                                         ("allowed", "outside their allowed set")])
+def test_corrupt_logs_are_refused_by_replay_and_evaluate(tmp_path, how, needle):
+    # These used to crash the warm start (width), or the evaluation (NaN), or pass silently.
+    save_log(_corrupt(_log(10), how), tmp_path / "c.npz")
+    for cmd in (["replay", "--trace", "synthetic:vms=2,days=1", "--policies", "adares",
+                 "--transfer-from", str(tmp_path / "c.npz")], ["evaluate", str(tmp_path / "c.npz")]):
+        if how == "width" and cmd[0] == "evaluate":
+            continue  # off-policy evaluation takes contexts of any width
+        res = runner.invoke(app, cmd)
+        assert res.exit_code == 2 and needle in res.stderr, res.output
+
+
 def test_warm_start_learns_the_logged_best_action():
     pol = Adares(warm_start=_log(), seed=0)
     pol.reset(TraceInfo(1, 10, 300, 0.0, np.ones(1), np.ones(1) * 2**30))

@@ -103,7 +103,7 @@ def replay(
         names = parse_policies(policies)
         from adares import replay as rp
 
-        from adares.policies.bandit import load_log
+        from adares.policies.bandit import CONTEXT_DIM, load_log
         from adares.policies.bandit import save_log as write_log
 
         from adares.simulator import RESIZE_MODES
@@ -117,7 +117,7 @@ def replay(
         _check_out(report, "--report")
         if (save_log or transfer_from) and "adares" not in names:
             raise InputError("--save-log and --transfer-from need the adares policy")
-        warm = load_log(transfer_from) if transfer_from else None
+        warm = load_log(transfer_from, CONTEXT_DIM) if transfer_from else None
         if warm is not None:
             err.log(f"warm start: {len(warm.action)} logged decisions from {transfer_from}")
         t0 = time.perf_counter()
