@@ -45,6 +45,8 @@ def test_replay_alibaba_fixture_table():
     (["--trace", "synthetic:vms=2,days=nan"], "days must be a finite number"),
     (["--trace", "synthetic:vms=2,days=inf"], "days must be a finite number"),
     (["--trace", "synthetic:vms=2,days=1,seed=-1"], "seed must be >= 0"),
+    (["--trace", "synthetic:vms=2,days=1,vms=3"], "vms given twice"),
+    (["--trace", "synthetic:vms=2,=3"], "expected key=value, got '=3'"),
 ])
 def test_bad_input_one_line_exit_2(args, needle):
     res = runner.invoke(app, ["replay", *args])

@@ -190,7 +190,8 @@ def recommend(
                               help="synthetic[:vms=N,days=D,seed=S], shaped:SOURCE[,...], "
                                    "alibaba:USAGE.csv[,meta=META.csv] or google2019:USAGE.parquet"),
     policy: str = typer.Option("vpa", "--policy", help=f"one of: {', '.join(POLICY_NAMES)}"),
-    yaml_out: str = typer.Option("", "--yaml", help="write VPA objects here (default: stdout)"),
+    yaml_out: str = typer.Option("", "--yaml",
+                                 help="write VPA objects here (default: stdout, unless --plan is given)"),
     plan_out: str = typer.Option("", "--plan", help="write a per-VM resize plan here"),
     plan_format: str = typer.Option("csv", "--format", help="plan format: csv or json"),
     seed: int = typer.Option(0, "--seed", help="bandit exploration seed"),
@@ -220,6 +221,9 @@ def recommend(
         if plan_out:
             plan = rc.plan_text(rc.resize_plan(rec), plan_format)
             _write(plan_out, "--plan", lambda p: rc.write_atomic(p, plan))
+        for out, what in ((yaml_out, "VPA objects"), (plan_out, "resize plan")):
+            if out:
+                typer.echo(f"adares: {what} for {len(rec.vm_ids)} VMs: {out}", err=True)
     except InputError as exc:
         _fail(str(exc))
         return

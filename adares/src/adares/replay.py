@@ -51,8 +51,12 @@ def _kv(items: list[str], spec: str) -> dict[str, str]:
     for it in items:
         if "=" not in it:
             raise InputError(f"trace spec {spec!r}: expected key=value, got {it!r}")
-        k, v = it.split("=", 1)
-        out[k.strip()] = v.strip()
+        k, v = (x.strip() for x in it.split("=", 1))
+        if not k:
+            raise InputError(f"trace spec {spec!r}: expected key=value, got {it!r}")
+        if k in out:  # the last one silently winning hides a typo
+            raise InputError(f"trace spec {spec!r}: {k} given twice")
+        out[k] = v
     return out
 
 
