@@ -150,3 +150,24 @@ def test_trace_too_large_for_memory_exit_2():
                           capture_output=True, text=True, timeout=120, preexec_fn=cap)
     assert proc.returncode == 2, proc.stderr[-500:]
     assert "not enough memory" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_ctrl_c_while_the_command_line_loads(monkeypatch, capsys):
+    # The console script's guard: an interrupt raised by the import of adares.cli (typer, rich,
+    # numpy load for about a second) ends in one line and 130, not a traceback.
+    import builtins
+
+    from adares.entry import main
+
+    real_import = builtins.__import__
+
+    def interrupted_import(name, *args, **kwargs):
+        if name == "adares.cli":
+            raise KeyboardInterrupt
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", interrupted_import)
+    with pytest.raises(SystemExit) as exc:
+        main()
+    assert exc.value.code == 130
+    assert capsys.readouterr().err == "adares: interrupted\n"

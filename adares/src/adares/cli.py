@@ -96,10 +96,10 @@ def replay(
 ) -> None:
     """Replay a trace under each policy; print vCPU-hours, GB-hours, throttled share, OOM
     kills, resizes, reward, and savings against the threshold and predictive baselines."""
-    from adares.policies import parse_policies
-
     err = Console(stderr=True)
     try:
+        from adares.policies import parse_policies
+
         names = parse_policies(policies)
         from adares import replay as rp
 
@@ -198,10 +198,10 @@ def recommend(
 ) -> None:
     """Replay a trace under one policy and emit its final recommendations: VPA
     status.recommendation objects (YAML) and a resize plan (CSV/JSON)."""
-    from adares import recommend as rc
-    from adares import replay as rp
-
     try:
+        from adares import recommend as rc
+        from adares import replay as rp
+
         if plan_format not in ("csv", "json"):
             raise InputError(f"unknown plan format {plan_format!r} (csv, json)")
         names = rp.parse_policies(policy)
@@ -244,9 +244,9 @@ def evaluate(
 ) -> None:
     """Off-policy evaluation (IPS, SNIPS, doubly robust) of fixed-size policies from a bandit
     decision log: the mean cost per decision each would have had, with 95% intervals."""
-    import numpy as np
-
     try:
+        import numpy as np
+
         try:
             ms = [float(v) for v in targets.split(",") if v.strip()]
         except ValueError:
