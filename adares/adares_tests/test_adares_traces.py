@@ -132,5 +132,8 @@ def test_google2019_bad_input(tmp_path):
     with pytest.raises(InputError, match="negative usage"):
         load_instance_usage(tmp_path / "b.parquet")
     (tmp_path / "c.parquet").write_text("nope")
-    with pytest.raises(InputError, match="unreadable"):
+    with pytest.raises(InputError, match="not a readable Parquet file .*footer"):
         load_instance_usage(tmp_path / "c.parquet")
+    (tmp_path / "d.parquet").write_text("")
+    with pytest.raises(InputError, match="size is 0 bytes"):
+        load_instance_usage(tmp_path / "d.parquet")

@@ -1,6 +1,8 @@
 """Transfer: decision logs round-trip through .npz, a warm start learns the logged best action,
 and the CLI saves and reads logs (bad logs: one line, exit 2)."""
 
+import os
+
 import numpy as np
 import pytest
 from typer.testing import CliRunner
@@ -36,6 +38,10 @@ def test_log_roundtrip(tmp_path):
     assert back.action == log.action and back.resource == log.resource
     assert np.array_equal(np.vstack(back.context), np.vstack(log.context))
     assert not list(tmp_path.glob(".*.tmp"))
+    umask = os.umask(0)
+    os.umask(umask)
+    # mkstemp's 0600 must not leak into the log: it gets the mode of any file the user writes.
+    assert (tmp_path / "l.npz").stat().st_mode & 0o777 == 0o666 & ~umask
 
 
 def test_bad_logs(tmp_path):
@@ -49,6 +55,30 @@ def test_bad_logs(tmp_path):
     save_log(log, tmp_path / "p.npz")
     with pytest.raises(InputError, match="invalid probabilities"):
         load_log(tmp_path / "p.npz")
+
+
+def _corrupt(log, how):
+    if how == "width":
+        log.context = [c[:3] for c in log.context]
+    elif how == "nan":
+        log.context[4] = np.full(10, np.nan)
+    else:
+        log.allowed[2] = np.zeros(K, dtype=bool)
+    return log
+
+
+@pytest.mark.parametrize("how, needle", [("width", "3 features, the bandit uses 10"),
+                                         ("nan", "non-finite contexts"),
+                                         ("allowed", "outside their allowed set")])
+def test_corrupt_logs_are_refused_by_replay_and_evaluate(tmp_path, how, needle):
+    # These used to crash the warm start (width), or the evaluation (NaN), or pass silently.
+    save_log(_corrupt(_log(10), how), tmp_path / "c.npz")
+    for cmd in (["replay", "--trace", "synthetic:vms=2,days=1", "--policies", "adares",
+                 "--transfer-from", str(tmp_path / "c.npz")], ["evaluate", str(tmp_path / "c.npz")]):
+        if how == "width" and cmd[0] == "evaluate":
+            continue  # off-policy evaluation takes contexts of any width
+        res = runner.invoke(app, cmd)
+        assert res.exit_code == 2 and needle in res.stderr, res.output
 
 
 def test_warm_start_learns_the_logged_best_action():

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
+import tempfile
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import typer
 from rich.console import Console
@@ -30,7 +34,49 @@ def _fail(msg: str) -> None:
     raise typer.Exit(2)
 
 
-@app.command()
+def _interrupted() -> None:
+    # Typer turns Ctrl-C into a silent exit 130; say why the output is missing. Outputs are
+    # written through a temporary file and a rename, so nothing half-written is left behind.
+    typer.echo("adares: interrupted", err=True)
+    raise typer.Exit(130)
+
+
+def _check_out(path: str, flag: str) -> None:
+    """Refuse an output path that cannot be written before minutes of replay, not after."""
+    if not path:
+        return
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(f"{flag} {path}: is a folder, give a file name")
+    parent = p.parent.resolve()
+    if not parent.is_dir():
+        raise InputError(f"{flag} {path}: folder does not exist")
+    # A probe file rather than os.access: root passes access() on folders that refuse new
+    # files anyway (a read-only mount, /proc).
+    try:
+        with tempfile.TemporaryFile(dir=parent, prefix=".adares-probe."):
+            pass
+    except OSError as exc:
+        raise InputError(f"{flag} {path}: cannot write in that folder "
+                         f"({exc.strerror or type(exc).__name__})") from None
+
+
+def _write(path: str, flag: str, write: Callable[[Path], None]) -> None:
+    """Run ``write(Path(path))``; an OSError (full disk, a folder that refuses new files even
+    to root, such as /proc) becomes one line and exit 2."""
+    try:
+        write(Path(path))
+    except OSError as exc:
+        raise InputError(f"{flag} {path}: cannot write ({exc.strerror or type(exc).__name__})") from None
+
+
+def _check_seed(seed: int) -> None:
+    if seed < 0:
+        raise InputError(f"--seed must be >= 0, got {seed}")
+
+
+@app.command(short_help="Replay a trace under each policy and compare costs, violations "
+                        "and savings.")
 def replay(
     trace: str = typer.Option("synthetic:vms=500,days=8,seed=0", "--trace",
                               help="synthetic[:vms=N,days=D,seed=S], shaped:SOURCE[,...], "
@@ -50,16 +96,14 @@ def replay(
 ) -> None:
     """Replay a trace under each policy; print vCPU-hours, GB-hours, throttled share, OOM
     kills, resizes, reward, and savings against the threshold and predictive baselines."""
-    from adares.policies import parse_policies
-
     err = Console(stderr=True)
     try:
+        from adares.policies import parse_policies
+
         names = parse_policies(policies)
         from adares import replay as rp
 
-        from pathlib import Path
-
-        from adares.policies.bandit import load_log
+        from adares.policies.bandit import CONTEXT_DIM, load_log
         from adares.policies.bandit import save_log as write_log
 
         from adares.simulator import RESIZE_MODES
@@ -68,12 +112,14 @@ def replay(
             raise InputError(f"unknown bandit backend {bandit!r} (numpy, vw)")
         if resize not in RESIZE_MODES:
             raise InputError(f"unknown resize mode {resize!r} ({', '.join(RESIZE_MODES)})")
-        for out in (save_log, report):
-            if out and not Path(out).parent.resolve().is_dir():
-                raise InputError(f"{out}: folder does not exist")
+        _check_seed(seed)
+        _check_out(save_log, "--save-log")
+        _check_out(report, "--report")
         if (save_log or transfer_from) and "adares" not in names:
             raise InputError("--save-log and --transfer-from need the adares policy")
-        warm = load_log(transfer_from) if transfer_from else None
+        warm = load_log(transfer_from, CONTEXT_DIM) if transfer_from else None
+        if warm is not None:
+            err.log(f"warm start: {len(warm.action)} logged decisions from {transfer_from}")
         t0 = time.perf_counter()
         tr = rp.load_trace(trace)
         err.log(f"trace {trace}: {tr.n_vms} VMs x {tr.n_steps} steps of {tr.step_s} s "
@@ -86,12 +132,22 @@ def replay(
             f"{r.policy}: reward {r.reward:.4f}, {r.seconds:.1f} s"), warm_start=warm,
             logs=logs if save_log else None, record_vms=vms, resize_mode=resize, bandit=bandit)
         if report:
-            write_report(Path(report), tr, trace, results, vms)
+            _write(report, "--report", lambda p: write_report(p, tr, trace, results, vms))
             err.log(f"report: {report}")
         if save_log:
-            write_log(logs["adares"], Path(save_log))
+            if not logs["adares"].action:
+                raise InputError("--save-log: the bandit made no decision on this trace (too "
+                                 "short); nothing written")
+            _write(save_log, "--save-log", lambda p: write_log(logs["adares"], p))
+            err.log(f"decision log: {save_log} ({len(logs['adares'].action)} decisions)")
     except InputError as exc:
         _fail(str(exc))
+        return
+    except KeyboardInterrupt:
+        _interrupted()
+        return
+    except MemoryError:
+        _fail("not enough memory for this trace; give fewer vms or days")
         return
     sav = rp.savings(results)
     if as_json:
@@ -102,8 +158,14 @@ def replay(
         return
     from rich import box
 
-    table = Table(caption="vs thr./pred.: vCPU-hours/GB-hours saved, % (1 - policy/baseline); "
-                          "reward: -cost per VM-hour", box=box.SIMPLE, pad_edge=False,
+    caption = ("vs thr./pred.: vCPU-hours/GB-hours saved, % (1 - policy/baseline); "
+               "reward: -cost per VM-hour")
+    missing = [b for b in ("threshold", "predictive") if b not in results]
+    if missing:
+        # Without this the empty columns read as "no savings".
+        caption += (f"; -: add {' and '.join(missing)} to --policies for savings against "
+                    f"{'them' if len(missing) > 1 else 'it'}")
+    table = Table(caption=caption, box=box.SIMPLE, pad_edge=False,
                   title=f"replay: {tr.n_vms} VMs x {tr.n_steps * tr.step_s / 86400:.1f} days")
     for col in ("policy", "vCPU-h", "GB-h", "thr.", "OOMs", "resizes", "reward", "vs thr.",
                 "vs pred."):
@@ -122,48 +184,58 @@ def replay(
     Console(width=None if sys.stdout.isatty() else 100).print(table)
 
 
-@app.command()
+@app.command(short_help="Emit one policy's final recommendations: VPA objects and a resize plan.")
 def recommend(
     trace: str = typer.Option("synthetic:vms=20,days=8,seed=0", "--trace",
-                              help="synthetic[:vms=N,days=D,seed=S] or alibaba:USAGE.csv[,meta=META.csv]"),
+                              help="synthetic[:vms=N,days=D,seed=S], shaped:SOURCE[,...], "
+                                   "alibaba:USAGE.csv[,meta=META.csv] or google2019:USAGE.parquet"),
     policy: str = typer.Option("vpa", "--policy", help=f"one of: {', '.join(POLICY_NAMES)}"),
-    yaml_out: str = typer.Option("", "--yaml", help="write VPA objects here (default: stdout)"),
+    yaml_out: str = typer.Option("", "--yaml",
+                                 help="write VPA objects here (default: stdout, unless --plan is given)"),
     plan_out: str = typer.Option("", "--plan", help="write a per-VM resize plan here"),
     plan_format: str = typer.Option("csv", "--format", help="plan format: csv or json"),
     seed: int = typer.Option(0, "--seed", help="bandit exploration seed"),
 ) -> None:
     """Replay a trace under one policy and emit its final recommendations: VPA
     status.recommendation objects (YAML) and a resize plan (CSV/JSON)."""
-    from pathlib import Path
-
-    from adares import recommend as rc
-    from adares import replay as rp
-
     try:
+        from adares import recommend as rc
+        from adares import replay as rp
+
         if plan_format not in ("csv", "json"):
             raise InputError(f"unknown plan format {plan_format!r} (csv, json)")
         names = rp.parse_policies(policy)
         if len(names) != 1:
             raise InputError("--policy takes one policy name")
         name = names[0]
-        for out in (yaml_out, plan_out):
-            if out and not Path(out).parent.resolve().is_dir():
-                raise InputError(f"{out}: folder does not exist")
+        _check_seed(seed)
+        _check_out(yaml_out, "--yaml")
+        _check_out(plan_out, "--plan")
         tr = rp.load_trace(trace)
         rec = rc.recommend(tr, name, seed)
+        text = rc.vpa_yaml(rec)
+        if yaml_out:
+            _write(yaml_out, "--yaml", lambda p: rc.write_atomic(p, text))
+        elif not plan_out:
+            sys.stdout.write(text)
+        if plan_out:
+            plan = rc.plan_text(rc.resize_plan(rec), plan_format)
+            _write(plan_out, "--plan", lambda p: rc.write_atomic(p, plan))
+        for out, what in ((yaml_out, "VPA objects"), (plan_out, "resize plan")):
+            if out:
+                typer.echo(f"adares: {what} for {len(rec.vm_ids)} VMs: {out}", err=True)
     except InputError as exc:
         _fail(str(exc))
         return
-    text = rc.vpa_yaml(rec)
-    if yaml_out:
-        rc.write_atomic(Path(yaml_out), text)
-    elif not plan_out:
-        sys.stdout.write(text)
-    if plan_out:
-        rc.write_atomic(Path(plan_out), rc.plan_text(rc.resize_plan(rec), plan_format))
+    except KeyboardInterrupt:
+        _interrupted()
+        return
+    except MemoryError:
+        _fail("not enough memory for this trace; give fewer vms or days")
+        return
 
 
-@app.command()
+@app.command(short_help="Off-policy evaluation (IPS, SNIPS, DR) of fixed sizes from a decision log.")
 def evaluate(
     log: str = typer.Argument(..., help="a decision log written by adares replay --save-log"),
     targets: str = typer.Option("1.0,1.25,1.5,2.0", "--targets",
@@ -172,15 +244,15 @@ def evaluate(
 ) -> None:
     """Off-policy evaluation (IPS, SNIPS, doubly robust) of fixed-size policies from a bandit
     decision log: the mean cost per decision each would have had, with 95% intervals."""
-    import numpy as np
-
     try:
+        import numpy as np
+
         try:
             ms = [float(v) for v in targets.split(",") if v.strip()]
         except ValueError:
             raise InputError(f"--targets: not numbers: {targets!r}") from None
-        if not ms or min(ms) <= 0:
-            raise InputError("--targets: give positive multipliers")
+        if not ms or min(ms) <= 0 or not all(map(math.isfinite, ms)):
+            raise InputError("--targets: give positive, finite multipliers")
         from adares.ope import evaluate_log
         from adares.policies.bandit import MULTIPLIERS, load_log
 
@@ -190,6 +262,9 @@ def evaluate(
         res = evaluate_log(lg, np.asarray(MULTIPLIERS), ms)
     except InputError as exc:
         _fail(str(exc))
+        return
+    except KeyboardInterrupt:
+        _interrupted()
         return
     if as_json:
         sys.stdout.write(json.dumps(res, indent=2) + "\n")

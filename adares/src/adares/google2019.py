@@ -51,7 +51,9 @@ def load_instance_usage(path: str | Path, step_s: int = STEP_S, machine_cpus: fl
     try:
         df = _flatten(pd.read_parquet(path))
     except Exception as exc:
-        raise InputError(f"{path}: unreadable ({type(exc).__name__})") from None
+        # Arrow's first line says why (empty file, not Parquet); the class name alone did not.
+        why = (str(exc).splitlines() or [""])[0].split(": ", 1)[-1]
+        raise InputError(f"{path}: not a readable Parquet file ({type(exc).__name__}: {why})") from None
     missing = [c for c in NEEDED if c not in df.columns]
     if missing:
         raise InputError(f"{path}: missing columns: {', '.join(missing)}")

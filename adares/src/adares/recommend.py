@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from adares.errors import InputError
 from adares.policies.vpa import VPA
 from adares.simulator import simulate
 from adares.trace import Trace
@@ -41,8 +42,13 @@ class Recommendations:
 
 def recommend(trace: Trace, policy_name: str, seed: int = 0) -> Recommendations:
     """Replay ``trace`` under the named policy and read its final recommendation.
-    Raises InputError for unknown policy names."""
+    Raises InputError for unknown policy names and for ``clairvoyant`` (it allocates each
+    step's known demand, so it has nothing to recommend past the trace's end)."""
     from adares.replay import make_policy
+
+    if policy_name == "clairvoyant":
+        raise InputError("clairvoyant knows each step's demand and has no recommendation past "
+                         "the trace; pick another --policy")
 
     pol = make_policy(policy_name, trace, seed)
     simulate(trace, pol)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -50,8 +51,12 @@ def _kv(items: list[str], spec: str) -> dict[str, str]:
     for it in items:
         if "=" not in it:
             raise InputError(f"trace spec {spec!r}: expected key=value, got {it!r}")
-        k, v = it.split("=", 1)
-        out[k.strip()] = v.strip()
+        k, v = (x.strip() for x in it.split("=", 1))
+        if not k:
+            raise InputError(f"trace spec {spec!r}: expected key=value, got {it!r}")
+        if k in out:  # the last one silently winning hides a typo
+            raise InputError(f"trace spec {spec!r}: {k} given twice")
+        out[k] = v
     return out
 
 
@@ -85,6 +90,12 @@ def load_trace(spec: str) -> Trace:
             seed = int(kv.get("seed", 0))
         except ValueError:
             raise InputError(f"trace spec {spec!r}: vms and seed must be integers, days a number") from None
+        # float() accepts "nan" and "inf", and numpy's generator rejects negative seeds with a
+        # traceback: both are bad specs, so say so here.
+        if not math.isfinite(days):
+            raise InputError(f"trace spec {spec!r}: days must be a finite number")
+        if seed < 0:
+            raise InputError(f"trace spec {spec!r}: seed must be >= 0")
         if shape is None:
             return generate(vms, days, seed)
         return generate(vms, days, seed, cpu_shape=shape[0], mem_shape=shape[1])

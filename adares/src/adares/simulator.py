@@ -197,9 +197,9 @@ def simulate(trace: Trace, policy: Policy, costs: CostModel = CostModel(),
     cost = float(step_cost.sum())
     vm_hours = n * steps * dh
     extra = {"first_day_cpu_throttled_share": float(first[2] / first[3]) if first[3] > 0 else 0.0,
-             "first_day_oom_events": float(first[5]),
+             "first_day_oom_events": int(first[5]),  # counts, like oom_events
              "first_day_reward": -float(step_cost[:day].sum()) / (n * day * dh),
-             "restarts": float(tot[6])}
+             "restarts": int(tot[6])}
     return Result(policy.name, float(tot[0] * dh), float(tot[1] / GIB * dh),
                   float(tot[2] / tot[3]) if tot[3] > 0 else 0.0, int(tot[5]), resizes,
                   -cost / vm_hours, cost, vm_hours, time.perf_counter() - t0, extra,

@@ -38,6 +38,8 @@ from adares.simulator import CostModel, Observation, TraceInfo
 from adares.trace import GIB
 
 MULTIPLIERS = (0.9, 1.0, 1.1, 1.25, 1.5, 1.75, 2.0, 2.5)
+# Columns of Adares._context: a log with another width comes from another version or is corrupt.
+CONTEXT_DIM = 10
 
 
 @dataclass
@@ -72,6 +74,9 @@ def save_log(log: DecisionLog, path: str | Path) -> None:
     try:
         with open(tmp, "wb") as f:
             np.savez_compressed(f, **arrays)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the log the usual mode
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -79,9 +84,10 @@ def save_log(log: DecisionLog, path: str | Path) -> None:
         raise
 
 
-def load_log(path: str | Path) -> DecisionLog:
+def load_log(path: str | Path, context_dim: int | None = None) -> DecisionLog:
     """Read a log written by ``save_log``. Raises InputError (one line) on a missing or corrupt
-    file or inconsistent arrays."""
+    file or inconsistent arrays, or when ``context_dim`` is given (a warm start needs
+    ``CONTEXT_DIM``; off-policy evaluation takes any width) and the contexts have another."""
     path = Path(path)
     keys = ("resource", "context", "allowed", "action", "prob", "cost")
     try:
@@ -100,6 +106,13 @@ def load_log(path: str | Path) -> DecisionLog:
         raise InputError(f"{path}: decision log has invalid probabilities, costs or resources")
     if np.any(a["action"] < 0) or np.any(a["action"] >= a["allowed"].shape[1]):
         raise InputError(f"{path}: decision log has actions out of range")
+    if context_dim is not None and a["context"].shape[1] != context_dim:
+        raise InputError(f"{path}: decision log contexts have {a['context'].shape[1]} features, "
+                         f"the bandit uses {context_dim}")
+    if not np.all(np.isfinite(a["context"])):
+        raise InputError(f"{path}: decision log has non-finite contexts")
+    if not np.all(a["allowed"][np.arange(n), a["action"]]):
+        raise InputError(f"{path}: decision log has logged actions outside their allowed set")
     return DecisionLog([RESOURCES[i] for i in a["resource"]], list(a["context"]),
                        list(a["allowed"].astype(bool)), a["action"].tolist(), a["prob"].tolist(),
                        a["cost"].tolist())
@@ -168,7 +181,9 @@ class Adares:
                 np.quantile(x, 0.99, axis=0) / b, x.max(axis=0) / b, mean / b,
                 x[-k:].max(axis=0) / b, np.log(np.maximum(recent, 1e-12) / np.maximum(before, 1e-12)),
                 thr, np.minimum(ooms, 5.0)]
-        return np.clip(np.nan_to_num(np.column_stack(cols)), -10.0, 10.0)
+        ctx = np.clip(np.nan_to_num(np.column_stack(cols)), -10.0, 10.0)
+        assert ctx.shape[1] == CONTEXT_DIM  # keep load_log's check in step with this
+        return ctx
 
     def _learn(self, r: str, costs: np.ndarray) -> None:
         ctx, shared, allowed, chosen, probs = self._pending[r]
