@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import typer
@@ -39,6 +40,19 @@ def _interrupted() -> None:
     # written through a temporary file and a rename, so nothing half-written is left behind.
     typer.echo("adares: interrupted", err=True)
     raise typer.Exit(130)
+
+
+@contextlib.contextmanager
+def _guarded() -> Iterator[None]:
+    """Bad input or a trace too big for memory: one line, exit 2; Ctrl-C: exit 130."""
+    try:
+        yield
+    except InputError as exc:
+        _fail(str(exc))
+    except KeyboardInterrupt:
+        _interrupted()
+    except MemoryError:
+        _fail("not enough memory for this trace; give fewer vms or days")
 
 
 def _check_out(path: str, flag: str) -> None:
@@ -97,7 +111,7 @@ def replay(
     """Replay a trace under each policy; print vCPU-hours, GB-hours, throttled share, OOM
     kills, resizes, reward, and savings against the threshold and predictive baselines."""
     err = Console(stderr=True)
-    try:
+    with _guarded():
         from adares.policies import parse_policies
 
         names = parse_policies(policies)
@@ -140,15 +154,6 @@ def replay(
                                  "short); nothing written")
             _write(save_log, "--save-log", lambda p: write_log(logs["adares"], p))
             err.log(f"decision log: {save_log} ({len(logs['adares'].action)} decisions)")
-    except InputError as exc:
-        _fail(str(exc))
-        return
-    except KeyboardInterrupt:
-        _interrupted()
-        return
-    except MemoryError:
-        _fail("not enough memory for this trace; give fewer vms or days")
-        return
     sav = rp.savings(results)
     if as_json:
         doc = {"trace": {"spec": trace, "vms": tr.n_vms, "steps": tr.n_steps, "step_s": tr.step_s},
@@ -198,7 +203,7 @@ def recommend(
 ) -> None:
     """Replay a trace under one policy and emit its final recommendations: VPA
     status.recommendation objects (YAML) and a resize plan (CSV/JSON)."""
-    try:
+    with _guarded():
         from adares import recommend as rc
         from adares import replay as rp
 
@@ -224,15 +229,6 @@ def recommend(
         for out, what in ((yaml_out, "VPA objects"), (plan_out, "resize plan")):
             if out:
                 typer.echo(f"adares: {what} for {len(rec.vm_ids)} VMs: {out}", err=True)
-    except InputError as exc:
-        _fail(str(exc))
-        return
-    except KeyboardInterrupt:
-        _interrupted()
-        return
-    except MemoryError:
-        _fail("not enough memory for this trace; give fewer vms or days")
-        return
 
 
 @app.command(short_help="Off-policy evaluation (IPS, SNIPS, DR) of fixed sizes from a decision log.")

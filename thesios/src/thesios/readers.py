@@ -8,6 +8,7 @@ raises :class:`~thesios.errors.TraceFormatError` whose message is ``file:line: r
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,6 +41,15 @@ class ReadReport:
     header_repeats: int = 0
     examples: list[str] = field(default_factory=list)
 
+
+
+def _collect_invalid(bad_rows: list[tuple[int, str]]) -> Callable[[pcsv.InvalidRow], str]:
+    """A pyarrow ``invalid_row_handler`` that records (row number, reason) in ``bad_rows`` and
+    skips the row (the caller turns the records into ``file:line: reason`` errors)."""
+    def on_invalid(row: pcsv.InvalidRow) -> str:
+        bad_rows.append((row.number, f"expected {row.expected_columns} fields, got {row.actual_columns}"))
+        return "skip"
+    return on_invalid
 
 def _read_bytes(path: Path) -> bytes:
     # Plain words for the common cases; pyarrow's own messages repeat the path and the errno.
@@ -117,10 +127,7 @@ def read_thesios_csv(path: str | Path, lenient: bool = False, report: ReadReport
         raise TraceFormatError(f"{path}:{lines[0]}: {_header_mismatch(names)}")
 
     bad_rows: list[tuple[int, str]] = []  # (1-based non-empty row number, reason)
-
-    def on_invalid(row: pcsv.InvalidRow) -> str:
-        bad_rows.append((row.number, f"expected {row.expected_columns} fields, got {row.actual_columns}"))
-        return "skip"
+    on_invalid = _collect_invalid(bad_rows)
 
     try:
         raw = pcsv.read_csv(
@@ -231,10 +238,7 @@ def _parse_headerless(
     if len(lines) == 0:
         raise TraceFormatError(f"{path}:1: empty file")
     bad_rows: list[tuple[int, str]] = []
-
-    def on_invalid(row: pcsv.InvalidRow) -> str:
-        bad_rows.append((row.number, f"expected {row.expected_columns} fields, got {row.actual_columns}"))
-        return "skip"
+    on_invalid = _collect_invalid(bad_rows)
 
     try:
         raw = pcsv.read_csv(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -63,16 +64,7 @@ def write_parquet(table: pa.Table, path: str | Path) -> Path:
     path = Path(path)
     if not isinstance(table, pa.Table):
         raise TypeError("write_parquet takes a pyarrow.Table")
-    fd, tmp = _temp_beside(path)
-    os.close(fd)
-    try:
-        pq.write_table(table, tmp, compression="zstd")
-        os.chmod(tmp, _umask_mode())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return _atomic(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
 
 
 def read_parquet(path: str | Path) -> pa.Table:
@@ -80,17 +72,23 @@ def read_parquet(path: str | Path) -> pa.Table:
     return pq.read_table(str(path))
 
 
-def _atomic_bytes(data: bytes, path: Path) -> Path:
+def _atomic(path: Path, write: Callable[[str], object]) -> Path:
+    """Run ``write(temp_path)`` on a temp file beside ``path``, then rename it over ``path``
+    with the umask's mode; on any error (Ctrl-C included) the temp file is removed."""
     fd, tmp = _temp_beside(path)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+        write(tmp)
         os.chmod(tmp, _umask_mode())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def _atomic_bytes(data: bytes, path: Path) -> Path:
+    return _atomic(path, lambda tmp: Path(tmp).write_bytes(data))
 
 
 def write_thesios_csv(table: pa.Table, path: str | Path) -> Path:
