@@ -111,9 +111,12 @@ def test_evaluate_rejects_bad_targets(tmp_path, targets):
 
 
 def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
+    # A shell that started this run in the background ignores SIGINT, and its children inherit
+    # that: the child gets the default disposition back, as in a terminal.
     proc = subprocess.Popen([sys.executable, "-m", "adares.cli", "replay", "--trace",
                              "synthetic:vms=300,days=8", "--policies", "vpa", "--report",
-                             str(tmp_path / "r.html")], stderr=subprocess.PIPE, text=True)
+                             str(tmp_path / "r.html")], stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     # Wait for the trace line, so that the interrupt lands in the replay, not in the imports.
     for line in proc.stderr:
         if "trace synthetic" in line:

@@ -111,8 +111,10 @@ def test_whatif_table_keeps_scenario_names_whole_on_80_columns(capsys, monkeypat
     spin = "spin-down:zone=COLD,timeout=300s"
     main(["whatif", str(SHARD), "-s", "rpm:5400", "-s", spin, "-s", "cache:x2"])
     out = capsys.readouterr().out
-    assert "(1 disk)" in out and "rpm:5400" in out
-    assert f"{spin}: energy saving" in out and "cache:x2: LRU miss ratio" in out
+    assert "rpm:5400" in out and f"{spin}: energy saving" in out
+    assert "cache:x2: LRU miss ratio" in out
+    # The group's title holds the trace's path, which may wrap where the checkout is deep.
+    assert "(1 disk)" in " ".join(out.split())
     assert "0.00%" not in out  # the fixture's tiny utilization keeps significant digits
 
 
