@@ -310,3 +310,9 @@ def test_check_of_a_crafted_artifact_writes_nothing_one_line_exit_2(tmp_path, cr
     assert len(run.stderr.strip().splitlines()) == 1 and run.stdout == "", run.stderr
     assert not sentinel.exists()
     assert _tree_bytes(tmp_path) == before  # nothing written anywhere under the test's folder
+
+
+def test_the_cli_default_store_is_the_stores():
+    from xlaprobe.cli.commands import DEFAULT_DB
+    from xlaprobe.store import DEFAULT_DB as STORE_DEFAULT
+    assert DEFAULT_DB == STORE_DEFAULT

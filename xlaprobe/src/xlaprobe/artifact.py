@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import ml_dtypes
 import numpy as np
 
 from xlaprobe import jaxcompat, jaxpr_json
+from xlaprobe.jaxpr_json import dtype_by_name
 from xlaprobe.version import __version__
 from xlaprobe.errors import CorruptArtifact, InvalidArgument
 from xlaprobe.program import Program, Provenance, Tolerance, enable_x64_for
@@ -68,22 +68,6 @@ def _unpack(path: Path, dtypes: Sequence[str]) -> tuple[np.ndarray, ...]:
             raise CorruptArtifact(f"{path}: {exc}") from exc
         out.append(array.view(dtype) if array.dtype != dtype else array)
     return tuple(out)
-
-
-def dtype_by_name(name: Any) -> np.dtype:
-    """The NumPy (or ml_dtypes) dtype called `name`.
-
-    Raises:
-        TypeError: an unknown dtype name.
-    """
-    if not isinstance(name, str):
-        raise TypeError(f"dtype {name!r} is not a name")
-    if hasattr(ml_dtypes, name) and not hasattr(np, name):
-        return np.dtype(getattr(ml_dtypes, name))
-    try:
-        return np.dtype(name)
-    except TypeError:
-        raise TypeError(f"unknown dtype '{name}'") from None
 
 
 def _save_arrays(path: Path, arrays: Sequence[np.ndarray]) -> list[str]:

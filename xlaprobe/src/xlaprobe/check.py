@@ -105,10 +105,8 @@ class CheckResult:
         of its interpreters (`xlaprobe.outcome.OutcomeKind.TOOL_ERROR`), and the float64
         reference when it was asked for but did not run (the oracle never judged; the other
         configurations were compared with each other only). Empty when the check is complete."""
-        gaps = {c: f"{o.kind.value}: {o.error.strip().splitlines()[-1] if o.error.strip() else ''}"
-                for c, o in zip(self.configs, self.outcomes)
+        return {c: f"{o.kind.value}: {o.last_line}" for c, o in zip(self.configs, self.outcomes)
                 if o.kind is OutcomeKind.TOOL_ERROR or (c == REFERENCE and not o.ran)}
-        return gaps
 
     def failure(self, spec: str) -> Failure | None:
         """The failure configuration `spec` shows (`xlaprobe.checker.Failure`); None when it
@@ -123,8 +121,7 @@ class CheckResult:
         """Did configuration `spec` run and give no finding at all? (What "the fault is fixed"
         means for pass blame: a crash or a different mismatch is not a fix.)"""
         index = self.configs.index(spec)
-        return self.outcomes[index].ran and not summary_kind(
-            v.kind for v in self.verdicts[index]).is_finding
+        return self.outcomes[index].ran and Failure.of(self.verdicts[index]) is None
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready summary (for ``--json``)."""
@@ -189,7 +186,7 @@ def judge(program: Program, configs: Sequence[str], outcomes: Sequence[Outcome],
     honest = [list(leaves) for leaves in zip(*honest_runs)] if honest_runs else None
     flushed_outputs = usable(flushed)
     verdicts: list[tuple[Verdict, ...]] = []
-    failed: list[tuple[str, VerdictKind, tuple[int, ...], str]] = []  # config, kind, outputs, error
+    failed: list[tuple[str, Failure, tuple[int, ...], str]] = []  # config, failure, outputs, error
     findings: list[Finding] = []
     for config, outcome in zip(configs, outcomes):
         if config == REFERENCE:
@@ -204,21 +201,20 @@ def judge(program: Program, configs: Sequence[str], outcomes: Sequence[Outcome],
             leaf_verdicts = judge_outcome(outcome, baseline, program.output_names, budget=honest,
                                           flushed=flushed_outputs, tolerance=program.tolerance)
         verdicts.append(tuple(leaf_verdicts))
-        kind = summary_kind(v.kind for v in leaf_verdicts)
+        failure = Failure.of(leaf_verdicts, outcome)
         # A reference that cannot run is a gap in xlaprobe, not a compiler bug.
-        if kind.is_finding and not (config == REFERENCE and not outcome.ran):
+        if failure is not None and not (config == REFERENCE and not outcome.ran):
             failing = tuple(v.index for v in leaf_verdicts if v.kind.is_finding)
-            failed.append((config, kind, failing, outcome.error))
-    shown = {c: Failure.of(verdicts[configs.index(c)], outcomes[configs.index(c)])
-             for c, *_ in failed}
-    for config, kind, failing, error in failed:
+            failed.append((config, failure, failing, outcome.error))
+    for config, failure, failing, error in failed:
         # Which configurations fail the same way is the checker's answer, the same one that
         # localization and reduction ask: a NaN and a finite wrong value of one output, or one
         # abort with different addresses, are one failure.
-        checker = Checker(shown[config])
-        alike = tuple(sorted(c for c, *_ in failed if checker.same(shown[c])))
-        findings.append(Finding(config, kind, tuple(program.output_names[i] for i in failing),
-                                finding_key(program, config, kind, failing, error, alike), alike))
+        checker = Checker(failure)
+        alike = tuple(sorted(c for c, other, *_ in failed if checker.same(other)))
+        findings.append(Finding(config, failure.kind, failure.outputs,
+                                finding_key(program, config, failure.kind, failing, error, alike),
+                                alike))
     return CheckResult(program, tuple(configs), tuple(outcomes), tuple(verdicts), judged_against,
                        tuple(budget), flushed, tuple(findings))
 

@@ -48,8 +48,9 @@ FORMAT = "xlaprobe-jaxpr"
 VERSION = 1
 
 
-def _dtype(name: Any) -> np.dtype:
-    """The numeric NumPy (or ml_dtypes) dtype whose canonical name is `name`.
+def dtype_by_name(name: Any) -> np.dtype:
+    """The numeric NumPy (or ml_dtypes) dtype whose canonical name is `name` (the names
+    artifacts, jaxpr files and release workers record).
 
     Raises:
         TypeError: not such a name (object, string and struct dtypes, aliases such as "float").
@@ -173,7 +174,7 @@ class _Encoder:
         if isinstance(value, np.generic) and value.dtype.kind in "biufc":
             return {"t": "scalar", "dtype": value.dtype.name, "hex": value.tobytes().hex()}
         if isinstance(value, np.dtype):
-            _dtype(value.name)
+            dtype_by_name(value.name)
             return {"t": "dtype", "name": value.name}
         if jaxcompat.is_jaxpr(value):
             return {"t": "jaxpr", "graph": self.graph(jaxcompat.as_closed(value))}
@@ -223,7 +224,7 @@ def _aval(aval: Any) -> dict[str, Any]:
             raise TypeError(f"PRNG implementation '{impl.name}' is not registered with jax")
         return {"shape": [int(d) for d in aval.shape], "key": impl.name,
                 "weak_type": bool(aval.weak_type)}
-    return {"shape": [int(d) for d in aval.shape], "dtype": _dtype(np.dtype(aval.dtype).name).name,
+    return {"shape": [int(d) for d in aval.shape], "dtype": dtype_by_name(np.dtype(aval.dtype).name).name,
             "weak_type": bool(aval.weak_type)}
 
 
@@ -241,7 +242,7 @@ def _literal(value: Any) -> dict[str, Any]:
     if isinstance(value, (np.ndarray, np.generic)) and np.asarray(value).dtype.kind in "biufcV":
         array = np.asarray(value)
         return {"kind": "typed" if kind == "TypedNdArray" else "numpy",
-                "dtype": _dtype(array.dtype.name).name, "shape": list(array.shape),
+                "dtype": dtype_by_name(array.dtype.name).name, "shape": list(array.shape),
                 "weak_type": bool(getattr(value, "weak_type", False)),
                 "hex": np.ascontiguousarray(array).tobytes().hex()}
     raise TypeError(f"a literal of type {type(value).__qualname__} is not described")
@@ -311,7 +312,7 @@ def _spec(var: Any) -> tuple[tuple[int, ...], Any, bool]:
     """(shape, dtype, weak_type) of a VAR or AVAL object; the dtype of a PRNG key is jax's."""
     _need(type(var) is dict, f"variable {_short(var)} is not an object")
     try:
-        dtype = _key_dtype(var["key"]) if "key" in var else _dtype(var.get("dtype"))
+        dtype = _key_dtype(var["key"]) if "key" in var else dtype_by_name(var.get("dtype"))
     except TypeError as exc:
         raise CorruptArtifact(str(exc)) from None
     weak = var.get("weak_type", False)
@@ -348,7 +349,7 @@ def _literal_value(data: Any) -> Any:
             return array if shape else array[()]
         return jaxcompat.typed_ndarray(array, jaxcompat.shaped_array(shape, dtype, weak))
     try:
-        dtype = _dtype(data.get("dtype"))
+        dtype = dtype_by_name(data.get("dtype"))
         if kind == "int" and type(data.get("value")) is int:
             return jaxcompat.typed_scalar(int(data["value"]), dtype)
         if kind == "float":
@@ -490,7 +491,7 @@ def _enum(decoder: _Decoder, data: dict[str, Any]) -> Any:
 
 
 def _scalar(decoder: _Decoder, data: dict[str, Any]) -> Any:
-    return _array(data["hex"], _dtype(data["dtype"]), ())[()]
+    return _array(data["hex"], dtype_by_name(data["dtype"]), ())[()]
 
 
 def _prng_impl(decoder: _Decoder, data: dict[str, Any]) -> Any:
@@ -540,7 +541,7 @@ _TAGS: dict[str, Callable[[_Decoder, dict[str, Any]], Any]] = {
     "tuple": lambda d, data: tuple(d.items(data, "items")),
     "list": lambda d, data: d.items(data, "items"),
     "scalar": _scalar,
-    "dtype": lambda d, data: _dtype(data["name"]),
+    "dtype": lambda d, data: dtype_by_name(data["name"]),
     "jaxpr": lambda d, data: d.closed(data["graph"]),
     "enum": _enum,
     "record": _record,
@@ -566,7 +567,7 @@ def _load_consts(info: Any, arrays: Any) -> list[Any]:
               f"constant {i} has no known kind")
         _need(f"c{i}" in arrays, f"constant {i} is missing from the arrays file")
         try:
-            dtype = _dtype(item.get("dtype"))
+            dtype = dtype_by_name(item.get("dtype"))
         except TypeError as exc:
             raise CorruptArtifact(f"constant {i}: {exc}") from None
         array = arrays[f"c{i}"]

@@ -457,7 +457,7 @@ def judge_outcome(outcome: Outcome, reference: Sequence[np.ndarray], output_name
     """
     if not outcome.ran:
         kind = OUTCOME_VERDICT[outcome.kind]
-        detail = outcome.error.strip().splitlines()[-1] if outcome.error.strip() else ""
+        detail = outcome.last_line
         if outcome.kind is OutcomeKind.CRASH and outcome.signal is not None:
             detail = f"signal {outcome.signal}: {detail}"
         return [Verdict(config=outcome.config, output=name, index=i, kind=kind, frac_over=1.0,

@@ -83,3 +83,13 @@ class Outcome:
     def ran(self) -> bool:
         """True when outputs are available."""
         return self.kind is OutcomeKind.RAN
+
+    @property
+    def last_line(self) -> str:
+        """The last line of `error` (a compile error's message, a crash's fatal line), or "".
+
+        >>> Outcome("xla", OutcomeKind.CRASH, error="W x\\nF0101 a.cc:1] Check failed\\n").last_line
+        'F0101 a.cc:1] Check failed'
+        """
+        lines = self.error.strip().splitlines()
+        return lines[-1] if lines else ""

@@ -16,7 +16,7 @@ from xlaprobe.cli.console import err, fmt, out
 from xlaprobe.configs.registry import parse_configs
 from xlaprobe.oracle import VerdictKind, summary_kind
 from xlaprobe.sources.targets import resolve
-from xlaprobe.store import Store
+from xlaprobe.store import DEFAULT_DB, Store
 from xlaprobe.workers import WorkerPool
 
 #: Output leaves listed under the verdict table (``--all-outputs`` lists every one).
@@ -72,7 +72,7 @@ def check_command(target: str, configs: str, *, input_spec: str, seed: int, db: 
         print(json.dumps(data, indent=2))
     else:
         # The next commands must find the same store from wherever the user stands.
-        where = "" if db == Path(".xlaprobe/xlaprobe.db") else f" --db {db.resolve()}"
+        where = "" if db == DEFAULT_DB else f" --db {db.resolve()}"
         print_result(result, artifacts, all_outputs, ids, where)
     return 1 if result.findings else INCOMPLETE if result.incomplete else 0
 

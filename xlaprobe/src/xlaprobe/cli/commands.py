@@ -42,6 +42,7 @@ def _options(version: Annotated[bool, typer.Option(
 
 
 # Arguments and options several commands share.
+# The store's default path (`xlaprobe.store.DEFAULT_DB`), spelled here so --help needs no store import.
 DEFAULT_DB = Path(".xlaprobe/xlaprobe.db")
 DbOption = Annotated[Path, typer.Option(help="SQLite store")]
 JobsOption = Annotated[int, typer.Option("--jobs", "-j", min=1, help="worker processes")]

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from xlaprobe import jaxcompat
-from xlaprobe.artifact import dtype_by_name
+from xlaprobe.jaxpr_json import dtype_by_name
 from xlaprobe.configs import xla
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.errors import InvalidArgument, Unsupported

@@ -178,7 +178,7 @@ class Searcher:
                  time.perf_counter() - started)
         text = outcome.value if outcome.ran else None
         if text is None:
-            error = outcome.error.strip().splitlines()[-1][:200] if outcome.error.strip() else ""
+            error = outcome.last_line[:200]
             self.notes.append(f"no optimized HLO from {config}: {outcome.kind.value} {error}")
         self.hlo_cache[target.fingerprint] = text
         return text

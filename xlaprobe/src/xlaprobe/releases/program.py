@@ -71,7 +71,7 @@ def bisect_program(program: Program, config: Configuration, releases: Sequence[s
     reference = base.outcomes[0]
     if not reference.ran:
         raise NotReproducible(f"the float64 reference cannot run {program.provenance.name} "
-                              f"({reference.error.strip().splitlines()[-1] if reference.error else ''}): "
+                              f"({reference.last_line}): "
                               "bisection has nothing to judge releases against")
 
     def run_release(version: str) -> tuple[ReleaseRun, Failure | None]:
@@ -86,7 +86,7 @@ def bisect_program(program: Program, config: Configuration, releases: Sequence[s
             failing = [v.output for v in verdicts if v.kind.is_finding]
             detail = f"{len(failing)}/{len(verdicts)} outputs fail" if failing else ""
         else:
-            detail = outcome.error.strip().splitlines()[-1][:300] if outcome.error.strip() else ""
+            detail = outcome.last_line[:300]
         return (ReleaseRun(version, summary_kind(v.kind for v in verdicts).value, detail,
                            outcome.seconds), result.failure(spec))
 

@@ -456,7 +456,7 @@ def validate_space(space: SearchSpace, pool: Any) -> tuple[SearchSpace, list[str
     outcome = pool.call(_probe_program(), "xlaprobe.tune.search:compile_probe",
                         {"option_sets": [options for _, _, options in tried]}, group=GROUP)
     if not outcome.ran:
-        last = outcome.error.strip().splitlines()[-1][:200] if outcome.error else ""
+        last = outcome.last_line[:200]
         raise InvalidArgument(f"compiling a tiny probe program with each option of the search "
                               f"space failed ({outcome.kind.value}: {last}); raise --timeout")
     notes = []
