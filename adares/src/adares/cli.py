@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from adares.errors import InputError
+from adares.files import write_atomic
 from adares.policies import POLICY_NAMES
 
 DEFAULT_POLICIES = POLICY_NAMES
@@ -220,12 +221,12 @@ def recommend(
         rec = rc.recommend(tr, name, seed)
         text = rc.vpa_yaml(rec)
         if yaml_out:
-            _write(yaml_out, "--yaml", lambda p: rc.write_atomic(p, text))
+            _write(yaml_out, "--yaml", lambda p: write_atomic(p, text))
         elif not plan_out:
             sys.stdout.write(text)
         if plan_out:
             plan = rc.plan_text(rc.resize_plan(rec), plan_format)
-            _write(plan_out, "--plan", lambda p: rc.write_atomic(p, plan))
+            _write(plan_out, "--plan", lambda p: write_atomic(p, plan))
         for out, what in ((yaml_out, "VPA objects"), (plan_out, "resize plan")):
             if out:
                 typer.echo(f"adares: {what} for {len(rec.vm_ids)} VMs: {out}", err=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from adares.recommend import write_atomic
+from adares.files import write_atomic
 from adares.simulator import Result
 from adares.trace import GIB, Trace
 

@@ -22,15 +22,15 @@ Wabbit ``cb_explore_adf``, any VW exploration, e.g. SquareCB).
 
 from __future__ import annotations
 
+import io
 import math
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from adares.errors import InputError
+from adares.files import write_atomic
 from adares.learner import CBLearner, RidgeCB
 from adares.policies.baselines import MIN_CPU, MIN_MEM
 from adares.policies.common import Window
@@ -69,19 +69,9 @@ def save_log(log: DecisionLog, path: str | Path) -> None:
         "context": np.vstack(log.context), "allowed": np.vstack(log.allowed),
         "action": np.asarray(log.action, dtype=np.int64), "prob": np.asarray(log.prob),
         "cost": np.asarray(log.cost)}
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        with open(tmp, "wb") as f:
-            np.savez_compressed(f, **arrays)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the log the usual mode
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **arrays)
+    write_atomic(path, buffer.getvalue())
 
 
 def load_log(path: str | Path, context_dim: int | None = None) -> DecisionLog:
