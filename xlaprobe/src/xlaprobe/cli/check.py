@@ -13,6 +13,7 @@ from rich.table import Table
 from xlaprobe.artifact import save_finding_artifacts
 from xlaprobe.check import BUDGET, CheckResult, check_program
 from xlaprobe.cli.console import err, fmt, out
+from xlaprobe.cli.findings import next_commands
 from xlaprobe.configs.registry import parse_configs
 from xlaprobe.oracle import VerdictKind, summary_kind
 from xlaprobe.sources.targets import resolve
@@ -71,14 +72,12 @@ def check_command(target: str, configs: str, *, input_spec: str, seed: int, db: 
             item["id"] = ids.get(item["config"])
         print(json.dumps(data, indent=2))
     else:
-        # The next commands must find the same store from wherever the user stands.
-        where = "" if db == DEFAULT_DB else f" --db {db.resolve()}"
-        print_result(result, artifacts, all_outputs, ids, where)
+        print_result(result, artifacts, all_outputs, ids, db)
     return 1 if result.findings else INCOMPLETE if result.incomplete else 0
 
 
 def print_result(result: CheckResult, artifacts: dict[str, str], all_outputs: bool,
-                 ids: dict[str, int] | None = None, db_option: str = "") -> None:
+                 ids: dict[str, int] | None = None, db: Path = DEFAULT_DB) -> None:
     """The verdict table of a check, its output leaves not ok, and each finding's id (in the
     store: what ``localize``, ``reduce``, ``bisect`` and ``findings`` take) and replay."""
     ids = ids or {}
@@ -133,10 +132,8 @@ def print_result(result: CheckResult, artifacts: dict[str, str], all_outputs: bo
             repro = "" if finding.config.startswith("jaxlib==") else f"python {where}/repro.py   or   "
             out.print(escape(f"  replay: {repro}xlaprobe check {where} --configs '{configs}'"),
                       soft_wrap=True)
-        if number:
-            out.print(escape(f"  next: xlaprobe localize{number}{db_option}; xlaprobe reduce"
-                             f"{number}{db_option}; xlaprobe bisect{number}{db_option}"),
-                      soft_wrap=True)
+        if finding.config in ids:
+            out.print(escape(f"  {next_commands(ids[finding.config], db)}"), soft_wrap=True)
     for config, why in result.incomplete.items():
         out.print(f"[yellow]incomplete[/]: {escape(config)} could not run here ({escape(why)})"
                   + ("; the other configurations were judged against each other only"

@@ -74,7 +74,7 @@ def check(
     all_outputs: Annotated[bool, typer.Option("--all-outputs", help="list every output leaf")] = False,
 ) -> None:
     """Check TARGET under several configurations against the float64 reference (always added);
-    exit 0 all ok, 1 findings, 2 bad input."""
+    exit 0 all ok, 1 findings, 2 bad input, 4 no finding but incomplete."""
     from xlaprobe.cli.check import check_command
 
     raise typer.Exit(check_command(target, configs, input_spec=inputs, seed=seed, db=db,

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from xlaprobe.cli.console import out
 from xlaprobe.errors import InvalidArgument
-from xlaprobe.store import Store
+from xlaprobe.store import DEFAULT_DB, Store
 
 
 def findings_command(finding_id: int | None, *, db: Path, json_output: bool) -> None:
@@ -37,7 +37,7 @@ def findings_command(finding_id: int | None, *, db: Path, json_output: bool) -> 
             if json_output:
                 print(json.dumps(detail, indent=2, default=str))
             else:
-                _print_finding(detail)
+                _print_finding(detail, db)
             return
         rows = store.findings()
         bugs = store.distinct_bugs()
@@ -53,11 +53,20 @@ def findings_command(finding_id: int | None, *, db: Path, json_output: bool) -> 
             row["id"], row["name"], row["config"], row["kind"], row["bug"] or row["fingerprint"],
             also, row["artifact"])))
     out.print(table)
-    out.print(f"{len(rows)} findings, {bugs} distinct bugs (by localized operation where "
+    out.print(f"{len(rows)} finding{'s' if len(rows) != 1 else ''}, {bugs} distinct "
+              f"bug{'s' if bugs != 1 else ''} (by localized operation where "
               "localized, else by fingerprint)")
 
 
-def _print_finding(detail: dict[str, Any]) -> None:
+def next_commands(finding_id: int, db: Path) -> str:
+    """The commands that take a finding further, as one line; ``--db`` is spelled out when the
+    store is not the default, so that they find it from wherever the user stands."""
+    option = "" if db == DEFAULT_DB else f" --db {db.resolve()}"
+    return "next: " + "; ".join(f"xlaprobe {verb} {finding_id}{option}"
+                                for verb in ("localize", "reduce", "bisect"))
+
+
+def _print_finding(detail: dict[str, Any], db: Path) -> None:
     out.print(f"[bold]finding {detail['id']}[/]: {escape(detail['config'])} {detail['kind']} on "
               f"{escape(detail['name'])} (program {detail['program_id']})")
     out.print(f"  fingerprint {detail['fingerprint']}; bug {detail['bug'] or '(not localized)'}; "
@@ -73,8 +82,7 @@ def _print_finding(detail: dict[str, Any]) -> None:
         out.print(f"  releases: last good {bis.get('last_good') or '-'}, first bad "
                   f"{bis.get('first_bad') or '-'}, first fixed {bis.get('first_fixed') or '-'}")
     if not (detail["localizations"] or detail["reductions"] or detail["bisections"]):
-        out.print(f"  next: xlaprobe localize {detail['id']}; xlaprobe reduce {detail['id']}; "
-                  f"xlaprobe bisect {detail['id']}")
+        out.print(escape(f"  {next_commands(detail['id'], db)}"), soft_wrap=True)
 
 
 def _localized(loc: dict[str, Any]) -> str:
