@@ -13,7 +13,7 @@ from rich.table import Table
 from xlaprobe.artifact import save_finding_artifacts
 from xlaprobe.check import BUDGET, CheckResult, check_program
 from xlaprobe.cli import console as consoles
-from xlaprobe.cli.console import err, fmt, out
+from xlaprobe.cli.console import err, fmt
 from xlaprobe.cli.findings import next_commands
 from xlaprobe.configs.registry import parse_configs
 from xlaprobe.oracle import VerdictKind, summary_kind
