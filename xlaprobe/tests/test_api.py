@@ -96,7 +96,7 @@ def test_plugin_fails_only_the_test_with_a_finding_and_shows_the_table(tmp_path)
         else ["-p", "xlaprobe.pytest_plugin"]
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *load, "-k", "not vit",
-         "--xlaprobe-configs", "xla,reference", "--xlaprobe-db", str(db), 
+         "--xlaprobe-configs", "xla,reference", "--xlaprobe-db", str(db),
          str(EXAMPLES / "test_numerics.py")],
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
     assert done.returncode == 1, done.stdout + done.stderr

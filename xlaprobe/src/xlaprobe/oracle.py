@@ -205,19 +205,21 @@ def ulp_distance(a: np.ndarray, b: np.ndarray, dtype: Any) -> np.ndarray:
     >>> int(ulp_distance(np.float32(-0.0), np.float32(1e-45), np.float32))
     1
     """
-    dtype = np.dtype(dtype)
-    int_type, bits = _bits_dtype(dtype)
-
-    def ordered(x: np.ndarray) -> np.ndarray:
-        i = np.asarray(np.asarray(x).astype(dtype)).view(int_type).astype(np.int64)
-        if bits == 64:  # avoid overflow of the sign flip in int64: use object-free float mapping
-            return np.where(i < 0, -(i & 0x7FFFFFFFFFFFFFFF), i).astype(np.float64)
-        sign_mask = 1 << (bits - 1)
-        return np.where(i < 0, -(i & (sign_mask - 1)), i).astype(np.float64)
-
-    distance = np.abs(ordered(a) - ordered(b))
+    distance = np.abs(_ordered(a, dtype) - _ordered(b, dtype))
     nan = np.isnan(np.asarray(a, np.float64)) | np.isnan(np.asarray(b, np.float64))
     return np.where(nan, np.inf, distance)
+
+
+def _ordered(x: np.ndarray, dtype: Any) -> np.ndarray:
+    """`x` rounded to `dtype`, as its position on the line of `dtype`'s values (float64: exact
+    for 32- and 16-bit types), so that ULP distances are differences."""
+    dtype = np.dtype(dtype)
+    int_type, bits = _bits_dtype(dtype)
+    i = np.asarray(np.asarray(x).astype(dtype, copy=False)).view(int_type).astype(np.int64)
+    if bits == 64:  # avoid overflow of the sign flip in int64: use object-free float mapping
+        return np.where(i < 0, -(i & 0x7FFFFFFFFFFFFFFF), i).astype(np.float64)
+    sign_mask = 1 << (bits - 1)
+    return np.where(i < 0, -(i & (sign_mask - 1)), i).astype(np.float64)
 
 
 def _bounds(dtype: np.dtype, tolerance: Tolerance) -> tuple[float, float, int]:
@@ -227,14 +229,16 @@ def _bounds(dtype: np.dtype, tolerance: Tolerance) -> tuple[float, float, int]:
     return atol, rtol, max_ulps
 
 
-def _is_float(dtype: np.dtype) -> bool:
+def is_float(dtype: np.dtype) -> bool:
+    """Is `dtype` judged as floating point (float16/32/64, bfloat16) rather than exactly?"""
     return np.issubdtype(dtype, np.floating) or dtype == np.dtype(ml_dtypes.bfloat16)
 
 
 def judge_leaf(actual: np.ndarray, reference: np.ndarray, *,
                budget: np.ndarray | Sequence[np.ndarray] | None = None,
                flushed: np.ndarray | None = None, tolerance: Tolerance = Tolerance(),
-               config: str = "", output: str = "", index: int = 0) -> Verdict:
+               config: str = "", output: str = "", index: int = 0,
+               prepared: LeafBudget | None = None) -> Verdict:
     """Judge one output leaf against the reference.
 
     Args:
@@ -248,6 +252,9 @@ def judge_leaf(actual: np.ndarray, reference: np.ndarray, *,
             labelled ``ftz``.
         tolerance: per-program overrides of `DEFAULT_BOUNDS`.
         config, output, index: recorded in the verdict.
+        prepared: `leaf_budget` of `reference`, `budget` and `flushed` (what no configuration
+            changes), computed once and shared by every configuration judged on this leaf; used
+            when its dtype is `actual`'s, else computed here.
 
     Returns:
         The `Verdict` (never raises on mismatched shapes or dtypes: that is a ``mismatch``).
@@ -260,14 +267,16 @@ def judge_leaf(actual: np.ndarray, reference: np.ndarray, *,
                        detail=f"shape {actual.shape} != reference shape {reference.shape}")
     if actual.size == 0:
         return Verdict(kind=VerdictKind.OK, **base)
-    if not _is_float(actual.dtype):
+    if not is_float(actual.dtype):
         return _judge_exact(actual, reference, base)
     with np.errstate(invalid="ignore", over="ignore"):  # inf - inf is handled as a special value
-        return _judge_float(actual, reference, budget, flushed, tolerance, base)
+        if prepared is None or prepared.dtype != actual.dtype:
+            prepared = leaf_budget(reference, budget, flushed, actual.dtype)
+        return _judge_float(actual, prepared, tolerance, base)
 
 
 def _judge_exact(actual: np.ndarray, reference: np.ndarray, base: dict[str, Any]) -> Verdict:
-    if _is_float(reference.dtype) and not np.array_equal(reference, np.round(reference)):
+    if is_float(reference.dtype) and not np.array_equal(reference, np.round(reference)):
         return Verdict(kind=VerdictKind.MISMATCH, frac_over=1.0, **base,
                        detail=f"dtype {actual.dtype} but the reference is fractional")
     wrong = actual.astype(np.float64) != reference.astype(np.float64)
@@ -286,14 +295,16 @@ def _judge_exact(actual: np.ndarray, reference: np.ndarray, base: dict[str, Any]
 
 
 def _honest_error_below(magnitude: np.ndarray, honest_err: np.ndarray,
-                        at: np.ndarray | None = None) -> np.ndarray:
+                        at: np.ndarray | None = None, *,
+                        order: np.ndarray | None = None) -> np.ndarray:
     """Per element, the largest honest error among elements of no larger reference magnitude.
 
     Honest rounding errors land on different elements in different runs, so an element may be
     off by any error the honest run showed on an element no larger than itself; errors of larger
     elements are not evidence for smaller ones (a 1-ULP error on 2.0 says nothing about 1e-13).
     With `at` (same shape), the same at other magnitudes: elements of no larger magnitude than
-    ``at`` (0 where there is none).
+    ``at`` (0 where there is none). `order` is ``argsort(magnitude.ravel())``
+    when the caller has it.
 
     >>> _honest_error_below(np.array([2.0, 1e-13, 1.0]), np.array([2e-7, 0.0, 1e-7])).tolist()
     [2e-07, 0.0, 1e-07]
@@ -302,7 +313,8 @@ def _honest_error_below(magnitude: np.ndarray, honest_err: np.ndarray,
     [0.0, 1e-07, 0.0]
     """
     flat_mag, flat_err = magnitude.ravel(), honest_err.ravel()
-    order = np.argsort(flat_mag, kind="stable")
+    if order is None:
+        order = np.argsort(flat_mag)
     running = np.maximum.accumulate(flat_err[order])
     query = flat_mag if at is None else np.asarray(at, np.float64).ravel()
     last_of_equal = np.searchsorted(flat_mag[order], query, side="right") - 1
@@ -353,64 +365,136 @@ def _slack(ref: np.ndarray, ref_abs: np.ndarray, comparable: np.ndarray,
         # chance, so every element gets the leaf's honest error.
         return np.full(ref.shape, BUDGET_FACTOR * worst_honest), None
     tiny = float(ml_dtypes.finfo(dtype).tiny)
+    # One sort per leaf serves every magnitude asked about. Any order of equal magnitudes
+    # gives the same running maximum at the last of them, so the sort need not be stable.
+    order = np.argsort(ref_abs.ravel())
 
     def slack_at(magnitude: np.ndarray) -> np.ndarray:
         # Honest error is relative to a value's size: at |v| the element's share of it.
         ratio = np.minimum(magnitude / np.maximum(ref_abs, tiny), 1.0)
-        return BUDGET_FACTOR * honest_err * ratio + _honest_error_below(ref_abs, honest_err,
-                                                                      magnitude)
-    return BUDGET_FACTOR * honest_err + _honest_error_below(ref_abs, honest_err), slack_at
+        return BUDGET_FACTOR * honest_err * ratio + _honest_error_below(
+            ref_abs, honest_err, magnitude, order=order)
+    return BUDGET_FACTOR * honest_err + _honest_error_below(ref_abs, honest_err,
+                                                           order=order), slack_at
 
 
-def _explained_by_flushing(out: np.ndarray, flushed_run: np.ndarray, honest: np.ndarray | None,
-                           slack: np.ndarray, slack_at: Any, atol: float,
+@dataclasses.dataclass(frozen=True, eq=False)
+class LeafBudget:
+    """What judging one floating output leaf needs that no configuration changes: the float64
+    reference, the honest runs, the per-element error budget and the budget at the flushed
+    run's magnitudes. `leaf_budget` makes it once per program and leaf; every configuration's
+    judgement of the leaf reads it (sorting the honest errors is the oracle's main cost on
+    large outputs).
+
+    Attributes:
+        dtype: the output's dtype (the bounds and the budget are in its units).
+        ref: the reference, float64, the leaf's shape S.
+        ref_abs: its magnitude, 0 where it is not finite, float64 S.
+        honest_runs: the honest runs as float64 S, or None (dtype bounds alone).
+        slack: per-element error budget, float64 S (units of the value).
+        flushed: the flushed honest run (float64 S), or None.
+        ftz_slack: the budget at the flushed run's magnitudes, float64 S, or None.
+        finite: is every element of the reference finite (then a finite output has no
+            non-finite failure to look for)?
+        ref_ordered: the reference rounded to `dtype`, as positions on its line of values
+            (float64 S; ULP distances are differences of positions).
+    """
+
+    dtype: np.dtype
+    ref: np.ndarray
+    ref_abs: np.ndarray
+    honest_runs: list[np.ndarray] | None
+    slack: np.ndarray
+    flushed: np.ndarray | None
+    ftz_slack: np.ndarray | None
+    finite: bool
+    ref_ordered: np.ndarray
+
+
+def leaf_budget(reference: np.ndarray, budget: np.ndarray | Sequence[np.ndarray] | None,
+                flushed: np.ndarray | None, dtype: Any) -> LeafBudget:
+    """The configuration-independent part of judging one float leaf (see `judge_leaf`).
+
+    Args:
+        reference: the float64 reference of the leaf, shape S.
+        budget: one honest run or a sequence of them (float64 S), or None.
+        flushed: the flushed honest run (float64 S), or None.
+        dtype: the output's float dtype.
+
+    Returns:
+        The `LeafBudget`.
+    """
+    dtype = np.dtype(dtype)
+    with np.errstate(invalid="ignore", over="ignore"):
+        ref = np.asarray(reference).astype(np.float64)
+        honest_runs = None
+        if budget is not None:
+            honest_runs = [np.asarray(b, np.float64) for b in
+                           (budget if isinstance(budget, (list, tuple)) else [budget])]
+        finite = np.isfinite(ref)
+        ref_abs = np.abs(np.where(finite, ref, 0.0))
+        slack, slack_at = _slack(ref, ref_abs, finite, honest_runs, dtype)
+        ftz = ftz_slack = None
+        if flushed is not None:
+            ftz = np.asarray(flushed, np.float64)
+            # The budget at the flushed value's magnitude, not the reference's: a flushed zero
+            # explains a zero, not a garbage value as small as the reference's own honest error.
+            ftz_abs = np.where(np.isfinite(ftz), np.abs(ftz), 0.0)
+            ftz_slack = slack if slack_at is None else slack_at(ftz_abs)
+        ordered = _ordered(ref, dtype)
+    return LeafBudget(dtype, ref, ref_abs, honest_runs, slack, ftz, ftz_slack,
+                      bool(finite.all()), ordered)
+
+
+def _explained_by_flushing(out: np.ndarray, leaf: LeafBudget, atol: float,
                            rtol: float) -> np.ndarray:
     """Elements where the honest run with subnormals flushed to zero gives `out`, and flushing
     is what changes the honest result there."""
-    ftz = np.asarray(flushed_run, np.float64)
+    ftz, honest = leaf.flushed, leaf.honest_runs[0] if leaf.honest_runs else None
+    assert ftz is not None and leaf.ftz_slack is not None
     ftz_diff = np.abs(out - ftz)
-    # The budget at the flushed value's magnitude, not the reference's: a flushed zero
-    # explains a zero, not a garbage value as small as the reference's own honest error.
     ftz_abs = np.where(np.isfinite(ftz), np.abs(ftz), 0.0)
-    ftz_slack = slack if slack_at is None else slack_at(ftz_abs)
     agrees = (np.isnan(ftz) & np.isnan(out)) | (ftz == out) | (
-        np.isfinite(ftz_diff) & (ftz_diff <= np.maximum(atol, rtol * ftz_abs + ftz_slack)))
+        np.isfinite(ftz_diff) & (ftz_diff <= np.maximum(atol, rtol * ftz_abs + leaf.ftz_slack)))
     # Only where flushing changes the honest result is it the explanation.
     differs_by_flushing = np.ones(out.shape, bool) if honest is None else ~(
         (ftz == honest) | (np.isnan(ftz) & np.isnan(honest)))
     return agrees & differs_by_flushing
 
 
-def _judge_float(actual: np.ndarray, reference: np.ndarray, budget: np.ndarray | None,
-                 flushed_run: np.ndarray | None, tolerance: Tolerance,
+def _judge_float(actual: np.ndarray, leaf: LeafBudget, tolerance: Tolerance,
                  base: dict[str, Any]) -> Verdict:
     dtype = actual.dtype
     out = actual.astype(np.float64)
-    ref = reference.astype(np.float64)
+    ref, slack = leaf.ref, leaf.slack
     atol, rtol, max_ulps = _bounds(dtype, tolerance)
-    honest_runs = None
-    if budget is not None:
-        honest_runs = [np.asarray(b, np.float64) for b in
-                       (budget if isinstance(budget, (list, tuple)) else [budget])]
-    nan_bad, inf_bad = _non_finite_failures(out, ref, honest_runs)
-    comparable = np.isfinite(ref) & np.isfinite(out)
-    diff = np.where(comparable, np.abs(out - ref), 0.0)
-    ref_abs = np.abs(np.where(comparable, ref, 0.0))
-    slack, slack_at = _slack(ref, ref_abs, comparable, honest_runs, dtype)
-    tiny = float(ml_dtypes.finfo(dtype).tiny)
+    out_finite = np.isfinite(out)
+    ulps = np.abs(_ordered(actual, dtype) - leaf.ref_ordered)
+    if leaf.finite and out_finite.all():
+        # The common case, on every element: no special value to judge.
+        nan_bad, inf_bad = np.zeros(out.shape, bool), np.zeros(out.shape, bool)
+        comparable, diff, ref_abs = out_finite, np.abs(out - ref), leaf.ref_abs
+    else:
+        nan_bad, inf_bad = _non_finite_failures(out, ref, leaf.honest_runs)
+        comparable = np.isfinite(ref) & out_finite
+        diff = np.where(comparable, np.abs(out - ref), 0.0)
+        ref_abs = np.where(comparable, leaf.ref_abs, 0.0)
+        ulps = np.where(comparable, ulps, 0.0)
     over = comparable & (diff > atol + slack) & (diff > rtol * ref_abs + slack)
-    ulps = np.where(comparable, ulp_distance(out, ref, dtype), 0.0)
     if max_ulps:
         over &= ulps > max_ulps
-    # Flushing subnormals to zero (inputs and results) is a legal freedom on XLA:CPU.
-    ref_rounded = np.abs(ref.astype(dtype).astype(np.float64))
-    flushed = over & (out == 0) & (ref_rounded < tiny)
-    if flushed_run is not None:
-        flushed |= (over | nan_bad | inf_bad) & _explained_by_flushing(
-            out, flushed_run, honest_runs[0] if honest_runs else None, slack, slack_at, atol, rtol)
-        nan_bad &= ~flushed
-        inf_bad &= ~flushed
-    over &= ~flushed
+    flushed = np.zeros(out.shape, bool)
+    suspect = over | nan_bad | inf_bad
+    if suspect.any():
+        # Flushing subnormals to zero (inputs and results) is a legal freedom on XLA:CPU.
+        tiny = float(ml_dtypes.finfo(dtype).tiny)
+        ref_rounded = np.abs(ref.astype(dtype).astype(np.float64))
+        flushed = over & (out == 0) & (ref_rounded < tiny)
+        if leaf.flushed is not None:
+            flushed |= suspect & _explained_by_flushing(out, leaf, atol, rtol)
+            nan_bad &= ~flushed
+            inf_bad &= ~flushed
+        over &= ~flushed
 
     failing = over | nan_bad | inf_bad
     # Relative and ULP errors mean nothing where the reference is within its own honest
@@ -471,3 +555,40 @@ def judge_outcome(outcome: Outcome, reference: Sequence[np.ndarray], output_name
                        flushed=None if flushed is None else flushed[i], tolerance=tolerance,
                        config=outcome.config, output=output_names[i], index=i)
             for i, (out, ref) in enumerate(zip(outcome.outputs, reference))]
+
+
+def judge_outcomes(outcomes: Sequence[Outcome], reference: Sequence[np.ndarray],
+                   output_names: Sequence[str], *, budget: Sequence[Any] | None = None,
+                   flushed: Sequence[np.ndarray] | None = None,
+                   tolerance: Tolerance = Tolerance()) -> list[list[Verdict]]:
+    """`judge_outcome` of several configurations against one reference, leaf by leaf: each float
+    leaf's error budget (`leaf_budget`: a sort of its honest errors, the reference's ULP
+    positions) is made once for every configuration, and dropped before the next leaf's is
+    made (a large program's budgets held together would take gigabytes).
+
+    Args:
+        outcomes: one per configuration.
+        reference, output_names, budget, flushed, tolerance: as for `judge_outcome`.
+
+    Returns:
+        Per outcome, in order, one `Verdict` per output leaf (equal to `judge_outcome`'s).
+    """
+    judged: list[list[Verdict] | None] = [
+        [] if outcome.ran and len(outcome.outputs) == len(reference) else None
+        for outcome in outcomes]
+    for i, ref in enumerate(reference):
+        prepared: LeafBudget | None = None
+        for outcome, verdicts in zip(outcomes, judged):
+            if verdicts is None:
+                continue
+            actual = np.asarray(outcome.outputs[i])
+            if is_float(actual.dtype) and actual.shape == np.shape(ref) and actual.size and (
+                    prepared is None or prepared.dtype != actual.dtype):
+                prepared = leaf_budget(ref, None if budget is None else budget[i],
+                                       None if flushed is None else flushed[i], actual.dtype)
+            verdicts.append(judge_leaf(actual, ref, budget=None if budget is None else budget[i],
+                                       flushed=None if flushed is None else flushed[i],
+                                       tolerance=tolerance, config=outcome.config,
+                                       output=output_names[i], index=i, prepared=prepared))
+    return [judge_outcome(outcome, reference, output_names) if verdicts is None else verdicts
+            for outcome, verdicts in zip(outcomes, judged)]
