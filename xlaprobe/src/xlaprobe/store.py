@@ -499,3 +499,14 @@ class Store:
                          "measurements", "bisections", "localizations", "reductions"):
             raise InvalidArgument(f"unknown table '{table}'")
         return int(self._db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+
+    def select(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Rows of one read-only query (``SELECT`` or ``WITH``), for readers of tables this class
+        has no method for (``xlaprobe report``: campaigns, tuning runs).
+
+        Raises:
+            InvalidArgument: `sql` is not a query.
+        """
+        if not sql.lstrip().upper().startswith(("SELECT", "WITH")):
+            raise InvalidArgument("Store.select runs queries only (SELECT or WITH)")
+        return self._db.execute(sql, tuple(args)).fetchall()
