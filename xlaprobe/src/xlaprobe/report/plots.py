@@ -12,6 +12,7 @@ import numpy as np
 from matplotlib import colormaps
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from xlaprobe.errormap import ErrorMap
 from xlaprobe.report.gather import CampaignView, TuningView
@@ -123,6 +124,7 @@ def tuning_search(tuning: TuningView) -> str:
     ax.set_xlabel("measurement" + (f" ({untimed} untimed: compile error, crash, timeout)"
                                    if untimed else ""))
     ax.set_ylabel("speedup over default")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="best", fontsize=8)
     return data_uri(fig)
