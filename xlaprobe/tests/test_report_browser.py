@@ -92,6 +92,12 @@ def test_report_opens_in_chromium_and_shows_every_section(tmp_path, capsys, pool
     with Store(db, readonly=True) as store:
         finding = store.finding(1)
         [loc] = store.localizations(1)
+    # The check wrote the failing output's error map beside the artifact: tanh(y - x) for
+    # tanh(x - y) is wrong on every element (the verdict's share over is 100%), the sum is right.
+    from xlaprobe.errormap import load_error_maps
+    [error] = load_error_maps(pathlib.Path(finding.artifact) / "errors.npz")
+    assert (error.output, error.shape, error.grid.shape, error.over) == ("[0]", (8, 16), (8, 16),
+                                                                         1.0)
     page_path = report_command(db=db, out=tmp_path / "report.html")
     capsys.readouterr()
     kernel_line = next(line for line in loc["kernel_hlo"].splitlines() if "subtract(" in line)
