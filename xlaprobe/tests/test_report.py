@@ -150,7 +150,7 @@ def test_gather_reads_known_rows(tmp_path):
                                                 ("0.7.2", "not run")]
 
 
-def test_the_page_escapes_store_text_and_says_what_is_empty(tmp_path):
+def test_the_page_escapes_store_text_and_says_what_is_empty(tmp_path, monkeypatch):
     _known_store(tmp_path / "x.db")
     with Store(tmp_path / "x.db", readonly=True) as store:
         page = render(gather(store))
@@ -159,6 +159,12 @@ def test_the_page_escapes_store_text_and_says_what_is_empty(tmp_path):
     assert "No finding was localized yet" in page and "No finding was reduced yet" in page
     assert "0.5.3: mismatch" in page and "0.7.2: not run" in page
     assert page.count('src="data:image/svg+xml;base64,') == 2  # the rate and the tuning plots
+    # Past DETAILED_FINDINGS, findings are listed without their verdict tables.
+    monkeypatch.setattr("xlaprobe.report.render.DETAILED_FINDINGS", 0)
+    with Store(tmp_path / "x.db", readonly=True) as store:
+        listed = render(gather(store))
+    assert "the other 1 are listed above" in listed and 'id="finding-' not in listed
+    assert 'id="finding-' in page and "abc123" in listed
     with Store(tmp_path / "empty.db") as store:
         empty = render(gather(store))
     for words in ("No findings in this store", "No fuzzing campaign", "No tuning search",

@@ -17,6 +17,9 @@ import jinja2
 from xlaprobe.report import plots
 from xlaprobe.report.gather import FindingView, ReportData
 
+#: Findings whose verdict tables the page shows (the newest); the findings table lists them all.
+DETAILED_FINDINGS = 50
+
 
 def when(unix: float | None) -> str:
     """A Unix time (s) as ``2026-12-02 00:31:05 UTC`` ("-" for None).
@@ -85,7 +88,7 @@ def render(data: ReportData) -> str:
     """
     template = resources.files("xlaprobe.report").joinpath("page.html.j2").read_text("utf-8")
     return _environment().from_string(template).render(
-        data=data, figures=_figures(data), when=when)
+        data=data, figures=_figures(data), when=when, detailed=DETAILED_FINDINGS)
 
 
 def write_atomic(path: str | Path, text: str) -> Path:
