@@ -206,5 +206,6 @@ def test_report_command_errors_are_one_line(tmp_path, capsys, monkeypatch):
 def test_store_select_runs_queries_only(tmp_path):
     with Store(tmp_path / "x.db") as store:
         assert store.select("SELECT COUNT(*) FROM findings") == [(0,)]
-        with pytest.raises(InvalidArgument, match="queries only"):
-            store.select("DELETE FROM findings")
+        for statement in ("DELETE FROM findings", "WITH x AS (SELECT 1) DELETE FROM findings"):
+            with pytest.raises(InvalidArgument, match="SELECT queries only"):
+                store.select(statement)
