@@ -499,3 +499,14 @@ class Store:
                          "measurements", "bisections", "localizations", "reductions"):
             raise InvalidArgument(f"unknown table '{table}'")
         return int(self._db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+
+    def select(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Rows of one ``SELECT`` query, for readers of tables this class has no method for
+        (``xlaprobe report``: campaigns, tuning runs).
+
+        Raises:
+            InvalidArgument: `sql` is not a SELECT (a ``WITH`` may end in a DELETE: refused too).
+        """
+        if not sql.lstrip().upper().startswith("SELECT"):
+            raise InvalidArgument("Store.select runs SELECT queries only")
+        return self._db.execute(sql, tuple(args)).fetchall()

@@ -1,6 +1,7 @@
 """The xlaprobe command line (typer + rich): the commands and their options; each command's work
 and printing is in its own module of this package (`check`, `findings`, `fuzz`, `localize`,
-`reduce`, `bisect`, `tune`), imported when the command runs so ``xlaprobe --help`` stays quick.
+`reduce`, `bisect`, `tune`, `report`), imported when the command runs so ``xlaprobe --help`` stays
+quick.
 
 Exit codes: 0 all ok, 1 findings, 2 bad input (one line on stderr, never a traceback), 3 an internal
 error of xlaprobe itself (a bug: one line on stderr, the traceback in a file it names), 4 (check) no
@@ -304,6 +305,17 @@ def findings(finding_id: Annotated[int | None, typer.Argument(
     from xlaprobe.cli.findings import findings_command
 
     findings_command(finding_id, db=db, json_output=as_json)
+
+
+@app.command()
+def report(db: DbOption = DEFAULT_DB,
+           out: Annotated[Path, typer.Option("--out", "-o", help="HTML file to write")] =
+           Path("report.html")) -> None:
+    """Write the store as one self-contained HTML page (findings, error maps, localizations,
+    reduced repros, release windows, campaigns, tuning searches); opens offline."""
+    from xlaprobe.cli.report import report_command
+
+    report_command(db=db, out=out)
 
 
 #: Exit code of an internal error of xlaprobe (never 1, which means "findings").
