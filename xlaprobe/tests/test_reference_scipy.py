@@ -286,6 +286,39 @@ def test_new_primitives_have_facts_and_the_fuzzer_does_not_emit_them():
     assert not new & set(ops.RULES)
 
 
+@pytest.mark.parametrize("counter, key, want", [
+    # Random123's known-answer vectors for Philox-4x32-10
+    ((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
+    ((0xFFFFFFFF,) * 4, (0xFFFFFFFF,) * 2, (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
+    ((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0),
+     (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1)),
+])
+def test_philox_matches_the_random123_known_answers(counter, key, want):
+    words = reference_scipy._philox4x32([np.array([c], np.uint32) for c in counter], key)
+    assert [int(w[0]) for w in words] == list(want)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.uint32])
+@pytest.mark.parametrize("shape", [(), (5,), (3, 2), (7, 3)])
+@pytest.mark.parametrize("algorithm", [lax.RandomAlgorithm.RNG_DEFAULT,
+                                       lax.RandomAlgorithm.RNG_PHILOX])
+def test_rng_bit_generator_is_bit_exact(dtype, shape, algorithm):
+    for key in (np.array([1, 2, 3, 4], np.uint32), np.full(4, 0xFFFFFFFF, np.uint32)):
+        _assert_matches_xla(lambda k: lax.rng_bit_generator(k, shape, dtype, algorithm), key)
+
+
+def test_rng_bit_generator_64_bit_values_are_bit_exact():
+    jax.config.update("jax_enable_x64", True)  # restored by conftest's fixture
+    _assert_matches_xla(lambda k: lax.rng_bit_generator(k, (5, 3), np.uint64),
+                        np.array([7, 0, 0xFFFFFFFF, 9], np.uint32))
+
+
+def test_rbg_keys_draw_what_xla_draws():
+    key = np.array([11, 12, 13, 14], np.uint32)
+    _assert_matches_xla(lambda k: jax.random.normal(jax.random.wrap_key_data(k, impl="rbg"),
+                                                    (4, 3)), key, rtol=1e-6)
+
+
 # --------------------------------------------------------------------------------------------
 # Outputs defined up to a symmetry
 

@@ -186,7 +186,7 @@ PRIMITIVES: dict[str, PrimitiveFacts] = by_name(itertools.chain.from_iterable([
     # linear algebra: factorizations and solves (LAPACK on XLA:CPU; triangular_solve is XLA's)
     _family("cholesky lu qr geqrf householder_product eigh svd triangular_solve", rounding=True,
             accumulates=True),
-    _family("lu_pivots_to_permutation"),
+    _family("lu_pivots_to_permutation rng_bit_generator"),
     # FFT: sums of n terms per output element
     _family("fft", rounding=True, accumulates=True),
     # special functions XLA evaluates by series, continued fractions or polynomials

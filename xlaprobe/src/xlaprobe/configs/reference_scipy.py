@@ -12,6 +12,9 @@ function), so their rules call the same algorithm XLA:CPU runs, in float64:
   singular-vector pair, a rotation within a group of equal eigenvalues) are named in `GAUGES` and
   compared by the oracle after aligning them to the reference (`xlaprobe.oracle.align_gauges`).
 * **FFT**: ``numpy.fft`` (pocketfft), all four ``fft_type``\\ s over the trailing ``fft_lengths``.
+* **rng_bit_generator**: XLA:CPU's Philox-4x32 bit generator (``RNG_DEFAULT`` and
+  ``RNG_PHILOX``), bit for bit, with its counter layout and round-robin word order
+  (``jax.random`` with ``impl="rbg"`` or ``"unsafe_rbg"``); ``RNG_THREE_FRY`` has no rule yet.
 * **Special functions**: ``scipy.special`` (Cephes) for the incomplete gamma and beta functions,
   ``igamma_grad_a``, the exponentially scaled Bessel functions, ``polygamma`` and ``zeta``, with
   XLA's answers outside their domains (NaN where jax's own definition gives NaN).
@@ -27,7 +30,9 @@ A rule is ``rule(ctx, *args, **params)`` as in ``reference.py``; this module rea
 Sources: LAPACK Users' Guide (3rd ed.) for the factorizations and their output conventions;
 ``jax/_src/lax/linalg.py`` and ``jax/_src/lax/fft.py`` for the primitives' parameters and
 outputs; ``jax/_src/lax/special.py`` and XLA's ``client/lib/math.cc`` for the special functions'
-values outside their domains.
+values outside their domains; XLA's ``hlo/builder/lib/prng.cc`` and
+``hlo/transforms/expanders/rng_bit_generator_expander.cc`` for the bit generator (Philox:
+Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC 2011).
 """
 
 from __future__ import annotations
@@ -379,6 +384,78 @@ def _zeta(ctx: Any, s: np.ndarray, q: np.ndarray, **_: Any) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------------
+# rng_bit_generator: XLA's bit generators (xla/hlo/builder/lib/prng.cc), bit for bit
+
+_M64 = (1 << 64) - 1
+
+
+def _philox4x32(counters: list[np.ndarray], key: tuple[int, int]) -> list[np.ndarray]:
+    """Philox-4x32 with 10 rounds (Salmon et al. 2011) on uint32 counter words (low first)."""
+    x = [np.asarray(c, np.uint64) for c in counters]
+    k0, k1 = key
+    for _ in range(10):
+        p0 = x[0] * np.uint64(0xD2511F53)
+        p1 = x[2] * np.uint64(0xCD9E8D57)
+        x = [(p1 >> np.uint64(32)) ^ x[1] ^ np.uint64(k0), p1 & np.uint64(0xFFFFFFFF),
+             (p0 >> np.uint64(32)) ^ x[3] ^ np.uint64(k1), p0 & np.uint64(0xFFFFFFFF)]
+        k0, k1 = (k0 + 0x9E3779B9) & 0xFFFFFFFF, (k1 + 0xBB67AE85) & 0xFFFFFFFF
+    return [w.astype(np.uint32) for w in x]
+
+
+def _philox_blocks(key: int, low: int, high: int, blocks: int) -> tuple[list[np.ndarray], int]:
+    """`blocks` Philox outputs (4 uint32 words each) for the 128-bit counters (high, low) + i,
+    and the counter's new low word (XLA keeps only that in a 2-word state)."""
+    i = np.arange(blocks, dtype=np.uint64)
+    lows = np.uint64(low) + i  # wraps modulo 2**64 like XLA's u64 add
+    highs = np.where(lows < np.uint64(low), np.uint64((high + 1) & _M64), np.uint64(high))
+    words = [lows & np.uint64(0xFFFFFFFF), lows >> np.uint64(32),
+             highs & np.uint64(0xFFFFFFFF), highs >> np.uint64(32)]
+    out = _philox4x32(words, (key & 0xFFFFFFFF, key >> 32))
+    return out, (low + blocks) & _M64
+
+
+def _philox_bits(key: int, low: int, high: int, n: int, width: int) -> tuple[np.ndarray, int]:
+    """n values of `width` bits (32 or 64) and the new counter low word: XLA's PhiloxRngBit32 /
+    PhiloxRngBit64, the words of consecutive blocks taken round robin."""
+    if width == 64:
+        words, new_low = _philox_blocks(key, low, high, -(-2 * n // 4))
+        pairs = [words[0].astype(np.uint64) | (words[1].astype(np.uint64) << np.uint64(32)),
+                 words[2].astype(np.uint64) | (words[3].astype(np.uint64) << np.uint64(32))]
+        return np.stack(pairs, axis=1).reshape(-1)[:n], new_low
+    words, new_low = _philox_blocks(key, low, high, -(-n // 4))
+    return np.stack(words, axis=1).reshape(-1)[:n], new_low
+
+
+def _rng_bit_generator(ctx: Any, key: np.ndarray, *, shape: Sequence[int], dtype: Any,
+                       algorithm: Any, **_: Any) -> list[np.ndarray]:
+    """XLA:CPU's RngBitGenerator: RNG_DEFAULT is Philox there (as is RNG_PHILOX), its 2-word
+    state (key, counter) read as the 128-bit counter (high = key, low = counter) with the key
+    as Philox's key; jax passes a uint32[4] key as that uint64[2]. Narrow unsigned outputs keep
+    the low bits of 32-bit values, other integer dtypes convert from uint32 (jax's lowering).
+
+    Raises:
+        NotImplementedError: RNG_THREE_FRY (no rule yet).
+    """
+    if "THREE_FRY" in str(algorithm):
+        raise NotImplementedError("rng_bit_generator with RNG_THREE_FRY has no reference rule")
+    data = np.asarray(key)
+    words = data.astype(np.uint64)
+    if data.dtype == np.uint32:  # bitcast uint32[4] -> uint64[2], little-endian pairs
+        words = words[0::2] | (words[1::2] << np.uint64(32))
+    k, counter = int(words[0]), int(words[1])
+    dtype = np.dtype(dtype)
+    n = math.prod(shape)
+    width = 64 if dtype.itemsize == 8 and dtype.kind == "u" else 32
+    bits, new_low = _philox_bits(k, counter, k, n, width)
+    if dtype.kind != "u" or dtype.itemsize < 4:
+        bits = bits.astype(np.uint32).astype(dtype)  # truncating / wrapping conversions
+    state = np.array([k, new_low], np.uint64)
+    if data.dtype == np.uint32:
+        state = state.view(np.uint32)  # uint64[2] -> uint32[4], little-endian
+    return [state.astype(data.dtype), bits.reshape(tuple(shape))]
+
+
+# ---------------------------------------------------------------------------------------------
 # outputs defined up to a symmetry
 
 
@@ -473,5 +550,5 @@ RULES: dict[str, Rule] = {
     "regularized_incomplete_beta": _regularized_incomplete_beta,
     "bessel_i0e": lambda ctx, x, **_: scipy.special.i0e(x),
     "bessel_i1e": lambda ctx, x, **_: scipy.special.i1e(x),
-    "polygamma": _polygamma, "zeta": _zeta,
+    "polygamma": _polygamma, "zeta": _zeta, "rng_bit_generator": _rng_bit_generator,
 }
