@@ -418,6 +418,21 @@ def test_honest_runs_are_aligned_too():
     assert verdicts[1].kind is VerdictKind.MISMATCH
 
 
+def test_complex_leaves_are_judged_by_the_modulus_of_the_error():
+    ref = np.array([1 + 2j, 3 - 1j, 0.5j, 4 + 1e-4j], np.complex128)
+    close = (ref * (1 + 1e-7)).astype(np.complex64)
+    close[3] = 4 + 1.05e-4j  # 5% off in a part that is 2.5e-5 of the modulus: norm-wise fine
+    assert judge_outcome(_outcome([close]), [ref], ["[0]"])[0].kind is VerdictKind.OK
+    wrong = close.copy()
+    wrong[1] = 3 + 1j  # the imaginary part's sign
+    verdict = judge_outcome(_outcome([wrong]), [ref], ["[0]"])[0]
+    assert verdict.kind is VerdictKind.MISMATCH and verdict.worst == 1
+    assert verdict.max_abs == pytest.approx(2.0) and "complex" in verdict.detail
+    nan = close.copy()
+    nan[0] = complex(np.nan, 2)
+    assert judge_outcome(_outcome([nan]), [ref], ["[0]"])[0].kind is VerdictKind.NAN_MISMATCH
+
+
 def test_align_gauges_leaves_non_finite_and_misshapen_leaves_alone():
     gauge = Gauge(0, what="test")
     ref = np.eye(2)

@@ -3,7 +3,8 @@ error budget that does not come from XLA.
 
 Rules (see DESIGN.md, "Oracle: no false alarms, no missed bugs"):
 
-- Integers and booleans compare exactly.
+- Integers and booleans compare exactly. A complex element is judged by the modulus of its error
+  against the modulus of the reference, in the bounds of its component dtype.
 - A floating element fails only if its error exceeds the absolute AND the relative bound of its
   dtype, each widened by the *error budget*; narrow floats (float16, bfloat16) must also be more
   than `max_ulps` ULPs away.
@@ -260,10 +261,46 @@ def judge_leaf(actual: np.ndarray, reference: np.ndarray, *,
                        detail=f"shape {actual.shape} != reference shape {reference.shape}")
     if actual.size == 0:
         return Verdict(kind=VerdictKind.OK, **base)
+    if actual.dtype.kind == "c":
+        return _judge_complex(actual, reference, budget, flushed, tolerance, base)
     if not _is_float(actual.dtype):
         return _judge_exact(actual, reference, base)
     with np.errstate(invalid="ignore", over="ignore"):  # inf - inf is handled as a special value
         return _judge_float(actual, reference, budget, flushed, tolerance, base)
+
+
+def _judge_complex(actual: np.ndarray, reference: np.ndarray, budget: Any, flushed: Any,
+                   tolerance: Tolerance, base: dict[str, Any]) -> Verdict:
+    """A complex leaf judged by the modulus of each element's error against the modulus of the
+    reference (the norm-wise relative error: a part near zero next to a large other part is
+    not judged on its own), in the bounds of the component dtype (complex64 -> float32); each
+    honest run's error is measured the same way. Verdict values are moduli."""
+    ref = np.asarray(reference).astype(np.complex128)
+    magnitude = np.abs(ref)
+
+    def as_float(x: Any) -> np.ndarray:
+        # |ref| + |x - ref|: a float leaf whose distance from |ref| is x's complex error; NaN
+        # and infinities stay (NaN where x is NaN, inf where x is infinite).
+        x = np.asarray(x).astype(np.complex128)
+        finite = np.isfinite(x) & np.isfinite(ref)
+        err = np.abs(np.where(finite, x - ref, 0))
+        out = magnitude + err
+        out = np.where(np.isnan(x), np.nan, np.where(np.isinf(x), np.inf, out))
+        return np.where(np.isinf(ref) & ~np.isnan(x), np.abs(x), out)
+    component = np.dtype(np.float32 if actual.dtype.itemsize <= 8 else np.float64)
+    runs = None if budget is None else [as_float(b) for b in (
+        budget if isinstance(budget, (list, tuple)) else [budget])]
+    with np.errstate(invalid="ignore", over="ignore"):
+        verdict = _judge_float(as_float(actual), magnitude, runs,
+                               None if flushed is None else as_float(flushed), tolerance, base,
+                               dtype=component)
+    if verdict.worst < 0:
+        return verdict
+    worst = verdict.worst
+    note = "complex: |error| against |reference| (expected and actual are moduli)"
+    return dataclasses.replace(verdict, expected=float(magnitude.ravel()[worst]),
+                               actual=float(np.abs(np.asarray(actual).ravel()[worst])),
+                               detail="; ".join(filter(None, (verdict.detail, note))))
 
 
 def _judge_exact(actual: np.ndarray, reference: np.ndarray, base: dict[str, Any]) -> Verdict:
@@ -383,8 +420,8 @@ def _explained_by_flushing(out: np.ndarray, flushed_run: np.ndarray, honest: np.
 
 def _judge_float(actual: np.ndarray, reference: np.ndarray, budget: np.ndarray | None,
                  flushed_run: np.ndarray | None, tolerance: Tolerance,
-                 base: dict[str, Any]) -> Verdict:
-    dtype = actual.dtype
+                 base: dict[str, Any], dtype: np.dtype | None = None) -> Verdict:
+    dtype = actual.dtype if dtype is None else np.dtype(dtype)
     out = actual.astype(np.float64)
     ref = reference.astype(np.float64)
     atol, rtol, max_ulps = _bounds(dtype, tolerance)
