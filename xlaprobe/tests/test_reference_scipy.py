@@ -83,6 +83,13 @@ def test_triangular_solve_of_a_known_system():
     np.testing.assert_allclose(x, [1.0, 2.0], rtol=1e-15)
 
 
+def test_tridiagonal_solve_of_a_known_system():
+    # [[2, 1], [1, 2]] x = [3, 3]: x = [1, 1]
+    (x,) = _run(lax.linalg.tridiagonal_solve, np.array([0.0, 1.0], F32), np.array([2.0, 2.0], F32),
+                np.array([1.0, 0.0], F32), np.array([[3.0], [3.0]], F32))
+    np.testing.assert_allclose(x, [[1.0], [1.0]], rtol=1e-15)
+
+
 def test_qr_follows_householder_signs():
     # geqrf reflects a column onto -sign(a11) * norm: R = [[-5]], Q = -[0.6, 0.8]
     q, r = _run(jnp.linalg.qr, np.array([[3.0], [4.0]], F32))
@@ -221,6 +228,13 @@ _LINALG = {
     "det": (jnp.linalg.det, (_G,)),
     "slogdet": (jnp.linalg.slogdet, (_G,)),
     "cholesky complex": (jnp.linalg.cholesky, (_spd(3, 9).astype(np.complex64),)),
+    "tridiagonal_solve": (lax.linalg.tridiagonal_solve, (
+        np.array([0, 1, -2, 0.5], F32), np.array([4, 5, 6, 3], F32), np.array([1, 0.5, 2, 0], F32),
+        _normal((4, 2), 15))),
+    "tridiagonal_solve singular": (lax.linalg.tridiagonal_solve, (
+        np.zeros(3, F32), np.zeros(3, F32), np.zeros(3, F32), _normal((3, 1), 16))),
+    "symmetric_product": (lambda a, c: lax_linalg.symmetric_product(
+        a, c, alpha=2.0, beta=0.5, symmetrize_output=True), (_normal((4, 3), 17), _spd(4, 18))),
 }
 
 

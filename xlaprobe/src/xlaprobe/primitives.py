@@ -184,8 +184,8 @@ PRIMITIVES: dict[str, PrimitiveFacts] = by_name(itertools.chain.from_iterable([
             "reduce_window_max reduce_window_min scatter-min scatter-max select_and_gather_add"),
     _family("reduce reduce_window"),  # the combiner is a jaxpr parameter
     # linear algebra: factorizations and solves (LAPACK on XLA:CPU; triangular_solve is XLA's)
-    _family("cholesky lu qr geqrf householder_product eigh svd triangular_solve", rounding=True,
-            accumulates=True),
+    _family("cholesky lu qr geqrf householder_product eigh svd triangular_solve "
+            "tridiagonal_solve symmetric_product", rounding=True, accumulates=True),
     _family("lu_pivots_to_permutation rng_bit_generator"),
     # FFT: sums of n terms per output element
     _family("fft", rounding=True, accumulates=True),

@@ -5,7 +5,7 @@ too large to write out (a Cholesky factorization, an eigensolver, an FFT, the in
 function), so their rules call the same algorithm XLA:CPU runs, in float64:
 
 * **Linear algebra**: jaxlib's CPU kernels are LAPACK's (``potrf``, ``getrf``, ``geqrf`` plus
-  ``orgqr``, ``gesdd``, ``syevd``), called here through ``scipy.linalg.lapack`` with the same
+  ``orgqr``, ``gesdd``, ``syevd``, ``gtsv``), called here through ``scipy.linalg.lapack`` with the same
   driver, so pivots, the signs of Householder reflectors and the order of eigen- and singular
   values follow the same conventions. ``triangular_solve`` is XLA's own op: any correct solve is
   the answer. Outputs that are defined only up to a symmetry (the sign of each eigenvector or
@@ -256,6 +256,34 @@ def _triangular_solve(ctx: Any, a: np.ndarray, b: np.ndarray, *, left_side: bool
     if not b.size:
         return np.zeros(ctx.out_shapes[0])
     return _shaped(_batched(one, [a, b], [2, 2], 1), ctx)[0]
+
+
+def _tridiagonal_solve(ctx: Any, dl: np.ndarray, d: np.ndarray, du: np.ndarray, b: np.ndarray, *,
+                       perturb_singular: bool = False, **_: Any) -> np.ndarray:
+    """X with A X = B for the tridiagonal A (sub-diagonal dl[1:], diagonal d, super-diagonal
+    du[:-1]) by ``gtsv`` (partial pivoting), as jaxlib's CPU kernel; a singular system gives NaN.
+
+    Raises:
+        NotImplementedError: `perturb_singular` (jaxlib's own perturbed kernel has no rule).
+    """
+    if perturb_singular:
+        raise NotImplementedError("tridiagonal_solve with perturb_singular has no reference rule")
+    dtype = _work_dtype(ctx, ctx.in_dtypes[3])
+    gtsv = _lapack("gtsv", dtype)
+
+    def one(lo: np.ndarray, mid: np.ndarray, up: np.ndarray, rhs: np.ndarray) -> list[np.ndarray]:
+        if not rhs.size:
+            return [rhs]
+        *_factors, x, info = gtsv(lo[1:].astype(dtype), mid.astype(dtype), up[:-1].astype(dtype),
+                                  rhs.astype(dtype))
+        return [x if info == 0 else np.full(rhs.shape, np.nan, dtype)]
+    return _shaped(_batched(one, [dl, d, du, b], [1, 1, 1, 2], 1), ctx)[0]
+
+
+def _symmetric_product(ctx: Any, a: np.ndarray, c: np.ndarray, *, alpha: float = 1.0,
+                       beta: float = 0.0, **_: Any) -> np.ndarray:
+    """alpha A A^T + beta C (``syrk``; jax's CPU lowering is this product written out)."""
+    return alpha * (a @ np.swapaxes(a, -1, -2)) + beta * c
 
 
 # ---------------------------------------------------------------------------------------------
@@ -545,7 +573,8 @@ def output_gauges(closed_jaxpr: Any) -> tuple[Gauge, ...]:
 RULES: dict[str, Rule] = {
     "cholesky": _cholesky, "lu": _lu, "lu_pivots_to_permutation": _lu_pivots_to_permutation,
     "qr": _qr, "geqrf": _geqrf, "householder_product": _householder_product, "eigh": _eigh,
-    "svd": _svd, "triangular_solve": _triangular_solve, "fft": _fft,
+    "svd": _svd, "triangular_solve": _triangular_solve, "tridiagonal_solve": _tridiagonal_solve,
+    "symmetric_product": _symmetric_product, "fft": _fft,
     "igamma": _igamma, "igammac": _igammac, "igamma_grad_a": _igamma_grad_a,
     "regularized_incomplete_beta": _regularized_incomplete_beta,
     "bessel_i0e": lambda ctx, x, **_: scipy.special.i0e(x),
