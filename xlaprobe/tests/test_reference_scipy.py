@@ -97,6 +97,21 @@ def test_qr_follows_householder_signs():
     np.testing.assert_allclose(q, [[-0.6], [-0.8]], rtol=1e-15)
 
 
+def test_geqrf_and_householder_product_of_a_known_column():
+    # One reflector maps [3, 4] onto beta = -5: v = [1, 4 / (3 + 5)], tau = (beta - 3) / beta
+    packed, taus = _run(lax_linalg.geqrf, np.array([[3.0], [4.0]], F32))
+    np.testing.assert_allclose(packed, [[-5.0], [0.5]], rtol=1e-15)
+    np.testing.assert_allclose(taus, [1.6], rtol=1e-15)
+    (q,) = _run(lax_linalg.householder_product, packed.astype(F32), taus.astype(F32))
+    np.testing.assert_allclose(q, [[-0.6], [-0.8]], rtol=1e-7)
+
+
+def test_symmetric_product_of_known_matrices():
+    (out,) = _run(lambda a, c: lax_linalg.symmetric_product(a, c, alpha=2.0, beta=0.5),
+                  np.array([[1.0, 2.0], [0.0, 1.0]], F32), np.array([[2.0, 4.0], [4.0, 6.0]], F32))
+    np.testing.assert_allclose(out, [[11.0, 6.0], [6.0, 5.0]], rtol=1e-15)  # 2 A A^T + C / 2
+
+
 def test_svd_and_eigh_of_known_matrices():
     u, s, vt = _run(jnp.linalg.svd, np.diag([1.0, 3.0]).astype(F32))
     np.testing.assert_allclose(s, [3.0, 1.0])  # descending
