@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from xlaprobe.checker import Checker, Failure
+from xlaprobe.configs.reference_scipy import output_gauges
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.oracle import Verdict, VerdictKind, judge_outcome, judge_outcomes, summary_kind
 from xlaprobe.outcome import Outcome, OutcomeKind
@@ -185,13 +186,17 @@ def judge(program: Program, configs: Sequence[str], outcomes: Sequence[Outcome],
     honest_runs = [o for o in map(usable, budget) if o is not None]
     honest = [list(leaves) for leaves in zip(*honest_runs)] if honest_runs else None
     flushed_outputs = usable(flushed)
+    # Eigenvectors and singular vectors are compared up to their symmetry (sign, rotation).
+    gauges = output_gauges(program.jaxpr) if baseline is not None else ()
     judged: dict[int, list[Verdict]] = {}
     if baseline is not None:
-        # Every configuration against the baseline at once: each leaf's budget is made once.
-        compared = [i for i, c in enumerate(configs) if c != REFERENCE]
+        # Every configuration that ran against the baseline at once: each leaf's budget is
+        # made once.
+        compared = [i for i, (c, o) in enumerate(zip(configs, outcomes))
+                    if c != REFERENCE and o.ran and len(o.outputs) == len(baseline)]
         judged = dict(zip(compared, judge_outcomes(
             [outcomes[i] for i in compared], baseline, program.output_names, budget=honest,
-            flushed=flushed_outputs, tolerance=program.tolerance)))
+            flushed=flushed_outputs, tolerance=program.tolerance, gauges=gauges)))
     verdicts: list[tuple[Verdict, ...]] = []
     failed: list[tuple[str, Failure, tuple[int, ...], str]] = []  # config, failure, outputs, error
     findings: list[Finding] = []
@@ -205,7 +210,8 @@ def judge(program: Program, configs: Sequence[str], outcomes: Sequence[Outcome],
                 leaf_verdicts = [dataclasses.replace(v, kind=VerdictKind.OK, detail="no baseline")
                                  for v in leaf_verdicts]
         else:
-            leaf_verdicts = judged[position]
+            leaf_verdicts = judged[position] if position in judged else judge_outcome(
+                outcome, baseline, program.output_names)
         verdicts.append(tuple(leaf_verdicts))
         failure = Failure.of(leaf_verdicts, outcome)
         # A reference that cannot run is a gap in xlaprobe, not a compiler bug.

@@ -3,7 +3,8 @@ error budget that does not come from XLA.
 
 Rules (see DESIGN.md, "Oracle: no false alarms, no missed bugs"):
 
-- Integers and booleans compare exactly.
+- Integers and booleans compare exactly. A complex element is judged by the modulus of its error
+  against the modulus of the reference, in the bounds of its component dtype.
 - A floating element fails only if its error exceeds the absolute AND the relative bound of its
   dtype, each widened by the *error budget*; narrow floats (float16, bfloat16) must also be more
   than `max_ulps` ULPs away.
@@ -267,12 +268,48 @@ def judge_leaf(actual: np.ndarray, reference: np.ndarray, *,
                        detail=f"shape {actual.shape} != reference shape {reference.shape}")
     if actual.size == 0:
         return Verdict(kind=VerdictKind.OK, **base)
+    if actual.dtype.kind == "c":
+        return _judge_complex(actual, reference, budget, flushed, tolerance, base)
     if not is_float(actual.dtype):
         return _judge_exact(actual, reference, base)
     with np.errstate(invalid="ignore", over="ignore"):  # inf - inf is handled as a special value
         if prepared is None or prepared.dtype != actual.dtype:
             prepared = leaf_budget(reference, budget, flushed, actual.dtype)
         return _judge_float(actual, prepared, tolerance, base)
+
+
+def _judge_complex(actual: np.ndarray, reference: np.ndarray, budget: Any, flushed: Any,
+                   tolerance: Tolerance, base: dict[str, Any]) -> Verdict:
+    """A complex leaf judged by the modulus of each element's error against the modulus of the
+    reference (the norm-wise relative error: a part near zero next to a large other part is
+    not judged on its own), in the bounds of the component dtype (complex64 -> float32); each
+    honest run's error is measured the same way. Verdict values are moduli."""
+    ref = np.asarray(reference).astype(np.complex128)
+    magnitude = np.abs(ref)
+
+    def as_float(x: Any) -> np.ndarray:
+        # |ref| + |x - ref|: a float leaf whose distance from |ref| is x's complex error; NaN
+        # and infinities stay (NaN where x is NaN, inf where x is infinite).
+        x = np.asarray(x).astype(np.complex128)
+        finite = np.isfinite(x) & np.isfinite(ref)
+        err = np.abs(np.where(finite, x - ref, 0))
+        out = magnitude + err
+        out = np.where(np.isnan(x), np.nan, np.where(np.isinf(x), np.inf, out))
+        return np.where(np.isinf(ref) & ~np.isnan(x), np.abs(x), out)
+    component = np.dtype(np.float32 if actual.dtype.itemsize <= 8 else np.float64)
+    runs = None if budget is None else [as_float(b) for b in (
+        budget if isinstance(budget, (list, tuple)) else [budget])]
+    with np.errstate(invalid="ignore", over="ignore"):
+        leaf = leaf_budget(magnitude, runs, None if flushed is None else as_float(flushed),
+                           component)
+        verdict = _judge_float(as_float(actual), leaf, tolerance, base)
+    if verdict.worst < 0:
+        return verdict
+    worst = verdict.worst
+    note = "complex: |error| against |reference| (expected and actual are moduli)"
+    return dataclasses.replace(verdict, expected=float(magnitude.ravel()[worst]),
+                               actual=float(np.abs(np.asarray(actual).ravel()[worst])),
+                               detail="; ".join(filter(None, (verdict.detail, note))))
 
 
 def _judge_exact(actual: np.ndarray, reference: np.ndarray, base: dict[str, Any]) -> Verdict:
@@ -464,7 +501,9 @@ def _explained_by_flushing(out: np.ndarray, leaf: LeafBudget, atol: float,
 
 def _judge_float(actual: np.ndarray, leaf: LeafBudget, tolerance: Tolerance,
                  base: dict[str, Any]) -> Verdict:
-    dtype = actual.dtype
+    # The leaf's dtype, not actual's: a complex leaf is judged as float64 moduli in the bounds
+    # of its component dtype.
+    dtype = leaf.dtype
     out = actual.astype(np.float64)
     ref, slack = leaf.ref, leaf.slack
     atol, rtol, max_ulps = _bounds(dtype, tolerance)
@@ -521,10 +560,142 @@ def _judge_float(actual: np.ndarray, leaf: LeafBudget, tolerance: Tolerance,
                    actual=float(out.ravel()[worst]), **stats, **base)
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Gauge:
+    """An output leaf defined only up to a symmetry: its vectors (columns, or rows with `rows`)
+    are each defined up to a unit factor (a sign for real dtypes), and jointly up to a unitary
+    within a group of equal eigen- or singular values. `align_gauges` aligns a run's leaf to the
+    reference's by that symmetry before it is judged.
+
+    Attributes:
+        leaf: the output leaf holding the vectors, shape (..., m, k) (or (..., k, m) with `rows`).
+        rows: the vectors are the leaf's rows (V^H of an SVD), not its columns.
+        values: the output leaf holding the values, shape (..., k), that name groups of equal
+            values; None: each vector is its own group (only its sign or phase is free).
+        partner: an output leaf whose rows transform with `leaf`'s vectors (an SVD's V^H when
+            U is `leaf`: u_i and v_i flip together), or None.
+        what: what the vectors are, for the verdict's detail (``"eigenvectors of eigh"``).
+    """
+
+    leaf: int
+    rows: bool = False
+    values: int | None = None
+    partner: int | None = None
+    what: str = ""
+
+    @property
+    def note(self) -> str:
+        """The verdict detail of a leaf compared through this gauge."""
+        kind = "row" if self.rows else "column"
+        free = (f"each {kind}'s sign, and any rotation within a group of equal values"
+                if self.values is not None else f"each {kind}'s sign")
+        return f"{self.what}: compared up to {free} (aligned to the reference first)"
+
+
+#: Values closer than this many square roots of the output dtype's epsilon, relative to the
+#: largest, form one group: their vectors mix by O(eps / gap) and only their span is defined.
+GAUGE_GROUP_SQRT_EPS = 1.0
+
+
+def _value_groups(values: np.ndarray | None, k: int, dtype: np.dtype) -> list[list[int]]:
+    """Runs of adjacent near-equal values (eigenvalues and singular values come sorted)."""
+    if values is None or values.shape != (k,) or not np.all(np.isfinite(values)):
+        return [[i] for i in range(k)]
+    eps = float(ml_dtypes.finfo(dtype).eps) if is_float(dtype) else float(
+        np.finfo(np.complex64 if dtype.itemsize <= 8 else np.complex128).eps)
+    tol = GAUGE_GROUP_SQRT_EPS * math.sqrt(eps) * float(np.max(np.abs(values), initial=0.0))
+    groups = [[0]] if k else []
+    for i in range(1, k):
+        if abs(values[i] - values[i - 1]) <= tol:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return groups
+
+
+def _unitary_alignment(a: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """The unitary Q minimizing ||a Q - r|| (orthogonal Procrustes: Q = U V^H from the SVD of
+    a^H r); for one column the unit factor that best matches r (1 where a^H r is 0)."""
+    m = a.conj().T @ r
+    if m.shape == (1, 1):
+        z = m[0, 0]
+        return np.ones((1, 1), m.dtype) if z == 0 else (m / abs(z))
+    u, _s, vh = np.linalg.svd(m)
+    return u @ vh
+
+
+def _align_one(a: np.ndarray, r: np.ndarray, values: np.ndarray | None, partner: np.ndarray | None,
+               dtype: np.dtype) -> tuple[np.ndarray, np.ndarray | None]:
+    """One matrix of vectors (columns) `a` aligned to `r`; `partner`'s rows follow."""
+    a = a.astype(np.result_type(a, r, np.float64))
+    if not (np.all(np.isfinite(a)) and np.all(np.isfinite(r))):
+        return a, partner  # a NaN or inf is judged as it is
+    if partner is not None:
+        partner = partner.astype(np.result_type(partner, a))
+    for group in _value_groups(values, a.shape[-1], dtype):
+        q = _unitary_alignment(a[:, group], r[:, group])
+        a[:, group] = a[:, group] @ q
+        if partner is not None and partner.shape[0] == a.shape[1]:
+            partner[group, :] = q.conj().T @ partner[group, :]
+    return a, partner
+
+
+def align_gauges(outputs: Sequence[np.ndarray], reference: Sequence[np.ndarray],
+                 gauges: Sequence[Gauge],
+                 dtypes: Sequence[np.dtype] | None = None) -> list[np.ndarray]:
+    """A run's outputs with each gauge leaf (and its partner) aligned to the reference.
+
+    Outside the symmetry nothing changes: a vector that is wrong, not merely sign-flipped or
+    rotated within its group of equal values, still differs after alignment. Leaves whose shape
+    or dtype does not match the reference's, and matrices with non-finite entries, are left as
+    they are (the judge reports them).
+
+    Args:
+        outputs: one array per output leaf (a configuration's, or an honest run's).
+        reference: the float64 reference outputs, one per leaf.
+        gauges: the program's gauges (`xlaprobe.configs.reference_scipy.output_gauges`).
+        dtypes: the program's output dtypes, whose precision decides which values count as
+            equal (default: the outputs' own; honest runs come carried in float64).
+
+    Returns:
+        New list of arrays, in each leaf's own dtype.
+    """
+    aligned = [np.asarray(o) for o in outputs]
+    for gauge in gauges:
+        a, r = aligned[gauge.leaf], np.asarray(reference[gauge.leaf])
+        if a.shape != r.shape or a.ndim < 2 or a.dtype.kind not in "fc" or \
+                r.dtype.kind not in "fc":
+            continue
+        swap = (lambda x: np.swapaxes(x, -1, -2)) if gauge.rows else (lambda x: x)
+        a_cols, r_cols = swap(a), swap(r)
+        values = None if gauge.values is None else np.asarray(reference[gauge.values])
+        partner = None if gauge.partner is None else aligned[gauge.partner]
+        if values is not None and values.shape != a_cols.shape[:-2] + a_cols.shape[-1:]:
+            values = None
+        if partner is not None and partner.shape[:-2] != a.shape[:-2]:
+            partner = None
+        new_a = np.empty(a_cols.shape, np.result_type(a_cols, r_cols, np.float64))
+        new_p = None if partner is None else np.empty(partner.shape, np.result_type(
+            partner, new_a))
+        for index in np.ndindex(*a_cols.shape[:-2]):
+            one, p = _align_one(a_cols[index], r_cols[index],
+                                None if values is None else values[index],
+                                None if partner is None else partner[index],
+                                np.dtype(a.dtype if dtypes is None else dtypes[gauge.leaf]))
+            new_a[index] = one
+            if new_p is not None:
+                new_p[index] = p
+        aligned[gauge.leaf] = swap(new_a).astype(a.dtype)
+        if new_p is not None:
+            aligned[gauge.partner] = new_p.astype(partner.dtype)
+    return aligned
+
+
 def judge_outcome(outcome: Outcome, reference: Sequence[np.ndarray], output_names: Sequence[str], *,
                   budget: Sequence[Any] | None = None,
                   flushed: Sequence[np.ndarray] | None = None,
-                  tolerance: Tolerance = Tolerance()) -> list[Verdict]:
+                  tolerance: Tolerance = Tolerance(),
+                  gauges: Sequence[Gauge] = ()) -> list[Verdict]:
     """Judge every output leaf of one configuration's outcome.
 
     Args:
@@ -535,6 +706,9 @@ def judge_outcome(outcome: Outcome, reference: Sequence[np.ndarray], output_name
         budget: per leaf, the honest run's output or a list of honest runs' outputs, or None.
         flushed: the flushed honest-run outputs (``reference:ftz``), one per leaf, or None.
         tolerance: per-program overrides.
+        gauges: output leaves defined only up to a symmetry: the outcome's outputs, each honest
+            run's and the flushed run's are aligned to `reference` by it first (`align_gauges`),
+            and those leaves' verdicts say so in their detail.
 
     Returns:
         One `Verdict` per output leaf, in order.
@@ -551,44 +725,51 @@ def judge_outcome(outcome: Outcome, reference: Sequence[np.ndarray], output_name
                         frac_over=1.0, detail=f"{len(outcome.outputs)} outputs, reference has "
                                               f"{len(reference)}")
                 for i, name in enumerate(output_names)]
-    return [judge_leaf(out, ref, budget=None if budget is None else budget[i],
-                       flushed=None if flushed is None else flushed[i], tolerance=tolerance,
-                       config=outcome.config, output=output_names[i], index=i)
-            for i, (out, ref) in enumerate(zip(outcome.outputs, reference))]
+    return judge_outcomes([outcome], reference, output_names, budget=budget, flushed=flushed,
+                          tolerance=tolerance, gauges=gauges)[0]
 
 
 def judge_outcomes(outcomes: Sequence[Outcome], reference: Sequence[np.ndarray],
                    output_names: Sequence[str], *, budget: Sequence[Any] | None = None,
                    flushed: Sequence[np.ndarray] | None = None,
-                   tolerance: Tolerance = Tolerance()) -> list[list[Verdict]]:
+                   tolerance: Tolerance = Tolerance(),
+                   gauges: Sequence[Gauge] = ()) -> list[list[Verdict]]:
     """`judge_outcome` of several configurations against one reference, leaf by leaf: each float
     leaf's error budget (`leaf_budget`: a sort of its honest errors, the reference's ULP
     positions) is made once for every configuration, and dropped before the next leaf's is
     made (a large program's budgets held together would take gigabytes).
 
     Args:
-        outcomes: one per configuration.
-        reference, output_names, budget, flushed, tolerance: as for `judge_outcome`.
+        outcomes: one per configuration, each of which ran with one output per reference leaf.
+        reference, output_names, budget, flushed, tolerance, gauges: as for `judge_outcome`.
 
     Returns:
-        Per outcome, in order, one `Verdict` per output leaf (equal to `judge_outcome`'s).
+        Per outcome, in order, one `Verdict` per output leaf.
     """
-    judged: list[list[Verdict] | None] = [
-        [] if outcome.ran and len(outcome.outputs) == len(reference) else None
-        for outcome in outcomes]
+    runs = [list(o.outputs) for o in outcomes]
+    if gauges:
+        dtypes = [np.asarray(o).dtype for o in runs[0]] if runs else None
+        runs = [align_gauges(r, reference, gauges) for r in runs]
+        if budget is not None:  # per leaf a list of honest runs: align each run as a whole
+            honest = zip(*[b if isinstance(b, (list, tuple)) else [b] for b in budget])
+            aligned = [align_gauges(list(run), reference, gauges, dtypes) for run in honest]
+            budget = [list(leaf) for leaf in zip(*aligned)]
+        if flushed is not None:
+            flushed = align_gauges(flushed, reference, gauges, dtypes)
+    judged: list[list[Verdict]] = [[] for _ in outcomes]
     for i, ref in enumerate(reference):
         prepared: LeafBudget | None = None
-        for outcome, verdicts in zip(outcomes, judged):
-            if verdicts is None:
-                continue
-            actual = np.asarray(outcome.outputs[i])
+        leaf_budget_runs = None if budget is None else budget[i]
+        leaf_flushed = None if flushed is None else flushed[i]
+        for outcome, run, verdicts in zip(outcomes, runs, judged):
+            actual = np.asarray(run[i])
             if is_float(actual.dtype) and actual.shape == np.shape(ref) and actual.size and (
                     prepared is None or prepared.dtype != actual.dtype):
-                prepared = leaf_budget(ref, None if budget is None else budget[i],
-                                       None if flushed is None else flushed[i], actual.dtype)
-            verdicts.append(judge_leaf(actual, ref, budget=None if budget is None else budget[i],
-                                       flushed=None if flushed is None else flushed[i],
+                prepared = leaf_budget(ref, leaf_budget_runs, leaf_flushed, actual.dtype)
+            verdicts.append(judge_leaf(actual, ref, budget=leaf_budget_runs, flushed=leaf_flushed,
                                        tolerance=tolerance, config=outcome.config,
                                        output=output_names[i], index=i, prepared=prepared))
-    return [judge_outcome(outcome, reference, output_names) if verdicts is None else verdicts
-            for outcome, verdicts in zip(outcomes, judged)]
+    notes = {g.leaf: g.note for g in gauges}
+    notes.update({g.partner: g.note for g in gauges if g.partner is not None})
+    return [[dataclasses.replace(v, detail="; ".join(filter(None, (v.detail, notes[v.index]))))
+             if v.index in notes else v for v in verdicts] for verdicts in judged]
