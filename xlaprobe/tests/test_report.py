@@ -118,8 +118,8 @@ def _known_store(path: pathlib.Path) -> None:
     for seed in range(12):
         db.execute("INSERT INTO programs VALUES (?, 'fuzz', ?, ?, '', 3, NULL, 0)",
                    (f"f{seed}", f"fuzz:{seed}", seed))
-        db.execute("INSERT INTO checks (program_id, configs, judged_against, created) VALUES "
-                   "(?, 'xla,reference', 'reference', ?)", (f"f{seed}", 1000.1 + seed / 3))
+        db.execute("INSERT INTO checks (program_id, configs, judged_against, created, campaign)"
+                   " VALUES (?, 'xla,reference', 'reference', ?, 1)", (f"f{seed}", 1000.1 + seed / 3))
     db.execute("INSERT INTO programs VALUES ('p1', 'user', '<script>alert(1)</script>', NULL, "
                "'', 2, NULL, 0)")
     db.execute("INSERT INTO checks (program_id, configs, judged_against, created) VALUES "

@@ -91,7 +91,11 @@ def fuzz(
     jobs: JobsOption = 1,
     seed: Annotated[int, typer.Option(help="first generator seed", min=0, max=2 ** 62)] = 0,
     db: DbOption = DEFAULT_DB,
-    resume: Annotated[bool, typer.Option("--resume", help="continue the last campaign")] = False,
+    resume: Annotated[bool, typer.Option("--resume", help="continue the newest campaign with "
+                                         "these configurations")] = False,
+    campaign: Annotated[int | None, typer.Option(
+        "--campaign", min=1, help="continue campaign ID, with its configurations (xlaprobe "
+        "campaigns lists them)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
 ) -> None:
     """Fuzz: generate random valid programs and check each; findings are stored and deduplicated."""
@@ -99,7 +103,17 @@ def fuzz(
     from xlaprobe.cli.fuzz import fuzz_command
 
     raise typer.Exit(fuzz_command(time_s=parse_duration(time), configs=configs, jobs=jobs,
-                                  seed=seed, db=db, resume=resume, json_output=as_json))
+                                  seed=seed, db=db, resume=resume, campaign=campaign,
+                                  json_output=as_json))
+
+
+@app.command()
+def campaigns(db: DbOption = DEFAULT_DB,
+              as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """List the fuzz campaigns of the store: programs, seeds, rate, coverage, findings."""
+    from xlaprobe.cli.campaigns import campaigns_command
+
+    campaigns_command(db=db, json_output=as_json)
 
 
 @app.command()

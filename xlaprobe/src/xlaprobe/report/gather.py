@@ -270,15 +270,20 @@ def _campaigns(store: Store) -> list[CampaignView]:
     if not store.select("SELECT 1 FROM sqlite_master WHERE name = 'fuzz_campaigns'"):
         return []
     catalogue = _catalogue()
+    # Checks name their campaign since store schema 3; a store opened read-only may be older.
+    named = any(r[1] == "campaign" for r in store.select(
+        "SELECT * FROM pragma_table_info('checks')"))
     views = []
     for rid, configs, status, state, created, updated in store.select(
             "SELECT id, configs, status, state, created, updated FROM fuzz_campaigns "
             "ORDER BY id DESC"):
         data = json.loads(state)
+        # Checks stored before they named their campaign are matched by configurations and time.
+        legacy = "p.source = 'fuzz' AND c.configs = ? AND c.created >= ? AND c.created <= ?"
         times = [r[0] for r in store.select(
-            "SELECT c.created FROM checks c JOIN programs p ON p.id = c.program_id "
-            "WHERE p.source = 'fuzz' AND c.configs = ? AND c.created >= ? AND c.created <= ?",
-            (configs, created, updated))]
+            "SELECT c.created FROM checks c JOIN programs p ON p.id = c.program_id WHERE "
+            + (f"c.campaign = ? OR (c.campaign IS NULL AND {legacy})" if named else legacy),
+            ((rid,) if named else ()) + (configs, created, updated))]
         coverage = {p: 0 for p in catalogue} | {str(k): int(v) for k, v in
                                                 data.get("coverage", {}).items()}
         views.append(CampaignView(
