@@ -332,6 +332,22 @@ def report(db: DbOption = DEFAULT_DB,
     report_command(db=db, out=out)
 
 
+@app.command(context_settings={"ignore_unknown_options": True})
+def capture(
+    command: Annotated[list[str], typer.Argument(
+        help="the script and its arguments after --: train.py --steps 5, or -m package.module")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="directory for the artifacts")] =
+    Path("captured"),
+    min_equations: Annotated[int, typer.Option(
+        min=1, help="leave out programs with fewer equations (op-by-op dispatch)")] = 2,
+) -> None:
+    """Run a script and save every program it compiles with jax.jit, with the arrays of its
+    first call, as artifacts to check later (deduplicated by structure)."""
+    from xlaprobe.cli.capture import capture_command
+
+    raise typer.Exit(capture_command(command, out_dir=out, min_equations=min_equations))
+
+
 #: Exit code of an internal error of xlaprobe (never 1, which means "findings").
 EXIT_INTERNAL_ERROR = 3
 
