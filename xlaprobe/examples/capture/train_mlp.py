@@ -12,7 +12,6 @@ captured/<dir>` then checks one.
 import argparse
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import optax
 

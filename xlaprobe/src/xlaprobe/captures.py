@@ -66,6 +66,8 @@ class Capture:
 
     directory: Path
     min_equations: int = MIN_EQUATIONS
+    #: Names op-by-op dispatch gives its one-primitive jits (the primitives jax defines).
+    dispatch_names: frozenset[str] = frozenset()
     programs: dict[str, Captured] = dataclasses.field(default_factory=dict)
     skipped: int = 0
 
@@ -84,7 +86,7 @@ class Capture:
                                                                 f"{type(exc).__name__}: {exc}"))
             return
         # Op-by-op (eager) execution dispatches each primitive as a jit named after it.
-        if count < self.min_equations or name in jaxcompat.primitive_names():
+        if count < self.min_equations or name in self.dispatch_names:
             self.skipped += 1
             return
         key = hashlib.sha256(str(closed).encode()).hexdigest()[:16]
@@ -143,7 +145,7 @@ def capture(directory: str | Path = "captured", *,
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InvalidArgument(f"cannot create the capture directory {root}: {exc}") from exc
-    captured = Capture(root, min_equations)
+    captured = Capture(root, min_equations, jaxcompat.primitive_names())
 
     def on_call(jaxpr: Any, args: tuple[Any, ...], name: str) -> None:
         # Saving an artifact runs jax itself (jax.export): those calls are not the script's.
