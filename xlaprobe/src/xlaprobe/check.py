@@ -185,6 +185,9 @@ def judge(program: Program, configs: Sequence[str], outcomes: Sequence[Outcome],
     honest_runs = [o for o in map(usable, budget) if o is not None]
     honest = [list(leaves) for leaves in zip(*honest_runs)] if honest_runs else None
     flushed_outputs = usable(flushed)
+    # Interpreters return float64 arrays of float32 outputs: judge (and count ULPs) in the
+    # program's dtypes.
+    dtypes = [aval.dtype for aval in program.jaxpr.out_avals]
     verdicts: list[tuple[Verdict, ...]] = []
     failed: list[tuple[str, Failure, tuple[int, ...], str]] = []  # config, failure, outputs, error
     findings: list[Finding] = []
@@ -199,7 +202,8 @@ def judge(program: Program, configs: Sequence[str], outcomes: Sequence[Outcome],
                                  for v in leaf_verdicts]
         else:
             leaf_verdicts = judge_outcome(outcome, baseline, program.output_names, budget=honest,
-                                          flushed=flushed_outputs, tolerance=program.tolerance)
+                                          flushed=flushed_outputs, tolerance=program.tolerance,
+                                          dtypes=dtypes)
         verdicts.append(tuple(leaf_verdicts))
         failure = Failure.of(leaf_verdicts, outcome)
         # A reference that cannot run is a gap in xlaprobe, not a compiler bug.
