@@ -96,7 +96,8 @@ def print_result(result: CheckResult, artifacts: dict[str, str], all_outputs: bo
     p = result.program
     seed = f", seed {p.provenance.seed}" if p.provenance.seed is not None else ""
     out.print(f"[bold]{escape(p.provenance.name)}[/] ({p.provenance.source}{seed}): "
-              f"{p.num_equations} equations, {len(p.output_names)} outputs; judged against "
+              f"{p.num_equations} equations, {len(p.output_names)} "
+              f"output{'s' if len(p.output_names) != 1 else ''}; judged against "
               f"[bold]{escape(result.judged_against or 'nothing')}[/]"
               + (f" with budget {BUDGET} (+{len(result.budget) - 1} Monte Carlo samples)"
                  if result.budget and result.budget[0].ran else ""))

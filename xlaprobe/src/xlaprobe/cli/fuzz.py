@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from xlaprobe.campaign import Campaign, CampaignSummary
-from xlaprobe.cli.console import Steps, err, is_quiet
+from xlaprobe.cli.console import Steps, err, is_quiet, seconds
 from xlaprobe.configs.registry import parse_configs
 from xlaprobe.errors import InvalidArgument
 from xlaprobe.oracle import SEVERITY
@@ -27,7 +27,7 @@ def _progress_view(summary: CampaignSummary) -> Any:
     head = Text.from_markup(
         f"[bold]fuzz[/] campaign {summary.campaign}: {summary.programs} programs "
         f"({summary.session_programs} now, {summary.programs_per_s:.2f}/s, "
-        f"{summary.elapsed_s:.0f} s), next seed {summary.next_seed}; findings "
+        f"{seconds(summary.elapsed_s)}), next seed {summary.next_seed}; findings "
         f"[{'red' if summary.findings else 'green'}]{summary.findings}[/] in "
         f"{summary.failing_programs} programs ({summary.unique_findings} unique, "
         f"{summary.duplicates} duplicates); coverage "
