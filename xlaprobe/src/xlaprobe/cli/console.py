@@ -153,8 +153,9 @@ class Steps:
             if keep:
                 self._progress.console.print(escape(text + count), soft_wrap=True,
                                              highlight=False)
-            self._progress.update(self._task, completed=self.done,
-                                  description=escape(f"{self.command}: {text.strip()}"))
+            # A kept line already says what finished: the progress line shows the bar only.
+            shown = self.command if keep else f"{self.command}: {' '.join(text.split())}"
+            self._progress.update(self._task, completed=self.done, description=escape(shown))
             return
         self.console.print(escape(f"{self.command}: {text.strip()}{count}"), soft_wrap=True,
                            highlight=False)
