@@ -146,6 +146,8 @@ def test_rows_of_a_configuration_that_did_not_run_show_no_share_over():
                                       if "share over" in line).split("┃")[1:-1]]
     assert rows["eager"][header.index("share over")] == "-"
     assert rows["xla"][header.index("share over")] == "0.0%"
+    # The oracle's own rows compared nothing either: no ULP count.
+    assert rows["reference"][header.index("max ULP")] == "-"
 
 
 # ------------------------------------------------------------------------------ commands

@@ -4,6 +4,7 @@ against the float64 reference with the honest-run error budget, and name the fin
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -151,8 +152,10 @@ def _reference_verdicts(program: Program, outcome: Outcome) -> list[Verdict]:
         return judge_outcome(dataclasses.replace(outcome, outputs=rounded), program.expected,
                              program.output_names, tolerance=program.tolerance)
     if outcome.ran:
+        # Nothing was compared: no ULP count (shown "-").
         return [Verdict(config=outcome.config, output=n, index=i, kind=VerdictKind.OK,
-                        detail="the oracle") for i, n in enumerate(program.output_names)]
+                        max_ulp=math.nan, detail="the oracle")
+                for i, n in enumerate(program.output_names)]
     return judge_outcome(outcome, [], program.output_names)
 
 
