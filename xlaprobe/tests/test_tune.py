@@ -1,8 +1,9 @@
 """The autotuner: search space, knobs, timing statistics, cost model, strategies, the guard, CLI."""
 
 import json
-import pathlib
 import math
+import pathlib
+import re
 import subprocess
 import sys
 
@@ -374,7 +375,21 @@ def test_tune_cli_json_and_plot(tmp_path):
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["strategy"] == "tpe" and len(data["trials"]) == 2
-    assert "A/A control" in proc.stderr and "[2/2]" in proc.stderr
+    assert "A/A control" in proc.stderr and "(2/2)" in proc.stderr
+    # A timed candidate is faster, slower or same by its interval, never "passed guard".
+    trials = [line for line in proc.stderr.splitlines() if line.startswith("tune: ") and
+              re.search(r"\(\d/2\)$", line)]
+    assert len(trials) == 2 and "passed guard" not in proc.stderr
+    for line, trial in zip(trials, data["trials"]):
+        word = line.split()[1]
+        if trial["status"] == "ok":
+            low, high = trial["interval"]
+            assert word == ("faster" if low > 1 else "slower" if high < 1 else "same"), line
+    # The verdict shows with --json too, on stderr: stdout stayed JSON (parsed above).
+    assert re.search(r"^(accepted: |no verified speedup: )", proc.stderr, re.M), proc.stderr
+    control = data["control"]
+    assert control["speedup_of_medians"] == pytest.approx(control["baseline_s"] /
+                                                          control["candidate_s"])
     assert plot.read_text().lstrip().startswith("<?xml")
 
 

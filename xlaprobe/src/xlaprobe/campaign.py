@@ -454,7 +454,8 @@ class Campaign:
 
     def run(self, time_s: float, *, max_programs: int | None = None,
             on_progress: Callable[[CampaignSummary], None] | None = None,
-            stop: Callable[[], bool] | None = None) -> CampaignSummary:
+            stop: Callable[[], bool] | None = None,
+            on_program: Callable[[int, Any, Any], None] | None = None) -> CampaignSummary:
         """Check programs until `time_s` seconds have passed (or `max_programs` were checked, or
         `stop` said so).
 
@@ -467,6 +468,8 @@ class Campaign:
             on_progress: called with a summary after each recorded program.
             stop: called after each recorded program; True ends the session early: programs
                 still in flight are dropped, not recorded (their seeds stay to do).
+            on_program: called with (seed, `Program`, `CheckResult`) of each recorded program
+                (both None where the generator failed).
 
         Returns:
             The final summary (status ``done``).
@@ -512,7 +515,7 @@ class Campaign:
                 done, _ = cf.wait(list(in_flight), timeout=0.5, return_when=cf.FIRST_COMPLETED)
                 for future in done:
                     seed = in_flight.pop(future)
-                    session += self._absorb(seed, *future.result())
+                    session += self._absorb(seed, *future.result(), on_program)
                     self.state.seconds = base_seconds + time.monotonic() - start
                     self._save(self.state, "running")
                     if on_progress is not None:
@@ -530,15 +533,18 @@ class Campaign:
             self.last_summary = snapshot(status)
         return self.last_summary
 
-    def _absorb(self, seed: int, program: Any, result: Any) -> int:
+    def _absorb(self, seed: int, program: Any, result: Any,
+                on_program: Callable[[int, Any, Any], None] | None = None) -> int:
         """Record one finished check (1: a program of this session) or a seed the generator
-        failed on (0: a bug of xlaprobe, skipped)."""
+        failed on (0: a bug of xlaprobe, skipped); then tell `on_program`."""
         if result is None:
             self.state.generation_errors += 1
             self.state.mark_done(seed)
-            return 0
-        self._record(seed, program, result)
-        return 1
+        else:
+            self._record(seed, program, result)
+        if on_program is not None:
+            on_program(seed, program, result)
+        return 0 if result is None else 1
 
     def _check_seed(self, seed: int, pool: Any) -> tuple[Any, Any]:
         from xlaprobe.check import check_program

@@ -4,6 +4,7 @@ against the float64 reference with the honest-run error budget, and name the fin
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -152,8 +153,10 @@ def _reference_verdicts(program: Program, outcome: Outcome) -> list[Verdict]:
         return judge_outcome(dataclasses.replace(outcome, outputs=rounded), program.expected,
                              program.output_names, tolerance=program.tolerance)
     if outcome.ran:
+        # Nothing was compared: no ULP count (shown "-").
         return [Verdict(config=outcome.config, output=n, index=i, kind=VerdictKind.OK,
-                        detail="the oracle") for i, n in enumerate(program.output_names)]
+                        max_ulp=math.nan, detail="the oracle")
+                for i, n in enumerate(program.output_names)]
     return judge_outcome(outcome, [], program.output_names)
 
 
@@ -186,6 +189,9 @@ def judge(program: Program, configs: Sequence[str], outcomes: Sequence[Outcome],
     honest_runs = [o for o in map(usable, budget) if o is not None]
     honest = [list(leaves) for leaves in zip(*honest_runs)] if honest_runs else None
     flushed_outputs = usable(flushed)
+    # Interpreters return float64 arrays of float32 outputs: judge (and count ULPs) in the
+    # program's dtypes.
+    dtypes = [aval.dtype for aval in program.jaxpr.out_avals]
     # Eigenvectors and singular vectors are compared up to their symmetry (sign, rotation).
     gauges = output_gauges(program.jaxpr) if baseline is not None else ()
     judged: dict[int, list[Verdict]] = {}
@@ -196,7 +202,8 @@ def judge(program: Program, configs: Sequence[str], outcomes: Sequence[Outcome],
                     if c != REFERENCE and o.ran and len(o.outputs) == len(baseline)]
         judged = dict(zip(compared, judge_outcomes(
             [outcomes[i] for i in compared], baseline, program.output_names, budget=honest,
-            flushed=flushed_outputs, tolerance=program.tolerance, gauges=gauges)))
+            flushed=flushed_outputs, tolerance=program.tolerance, gauges=gauges,
+            dtypes=dtypes)))
     verdicts: list[tuple[Verdict, ...]] = []
     failed: list[tuple[str, Failure, tuple[int, ...], str]] = []  # config, failure, outputs, error
     findings: list[Finding] = []

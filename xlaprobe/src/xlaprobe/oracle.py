@@ -144,12 +144,23 @@ class Verdict:
         max_abs: largest absolute error (units of the value); 0 where not applicable.
         max_rel: largest relative error ``|out - ref| / |ref|`` over elements whose ``|ref|``
             exceeds atol and their error budget (elsewhere relative error means nothing).
-        max_ulp: largest distance in ULPs of the output dtype over the same elements (floats only).
+        max_ulp: largest distance in ULPs of the output's dtype in the program over the same
+            elements; NaN for integer and bool outputs (ULPs mean nothing there).
         frac_over: share of elements that fail (0..1).
         worst: flat index of the worst failing element, or -1.
         expected: reference value at `worst` (NaN where not applicable).
         actual: configuration's value at `worst` (NaN where not applicable).
         detail: error text for crash/timeout/compile-error, or a note (e.g. a shape difference).
+        allowed_abs: the absolute error the oracle allowed (units of the value) at the element
+            that used the largest share of its allowance: ``max(atol, rtol * |ref|)`` plus the
+            element's error budget; 0 for integers and bools (exact); NaN where nothing was
+            compared.
+        allowed_rel: the relative error allowed at the element of `max_rel` (the allowance over
+            ``|ref|`` there), NaN where no element has a meaningful relative error.
+        margin: the largest share of its allowance an element used (error / allowed; for
+            float16 and bfloat16 the smaller of that and ULPs / allowed ULPs): above 1 fails
+            unless flushing explains it; inf for a wrong NaN, infinity or integer; NaN where
+            nothing was compared.
     """
 
     config: str
@@ -164,6 +175,9 @@ class Verdict:
     expected: float = math.nan
     actual: float = math.nan
     detail: str = ""
+    allowed_abs: float = math.nan
+    allowed_rel: float = math.nan
+    margin: float = math.nan
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (NaN written as null)."""
@@ -176,11 +190,14 @@ class Verdict:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Verdict:
-        """Inverse of `to_json`."""
+        """Inverse of `to_json` (verdicts stored before `allowed_abs`, `allowed_rel` and `margin`
+        existed read them as NaN)."""
         values = dict(data)
         values["kind"] = VerdictKind(values["kind"])
-        for key in ("max_abs", "max_rel", "max_ulp", "frac_over", "expected", "actual"):
-            values[key] = math.nan if values[key] is None else float(values[key])
+        for key in ("max_abs", "max_rel", "max_ulp", "frac_over", "expected", "actual",
+                    "allowed_abs", "allowed_rel", "margin"):
+            value = values.get(key)
+            values[key] = math.nan if value is None else float(value)
         return cls(**values)
 
 
@@ -239,7 +256,7 @@ def judge_leaf(actual: np.ndarray, reference: np.ndarray, *,
                budget: np.ndarray | Sequence[np.ndarray] | None = None,
                flushed: np.ndarray | None = None, tolerance: Tolerance = Tolerance(),
                config: str = "", output: str = "", index: int = 0,
-               prepared: LeafBudget | None = None) -> Verdict:
+               dtype: Any = None, prepared: LeafBudget | None = None) -> Verdict:
     """Judge one output leaf against the reference.
 
     Args:
@@ -253,9 +270,12 @@ def judge_leaf(actual: np.ndarray, reference: np.ndarray, *,
             labelled ``ftz``.
         tolerance: per-program overrides of `DEFAULT_BOUNDS`.
         config, output, index: recorded in the verdict.
+        dtype: the output's dtype in the program, or None for `actual`'s own: a float leaf is
+            judged in it (bounds, ULPs, subnormal range), so an interpreter's float64 array of a
+            float32 output (``reference:native``) counts float32 ULPs.
         prepared: `leaf_budget` of `reference`, `budget` and `flushed` (what no configuration
             changes), computed once and shared by every configuration judged on this leaf; used
-            when its dtype is `actual`'s, else computed here.
+            when its dtype is the one judged in, else computed here.
 
     Returns:
         The `Verdict` (never raises on mismatched shapes or dtypes: that is a ``mismatch``).
@@ -272,9 +292,10 @@ def judge_leaf(actual: np.ndarray, reference: np.ndarray, *,
         return _judge_complex(actual, reference, budget, flushed, tolerance, base)
     if not is_float(actual.dtype):
         return _judge_exact(actual, reference, base)
-    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf is handled as a special value
-        if prepared is None or prepared.dtype != actual.dtype:
-            prepared = leaf_budget(reference, budget, flushed, actual.dtype)
+    judged_as = actual.dtype if dtype is None or not is_float(np.dtype(dtype)) else np.dtype(dtype)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):  # inf - inf: special
+        if prepared is None or prepared.dtype != judged_as:
+            prepared = leaf_budget(reference, budget, flushed, judged_as)
         return _judge_float(actual, prepared, tolerance, base)
 
 
@@ -319,8 +340,9 @@ def _judge_exact(actual: np.ndarray, reference: np.ndarray, base: dict[str, Any]
     wrong = actual.astype(np.float64) != reference.astype(np.float64)
     if actual.dtype == np.bool_:
         wrong = actual != reference.astype(bool)
+    exact = dict(max_ulp=math.nan, allowed_abs=0.0, allowed_rel=0.0)
     if not wrong.any():
-        return Verdict(kind=VerdictKind.OK, **base)
+        return Verdict(kind=VerdictKind.OK, margin=0.0, **exact, **base)
     diff = np.abs(actual.astype(np.float64) - reference.astype(np.float64))
     ref_abs = np.abs(reference.astype(np.float64))
     rel = np.where(ref_abs > 0, diff / np.where(ref_abs > 0, ref_abs, 1), 0)
@@ -328,7 +350,7 @@ def _judge_exact(actual: np.ndarray, reference: np.ndarray, base: dict[str, Any]
     return Verdict(kind=VerdictKind.MISMATCH, max_abs=float(diff.max()), max_rel=float(rel.max()),
                    frac_over=float(wrong.mean()), worst=worst,
                    expected=float(reference.ravel()[worst]), actual=float(actual.ravel()[worst]),
-                   **base)
+                   margin=math.inf, **exact, **base)
 
 
 def _honest_error_below(magnitude: np.ndarray, honest_err: np.ndarray,
@@ -542,7 +564,9 @@ def _judge_float(actual: np.ndarray, leaf: LeafBudget, tolerance: Tolerance,
     rel = np.where(meaningful, diff / np.where(meaningful, ref_abs, 1.0), 0.0)
     stats = dict(max_abs=float(diff.max()), max_rel=float(rel.max()),
                  max_ulp=float(np.where(meaningful, ulps, 0.0).max()),
-                 frac_over=float(failing.mean()))
+                 frac_over=float(failing.mean()),
+                 **_allowance(diff, ref_abs, ulps, slack, comparable & ~flushed, meaningful, rel,
+                              atol, rtol, max_ulps, bool((nan_bad | inf_bad).any())))
     if nan_bad.any():
         kind, mask = VerdictKind.NAN_MISMATCH, nan_bad
     elif inf_bad.any():
@@ -691,11 +715,37 @@ def align_gauges(outputs: Sequence[np.ndarray], reference: Sequence[np.ndarray],
     return aligned
 
 
+def _allowance(diff: np.ndarray, ref_abs: np.ndarray, ulps: np.ndarray, slack: np.ndarray,
+               compared: np.ndarray, meaningful: np.ndarray, rel: np.ndarray, atol: float,
+               rtol: float, max_ulps: int, non_finite_bad: bool) -> dict[str, float]:
+    """The verdict's `allowed_abs`, `allowed_rel` and `margin` (see `Verdict`) from the same
+    per-element arrays `_judge_float` decided with: an element fails when its error exceeds
+    ``max(atol, rtol * |ref|) + slack`` (and, for narrow floats, `max_ulps` ULPs)."""
+    allowed = np.maximum(atol, rtol * ref_abs) + slack
+    share = np.where(allowed > 0, diff / np.where(allowed > 0, allowed, 1.0),
+                     np.where(diff > 0, np.inf, 0.0))
+    if max_ulps:
+        share = np.minimum(share, ulps / max_ulps)
+    share = np.where(compared, share, -1.0).ravel()
+    result = dict(allowed_abs=math.nan, allowed_rel=math.nan,
+                  margin=math.inf if non_finite_bad else math.nan)
+    if compared.any():
+        at = int(np.argmax(share))
+        result["allowed_abs"] = float(allowed.ravel()[at])
+        if not non_finite_bad:
+            result["margin"] = float(share[at])
+    if meaningful.any():
+        at = int(np.argmax(np.where(meaningful, rel, -1.0).ravel()))
+        result["allowed_rel"] = float(allowed.ravel()[at] / ref_abs.ravel()[at])
+    return result
+
+
 def judge_outcome(outcome: Outcome, reference: Sequence[np.ndarray], output_names: Sequence[str], *,
                   budget: Sequence[Any] | None = None,
                   flushed: Sequence[np.ndarray] | None = None,
                   tolerance: Tolerance = Tolerance(),
-                  gauges: Sequence[Gauge] = ()) -> list[Verdict]:
+                  gauges: Sequence[Gauge] = (),
+                  dtypes: Sequence[Any] | None = None) -> list[Verdict]:
     """Judge every output leaf of one configuration's outcome.
 
     Args:
@@ -709,6 +759,8 @@ def judge_outcome(outcome: Outcome, reference: Sequence[np.ndarray], output_name
         gauges: output leaves defined only up to a symmetry: the outcome's outputs, each honest
             run's and the flushed run's are aligned to `reference` by it first (`align_gauges`),
             and those leaves' verdicts say so in their detail.
+        dtypes: the outputs' dtypes in the program, one per leaf, or None (each array's own):
+            see `judge_leaf`'s `dtype`.
 
     Returns:
         One `Verdict` per output leaf, in order.
@@ -726,14 +778,14 @@ def judge_outcome(outcome: Outcome, reference: Sequence[np.ndarray], output_name
                                               f"{len(reference)}")
                 for i, name in enumerate(output_names)]
     return judge_outcomes([outcome], reference, output_names, budget=budget, flushed=flushed,
-                          tolerance=tolerance, gauges=gauges)[0]
+                          tolerance=tolerance, gauges=gauges, dtypes=dtypes)[0]
 
 
 def judge_outcomes(outcomes: Sequence[Outcome], reference: Sequence[np.ndarray],
                    output_names: Sequence[str], *, budget: Sequence[Any] | None = None,
                    flushed: Sequence[np.ndarray] | None = None,
-                   tolerance: Tolerance = Tolerance(),
-                   gauges: Sequence[Gauge] = ()) -> list[list[Verdict]]:
+                   tolerance: Tolerance = Tolerance(), gauges: Sequence[Gauge] = (),
+                   dtypes: Sequence[Any] | None = None) -> list[list[Verdict]]:
     """`judge_outcome` of several configurations against one reference, leaf by leaf: each float
     leaf's error budget (`leaf_budget`: a sort of its honest errors, the reference's ULP
     positions) is made once for every configuration, and dropped before the next leaf's is
@@ -741,34 +793,39 @@ def judge_outcomes(outcomes: Sequence[Outcome], reference: Sequence[np.ndarray],
 
     Args:
         outcomes: one per configuration, each of which ran with one output per reference leaf.
-        reference, output_names, budget, flushed, tolerance, gauges: as for `judge_outcome`.
+        reference, output_names, budget, flushed, tolerance, gauges, dtypes: as for
+            `judge_outcome`.
 
     Returns:
         Per outcome, in order, one `Verdict` per output leaf.
     """
     runs = [list(o.outputs) for o in outcomes]
     if gauges:
-        dtypes = [np.asarray(o).dtype for o in runs[0]] if runs else None
+        own = [np.asarray(o).dtype for o in runs[0]] if runs else None
         runs = [align_gauges(r, reference, gauges) for r in runs]
         if budget is not None:  # per leaf a list of honest runs: align each run as a whole
             honest = zip(*[b if isinstance(b, (list, tuple)) else [b] for b in budget])
-            aligned = [align_gauges(list(run), reference, gauges, dtypes) for run in honest]
+            aligned = [align_gauges(list(run), reference, gauges, own) for run in honest]
             budget = [list(leaf) for leaf in zip(*aligned)]
         if flushed is not None:
-            flushed = align_gauges(flushed, reference, gauges, dtypes)
+            flushed = align_gauges(flushed, reference, gauges, own)
     judged: list[list[Verdict]] = [[] for _ in outcomes]
     for i, ref in enumerate(reference):
         prepared: LeafBudget | None = None
         leaf_budget_runs = None if budget is None else budget[i]
         leaf_flushed = None if flushed is None else flushed[i]
+        program_dtype = None if dtypes is None else dtypes[i]
         for outcome, run, verdicts in zip(outcomes, runs, judged):
             actual = np.asarray(run[i])
+            judged_as = np.dtype(program_dtype) if program_dtype is not None and is_float(
+                np.dtype(program_dtype)) else actual.dtype
             if is_float(actual.dtype) and actual.shape == np.shape(ref) and actual.size and (
-                    prepared is None or prepared.dtype != actual.dtype):
-                prepared = leaf_budget(ref, leaf_budget_runs, leaf_flushed, actual.dtype)
+                    prepared is None or prepared.dtype != judged_as):
+                prepared = leaf_budget(ref, leaf_budget_runs, leaf_flushed, judged_as)
             verdicts.append(judge_leaf(actual, ref, budget=leaf_budget_runs, flushed=leaf_flushed,
                                        tolerance=tolerance, config=outcome.config,
-                                       output=output_names[i], index=i, prepared=prepared))
+                                       output=output_names[i], index=i, dtype=program_dtype,
+                                       prepared=prepared))
     notes = {g.leaf: g.note for g in gauges}
     notes.update({g.partner: g.note for g in gauges if g.partner is not None})
     return [[dataclasses.replace(v, detail="; ".join(filter(None, (v.detail, notes[v.index]))))

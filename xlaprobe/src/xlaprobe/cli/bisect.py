@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from xlaprobe.cli.console import Steps, seconds
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.configs.release import release_options
 from xlaprobe.releases import envs
@@ -46,17 +47,20 @@ def bisect_command(target: str, config: str, *, releases: str | None, db: Path, 
             "the installed release, which the check ran on"
         say(f"added jaxlib=={known_bad} ({why}) to the releases")
 
-    def show(run: ReleaseRun) -> None:
-        note = " (rerun)" if run.rerun else ""
-        say(f"  jaxlib=={run.release:<10} {run.verdict:<13} {run.seconds:6.1f} s  "
-            f"{run.detail}{note}")
-
     # Open the store first: a bad --db fails before minutes of release runs, not after.
     with Store(db) as store, WorkerPool(size=1, timeout_s=timeout_s) as pool:
+        bound = run_bound(len(versions))
         say(f"bisecting {program.provenance.name} under {parsed} over {len(versions)} releases "
-            f"({versions[0]} .. {versions[-1]}): at most {run_bound(len(versions))} runs")
-        result = bisect_program(program, parsed, versions, pool, known_bad=known_bad,
-                                target=target, on_run=show, log=say)
+            f"({versions[0]} .. {versions[-1]}): at most {bound} runs")
+        with Steps("bisect") as steps:  # reruns of a flaky release may exceed the bound
+            def show(run: ReleaseRun) -> None:
+                # Each release run is progress (stderr): kept on a terminal, a line in logs.
+                note = " (rerun)" if run.rerun else ""
+                steps.step(f"  jaxlib=={run.release:<10} {run.verdict:<13} "
+                           f"{seconds(run.seconds):>9}  {run.detail}{note}", keep=True)
+
+            result = bisect_program(program, parsed, versions, pool, known_bad=known_bad,
+                                    target=target, on_run=show, log=steps.note)
         store.record_bisection(program.fingerprint, finding_id, str(parsed), result.to_json())
     if json_output:
         print(json.dumps(result.to_json(), indent=2))

@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from rich.markup import escape
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from xlaprobe.artifact import save_finding_artifacts
-from xlaprobe.check import BUDGET, CheckResult, check_program
+from xlaprobe.check import BUDGET, HONEST, REFERENCE, CheckResult, check_program
 from xlaprobe.cli import console as consoles
-from xlaprobe.cli.console import err, fmt
+from xlaprobe.cli.console import Steps, fmt, seconds
 from xlaprobe.cli.findings import next_commands
 from xlaprobe.configs.registry import parse_configs
-from xlaprobe.oracle import VerdictKind, summary_kind
+from xlaprobe.oracle import OUTCOME_VERDICT, VerdictKind, summary_kind
 from xlaprobe.sources.targets import resolve
 from xlaprobe.store import DEFAULT_DB, Store
 from xlaprobe.workers import WorkerPool
@@ -40,7 +41,8 @@ def check_command(target: str, configs: str, *, input_spec: str, seed: int, db: 
         InvalidArgument: a bad target, configuration list or store.
     """
     parsed = parse_configs(configs)
-    with err.status(escape(f"building {target} ...")):
+    with Steps("check") as steps:
+        steps.status(f"building {target} ...")
         resolved = resolve(target, seed=seed, input_spec=input_spec)
     specs = [str(c) for c in parsed]
     # The float64 reference is the oracle: without it the first configuration would be the
@@ -50,16 +52,15 @@ def check_command(target: str, configs: str, *, input_spec: str, seed: int, db: 
             parsed.append(next(iter(parse_configs(extra))))
             specs.append(extra)
     program = resolved.program
+    runs = len(parsed) + (len(HONEST) if REFERENCE in specs else 0)
     with Store(db) as store, WorkerPool(size=jobs, timeout_s=timeout_s) as pool:
-        with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                      console=err, transient=True, disable=json_output) as progress:
-            task = progress.add_task(f"compiling and running {len(parsed)} configurations "
-                                     f"({program.num_equations} equations)", total=None)
-            done: list[str] = []
+        with Steps("check", total=runs) as steps:
+            steps.status(f"compiling and running {runs} configurations "
+                         f"({program.num_equations} equations)")
 
             def on_outcome(outcome: Any) -> None:
-                done.append(outcome.config)
-                progress.update(task, description=escape(f"done: {', '.join(done)}"))
+                ran = "done" if outcome.ran else outcome.kind.value
+                steps.step(f"{outcome.config} {ran} in {seconds(outcome.seconds)}")
 
             result = check_program(program, parsed, pool, on_outcome=on_outcome)
         artifacts = save_finding_artifacts(result, db.parent / "artifacts")
@@ -77,6 +78,17 @@ def check_command(target: str, configs: str, *, input_spec: str, seed: int, db: 
     return 1 if result.findings else INCOMPLETE if result.incomplete else 0
 
 
+#: Verdict kinds of a configuration that produced no outputs: no element was compared.
+NOT_COMPARED = frozenset(OUTCOME_VERDICT.values())
+
+
+def _largest(values: Iterable[float]) -> float:
+    """The largest of `values` that is not NaN; NaN when there is none (Python's max is
+    order-dependent with NaN)."""
+    present = [v for v in values if v == v]
+    return max(present) if present else math.nan
+
+
 def print_result(result: CheckResult, artifacts: dict[str, str], all_outputs: bool,
                  ids: dict[str, int] | None = None, db: Path = DEFAULT_DB,
                  console: Any = None) -> None:
@@ -88,38 +100,50 @@ def print_result(result: CheckResult, artifacts: dict[str, str], all_outputs: bo
     p = result.program
     seed = f", seed {p.provenance.seed}" if p.provenance.seed is not None else ""
     out.print(f"[bold]{escape(p.provenance.name)}[/] ({p.provenance.source}{seed}): "
-              f"{p.num_equations} equations, {len(p.output_names)} outputs; judged against "
+              f"{p.num_equations} equations, {len(p.output_names)} "
+              f"output{'s' if len(p.output_names) != 1 else ''}; judged against "
               f"[bold]{escape(result.judged_against or 'nothing')}[/]"
               + (f" with budget {BUDGET} (+{len(result.budget) - 1} Monte Carlo samples)"
                  if result.budget and result.budget[0].ran else ""))
-    table = Table(show_lines=False)
+    table = Table(show_lines=False, caption="allowed rel: allowed where max rel is (dtype bound + "
+                  "honest-run budget); error/allowed over 1 fails", caption_justify="left")
     for column in ("configuration", "outcome", "time (s)", "verdict", "failing outputs",
-                   "max abs", "max rel", "max ULP"):
-        table.add_column(column, justify="right" if column.startswith(("time", "max")) else "left",
-                         overflow="fold")
+                   "max abs", "max rel", "allowed rel", "max ULP", "error/allowed"):
+        table.add_column(column, justify="left" if column in (
+            "configuration", "outcome", "verdict", "failing outputs") else "right",
+            overflow="fold")
     colors = {VerdictKind.OK: "green", VerdictKind.FTZ: "yellow"}
     for config, outcome, verdicts in zip(result.configs, result.outcomes, result.verdicts):
         kind = summary_kind(v.kind for v in verdicts)
         failing = sum(v.kind.is_finding for v in verdicts)
         color = colors.get(kind, "red")
+        worst_rel = max(verdicts, key=lambda v: v.max_rel if v.max_rel == v.max_rel else -1.0,
+                        default=None)
         table.add_row(escape(config), outcome.kind.value, f"{outcome.seconds:.2f}",
                       f"[{color}]{kind.value}[/]", f"{failing}/{len(verdicts)}",
-                      fmt(max((v.max_abs for v in verdicts), default=0.0)),
-                      fmt(max((v.max_rel for v in verdicts), default=0.0)),
-                      fmt(max((v.max_ulp for v in verdicts), default=0.0)))
+                      fmt(_largest(v.max_abs for v in verdicts)),
+                      fmt(_largest(v.max_rel for v in verdicts)),
+                      fmt(worst_rel.allowed_rel if worst_rel is not None else math.nan),
+                      fmt(_largest(v.max_ulp for v in verdicts)),
+                      fmt(_largest(v.margin for v in verdicts)))
     out.print(table)
     rows = [v for verdicts in result.verdicts for v in verdicts
             if all_outputs or v.kind is not VerdictKind.OK]
     if rows:
         detail = Table(title="output leaves" if all_outputs else "output leaves not ok")
-        for column in ("configuration", "output", "verdict", "max abs", "max rel", "max ULP",
-                       "share over", "worst: expected / actual", "detail"):
+        for column in ("configuration", "output", "verdict", "max abs / allowed",
+                       "max rel / allowed", "max ULP", "error/allowed", "share over",
+                       "worst: expected / actual", "detail"):
             detail.add_column(column, overflow="fold")
         for v in rows[:MAX_DETAIL_ROWS if not all_outputs else None]:
             worst = f"{v.expected:.6g} / {v.actual:.6g}" if v.worst >= 0 else ""
-            detail.add_row(escape(v.config), escape(v.output), v.kind.value, fmt(v.max_abs),
-                           fmt(v.max_rel), fmt(v.max_ulp), f"{v.frac_over:.1%}", worst,
-                           escape(v.detail[:120]))
+            # Share over is of compared elements: where the configuration did not run (a crash,
+            # a tool error) nothing was compared.
+            share = "-" if v.kind in NOT_COMPARED else f"{v.frac_over:.1%}"
+            detail.add_row(escape(v.config), escape(v.output), v.kind.value,
+                           f"{fmt(v.max_abs)} / {fmt(v.allowed_abs)}",
+                           f"{fmt(v.max_rel)} / {fmt(v.allowed_rel)}", fmt(v.max_ulp),
+                           fmt(v.margin), share, worst, escape(v.detail[:120]))
         out.print(detail)
         if len(rows) > MAX_DETAIL_ROWS and not all_outputs:
             out.print(f"... {len(rows) - MAX_DETAIL_ROWS} more (--all-outputs shows them)")

@@ -20,7 +20,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from xlaprobe.cli.console import err, out
+from xlaprobe.cli.console import err, out, set_quiet, set_wide
 from xlaprobe.errors import XlaprobeError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -38,8 +38,12 @@ def _version(value: bool) -> None:
 @app.callback()
 def _options(version: Annotated[bool, typer.Option(
         "--version", callback=_version, is_eager=True,
-        help="print the versions of xlaprobe, jax and jaxlib and exit")] = False) -> None:
+        help="print the versions of xlaprobe, jax and jaxlib and exit")] = False,
+             quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress on stderr "
+                                                 "(results and errors still print)")] = False,
+             ) -> None:
     """Differential checking of XLA (from JAX): finds miscompilations."""
+    set_quiet(quiet)
 
 
 # Arguments and options several commands share.
@@ -54,8 +58,20 @@ RunTimeoutOption = Annotated[float, typer.Option(help="per-run limit (s)", min=0
                                                 max=7 * 24 * 3600.0)]
 InputsOption = Annotated[str, typer.Option("--inputs", help="input spec for FILE:FN, e.g. "
                                            "'f32[8,128],i32[8]'")]
+QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="no progress on stderr "
+                                          "(results and errors still print)")]
+WideOption = Annotated[bool, typer.Option("--wide", help="tables as wide as their content: names "
+                                         "and paths never folded")]
 FaultyConfig = Annotated[str, typer.Argument(help="the faulty configuration (default: the "
                                                   "finding's or the case's FAULTY_CONFIG)")]
+
+
+def _display(quiet: bool, wide: bool = False) -> None:
+    """Apply a command's --quiet (on top of the global one) and --wide."""
+    if quiet:
+        set_quiet(True)
+    if wide:
+        set_wide()
 
 
 @app.command()
@@ -73,11 +89,14 @@ def check(
                                            "runs get it too", min=0.1, max=7 * 24 * 3600.0)] = 600.0,
     as_json: JsonOption = False,
     all_outputs: Annotated[bool, typer.Option("--all-outputs", help="list every output leaf")] = False,
+    quiet: QuietOption = False,
+    wide: WideOption = False,
 ) -> None:
     """Check TARGET under several configurations against the float64 reference (always added);
     exit 0 all ok, 1 findings, 2 bad input, 4 no finding but incomplete."""
     from xlaprobe.cli.check import check_command
 
+    _display(quiet, wide)
     raise typer.Exit(check_command(target, configs, input_spec=inputs, seed=seed, db=db,
                                    jobs=jobs, timeout_s=timeout, json_output=as_json,
                                    all_outputs=all_outputs))
@@ -97,11 +116,13 @@ def fuzz(
         "--campaign", min=1, help="continue campaign ID, with its configurations (xlaprobe "
         "campaigns lists them)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
+    quiet: QuietOption = False,
 ) -> None:
     """Fuzz: generate random valid programs and check each; findings are stored and deduplicated."""
     from xlaprobe.campaign import parse_duration
     from xlaprobe.cli.fuzz import fuzz_command
 
+    _display(quiet)
     raise typer.Exit(fuzz_command(time_s=parse_duration(time), configs=configs, jobs=jobs,
                                   seed=seed, db=db, resume=resume, campaign=campaign,
                                   json_output=as_json))
@@ -125,10 +146,12 @@ def localize(
     timeout: RunTimeoutOption = 600.0,
     as_json: JsonOption = False,
     inputs: InputsOption = "",
+    quiet: QuietOption = False,
 ) -> None:
     """Localize a finding: failing outputs, smallest failing jaxpr segment, equation, fusion."""
     from xlaprobe.cli.localize import localize_command
 
+    _display(quiet)
     raise typer.Exit(localize_command(target, config, db=db, json_output=as_json, jobs=jobs,
                                       timeout_s=timeout, input_spec=inputs))
 
@@ -146,10 +169,12 @@ def reduce(
                                            help="interestingness test budget")] = 400,
     as_json: JsonOption = False,
     inputs: InputsOption = "",
+    quiet: QuietOption = False,
 ) -> None:
     """Reduce a finding (ddmin over equations, then shapes and values) to a standalone repro.py."""
     from xlaprobe.cli.reduce import reduce_command
 
+    _display(quiet)
     raise typer.Exit(reduce_command(target, config, db=db, out=out_dir, json_output=as_json,
                                     jobs=jobs, timeout_s=timeout, max_tests=max_tests,
                                     input_spec=inputs))
@@ -168,12 +193,14 @@ def bisect(
     timeout: RunTimeoutOption = 600.0,
     as_json: JsonOption = False,
     inputs: InputsOption = "",
+    quiet: QuietOption = False,
 ) -> None:
     """Find the first bad (and first fixed) jaxlib release of a failure by bisection.
 
     Exit 0 when a boundary is found, 1 when no release in the range fails."""
     from xlaprobe.cli.bisect import bisect_command
 
+    _display(quiet)
     raise typer.Exit(bisect_command(target, config, releases=releases, db=db,
                                     json_output=as_json, timeout_s=timeout, input_spec=inputs))
 
@@ -249,6 +276,7 @@ def tune(
     inputs: Annotated[str, typer.Option(help="input spec for FILE.py:FN, e.g. "
                                              "'f32[8,128],i32[8]'")] = "",
     as_json: JsonOption = False,
+    quiet: QuietOption = False,
 ) -> None:
     """Tune XLA compiler options, pass toggles and program knobs for speed, numerics guarded.
 
@@ -256,6 +284,7 @@ def tune(
     (xlaprobe findings)."""
     from xlaprobe.cli.tune import tune_command
 
+    _display(quiet)
     raise typer.Exit(tune_command(target, budget=budget, strategy=strategy, seed=seed, db=db,
                                   name=name, only=only, max_rounds=max_rounds, timeout_s=timeout,
                                   json_output=as_json, plot=plot, input_spec=inputs))
@@ -314,10 +343,12 @@ def configs() -> None:
 def findings(finding_id: Annotated[int | None, typer.Argument(
                  help="show this finding with its localization, reduction and release window")] = None,
              db: DbOption = DEFAULT_DB,
-             as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+             as_json: Annotated[bool, typer.Option("--json")] = False,
+             wide: WideOption = False) -> None:
     """List stored findings, newest first, and how many distinct bugs they are; or show one."""
     from xlaprobe.cli.findings import findings_command
 
+    _display(False, wide)
     findings_command(finding_id, db=db, json_output=as_json)
 
 

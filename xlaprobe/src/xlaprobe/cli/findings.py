@@ -10,7 +10,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from xlaprobe.cli.console import out
+from xlaprobe.cli.console import local_time, out
 from xlaprobe.errors import InvalidArgument
 from xlaprobe.store import DEFAULT_DB, Store
 
@@ -31,7 +31,8 @@ def findings_command(finding_id: int | None, *, db: Path, json_output: bool) -> 
             if found is None:
                 raise InvalidArgument(f"no finding {finding_id} in {db}; xlaprobe findings "
                                       "lists them")
-            detail = {**found.to_json(), "localizations": store.localizations(finding_id),
+            detail = {**found.to_json(), "created_local": local_time(found.created),
+                      "localizations": store.localizations(finding_id),
                       "reductions": store.reductions(finding_id),
                       "bisections": store.bisections(finding_id)}
             if json_output:
@@ -39,19 +40,22 @@ def findings_command(finding_id: int | None, *, db: Path, json_output: bool) -> 
             else:
                 _print_finding(detail, db)
             return
-        rows = store.findings()
+        rows = [{**row, "created_local": local_time(row.get("created"))}
+                for row in store.findings()]
         bugs = store.distinct_bugs()
     if json_output:
         print(json.dumps(rows, indent=2))
         return
     table = Table()
-    for column in ("id", "program", "config", "kind", "bug", "also failing", "artifact"):
-        table.add_column(column, overflow="fold")  # names and paths whole, never "…"
+    # Names and paths are never cut ("…"); at a terminal's width they fold (--wide: never).
+    for column in ("id", "created", "program", "config", "kind", "bug", "also failing",
+                   "artifact"):
+        table.add_column(column, overflow="fold", no_wrap=column == "created")
     for row in rows:
         also = ",".join(a for a in row["alike"] if a != row["config"])
         table.add_row(*(escape(str(v or "")) for v in (
-            row["id"], row["name"], row["config"], row["kind"], row["bug"] or row["fingerprint"],
-            also, row["artifact"])))
+            row["id"], row["created_local"], row["name"], row["config"], row["kind"],
+            row["bug"] or row["fingerprint"], also, row["artifact"])))
     out.print(table)
     out.print(f"{len(rows)} finding{'s' if len(rows) != 1 else ''}, {bugs} distinct "
               f"bug{'s' if bugs != 1 else ''} (by localized operation where "
@@ -71,7 +75,8 @@ def _print_finding(detail: dict[str, Any], db: Path) -> None:
               f"{escape(detail['name'])} (program {detail['program_id']})")
     out.print(f"  fingerprint {detail['fingerprint']}; bug {detail['bug'] or '(not localized)'}; "
               f"failing alike: {escape(', '.join(detail['alike']) or detail['config'])}")
-    out.print(f"  artifact: {escape(str(detail['artifact'] or '(none)'))}")
+    out.print(f"  created {detail['created_local']}; artifact: "
+              f"{escape(str(detail['artifact'] or '(none)'))}", soft_wrap=True)
     for loc in detail["localizations"][:1]:
         out.print(f"  localized: {escape(_localized(loc))}")
     for red in detail["reductions"][:1]:

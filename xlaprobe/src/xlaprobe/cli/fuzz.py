@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from xlaprobe.campaign import Campaign, CampaignSummary
-from xlaprobe.cli.console import err
+from xlaprobe.cli.console import Steps, err, is_quiet, seconds
 from xlaprobe.configs.registry import parse_configs
 from xlaprobe.errors import InvalidArgument
 from xlaprobe.oracle import SEVERITY
@@ -25,7 +27,7 @@ def _progress_view(summary: CampaignSummary) -> Any:
     head = Text.from_markup(
         f"[bold]fuzz[/] campaign {summary.campaign}: {summary.programs} programs "
         f"({summary.session_programs} now, {summary.programs_per_s:.2f}/s, "
-        f"{summary.elapsed_s:.0f} s), next seed {summary.next_seed}; findings "
+        f"{seconds(summary.elapsed_s)}), next seed {summary.next_seed}; findings "
         f"[{'red' if summary.findings else 'green'}]{summary.findings}[/] in "
         f"{summary.failing_programs} programs ({summary.unique_findings} unique, "
         f"{summary.duplicates} duplicates); coverage "
@@ -41,6 +43,28 @@ def _progress_view(summary: CampaignSummary) -> Any:
     if summary.last_finding:
         parts.append(Text(f"last finding: {summary.last_finding}", style="red"))
     return Group(*parts)
+
+
+def _program_line(steps: Steps) -> Callable[[int, Any, Any], None]:
+    """The campaign's ``on_program`` callback: one step per program (`Steps`), e.g.
+    ``program 12 seed 612: 10 equations, ok, 0.41 programs/s``."""
+    start = time.monotonic()
+    count = 0
+
+    def on_program(seed: int, program: Any, result: Any) -> None:
+        nonlocal count
+        if program is None:
+            steps.note(f"seed {seed}: the generator failed (skipped)")
+            return
+        count += 1
+        verdict = ", ".join(f"{f.config} {f.kind.value}" for f in result.findings) or (
+            "ok" if not result.incomplete else "incomplete")
+        rate = count / max(time.monotonic() - start, 1e-9)
+        eqs = program.num_equations
+        steps.step(f"program {count} seed {seed}: {eqs} equation{'s' if eqs != 1 else ''}, "
+                   f"{verdict}, {rate:.2f} programs/s")
+
+    return on_program
 
 
 #: Findings listed after a campaign (the rest: ``xlaprobe findings``).
@@ -78,21 +102,24 @@ def fuzz_command(*, time_s: float, configs: str, jobs: int, seed: int, db: Path,
     if not (isinstance(time_s, (int, float)) and math.isfinite(time_s) and time_s > 0):
         raise InvalidArgument(f"--time must be a positive number of seconds, got {time_s}")
     parsed = [str(c) for c in parse_configs(configs)]
-    chosen = campaign
-    campaign = Campaign(Path(db), parsed, seed=seed, resume=resume, campaign=chosen, jobs=jobs)
+    # `campaign` names the one to continue, then becomes it.
+    campaign = Campaign(Path(db), parsed, seed=seed, resume=resume, campaign=campaign, jobs=jobs)
     summary: CampaignSummary | None = None
     interrupted = False
     try:
-        if json_output:
-            summary = campaign.run(time_s)
-        else:
+        if err.is_terminal and not json_output and not is_quiet():
+            # A terminal gets the live campaign view, which stays as the summary.
             with Live(console=err, refresh_per_second=4, transient=False) as live:
                 def show(s: CampaignSummary) -> None:
                     live.update(_progress_view(s))
                 summary = campaign.run(time_s, on_progress=show)
                 live.update(_progress_view(summary))
-            if not err.is_terminal:
-                err.print()  # Live leaves its last line open when not drawing on a terminal
+        else:
+            # CI logs and pipes: one line per program as it is recorded, then the summary.
+            with Steps("fuzz") as steps:
+                summary = campaign.run(time_s, on_program=_program_line(steps))
+            if not json_output:
+                err.print(_progress_view(summary))
     except KeyboardInterrupt:
         interrupted = True
         summary = campaign.last_summary or campaign.summary(

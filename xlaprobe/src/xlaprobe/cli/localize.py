@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from xlaprobe.cli.console import Steps, seconds
 from xlaprobe.errors import InvalidArgument, XlaprobeError
 from xlaprobe.localize import fusion as fusion_mod
 from xlaprobe.localize.api import METHODS, Localization, localize
@@ -27,7 +28,7 @@ def _describe(step: Step) -> str:
             f"eqns {step.first}..{step.last} ({step.size})"
     verdict = ("compiled" if step.failed else "failed to compile") if step.tier == "hlo" else (
         f"fails ({step.kind})" if step.failed else "passes")
-    return f"  {step.tier:10s} {where}: {verdict} [{step.seconds:.2f} s]"
+    return f"  {step.tier:10s} {where}: {verdict} [{seconds(step.seconds)}]"
 
 
 def localize_command(target: str, config: str, *, db: Path | str, json_output: bool,
@@ -62,16 +63,19 @@ def localize_command(target: str, config: str, *, db: Path | str, json_output: b
     say = (lambda text: None) if json_output else print
     say(f"localizing {config} on {program.provenance.name} ({len(program.jaxpr.jaxpr.eqns)} "
         "top-level equations)")
-    with fusion_mod.make_pool(size=jobs, timeout_s=timeout_s) as pool:
+    # Each tier's step is progress (stderr): kept on a terminal, a plain line in logs.
+    with fusion_mod.make_pool(size=jobs, timeout_s=timeout_s) as pool, \
+            Steps("localize") as steps:
         loc = localize(program, parsed, pool, method=method,
-                       on_step=lambda step: say(_describe(step)))
+                       on_step=lambda step: steps.step(_describe(step), keep=True))
     if json_output:
         print(json.dumps(loc.to_json(), indent=2))
     else:
         _print_tiers(say, loc)
         for note in loc.notes:
             say(f"note: {note}")
-        say(f"{loc.cycles} compile+run cycles, {loc.seconds:.1f} s" + (", FLAKY" if loc.flaky else ""))
+        say(f"{loc.cycles} compile+run cycles, {seconds(loc.seconds)}"
+            + (", FLAKY" if loc.flaky else ""))
     _store_localization(db, program, loc, finding_id)
     return 0 if loc.located else 1
 

@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from xlaprobe.cli.console import Steps, seconds
 from xlaprobe.errors import InvalidArgument, XlaprobeError
 from xlaprobe.localize import fusion as fusion_mod
 from xlaprobe.localize.reduce import (MAX_TESTS, PassStats, Reduction, Written, elements, reduce,
@@ -53,14 +54,16 @@ def reduce_command(target: str, config: str, *, db: Path | str, out: Path | str 
     say(f"reducing {config} on {program.provenance.name} ({len(program.jaxpr.jaxpr.eqns)} "
         "top-level equations)")
 
-    def report(stats: PassStats, current: Program) -> None:
-        say(f"  {stats.name:9s} {stats.tests:3d} tests, {stats.accepted:3d} kept: "
-            f"{len(current.jaxpr.jaxpr.eqns)} equations, {elements(current)} input elements "
-            f"[{stats.seconds:.1f} s]")
-
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in str(parsed))
     with fusion_mod.make_pool(size=jobs, timeout_s=timeout_s) as pool:
-        result = reduce(program, parsed, pool, max_tests=max_tests, on_pass=report)
+        with Steps("reduce") as steps:
+            def report(stats: PassStats, current: Program) -> None:
+                # Each pass is progress (stderr): kept on a terminal, a plain line in logs.
+                steps.step(f"  {stats.name:9s} {stats.tests:3d} tests, {stats.accepted:3d} kept: "
+                           f"{len(current.jaxpr.jaxpr.eqns)} equations, {elements(current)} "
+                           f"input elements [{seconds(stats.seconds)}]", keep=True)
+
+            result = reduce(program, parsed, pool, max_tests=max_tests, on_pass=report)
         directory = Path(out) if out else db.parent / "reductions" / \
             f"{program.fingerprint}-{safe}"[:150]
         written = write_outputs(result, directory, pool)
@@ -72,7 +75,7 @@ def reduce_command(target: str, config: str, *, db: Path | str, out: Path | str 
         say(f"reduced {result.equations_before} -> {result.equations_after} equations "
             f"({', '.join(result.primitives)}); inputs {result.input_elements_before} -> "
             f"{result.input_elements_after} elements; {result.tests} tests, {result.cycles} "
-            f"cycles, {result.seconds:.1f} s" + (", FLAKY" if result.flaky else ""))
+            f"cycles, {seconds(result.seconds)}" + (", FLAKY" if result.flaky else ""))
         for note in result.notes + written.notes:
             say(f"note: {note}")
         say(f"kernel:  {', '.join(written.kernels) or '(none named)'} -> "

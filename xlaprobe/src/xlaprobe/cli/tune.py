@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from xlaprobe.cli.console import say
+from xlaprobe.cli.console import Steps, say, tell
 from xlaprobe.errors import InvalidArgument
 from xlaprobe.store import Store
 from xlaprobe.tune.api import check_plot_path, plot_search
@@ -59,50 +59,62 @@ def tune_command(target: str, *, budget: int, strategy: str, seed: int, db: Path
     space = SearchSpace.for_program(tuned_target.knobs, only=dims)
     protocol = Protocol(max_rounds=max_rounds, min_rounds=min(Protocol.min_rounds, max_rounds))
 
-    on_event = _progress(budget)
-
     def plural(n: int, word: str) -> str:
         return f"{n:,} {word}{'' if n == 1 else 's'}"
 
     say(f"tuning {target} ({strategy}, {plural(budget, 'measurement')}, "
         f"{plural(len(space.dimensions), 'dimension')}, {plural(space.size, 'candidate')}; "
-        "pass:NAME=True means the pass is disabled)")
-    with WorkerPool(size=1, timeout_s=timeout_s) as pool, Store(db) as store:
+        "pass:NAME=True means the pass is disabled; a candidate that passed the numerics guard "
+        "is faster, slower or same (its speedup interval against 1))")
+    with WorkerPool(size=1, timeout_s=timeout_s) as pool, Store(db) as store, \
+            Steps("tune", total=budget) as steps:
         result = tune(tuned_target, pool, store, strategy=strategy, budget=budget, seed=seed,
                       protocol=protocol, space=space, name=name or target, timeout_s=timeout_s,
-                      on_event=on_event)
+                      on_event=_progress(steps))
     if json_output:
         print(json.dumps(result.to_json(), indent=2))
     if plot is not None:
         plot_search(result, plot)
-        say(f"plot: {plot}")
-    if json_output:
-        return 0
+        tell(f"plot: {plot}")
+    # The verdict goes to stderr, so it shows with --json too and the JSON on stdout stays clean.
     _print_outcome(result, db)
     return 0
 
 
-def _progress(budget: int) -> Any:
-    """The ``on_event`` callback of `xlaprobe.tune.search.tune` that prints one line per event."""
+def pace(low: float, high: float) -> str:
+    """A timed candidate's speed against the baseline from its speedup interval: ``faster``
+    (all of it above 1), ``slower`` (all below 1), else ``same`` (within the noise).
+
+    >>> pace(1.02, 1.10), pace(0.80, 0.95), pace(0.98, 1.03)
+    ('faster', 'slower', 'same')
+    """
+    return "faster" if low > 1 else "slower" if high < 1 else "same"
+
+
+def _progress(steps: Steps) -> Any:
+    """The ``on_event`` callback of `xlaprobe.tune.search.tune`: one step per measurement and
+    a note per other event (`Steps`: kept on a terminal, plain lines in logs)."""
 
     def on_event(event: str, payload: Any) -> None:
         if event == "note":
-            say(f"note: {payload}")
+            steps.note(f"note: {payload}")
         elif event == "control":
-            say(f"A/A control (default vs default): {_fmt_interval(payload.speedup, payload.low, payload.high)}"
-                f", {payload.baseline_s * 1e3:.2f} ms per run, {payload.threads} CPUs, load "
-                f"{payload.load[0]:.1f}")
+            steps.note(f"A/A control (default vs default): "
+                       f"{_fmt_interval(payload.speedup, payload.low, payload.high)}"
+                       f", {payload.baseline_s * 1e3:.2f} ms per run, {payload.threads} CPUs, "
+                       f"load {payload.load[0]:.1f}")
         elif event == "trial":
             m = payload.measurement
             timing = _fmt_interval(m.speedup, m.low, m.high) if m else "-"
-            status = {"ok": "passed guard"}.get(payload.status, payload.status)
-            say(f"[{payload.index}/{budget}] {status:13} {timing:28} "
-                f"{payload.key or '(defaults)'}"
-                + (f"  ({payload.detail})" if payload.detail else "")
-                + f"  | best so far {payload.best:.3f}x")
+            # "ok" only says the numerics passed the guard; whether it is faster is the interval.
+            status = pace(m.low, m.high) if payload.status == "ok" and m else payload.status
+            steps.step(f"{status:13} {timing:28} "
+                       f"{payload.key or '(defaults)'}"
+                       + (f"  ({payload.detail})" if payload.detail else "")
+                       + f"  | best so far {payload.best:.3f}x", keep=True)
         elif event == "replicated":
-            say(f"replicated in a fresh process: "
-                f"{_fmt_interval(payload.speedup, payload.low, payload.high)}")
+            steps.note(f"replicated in a fresh process: "
+                       f"{_fmt_interval(payload.speedup, payload.low, payload.high)}")
 
     return on_event
 
@@ -112,14 +124,14 @@ def _print_outcome(result: TuneResult, db: Path | str) -> None:
     rejected = len(result.findings)
     speedup, low, high = result.speedup
     if result.accepted:
-        say(f"accepted: {_fmt_interval(speedup, low, high)} (replicated), "
+        tell(f"accepted: {_fmt_interval(speedup, low, high)} (replicated), "
             f"{rejected} candidate(s) rejected by the guard")
-        say(f"compiler_options = {json.dumps(result.compiler_options)}")
+        tell(f"compiler_options = {json.dumps(result.compiler_options)}")
         if result.xla_flags:
-            say(f"XLA_FLAGS='{result.xla_flags}'")
+            tell(f"XLA_FLAGS='{result.xla_flags}'")
         if result.knobs:
-            say(f"knobs = {json.dumps(result.knobs)}")
-        say(f"apply: xlaprobe.tuned(fn, {result.name!r}, db={str(db)!r})")
+            tell(f"knobs = {json.dumps(result.knobs)}")
+        tell(f"apply: xlaprobe.tuned(fn, {result.name!r}, db={str(db)!r})")
     else:
         best = result.best
         threshold = acceptance_threshold(result.control)
@@ -129,5 +141,5 @@ def _print_outcome(result: TuneResult, db: Path | str) -> None:
                and replicated.low > threshold else
                f"the best measured ({best.measurement.speedup:.3f}x) was not faster beyond noise "
                f"when re-measured in a fresh process (interval must clear {threshold:.3f}x)")
-        say(f"no verified speedup: {why}; keep XLA's defaults ({rejected} candidate(s) "
+        tell(f"no verified speedup: {why}; keep XLA's defaults ({rejected} candidate(s) "
             f"rejected by the guard); stored as '{result.name}' in {db}")

@@ -94,9 +94,14 @@ class Measurement:
     """One candidate timed against the baseline.
 
     Attributes:
-        speedup: median of per-round ``baseline / candidate`` time ratios (above 1: faster).
+        speedup: median of per-round ``baseline / candidate`` time ratios (above 1: faster);
+            each round times both back to back, so the ratio cancels the machine's drift. Every
+            decision (racing, acceptance) and the interval are about this number.
         low, high: its bootstrap interval.
-        baseline_s, candidate_s: median seconds per run.
+        baseline_s, candidate_s: each one's own median seconds per run over the rounds. Their
+            ratio (``speedup_of_medians`` in `to_json`) can differ from `speedup`, even lie on
+            the other side of 1, when the machine's speed drifts between rounds: it is a
+            size, not the comparison.
         rounds: rounds run (fewer than the maximum when racing stopped early).
         raced_out: stopped early as clearly slower.
         compile_s: the candidate's compile time (s).
@@ -123,9 +128,13 @@ class Measurement:
     outputs: tuple[np.ndarray, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict (without outputs)."""
+        """A JSON-ready dict (without outputs): the fields, and ``speedup_of_medians``
+        (``baseline_s / candidate_s``) beside ``speedup`` (the median of per-round ratios) so
+        the two are never read as one another."""
         data = dataclasses.asdict(self)
         data.pop("outputs")
+        data["speedup_of_medians"] = (self.baseline_s / self.candidate_s
+                                      if self.candidate_s > 0 else None)
         return data
 
 
