@@ -138,8 +138,9 @@ def test_rows_of_a_configuration_that_did_not_run_show_no_share_over():
                 Outcome("eager", OutcomeKind.TOOL_ERROR, error="no rule for a primitive"),
                 Outcome("reference", OutcomeKind.RAN, (np.full(4, 2.0),))]
     result = judge(program, ["xla", "eager", "reference"], outcomes)
-    with cli_check.out.capture() as captured:
-        cli_check.print_result(result, {}, all_outputs=True)
+    console = Console(width=400, color_system=None)
+    with console.capture() as captured:
+        cli_check.print_result(result, {}, all_outputs=True, console=console)
     rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[1:-1]]
             for line in captured.get().splitlines() if line.startswith("│ ")}
     header = [c.strip() for c in next(line for line in captured.get().splitlines()
