@@ -268,15 +268,21 @@ def synth_cmd(
 
 @app.command("convert")
 def convert_cmd(
-    inputs: Annotated[list[Path], typer.Argument(help="Thesios CSV shards (.csv, .csv.gz)")],
+    inputs: Annotated[list[Path], typer.Argument(help="trace files (Thesios CSV shards .csv, .csv.gz by default)")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Parquet file to write (atomically)")],
     lenient: Annotated[bool, typer.Option(help="skip and count malformed rows instead of failing")] = False,
-    fmt: Annotated[str, typer.Option("--format", help="input format: thesios, msr, alibaba, tencent")] = "thesios",
+    fmt: Annotated[str, typer.Option("--format", help="input format: thesios, msr, alibaba, tencent, blkparse")] = "thesios",
 ) -> None:
     """Convert trace files (Thesios CSV shards by default) into one Parquet trace."""
-    from thesios.readers import read_alibaba_csv, read_msr_csv, read_tencent_csv
+    from thesios.readers import (
+        read_alibaba_csv,
+        read_blkparse,
+        read_msr_csv,
+        read_tencent_csv,
+    )
 
-    readers = {"thesios": read_thesios_csv, "msr": read_msr_csv, "alibaba": read_alibaba_csv, "tencent": read_tencent_csv}
+    readers = {"thesios": read_thesios_csv, "msr": read_msr_csv, "alibaba": read_alibaba_csv, "tencent": read_tencent_csv,
+               "blkparse": read_blkparse}
     if fmt not in readers:
         raise ThesiosInputError(f"--format must be one of {', '.join(readers)}, got {fmt!r}")
     _require_parquet(output)
@@ -287,6 +293,8 @@ def convert_cmd(
     msg = f"{report.rows} rows -> {output}"
     if fmt == "thesios":
         msg += f"; {report.header_repeats} repeated headers dropped"
+    if report.unpaired:
+        msg += f"; {report.unpaired} issue/complete events without their partner dropped"
     if report.skipped:
         msg += f"; {report.skipped} malformed rows skipped (first: {report.examples[0]})"
     Console(stderr=True).print(msg)
