@@ -85,7 +85,11 @@ def test_whatif_scenarios_on_a_light_fleet():
         assert sc["rpm:5400"]["utilization"] > base["utilization"]
         sd = sc["spin-down:zone=COLD,timeout=10s"]
         assert sd["idle_energy_j"] > 0 and sd["break_even_s"] > 0
-        assert sd["saving"] <= 1.0 and sd["added_latency_s"] == sd["spin_ups"] * 10.0
+        assert sd["saving"] <= 1.0 and sd["requests_spun_up"] <= sd["spin_ups"] <= sd["requests_spun_up"] + 1
+        # each request that found the disk down waits the whole spin-up; those behind it wait too
+        assert sd["added_latency_s"] >= sd["requests_spun_up"] * 10.0 - 1e-6
+        assert sd["requests_delayed"] >= sd["requests_spun_up"]
+        assert sd["read_latency_p99_s"] >= sd["baseline_read_latency_p99_s"]
         c = sc["cache:x2"]
         assert c["belady_miss_ratio_scaled"] <= c["lru_miss_ratio_scaled"] <= c["lru_miss_ratio"]
 

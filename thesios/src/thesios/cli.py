@@ -199,7 +199,10 @@ def _print_whatif_groups(groups: list[dict]) -> None:
                               f"{m['read_latency_p50_s'] * 1e3:.1f}", f"{m['read_latency_p99_s'] * 1e3:.1f}")
             elif "saving" in m:
                 notes.append(f"{name}: energy saving {m['saving']:.1%}, {m['spin_ups']} spin-ups, "
-                             f"mean idle gap {m['mean_idle_gap_s']:.1f} s vs break-even {m['break_even_s']:.1f} s")
+                             f"mean idle gap {m['mean_idle_gap_s']:.1f} s vs break-even {m['break_even_s']:.1f} s; "
+                             f"{m['requests_delayed']} requests delayed, {m['added_latency_s']:.1f} s added "
+                             f"(max {m['added_latency_max_s']:.1f} s), read p99 {m['baseline_read_latency_p99_s'] * 1e3:.1f} -> "
+                             f"{m['read_latency_p99_s'] * 1e3:.1f} ms")
             else:
                 notes.append(f"{name}: LRU miss ratio {m['lru_miss_ratio']:.1%} -> {m['lru_miss_ratio_scaled']:.1%} "
                              f"(Belady {m['belady_miss_ratio_scaled']:.1%})")

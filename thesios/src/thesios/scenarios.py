@@ -28,11 +28,11 @@ from thesios.synth import synthesize
 from thesios.whatif import (
     PowerModel,
     belady_misses,
-    idle_gaps,
     lru_misses,
     rpm_whatif,
     sampled_block_keys,
     spin_down_energy,
+    spin_down_schedule,
 )
 
 
@@ -124,30 +124,44 @@ def serve_metrics(trace: Requests, horizon: tuple[float, float] = (0.0, DAY_S)) 
     }
 
 
-def _disk_events(trace: Requests) -> tuple[np.ndarray, np.ndarray]:
-    """Busy intervals (s) of a disk: miss reads as served FIFO, writes as instants."""
-    miss = trace.is_miss_read
-    a = to_ns(trace.start_time[miss])
-    order = np.argsort(a, kind="stable")
-    start, finish = fifo_schedule(a[order], to_ns(trace.disk_time[miss])[order])
-    w = np.sort(trace.start_time[~trace.is_read])
-    st = np.concatenate((start / NS_PER_S, w))
-    fi = np.concatenate((finish / NS_PER_S, w))
-    order = np.argsort(st, kind="stable")
-    st, fi = st[order], np.maximum.accumulate(fi[order])
-    return st, fi
-
-
 def _spin_down(trace: Requests, sc: Scenario, power: PowerModel, horizon: tuple[float, float]) -> dict:
-    st, fi = _disk_events(trace)
-    gaps = idle_gaps(st, fi, horizon)
+    """Spin-down of a disk serving ``trace`` (miss reads with their service, writes as instants),
+    the spin-up delay fed back into the queue (:func:`thesios.whatif.spin_down_schedule`);
+    energy over the idle gaps in closed form; latency beside the always-spinning baseline."""
+    miss = trace.is_miss_read
+    disk = miss | ~trace.is_read
+    order = np.argsort(trace.start_time[disk], kind="stable")
+    a = to_ns(trace.start_time[disk][order])
+    s = to_ns(np.where(miss, trace.disk_time, 0.0)[disk][order])
+    is_miss = miss[disk][order]
+    begin = min(to_ns(np.array([horizon[0]]))[0], a[0] if len(a) else 0)
+    _, base_finish = fifo_schedule(a, s)
+    end = max(to_ns(np.array([horizon[1]]))[0], base_finish[-1] if len(a) else 0)
+    sched = spin_down_schedule(a, s, int(to_ns(np.array([sc.timeout_s]))[0]), int(to_ns(np.array([power.spinup_s]))[0]), (begin, end))
+    gaps = sched.gaps_ns / NS_PER_S
     e = spin_down_energy(gaps, sc.timeout_s, power)
+    # The first-order view (gaps of the always-spinning schedule, each spin-up delaying one
+    # request by the spin-up time) beside it, to show what the feedback changes.
+    base_gaps = spin_down_schedule(a, s, 2**62, 0, (begin, end)).gaps_ns / NS_PER_S
+    first = spin_down_energy(base_gaps, sc.timeout_s, power)
+    added = (sched.finish_ns - base_finish) / NS_PER_S
+    lat, base_lat = (sched.finish_ns - a)[is_miss] / NS_PER_S, (base_finish - a)[is_miss] / NS_PER_S
+
+    def pct(x: np.ndarray, q: float) -> float:
+        return float(np.percentile(x, q)) if len(x) else float("nan")
+
     return {
-        "zone": sc.zone, "timeout_s": sc.timeout_s, "idle_energy_j": e.energy_j,
+        "zone": sc.zone, "timeout_s": sc.timeout_s, "spinup_s": power.spinup_s, "idle_energy_j": e.energy_j,
         "always_on_idle_energy_j": e.always_on_j, "saving": e.saving, "spin_ups": e.spin_ups,
-        "added_latency_s": e.added_latency_s, "mean_idle_gap_s": float(gaps.mean()) if len(gaps) else 0.0,
+        "requests_spun_up": int(sched.spun_up.sum()), "requests_delayed": int((added > 0).sum()),
+        "added_latency_s": float(added.sum()), "added_latency_mean_s": float(added.mean()) if len(added) else 0.0,
+        "added_latency_max_s": float(added.max()) if len(added) else 0.0,
+        "read_latency_p50_s": pct(lat, 50), "read_latency_p99_s": pct(lat, 99),
+        "baseline_read_latency_p50_s": pct(base_lat, 50), "baseline_read_latency_p99_s": pct(base_lat, 99),
+        "first_order_spin_ups": first.spin_ups, "first_order_added_latency_s": first.added_latency_s,
+        "mean_idle_gap_s": float(gaps.mean()) if len(gaps) else 0.0,
         "share_of_gaps_beyond_break_even": float((gaps > power.break_even_s).mean()) if len(gaps) else 0.0,
-        "break_even_s": power.break_even_s,
+        "break_even_s": power.break_even_s, "fixed_point_iterations": sched.iterations,
     }
 
 
