@@ -117,6 +117,7 @@ def whatif_cmd(
     days: Annotated[int, typer.Option(help="days of samples per disk")] = 4,
     seed: Annotated[int, typer.Option(help="seed")] = 0,
     fleet: Annotated[Path | None, typer.Option(help=FLEET_HELP)] = None,
+    report: Annotated[Path | None, typer.Option(help="also write an HTML report with a section and plot per what-if")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
 ) -> None:
     """What-ifs on a TRACE, or on one synthesized disk per group of the embedded fleet, beside the baseline."""
@@ -124,6 +125,8 @@ def whatif_cmd(
 
     p = _parse_rate(rate)
     scenarios = [parse_scenario(s) for s in scenario]
+    if report is not None:
+        check_writable(report)  # before minutes of work, not after
     if trace is not None:
         # These shape the embedded fleet; with a TRACE they would be ignored without a word.
         fleet_only = [f"--{n}" for n in ("rate", "days", "fleet")
@@ -133,21 +136,35 @@ def whatif_cmd(
         if not 0 < rpm <= 30000:
             raise ThesiosInputError("--rpm must be in (0, 30000]")
         result = {"trace": str(trace)} | run_trace_scenarios(_load_trace(trace), scenarios, rpm=rpm, seed=seed)
+        _maybe_whatif_report({"trace": str(trace), "groups": [{"group": str(trace), "disks": 1} | result]}, report)
         if as_json:
             print(json.dumps(result, indent=2))
         else:
             _print_whatif_groups([{"group": str(trace), "disks": 1} | result])
+            if report is not None:
+                Console(stderr=True).print(f"report -> {report}")
         return
     scale = max([sc.factor for sc in scenarios if sc.kind == "capacity"], default=1.0)
     spec = _fleet_spec(fleet, p, days, seed, 1, scale)
     if as_json:
         result = run_scenarios(spec, p, scenarios, seed=seed, progress=lambda m: print(m, file=sys.stderr))
+        _maybe_whatif_report(result, report)
         print(json.dumps(result, indent=2))
         return
     err = Console(stderr=True, log_path=False)  # the source line of each log is noise to a user
     with err.status("sampling, grouping, synthesizing") as status:
         result = run_scenarios(spec, p, scenarios, seed=seed, progress=lambda m: (status.update(m), err.log(m)))
+    _maybe_whatif_report(result, report)
     _print_whatif_groups(result["groups"])
+    if report is not None:
+        err.print(f"report -> {report}")
+
+
+def _maybe_whatif_report(result: dict, report: Path | None) -> None:
+    if report is not None:
+        from thesios.report import write_whatif_report
+
+        write_whatif_report(result, report)
 
 
 def _load_trace(path: Path) -> Requests:

@@ -150,7 +150,10 @@ def _spin_down(trace: Requests, sc: Scenario, power: PowerModel, horizon: tuple[
     def pct(x: np.ndarray, q: float) -> float:
         return float(np.percentile(x, q)) if len(x) else float("nan")
 
+    q = np.linspace(0.0, 1.0, 101)
     return {
+        "read_latency_quantiles_s": [float(x) for x in np.quantile(lat, q)] if len(lat) else [],
+        "baseline_read_latency_quantiles_s": [float(x) for x in np.quantile(base_lat, q)] if len(base_lat) else [],
         "zone": sc.zone, "timeout_s": sc.timeout_s, "spinup_s": power.spinup_s, "idle_energy_j": e.energy_j,
         "always_on_idle_energy_j": e.always_on_j, "saving": e.saving, "spin_ups": e.spin_ups,
         "requests_spun_up": int(sched.spun_up.sum()), "requests_delayed": int((added > 0).sum()),
