@@ -221,8 +221,10 @@ def _print_whatif_groups(groups: list[dict]) -> None:
                              f"(max {m['added_latency_max_s']:.1f} s), read p99 {m['baseline_read_latency_p99_s'] * 1e3:.1f} -> "
                              f"{m['read_latency_p99_s'] * 1e3:.1f} ms")
             else:
+                check = (f"; a member's full disk-day: {m['full_trace_lru_miss_ratio']:.1%} -> "
+                         f"{m['full_trace_lru_miss_ratio_scaled']:.1%}" if "full_trace_lru_miss_ratio" in m else "")
                 notes.append(f"{name}: LRU miss ratio {m['lru_miss_ratio']:.1%} -> {m['lru_miss_ratio_scaled']:.1%} "
-                             f"(Belady {m['belady_miss_ratio_scaled']:.1%})")
+                             f"(Belady {m['belady_miss_ratio_scaled']:.1%}){check}")
         console.print(table)
         for note in notes:
             console.print(note, highlight=False, soft_wrap=False)

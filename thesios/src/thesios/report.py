@@ -129,11 +129,14 @@ def _whatif_figure(spec: str, groups: list[dict]) -> str:
         if axes[1].lines:
             axes[1].legend(fontsize=7)
     else:
-        fig, ax = plt.subplots(figsize=(6, 2.8))
-        _bars(ax, names, {"LRU, baseline size": [100 * g["scenarios"][spec]["lru_miss_ratio"] for g in groups],
-                          f"LRU, {spec}": [100 * g["scenarios"][spec]["lru_miss_ratio_scaled"] for g in groups],
-                          f"Belady, {spec}": [100 * g["scenarios"][spec]["belady_miss_ratio_scaled"] for g in groups]},
-              "miss ratio (%)")
+        fig, ax = plt.subplots(figsize=(7, 2.8))
+        series = {"LRU, baseline size": [100 * g["scenarios"][spec]["lru_miss_ratio"] for g in groups],
+                  f"LRU, {spec}": [100 * g["scenarios"][spec]["lru_miss_ratio_scaled"] for g in groups],
+                  f"Belady, {spec}": [100 * g["scenarios"][spec]["belady_miss_ratio_scaled"] for g in groups]}
+        if "full_trace_lru_miss_ratio_scaled" in first:  # the synthetic fleet's ground truth
+            series[f"LRU, {spec}, a member's full day"] = [
+                100 * g["scenarios"][spec]["full_trace_lru_miss_ratio_scaled"] for g in groups]
+        _bars(ax, names, series, "miss ratio (%)")
     return _png(fig)
 
 

@@ -168,6 +168,18 @@ def _spin_down(trace: Requests, sc: Scenario, power: PowerModel, horizon: tuple[
     }
 
 
+def _one_namespace(trace: Requests) -> Requests:
+    """A synthesized trace with its source disks' names merged into one disk's.
+
+    The samples of a group's disks name files by their popularity rank within the disk
+    (:mod:`thesios.fleet`), so keying blocks by (file, block) without the source disk makes the
+    merged samples one disk's reference stream: a request of one disk and a sampled request of a
+    similar disk draw file and block from the same distribution. Keyed by source disk, two samples
+    would share a block only within one source disk (probability ~p^2), and a cache would see no
+    reuse at all."""
+    return replace(trace, disk_id=np.zeros_like(trace.disk_id))
+
+
 def _cache(trace: Requests, sc: Scenario, cache_blocks: int, shards_rate: float, seed: int) -> dict:
     kept = sampled_block_keys(trace, shards_rate, seed)
     c0 = max(1, round(cache_blocks * shards_rate))
@@ -254,10 +266,14 @@ def run_scenarios(
                 sub = samples if sc.zone is None else samples.take(samples.zone == IO_ZONES.index(sc.zone))
                 res = synthesize(sub, members, rate, days=spec.days)
                 out = _spin_down(res.trace, sc, power, (0.0, DAY_S))
-            else:  # cache: a member's disk-day at full rate, spatially sampled blocks (SHARDS)
+            else:
+                out = _cache(_one_namespace(base.trace), sc, cache_blocks, shards_rate, seed)
+                # The fleet is synthetic, so the what-if can be checked against a member's real
+                # disk-day (full rate, the same spatial sampling); a real fleet has only the above.
                 disk = int(members[0])
                 full = gen.generate(np.array([disk]), 0, 1.0, np.random.default_rng([seed, 30, disk])).sorted_by_time()
-                out = _cache(full, sc, cache_blocks, shards_rate, seed)
+                truth = _cache(full, sc, cache_blocks, shards_rate, seed)
+                out |= {f"full_trace_{k}": truth[k] for k in ("lru_miss_ratio", "lru_miss_ratio_scaled", "belady_miss_ratio_scaled")}
             entry["scenarios"][sc.spec] = out
         groups.append(entry)
     return {"rate": rate, "disks": spec.n_disks, "groups": groups}
