@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from thesios.cli import main
 from thesios.errors import TraceFormatError
@@ -494,3 +496,44 @@ def test_convert_blkparse(tmp_path, capsys):
     main(["convert", str(BLKPARSE), "--format", "blkparse", "-o", str(out)])
     assert read_parquet(out).column("latency").to_pylist() == pytest.approx([0.0042, 0.008, 0.0025])
     assert "2 issue/complete events without their partner dropped" in " ".join(capsys.readouterr().err.split())
+
+
+def _blkparse_line(dev, cpu, seq, t_ns, pid, act, rwbs, text):
+    """One event line as blkparse_fmt.c prints it: "%3d,%-3d %2d %8d %5d.%09lu %5u %2s %3s " + text."""
+    return f"{dev[0]:3d},{dev[1]:<3d} {cpu:2d} {seq:8d} {t_ns // 10**9:5d}.{t_ns % 10**9:09d} {pid:5d} {act:>2s} {rwbs:>3s} {text}"
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 10**11), st.integers(0, 10**9), st.booleans(), st.integers(1, 2048),
+                          st.integers(0, 3), st.sampled_from(["", "S", "M"])),
+                min_size=1, max_size=30, unique_by=lambda r: r[0]))
+def test_blkparse_reader_recovers_random_requests(tmp_path_factory, reqs):
+    from thesios.readers import read_blkparse
+
+    events = []  # (time, line text without header, action, rwbs, cpu, pid)
+    for i, (d_ns, lat_ns, read, blocks, cpu, flag) in enumerate(reqs):
+        sector, rwbs, pid = 1000 * i, ("R" if read else "W") + flag, 100 + i
+        events.append((max(0, d_ns - 500), "Q", rwbs, cpu, pid, f"{sector} + {blocks} [proc{i}]"))
+        events.append((d_ns, "D", rwbs, cpu, pid, f"{sector} + {blocks} [proc{i}]"))
+        events.append((d_ns + lat_ns, "C", rwbs, (cpu + 1) % 4, 0, f"{sector} + {blocks} [0]"))
+    events.sort(key=lambda e: e[0])
+    seq = [0, 0, 0, 0]
+    lines = []
+    for t, act, rwbs, cpu, pid, text in events:
+        seq[cpu] += 1
+        lines.append(_blkparse_line((259, 3), cpu, seq[cpu], t, pid, act, rwbs, text))
+    lines += ["CPU0 (259,3):", " Reads Queued:           1,        4KiB\t Writes Queued:           0,        0KiB",
+              "", "Throughput (R/W): 0KiB/s / 0KiB/s", f"Events (259,3): {len(events)} entries", "Skips: 0 forward (0 -   0.0%)"]
+    path = write_lines(tmp_path_factory.mktemp("blk") / "trace.txt", lines)
+    report = ReadReport()
+    table = read_blkparse(path, report=report)
+    want = sorted(reqs, key=lambda r: r[0])
+    idx = [reqs.index(r) for r in want]
+    assert report.unpaired == 0 and table.num_rows == len(reqs)
+    assert table.column("filename").to_pylist() == ["259,3"] * len(reqs)
+    assert table.column("file_offset").to_pylist() == [1000 * i * 512 for i in idx]
+    assert table.column("request_io_size_bytes").to_pylist() == [r[3] * 512 for r in want]
+    assert table.column("op_type").to_pylist() == ["READ" if r[2] else "WRITE" for r in want]
+    assert table.column("start_time").to_pylist() == [r[0] / 1e9 for r in want]
+    assert table.column("latency").to_pylist() == [r[1] / 1e9 for r in want]
+    assert table.column("application").to_pylist() == [f"proc{i}" for i in idx]
