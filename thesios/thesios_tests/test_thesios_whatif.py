@@ -96,17 +96,6 @@ def test_block_keys_expand_requests(trace):
     assert belady_misses(keys, 500).sum() <= lru <= len(keys)
 
 
-def _spin_down_loop(a, s, timeout, spinup, begin):
-    """Per-request reference of a FIFO disk spinning down after ``timeout`` of idleness."""
-    start, finish, down, free = [], [], [], begin
-    for ai, si in zip(a.tolist(), s.tolist()):
-        d = ai - free > timeout
-        st = ai + spinup if d else max(ai, free)
-        free = st + si
-        start.append(st), finish.append(free), down.append(d)
-    return np.array(start, np.int64), np.array(finish, np.int64), np.array(down, bool)
-
-
 def test_spin_down_with_spinup_feedback_closed_form_on_hand_made_gaps():
     from thesios.reorganizer import fifo_schedule
     from thesios.whatif import spin_down_schedule
@@ -141,12 +130,12 @@ def test_spin_down_with_spinup_feedback_closed_form_on_hand_made_gaps():
 @given(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 8)), min_size=1, max_size=40),
        st.integers(0, 20), st.integers(0, 15))
 def test_spin_down_schedule_equals_a_per_request_loop(reqs, timeout, spinup):
-    from thesios.whatif import spin_down_schedule
+    from thesios.whatif import spin_down_schedule, spin_down_schedule_loop
 
     a = np.cumsum([r[0] for r in reqs]).astype(np.int64)
     s = np.array([r[1] for r in reqs], np.int64)
     sched = spin_down_schedule(a, s, timeout, spinup, (0, int(a[-1] + 100)))
-    start, finish, down = _spin_down_loop(a, s, timeout, spinup, 0)
+    start, finish, down = spin_down_schedule_loop(a, s, timeout, spinup, 0)
     np.testing.assert_array_equal(sched.start_ns, start)
     np.testing.assert_array_equal(sched.finish_ns, finish)
     np.testing.assert_array_equal(sched.spun_up, down)

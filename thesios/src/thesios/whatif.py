@@ -170,6 +170,23 @@ def spin_down_schedule(
     return SpinDownSchedule(start + spinup_ns * down, finish, down, gaps[gaps > 0], iterations if len(a) else 0)
 
 
+def spin_down_schedule_loop(
+    arrival_ns: np.ndarray, service_ns: np.ndarray, timeout_ns: int, spinup_ns: int, begin_ns: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Reference per-request loop of :func:`spin_down_schedule` (for tests and benchmarks only):
+    ``(start_ns, finish_ns, spun_up)``."""
+    start = np.empty(len(arrival_ns), dtype=np.int64)
+    finish = np.empty(len(arrival_ns), dtype=np.int64)
+    spun = np.zeros(len(arrival_ns), dtype=bool)
+    free = int(begin_ns)
+    for i, (a, s) in enumerate(zip(arrival_ns.tolist(), service_ns.tolist())):
+        spun[i] = a - free > timeout_ns
+        start[i] = a + spinup_ns if spun[i] else max(a, free)
+        free = int(start[i]) + s
+        finish[i] = free
+    return start, finish, spun
+
+
 def idle_gaps(start_s: np.ndarray, finish_s: np.ndarray, horizon: tuple[float, float]) -> np.ndarray:
     """Idle gaps (s) of a FIFO schedule within ``horizon`` = (begin, end), float64 array."""
     if len(start_s) == 0:
