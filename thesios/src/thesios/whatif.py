@@ -135,8 +135,8 @@ def spin_down_schedule(
     down, the schedule is Lindley's recursion with those requests' service lengthened by the
     spin-up (:func:`thesios.reorganizer.fifo_schedule`, vectorized); which requests find it down
     depends on the schedule before them only, so iterating the two from "none" reaches the exact
-    fixed point: every pass fixes at least the first request still wrong (at most n + 1 passes;
-    a few in practice, as a delay changes later gaps only inside its own busy period).
+    fixed point: each pass re-serves only the requests from the first one still wrong (which it
+    fixes) on, so there are at most n passes, a few in practice, each shorter than the last.
 
     Args:
         arrival_ns: int64 arrivals, non-decreasing, shape (n,).
@@ -148,26 +148,41 @@ def spin_down_schedule(
         ThesiosInputError: negative timeout or spin-up, arrivals before the horizon, or the
             queue errors of :func:`~thesios.reorganizer.fifo_schedule`.
     """
-    from thesios.reorganizer import fifo_schedule
-
     a = np.asarray(arrival_ns, dtype=np.int64)
     s = np.asarray(service_ns, dtype=np.int64)
     begin, end = int(horizon_ns[0]), int(horizon_ns[1])
     if timeout_ns < 0 or spinup_ns < 0:
         raise ThesiosInputError("timeout and spin-up time must be non-negative")
-    if len(a) and a[0] < begin:
-        raise ThesiosInputError("arrivals must not precede the horizon's begin")
-    down = np.zeros(len(a), dtype=bool)
-    for iterations in range(1, len(a) + 2):
-        start, finish = fifo_schedule(a, s + spinup_ns * down)
-        prev_finish = np.concatenate(([begin], finish[:-1]))
-        now_down = a - prev_finish > timeout_ns
-        if np.array_equal(now_down, down):
+    if a.shape != s.shape or a.ndim != 1:
+        raise ThesiosInputError("arrivals and service times must be 1-D arrays of the same length")
+    if len(a) and (a[0] < begin or np.any(np.diff(a) < 0) or np.any(s < 0)):
+        raise ThesiosInputError("arrivals must be sorted and not precede the horizon; service times >= 0")
+    n = len(a)
+    down = np.zeros(n, dtype=bool)
+    finish = np.empty(n, dtype=np.int64)
+    j, passes = 0, 0  # down[:j] and finish[:j] are final
+    while j < n:
+        passes += 1
+        # Lindley's closed form on the suffix, the disk free from finish[j - 1] (or the begin).
+        free = begin if j == 0 else int(finish[j - 1])
+        served = s[j:] + spinup_ns * down[j:]
+        cum = np.cumsum(served)
+        lead = a[j:] - (cum - served)
+        lead[0] = max(int(lead[0]), free)
+        finish[j:] = cum + np.maximum.accumulate(lead)
+        prev = np.concatenate(([free], finish[j:-1]))
+        now = a[j:] - prev > timeout_ns
+        changed = np.flatnonzero(now != down[j:])
+        if len(changed) == 0:
             break
-        down = now_down
-    prev_finish = np.concatenate(([begin], finish[:-1])) if len(a) else np.array([begin])
-    gaps = np.concatenate((a - prev_finish[: len(a)], [end - (finish[-1] if len(a) else begin)]))
-    return SpinDownSchedule(start + spinup_ns * down, finish, down, gaps[gaps > 0], iterations if len(a) else 0)
+        # Everything before the first change is final, and so is the change itself (it
+        # depends on finishes before it only): re-serve from there, with the new guesses behind
+        # it; that pass finds its first change further on.
+        down[j:] = now
+        j += int(changed[0])
+    prev_finish = np.concatenate(([begin], finish[:-1]))
+    gaps = np.concatenate((a - prev_finish, [end - (int(finish[-1]) if n else begin)]))
+    return SpinDownSchedule(finish - s, finish, down, gaps[gaps > 0], passes)
 
 
 def spin_down_schedule_loop(
