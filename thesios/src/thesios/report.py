@@ -97,7 +97,7 @@ def _bars(ax, groups: list[str], series: dict[str, list[float]], ylabel: str) ->
         ax.bar(x + (i - (len(series) - 1) / 2) * width, values, width, label=label)
     ax.set_xticks(x, groups, fontsize=7)
     ax.set_ylabel(ylabel, fontsize=8)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="lower left", bbox_to_anchor=(0.0, 1.0), frameon=False)  # above: bars stay visible
 
 
 def _whatif_figure(spec: str, groups: list[dict]) -> str:
