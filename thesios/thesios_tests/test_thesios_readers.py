@@ -455,6 +455,10 @@ def test_reads_blkparse_issue_complete_pairs():
     # A C with no D (777 + 8) and a D with no C (9999 + 8); the flush and the summary are not rows.
     assert report.unpaired == 2 and report.skipped == 0
     assert "Total (sda):" in BLKPARSE.read_text() and "Input file sda.blktrace.0 added" in BLKPARSE.read_text()
+    # blkparse -s puts per-process statistics ("fio (4162)") before the device's: the same table.
+    per_process = FIX / "blkparse_sda_per_process.txt"
+    assert "\nfio (4162)\n Reads Queued:" in per_process.read_text()
+    assert read_blkparse(per_process).equals(table)
 
 
 def test_blkparse_malformed_lines_report_file_and_line(tmp_path):

@@ -415,9 +415,11 @@ _BLK_EVENT = (
 _BLK_SECTORS = r"^(?P<sector>\d+) \+ (?P<blocks>\d+)(?: \(\s*\d+\))? \[(?P<tail>.*)\]$"
 #: D/C text of a SCSI pass-through (PC) request or one without sectors: not a data request.
 _BLK_NO_SECTORS = r"^(?:\d+ )?(?:\(.*\) )?\[.*\]$|^\(\s*\d+\) \[.*\]$"
-#: The first line of blkparse's closing summary (``CPU0 (8,0):``, ``Total (sda):``) or of its
-#: per-process statistics (``-s``): everything from there on is statistics, not events.
+#: The first line of blkparse's closing summary (``CPU0 (8,0):``, ``Total (sda):``): everything
+#: from there on is statistics, not events. Every statistics block, the per-process ones of
+#: ``blkparse -s`` too (titled ``fio (4162)``), opens with its title then `` Reads Queued:``.
 _BLK_SUMMARY = r"^(?:CPU\d+|Total) \([^)]*\):\s*$"
+_BLK_STATS_FIRST = r"^ Reads Queued:\s"
 SECTOR_BYTES = 512
 
 
@@ -431,8 +433,8 @@ def read_blkparse(path: str | Path, lenient: bool = False, report: ReadReport | 
     has R, WRITE if W; ``file_offset`` = sector * 512, sizes = blocks * 512 bytes; ``filename`` =
     ``major,minor``; ``application`` = the process named on the D line. Other actions (Q, G, I,
     M, P, U, A, X, m, ...), D/C events without data (flushes, discards, SCSI pass-through),
-    ``Input file ... added`` lines and the closing summary (from its first ``CPU<n> (dev):`` or
-    ``Total (dev):`` line on) are ignored; a D without its C or a C without its D (the trace cut
+    ``Input file ... added`` lines and the closing statistics (from the title of the first block,
+    ``CPU<n> (dev):``, ``Total (dev):`` or, with ``blkparse -s``, ``process (pid)``, on) are ignored; a D without its C or a C without its D (the trace cut
     them apart) is dropped and counted in ``report.unpaired``. Rows are in D-time order.
 
     Args:
@@ -453,7 +455,9 @@ def read_blkparse(path: str | Path, lenient: bool = False, report: ReadReport | 
     lines = pc.utf8_rtrim(lines, characters="\r")
     n_lines = len(lines)
     summary = np.flatnonzero(pc.match_substring_regex(lines, _BLK_SUMMARY).to_numpy(zero_copy_only=False))
-    body_end = int(summary[0]) if len(summary) else n_lines
+    stats = np.flatnonzero(pc.match_substring_regex(lines, _BLK_STATS_FIRST).to_numpy(zero_copy_only=False))
+    body_end = min(int(summary[0]) if len(summary) else n_lines, int(stats[0]) - 1 if len(stats) else n_lines)
+    body_end = max(body_end, 0)
     body = lines.slice(0, body_end)
     blank = pc.equal(pc.utf8_trim_whitespace(body), "").to_numpy(zero_copy_only=False)
     banner = pc.match_substring_regex(body, r"^Input file .* added$").to_numpy(zero_copy_only=False)
