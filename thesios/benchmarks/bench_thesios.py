@@ -1,7 +1,7 @@
 """Speed and memory of thesios, measured side by side in one run.
 
 Prints: reorganizer requests/s (vectorized) vs the same FIFO queue in SimPy and as a Python loop,
-with ratios; synthesis requests/s; one disk-day (~1 M requests) end to end; memory of 10,000
+with ratios; the spin-down schedule (spin-up delay fed back) vs its per-request loop; synthesis requests/s; one disk-day (~1 M requests) end to end; memory of 10,000
 sampled disks. Run from the thesios/ folder: ``python benchmarks/bench_thesios.py [--json]``.
 """
 
@@ -22,6 +22,7 @@ from thesios.reorganizer import fifo_schedule, fifo_schedule_loop, to_ns
 from thesios.requests import Requests
 from thesios.synth import synthesize
 from thesios.validate import auto_fleet, window_metrics
+from thesios.whatif import spin_down_schedule, spin_down_schedule_loop
 
 
 def best_of(fn, repeat: int = 3) -> float:
@@ -66,6 +67,18 @@ def main() -> None:
     out["python_loop_requests_per_s"] = m / t_loop
     out["reorganizer_vs_simpy"] = out["reorganizer_requests_per_s"] / out["simpy_requests_per_s"]
     out["reorganizer_vs_loop"] = out["reorganizer_requests_per_s"] / out["python_loop_requests_per_s"]
+
+    # Spin-down with the spin-up delay fed back (fixed point of vectorized passes) against its
+    # per-request loop: gaps of mean 1 s, 3 s timeout, 1 s spin-up (~5% of requests spin up).
+    gaps_arrival = to_ns(np.cumsum(rng.exponential(1.0, n)))
+    horizon = (0, int(gaps_arrival[-1]) + 1)
+    sd = spin_down_schedule(gaps_arrival, service, 3 * 10**9, 10**9, horizon)
+    t_sd = best_of(lambda: spin_down_schedule(gaps_arrival, service, 3 * 10**9, 10**9, horizon), repeat=1)
+    t_sd_loop = best_of(lambda: spin_down_schedule_loop(gaps_arrival[:m], service[:m], 3 * 10**9, 10**9, 0), repeat=1)
+    out["spin_down_requests_per_s"] = n / t_sd
+    out["spin_down_fixed_point_passes"] = sd.iterations
+    out["spin_down_loop_requests_per_s"] = m / t_sd_loop
+    out["spin_down_vs_loop"] = out["spin_down_requests_per_s"] / out["spin_down_loop_requests_per_s"]
 
     # 10,000 sampled disks at p = 1/10,000 over four days.
     spec = auto_fleet(1e-4)

@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from thesios.cli import main
 from thesios.errors import TraceFormatError
@@ -420,9 +422,122 @@ def test_convert_other_formats(tmp_path, capsys):
     main(["convert", str(MSR), "--format", "msr", "-o", str(out)])
     assert read_parquet(out).num_rows == 8
     with pytest.raises(SystemExit) as exc:
-        main(["convert", str(MSR), "--format", "blkparse", "-o", str(out)])
+        main(["convert", str(MSR), "--format", "spc", "-o", str(out)])
     assert exc.value.code == 2
     with pytest.raises(SystemExit) as exc:
         main(["convert", str(MSR), "-o", str(tmp_path / "x.parquet")])  # an MSR file is no Thesios shard
     assert exc.value.code == 2
     assert "header is not the 17 Thesios columns" in capsys.readouterr().err
+
+
+BLKPARSE = FIX / "blkparse_sda.txt"
+
+
+def test_reads_blkparse_issue_complete_pairs():
+    from thesios.readers import read_blkparse
+
+    report = ReadReport()
+    table = read_blkparse(BLKPARSE, report=report)
+    assert table.schema == THESIOS_SCHEMA_WITH_LATENCY
+    # The fixture's three complete requests (make_blkparse_fixture.py), times from the first event.
+    rows = table.select(["filename", "application", "op_type", "file_offset", "request_io_size_bytes",
+                         "start_time", "latency", "disk_time", "cache_hit"]).to_pylist()
+    expected = [
+        ("8,0", "fio", "READ", 2048 * 512, 8 * 512, 0.000100, 0.0042, 0.0042, 0),
+        ("8,0", "jbd2/sda1-8", "WRITE", 1085440 * 512, 16 * 512, 0.000950, 0.008, 0.0, -1),
+        ("8,0", "fio", "READ", 4096 * 512, 256 * 512, 0.009950, 0.0025, 0.0025, 0),
+    ]
+    assert len(rows) == 3
+    for row, want in zip(rows, expected):
+        got = tuple(row.values())
+        assert got[:5] == want[:5] and got[8] == want[8]
+        assert got[5:8] == pytest.approx(want[5:8], abs=1e-12)
+    # A C with no D (777 + 8) and a D with no C (9999 + 8); the flush and the summary are not rows.
+    assert report.unpaired == 2 and report.skipped == 0
+    assert "Total (sda):" in BLKPARSE.read_text() and "Input file sda.blktrace.0 added" in BLKPARSE.read_text()
+    # blkparse -s puts per-process statistics ("fio (4162)") before the device's: the same table.
+    per_process = FIX / "blkparse_sda_per_process.txt"
+    assert "\nfio (4162)\n Reads Queued:" in per_process.read_text()
+    assert read_blkparse(per_process).equals(table)
+
+
+def test_blkparse_malformed_lines_report_file_and_line(tmp_path):
+    from thesios.readers import read_blkparse
+
+    raw = lines_of(BLKPARSE)
+    assert raw[6].split()[5:7] == ["D", "R"]  # line 7: the D of the read at 2048
+    raw[6] = raw[6].replace("2048 + 8", "2048 8")
+    raw[9] = "garbage in the middle"
+    path = write_lines(tmp_path / "bad.txt", raw)
+    with pytest.raises(TraceFormatError, match=rf"^{path}:7: D event without 'sector \+ blocks' \(and 1 more bad lines\)$"):
+        read_blkparse(path)
+    report = ReadReport()
+    table = read_blkparse(path, lenient=True, report=report)
+    assert report.skipped == 2 and report.examples == [
+        f"{path}:7: D event without 'sector + blocks'", f"{path}:10: not a blkparse event line"]
+    # Line 10 was the I of the write (no request lost); the read at 2048 lost its D: its C is unpaired.
+    assert table.column("file_offset").to_pylist() == [1085440 * 512, 4096 * 512]
+    assert report.unpaired == 3
+
+
+def test_blkparse_truncated_output_fails_on_its_last_line(tmp_path):
+    from thesios.readers import read_blkparse
+
+    raw = lines_of(BLKPARSE)
+    cut = raw.index("CPU0 (sda):")  # blkparse killed before its summary, mid-line
+    path = tmp_path / "cut.txt"
+    path.write_text("\n".join(raw[:cut - 1]) + "\n" + raw[cut - 1][:30])
+    with pytest.raises(TraceFormatError, match=rf"^{path}:{cut}: last line has no line end"):
+        read_blkparse(path)
+    assert read_blkparse(path, lenient=True).num_rows == 3
+    empty = write_lines(tmp_path / "summary_only.txt", raw[cut:])
+    with pytest.raises(TraceFormatError, match="no issue \\(D\\) / complete \\(C\\) pairs"):
+        read_blkparse(empty)
+
+
+def test_convert_blkparse(tmp_path, capsys):
+    out = tmp_path / "blk.parquet"
+    main(["convert", str(BLKPARSE), "--format", "blkparse", "-o", str(out)])
+    assert read_parquet(out).column("latency").to_pylist() == pytest.approx([0.0042, 0.008, 0.0025])
+    assert "2 issue/complete events without their partner dropped" in " ".join(capsys.readouterr().err.split())
+
+
+def _blkparse_line(dev, cpu, seq, t_ns, pid, act, rwbs, text):
+    """One event line as blkparse_fmt.c prints it: "%3d,%-3d %2d %8d %5d.%09lu %5u %2s %3s " + text."""
+    return f"{dev[0]:3d},{dev[1]:<3d} {cpu:2d} {seq:8d} {t_ns // 10**9:5d}.{t_ns % 10**9:09d} {pid:5d} {act:>2s} {rwbs:>3s} {text}"
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 10**11), st.integers(0, 10**9), st.booleans(), st.integers(1, 2048),
+                          st.integers(0, 3), st.sampled_from(["", "S", "M"])),
+                min_size=1, max_size=30, unique_by=lambda r: r[0]))
+def test_blkparse_reader_recovers_random_requests(tmp_path_factory, reqs):
+    from thesios.readers import read_blkparse
+
+    events = []  # (time, line text without header, action, rwbs, cpu, pid)
+    for i, (d_ns, lat_ns, read, blocks, cpu, flag) in enumerate(reqs):
+        sector, rwbs, pid = 1000 * i, ("R" if read else "W") + flag, 100 + i
+        events.append((max(0, d_ns - 500), "Q", rwbs, cpu, pid, f"{sector} + {blocks} [proc{i}]"))
+        events.append((d_ns, "D", rwbs, cpu, pid, f"{sector} + {blocks} [proc{i}]"))
+        events.append((d_ns + lat_ns, "C", rwbs, (cpu + 1) % 4, 0, f"{sector} + {blocks} [0]"))
+    events.sort(key=lambda e: e[0])
+    seq = [0, 0, 0, 0]
+    lines = []
+    for t, act, rwbs, cpu, pid, text in events:
+        seq[cpu] += 1
+        lines.append(_blkparse_line((259, 3), cpu, seq[cpu], t, pid, act, rwbs, text))
+    lines += ["CPU0 (259,3):", " Reads Queued:           1,        4KiB\t Writes Queued:           0,        0KiB",
+              "", "Throughput (R/W): 0KiB/s / 0KiB/s", f"Events (259,3): {len(events)} entries", "Skips: 0 forward (0 -   0.0%)"]
+    path = write_lines(tmp_path_factory.mktemp("blk") / "trace.txt", lines)
+    report = ReadReport()
+    table = read_blkparse(path, report=report)
+    want = sorted(reqs, key=lambda r: r[0])
+    idx = [reqs.index(r) for r in want]
+    assert report.unpaired == 0 and table.num_rows == len(reqs)
+    assert table.column("filename").to_pylist() == ["259,3"] * len(reqs)
+    assert table.column("file_offset").to_pylist() == [1000 * i * 512 for i in idx]
+    assert table.column("request_io_size_bytes").to_pylist() == [r[3] * 512 for r in want]
+    assert table.column("op_type").to_pylist() == ["READ" if r[2] else "WRITE" for r in want]
+    assert table.column("start_time").to_pylist() == [r[0] / 1e9 for r in want]
+    assert table.column("latency").to_pylist() == [r[1] / 1e9 for r in want]
+    assert table.column("application").to_pylist() == [f"proc{i}" for i in idx]

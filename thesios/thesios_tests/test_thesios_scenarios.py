@@ -85,20 +85,51 @@ def test_whatif_scenarios_on_a_light_fleet():
         assert sc["rpm:5400"]["utilization"] > base["utilization"]
         sd = sc["spin-down:zone=COLD,timeout=10s"]
         assert sd["idle_energy_j"] > 0 and sd["break_even_s"] > 0
-        assert sd["saving"] <= 1.0 and sd["added_latency_s"] == sd["spin_ups"] * 10.0
+        assert sd["saving"] <= 1.0 and sd["requests_spun_up"] <= sd["spin_ups"] <= sd["requests_spun_up"] + 1
+        # each request that found the disk down waits the whole spin-up; those behind it wait too
+        assert sd["added_latency_s"] >= sd["requests_spun_up"] * 10.0 - 1e-6
+        assert sd["requests_delayed"] >= sd["requests_spun_up"]
+        assert sd["read_latency_p99_s"] >= sd["baseline_read_latency_p99_s"]
         c = sc["cache:x2"]
         assert c["belady_miss_ratio_scaled"] <= c["lru_miss_ratio_scaled"] <= c["lru_miss_ratio"]
+        # From the samples alone, the miss ratios of a member's real disk-day (measured 0.2-3.7
+        # points apart on this fleet: SHARDS noise of 2-5 k sampled blocks)
+        for k in ("lru_miss_ratio", "lru_miss_ratio_scaled", "belady_miss_ratio_scaled"):
+            assert c[k] == pytest.approx(c[f"full_trace_{k}"], abs=0.06), k
 
 
 def test_whatif_cli_json(capsys, tmp_path):
     from thesios_tests.test_thesios_validate import light_fleet_json
 
     fleet = light_fleet_json(tmp_path / "fleet.json", 21)
-    main(["whatif", "--rate", "1/20", "--fleet", str(fleet), "-s", "rpm:5400", "--json"])
+    report = tmp_path / "whatif.html"
+    main(["whatif", "--rate", "1/20", "--fleet", str(fleet), "-s", "rpm:5400", "-s", "spin-down:zone=COLD,timeout=10s",
+          "--json", "--report", str(report)])
     doc = json.loads(capsys.readouterr().out)
     assert doc["rate"] == 0.05 and len(doc["groups"]) == 4
     for g in doc["groups"]:
         assert g["scenarios"]["rpm:5400"]["read_latency_p50_s"] > g["baseline"]["read_latency_p50_s"]
+    sections = _report_sections(report)
+    assert list(sections) == ["baseline", "rpm:5400", "spin-down:zone=COLD,timeout=10s"]
+    sd = [g["scenarios"]["spin-down:zone=COLD,timeout=10s"] for g in doc["groups"]]
+    # the spin-down table shows each group's numbers from the same run
+    assert all(f"<td>{m['spin_ups']}</td>" in sections["spin-down:zone=COLD,timeout=10s"] for m in sd)
+    assert all(f"<td>{m['idle_energy_j']:.4g}</td>" in sections["spin-down:zone=COLD,timeout=10s"] for m in sd)
+
+
+def _report_sections(path) -> dict[str, str]:
+    """A what-if report's sections by title; checks each scenario section has one real PNG."""
+    import base64
+    import re
+
+    text = path.read_text()
+    parts = re.split(r"<h2>(.*?)</h2>", text)[1:]
+    sections = {__import__("html").unescape(t): body for t, body in zip(parts[::2], parts[1::2])}
+    for title, body in sections.items():
+        pngs = re.findall(r"data:image/png;base64,([A-Za-z0-9+/=]+)", body)
+        assert len(pngs) == (0 if title == "baseline" else 1), title
+        assert all(base64.b64decode(p)[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
+    return sections
 
 
 @pytest.mark.parametrize("args", [["whatif", "-s", "warp:x9"], ["whatif", "-s", "rpm:0"], ["whatif"]])
@@ -144,8 +175,13 @@ def test_table_round_trip_into_requests():
 
 def test_whatif_on_a_thesios_shard(tmp_path, capsys):
     shard = __import__("pathlib").Path(__file__).parent / "fixtures" / "thesios_shard.csv"
-    main(["whatif", str(shard), "-s", "rpm:5400", "-s", "spin-down:timeout=60s", "-s", "cache:x2", "--json"])
+    report = tmp_path / "shard.html"
+    main(["whatif", str(shard), "-s", "rpm:5400", "-s", "spin-down:timeout=60s", "-s", "cache:x2", "--json",
+          "--report", str(report)])
     doc = json.loads(capsys.readouterr().out)
+    sections = _report_sections(report)
+    assert list(sections) == ["baseline", "rpm:5400", "spin-down:timeout=60s", "cache:x2"]
+    assert f"<td>{doc['scenarios']['cache:x2']['lru_miss_ratio']:.4g}</td>" in sections["cache:x2"]
     base, sc = doc["baseline"], doc["scenarios"]
     assert sc["rpm:5400"]["utilization"] > base["utilization"]
     assert "fit" in doc  # the shard has no rotation split: it was fitted

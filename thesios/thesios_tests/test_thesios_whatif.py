@@ -94,3 +94,48 @@ def test_block_keys_expand_requests(trace):
     assert len(np.unique(keys[req == 0])) == n_blocks[0]
     lru = lru_misses(keys, 500).sum()
     assert belady_misses(keys, 500).sum() <= lru <= len(keys)
+
+
+def test_spin_down_with_spinup_feedback_closed_form_on_hand_made_gaps():
+    from thesios.reorganizer import fifo_schedule
+    from thesios.whatif import spin_down_schedule
+
+    S = 10**9
+    a = np.array([0, 400, 405, 1000, 1305, 1316]) * S
+    s = np.array([0, 2, 0, 0, 0, 0]) * S  # a 2 s read, instant writes
+    sched = spin_down_schedule(a, s, 300 * S, 10 * S, (0, 2000 * S))
+    # 400: idle 400 s > 300 -> spun down, waits the 10 s spin-up, done at 412; 405 queues behind
+    # it until 412; 1000: idle 588 s -> spin-up, done at 1010; 1305: idle 295 s only, because the
+    # spin-up delayed the previous finish (the always-spinning schedule sees 305 s: a spin-up).
+    np.testing.assert_array_equal(sched.finish_ns, np.array([0, 412, 412, 1010, 1305, 1316]) * S)
+    np.testing.assert_array_equal(sched.start_ns, np.array([0, 410, 412, 1010, 1305, 1316]) * S)
+    np.testing.assert_array_equal(sched.spun_up, [False, True, False, True, False, False])
+    np.testing.assert_array_equal(sched.gaps_ns, np.array([400, 588, 295, 11, 684]) * S)
+    _, base_finish = fifo_schedule(a, s)
+    added = (sched.finish_ns - base_finish) / S
+    np.testing.assert_array_equal(added, [0, 10, 7, 10, 0, 0])  # 27 s in all
+    pm = PowerModel()  # 5.5 W idle, 0.8 W standby, 120 J spin-up
+    res = spin_down_energy(sched.gaps_ns / S, 300.0, pm)
+    down = [400, 588, 684]
+    closed = sum(5.5 * 300 + 0.8 * (g - 300) + 120 for g in down) + 5.5 * (295 + 11)
+    assert res.energy_j == pytest.approx(closed) == pytest.approx(7610.6)
+    assert res.always_on_j == pytest.approx(5.5 * 1978) and res.spin_ups == 3
+    # The first-order view of the always-spinning gaps (400, 595, 305, 11, 684) counts 4.
+    assert spin_down_energy(np.array([400, 595, 305, 11, 684.0]), 300.0, pm).spin_ups == 4
+    with pytest.raises(ThesiosInputError):
+        spin_down_schedule(a, s, -1, 0, (0, 1))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 8)), min_size=1, max_size=40),
+       st.integers(0, 20), st.integers(0, 15))
+def test_spin_down_schedule_equals_a_per_request_loop(reqs, timeout, spinup):
+    from thesios.whatif import spin_down_schedule, spin_down_schedule_loop
+
+    a = np.cumsum([r[0] for r in reqs]).astype(np.int64)
+    s = np.array([r[1] for r in reqs], np.int64)
+    sched = spin_down_schedule(a, s, timeout, spinup, (0, int(a[-1] + 100)))
+    start, finish, down = spin_down_schedule_loop(a, s, timeout, spinup, 0)
+    np.testing.assert_array_equal(sched.start_ns, start)
+    np.testing.assert_array_equal(sched.finish_ns, finish)
+    np.testing.assert_array_equal(sched.spun_up, down)

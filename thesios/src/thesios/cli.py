@@ -117,6 +117,7 @@ def whatif_cmd(
     days: Annotated[int, typer.Option(help="days of samples per disk")] = 4,
     seed: Annotated[int, typer.Option(help="seed")] = 0,
     fleet: Annotated[Path | None, typer.Option(help=FLEET_HELP)] = None,
+    report: Annotated[Path | None, typer.Option(help="also write an HTML report with a section and plot per what-if")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
 ) -> None:
     """What-ifs on a TRACE, or on one synthesized disk per group of the embedded fleet, beside the baseline."""
@@ -124,6 +125,8 @@ def whatif_cmd(
 
     p = _parse_rate(rate)
     scenarios = [parse_scenario(s) for s in scenario]
+    if report is not None:
+        check_writable(report)  # before minutes of work, not after
     if trace is not None:
         # These shape the embedded fleet; with a TRACE they would be ignored without a word.
         fleet_only = [f"--{n}" for n in ("rate", "days", "fleet")
@@ -133,21 +136,35 @@ def whatif_cmd(
         if not 0 < rpm <= 30000:
             raise ThesiosInputError("--rpm must be in (0, 30000]")
         result = {"trace": str(trace)} | run_trace_scenarios(_load_trace(trace), scenarios, rpm=rpm, seed=seed)
+        _maybe_whatif_report({"trace": str(trace), "groups": [{"group": str(trace), "disks": 1} | result]}, report)
         if as_json:
             print(json.dumps(result, indent=2))
         else:
             _print_whatif_groups([{"group": str(trace), "disks": 1} | result])
+            if report is not None:
+                Console(stderr=True).print(f"report -> {report}")
         return
     scale = max([sc.factor for sc in scenarios if sc.kind == "capacity"], default=1.0)
     spec = _fleet_spec(fleet, p, days, seed, 1, scale)
     if as_json:
         result = run_scenarios(spec, p, scenarios, seed=seed, progress=lambda m: print(m, file=sys.stderr))
+        _maybe_whatif_report(result, report)
         print(json.dumps(result, indent=2))
         return
     err = Console(stderr=True, log_path=False)  # the source line of each log is noise to a user
     with err.status("sampling, grouping, synthesizing") as status:
         result = run_scenarios(spec, p, scenarios, seed=seed, progress=lambda m: (status.update(m), err.log(m)))
+    _maybe_whatif_report(result, report)
     _print_whatif_groups(result["groups"])
+    if report is not None:
+        err.print(f"report -> {report}")
+
+
+def _maybe_whatif_report(result: dict, report: Path | None) -> None:
+    if report is not None:
+        from thesios.report import write_whatif_report
+
+        write_whatif_report(result, report)
 
 
 def _load_trace(path: Path) -> Requests:
@@ -199,10 +216,15 @@ def _print_whatif_groups(groups: list[dict]) -> None:
                               f"{m['read_latency_p50_s'] * 1e3:.1f}", f"{m['read_latency_p99_s'] * 1e3:.1f}")
             elif "saving" in m:
                 notes.append(f"{name}: energy saving {m['saving']:.1%}, {m['spin_ups']} spin-ups, "
-                             f"mean idle gap {m['mean_idle_gap_s']:.1f} s vs break-even {m['break_even_s']:.1f} s")
+                             f"mean idle gap {m['mean_idle_gap_s']:.1f} s vs break-even {m['break_even_s']:.1f} s; "
+                             f"{m['requests_delayed']} requests delayed, {m['added_latency_s']:.1f} s added "
+                             f"(max {m['added_latency_max_s']:.1f} s), read p99 {m['baseline_read_latency_p99_s'] * 1e3:.1f} -> "
+                             f"{m['read_latency_p99_s'] * 1e3:.1f} ms")
             else:
+                check = (f"; a member's full disk-day: {m['full_trace_lru_miss_ratio']:.1%} -> "
+                         f"{m['full_trace_lru_miss_ratio_scaled']:.1%}" if "full_trace_lru_miss_ratio" in m else "")
                 notes.append(f"{name}: LRU miss ratio {m['lru_miss_ratio']:.1%} -> {m['lru_miss_ratio_scaled']:.1%} "
-                             f"(Belady {m['belady_miss_ratio_scaled']:.1%})")
+                             f"(Belady {m['belady_miss_ratio_scaled']:.1%}){check}")
         console.print(table)
         for note in notes:
             console.print(note, highlight=False, soft_wrap=False)
@@ -268,15 +290,21 @@ def synth_cmd(
 
 @app.command("convert")
 def convert_cmd(
-    inputs: Annotated[list[Path], typer.Argument(help="Thesios CSV shards (.csv, .csv.gz)")],
+    inputs: Annotated[list[Path], typer.Argument(help="trace files (Thesios CSV shards .csv, .csv.gz by default)")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Parquet file to write (atomically)")],
     lenient: Annotated[bool, typer.Option(help="skip and count malformed rows instead of failing")] = False,
-    fmt: Annotated[str, typer.Option("--format", help="input format: thesios, msr, alibaba, tencent")] = "thesios",
+    fmt: Annotated[str, typer.Option("--format", help="input format: thesios, msr, alibaba, tencent, blkparse")] = "thesios",
 ) -> None:
     """Convert trace files (Thesios CSV shards by default) into one Parquet trace."""
-    from thesios.readers import read_alibaba_csv, read_msr_csv, read_tencent_csv
+    from thesios.readers import (
+        read_alibaba_csv,
+        read_blkparse,
+        read_msr_csv,
+        read_tencent_csv,
+    )
 
-    readers = {"thesios": read_thesios_csv, "msr": read_msr_csv, "alibaba": read_alibaba_csv, "tencent": read_tencent_csv}
+    readers = {"thesios": read_thesios_csv, "msr": read_msr_csv, "alibaba": read_alibaba_csv, "tencent": read_tencent_csv,
+               "blkparse": read_blkparse}
     if fmt not in readers:
         raise ThesiosInputError(f"--format must be one of {', '.join(readers)}, got {fmt!r}")
     _require_parquet(output)
@@ -287,6 +315,8 @@ def convert_cmd(
     msg = f"{report.rows} rows -> {output}"
     if fmt == "thesios":
         msg += f"; {report.header_repeats} repeated headers dropped"
+    if report.unpaired:
+        msg += f"; {report.unpaired} issue/complete events without their partner dropped"
     if report.skipped:
         msg += f"; {report.skipped} malformed rows skipped (first: {report.examples[0]})"
     Console(stderr=True).print(msg)

@@ -34,11 +34,13 @@ _OPTIONAL_FLOATS = ("simulated_disk_start_time", "simulated_latency", EXTRA_LATE
 
 @dataclass
 class ReadReport:
-    """What a lenient read dropped: ``skipped`` rows, and the first few ``file:line: reason``."""
+    """What a read dropped: ``skipped`` malformed rows (lenient), the first few
+    ``file:line: reason``, repeated headers, and unpaired blkparse events."""
 
     rows: int = 0
     skipped: int = 0
     header_repeats: int = 0
+    unpaired: int = 0  # blkparse: D or C events whose partner is not in the trace
     examples: list[str] = field(default_factory=list)
 
 
@@ -396,5 +398,131 @@ def read_tencent_csv(path: str | Path, lenient: bool = False, report: ReadReport
     device = pc.utf8_trim_whitespace(raw.column("VolumeID"))
     table = _block_table(device, _ints(raw, "Offset") * 512, _ints(raw, "Size") * 512, is_read,
                          _ints(raw, "Timestamp").astype(np.float64), None)
+    report.rows += table.num_rows
+    return table
+
+
+#: One event line of blkparse's default output (blktrace 1.x, ``blkparse_fmt.c``): the header
+#: ``"%3d,%-3d %2d %8d %5d.%09lu %5u %2s %3s "`` (device major,minor; CPU; sequence; seconds
+#: since the trace began; pid; action; RWBS), then action-specific text.
+_BLK_EVENT = (
+    r"^\s*(?P<major>\d+),(?P<minor>\d+)\s+(?P<cpu>\d+)\s+(?P<seq>\d+)\s+(?P<sec>\d+)\.(?P<nsec>\d{9})"
+    r"\s+(?P<pid>\d+)\s+(?P<action>[A-Za-z]{1,2})\s+(?P<rwbs>[A-Z]+)(?:\s+(?P<rest>.*?))?\s*$"
+)
+#: The text after the header of a D (issue) or C (complete) event on a file-system request:
+#: ``sector + blocks [process]`` for D, ``sector + blocks [error]`` for C, an elapsed time in
+#: parentheses between them when blkparse tracked it.
+_BLK_SECTORS = r"^(?P<sector>\d+) \+ (?P<blocks>\d+)(?: \(\s*\d+\))? \[(?P<tail>.*)\]$"
+#: D/C text of a SCSI pass-through (PC) request or one without sectors: not a data request.
+_BLK_NO_SECTORS = r"^(?:\d+ )?(?:\(.*\) )?\[.*\]$|^\(\s*\d+\) \[.*\]$"
+#: The first line of blkparse's closing summary (``CPU0 (8,0):``, ``Total (sda):``): everything
+#: from there on is statistics, not events. Every statistics block, the per-process ones of
+#: ``blkparse -s`` too (titled ``fio (4162)``), opens with its title then `` Reads Queued:``.
+_BLK_SUMMARY = r"^(?:CPU\d+|Total) \([^)]*\):\s*$"
+_BLK_STATS_FIRST = r"^ Reads Queued:\s"
+SECTOR_BYTES = 512
+
+
+def read_blkparse(path: str | Path, lenient: bool = False, report: ReadReport | None = None) -> pa.Table:
+    """Read blkparse's default text output into :data:`THESIOS_SCHEMA_WITH_LATENCY`.
+
+    Each request is the pair of its D (issued to the device) and C (completed) events on the same
+    device, sector and size, in time order: ``start_time`` = the D time (s since the trace began),
+    ``latency`` = C time - D time (the device's service time, D2C; Brunelle, "blktrace User
+    Guide", 2007), ``disk_time`` of reads = that latency; ``op_type`` READ if the RWBS field
+    has R, WRITE if W; ``file_offset`` = sector * 512, sizes = blocks * 512 bytes; ``filename`` =
+    ``major,minor``; ``application`` = the process named on the D line. Other actions (Q, G, I,
+    M, P, U, A, X, m, ...), D/C events without data (flushes, discards, SCSI pass-through),
+    ``Input file ... added`` lines and the closing statistics (from the title of the first block,
+    ``CPU<n> (dev):``, ``Total (dev):`` or, with ``blkparse -s``, ``process (pid)``, on) are ignored; a D without its C or a C without its D (the trace cut
+    them apart) is dropped and counted in ``report.unpaired``. Rows are in D-time order.
+
+    Args:
+        path: blkparse output (plain or compressed).
+        lenient: drop malformed lines and count them in ``report`` instead of raising.
+        report: filled with row, skip and unpaired counts when given.
+
+    Raises:
+        TraceFormatError: ``file:line: reason`` for a line that is not a blkparse event, a D or C
+            data event without ``sector + blocks``, or a last event line without a line end (a
+            truncated file; unless lenient), or a file with no D/C pairs at all.
+    """
+    path = Path(path)
+    report = report if report is not None else ReadReport()
+    text = _read_bytes(path).decode("utf-8", "replace")
+    truncated = bool(text) and not text.endswith("\n")
+    lines = pa.array(text.split("\n")[: -1 if text.endswith("\n") else None], pa.string())
+    lines = pc.utf8_rtrim(lines, characters="\r")
+    n_lines = len(lines)
+    summary = np.flatnonzero(pc.match_substring_regex(lines, _BLK_SUMMARY).to_numpy(zero_copy_only=False))
+    stats = np.flatnonzero(pc.match_substring_regex(lines, _BLK_STATS_FIRST).to_numpy(zero_copy_only=False))
+    body_end = min(int(summary[0]) if len(summary) else n_lines, int(stats[0]) - 1 if len(stats) else n_lines)
+    body_end = max(body_end, 0)
+    body = lines.slice(0, body_end)
+    blank = pc.equal(pc.utf8_trim_whitespace(body), "").to_numpy(zero_copy_only=False)
+    banner = pc.match_substring_regex(body, r"^Input file .* added$").to_numpy(zero_copy_only=False)
+    ev = pc.extract_regex(body, _BLK_EVENT)
+    is_event = np.asarray(ev.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    errors: list[tuple[int, str]] = [
+        (int(i) + 1, "not a blkparse event line") for i in np.flatnonzero(~is_event & ~blank & ~banner)
+    ]
+    action = pc.fill_null(ev.field("action"), "")
+    rwbs = pc.fill_null(ev.field("rwbs"), "")
+    rest = pc.fill_null(ev.field("rest"), "")
+    is_dc = pc.is_in(action, pa.array(["D", "C"])).to_numpy(zero_copy_only=False) & is_event
+    # The data direction is the first of R/W/D/N after an optional F (flush) in RWBS.
+    direction = pc.extract_regex(rwbs, r"^F?(?P<d>[RWDN])").field("d")
+    direction = pc.fill_null(direction, "").to_numpy(zero_copy_only=False)
+    data = is_dc & np.isin(direction, ["R", "W"])
+    sec = pc.extract_regex(rest, _BLK_SECTORS)
+    has_sectors = np.asarray(sec.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    no_sectors = pc.match_substring_regex(rest, _BLK_NO_SECTORS).to_numpy(zero_copy_only=False)
+    bad_dc = data & ~has_sectors & ~no_sectors
+    errors.extend((int(i) + 1, f"{action[int(i)].as_py()} event without 'sector + blocks'") for i in np.flatnonzero(bad_dc))
+    if truncated and body_end == n_lines and not blank[-1]:
+        # Cut anywhere: inside the header (no event) or inside the sectors (a wrong size).
+        errors = [e for e in errors if e[0] != n_lines] + [(n_lines, "last line has no line end: the file looks truncated")]
+        data[-1] = False
+    errors.sort()
+    n_bad = len(errors)
+    if errors and not lenient:
+        line, reason = errors[0]
+        more = f" (and {n_bad - 1} more bad lines)" if n_bad > 1 else ""
+        raise TraceFormatError(f"{path}:{line}: {reason}{more}")
+    report.skipped += n_bad
+    report.examples.extend(f"{path}:{line}: {reason}" for line, reason in errors[: max(0, 5 - len(report.examples))])
+
+    use = np.flatnonzero(data & has_sectors)
+    take = pa.array(use)
+    ev_u, sec_u = ev.take(take), sec.take(take)
+
+    def ints(arr: pa.Array) -> np.ndarray:
+        return np.asarray(pc.cast(arr, pa.int64()).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+    time_ns = ints(ev_u.field("sec")) * 1_000_000_000 + ints(ev_u.field("nsec"))
+    major, minor = ints(ev_u.field("major")), ints(ev_u.field("minor"))
+    sector, blocks = ints(sec_u.field("sector")), ints(sec_u.field("blocks"))
+    is_read = direction[use] == "R"
+    is_c = np.asarray(pc.equal(ev_u.field("action"), "C").to_numpy(zero_copy_only=False), dtype=bool)
+    # Pair each C with the D just before it on the same (device, sector, blocks, direction):
+    # sort by that key, then time, D before C at equal times, and match neighbours.
+    order = np.lexsort((is_c, time_ns, is_read, blocks, sector, minor, major))
+    key = np.stack([major, minor, sector, blocks, is_read.astype(np.int64)], axis=1)[order]
+    same = np.all(key[1:] == key[:-1], axis=1)
+    paired = same & ~is_c[order][:-1] & is_c[order][1:]
+    d_idx, c_idx = order[:-1][paired], order[1:][paired]
+    report.unpaired += len(use) - 2 * len(d_idx)
+    by_time = np.argsort(time_ns[d_idx], kind="stable")
+    d_idx, c_idx = d_idx[by_time], c_idx[by_time]
+    if len(d_idx) == 0:
+        raise TraceFormatError(f"{path}:1: no issue (D) / complete (C) pairs of data requests found")
+    device = pc.binary_join_element_wise(
+        pc.cast(pa.array(major[d_idx]), pa.string()), pc.cast(pa.array(minor[d_idx]), pa.string()), ","
+    )
+    latency = (time_ns[c_idx] - time_ns[d_idx]) / 1e9
+    table = _block_table(device, sector[d_idx] * SECTOR_BYTES, blocks[d_idx] * SECTOR_BYTES, is_read[d_idx],
+                         time_ns[d_idx] / 1e9, latency)
+    process = sec_u.field("tail").take(pa.array(d_idx))
+    table = table.set_column(table.schema.get_field_index("application"), "application", process)
     report.rows += table.num_rows
     return table

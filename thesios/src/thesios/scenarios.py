@@ -28,11 +28,11 @@ from thesios.synth import synthesize
 from thesios.whatif import (
     PowerModel,
     belady_misses,
-    idle_gaps,
     lru_misses,
     rpm_whatif,
     sampled_block_keys,
     spin_down_energy,
+    spin_down_schedule,
 )
 
 
@@ -124,31 +124,60 @@ def serve_metrics(trace: Requests, horizon: tuple[float, float] = (0.0, DAY_S)) 
     }
 
 
-def _disk_events(trace: Requests) -> tuple[np.ndarray, np.ndarray]:
-    """Busy intervals (s) of a disk: miss reads as served FIFO, writes as instants."""
-    miss = trace.is_miss_read
-    a = to_ns(trace.start_time[miss])
-    order = np.argsort(a, kind="stable")
-    start, finish = fifo_schedule(a[order], to_ns(trace.disk_time[miss])[order])
-    w = np.sort(trace.start_time[~trace.is_read])
-    st = np.concatenate((start / NS_PER_S, w))
-    fi = np.concatenate((finish / NS_PER_S, w))
-    order = np.argsort(st, kind="stable")
-    st, fi = st[order], np.maximum.accumulate(fi[order])
-    return st, fi
-
-
 def _spin_down(trace: Requests, sc: Scenario, power: PowerModel, horizon: tuple[float, float]) -> dict:
-    st, fi = _disk_events(trace)
-    gaps = idle_gaps(st, fi, horizon)
+    """Spin-down of a disk serving ``trace`` (miss reads with their service, writes as instants),
+    the spin-up delay fed back into the queue (:func:`thesios.whatif.spin_down_schedule`);
+    energy over the idle gaps in closed form; latency beside the always-spinning baseline."""
+    miss = trace.is_miss_read
+    disk = miss | ~trace.is_read
+    order = np.argsort(trace.start_time[disk], kind="stable")
+    a = to_ns(trace.start_time[disk][order])
+    s = to_ns(np.where(miss, trace.disk_time, 0.0)[disk][order])
+    is_miss = miss[disk][order]
+    begin = min(to_ns(np.array([horizon[0]]))[0], a[0] if len(a) else 0)
+    _, base_finish = fifo_schedule(a, s)
+    end = max(to_ns(np.array([horizon[1]]))[0], base_finish[-1] if len(a) else 0)
+    sched = spin_down_schedule(a, s, int(to_ns(np.array([sc.timeout_s]))[0]), int(to_ns(np.array([power.spinup_s]))[0]), (begin, end))
+    gaps = sched.gaps_ns / NS_PER_S
     e = spin_down_energy(gaps, sc.timeout_s, power)
+    # The first-order view (gaps of the always-spinning schedule, each spin-up delaying one
+    # request by the spin-up time) beside it, to show what the feedback changes.
+    base_gaps = spin_down_schedule(a, s, 2**62, 0, (begin, end)).gaps_ns / NS_PER_S
+    first = spin_down_energy(base_gaps, sc.timeout_s, power)
+    added = (sched.finish_ns - base_finish) / NS_PER_S
+    lat, base_lat = (sched.finish_ns - a)[is_miss] / NS_PER_S, (base_finish - a)[is_miss] / NS_PER_S
+
+    def pct(x: np.ndarray, q: float) -> float:
+        return float(np.percentile(x, q)) if len(x) else float("nan")
+
+    q = np.linspace(0.0, 1.0, 101)
     return {
-        "zone": sc.zone, "timeout_s": sc.timeout_s, "idle_energy_j": e.energy_j,
+        "read_latency_quantiles_s": [float(x) for x in np.quantile(lat, q)] if len(lat) else [],
+        "baseline_read_latency_quantiles_s": [float(x) for x in np.quantile(base_lat, q)] if len(base_lat) else [],
+        "zone": sc.zone, "timeout_s": sc.timeout_s, "spinup_s": power.spinup_s, "idle_energy_j": e.energy_j,
         "always_on_idle_energy_j": e.always_on_j, "saving": e.saving, "spin_ups": e.spin_ups,
-        "added_latency_s": e.added_latency_s, "mean_idle_gap_s": float(gaps.mean()) if len(gaps) else 0.0,
+        "requests_spun_up": int(sched.spun_up.sum()), "requests_delayed": int((added > 0).sum()),
+        "added_latency_s": float(added.sum()), "added_latency_mean_s": float(added.mean()) if len(added) else 0.0,
+        "added_latency_max_s": float(added.max()) if len(added) else 0.0,
+        "read_latency_p50_s": pct(lat, 50), "read_latency_p99_s": pct(lat, 99),
+        "baseline_read_latency_p50_s": pct(base_lat, 50), "baseline_read_latency_p99_s": pct(base_lat, 99),
+        "first_order_spin_ups": first.spin_ups, "first_order_added_latency_s": first.added_latency_s,
+        "mean_idle_gap_s": float(gaps.mean()) if len(gaps) else 0.0,
         "share_of_gaps_beyond_break_even": float((gaps > power.break_even_s).mean()) if len(gaps) else 0.0,
-        "break_even_s": power.break_even_s,
+        "break_even_s": power.break_even_s, "fixed_point_iterations": sched.iterations,
     }
+
+
+def _one_namespace(trace: Requests) -> Requests:
+    """A synthesized trace with its source disks' names merged into one disk's.
+
+    The samples of a group's disks name files by their popularity rank within the disk
+    (:mod:`thesios.fleet`), so keying blocks by (file, block) without the source disk makes the
+    merged samples one disk's reference stream: a request of one disk and a sampled request of a
+    similar disk draw file and block from the same distribution. Keyed by source disk, two samples
+    would share a block only within one source disk (probability ~p^2), and a cache would see no
+    reuse at all."""
+    return replace(trace, disk_id=np.zeros_like(trace.disk_id))
 
 
 def _cache(trace: Requests, sc: Scenario, cache_blocks: int, shards_rate: float, seed: int) -> dict:
@@ -237,10 +266,14 @@ def run_scenarios(
                 sub = samples if sc.zone is None else samples.take(samples.zone == IO_ZONES.index(sc.zone))
                 res = synthesize(sub, members, rate, days=spec.days)
                 out = _spin_down(res.trace, sc, power, (0.0, DAY_S))
-            else:  # cache: a member's disk-day at full rate, spatially sampled blocks (SHARDS)
+            else:
+                out = _cache(_one_namespace(base.trace), sc, cache_blocks, shards_rate, seed)
+                # The fleet is synthetic, so the what-if can be checked against a member's real
+                # disk-day (full rate, the same spatial sampling); a real fleet has only the above.
                 disk = int(members[0])
                 full = gen.generate(np.array([disk]), 0, 1.0, np.random.default_rng([seed, 30, disk])).sorted_by_time()
-                out = _cache(full, sc, cache_blocks, shards_rate, seed)
+                truth = _cache(full, sc, cache_blocks, shards_rate, seed)
+                out |= {f"full_trace_{k}": truth[k] for k in ("lru_miss_ratio", "lru_miss_ratio_scaled", "belady_miss_ratio_scaled")}
             entry["scenarios"][sc.spec] = out
         groups.append(entry)
     return {"rate": rate, "disks": spec.n_disks, "groups": groups}

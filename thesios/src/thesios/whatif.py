@@ -81,8 +81,10 @@ def spin_down_energy(gaps_s: np.ndarray, timeout_s: float, power: PowerModel = P
     """Idle energy of a disk that spins down after ``timeout_s`` of idleness (closed form).
 
     A gap g <= timeout costs ``P_idle * g``; a longer one costs ``P_idle * timeout +
-    P_standby * (g - timeout) + E_spinup`` and delays the next request by the spin-up time
-    (first-order: the delay's knock-on on later requests is not re-simulated). Fixed-timeout
+    P_standby * (g - timeout) + E_spinup``; ``added_latency_s`` is the first-order view (each
+    spin-up delays one request by the spin-up time). Pass the gaps of
+    :func:`spin_down_schedule`, which feeds the delay back into the queue, for the exact
+    schedule's energy; its finish times give the added latency of every request. Fixed-timeout
     spin-down as analyzed by Douglis, Krishnan, Marsh, "Thwarting the power-hungry disk", USENIX
     Winter 1994.
 
@@ -100,6 +102,104 @@ def spin_down_energy(gaps_s: np.ndarray, timeout_s: float, power: PowerModel = P
     energy = np.where(down, power.idle_w * timeout_s + power.standby_w * (g - timeout_s) + power.spinup_j, power.idle_w * g)
     n_up = int(down.sum())
     return SpinDownResult(float(energy.sum()), float(power.idle_w * g.sum()), n_up, n_up * power.spinup_s)
+
+
+@dataclass(frozen=True)
+class SpinDownSchedule:
+    """A FIFO disk that spins down after a timeout, served with the spin-up delay fed back.
+
+    All arrays have one entry per request, in arrival order (int64 nanoseconds):
+    ``start_ns`` when the disk begins serving it (after any spin-up), ``finish_ns``,
+    ``spun_up`` (bool: it found the disk spun down and waited for the spin-up), ``gaps_ns``
+    the disk's idle gaps (finish of one request, or the horizon's begin, to the next arrival
+    that finds the disk idle, and the last finish to the horizon's end), ``iterations`` of the
+    fixed point (see :func:`spin_down_schedule`).
+    """
+
+    start_ns: np.ndarray
+    finish_ns: np.ndarray
+    spun_up: np.ndarray
+    gaps_ns: np.ndarray
+    iterations: int
+
+
+def spin_down_schedule(
+    arrival_ns: np.ndarray, service_ns: np.ndarray, timeout_ns: int, spinup_ns: int, horizon_ns: tuple[int, int],
+) -> SpinDownSchedule:
+    """Serve requests FIFO on a disk that spins down after ``timeout_ns`` of idleness.
+
+    A request arriving when the disk has been idle longer than the timeout waits ``spinup_ns``
+    for the spin-up before its service; requests arriving meanwhile queue behind it, so the delay
+    also shifts the queue behind it and shortens the next idle gap (which may then no longer
+    reach the timeout). The disk spins at the horizon's begin. Given which requests find the disk
+    down, the schedule is Lindley's recursion with those requests' service lengthened by the
+    spin-up (:func:`thesios.reorganizer.fifo_schedule`, vectorized); which requests find it down
+    depends on the schedule before them only, so iterating the two from "none" reaches the exact
+    fixed point: each pass re-serves only the requests from the first one still wrong (which it
+    fixes) on, so there are at most n passes, a few in practice, each shorter than the last.
+
+    Args:
+        arrival_ns: int64 arrivals, non-decreasing, shape (n,).
+        service_ns: int64 service times >= 0, shape (n,).
+        timeout_ns, spinup_ns: spin-down timeout and spin-up time (int ns, >= 0).
+        horizon_ns: (begin, end) of the observed period, int ns, begin <= every arrival.
+
+    Raises:
+        ThesiosInputError: negative timeout or spin-up, arrivals before the horizon, or the
+            queue errors of :func:`~thesios.reorganizer.fifo_schedule`.
+    """
+    a = np.asarray(arrival_ns, dtype=np.int64)
+    s = np.asarray(service_ns, dtype=np.int64)
+    begin, end = int(horizon_ns[0]), int(horizon_ns[1])
+    if timeout_ns < 0 or spinup_ns < 0:
+        raise ThesiosInputError("timeout and spin-up time must be non-negative")
+    if a.shape != s.shape or a.ndim != 1:
+        raise ThesiosInputError("arrivals and service times must be 1-D arrays of the same length")
+    if len(a) and (a[0] < begin or np.any(np.diff(a) < 0) or np.any(s < 0)):
+        raise ThesiosInputError("arrivals must be sorted and not precede the horizon; service times >= 0")
+    n = len(a)
+    down = np.zeros(n, dtype=bool)
+    finish = np.empty(n, dtype=np.int64)
+    j, passes = 0, 0  # down[:j] and finish[:j] are final
+    while j < n:
+        passes += 1
+        # Lindley's closed form on the suffix, the disk free from finish[j - 1] (or the begin).
+        free = begin if j == 0 else int(finish[j - 1])
+        served = s[j:] + spinup_ns * down[j:]
+        cum = np.cumsum(served)
+        lead = a[j:] - (cum - served)
+        lead[0] = max(int(lead[0]), free)
+        finish[j:] = cum + np.maximum.accumulate(lead)
+        prev = np.concatenate(([free], finish[j:-1]))
+        now = a[j:] - prev > timeout_ns
+        changed = np.flatnonzero(now != down[j:])
+        if len(changed) == 0:
+            break
+        # Everything before the first change is final, and so is the change itself (it
+        # depends on finishes before it only): re-serve from there, with the new guesses behind
+        # it; that pass finds its first change further on.
+        down[j:] = now
+        j += int(changed[0])
+    prev_finish = np.concatenate(([begin], finish[:-1]))
+    gaps = np.concatenate((a - prev_finish, [end - (int(finish[-1]) if n else begin)]))
+    return SpinDownSchedule(finish - s, finish, down, gaps[gaps > 0], passes)
+
+
+def spin_down_schedule_loop(
+    arrival_ns: np.ndarray, service_ns: np.ndarray, timeout_ns: int, spinup_ns: int, begin_ns: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Reference per-request loop of :func:`spin_down_schedule` (for tests and benchmarks only):
+    ``(start_ns, finish_ns, spun_up)``."""
+    start = np.empty(len(arrival_ns), dtype=np.int64)
+    finish = np.empty(len(arrival_ns), dtype=np.int64)
+    spun = np.zeros(len(arrival_ns), dtype=bool)
+    free = int(begin_ns)
+    for i, (a, s) in enumerate(zip(arrival_ns.tolist(), service_ns.tolist())):
+        spun[i] = a - free > timeout_ns
+        start[i] = a + spinup_ns if spun[i] else max(a, free)
+        free = int(start[i]) + s
+        finish[i] = free
+    return start, finish, spun
 
 
 def idle_gaps(start_s: np.ndarray, finish_s: np.ndarray, horizon: tuple[float, float]) -> np.ndarray:
