@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from xlaprobe.campaign import Campaign, _is_xla
-from xlaprobe.check import DEFAULT_CONFIGS
+from xlaprobe.checking import DEFAULT_CONFIGS
 from xlaprobe.sources.generator import generate
 
 

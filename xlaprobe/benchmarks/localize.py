@@ -3,7 +3,7 @@
 For each zoo model the unmutated compiler is checked once (``xla`` and ``reference``); then every
 mutant (`xlaprobe mutants`) compiles the model in a worker of its own. Where its pass fires and the
 oracle flags the result, the mutant's `MutationSite` is the ground truth, and
-`xlaprobe.localize.localize` (tiers 1-4, given that check so it starts from the finding; tier 5
+`xlaprobe.localization.localize` (tiers 1-4, given that check so it starts from the finding; tier 5
 is the mutant's own pass, known) must name its equation (``exact``; where XLA merged the mutated instruction from several
 equations, as two transposes into one, any equation its ``op_name`` names), a kernel list that holds its
 fusion (``fusion``) and the mutated HLO instruction (``op``: ``yes`` named exactly, ``with``
@@ -35,9 +35,9 @@ import re
 import tempfile
 import time
 
-from xlaprobe.check import check_program, judge
+from xlaprobe.checking import check_program, judge
 from xlaprobe.configs.mutants import MUTANTS
-from xlaprobe.localize import cycle_bound, localize, make_pool
+from xlaprobe.localization import cycle_bound, localize, make_pool
 from xlaprobe.sources.models import MODELS, build_program
 
 
@@ -46,7 +46,7 @@ def main() -> None:
     parser.add_argument("--models", default=",".join(MODELS), help="comma-separated zoo models")
     parser.add_argument("--mutants", default=",".join(MUTANTS), help="comma-separated mutants")
     parser.add_argument("--method", default="auto", choices=("auto", "cuts", "segments"),
-                        help="tier 2 search (see xlaprobe.localize.api)")
+                        help="tier 2 search (see xlaprobe.localization.api)")
     parser.add_argument("--direction", default="suffix", choices=("suffix", "prefix"),
                         help="for --method segments: which end of the window is fixed first")
     parser.add_argument("--jobs", type=int, default=1, help="workers per isolation group")
@@ -145,7 +145,7 @@ def main() -> None:
 
 def real_cases(jobs: int) -> list[dict]:
     """Localize and reduce every real bug case of tests/cases; print a table; return its rows."""
-    from xlaprobe.localize.reduce import reduce, write_outputs
+    from xlaprobe.localization.reduce import reduce, write_outputs
     from xlaprobe.releases.envs import installed_version
     from xlaprobe.sources.user import load_case
     started = time.perf_counter()

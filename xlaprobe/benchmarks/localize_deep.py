@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from xlaprobe.localize import localize, make_pool
+from xlaprobe.localization import localize, make_pool
 from xlaprobe.program import Program, Provenance
 
 

@@ -21,7 +21,7 @@ import argparse
 import json
 import time
 
-from xlaprobe.check import DEFAULT_CONFIGS, check_program, judge
+from xlaprobe.checking import DEFAULT_CONFIGS, check_program, judge
 from xlaprobe.configs.mutants import MUTANTS
 from xlaprobe.outcome import OutcomeKind
 from xlaprobe.sources.corpus import CORPUS, corpus_program

@@ -1,5 +1,5 @@
 """The oracle's own cost on a large program: judging each configuration with the error budget
-made once per check (`xlaprobe.check.judge`, shared `oracle.LeafBudget`s) against remaking it
+made once per check (`xlaprobe.checking.judge`, shared `oracle.LeafBudget`s) against remaking it
 for every configuration (what the oracle did before: one sort of every output's honest errors,
 twice, per configuration), side by side on the same outcomes, with the verdicts compared.
 
@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from xlaprobe.check import REFERENCE, check_program, judge
+from xlaprobe.checking import REFERENCE, check_program, judge
 from xlaprobe.oracle import judge_outcome
 from xlaprobe.sources.models import build_program
 from xlaprobe.workers import WorkerPool

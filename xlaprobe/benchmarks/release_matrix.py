@@ -21,7 +21,7 @@ import pathlib
 import time
 
 from xlaprobe.oracle import summary_kind
-from xlaprobe.check import REFERENCE, check_program, judge
+from xlaprobe.checking import REFERENCE, check_program, judge
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.releases import envs
 from xlaprobe.configs.release import release_config, release_options

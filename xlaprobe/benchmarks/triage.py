@@ -2,7 +2,7 @@
 
 A campaign (`xlaprobe.campaign.Campaign`, a fresh store) runs for ``--time`` with configurations
 that include planted faults (mutant compilers: the ground truth of which bug a row is). Then one
-finding per fingerprint (the first seed that showed it) is localized (`xlaprobe.localize`, all
+finding per fingerprint (the first seed that showed it) is localized (`xlaprobe.localization`, all
 tiers) and its localized bug key (`Localization.bug_key`: the failing operation, its dtypes, the
 guilty pass, the planted fault) is stored, which every row of that fingerprint takes
 (`Store.record_localization`). Prints one line per fingerprint (rows, configuration, kind, the
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from xlaprobe.campaign import Campaign, parse_duration
-from xlaprobe.localize import localize, make_pool
+from xlaprobe.localization import localize, make_pool
 from xlaprobe.sources.generator import generate
 from xlaprobe.store import Store
 from xlaprobe.triage import planted_fault

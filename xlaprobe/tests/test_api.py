@@ -1,4 +1,4 @@
-"""The Python API (`xlaprobe.check`, `localize`, `reduce`) and the pytest plugin, on real checks."""
+"""The Python API (`xlaprobe.checking`, `localize`, `reduce`) and the pytest plugin, on real checks."""
 
 import os
 import subprocess
@@ -85,6 +85,20 @@ def test_reduce_writes_a_repro_that_shows_the_fault(pool, tmp_path):
 def test_bad_input_is_one_invalid_argument(call, message):
     with pytest.raises(InvalidArgument, match=message):
         call()
+
+
+def test_the_package_exports_the_api():
+    import xlaprobe
+    assert xlaprobe.check is api.check and xlaprobe.localize is api.localize
+    assert xlaprobe.reduce is api.reduce and xlaprobe.bisect is api.bisect
+    import xlaprobe.checking  # noqa: F401  (a submodule import must not shadow the function)
+    import xlaprobe.localization.api  # noqa: F401
+    assert xlaprobe.check is api.check and xlaprobe.localize is api.localize
+
+
+def test_the_plugin_is_registered_as_a_pytest11_entry_point():
+    points = {p.name: p.value for p in metadata.entry_points(group="pytest11")}
+    assert points.get("xlaprobe") == "xlaprobe.pytest_plugin"
 
 
 def test_plugin_fails_only_the_test_with_a_finding_and_shows_the_table(tmp_path):

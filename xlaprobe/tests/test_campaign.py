@@ -11,7 +11,7 @@ import pytest
 
 from xlaprobe.campaign import Campaign, CampaignState
 from xlaprobe.cli.fuzz import fuzz_command
-from xlaprobe.check import judge, check_program
+from xlaprobe.checking import judge, check_program
 from xlaprobe.oracle import VerdictKind
 from xlaprobe.outcome import Outcome, OutcomeKind
 from xlaprobe.errors import InvalidArgument

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from xlaprobe.captures import capture
-from xlaprobe.check import check_program
+from xlaprobe.checking import check_program
 from xlaprobe.cli.capture import capture_command
 from xlaprobe.errors import InvalidArgument
 from xlaprobe.sources.targets import resolve

@@ -7,7 +7,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from xlaprobe.check import DEFAULT_CONFIGS, check_program
+from xlaprobe.checking import DEFAULT_CONFIGS, check_program
 from xlaprobe.configs import reference
 from xlaprobe.oracle import VerdictKind
 from xlaprobe.releases import envs

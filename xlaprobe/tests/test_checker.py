@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from xlaprobe.check import judge
+from xlaprobe.checking import judge
 from xlaprobe.checker import Checker, Failure
 from xlaprobe.oracle import SEVERITY, VerdictKind, summary_kind
 from xlaprobe.outcome import Outcome, OutcomeKind

@@ -14,7 +14,7 @@ import jax
 import numpy as np
 import pytest
 
-from xlaprobe.check import REFERENCE, check_program
+from xlaprobe.checking import REFERENCE, check_program
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.configs import reference
 from xlaprobe.oracle import VerdictKind

@@ -8,7 +8,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from xlaprobe.check import check_program
+from xlaprobe.checking import check_program
 from xlaprobe.configs import reference
 from xlaprobe.oracle import VerdictKind
 from xlaprobe.releases import envs

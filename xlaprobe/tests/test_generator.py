@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from xlaprobe import jaxcompat as jcore
 
 from xlaprobe import jaxprs
-from xlaprobe.check import check_program
+from xlaprobe.checking import check_program
 from xlaprobe.configs.reference import RULES as REFERENCE_RULES
 from xlaprobe.errors import InvalidArgument
 from xlaprobe.sources import generator, ops

@@ -104,7 +104,7 @@ def test_host_callback_is_not_described():
 
 
 def test_check_results_equal_after_reload(tmp_path, pool):
-    from xlaprobe.check import check_program
+    from xlaprobe.checking import check_program
     program = load_case(str(TESTS / "cases" / "fastmath_masked_max.py")).program
     loaded = load_artifact(save_artifact(program, tmp_path / "a"))
     _assert_same(program, loaded)

@@ -12,10 +12,10 @@ from tests.cases import ROOT as CASES_DIR, load_present
 from xlaprobe.configs import reference
 from xlaprobe.errors import InvalidArgument, NotReproducible
 from xlaprobe.cli.localize import localize_command
-from xlaprobe.localize import cycle_bound, localize, make_pool
-from xlaprobe.localize.bisect import Trial, bisect_cuts, bisect_segments, latest_failing_start
-from xlaprobe.localize.fusion import equation_kernels, hlo_config, optimized_hlo
-from xlaprobe.localize.segments import Segmenter, cone_of_influence, recording_program
+from xlaprobe.localization import cycle_bound, localize, make_pool
+from xlaprobe.localization.bisect import Trial, bisect_cuts, bisect_segments, latest_failing_start
+from xlaprobe.localization.fusion import equation_kernels, hlo_config, optimized_hlo
+from xlaprobe.localization.segments import Segmenter, cone_of_influence, recording_program
 from xlaprobe.oracle import VerdictKind
 from xlaprobe.store import Store
 from xlaprobe.program import Program, Provenance
@@ -354,7 +354,7 @@ def test_nothing_to_localize_is_not_reproducible(lpool):
 
 def test_pass_bisection_disables_only_known_passes():
     from xlaprobe.configs.registry import Configuration
-    from xlaprobe.localize.passes import dump_compile, with_disabled
+    from xlaprobe.localization.passes import dump_compile, with_disabled
     spec = with_disabled(Configuration.parse("xla[xla_disable_hlo_passes=cse]"), ["fusion"])
     assert str(spec) == "xla[xla_disable_hlo_passes=cse+fusion]"
     with pytest.raises(InvalidArgument, match="not an xla"):

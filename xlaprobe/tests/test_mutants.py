@@ -4,7 +4,7 @@ pattern it does not fire and nothing is flagged."""
 
 import pytest
 
-from xlaprobe.check import check_program, judge
+from xlaprobe.checking import check_program, judge
 from xlaprobe.configs import mutants
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.errors import InvalidArgument

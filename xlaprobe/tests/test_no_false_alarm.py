@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from xlaprobe.check import DEFAULT_CONFIGS, check_program
+from xlaprobe.checking import DEFAULT_CONFIGS, check_program
 from xlaprobe.program import Program, Provenance
 
 CONFIGS = DEFAULT_CONFIGS.split(",")

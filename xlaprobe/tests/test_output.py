@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from xlaprobe.check import judge
+from xlaprobe.checking import judge
 from xlaprobe.cli import check as cli_check
 from xlaprobe.cli.console import Steps, local_time, seconds
 from xlaprobe.oracle import Verdict, judge_leaf

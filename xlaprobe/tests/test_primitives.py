@@ -13,7 +13,7 @@ from jax import lax
 
 from xlaprobe import jaxcompat, jaxprs, primitives
 from xlaprobe.configs import eager, reference
-from xlaprobe.localize import equation, inside, repro
+from xlaprobe.localization import equation, inside, repro
 from xlaprobe.primitives import Movement, PrimitiveFacts, facts
 from xlaprobe.program import Program, Provenance
 from xlaprobe.sources import ops

@@ -16,11 +16,11 @@ from tests.cases import ROOT as CASES_DIR, load_present
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.configs.xla import compile_program
 from xlaprobe.errors import InvalidArgument, NotReproducible
-from xlaprobe.localize import make_pool
+from xlaprobe.localization import make_pool
 from xlaprobe.cli.reduce import reduce_command
 from xlaprobe.hlo import kernel_text
-from xlaprobe.localize.reduce import reduce, write_outputs
-from xlaprobe.localize.repro import array_expr, emit_repro
+from xlaprobe.localization.reduce import reduce, write_outputs
+from xlaprobe.localization.repro import array_expr, emit_repro
 from xlaprobe.program import Program, Provenance
 from xlaprobe.sources.corpus import corpus_program
 
@@ -177,7 +177,7 @@ def test_reduce_cli_bad_input_one_line_exit_2(tmp_path, args, words):
 def test_repro_runs_from_a_relative_path(tmp_path, monkeypatch):
     # The default output directory is relative (.xlaprobe/reductions/...): the reproducer runs
     # in its own directory, so the path handed to Python must not be relative to ours.
-    from xlaprobe.localize.reduce import run_repro
+    from xlaprobe.localization.reduce import run_repro
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "repro.py").write_text("import sys\nsys.exit(1)\n")
     monkeypatch.chdir(tmp_path)

@@ -24,7 +24,7 @@ from jax import lax
 from jax._src.lax import linalg as lax_linalg
 
 from xlaprobe import primitives
-from xlaprobe.check import DEFAULT_CONFIGS, check_program
+from xlaprobe.checking import DEFAULT_CONFIGS, check_program
 from xlaprobe.configs import reference_scipy
 from xlaprobe.configs.reference import RULES, evaluate
 from xlaprobe.oracle import Gauge, VerdictKind, align_gauges, judge_outcome

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from xlaprobe.check import REFERENCE, check_program
+from xlaprobe.checking import REFERENCE, check_program
 from xlaprobe.checker import Failure
 from xlaprobe.configs import release
 from xlaprobe.configs.registry import Configuration
@@ -181,7 +181,7 @@ def test_a_module_the_release_cannot_load_is_unsupported():
 
 
 def test_unsupported_is_an_outcome_and_never_a_finding():
-    from xlaprobe.check import judge
+    from xlaprobe.checking import judge
     from xlaprobe.outcome import Outcome
     case = load_case(str(CASES / "dus_shifted_self_update.py"))
     reference = Outcome(REFERENCE, OutcomeKind.RAN, outputs=case.program.expected)

@@ -62,7 +62,7 @@ def _store(tmp_path: pathlib.Path, pool, monkeypatch) -> pathlib.Path:
     from xlaprobe.cli.check import check_command
     from xlaprobe.cli.localize import localize_command
     from xlaprobe.cli.reduce import reduce_command
-    from xlaprobe.localize import fusion
+    from xlaprobe.localization import fusion
 
     shared = lambda **_: contextlib.nullcontext(pool)  # noqa: E731 (the pool outlives the test)
     monkeypatch.setattr(check_module, "WorkerPool", shared)

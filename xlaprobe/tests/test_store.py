@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from xlaprobe.check import judge
+from xlaprobe.checking import judge
 from xlaprobe.errors import CorruptArtifact, InvalidArgument
 from xlaprobe.outcome import Outcome, OutcomeKind
 from xlaprobe.program import Program, Provenance

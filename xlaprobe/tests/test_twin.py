@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from xlaprobe.hlo import HloText, kernel_module, portable
-from xlaprobe.localize.inside import run_module
-from xlaprobe.localize.twin import agrees, find_twin, match_computation
+from xlaprobe.localization.inside import run_module
+from xlaprobe.localization.twin import agrees, find_twin, match_computation
 
 # A faulty module whose fused subtract has its operands swapped (as mutant swap-subtract-fused
 # leaves it) and a trusted one whose pipeline numbered the kernel differently.
@@ -109,7 +109,7 @@ def test_kernel_module_replaces_and_exposes_instructions(replace_sub):
 
 
 def test_feeding_follows_the_failing_outputs_back_through_the_entry():
-    from xlaprobe.localize.fusion import feeding
+    from xlaprobe.localization.fusion import feeding
     text = TRUSTED.replace(
         "  ROOT %multiply_fusion = f32[4]{0} fusion(%x, %y), kind=kLoop, calls=%fused_computation.1\n",
         "  %multiply_fusion = f32[4]{0} fusion(%x, %y), kind=kLoop, calls=%fused_computation.1\n"

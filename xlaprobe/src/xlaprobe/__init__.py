@@ -9,11 +9,18 @@ from typing import Any
 from xlaprobe.tune.knobs import Knob, knob
 from xlaprobe.version import __version__
 
-__all__ = ["Knob", "__version__", "capture", "knob", "tuned"]
+__all__ = ["Knob", "__version__", "bisect", "capture", "check", "knob", "localize", "reduce",
+           "tuned"]
+
+#: The Python API (`xlaprobe.api`): the commands as functions.
+_API = ("check", "localize", "reduce", "bisect")
 
 
 def __getattr__(name: str) -> Any:
     # These import jax and the store: only when asked for, so `import xlaprobe` stays light.
+    if name in _API:
+        from xlaprobe import api
+        return getattr(api, name)
     if name == "tuned":
         from xlaprobe.tune.api import tuned
         return tuned

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from xlaprobe.check import DEFAULT_CONFIGS, CheckResult, Finding, check_program
+from xlaprobe.checking import DEFAULT_CONFIGS, CheckResult, Finding, check_program
 from xlaprobe.errors import InvalidArgument, XlaprobeError
 from xlaprobe.oracle import Verdict
 from xlaprobe.program import Program, Provenance
@@ -258,19 +258,19 @@ def localize(target: Target | Checked, *args: Any, config: str | None = None,
         config: the faulty configuration (default: the finding's, the case's or the result's).
         db: the store the localization is recorded in (None: not recorded).
         jobs, timeout_s, name, seed, inputs, pool: as for `check`.
-        method: ``auto``, ``cuts`` or ``segments`` (`xlaprobe.localize.api.localize`).
+        method: ``auto``, ``cuts`` or ``segments`` (`xlaprobe.localization.api.localize`).
         on_step: called with each bisection step as it completes.
 
     Returns:
-        The `xlaprobe.localize.api.Localization` (``.located``, ``.equation``, ``.op``,
+        The `xlaprobe.localization.api.Localization` (``.located``, ``.equation``, ``.op``,
         ``.blame``; ``to_json()``).
 
     Raises:
         InvalidArgument: a bad target, configuration, method or store.
         NotReproducible: the configuration gives no finding on the program.
     """
-    from xlaprobe.localize.api import METHODS
-    from xlaprobe.localize.api import localize as run_localize
+    from xlaprobe.localization.api import METHODS
+    from xlaprobe.localization.api import localize as run_localize
 
     if method not in METHODS:
         raise InvalidArgument(f"unknown localization method '{method}': use {', '.join(METHODS)}")
@@ -288,9 +288,9 @@ class Reduced:
     """The result of `reduce`.
 
     Attributes:
-        reduction: the `xlaprobe.localize.reduce.Reduction` (equations and input elements before
+        reduction: the `xlaprobe.localization.reduce.Reduction` (equations and input elements before
             and after, tests, cycles, the reduced program).
-        written: the `xlaprobe.localize.reduce.Written` record: the directory, ``repro.py`` and
+        written: the `xlaprobe.localization.reduce.Written` record: the directory, ``repro.py`` and
             whether running it showed the fault (``repro_exit == 1``).
     """
 
@@ -330,8 +330,8 @@ def reduce(target: Target | Checked, *args: Any, config: str | None = None,
         InvalidArgument: a bad target, configuration, budget or output directory.
         NotReproducible: the configuration gives no finding on the program.
     """
-    from xlaprobe.localize.reduce import MAX_TESTS, write_outputs
-    from xlaprobe.localize.reduce import reduce as run_reduce
+    from xlaprobe.localization.reduce import MAX_TESTS, write_outputs
+    from xlaprobe.localization.reduce import reduce as run_reduce
 
     budget = MAX_TESTS if max_tests is None else max_tests
     if budget < 1:

@@ -156,7 +156,7 @@ def save_finding_artifacts(result: Any, root: str | Path,
     ran), and a ``repro.py`` for the failing configuration with its XLA compiler options.
 
     Args:
-        result: a `xlaprobe.check.CheckResult`.
+        result: a `xlaprobe.checking.CheckResult`.
         root: the artifacts directory (``<db dir>/artifacts``); created if missing.
         configs: the failing configurations to save; None: every finding's.
 
@@ -167,7 +167,7 @@ def save_finding_artifacts(result: Any, root: str | Path,
     """
     import sys
 
-    from xlaprobe.check import REFERENCE
+    from xlaprobe.checking import REFERENCE
     from xlaprobe.configs.registry import Configuration
 
     reference = next((o.outputs for c, o in zip(result.configs, result.outcomes)

@@ -15,7 +15,7 @@ Seeds. A campaign checks seeds ``seed, seed + 1, ...`` with up to ``jobs + 1`` p
 (one is generated while the workers run the others), so they complete out of order: the state
 keeps the lowest seed not yet done (``next_seed``) and the set of done seeds above it.
 
-Deduplication. Two findings with the same `xlaprobe.check.Finding.fingerprint` (the identity of
+Deduplication. Two findings with the same `xlaprobe.checking.Finding.fingerprint` (the identity of
 the failure, `xlaprobe.triage.finding_key`: failure class and the failing outputs' cone, or the
 crash's check-failure line; which configurations failed alike is data, not key) count as one; a
 localization later names the failing operation (`xlaprobe findings` counts distinct bugs by it);
@@ -547,7 +547,7 @@ class Campaign:
         return 0 if result is None else 1
 
     def _check_seed(self, seed: int, pool: Any) -> tuple[Any, Any]:
-        from xlaprobe.check import check_program
+        from xlaprobe.checking import check_program
 
         try:
             program = self.source(seed)

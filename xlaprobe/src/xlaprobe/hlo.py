@@ -4,7 +4,7 @@ modules cut out of a module; and the one table of HLO element types.
 Enough structure to find a pattern (an opcode, its operands, who uses it, which fusion it sits
 in) and rewrite a few lines, as planted-fault passes and localization need; the text is parsed
 back by XLA (`xla_client.hlo.hlo_module_from_text`), which validates the result. Localization's
-tier 4 (`xlaprobe.localize.inside`) compiles pieces of an optimized module alone: a fused
+tier 4 (`xlaprobe.localization.inside`) compiles pieces of an optimized module alone: a fused
 computation as the entry of a module of its own (`kernel_module`), or the module returning
 chosen values instead of its result (`entry_values_module`, `first_trip_values_module`), all
 `portable` (fusions as calls, bitcasts as the reshapes and transposes they stand for).

@@ -3,7 +3,7 @@ the same found outward from a point (galloping), and a 1-minimal failing subsequ
 
 A leaf module (the standard library only). Each function is pure apart from calling its
 predicate, in an order fixed by its arguments alone: a call may cost a compile and a run, the
-localization benchmark counts them, and `xlaprobe.localize` relies on the probe order documented
+localization benchmark counts them, and `xlaprobe.localization` relies on the probe order documented
 here. Known ends of a search are never tested; cache the predicate where a repeated call is
 expensive (`ddmin` may test one subsequence twice).
 

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from xlaprobe.check import CheckResult
+from xlaprobe.checking import CheckResult
 from xlaprobe.errors import CorruptArtifact, InvalidArgument
 from xlaprobe.oracle import Verdict
 
@@ -274,7 +274,7 @@ class Store:
         """Store one differential check and its findings atomically.
 
         Args:
-            result: the `xlaprobe.check.CheckResult` (program, outcomes, verdicts, findings).
+            result: the `xlaprobe.checking.CheckResult` (program, outcomes, verdicts, findings).
             artifacts: configuration spec -> artifact directory saved for its finding.
             artifact: the program's artifact directory, if saved (default: the first of
                 `artifacts`).
@@ -357,7 +357,7 @@ class Store:
 
     def record_localization(self, program_id: str, finding_id: int | None, config: str,
                             result: dict[str, Any], bug: str | None) -> int:
-        """Store a localization (`xlaprobe.localize.Localization.to_json`) atomically; with a
+        """Store a localization (`xlaprobe.localization.Localization.to_json`) atomically; with a
         finding and a `bug` key (`xlaprobe.triage.localized_key`), that finding's bug key is set,
         and so is that of every finding of the same fingerprint that has no localization of its
         own (the same failure before localization).
@@ -379,7 +379,7 @@ class Store:
 
     def record_reduction(self, program_id: str, finding_id: int | None, config: str,
                          result: dict[str, Any], directory: str | None) -> int:
-        """Store a reduction (`xlaprobe.localize.reduce.Reduction.to_json` plus what was
+        """Store a reduction (`xlaprobe.localization.reduce.Reduction.to_json` plus what was
         written) atomically, with the directory of its reproducer.
 
         Returns:

@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from xlaprobe.artifact import save_finding_artifacts
-from xlaprobe.check import BUDGET, HONEST, REFERENCE, CheckResult, check_program
+from xlaprobe.checking import BUDGET, HONEST, REFERENCE, CheckResult, check_program
 from xlaprobe.cli import console as consoles
 from xlaprobe.cli.console import Steps, fmt, seconds
 from xlaprobe.cli.findings import next_commands

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from xlaprobe.cli.console import Steps, seconds
 from xlaprobe.errors import InvalidArgument, XlaprobeError
-from xlaprobe.localize import fusion as fusion_mod
-from xlaprobe.localize.api import METHODS, Localization, localize
-from xlaprobe.localize.bisect import Step
+from xlaprobe.localization import fusion as fusion_mod
+from xlaprobe.localization.api import METHODS, Localization, localize
+from xlaprobe.localization.bisect import Step
 from xlaprobe.program import Program
 from xlaprobe.sources.targets import resolve_faulty
 from xlaprobe.store import Store

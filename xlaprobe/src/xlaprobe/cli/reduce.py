@@ -9,8 +9,8 @@ from pathlib import Path
 
 from xlaprobe.cli.console import Steps, seconds
 from xlaprobe.errors import InvalidArgument, XlaprobeError
-from xlaprobe.localize import fusion as fusion_mod
-from xlaprobe.localize.reduce import (MAX_TESTS, PassStats, Reduction, Written, elements, reduce,
+from xlaprobe.localization import fusion as fusion_mod
+from xlaprobe.localization.reduce import (MAX_TESTS, PassStats, Reduction, Written, elements, reduce,
                                       write_outputs)
 from xlaprobe.program import Program
 from xlaprobe.sources.targets import resolve_faulty

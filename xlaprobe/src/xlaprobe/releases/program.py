@@ -9,7 +9,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from xlaprobe.check import REFERENCE, check_program, judge
+from xlaprobe.checking import REFERENCE, check_program, judge
 from xlaprobe.checker import Checker, Failure
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.configs.release import release_config, release_options
@@ -40,7 +40,7 @@ def bisect_program(program: Program, config: Configuration, releases: Sequence[s
     """Bisect `releases` for the release where `config` starts (or stops) failing on `program`.
 
     The float64 reference and its error budget run once; each release's outcome is judged
-    against them (`xlaprobe.check.judge`).
+    against them (`xlaprobe.checking.judge`).
 
     Args:
         program: the program.

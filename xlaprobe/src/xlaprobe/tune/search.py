@@ -15,7 +15,7 @@ Strategies (all propose one candidate per measurement):
 
 The correctness guard: every measured candidate's outputs are judged by the oracle against the
 float64 reference of its program with the honest-run error budget, exactly as ``xlaprobe check``
-judges a configuration (`xlaprobe.check.judge`); a candidate with any finding is rejected, never
+judges a configuration (`xlaprobe.checking.judge`); a candidate with any finding is rejected, never
 accepted, and stored as a finding (a tuning run doubles as a configuration fuzzer).
 """
 
@@ -124,12 +124,12 @@ class Guard:
         self._references: dict[str, tuple[Outcome, list[Outcome], Outcome | None]] = {}
 
     def judge(self, program: Program, spec: str, outputs: tuple[np.ndarray, ...]) -> Any:
-        """`xlaprobe.check.CheckResult` of configuration `spec` having produced `outputs`.
+        """`xlaprobe.checking.CheckResult` of configuration `spec` having produced `outputs`.
 
         Raises:
             InvalidArgument: the reference cannot run on this program (so nothing can be judged).
         """
-        from xlaprobe.check import HONEST, REFERENCE, judge, split_honest
+        from xlaprobe.checking import HONEST, REFERENCE, judge, split_honest
 
         if program.fingerprint not in self._references:
             specs = [REFERENCE, *HONEST]

@@ -1,16 +1,16 @@
 """Localization tier 3: the fused kernels that hold the named equation's instructions, in the
 faulty configuration's optimized HLO of the whole program and of the segment compiled alone,
 found through the ``eqnN`` named scope every ``xla`` compile traces equation N in
-(`xlaprobe.localize.fusion`)."""
+(`xlaprobe.localization.fusion`)."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
 
-from xlaprobe.localize import fusion
-from xlaprobe.localize.bisect import Searcher
-from xlaprobe.localize.segments import SegmentProgram
+from xlaprobe.localization import fusion
+from xlaprobe.localization.bisect import Searcher
+from xlaprobe.localization.segments import SegmentProgram
 from xlaprobe.program import Program
 
 

@@ -16,7 +16,7 @@ kernel (a fusion) in it, and optionally a trusted compile of the same program:
    final value of a top-level jaxpr equation (its ``op_name`` names ``eqnK``; same shape and
    element type as the equation's output; no instruction of the same equation in the kernel
    reads it) is an *anchor*: its right value is the equation's float64 reference value. The
-   trusted compile's *twin* of the kernel (`xlaprobe.localize.twin`), run alone on its own
+   trusted compile's *twin* of the kernel (`xlaprobe.localization.twin`), run alone on its own
    operands, gives right values of the other instructions it shares, and unmasks would-be
    anchors that hold no equation's value (XLA rewrote ``m / c / d`` into ``m / (c * d)``).
    Inside loop bodies only the twin gives right values.
@@ -36,7 +36,7 @@ fault; compiling it with the mutant's pass again would plant it twice). Every co
 worker (`WorkerPool.call`, isolation group ``hlo``), since an edited module may crash XLA.
 
 Source: XLA's ``hlo_bisect`` and HLO isolation (extract, compile alone, compare); the suffix
-search is `xlaprobe.localize.bisect.bisect_segments` at instruction level.
+search is `xlaprobe.localization.bisect.bisect_segments` at instruction level.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ from xlaprobe.configs.registry import Configuration
 from xlaprobe.hlo import (NUMPY_DTYPES, HloText, Instruction, as_element_type, entry_values_module,
                           equation_of, first_trip_module, first_trip_values_module,
                           kernel_module, loop_of, operands_module, row_major)
-from xlaprobe.localize.twin import agrees, find_twin
+from xlaprobe.localization.twin import agrees, find_twin
 from xlaprobe.oracle import VerdictKind, judge_leaf
 from xlaprobe.search import last_true
 
@@ -319,10 +319,10 @@ def locate_op(program: Any, config: Configuration, pool: Any, text: str, kernel:
         pool: a `xlaprobe.workers.WorkerPool` (with ``call``).
         text: the faulty configuration's optimized HLO module text of `program`.
         kernel: a fusion instruction in its entry computation.
-        recording: a `xlaprobe.localize.bisect.Recording` of `program` (reference values and
+        recording: a `xlaprobe.localization.bisect.Recording` of `program` (reference values and
             honest runs of every intermediate).
         trusted: a trusted compile of the same program; its twin of the kernel
-            (`xlaprobe.localize.twin`), when it computes the anchors right, gives right values
+            (`xlaprobe.localization.twin`), when it computes the anchors right, gives right values
             of the other instructions too. None: anchors only.
         checker: the finding's checker (the localization's; `xlaprobe.checker`): a suffix
             fails when one of the kernel's outputs fails in its failure class. None: a numeric

@@ -1,5 +1,5 @@
 """Localization tier 2: the top-level jaxpr equation XLA gets wrong (see
-`xlaprobe.localize.api` for the method: cuts for numeric findings, segments compiled alone for
+`xlaprobe.localization.api` for the method: cuts for numeric findings, segments compiled alone for
 crashes, timeouts and compile errors), and the smallest segment around it that fails compiled
 alone."""
 
@@ -9,10 +9,10 @@ import dataclasses
 from typing import Any
 
 from xlaprobe import jaxcompat, primitives
-from xlaprobe.localize import fusion as fusion_mod
-from xlaprobe.localize.bisect import (Recording, Searcher, alone_window, bisect_cuts,
+from xlaprobe.localization import fusion as fusion_mod
+from xlaprobe.localization.bisect import (Recording, Searcher, alone_window, bisect_cuts,
                                       bisect_segments, latest_failing_start)
-from xlaprobe.localize.segments import Segmenter
+from xlaprobe.localization.segments import Segmenter
 from xlaprobe.program import Program
 
 #: Primitives that only move or reinterpret data: XLA folds them into their producers' kernels.

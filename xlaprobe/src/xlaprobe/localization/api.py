@@ -4,7 +4,7 @@ instruction inside the kernel -> the HLO pass that introduces the fault.
 
 1. **Outputs.** The finding's failing output leaves and their cone of influence (the top-level
    equations they depend on); the rest of the program is never blamed.
-2. **Equation** (`xlaprobe.localize.bisect`). The reference interpreter and the honest runs of
+2. **Equation** (`xlaprobe.localization.bisect`). The reference interpreter and the honest runs of
    the error budget run once on the program with every intermediate as an output.
 
    *Cuts* (numeric findings, ``method="cuts"``): a binary search compiles the *whole* program
@@ -25,15 +25,15 @@ instruction inside the kernel -> the HLO pass that introduces the fault.
    failing suffix, then the earliest failing end; the window is re-verified and, if wider than one
    equation, run once more with its intermediates exposed: its first wrong value names the
    equation.
-3. **Kernel** (`xlaprobe.localize.fusion`). The faulty configuration's optimized HLO of the whole
+3. **Kernel** (`xlaprobe.localization.fusion`). The faulty configuration's optimized HLO of the whole
    program (and of the segment alone) maps the equation to the fusions that hold its
    instructions, through the ``eqnN`` named scope every ``xla`` compile traces equation N in.
-4. **Op** (`xlaprobe.localize.inside`). The failing fused kernel is compiled alone, fed the values
+4. **Op** (`xlaprobe.localization.inside`). The failing fused kernel is compiled alone, fed the values
    it reads; a binary search over its instructions with a right value (an equation's reference
    value, or the twin's in the trusted compile), each earlier one replaced by it, names the
    latest whose suffix still fails: the HLO instruction, with its equation. Its compiles are
    counted apart (``op_cycles``, with the trusted compile).
-5. **Compiler pass** (`xlaprobe.localize.passes`). ddmin over ``xla_disable_hlo_passes``, latest
+5. **Compiler pass** (`xlaprobe.localization.passes`). ddmin over ``xla_disable_hlo_passes``, latest
    pass first, among the passes that changed this program's module: the pass whose disabling
    alone fixes the fault, or ``"none"``; a planted fault's own pass for ``mutant`` configurations.
    Its compiles are counted apart (``pass_cycles``).
@@ -52,17 +52,17 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from xlaprobe.check import CheckResult, check_program
+from xlaprobe.checking import CheckResult, check_program
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.errors import InvalidArgument, NotReproducible
-from xlaprobe.localize.bisect import RERUNS, Recording, Searcher, Step, baseline_spec, record
-from xlaprobe.localize.equation import Equation, find_equation
-from xlaprobe.localize.inside import Inside
-from xlaprobe.localize.kernels import Placement, place
-from xlaprobe.localize.op import applies, locate
-from xlaprobe.localize.outputs import Outputs, failing_outputs
-from xlaprobe.localize.passes import PassBlame, blame_pass
-from xlaprobe.localize.segments import Segmenter, recording_program
+from xlaprobe.localization.bisect import RERUNS, Recording, Searcher, Step, baseline_spec, record
+from xlaprobe.localization.equation import Equation, find_equation
+from xlaprobe.localization.inside import Inside
+from xlaprobe.localization.kernels import Placement, place
+from xlaprobe.localization.op import applies, locate
+from xlaprobe.localization.outputs import Outputs, failing_outputs
+from xlaprobe.localization.passes import PassBlame, blame_pass
+from xlaprobe.localization.segments import Segmenter, recording_program
 from xlaprobe.oracle import VerdictKind, summary_kind
 from xlaprobe.program import Program
 from xlaprobe.triage import localized_key, planted_fault
@@ -215,9 +215,9 @@ def localize(program: Program, config: Configuration | str, pool: Any, *,
             search fixes first (see `bisect.bisect_segments`).
         timeout_s: per-run limit (s); None: the pool's default.
         on_step: called after each cycle (progress display).
-        passes: run tier 5, the compiler pass (`xlaprobe.localize.passes.blame_pass`).
+        passes: run tier 5, the compiler pass (`xlaprobe.localization.passes.blame_pass`).
         inside: run tier 4, the op inside the failing fused kernel
-            (`xlaprobe.localize.inside.locate_op`; numeric findings of ``xla`` and ``mutant``
+            (`xlaprobe.localization.inside.locate_op`; numeric findings of ``xla`` and ``mutant``
             configurations, with the pool's ``call``).
 
     Returns:
@@ -330,7 +330,7 @@ def _recording(pool: Any, program: Program, method: str, timeout_s: float | None
 
 def _blame(program: Program, config: Configuration, pool: Any, result: CheckResult,
            timeout_s: float | None, search: Searcher) -> PassBlame | None:
-    """Tier 5 (`xlaprobe.localize.passes.blame_pass`), or None with a note where it failed (a
+    """Tier 5 (`xlaprobe.localization.passes.blame_pass`), or None with a note where it failed (a
     failed dump or judgement: tiers 1-4 stand)."""
     try:
         return blame_pass(program, config, pool, result, timeout_s=timeout_s)

@@ -1,10 +1,10 @@
 """The twin of a failing fused kernel in a trusted compile, instruction by instruction.
 
 Inside a fused kernel, only the instructions that compute a whole jaxpr equation's value have a
-float64 reference value (tier 4's *anchors*, `xlaprobe.localize.inside`); the steps of an
+float64 reference value (tier 4's *anchors*, `xlaprobe.localization.inside`); the steps of an
 equation's lowering between them (the subtract of a softmax's shift, the divide of a mean, a
 select of a masked max) have none, so a fault in one of them can only be narrowed to the anchor
-they compute. The trusted configuration (`xlaprobe.localize.bisect.baseline_spec`: plain ``xla``
+they compute. The trusted configuration (`xlaprobe.localization.bisect.baseline_spec`: plain ``xla``
 for a planted-fault compiler or an ``xla`` configuration with options) compiles the same program;
 its kernel that holds the same instructions is the *twin*. Fed the values it reads, the twin
 computes a right value for every instruction it shares with the failing kernel, and those values

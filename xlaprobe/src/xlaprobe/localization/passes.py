@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from xlaprobe.check import REFERENCE, judge
+from xlaprobe.checking import REFERENCE, judge
 from xlaprobe.configs import xla_options
 from xlaprobe.configs.mutants import get_mutant
 from xlaprobe.configs.registry import Configuration
@@ -166,7 +166,7 @@ def blame_pass(program: Any, config: Configuration, pool: Any, check: Any, *,
         config: the faulty configuration: ``xla...`` (bisected) or ``mutant:<name>`` (the planted
             pass, known); any other kind gives an undecided result.
         pool: a `xlaprobe.workers.WorkerPool` (`fusion.make_pool`).
-        check: a `xlaprobe.check.CheckResult` of `program` that ran ``reference``: its reference
+        check: a `xlaprobe.checking.CheckResult` of `program` that ran ``reference``: its reference
             and honest runs judge every test.
         timeout_s: per-run limit (s).
         on_test: called after each test with (disabled passes, fixed?, verdict kind, seconds).

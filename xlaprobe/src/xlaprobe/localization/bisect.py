@@ -4,7 +4,7 @@ Two probes answer "does the fault lie before cone position m?":
 
 * **Segments** (`bisect_segments`): a segment of the cone compiled *alone* under the faulty
   configuration, fed the reference values of its free variables, judged by the oracle against its
-  own reference and error budget (`xlaprobe.check.check_program`). A segment is a different module:
+  own reference and error budget (`xlaprobe.checking.check_program`). A segment is a different module:
   XLA fuses and folds it differently, so a fault that depends on the whole module (which fusion
   XLA builds first, whether a transpose is folded into a dot) may vanish or appear elsewhere; but a
   crash or compile error can only be isolated this way.
@@ -17,7 +17,7 @@ Two probes answer "does the fault lie before cone position m?":
 Both searches are binary (log2 n cycles; `xlaprobe.search`) and re-verify their result; a
 failure that vanishes is rerun up to `RERUNS` times and reported flaky. After cuts,
 `latest_failing_start` and `alone_window` compile segments alone around the first wrong value
-(see `xlaprobe.localize.api`).
+(see `xlaprobe.localization.api`).
 
 Source: XLA's ``hlo_bisect`` (bisection over root outputs and post-order prefixes; rerun five
 times when the bug vanishes after a cut).
@@ -32,12 +32,12 @@ from typing import Any
 
 import numpy as np
 
-from xlaprobe.check import HONEST, REFERENCE, check_program, split_honest
+from xlaprobe.checking import HONEST, REFERENCE, check_program, split_honest
 from xlaprobe.checker import Checker, Failure
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.errors import InvalidArgument
-from xlaprobe.localize import fusion
-from xlaprobe.localize.segments import SegmentProgram, Segmenter
+from xlaprobe.localization import fusion
+from xlaprobe.localization.segments import SegmentProgram, Segmenter
 from xlaprobe.oracle import OUTCOME_VERDICT, VerdictKind, judge_leaf, summary_kind
 from xlaprobe.program import Program
 from xlaprobe.search import first_true, gallop, last_true
@@ -356,7 +356,7 @@ def baseline_spec(config: Configuration) -> str:
 def record(pool: Any, recording_program: Program, variables: list[Any],
            timeout_s: float | None) -> Recording:
     """Run the reference and the honest runs of the error budget on the recording program
-    (`xlaprobe.localize.segments.recording_program`) in the pool, once.
+    (`xlaprobe.localization.segments.recording_program`) in the pool, once.
 
     Raises:
         RuntimeError: the float64 reference itself cannot run (its error is in the message).

@@ -9,7 +9,7 @@ the driver tries; passes never judge):
 1. **equations** (`ddmin` over the top-level equations of the failing outputs' cone): a candidate
    keeps a subset of the equations; a removed equation's outputs that a kept one reads become new
    program inputs carrying their reference values (the jaxpr segment machinery of
-   `xlaprobe.localize.segments`), and every value a kept equation computes that no kept equation
+   `xlaprobe.localization.segments`), and every value a kept equation computes that no kept equation
    reads is an output (a cut-off consumer's operands stay observable).
 2. **shapes**: every input axis of one size ``s`` sliced to ``1``, then to ``s // 2``, the
    program re-traced on the smaller inputs (skipped where a shape parameter forbids it).
@@ -48,15 +48,15 @@ import jax
 import numpy as np
 from xlaprobe import jaxcompat
 
-from xlaprobe.check import REFERENCE, CheckResult, check_program, judge
+from xlaprobe.checking import REFERENCE, CheckResult, check_program, judge
 from xlaprobe.checker import Checker
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.errors import InvalidArgument, NotReproducible
 from xlaprobe.hlo import kernel_text
-from xlaprobe.localize import fusion as fusion_mod
-from xlaprobe.localize import repro as repro_mod
-from xlaprobe.localize.bisect import RERUNS
-from xlaprobe.localize.segments import Segmenter, cone_of_influence, recording_program
+from xlaprobe.localization import fusion as fusion_mod
+from xlaprobe.localization import repro as repro_mod
+from xlaprobe.localization.bisect import RERUNS
+from xlaprobe.localization.segments import Segmenter, cone_of_influence, recording_program
 from xlaprobe.oracle import VerdictKind
 from xlaprobe.program import Program, Provenance
 from xlaprobe.search import ddmin
@@ -709,7 +709,7 @@ def _failing_kernels(reduced: Program, pool: Any, config: Configuration,
                      text: str, timeout_s: float | None) -> tuple[tuple[str, ...], list[str]]:
     """The kernels of the equation `localize` names in the reduced program (all equations'
     kernels when it names none)."""
-    from xlaprobe.localize.api import localize
+    from xlaprobe.localization.api import localize
     jaxpr = reduced.jaxpr.jaxpr
     notes: list[str] = []
     equations: list[int] = []

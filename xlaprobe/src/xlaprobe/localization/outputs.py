@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from xlaprobe.errors import NotReproducible
-from xlaprobe.localize.segments import cone_of_influence
+from xlaprobe.localization.segments import cone_of_influence
 from xlaprobe.oracle import Verdict
 from xlaprobe.program import Program
 

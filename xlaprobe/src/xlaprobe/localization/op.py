@@ -1,4 +1,4 @@
-"""Localization tier 4's driver: which fused kernels `xlaprobe.localize.inside` splits, in what
+"""Localization tier 4's driver: which fused kernels `xlaprobe.localization.inside` splits, in what
 order, and what its answer changes in tiers 2-3.
 
 Tried in order until one names an instruction: the kernels of the named equation, then those of
@@ -20,11 +20,11 @@ from collections.abc import Sequence
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.configs.xla import compiler_options
 from xlaprobe.hlo import HloText, Instruction
-from xlaprobe.localize import fusion
-from xlaprobe.localize.bisect import Recording, Searcher, baseline_spec
-from xlaprobe.localize.equation import Equation
-from xlaprobe.localize.inside import Inside, Trusted, locate_op, screen_kernels
-from xlaprobe.localize.kernels import Placement
+from xlaprobe.localization import fusion
+from xlaprobe.localization.bisect import Recording, Searcher, baseline_spec
+from xlaprobe.localization.equation import Equation
+from xlaprobe.localization.inside import Inside, Trusted, locate_op, screen_kernels
+from xlaprobe.localization.kernels import Placement
 from xlaprobe.program import Program
 
 #: Kernels tier 4 splits, in order, until one names an instruction.

@@ -7,8 +7,8 @@ searches tier 2 runs, `segments` cuts a program into segments that compile alone
 reads the faulty compile's optimized HLO.
 """
 
-from xlaprobe.localize.api import Localization, cycle_bound, localize
-from xlaprobe.localize.bisect import Step
-from xlaprobe.localize.fusion import make_pool
+from xlaprobe.localization.api import Localization, cycle_bound, localize
+from xlaprobe.localization.bisect import Step
+from xlaprobe.localization.fusion import make_pool
 
 __all__ = ["Localization", "Step", "cycle_bound", "localize", "make_pool"]
