@@ -107,6 +107,9 @@ def replay(
                                help="ADARES learner: numpy (fast) or vw (Vowpal Wabbit cb_explore_adf)"),
     resize: str = typer.Option("in-place", "--resize",
                                help="in-place, or restart-to-shrink (lowering memory restarts the VM)"),
+    cluster: str = typer.Option("", "--cluster",
+                                help="nodes=K,cpu=CORES,mem=GIB[,overcommit=R]: place VMs on "
+                                     "nodes (first fit); refuse resizes beyond capacity x R"),
     as_json: bool = typer.Option(False, "--json", help="print JSON for machines"),
 ) -> None:
     """Replay a trace under each policy; print vCPU-hours, GB-hours, throttled share, OOM
@@ -139,13 +142,20 @@ def replay(
         tr = rp.load_trace(trace)
         err.log(f"trace {trace}: {tr.n_vms} VMs x {tr.n_steps} steps of {tr.step_s} s "
                 f"({time.perf_counter() - t0:.1f} s)")
+        cl = None
+        if cluster:
+            from adares.cluster import parse_cluster
+
+            cl = parse_cluster(cluster, tr)
+            err.log(f"cluster: {cl.n_nodes} nodes, {len(set(cl.node_of.tolist()))} used")
         logs: dict = {}
         from adares.report import sample_vms, write_report
 
         vms = sample_vms(tr) if report else ()
         results = rp.replay(tr, names, seed=seed, on_done=lambda r: err.log(
             f"{r.policy}: reward {r.reward:.4f}, {r.seconds:.1f} s"), warm_start=warm,
-            logs=logs if save_log else None, record_vms=vms, resize_mode=resize, bandit=bandit)
+            logs=logs if save_log else None, record_vms=vms, resize_mode=resize, bandit=bandit,
+            cluster=cl)
         if report:
             _write(report, "--report", lambda p: write_report(p, tr, trace, results, vms))
             err.log(f"report: {report}")
@@ -187,7 +197,20 @@ def replay(
                       f"{100 * r.cpu_throttled_share:.2f}%", f"{r.oom_events}", f"{r.resizes}",
                       f"{r.reward:.3f}", pct("vs_threshold"), pct("vs_predictive"))
     # Pipes get 80 columns from rich by default, two short of the table: give them 100.
-    Console(width=None if sys.stdout.isatty() else 100).print(table)
+    out = Console(width=None if sys.stdout.isatty() else 100)
+    out.print(table)
+    if cl is not None:
+        nodes = Table(title=f"nodes: {cl.n_nodes} (means over nodes and steps)", box=box.SIMPLE,
+                      pad_edge=False, caption="util: used / physical; alloc: allocated / physical")
+        for col in ("policy", "refused resizes", "contention thr.", "CPU util", "mem util",
+                    "CPU alloc", "mem alloc"):
+            nodes.add_column(col, justify="right", no_wrap=True)
+        for n, r in results.items():
+            e = r.extra
+            nodes.add_row(n, f"{e['refused_resizes']}", f"{100 * e['cpu_contention_share']:.2f}%",
+                          *(f"{e[k]:.2f}" for k in ("node_cpu_utilization", "node_mem_utilization",
+                                                     "node_cpu_allocated", "node_mem_allocated")))
+        out.print(nodes)
 
 
 @app.command(short_help="Emit one policy's final recommendations: VPA objects and a resize plan.")

@@ -6,6 +6,7 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
+from adares.cluster import Cluster
 from adares.errors import InputError
 from adares.policies import POLICY_NAMES, parse_policies
 from adares.policies.autopilot import AutopilotLike
@@ -121,15 +122,16 @@ def replay(trace: Trace, names: list[str], seed: int = 0, costs: CostModel = Cos
            on_done: Callable[[Result], None] | None = None, warm_start: DecisionLog | None = None,
            logs: dict[str, DecisionLog] | None = None,
            record_vms: tuple[int, ...] = (), resize_mode: str = "in-place",
-           bandit: str = "numpy") -> dict[str, Result]:
+           bandit: str = "numpy", cluster: Cluster | None = None) -> dict[str, Result]:
     """Simulate ``trace`` under each named policy; results by name, in order. When ``logs`` is a
     dict, the bandit's decision log is stored in it under its name; ``record_vms``: VMs whose
-    allocations the results keep (for reports); ``resize_mode``: see ``simulate``."""
+    allocations the results keep (for reports); ``resize_mode`` and ``cluster`` (nodes,
+    overcommit): see ``simulate``."""
     out: dict[str, Result] = {}
     for name in names:
         pol = make_policy(name, trace, seed, costs, warm_start, keep_log=logs is not None,
                           bandit=bandit)
-        res = simulate(trace, pol, costs, record_vms, resize_mode)
+        res = simulate(trace, pol, costs, record_vms, resize_mode, cluster)
         if logs is not None and isinstance(pol, Adares):
             logs[name] = pol.log
         out[name] = res
