@@ -1,0 +1,70 @@
+"""Margins and equal-violation bisection against closed forms (static policy, ramp demand)."""
+
+import numpy as np
+import pytest
+from scipy.optimize import brentq
+
+from adares.frontier import (EqualViolation, Margined, Point, equal_violation, frontier_png,
+                             savings_at_equal_violation, sweep)
+from adares.policies.baselines import Static
+from adares.simulator import simulate
+from adares.trace import GIB, Trace
+
+T = 100
+
+
+def _ramp():
+    # One VM, 100 one-hour steps: demand 0.02, 0.04, ..., 2.0 cores and GiB; request 1 / 1 GiB.
+    d = 0.02 * np.arange(1, T + 1)
+    return Trace(d[:, None], d[:, None] * GIB, np.array([1.0]), np.array([GIB]), ("v",),
+                 3600, 0.0).validate(), d
+
+
+def test_margin_scales_allocations():
+    tr, d = _ramp()
+    r = simulate(tr, Margined(Static(), 0.5, -0.25))
+    assert r.vcpu_hours == pytest.approx(1.5 * T) and r.gb_hours == pytest.approx(0.75 * T)
+    assert r.oom_events == int((d > 0.75).sum())
+    assert r.cpu_throttled_share == pytest.approx(np.maximum(d - 1.5, 0).sum() / d.sum())
+    with pytest.raises(ValueError):
+        Margined(Static(), -1.0, 0.0)
+
+
+def test_bisection_finds_the_closed_form_margins():
+    tr, d = _ramp()
+    target_cpu = 0.05
+    # Throttled share of a static allocation 1 + m: sum(max(d - 1 - m, 0)) / sum(d), continuous
+    # and decreasing: its root is the exact margin.
+    m_cpu = brentq(lambda m: np.maximum(d - 1 - m, 0).sum() / d.sum() - target_cpu, -0.5, 1.5)
+    # OOM kills per VM-day: 24 / 100 per kill; at most 10 kills (2.4 / VM-day) needs
+    # 1 + m >= 1.8 (the 90th step's demand): exactly m = 0.8.
+    lo, hi, iters = -0.5, 1.5, 10
+    ev = equal_violation(tr, Static, target_cpu, 2.4, lo, hi, iters)
+    width = (hi - lo) / 2**iters
+    assert m_cpu <= ev.at.cpu_margin <= m_cpu + width + 1e-12
+    assert 0.8 <= ev.at.mem_margin <= 0.8 + width + 1e-12
+    assert ev.reached_cpu and ev.reached_mem and ev.policy == "static"
+    assert ev.at.oom_events == 10 and ev.at.cpu_throttled_share <= target_cpu
+    assert ev.at.vcpu_hours == pytest.approx(T * (1 + ev.at.cpu_margin))
+    assert len(ev.points) == iters + 1
+    # A target no margin in range reaches: flagged, reported at the upper end.
+    ev = equal_violation(tr, Static, 0.0, 0.0, lo, 0.5, 3)
+    assert not ev.reached_cpu and not ev.reached_mem and ev.at.cpu_margin == 0.5
+
+
+def test_sweep_and_savings():
+    tr, _ = _ramp()
+    pts = sweep(tr, Static, [0.0, 0.5])
+    assert [p.vcpu_hours for p in pts] == pytest.approx([T, 1.5 * T])
+
+    def ev(name, c, g):
+        p = Point(0, 0, c, g, 0.0, 0.0, 0, 0.0)
+        return EqualViolation(name, p, True, True, [p])
+
+    s = savings_at_equal_violation({"adares": ev("adares", 60, 30), "vpa": ev("vpa", 80, 40),
+                                    "threshold": ev("threshold", 100, 100)})
+    assert s["adares"]["vs_vpa"] == pytest.approx({"vcpu_hours": 0.25, "gb_hours": 0.25})
+    assert s["adares"]["vs_threshold"] == pytest.approx({"vcpu_hours": 0.4, "gb_hours": 0.7})
+    assert "vs_adares" not in s["vpa"] and "vs_vpa" not in s["vpa"]
+    png = frontier_png({"adares": ev("adares", 60, 30)}, 0.01, 0.01, {"adares": pts})
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
