@@ -68,3 +68,52 @@ def test_sweep_and_savings():
     assert "vs_adares" not in s["vpa"] and "vs_vpa" not in s["vpa"]
     png = frontier_png({"adares": ev("adares", 60, 30)}, 0.01, 0.01, {"adares": pts})
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _cli(args):
+    import json
+
+    from typer.testing import CliRunner
+
+    from adares.cli import app
+
+    res = CliRunner().invoke(app, args)
+    return res, (json.loads(res.stdout) if res.exit_code == 0 and "--json" in args else None)
+
+
+def test_cli_replay_margin_scales_static_exactly():
+    tr = ["--trace", "synthetic:vms=5,days=0.5,seed=3", "--policies", "static,clairvoyant", "--json"]
+    _, plain = _cli(["replay", *tr])
+    _, more = _cli(["replay", *tr, "--margin", "0.5,0.25"])
+    a, b = plain["policies"], more["policies"]
+    assert b["static"]["vcpu_hours"] == pytest.approx(1.5 * a["static"]["vcpu_hours"])
+    assert b["static"]["gb_hours"] == pytest.approx(1.25 * a["static"]["gb_hours"])
+    assert b["clairvoyant"] == a["clairvoyant"] | {"seconds": b["clairvoyant"]["seconds"]}
+
+
+def test_cli_compare_json():
+    res, doc = _cli(["compare", "--trace", "synthetic:vms=6,days=1,seed=2", "--policies",
+                     "threshold,vpa", "--iters", "2", "--sweep-margin", "0.1", "--json"])
+    assert res.exit_code == 0, res.output
+    pol = doc["policies"]
+    assert set(pol) == {"threshold", "vpa"}
+    for p in pol.values():
+        assert len(p["points"]) in (3 + 1, 2 + 1)  # iters + final (may repeat one) + sweep
+        assert p["reached_cpu"] == (p["cpu_throttled_share"] <= 0.01)
+        assert {"cpu_margin", "mem_margin", "vcpu_hours", "gb_hours", "oom_per_vm_day"} <= set(p)
+    s = doc["savings"]["vpa"]["vs_threshold"]
+    assert s["vcpu_hours"] == pytest.approx(1 - pol["vpa"]["vcpu_hours"] / pol["threshold"]["vcpu_hours"])
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["replay", "--margin", "-1"], "--margin"),
+    (["replay", "--margin", "a,b"], "--margin"),
+    (["compare", "--policies", "clairvoyant"], "clairvoyant"),
+    (["compare", "--range", "1,0"], "--range"),
+    (["compare", "--target-throttle", "nan"], "--target-throttle"),
+    (["compare", "--sweep-margin", "x"], "--sweep-margin"),
+])
+def test_cli_margin_bad_input(args, needle):
+    res, _ = _cli(args)
+    assert res.exit_code == 2 and needle in res.stderr
+    assert res.stderr.startswith("adares: error:") and len(res.stderr.strip().splitlines()) == 1

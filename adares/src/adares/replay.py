@@ -122,22 +122,43 @@ def replay(trace: Trace, names: list[str], seed: int = 0, costs: CostModel = Cos
            on_done: Callable[[Result], None] | None = None, warm_start: DecisionLog | None = None,
            logs: dict[str, DecisionLog] | None = None,
            record_vms: tuple[int, ...] = (), resize_mode: str = "in-place",
-           bandit: str = "numpy", cluster: Cluster | None = None) -> dict[str, Result]:
+           bandit: str = "numpy", cluster: Cluster | None = None,
+           margin: tuple[float, float] = (0.0, 0.0)) -> dict[str, Result]:
     """Simulate ``trace`` under each named policy; results by name, in order. When ``logs`` is a
     dict, the bandit's decision log is stored in it under its name; ``record_vms``: VMs whose
     allocations the results keep (for reports); ``resize_mode`` and ``cluster`` (nodes,
-    overcommit): see ``simulate``."""
+    overcommit): see ``simulate``; ``margin``: (cpu, mem) fractions added to every policy's
+    allocations but the clairvoyant's (``adares.frontier.Margined``)."""
+    from adares.frontier import Margined
+
     out: dict[str, Result] = {}
     for name in names:
         pol = make_policy(name, trace, seed, costs, warm_start, keep_log=logs is not None,
                           bandit=bandit)
-        res = simulate(trace, pol, costs, record_vms, resize_mode, cluster)
+        run: Policy = pol
+        if margin != (0.0, 0.0) and name != "clairvoyant":
+            run = Margined(pol, *margin)
+        res = simulate(trace, run, costs, record_vms, resize_mode, cluster)
         if logs is not None and isinstance(pol, Adares):
             logs[name] = pol.log
         out[name] = res
         if on_done is not None:
             on_done(res)
     return out
+
+
+def parse_margin(spec: str, flag: str = "--margin") -> tuple[float, float]:
+    """``M`` (both resources) or ``CPU,MEM`` margins as fractions (0.15 = 15% above what the
+    policy allocates; > -1). InputError otherwise."""
+    try:
+        vals = [float(v) for v in spec.split(",")]
+    except ValueError:
+        raise InputError(f"{flag} {spec!r}: expected M or CPU,MEM (numbers)") from None
+    if len(vals) == 1:
+        vals *= 2
+    if len(vals) != 2 or not all(math.isfinite(v) and v > -1 for v in vals):
+        raise InputError(f"{flag} {spec!r}: expected M or CPU,MEM, finite and > -1")
+    return vals[0], vals[1]
 
 
 def savings(results: dict[str, Result]) -> dict[str, dict[str, dict[str, float]]]:
