@@ -95,7 +95,8 @@ def _check_seed(seed: int) -> None:
 def replay(
     trace: str = typer.Option("synthetic:vms=500,days=8,seed=0", "--trace",
                               help="synthetic[:vms=N,days=D,seed=S], shaped:SOURCE[,...], "
-                                   "alibaba:USAGE.csv[,meta=META.csv] or google2019:USAGE.parquet"),
+                                   "alibaba:USAGE.csv[,meta=META.csv], google2019:USAGE.parquet "
+                                   "or azure:READINGS.csv[,vmtable=VMTABLE.csv]"),
     policies: str = typer.Option(",".join(DEFAULT_POLICIES), "--policies",
                                  help=f"comma-separated, of: {', '.join(POLICY_NAMES)}"),
     seed: int = typer.Option(0, "--seed", help="bandit exploration seed"),
@@ -222,7 +223,8 @@ def replay(
 def compare(
     trace: str = typer.Option("synthetic:vms=500,days=8,seed=0", "--trace",
                               help="synthetic[:vms=N,days=D,seed=S], shaped:SOURCE[,...], "
-                                   "alibaba:USAGE.csv[,meta=META.csv] or google2019:USAGE.parquet"),
+                                   "alibaba:USAGE.csv[,meta=META.csv], google2019:USAGE.parquet "
+                                   "or azure:READINGS.csv[,vmtable=VMTABLE.csv]"),
     policies: str = typer.Option("threshold,predictive,vpa,autopilot,adares", "--policies",
                                  help="comma-separated (not clairvoyant)"),
     target_throttle: float = typer.Option(0.01, "--target-throttle",
@@ -336,7 +338,8 @@ def compare(
 def recommend(
     trace: str = typer.Option("synthetic:vms=20,days=8,seed=0", "--trace",
                               help="synthetic[:vms=N,days=D,seed=S], shaped:SOURCE[,...], "
-                                   "alibaba:USAGE.csv[,meta=META.csv] or google2019:USAGE.parquet"),
+                                   "alibaba:USAGE.csv[,meta=META.csv], google2019:USAGE.parquet "
+                                   "or azure:READINGS.csv[,vmtable=VMTABLE.csv]"),
     policy: str = typer.Option("vpa", "--policy", help=f"one of: {', '.join(POLICY_NAMES)}"),
     yaml_out: str = typer.Option("", "--yaml",
                                  help="write VPA objects here (default: stdout, unless --plan is given)"),

@@ -66,7 +66,9 @@ def load_trace(spec: str) -> Trace:
     ``shaped:SOURCE[,vms=..,days=..,seed=..]`` (SOURCE: alibaba2018, google2019, azure_v2: the
     synthetic VMs' total demand follows that real cluster series), or
     ``alibaba:USAGE.csv[,meta=META.csv]`` (Alibaba v2018 container_usage/container_meta), or
-    ``google2019:INSTANCE_USAGE.parquet`` (Google 2019 instance_usage exported to Parquet).
+    ``google2019:INSTANCE_USAGE.parquet`` (Google 2019 instance_usage exported to Parquet), or
+    ``azure:READINGS.csv[,vmtable=VMTABLE.csv,cpu=avgcpu|maxcpu]`` (Azure Public Dataset
+    vm_cpu_readings; no memory readings: memory held at the VM's bucket).
     Raises InputError on a malformed spec or file."""
     from adares.alibaba import load_container_usage
     from adares.synthetic import generate
@@ -115,7 +117,20 @@ def load_trace(spec: str) -> Trace:
         if not rest:
             raise InputError(f"trace spec {spec!r}: expected google2019:INSTANCE_USAGE.parquet")
         return load_instance_usage(Path(rest))
-    raise InputError(f"trace spec {spec!r}: unknown kind {kind!r} (synthetic, shaped, alibaba, google2019)")
+    if kind == "azure":
+        from adares.azure import load_vm_cpu_readings
+
+        parts = rest.split(",")
+        if not parts[0]:
+            raise InputError(f"trace spec {spec!r}: expected azure:READINGS.csv[,vmtable=VMTABLE.csv,cpu=avgcpu]")
+        kv = _kv(parts[1:], spec)
+        unknown = set(kv) - {"vmtable", "cpu"}
+        if unknown:
+            raise InputError(f"trace spec {spec!r}: unknown keys {', '.join(sorted(unknown))}")
+        return load_vm_cpu_readings(Path(parts[0]), kv.get("vmtable"),
+                                    cpu_column=kv.get("cpu", "avgcpu"))
+    raise InputError(f"trace spec {spec!r}: unknown kind {kind!r} (synthetic, shaped, alibaba, "
+                     "google2019, azure)")
 
 
 def replay(trace: Trace, names: list[str], seed: int = 0, costs: CostModel = CostModel(),
