@@ -133,3 +133,13 @@ def test_cli_cluster_json_and_bad_spec():
     # The log lines before it (the trace loaded) and one error line, no traceback.
     assert [ln for ln in res.stderr.splitlines() if "adares" in ln and "error" in ln] == \
         [res.stderr.strip().splitlines()[-1]] and "Traceback" not in res.stderr
+
+
+def test_progress_reports_steps_to_the_end():
+    from adares.synthetic import generate
+
+    tr = generate(3, 1, seed=0)  # 288 steps: a call every 1 step (288 // 200), then the end
+    calls = []
+    simulate(tr, Static(), progress=lambda done, total: calls.append((done, total)))
+    assert calls[0] == (0, 288) and calls[-1] == (288, 288)
+    assert [d for d, _ in calls] == sorted(d for d, _ in calls) and len(calls) == 289

@@ -85,6 +85,28 @@ def _write(path: str, flag: str, write: Callable[[Path], None]) -> None:
         raise InputError(f"{flag} {path}: cannot write ({exc.strerror or type(exc).__name__})") from None
 
 
+@contextlib.contextmanager
+def _progress_bars(err: Console) -> Iterator[Callable[[str, int, int], None]]:
+    """A rich progress bar per replay (steps done, ETA) on a terminal; nothing in logs, which
+    get the one line per replay that the callers print."""
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                               TimeElapsedColumn, TimeRemainingColumn)
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=err,
+                  transient=True, disable=not err.is_terminal) as prog:
+        tasks: dict[str, object] = {}
+
+        def update(name: str, done: int, total: int) -> None:
+            if name not in tasks or done == 0:
+                if name in tasks:
+                    prog.remove_task(tasks[name])
+                tasks[name] = prog.add_task(f"{name} (steps)", total=total)
+            prog.update(tasks[name], completed=done)
+
+        yield update
+
+
 def _check_seed(seed: int) -> None:
     if seed < 0:
         raise InputError(f"--seed must be >= 0, got {seed}")
@@ -157,10 +179,11 @@ def replay(
         from adares.report import sample_vms, write_report
 
         vms = sample_vms(tr) if report else ()
-        results = rp.replay(tr, names, seed=seed, on_done=lambda r: err.log(
-            f"{r.policy}: reward {r.reward:.4f}, {r.seconds:.1f} s"), warm_start=warm,
-            logs=logs if save_log else None, record_vms=vms, resize_mode=resize, bandit=bandit,
-            cluster=cl, margin=margins)
+        with _progress_bars(err) as bars:
+            results = rp.replay(tr, names, seed=seed, on_done=lambda r: err.log(
+                f"{r.policy}: reward {r.reward:.4f}, {r.seconds:.1f} s"), warm_start=warm,
+                logs=logs if save_log else None, record_vms=vms, resize_mode=resize,
+                bandit=bandit, cluster=cl, margin=margins, progress=bars)
         if report:
             _write(report, "--report", lambda p: write_report(p, tr, trace, results, vms))
             err.log(f"report: {report}")
@@ -290,10 +313,12 @@ def compare(
                         f"{100 * p.cpu_throttled_share:.2f}%, {p.oom_per_vm_day:.4f} OOM/VM-day, "
                         f"{p.vcpu_hours:.0f} vCPU-h, {p.gb_hours:.0f} GB-h")
 
-            res[n] = fr.equal_violation(tr, make, target_throttle, target_oom, lo, hi, iters,
-                                        cluster=cl, on_point=log)
-            if sweep_ms:
-                extra[n] = fr.sweep(tr, make, sweep_ms, cluster=cl, on_point=log)
+            with _progress_bars(err) as bars:
+                res[n] = fr.equal_violation(tr, make, target_throttle, target_oom, lo, hi,
+                                            iters, cluster=cl, on_point=log, progress=bars)
+                if sweep_ms:
+                    extra[n] = fr.sweep(tr, make, sweep_ms, cluster=cl, on_point=log,
+                                        progress=bars)
         sav = fr.savings_at_equal_violation(res)
         if report:
             from adares.report import write_compare_report

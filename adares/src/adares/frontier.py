@@ -84,16 +84,27 @@ class EqualViolation:
     points: list[Point] = field(default_factory=list)
 
 
+def _label(progress: Callable[[str, int, int], None] | None, name: str, mc: float,
+           mm: float) -> Callable[[int, int], None] | None:
+    if progress is None:
+        return None
+    label = f"{name} at {mc:+.3f}/{mm:+.3f}"
+    return lambda done, total: progress(label, done, total)
+
+
 def equal_violation(trace: Trace, make: Callable[[], Policy], target_cpu: float = 0.01,
                     target_oom: float = 0.01, lo: float = -0.5, hi: float = 1.5, iters: int = 7,
                     costs: CostModel = CostModel(), cluster: Cluster | None = None,
-                    on_point: Callable[[Point], None] | None = None) -> EqualViolation:
+                    on_point: Callable[[Point], None] | None = None,
+                    progress: Callable[[str, int, int], None] | None = None) -> EqualViolation:
     """Bisect a policy's CPU and memory margins in [lo, hi] at once (one replay per step, both
     intervals halved) until its CPU throttled share <= ``target_cpu`` (fraction of demanded
     core-hours) and its OOM kills per VM-day <= ``target_oom`` with the smallest margins, to
     (hi - lo) / 2**iters. Assumes each violation rate falls with its own margin and hardly
     depends on the other (true of every policy here but the bandit, whose reward couples them:
-    the final replay at both margins is what is reported). ``make`` builds a fresh policy.
+    the final replay at both margins is what is reported). ``make`` builds a fresh policy;
+    ``on_point`` is called with each replay's point, ``progress`` as progress(label, steps done,
+    steps) during each replay.
     Returns an EqualViolation; ValueError on lo >= hi, lo <= -1 or iters < 0.
     """
     if not (-1 < lo < hi) or iters < 0:
@@ -106,7 +117,8 @@ def equal_violation(trace: Trace, make: Callable[[], Policy], target_cpu: float 
         if (mc, mm) not in seen:
             pol = make()
             name = pol.name
-            p = Point.of(mc, mm, simulate(trace, Margined(pol, mc, mm), costs, cluster=cluster))
+            p = Point.of(mc, mm, simulate(trace, Margined(pol, mc, mm), costs, cluster=cluster,
+                                          progress=_label(progress, name, mc, mm)))
             seen[(mc, mm)] = p
             if on_point is not None:
                 on_point(p)
@@ -132,11 +144,15 @@ def equal_violation(trace: Trace, make: Callable[[], Policy], target_cpu: float 
 
 def sweep(trace: Trace, make: Callable[[], Policy], margins: list[float],
           costs: CostModel = CostModel(), cluster: Cluster | None = None,
-          on_point: Callable[[Point], None] | None = None) -> list[Point]:
-    """One replay per margin (the same margin on CPU and memory): the policy's frontier."""
+          on_point: Callable[[Point], None] | None = None,
+          progress: Callable[[str, int, int], None] | None = None) -> list[Point]:
+    """One replay per margin (the same margin on CPU and memory): the policy's frontier.
+    ``on_point`` and ``progress``: as in ``equal_violation``."""
     out = []
     for m in margins:
-        p = Point.of(m, m, simulate(trace, Margined(make(), m, m), costs, cluster=cluster))
+        pol = make()
+        p = Point.of(m, m, simulate(trace, Margined(pol, m, m), costs, cluster=cluster,
+                                    progress=_label(progress, pol.name, m, m)))
         if on_point is not None:
             on_point(p)
         out.append(p)

@@ -138,12 +138,14 @@ def replay(trace: Trace, names: list[str], seed: int = 0, costs: CostModel = Cos
            logs: dict[str, DecisionLog] | None = None,
            record_vms: tuple[int, ...] = (), resize_mode: str = "in-place",
            bandit: str = "numpy", cluster: Cluster | None = None,
-           margin: tuple[float, float] = (0.0, 0.0)) -> dict[str, Result]:
+           margin: tuple[float, float] = (0.0, 0.0),
+           progress: Callable[[str, int, int], None] | None = None) -> dict[str, Result]:
     """Simulate ``trace`` under each named policy; results by name, in order. When ``logs`` is a
     dict, the bandit's decision log is stored in it under its name; ``record_vms``: VMs whose
     allocations the results keep (for reports); ``resize_mode`` and ``cluster`` (nodes,
     overcommit): see ``simulate``; ``margin``: (cpu, mem) fractions added to every policy's
-    allocations but the clairvoyant's (``adares.frontier.Margined``)."""
+    allocations but the clairvoyant's (``adares.frontier.Margined``); ``progress``: called as
+    progress(policy, steps done, steps) during each replay."""
     from adares.frontier import Margined
 
     out: dict[str, Result] = {}
@@ -153,7 +155,9 @@ def replay(trace: Trace, names: list[str], seed: int = 0, costs: CostModel = Cos
         run: Policy = pol
         if margin != (0.0, 0.0) and name != "clairvoyant":
             run = Margined(pol, *margin)
-        res = simulate(trace, run, costs, record_vms, resize_mode, cluster)
+        res = simulate(trace, run, costs, record_vms, resize_mode, cluster,
+                       None if progress is None else
+                       (lambda done, total, n=name: progress(n, done, total)))
         if logs is not None and isinstance(pol, Adares):
             logs[name] = pol.log
         out[name] = res
