@@ -5,7 +5,7 @@ import pytest
 from scipy.optimize import brentq
 
 from adares.frontier import (EqualViolation, Margined, Point, equal_violation, frontier_png,
-                             savings_at_equal_violation, sweep)
+                             pareto, savings_at_equal_violation, sweep)
 from adares.policies.baselines import Static
 from adares.simulator import simulate
 from adares.trace import GIB, Trace
@@ -117,3 +117,12 @@ def test_cli_margin_bad_input(args, needle):
     res, _ = _cli(args)
     assert res.exit_code == 2 and needle in res.stderr
     assert res.stderr.startswith("adares: error:") and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_pareto_by_brute_force():
+    rng = np.random.default_rng(4)
+    for _ in range(20):
+        xs, ys = rng.integers(0, 6, 12).tolist(), rng.integers(0, 6, 12).tolist()
+        keep = sorted({(x, y) for x, y in zip(xs, ys)
+                       if not any(a <= x and b <= y and (a, b) != (x, y) for a, b in zip(xs, ys))})
+        assert list(zip(*pareto(xs, ys))) == keep

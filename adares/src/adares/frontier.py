@@ -177,11 +177,24 @@ def savings_at_equal_violation(res: dict[str, EqualViolation],
     return out
 
 
+def pareto(xs: list[float], ys: list[float]) -> tuple[list[float], list[float]]:
+    """The lower-left frontier of points (violation x, cost y): those no other point beats on
+    both (x' <= x and y' <= y, one strictly), sorted by x."""
+    order = sorted(range(len(xs)), key=lambda i: (xs[i], ys[i]))
+    fx: list[float] = []
+    fy: list[float] = []
+    for i in order:
+        if not fy or ys[i] < fy[-1]:
+            fx.append(xs[i])
+            fy.append(ys[i])
+    return fx, fy
+
+
 def frontier_png(res: dict[str, EqualViolation], target_cpu: float, target_oom: float,
                  extra: dict[str, list[Point]] | None = None) -> bytes:
     """The savings-versus-violations frontier as a PNG: per policy, vCPU-hours against CPU
-    throttled share and GB-hours against OOM kills per VM-day over every replay made (lines:
-    the points sorted by violation), the equal-violation points starred, the targets dashed."""
+    throttled share and GB-hours against OOM kills per VM-day over every replay made (dots;
+    lines: their Pareto frontier), the equal-violation points starred, the targets dashed."""
     import io
 
     import matplotlib
@@ -198,9 +211,9 @@ def frontier_png(res: dict[str, EqualViolation], target_cpu: float, target_oom: 
                  100 * ev.at.cpu_throttled_share, ev.at.vcpu_hours),
                 (axes[1], [p.oom_per_vm_day for p in pts], [p.gb_hours for p in pts],
                  ev.at.oom_per_vm_day, ev.at.gb_hours)):
-            order = np.argsort(xs)
-            ax.plot(np.asarray(xs)[order], np.asarray(ys)[order], "o-", ms=3, lw=0.8,
-                    color=color, label=n)
+            ax.plot(xs, ys, "o", ms=3, color=color, alpha=0.5)
+            fx, fy = pareto(xs, ys)
+            ax.plot(fx, fy, "-", lw=1.0, color=color, label=n)
             ax.plot([x_at], [y_at], "*", ms=14, color=color)
     axes[0].axvline(100 * target_cpu, ls="--", color="gray")
     axes[1].axvline(target_oom, ls="--", color="gray")
@@ -210,6 +223,7 @@ def frontier_png(res: dict[str, EqualViolation], target_cpu: float, target_oom: 
     axes[1].set_ylabel("GB-hours allocated")
     for ax in axes:
         ax.set_xscale("symlog", linthresh=0.01)
+        ax.set_xlim(left=0)
     axes[0].legend(fontsize=8)
     fig.suptitle("savings against violations (stars: at the target rates, dashed)")
     buf = io.BytesIO()
