@@ -80,17 +80,31 @@ def build_html(trace: Trace, spec: str, results: dict[str, Result], vms: tuple[i
     figs.append(("Savings against violations", _png(fig)))
     plt.close(fig)
 
+    nodes = all("refused_resizes" in r.extra for r in results.values())
+
+    def node_cells(r: Result) -> str:
+        if not nodes:
+            return ""
+        e = r.extra
+        return (f"<td>{e['refused_resizes']}</td><td>{100 * e['cpu_contention_share']:.2f}%</td>"
+                + "".join(f"<td>{e[k]:.2f}</td>" for k in (
+                    "node_cpu_utilization", "node_mem_utilization", "node_cpu_allocated",
+                    "node_mem_allocated")))
+
     rows = "".join(
         f"<tr><td>{html.escape(n)}</td><td>{r.vcpu_hours:,.0f}</td><td>{r.gb_hours:,.0f}</td>"
         f"<td>{100 * r.cpu_throttled_share:.2f}%</td><td>{r.oom_events}</td><td>{r.resizes}</td>"
-        f"<td>{r.reward:.4f}</td></tr>" for n, r in results.items())
+        f"<td>{r.reward:.4f}</td>{node_cells(r)}</tr>" for n, r in results.items())
+    node_head = ("<th>refused resizes</th><th>contention throttled</th><th>node CPU util</th>"
+                 "<th>node mem util</th><th>node CPU alloc</th><th>node mem alloc</th>"
+                 if nodes else "")
     imgs = "".join(f"<h2>{t}</h2><img src='data:image/png;base64,{b}'/>" for t, b in figs)
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>adares replay</title>"
             f"<style>body{{font-family:sans-serif}}td,th{{padding:2px 8px;text-align:right}}</style>"
             f"</head><body><h1>adares replay: {html.escape(spec)}</h1>"
             f"<p>{trace.n_vms} VMs x {trace.n_steps} steps of {trace.step_s} s</p>"
             f"<table><tr><th>policy</th><th>vCPU-h</th><th>GB-h</th><th>throttled</th>"
-            f"<th>OOM kills</th><th>resizes</th><th>reward / VM-h</th></tr>{rows}</table>"
+            f"<th>OOM kills</th><th>resizes</th><th>reward / VM-h</th>{node_head}</tr>{rows}</table>"
             f"{imgs}</body></html>")
 
 
