@@ -24,6 +24,12 @@ def test_report_written(tmp_path):
     assert "<td>vpa</td>" in text and "Regret" in text
     assert oct(os.stat(out).st_mode & 0o777) != "0o600"
     assert not list(tmp_path.glob(".*.tmp"))
+    assert "refused resizes" not in text
+    res = runner.invoke(app, ["replay", "--trace", "synthetic:vms=6,days=1", "--policies",
+                              "static,threshold", "--cluster", "nodes=2,cpu=8,mem=32",
+                              "--report", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "refused resizes" in out.read_text()
 
 
 def test_recorded_allocations_and_step_costs():

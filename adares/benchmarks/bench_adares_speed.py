@@ -1,8 +1,10 @@
 """Speed of the replay: VM-steps simulated per second per policy, and the bandit's decisions per
 second, measured side by side on one synthetic trace (one process, one core's worth of work).
 
-Usage: python benchmarks/bench_adares_speed.py [--vms 500] [--days 8]
-Goal (issue 18): >= 1 M VM-steps/s for static and threshold.
+Usage: python benchmarks/bench_adares_speed.py [--vms 500] [--days 8] [--cluster SPEC]
+Goal (issue 18): >= 1 M VM-steps/s for static and threshold. With --cluster (e.g.
+nodes=20,cpu=32,mem=128,overcommit=4) each policy is also timed on nodes (admission and
+contention), side by side with the run without nodes.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import argparse
 import json
 import time
 
+from adares.cluster import parse_cluster
 from adares.policies.bandit import Adares
 from adares.replay import POLICY_NAMES, make_policy
 from adares.simulator import simulate
@@ -22,6 +25,7 @@ def main() -> None:
     ap.add_argument("--vms", type=int, default=500)
     ap.add_argument("--days", type=float, default=8.0)
     ap.add_argument("--policies", default=",".join(POLICY_NAMES))
+    ap.add_argument("--cluster", default="")
     args = ap.parse_args()
     t0 = time.perf_counter()
     tr = generate(args.vms, args.days, seed=0)
@@ -37,9 +41,17 @@ def main() -> None:
         if isinstance(pol, Adares):
             row["decisions"] = pol.decisions
             row["decisions_per_s"] = round(pol.decisions / dt)
+        line = (f"{name:12s} {dt:7.2f} s  {vm_steps / dt:12,.0f} VM-steps/s"
+                + (f"  {pol.decisions / dt:9,.0f} bandit decisions/s" if isinstance(pol, Adares) else ""))
+        if args.cluster:
+            cl = parse_cluster(args.cluster, tr)
+            t = time.perf_counter()
+            simulate(tr, make_policy(name, tr), cluster=cl)
+            dc = time.perf_counter() - t
+            row["cluster_vm_steps_per_s"] = round(vm_steps / dc)
+            line += f"  on nodes: {vm_steps / dc:12,.0f} VM-steps/s"
         out["policies"][name] = row
-        print(f"{name:12s} {dt:7.2f} s  {vm_steps / dt:12,.0f} VM-steps/s"
-              + (f"  {pol.decisions / dt:9,.0f} bandit decisions/s" if isinstance(pol, Adares) else ""))
+        print(line)
     print(json.dumps(out))
 
 

@@ -85,6 +85,28 @@ def _write(path: str, flag: str, write: Callable[[Path], None]) -> None:
         raise InputError(f"{flag} {path}: cannot write ({exc.strerror or type(exc).__name__})") from None
 
 
+@contextlib.contextmanager
+def _progress_bars(err: Console) -> Iterator[Callable[[str, int, int], None]]:
+    """A rich progress bar per replay (steps done, ETA) on a terminal; nothing in logs, which
+    get the one line per replay that the callers print."""
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                               TimeElapsedColumn, TimeRemainingColumn)
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=err,
+                  transient=True, disable=not err.is_terminal) as prog:
+        tasks: dict[str, object] = {}
+
+        def update(name: str, done: int, total: int) -> None:
+            if name not in tasks or done == 0:
+                if name in tasks:
+                    prog.remove_task(tasks[name])
+                tasks[name] = prog.add_task(f"{name} (steps)", total=total)
+            prog.update(tasks[name], completed=done)
+
+        yield update
+
+
 def _check_seed(seed: int) -> None:
     if seed < 0:
         raise InputError(f"--seed must be >= 0, got {seed}")
@@ -95,7 +117,8 @@ def _check_seed(seed: int) -> None:
 def replay(
     trace: str = typer.Option("synthetic:vms=500,days=8,seed=0", "--trace",
                               help="synthetic[:vms=N,days=D,seed=S], shaped:SOURCE[,...], "
-                                   "alibaba:USAGE.csv[,meta=META.csv] or google2019:USAGE.parquet"),
+                                   "alibaba:USAGE.csv[,meta=META.csv], google2019:USAGE.parquet "
+                                   "or azure:READINGS.csv[,vmtable=VMTABLE.csv]"),
     policies: str = typer.Option(",".join(DEFAULT_POLICIES), "--policies",
                                  help=f"comma-separated, of: {', '.join(POLICY_NAMES)}"),
     seed: int = typer.Option(0, "--seed", help="bandit exploration seed"),
@@ -107,6 +130,12 @@ def replay(
                                help="ADARES learner: numpy (fast) or vw (Vowpal Wabbit cb_explore_adf)"),
     resize: str = typer.Option("in-place", "--resize",
                                help="in-place, or restart-to-shrink (lowering memory restarts the VM)"),
+    cluster: str = typer.Option("", "--cluster",
+                                help="nodes=K,cpu=CORES,mem=GIB[,overcommit=R]: place VMs on "
+                                     "nodes (first fit); refuse resizes beyond capacity x R"),
+    margin: str = typer.Option("0", "--margin",
+                               help="M or CPU,MEM: add this fraction to every policy's "
+                                    "allocations (0.15 = +15%; not the clairvoyant's)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON for machines"),
 ) -> None:
     """Replay a trace under each policy; print vCPU-hours, GB-hours, throttled share, OOM
@@ -128,6 +157,7 @@ def replay(
         if resize not in RESIZE_MODES:
             raise InputError(f"unknown resize mode {resize!r} ({', '.join(RESIZE_MODES)})")
         _check_seed(seed)
+        margins = rp.parse_margin(margin)
         _check_out(save_log, "--save-log")
         _check_out(report, "--report")
         if (save_log or transfer_from) and "adares" not in names:
@@ -139,13 +169,21 @@ def replay(
         tr = rp.load_trace(trace)
         err.log(f"trace {trace}: {tr.n_vms} VMs x {tr.n_steps} steps of {tr.step_s} s "
                 f"({time.perf_counter() - t0:.1f} s)")
+        cl = None
+        if cluster:
+            from adares.cluster import parse_cluster
+
+            cl = parse_cluster(cluster, tr)
+            err.log(f"cluster: {cl.n_nodes} nodes, {len(set(cl.node_of.tolist()))} used")
         logs: dict = {}
         from adares.report import sample_vms, write_report
 
         vms = sample_vms(tr) if report else ()
-        results = rp.replay(tr, names, seed=seed, on_done=lambda r: err.log(
-            f"{r.policy}: reward {r.reward:.4f}, {r.seconds:.1f} s"), warm_start=warm,
-            logs=logs if save_log else None, record_vms=vms, resize_mode=resize, bandit=bandit)
+        with _progress_bars(err) as bars:
+            results = rp.replay(tr, names, seed=seed, on_done=lambda r: err.log(
+                f"{r.policy}: reward {r.reward:.4f}, {r.seconds:.1f} s"), warm_start=warm,
+                logs=logs if save_log else None, record_vms=vms, resize_mode=resize,
+                bandit=bandit, cluster=cl, margin=margins, progress=bars)
         if report:
             _write(report, "--report", lambda p: write_report(p, tr, trace, results, vms))
             err.log(f"report: {report}")
@@ -187,14 +225,146 @@ def replay(
                       f"{100 * r.cpu_throttled_share:.2f}%", f"{r.oom_events}", f"{r.resizes}",
                       f"{r.reward:.3f}", pct("vs_threshold"), pct("vs_predictive"))
     # Pipes get 80 columns from rich by default, two short of the table: give them 100.
-    Console(width=None if sys.stdout.isatty() else 100).print(table)
+    out = Console(width=None if sys.stdout.isatty() else 100)
+    out.print(table)
+    if cl is not None:
+        nodes = Table(title=f"nodes: {cl.n_nodes} (means over nodes and steps)", box=box.SIMPLE,
+                      pad_edge=False, caption="util: used / physical; alloc: allocated / physical")
+        for col in ("policy", "refused resizes", "contention thr.", "CPU util", "mem util",
+                    "CPU alloc", "mem alloc"):
+            nodes.add_column(col, justify="right", no_wrap=True)
+        for n, r in results.items():
+            e = r.extra
+            nodes.add_row(n, f"{e['refused_resizes']}", f"{100 * e['cpu_contention_share']:.2f}%",
+                          *(f"{e[k]:.2f}" for k in ("node_cpu_utilization", "node_mem_utilization",
+                                                     "node_cpu_allocated", "node_mem_allocated")))
+        out.print(nodes)
+
+
+@app.command(short_help="Savings at equal violation rate: bisect each policy's margins to "
+                        "target violations; the frontier.")
+def compare(
+    trace: str = typer.Option("synthetic:vms=500,days=8,seed=0", "--trace",
+                              help="synthetic[:vms=N,days=D,seed=S], shaped:SOURCE[,...], "
+                                   "alibaba:USAGE.csv[,meta=META.csv], google2019:USAGE.parquet "
+                                   "or azure:READINGS.csv[,vmtable=VMTABLE.csv]"),
+    policies: str = typer.Option("threshold,predictive,vpa,autopilot,adares", "--policies",
+                                 help="comma-separated (not clairvoyant)"),
+    target_throttle: float = typer.Option(0.01, "--target-throttle",
+                                          help="CPU throttled share to reach (fraction)"),
+    target_oom: float = typer.Option(0.01, "--target-oom", help="OOM kills per VM-day to reach"),
+    margin_range: str = typer.Option("-0.5,1.5", "--range", help="LO,HI margins to bisect in"),
+    iters: int = typer.Option(7, "--iters", help="bisection steps (one replay each, plus one)"),
+    sweep_margin: str = typer.Option("", "--sweep-margin",
+                                     help="also replay each policy at these margins "
+                                          "(e.g. 0,0.05,0.1,0.2) for the frontier"),
+    seed: int = typer.Option(0, "--seed", help="bandit exploration seed"),
+    bandit: str = typer.Option("numpy", "--bandit", help="ADARES learner: numpy or vw"),
+    cluster: str = typer.Option("", "--cluster", help="nodes=K,cpu=CORES,mem=GIB[,overcommit=R]"),
+    report: str = typer.Option("", "--report", help="write an HTML report with the frontier here"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON for machines"),
+) -> None:
+    """For each policy, bisect a CPU and a memory margin on top of its allocations until its CPU
+    throttled share and OOM kills per VM-day meet the targets; compare vCPU-hours and GB-hours
+    there (savings at equal violation rate) and plot the savings-versus-violations frontier."""
+    err = Console(stderr=True)
+    with _guarded():
+        from adares import frontier as fr
+        from adares import replay as rp
+
+        names = rp.parse_policies(policies)
+        if "clairvoyant" in names:
+            raise InputError("compare: clairvoyant has no margin to set (it is the lower bound)")
+        if bandit not in ("numpy", "vw"):
+            raise InputError(f"unknown bandit backend {bandit!r} (numpy, vw)")
+        _check_seed(seed)
+        for v, flag in ((target_throttle, "--target-throttle"), (target_oom, "--target-oom")):
+            if not (math.isfinite(v) and v >= 0):
+                raise InputError(f"{flag} must be a finite number >= 0, got {v}")
+        lo, hi = rp.parse_margin(margin_range, "--range")
+        if not lo < hi:
+            raise InputError(f"--range {margin_range!r}: LO must be below HI")
+        if not 0 <= iters <= 30:
+            raise InputError(f"--iters must be in 0..30, got {iters}")
+        sweep_ms = []
+        if sweep_margin:
+            try:
+                sweep_ms = [float(v) for v in sweep_margin.split(",") if v.strip()]
+            except ValueError:
+                raise InputError(f"--sweep-margin {sweep_margin!r}: not numbers") from None
+            if not all(math.isfinite(m) and m > -1 for m in sweep_ms):
+                raise InputError("--sweep-margin: margins must be finite and > -1")
+        _check_out(report, "--report")
+        tr = rp.load_trace(trace)
+        err.log(f"trace {trace}: {tr.n_vms} VMs x {tr.n_steps} steps of {tr.step_s} s")
+        cl = None
+        if cluster:
+            from adares.cluster import parse_cluster
+
+            cl = parse_cluster(cluster, tr)
+        res: dict = {}
+        extra: dict = {}
+        for n in names:
+            def make(n: str = n):
+                return rp.make_policy(n, tr, seed, bandit=bandit)
+
+            def log(p, n: str = n) -> None:
+                err.log(f"{n} at margins {p.cpu_margin:+.3f}/{p.mem_margin:+.3f}: throttled "
+                        f"{100 * p.cpu_throttled_share:.2f}%, {p.oom_per_vm_day:.4f} OOM/VM-day, "
+                        f"{p.vcpu_hours:.0f} vCPU-h, {p.gb_hours:.0f} GB-h")
+
+            with _progress_bars(err) as bars:
+                res[n] = fr.equal_violation(tr, make, target_throttle, target_oom, lo, hi,
+                                            iters, cluster=cl, on_point=log, progress=bars)
+                if sweep_ms:
+                    extra[n] = fr.sweep(tr, make, sweep_ms, cluster=cl, on_point=log,
+                                        progress=bars)
+        sav = fr.savings_at_equal_violation(res)
+        if report:
+            from adares.report import write_compare_report
+
+            _write(report, "--report", lambda p: write_compare_report(
+                p, trace, tr, res, sav, target_throttle, target_oom, extra))
+            err.log(f"report: {report}")
+    if as_json:
+        from dataclasses import asdict
+
+        doc = {"trace": {"spec": trace, "vms": tr.n_vms, "steps": tr.n_steps, "step_s": tr.step_s},
+               "targets": {"cpu_throttled_share": target_throttle, "oom_per_vm_day": target_oom},
+               "policies": {n: asdict(ev.at) | {"reached_cpu": ev.reached_cpu,
+                                                "reached_mem": ev.reached_mem,
+                                                "points": [asdict(p) for p in ev.points + extra.get(n, [])]}
+                            for n, ev in res.items()},
+               "savings": sav}
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        return
+    from rich import box
+
+    base = [b for b in ("threshold", "predictive", "vpa", "autopilot") if b in res]
+    table = Table(title=f"at equal violation: <= {100 * target_throttle:g}% CPU throttled, "
+                        f"<= {target_oom:g} OOM kills / VM-day", box=box.SIMPLE, pad_edge=False,
+                  caption="margins: CPU/mem fractions added; vs: vCPU-hours/GB-hours saved, % "
+                          "(1 - policy/baseline); * target not reached in --range")
+    for col in ("policy", "margins", "vCPU-h", "GB-h", "thr.", "OOM/VM-d",
+                *(f"vs {b[:5]}" for b in base)):
+        table.add_column(col, justify="right", no_wrap=True)
+    for n, ev in res.items():
+        a = ev.at
+        cells = [f"{100 * sav[n][f'vs_{b}']['vcpu_hours']:+.0f}/{100 * sav[n][f'vs_{b}']['gb_hours']:+.0f}"
+                 if f"vs_{b}" in sav[n] else "-" for b in base]
+        star = "" if ev.reached_cpu and ev.reached_mem else "*"
+        table.add_row(n + star, f"{a.cpu_margin:+.2f}/{a.mem_margin:+.2f}", f"{a.vcpu_hours:.0f}",
+                      f"{a.gb_hours:.0f}", f"{100 * a.cpu_throttled_share:.2f}%",
+                      f"{a.oom_per_vm_day:.4f}", *cells)
+    Console(width=None if sys.stdout.isatty() else 110).print(table)
 
 
 @app.command(short_help="Emit one policy's final recommendations: VPA objects and a resize plan.")
 def recommend(
     trace: str = typer.Option("synthetic:vms=20,days=8,seed=0", "--trace",
                               help="synthetic[:vms=N,days=D,seed=S], shaped:SOURCE[,...], "
-                                   "alibaba:USAGE.csv[,meta=META.csv] or google2019:USAGE.parquet"),
+                                   "alibaba:USAGE.csv[,meta=META.csv], google2019:USAGE.parquet "
+                                   "or azure:READINGS.csv[,vmtable=VMTABLE.csv]"),
     policy: str = typer.Option("vpa", "--policy", help=f"one of: {', '.join(POLICY_NAMES)}"),
     yaml_out: str = typer.Option("", "--yaml",
                                  help="write VPA objects here (default: stdout, unless --plan is given)"),

@@ -6,6 +6,7 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
+from adares.cluster import Cluster
 from adares.errors import InputError
 from adares.policies import POLICY_NAMES, parse_policies
 from adares.policies.autopilot import AutopilotLike
@@ -65,7 +66,9 @@ def load_trace(spec: str) -> Trace:
     ``shaped:SOURCE[,vms=..,days=..,seed=..]`` (SOURCE: alibaba2018, google2019, azure_v2: the
     synthetic VMs' total demand follows that real cluster series), or
     ``alibaba:USAGE.csv[,meta=META.csv]`` (Alibaba v2018 container_usage/container_meta), or
-    ``google2019:INSTANCE_USAGE.parquet`` (Google 2019 instance_usage exported to Parquet).
+    ``google2019:INSTANCE_USAGE.parquet`` (Google 2019 instance_usage exported to Parquet), or
+    ``azure:READINGS.csv[,vmtable=VMTABLE.csv,cpu=avgcpu|maxcpu]`` (Azure Public Dataset
+    vm_cpu_readings; no memory readings: memory held at the VM's bucket).
     Raises InputError on a malformed spec or file."""
     from adares.alibaba import load_container_usage
     from adares.synthetic import generate
@@ -114,28 +117,67 @@ def load_trace(spec: str) -> Trace:
         if not rest:
             raise InputError(f"trace spec {spec!r}: expected google2019:INSTANCE_USAGE.parquet")
         return load_instance_usage(Path(rest))
-    raise InputError(f"trace spec {spec!r}: unknown kind {kind!r} (synthetic, shaped, alibaba, google2019)")
+    if kind == "azure":
+        from adares.azure import load_vm_cpu_readings
+
+        parts = rest.split(",")
+        if not parts[0]:
+            raise InputError(f"trace spec {spec!r}: expected azure:READINGS.csv[,vmtable=VMTABLE.csv,cpu=avgcpu]")
+        kv = _kv(parts[1:], spec)
+        unknown = set(kv) - {"vmtable", "cpu"}
+        if unknown:
+            raise InputError(f"trace spec {spec!r}: unknown keys {', '.join(sorted(unknown))}")
+        return load_vm_cpu_readings(Path(parts[0]), kv.get("vmtable"),
+                                    cpu_column=kv.get("cpu", "avgcpu"))
+    raise InputError(f"trace spec {spec!r}: unknown kind {kind!r} (synthetic, shaped, alibaba, "
+                     "google2019, azure)")
 
 
 def replay(trace: Trace, names: list[str], seed: int = 0, costs: CostModel = CostModel(),
            on_done: Callable[[Result], None] | None = None, warm_start: DecisionLog | None = None,
            logs: dict[str, DecisionLog] | None = None,
            record_vms: tuple[int, ...] = (), resize_mode: str = "in-place",
-           bandit: str = "numpy") -> dict[str, Result]:
+           bandit: str = "numpy", cluster: Cluster | None = None,
+           margin: tuple[float, float] = (0.0, 0.0),
+           progress: Callable[[str, int, int], None] | None = None) -> dict[str, Result]:
     """Simulate ``trace`` under each named policy; results by name, in order. When ``logs`` is a
     dict, the bandit's decision log is stored in it under its name; ``record_vms``: VMs whose
-    allocations the results keep (for reports); ``resize_mode``: see ``simulate``."""
+    allocations the results keep (for reports); ``resize_mode`` and ``cluster`` (nodes,
+    overcommit): see ``simulate``; ``margin``: (cpu, mem) fractions added to every policy's
+    allocations but the clairvoyant's (``adares.frontier.Margined``); ``progress``: called as
+    progress(policy, steps done, steps) during each replay."""
+    from adares.frontier import Margined
+
     out: dict[str, Result] = {}
     for name in names:
         pol = make_policy(name, trace, seed, costs, warm_start, keep_log=logs is not None,
                           bandit=bandit)
-        res = simulate(trace, pol, costs, record_vms, resize_mode)
+        run: Policy = pol
+        if margin != (0.0, 0.0) and name != "clairvoyant":
+            run = Margined(pol, *margin)
+        res = simulate(trace, run, costs, record_vms, resize_mode, cluster,
+                       None if progress is None else
+                       (lambda done, total, n=name: progress(n, done, total)))
         if logs is not None and isinstance(pol, Adares):
             logs[name] = pol.log
         out[name] = res
         if on_done is not None:
             on_done(res)
     return out
+
+
+def parse_margin(spec: str, flag: str = "--margin") -> tuple[float, float]:
+    """``M`` (both resources) or ``CPU,MEM`` margins as fractions (0.15 = 15% above what the
+    policy allocates; > -1). InputError otherwise."""
+    try:
+        vals = [float(v) for v in spec.split(",")]
+    except ValueError:
+        raise InputError(f"{flag} {spec!r}: expected M or CPU,MEM (numbers)") from None
+    if len(vals) == 1:
+        vals *= 2
+    if len(vals) != 2 or not all(math.isfinite(v) and v > -1 for v in vals):
+        raise InputError(f"{flag} {spec!r}: expected M or CPU,MEM, finite and > -1")
+    return vals[0], vals[1]
 
 
 def savings(results: dict[str, Result]) -> dict[str, dict[str, dict[str, float]]]:

@@ -80,17 +80,31 @@ def build_html(trace: Trace, spec: str, results: dict[str, Result], vms: tuple[i
     figs.append(("Savings against violations", _png(fig)))
     plt.close(fig)
 
+    nodes = all("refused_resizes" in r.extra for r in results.values())
+
+    def node_cells(r: Result) -> str:
+        if not nodes:
+            return ""
+        e = r.extra
+        return (f"<td>{e['refused_resizes']}</td><td>{100 * e['cpu_contention_share']:.2f}%</td>"
+                + "".join(f"<td>{e[k]:.2f}</td>" for k in (
+                    "node_cpu_utilization", "node_mem_utilization", "node_cpu_allocated",
+                    "node_mem_allocated")))
+
     rows = "".join(
         f"<tr><td>{html.escape(n)}</td><td>{r.vcpu_hours:,.0f}</td><td>{r.gb_hours:,.0f}</td>"
         f"<td>{100 * r.cpu_throttled_share:.2f}%</td><td>{r.oom_events}</td><td>{r.resizes}</td>"
-        f"<td>{r.reward:.4f}</td></tr>" for n, r in results.items())
+        f"<td>{r.reward:.4f}</td>{node_cells(r)}</tr>" for n, r in results.items())
+    node_head = ("<th>refused resizes</th><th>contention throttled</th><th>node CPU util</th>"
+                 "<th>node mem util</th><th>node CPU alloc</th><th>node mem alloc</th>"
+                 if nodes else "")
     imgs = "".join(f"<h2>{t}</h2><img src='data:image/png;base64,{b}'/>" for t, b in figs)
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>adares replay</title>"
             f"<style>body{{font-family:sans-serif}}td,th{{padding:2px 8px;text-align:right}}</style>"
             f"</head><body><h1>adares replay: {html.escape(spec)}</h1>"
             f"<p>{trace.n_vms} VMs x {trace.n_steps} steps of {trace.step_s} s</p>"
             f"<table><tr><th>policy</th><th>vCPU-h</th><th>GB-h</th><th>throttled</th>"
-            f"<th>OOM kills</th><th>resizes</th><th>reward / VM-h</th></tr>{rows}</table>"
+            f"<th>OOM kills</th><th>resizes</th><th>reward / VM-h</th>{node_head}</tr>{rows}</table>"
             f"{imgs}</body></html>")
 
 
@@ -98,3 +112,37 @@ def write_report(path: Path, trace: Trace, spec: str, results: dict[str, Result]
                  vms: tuple[int, ...]) -> None:
     """Build the report and write it atomically to ``path``."""
     write_atomic(Path(path), build_html(trace, spec, results, vms))
+
+
+def write_compare_report(path: Path, spec: str, trace: Trace, res: dict, sav: dict,
+                         target_cpu: float, target_oom: float, extra: dict | None = None) -> None:
+    """The equal-violation comparison as HTML: the table at the target rates (margins, hours,
+    violations, savings) and the savings-versus-violations frontier
+    (``adares.frontier.frontier_png``); written atomically. ``res``: EqualViolation by policy;
+    ``sav``: ``savings_at_equal_violation(res)``; ``extra``: sweep points by policy."""
+    from adares.frontier import frontier_png
+
+    base = sorted({b for per in sav.values() for b in per})
+    head = "".join(f"<th>{html.escape(b)}<br>vCPU/GB saved</th>" for b in base)
+    rows = []
+    for n, ev in res.items():
+        a = ev.at
+        cells = "".join(
+            f"<td>{100 * sav[n][b]['vcpu_hours']:+.1f}% / {100 * sav[n][b]['gb_hours']:+.1f}%</td>"
+            if b in sav[n] else "<td>-</td>" for b in base)
+        miss = "" if ev.reached_cpu and ev.reached_mem else " (target not reached)"
+        rows.append(f"<tr><td>{html.escape(n)}{miss}</td><td>{a.cpu_margin:+.3f}</td>"
+                    f"<td>{a.mem_margin:+.3f}</td><td>{a.vcpu_hours:,.0f}</td>"
+                    f"<td>{a.gb_hours:,.0f}</td><td>{100 * a.cpu_throttled_share:.2f}%</td>"
+                    f"<td>{a.oom_per_vm_day:.4f}</td><td>{a.reward:.4f}</td>{cells}</tr>")
+    png = base64.b64encode(frontier_png(res, target_cpu, target_oom, extra)).decode("ascii")
+    doc = (f"<!doctype html><html><head><meta charset='utf-8'><title>adares compare</title>"
+           f"<style>body{{font-family:sans-serif}}td,th{{padding:2px 8px;text-align:right}}</style>"
+           f"</head><body><h1>adares compare: {html.escape(spec)}</h1>"
+           f"<p>{trace.n_vms} VMs x {trace.n_steps} steps of {trace.step_s} s; targets: CPU "
+           f"throttled share {100 * target_cpu:.2f}%, {target_oom:g} OOM kills per VM-day</p>"
+           f"<table><tr><th>policy</th><th>CPU margin</th><th>mem margin</th><th>vCPU-h</th>"
+           f"<th>GB-h</th><th>throttled</th><th>OOM / VM-day</th><th>reward / VM-h</th>{head}"
+           f"</tr>{''.join(rows)}</table><h2>Savings against violations</h2>"
+           f"<img src='data:image/png;base64,{png}'/></body></html>")
+    write_atomic(Path(path), doc)

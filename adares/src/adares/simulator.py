@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Protocol
 
 import numpy as np
 
+from adares.cluster import Cluster, admit, contend
 from adares.trace import GIB, Trace
 
 
@@ -109,7 +111,12 @@ class Result:
     reward: minus the cost per VM-hour (money units, CostModel); cost: total money;
     cpu_throttled_share: throttled core-hours / demanded core-hours; extra: the same violations
     over the first simulated day (first_day_cpu_throttled_share, first_day_oom_events,
-    first_day_reward).
+    first_day_reward). With a cluster (``simulate(cluster=...)``), extra also has
+    refused_resizes (refused growths, one per VM and resource), cpu_contention_share (core-hours
+    lost to node contention / demanded core-hours, included in cpu_throttled_share) and the
+    node-level means over nodes and steps node_cpu_utilization / node_mem_utilization (served
+    cores / cores, used bytes / bytes) and node_cpu_allocated / node_mem_allocated (allocations
+    / physical capacity); node_stats is (K, 4): those four per node, means over steps.
     """
 
     policy: str
@@ -126,6 +133,7 @@ class Result:
     step_cost: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
     alloc_cpu: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)), repr=False)
     alloc_mem: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)), repr=False)
+    node_stats: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)), repr=False)
 
     def as_dict(self) -> dict[str, float | int | str]:
         """JSON-ready fields."""
@@ -142,13 +150,22 @@ RESIZE_MODES = ("in-place", "restart-to-shrink")
 
 
 def simulate(trace: Trace, policy: Policy, costs: CostModel = CostModel(),
-             record_vms: tuple[int, ...] = (), resize_mode: str = "in-place") -> Result:
+             record_vms: tuple[int, ...] = (), resize_mode: str = "in-place",
+             cluster: Cluster | None = None,
+             progress: Callable[[int, int], None] | None = None) -> Result:
     """Replay ``trace`` under ``policy``; returns the totals, the cost of every step
     (``Result.step_cost``, (T,)) and, for the VMs in ``record_vms``, their allocations
     (``Result.alloc_cpu`` / ``Result.alloc_mem``, (T, len(record_vms)), cores and bytes).
 
     resize_mode: "in-place" (every resize is free of restarts) or "restart-to-shrink" (lowering
     a VM's memory restarts it: ``restarts`` in the results, ``CostModel.restart_cost`` each).
+
+    cluster: nodes and placement (``adares.cluster``): resizes that do not fit a node's
+    capacity x overcommit are refused, CPU beyond a node's physical cores is shared
+    proportionally (contention throttling); None: unlimited nodes.
+
+    progress: called as progress(steps done, steps) about every 0.5% of the steps and at the end
+    (for a progress bar with an ETA; the VPA port replays ~0.1-0.2 M VM-steps/s).
 
     Raises ValueError when the policy returns allocations of the wrong shape, negative or
     non-finite, or for an unknown resize_mode.
@@ -167,7 +184,19 @@ def simulate(trace: Trace, policy: Policy, costs: CostModel = CostModel(),
     rec = list(record_vms)
     rec_c = np.zeros((steps, len(rec)))
     rec_m = np.zeros((steps, len(rec)))
+    refused = 0
+    contention = 0.0
+    if cluster is not None:
+        cluster.validate(n)
+        k = cluster.n_nodes
+        node_of = cluster.node_of
+        lim_c = cluster.cpu_capacity * cluster.cpu_overcommit
+        lim_m = cluster.mem_capacity * cluster.mem_overcommit
+        node_sums = np.zeros((k, 4))   # served cores, used bytes, allocated cores, bytes
+    every = max(1, steps // 200)
     for t in range(steps):
+        if progress is not None and t % every == 0:
+            progress(t, steps)
         a_c, a_m = policy.allocate(t)
         if a_c.shape != (n,) or a_m.shape != (n,):
             raise ValueError(f"{policy.name}: allocations must have shape ({n},)")
@@ -175,18 +204,31 @@ def simulate(trace: Trace, policy: Policy, costs: CostModel = CostModel(),
                 and a_c.min() >= 0 and a_m.min() >= 0):
             raise ValueError(f"{policy.name}: allocations must be finite and non-negative")
         d_c, d_m = trace.cpu[t], trace.mem[t]
-        used_c = np.minimum(d_c, a_c)
+        if cluster is not None:
+            a_c, ref_c = admit(prev_c, a_c, node_of, lim_c)
+            a_m, ref_m = admit(prev_m, a_m, node_of, lim_m)
+            refused += int(ref_c.sum() + ref_m.sum())
+            capped = np.minimum(d_c, a_c)
+            used_c = contend(capped, node_of, cluster.cpu_capacity)
+            contention += float((capped - used_c).sum())
+        else:
+            used_c = np.minimum(d_c, a_c)
         throttled = d_c - used_c
         oom = d_m > a_m
         used_m = np.minimum(d_m, a_m)
         resizes += int(((a_c != prev_c) | (a_m != prev_m)).sum())
         sums[t] = (a_c.sum(), a_m.sum(), throttled.sum(), d_c.sum(), (d_m - used_m).sum(),
                    oom.sum(), (a_m < prev_m).sum() if shrink_restarts else 0)
+        if cluster is not None:
+            for j, v in enumerate((used_c, used_m, a_c, a_m)):
+                node_sums[:, j] += np.bincount(node_of, v, minlength=k)
         if rec:
             rec_c[t], rec_m[t] = a_c[rec], a_m[rec]
         prev_c, prev_m = a_c.copy(), a_m.copy()  # a policy may update its arrays in place
         policy.observe(Observation(t, trace.start_s + t * trace.step_s, used_c, throttled,
                                    used_m, oom, a_c, a_m))
+    if progress is not None:
+        progress(steps, steps)
     step_cost = (costs.vcpu_hour * sums[:, 0] * dh + costs.gb_hour * sums[:, 1] / GIB * dh
                  + costs.throttle_penalty * sums[:, 2] * dh
                  + costs.mem_shortfall_penalty * sums[:, 4] / GIB * dh + costs.oom_cost * sums[:, 5]
@@ -200,7 +242,16 @@ def simulate(trace: Trace, policy: Policy, costs: CostModel = CostModel(),
              "first_day_oom_events": int(first[5]),  # counts, like oom_events
              "first_day_reward": -float(step_cost[:day].sum()) / (n * day * dh),
              "restarts": int(tot[6])}
+    node_stats = np.zeros((0, 4))
+    if cluster is not None:
+        caps = np.column_stack([cluster.cpu_capacity, cluster.mem_capacity] * 2)
+        node_stats = node_sums / steps / caps
+        means = node_stats.mean(axis=0)
+        extra |= {"refused_resizes": refused,
+                  "cpu_contention_share": contention / tot[3] if tot[3] > 0 else 0.0,
+                  "node_cpu_utilization": float(means[0]), "node_mem_utilization": float(means[1]),
+                  "node_cpu_allocated": float(means[2]), "node_mem_allocated": float(means[3])}
     return Result(policy.name, float(tot[0] * dh), float(tot[1] / GIB * dh),
                   float(tot[2] / tot[3]) if tot[3] > 0 else 0.0, int(tot[5]), resizes,
                   -cost / vm_hours, cost, vm_hours, time.perf_counter() - t0, extra,
-                  step_cost, rec_c, rec_m)
+                  step_cost, rec_c, rec_m, node_stats)
