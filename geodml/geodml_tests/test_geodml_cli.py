@@ -161,7 +161,7 @@ def test_ray_execution_matches_the_simulation_exactly(geodml):
         for key in ("bytes", "rounds", "sim_seconds", "dollars", "test_accuracy", "test_logloss", "intra_bytes"):
             assert w[key] == v[key], (a, key)
         m = w["measured"]
-        assert m["payload_bytes"] > 0 and m["wall_seconds"] > 0
+        assert 0 < m["payload_bytes"] < m["serialized_bytes"] and m["wall_seconds"] > 0
 
 
 def test_plan_from_a_dataset_matches_compare_bytes_for_fixed_round_algorithms(geodml):

@@ -155,8 +155,9 @@ def compare(
         if "measured" in r:
             m = r["measured"]
             lo = "n/a" if m["loopback_bytes"] is None else _fmt_bytes(m["loopback_bytes"])
-            out.print(f"{a} on Ray: wall {m['wall_seconds']:.2f} s, payload {_fmt_bytes(m['payload_bytes'])} "
-                      f"(simulated WAN {_fmt_bytes(r['bytes'])}), loopback {lo}", highlight=False)
+            out.print(f"{a} on Ray: wall {m['wall_seconds']:.2f} s (simulated {r['sim_seconds']:.3g} s), serialized "
+                      f"{_fmt_bytes(m['serialized_bytes'])}, arrays {_fmt_bytes(m['payload_bytes'])} "
+                      f"(simulated WAN {_fmt_bytes(r['bytes'])}, intra-DC {_fmt_bytes(r['intra_bytes'])}), loopback {lo}", highlight=False)
     for a, c in res["crossover"].items():
         rb, rr = c["rows_bytes"], c["rounds_bytes"]
         # Either can be None (one data center: nothing crosses the WAN, no crossover exists).

@@ -151,7 +151,7 @@ def _run_all(cfg, ds, dcs, wan, sizes, d, hub_m, hub_c, counts, pool, out, progr
             continue
         net = Network(wan, dcs, hub, hierarchical=cfg.hierarchical)
         t0 = time.perf_counter()
-        before = (pool.payload_bytes, pool.loopback_bytes) if pool is not None else None
+        before = (pool.payload_bytes, pool.loopback_bytes, pool.serialized_bytes) if pool is not None else None
         try:
             theta = run(a, net, cfg.settings, pool if a != "centralize" else None)
         except SovereigntyError as e:
@@ -181,4 +181,5 @@ def _run_all(cfg, ds, dcs, wan, sizes, d, hub_m, hub_c, counts, pool, out, progr
             lo = pool.loopback_bytes
             out["algorithms"][a]["measured"] = {
                 "executor": "ray", "wall_seconds": wall, "payload_bytes": pool.payload_bytes - before[0],
+                "serialized_bytes": pool.serialized_bytes - before[2],
                 "loopback_bytes": None if lo is None or before[1] is None else lo - before[1]}
