@@ -192,16 +192,22 @@ def test_ctrl_c_during_compare_exits_130_with_one_line_and_no_report(geodml, mon
     assert r.stdout == "" and list(tmp_path.iterdir()) == []
 
 
-def test_fadl_that_cannot_move_says_so(geodml, tmp_path):
+def test_fadl_under_strong_skew_moves_and_reports_its_stalled_iterations(geodml, tmp_path):
     # breast_cancer, dirichlet:0.3 over 4 DCs, seed 0: one DC holds only negatives, one holds 2
-    # rows. FADL's averaged local minimizers overshoot every step of its line search, so the model
-    # stays at zero (test log loss ln 2 = 0.6931): the run must carry a warning, not pass silently.
+    # rows. Plain FADL's averaged local minimizers overshot every step of its line search, so the
+    # model stayed at zero (test log loss ln 2 = 0.6931, accuracy 0.40). With the adaptive
+    # proximal term one iteration stalls, then FADL reaches centralized accuracy; the stalled
+    # iteration (3 rounds that moved nothing) is reported, in the table and the HTML report.
     report = tmp_path / "r.html"
+    r = geodml("compare", "--data", "sklearn:breast_cancer", "--partition", "dirichlet:0.3", "--algos", "centralize,fadl",
+               "--report", str(report), "--json")
+    assert r.returncode == 0, r.stderr
+    algos = json.loads(r.stdout)["algorithms"]
+    assert algos["fadl"]["test_accuracy"] >= algos["centralize"]["test_accuracy"] - 0.005
+    assert algos["fadl"]["warning"].startswith("line search found no decrease in 1 of 6 iterations")
     r = geodml("compare", "--data", "sklearn:breast_cancer", "--partition", "dirichlet:0.3", "--algos", "fadl",
                "--report", str(report))
-    assert r.returncode == 0, r.stderr
-    assert "0.6931" in r.stdout
-    assert "fadl warning: line search found no decrease in 6 of 6 iterations" in " ".join(r.stdout.split())
+    assert "fadl warning: line search found no decrease in 1 of 6 iterations" in " ".join(r.stdout.split())
     assert "warning: line search found no decrease" in report.read_text()
 
 

@@ -176,7 +176,8 @@ def _run_all(cfg, ds, dcs, wan, sizes, d, hub_m, hub_c, counts, pool, out, progr
         stalled = net.notes.get("fadl_stalled_iterations", 0)
         if stalled:
             out["algorithms"][a]["warning"] = (f"line search found no decrease in {stalled} of {cfg.settings.fadl_iters} iterations; "
-                                               "the model did not move there (local solutions overshoot under strong skew)")
+                                               "the model did not move there (local solutions overshoot under strong skew) and the proximal "
+                                               "term was raised, costing 3 rounds each")
         if before is not None and a != "centralize":
             lo = pool.loopback_bytes
             out["algorithms"][a]["measured"] = {

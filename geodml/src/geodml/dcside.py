@@ -139,15 +139,19 @@ class DCWorker:
                        options={"maxiter": maxiter, "gtol": tol, "ftol": 1e-15})
         return np.concatenate([res.x, [float(self.n)]]), int(res.nfev)
 
-    def fadl_solve(self, theta: np.ndarray, g: np.ndarray, lam: float, maxiter: int, tol: float) -> tuple[np.ndarray, int]:
-        """FADL's local problem (algorithms.run_fadl) from theta with the global gradient g.
-        Returns ([theta_k, n_k], passes over the rows)."""
+    def fadl_solve(self, theta: np.ndarray, g: np.ndarray, lam: float, maxiter: int, tol: float,
+                   mu: float = 0.0) -> tuple[np.ndarray, int]:
+        """FADL's local problem (algorithms.run_fadl) from theta with the global gradient g and
+        the proximal strength mu >= 0. Returns ([theta_k, n_k], passes over the rows)."""
         _, gk = objective(self.X, self.y, theta, lam)  # its own gradient at theta (known from the gradient round)
         corr = g - gk
 
         def f(th):
             v, gr = objective(self.X, self.y, th, lam)
-            return v + float(np.sum(corr * (th - theta))), gr + corr
+            step = th - theta
+            if mu:
+                return v + float(np.sum(corr * step)) + 0.5 * mu * float(np.sum(step * step)), gr + corr + mu * step
+            return v + float(np.sum(corr * step)), gr + corr
         res = minimize(f, theta.copy(), jac=True, method="L-BFGS-B", options={"maxiter": maxiter, "gtol": tol, "ftol": 1e-15})
         return np.concatenate([res.x, [float(self.n)]]), int(res.nfev)
 
