@@ -259,3 +259,16 @@ def test_refused_centralize_table_says_what_ratio_is_against(geodml):
     text = " ".join(r.stdout.split())
     # breast_cancer: 455 training rows x 31 float64 (30 features + label) = 112,840 B; 3/4 leave
     assert "ratio: WAN bytes over the 84.8 KB centralizing would move if sovereignty allowed it" in text
+
+
+def test_progress_prints_one_line_per_round_when_stderr_is_not_a_terminal(geodml):
+    """Logs get one line per communication round, whose WAN bytes add up to the JSON totals."""
+    r = geodml("compare", *SMALL, "--algos", "centralize,fedavg", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)["algorithms"]
+    lines = [ln for ln in r.stderr.splitlines() if " round " in ln]
+    fed = [ln for ln in lines if ln.startswith("geodml: fedavg round ")]
+    assert [ln.split(":")[1].split()[-1] for ln in fed] == ["1", "2", "3"]
+    assert fed[-1].split("WAN ")[1].split(" B")[0] == str(out["fedavg"]["bytes"])
+    cen = [ln for ln in lines if ln.startswith("geodml: centralize round ")]
+    assert len(cen) == 1 and f"WAN {out['centralize']['bytes']} B" in cen[0]

@@ -42,7 +42,7 @@ class Settings:
     local batch); lr: local step size (0: each DC uses 1/L_k, see local_lr). mu: FedProx proximal strength. outer_lr, outer_momentum:
     DiLoCo's outer Nesterov SGD (Douillard et al. 2023 use 0.7 and 0.9). fadl_iters: FADL outer iterations;
     fadl_local_iters: L-BFGS iterations of each local solve; fadl_mu: FADL's starting proximal
-    strength (adapted during the run, see run_fadl). compress: uplink encoding of
+    strength, adapted during the run unless fadl_adapt is False (see run_fadl). compress: uplink encoding of
     FedAvg/FedProx/DiLoCo updates with error feedback (compression.py: none, q8, topk:F); with
     none the reply is the local model and n_k as d+2 float64. inner: local optimizer of
     FedAvg/FedProx/DiLoCo, sgd or adam (dcside.local_sgd). seed: mini-batch order.
@@ -60,6 +60,7 @@ class Settings:
     outer_momentum: float = 0.9
     fadl_iters: int = 6
     fadl_mu: float = 0.0
+    fadl_adapt: bool = True
     compress: str = "none"
     inner: str = "sgd"
     fadl_local_iters: int = 10
@@ -252,7 +253,9 @@ def run_fadl(net: Network, s: Settings, pool) -> np.ndarray:
                 chosen = a
         a = chosen if chosen is not None else (best[1] if best[0] < f0 else 0.0)
         stalled += a == 0.0
-        if a < FADL_SHORT_STEP:
+        if not s.fadl_adapt:
+            pass
+        elif a < FADL_SHORT_STEP:
             mu = max(FADL_MU_GROWTH * mu, FADL_MU_FLOOR)
         elif chosen == 1.0 and mu > s.fadl_mu:
             mu = max(mu / 2, FADL_MU_FLOOR / 64)

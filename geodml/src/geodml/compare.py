@@ -149,7 +149,8 @@ def _run_all(cfg, ds, dcs, wan, sizes, d, hub_m, hub_c, counts, pool, out, progr
         if hub is None:
             out["algorithms"][a] = {"refused": "two or more sovereign data centers: no region may gather all raw rows"}
             continue
-        net = Network(wan, dcs, hub, hierarchical=cfg.hierarchical)
+        net = Network(wan, dcs, hub, hierarchical=cfg.hierarchical,
+                      on_round=lambda n, a=a: progress(f"{a} round {n.rounds}: WAN {n.wan_bytes} B, simulated {n.sim_seconds:.3f} s"))
         t0 = time.perf_counter()
         before = (pool.payload_bytes, pool.loopback_bytes, pool.serialized_bytes) if pool is not None else None
         try:
