@@ -60,7 +60,7 @@ def test_ray_actors_give_the_in_process_model_bit_for_bit_and_the_same_ledger(ra
 @pytest.mark.parametrize("name", ["diloco", "fadl", "oneshot", "fedprox"])
 def test_ray_actors_match_in_process_for_the_other_model_exchange_algorithms(ray_pool, name):
     wan, dcs, pool = ray_pool
-    s = Settings(lam=1e-3, rounds=3, local_steps=4, batch_size=32, fadl_iters=2, compress="topk:0.2")
+    s = Settings(lam=1e-3, rounds=3, local_steps=4, batch_size=32, fadl_iters=2, compress="topk:0.2", compress_down="q8")
     local, th_local, remote, th_remote, _ = _both(name, s, wan, dcs, pool)
     np.testing.assert_array_equal(th_remote, th_local)
     assert remote.ledger == local.ledger

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize
 
-from geodml.compression import decode
+from geodml.compression import decode, encode
 from geodml.dcside import InProcessPool
 from geodml.errors import GeodmlError
 from geodml.network import Network
@@ -44,7 +44,8 @@ class Settings:
     fadl_local_iters: L-BFGS iterations of each local solve; fadl_mu: FADL's starting proximal
     strength, adapted during the run unless fadl_adapt is False (see run_fadl). compress: uplink encoding of
     FedAvg/FedProx/DiLoCo updates with error feedback (compression.py: none, q8, topk:F); with
-    none the reply is the local model and n_k as d+2 float64. inner: local optimizer of
+    none the reply is the local model and n_k as d+2 float64. compress_down: the same encodings for
+    the hub's broadcast of FedAvg/FedProx/DiLoCo (_local_round). inner: local optimizer of
     FedAvg/FedProx/DiLoCo, sgd or adam (dcside.local_sgd). seed: mini-batch order.
     """
 
@@ -62,6 +63,7 @@ class Settings:
     fadl_mu: float = 0.0
     fadl_adapt: bool = True
     compress: str = "none"
+    compress_down: str = "none"
     inner: str = "sgd"
     fadl_local_iters: int = 10
     seed: int = 0
@@ -129,16 +131,30 @@ def run_lbfgs(net: Network, s: Settings, pool) -> np.ndarray:
     return res.x
 
 
-def _local_round(net: Network, theta: np.ndarray, s: Settings, pool, mu: float) -> np.ndarray:
-    """One round of local training on every DC from theta; returns the n_k-weighted average of
-    the local models. With compression each DC sends its encoded update theta_k - theta."""
+def _local_round(net: Network, theta: np.ndarray, s: Settings, pool, mu: float,
+                 down: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """One round of local training on every DC from the global model; returns (the n_k-weighted
+    average of the local models, the model the DCs started from). With compression each DC sends
+    its encoded update theta_k - start. With s.compress_down != 'none' the hub broadcasts the
+    encoded change theta - replica, where replica (down["replica"], zeros at first) is the copy
+    every DC holds; hub and DCs add the decoded change to it and the DCs start from it. What the
+    encoding drops stays in theta - replica and is sent in later rounds: error feedback on the
+    downlink (DoubleSqueeze, Tang, Yu, Lian, Zhang, Liu, ICML 2019)."""
     d1 = len(theta)
-    res = pool.call("local_train", (theta, s.lam, s.lr, s.local_steps, s.batch_size, mu, s.compress, s.inner))
+    rest = (s.lam, s.lr, s.local_steps, s.batch_size, mu, s.compress, s.inner)
+    if s.compress_down == "none":
+        start, msg = theta, theta.copy()
+        res = pool.call("local_train", (theta, *rest))
+    else:
+        replica = down.setdefault("replica", np.zeros(d1))
+        msg = encode(s.compress_down, theta - replica, 0.0)
+        start = down["replica"] = replica + decode(s.compress_down, msg, d1)[0]
+        res = pool.call("local_train_down", (msg, s.compress_down, *rest))
     up = {k: r[0] for k, r in res.items()}
     if s.lr <= 0:
         net.notes["local_lr"] = {k: r[2] for k, r in res.items()}
     # inside a DC every local step allreduces a full-precision gradient (d+1 values and a count)
-    net.round(theta.copy(), up, {k: r[1] for k, r in res.items()}, {k: s.local_steps for k in res},
+    net.round(msg, up, {k: r[1] for k, r in res.items()}, {k: s.local_steps for k in res},
               allreduce_nbytes=8 * (d1 + 1))
     acc = np.zeros(d1)
     n = 0.0
@@ -147,18 +163,19 @@ def _local_round(net: Network, theta: np.ndarray, s: Settings, pool, mu: float) 
             vec, w = up[dc.name][:-1], up[dc.name][-1]
         else:
             delta, w = decode(s.compress, up[dc.name], d1)
-            vec = theta + delta
+            vec = start + delta
         acc += w * vec
         n += w
-    return acc / n
+    return acc / n, start
 
 
 def run_fedavg(net: Network, s: Settings, pool, mu: float = 0.0) -> np.ndarray:
     """FedAvg (McMahan et al. 2017): per round each DC runs local_steps SGD steps from the global
     model and the hub averages the local models weighted by n_k. mu > 0 gives FedProx."""
     theta = np.zeros(_dims(net) + 1)
+    down: dict = {}
     for _ in range(s.rounds):
-        theta = _local_round(net, theta, s, pool, mu)
+        theta, _ = _local_round(net, theta, s, pool, mu, down)
     return theta
 
 
@@ -175,9 +192,12 @@ def run_diloco(net: Network, s: Settings, pool) -> np.ndarray:
     descent."""
     theta = np.zeros(_dims(net) + 1)
     v = np.zeros_like(theta)
+    down: dict = {}
     for _ in range(s.rounds):
-        avg = _local_round(net, theta, s, pool, 0.0)
-        delta = theta - avg
+        avg, start = _local_round(net, theta, s, pool, 0.0, down)
+        # the outer gradient is what local training moved: from the DCs' start (theta itself
+        # unless the downlink is compressed) to their average
+        delta = start - avg
         v = s.outer_momentum * v + delta
         theta = theta - s.outer_lr * (delta + s.outer_momentum * v)
     return theta

@@ -180,7 +180,11 @@ def predict(strategy: str, sizes: list[DCSize], d: int, wan: Wan, s: Settings, h
     if strategy in ("fedavg", "fedprox", "diloco") and s.compress != "none":
         from geodml.compression import encoded_nbytes
         up_b = encoded_nbytes(s.compress, d + 1)
-    wb, ib, t, usd = _round(sizes, wan, hub, d, hierarchical, down, flops, allreduces, up_b)
+    down_b = None
+    if strategy in ("fedavg", "fedprox", "diloco") and s.compress_down != "none":
+        from geodml.compression import encoded_nbytes
+        down_b = encoded_nbytes(s.compress_down, d + 1)
+    wb, ib, t, usd = _round(sizes, wan, hub, d, hierarchical, down, flops, allreduces, up_b, down_b)
     return Prediction(wb * rounds, ib * rounds, rounds, t * rounds, usd * rounds)
 
 
