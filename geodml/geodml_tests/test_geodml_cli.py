@@ -200,13 +200,14 @@ def test_fadl_under_strong_skew_moves_and_reports_its_stalled_iterations(geodml,
     # iteration (3 rounds that moved nothing) is reported, in the table and the HTML report.
     report = tmp_path / "r.html"
     r = geodml("compare", "--data", "sklearn:breast_cancer", "--partition", "dirichlet:0.3", "--algos", "centralize,fadl",
-               "--report", str(report), "--json")
-    assert r.returncode == 0, r.stderr
-    algos = json.loads(r.stdout)["algorithms"]
-    assert algos["fadl"]["test_accuracy"] >= algos["centralize"]["test_accuracy"] - 0.005
-    assert algos["fadl"]["warning"].startswith("line search found no decrease in 1 of 6 iterations")
-    r = geodml("compare", "--data", "sklearn:breast_cancer", "--partition", "dirichlet:0.3", "--algos", "fadl",
                "--report", str(report))
+    assert r.returncode == 0, r.stderr
+    acc = {}
+    for ln in r.stdout.splitlines():
+        cells = [c.strip() for c in ln.split("│")]
+        if len(cells) > 8 and cells[1] in ("centralize", "fadl"):
+            acc[cells[1]] = float(cells[7])
+    assert acc["fadl"] >= acc["centralize"] - 0.005, acc
     assert "fadl warning: line search found no decrease in 1 of 6 iterations" in " ".join(r.stdout.split())
     assert "warning: line search found no decrease" in report.read_text()
 
