@@ -34,3 +34,13 @@ def ctr_dcs(small_ctr, wan):
     X, y = small_ctr
     parts = partition("unequal:1,2,3,4", X, y, 4, seed=2)
     return build_dcs(X, y, parts, wan)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def single_threaded_blas():
+    """Single-threaded BLAS, as compare runs (compare.compare): on a busy machine BLAS threads
+    spin-wait for milliseconds per call on model-sized vectors (a 12 s FADL test took 2 s)."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield

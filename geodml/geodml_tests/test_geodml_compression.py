@@ -71,3 +71,51 @@ def test_compressed_uplink_bytes_closed_form_and_accuracy(cancer, cancer_dcs, wa
     assert net1.wan_bytes < net0.wan_bytes
     acc = lambda th: np.mean((predict_proba(cancer.X_test, th) > 0.5) == cancer.y_test)
     assert acc(th1) >= acc(th0) - 0.03
+
+
+def test_compressed_downlink_bytes_are_the_closed_form_and_the_planner_agrees(cancer_dcs, wan):
+    """q8 downlink: every remote DC receives 16 + (d+1) bytes per round instead of 8(d+1); the
+    uplink is unchanged; the planner predicts the same bytes."""
+    from geodml.algorithms import Settings, run
+    from geodml.network import Network
+    from geodml.planner import DCSize, predict
+
+    d = cancer_dcs[0].X.shape[1]
+    base = Settings(lam=1e-3, rounds=3, local_steps=2, batch_size=32)
+    s = Settings(lam=1e-3, rounds=3, local_steps=2, batch_size=32, compress_down="q8")
+    plain, comp = Network(wan, cancer_dcs, "us-east"), Network(wan, cancer_dcs, "us-east")
+    run("fedavg", plain, base)
+    run("fedavg", comp, s)
+    K = len(cancer_dcs)
+    down = lambda n: [t.nbytes for t in n.ledger if t.inter and t.src == "us-east"]  # noqa: E731
+    assert down(plain) == [8 * (d + 1)] * (3 * (K - 1))
+    assert down(comp) == [16 + (d + 1)] * (3 * (K - 1))
+    up = lambda n: [t.nbytes for t in n.ledger if t.inter and t.dst == "us-east"]  # noqa: E731
+    assert up(comp) == up(plain)
+    sizes = [DCSize.of(dc) for dc in cancer_dcs]
+    assert predict("fedavg", sizes, d, wan, s, "us-east").bytes == comp.wan_bytes
+
+
+def test_compressed_downlink_with_error_feedback_tracks_the_hub_model(cancer_dcs, wan):
+    """The DCs' copy lags the hub's model only by what the last encoding dropped: with topk:1.0
+    (every entry, as float32) FedAvg equals the uncompressed run to float32 precision, and with
+    DiLoCo one full-batch inner step, plain outer SGD, the topk:0.5 downlink's residual is
+    carried forward, so the model still descends F."""
+    from geodml.algorithms import Settings, run
+    from geodml.network import Network
+    from geodml.objective import objective
+
+    base = dict(lam=1e-2, rounds=4, local_steps=3, batch_size=0, lr=0.3)
+    a = run("fedavg", Network(wan, cancer_dcs, "us-east"), Settings(**base))
+    b = run("fedavg", Network(wan, cancer_dcs, "us-east"), Settings(**base, compress_down="topk:1.0"))
+    np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+    X = np.vstack([dc.X for dc in cancer_dcs])
+    y = np.concatenate([dc.y for dc in cancer_dcs])
+    f0 = objective(X, y, np.zeros(X.shape[1] + 1), 1e-2)[0]
+    fs = []
+    for r in (2, 6):
+        th = run("diloco", Network(wan, cancer_dcs, "us-east"),
+                 Settings(lam=1e-2, rounds=r, local_steps=1, batch_size=0, lr=0.3, outer_lr=1.0, outer_momentum=0.0,
+                          compress_down="topk:0.5"))
+        fs.append(objective(X, y, th, 1e-2)[0])
+    assert f0 > fs[0] > fs[1]

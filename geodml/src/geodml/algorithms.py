@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize
 
-from geodml.compression import decode
+from geodml.compression import decode, encode
 from geodml.dcside import InProcessPool
 from geodml.errors import GeodmlError
 from geodml.network import Network
@@ -23,6 +23,13 @@ from geodml.objective import nnz, pass_flops
 ALGORITHMS = ("centralize", "lbfgs", "fedavg", "fedprox", "diloco", "oneshot", "fadl")
 # FADL's line search evaluates F at theta + a * direction for these a in one round.
 FADL_STEPS = tuple(2.0**-i for i in range(8))
+# FADL's proximal strength after a line search that found no decrease: max(10 mu, FADL_MU_FLOOR).
+# F is an average over rows, so its curvature is O(1) or less for standardized or one-hot
+# features: 0.01 is a gentle first restraint, and each further stall multiplies it by ten.
+FADL_MU_FLOOR = 1e-2
+FADL_MU_GROWTH = 10.0
+# A line search that accepts only a step below this (or none) means the direction overshoots.
+FADL_SHORT_STEP = 0.5
 
 
 @dataclass(frozen=True)
@@ -34,9 +41,11 @@ class Settings:
     and DiLoCo. local_steps: SGD steps per round on each DC; batch_size: rows per step (0 = full
     local batch); lr: local step size (0: each DC uses 1/L_k, see local_lr). mu: FedProx proximal strength. outer_lr, outer_momentum:
     DiLoCo's outer Nesterov SGD (Douillard et al. 2023 use 0.7 and 0.9). fadl_iters: FADL outer iterations;
-    fadl_local_iters: L-BFGS iterations of each local solve. compress: uplink encoding of
+    fadl_local_iters: L-BFGS iterations of each local solve; fadl_mu: FADL's starting proximal
+    strength, adapted during the run unless fadl_adapt is False (see run_fadl). compress: uplink encoding of
     FedAvg/FedProx/DiLoCo updates with error feedback (compression.py: none, q8, topk:F); with
-    none the reply is the local model and n_k as d+2 float64. inner: local optimizer of
+    none the reply is the local model and n_k as d+2 float64. compress_down: the same encodings for
+    the hub's broadcast of FedAvg/FedProx/DiLoCo (_local_round). inner: local optimizer of
     FedAvg/FedProx/DiLoCo, sgd or adam (dcside.local_sgd). seed: mini-batch order.
     """
 
@@ -51,7 +60,10 @@ class Settings:
     outer_lr: float = 0.7
     outer_momentum: float = 0.9
     fadl_iters: int = 6
+    fadl_mu: float = 0.0
+    fadl_adapt: bool = True
     compress: str = "none"
+    compress_down: str = "none"
     inner: str = "sgd"
     fadl_local_iters: int = 10
     seed: int = 0
@@ -106,22 +118,43 @@ def run_centralize(net: Network, s: Settings, pool=None) -> np.ndarray:
 def run_lbfgs(net: Network, s: Settings, pool) -> np.ndarray:
     """Distributed L-BFGS (scipy's L-BFGS-B at the hub) on the summed per-DC losses and gradients:
     every function evaluation is one round of distributed_loss_grad (Cano et al. 2016's
-    statistical-query formulation)."""
-    res = minimize(lambda th: distributed_loss_grad(net, th, s.lam, pool), np.zeros(_dims(net) + 1),
-                   jac=True, method="L-BFGS-B", options={"maxiter": s.lbfgs_maxiter, "gtol": s.tol, "ftol": 1e-15})
+    statistical-query formulation). net.notes["objective_trace"]: (rounds so far, F) of every
+    evaluation."""
+    trace = net.notes.setdefault("objective_trace", [])
+
+    def fg(th):
+        f, g = distributed_loss_grad(net, th, s.lam, pool)
+        trace.append((net.rounds, f))
+        return f, g
+    res = minimize(fg, np.zeros(_dims(net) + 1), jac=True, method="L-BFGS-B",
+                   options={"maxiter": s.lbfgs_maxiter, "gtol": s.tol, "ftol": 1e-15})
     return res.x
 
 
-def _local_round(net: Network, theta: np.ndarray, s: Settings, pool, mu: float) -> np.ndarray:
-    """One round of local training on every DC from theta; returns the n_k-weighted average of
-    the local models. With compression each DC sends its encoded update theta_k - theta."""
+def _local_round(net: Network, theta: np.ndarray, s: Settings, pool, mu: float,
+                 down: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """One round of local training on every DC from the global model; returns (the n_k-weighted
+    average of the local models, the model the DCs started from). With compression each DC sends
+    its encoded update theta_k - start. With s.compress_down != 'none' the hub broadcasts the
+    encoded change theta - replica, where replica (down["replica"], zeros at first) is the copy
+    every DC holds; hub and DCs add the decoded change to it and the DCs start from it. What the
+    encoding drops stays in theta - replica and is sent in later rounds: error feedback on the
+    downlink (DoubleSqueeze, Tang, Yu, Lian, Zhang, Liu, ICML 2019)."""
     d1 = len(theta)
-    res = pool.call("local_train", (theta, s.lam, s.lr, s.local_steps, s.batch_size, mu, s.compress, s.inner))
+    rest = (s.lam, s.lr, s.local_steps, s.batch_size, mu, s.compress, s.inner)
+    if s.compress_down == "none":
+        start, msg = theta, theta.copy()
+        res = pool.call("local_train", (theta, *rest))
+    else:
+        replica = down.setdefault("replica", np.zeros(d1))
+        msg = encode(s.compress_down, theta - replica, 0.0)
+        start = down["replica"] = replica + decode(s.compress_down, msg, d1)[0]
+        res = pool.call("local_train_down", (msg, s.compress_down, *rest))
     up = {k: r[0] for k, r in res.items()}
     if s.lr <= 0:
         net.notes["local_lr"] = {k: r[2] for k, r in res.items()}
     # inside a DC every local step allreduces a full-precision gradient (d+1 values and a count)
-    net.round(theta.copy(), up, {k: r[1] for k, r in res.items()}, {k: s.local_steps for k in res},
+    net.round(msg, up, {k: r[1] for k, r in res.items()}, {k: s.local_steps for k in res},
               allreduce_nbytes=8 * (d1 + 1))
     acc = np.zeros(d1)
     n = 0.0
@@ -130,18 +163,19 @@ def _local_round(net: Network, theta: np.ndarray, s: Settings, pool, mu: float) 
             vec, w = up[dc.name][:-1], up[dc.name][-1]
         else:
             delta, w = decode(s.compress, up[dc.name], d1)
-            vec = theta + delta
+            vec = start + delta
         acc += w * vec
         n += w
-    return acc / n
+    return acc / n, start
 
 
 def run_fedavg(net: Network, s: Settings, pool, mu: float = 0.0) -> np.ndarray:
     """FedAvg (McMahan et al. 2017): per round each DC runs local_steps SGD steps from the global
     model and the hub averages the local models weighted by n_k. mu > 0 gives FedProx."""
     theta = np.zeros(_dims(net) + 1)
+    down: dict = {}
     for _ in range(s.rounds):
-        theta = _local_round(net, theta, s, pool, mu)
+        theta, _ = _local_round(net, theta, s, pool, mu, down)
     return theta
 
 
@@ -158,9 +192,12 @@ def run_diloco(net: Network, s: Settings, pool) -> np.ndarray:
     descent."""
     theta = np.zeros(_dims(net) + 1)
     v = np.zeros_like(theta)
+    down: dict = {}
     for _ in range(s.rounds):
-        avg = _local_round(net, theta, s, pool, 0.0)
-        delta = theta - avg
+        avg, start = _local_round(net, theta, s, pool, 0.0, down)
+        # the outer gradient is what local training moved: from the DCs' start (theta itself
+        # unless the downlink is compressed) to their average
+        delta = start - avg
         v = s.outer_momentum * v + delta
         theta = theta - s.outer_lr * (delta + s.outer_momentum * v)
     return theta
@@ -184,28 +221,43 @@ def run_oneshot(net: Network, s: Settings, pool) -> np.ndarray:
 
 def run_fadl(net: Network, s: Settings, pool) -> np.ndarray:
     """FADL-style local functional approximation (Mahajan, Keerthi, Sundararajan, Bottou, JMLR
-    2017; the same local model as DANE, Shamir, Srebro, Zhang 2014). Each outer iteration:
-    (1) a gradient round gives g = grad F(theta_r); (2) the hub broadcasts g and each DC k
+    2017; the same local model as DANE, Shamir, Srebro, Zhang 2014, whose proximal term it
+    carries). Each outer iteration:
+    (1) a gradient round gives g = grad F(theta_r); (2) the hub broadcasts g (and mu) and each DC k
     minimizes, with fadl_local_iters L-BFGS iterations, its local loss scaled to the whole data
-    plus a linear correction that makes the approximation's gradient at theta_r equal g:
+    plus a linear correction that makes the approximation's gradient at theta_r equal g, plus a
+    proximal term:
         f_k(theta) = (1/n_k) L_k(theta) + (lam/2)||w||^2 + (g - grad_k(theta_r)) . (theta - theta_r)
+                     + (mu/2)||theta - theta_r||^2
     and returns its minimizer (with n_k); the hub forms the n_k-weighted direction
     dir = avg_k theta_k - theta_r; (3) a line-search round: every DC returns its loss sums at
     theta_r + a * dir for the a in FADL_STEPS, and the hub takes the largest a meeting Armijo's
-    condition (else the best; else a = 0, counted in net.notes["fadl_stalled_iterations"]). Three
-    rounds per iteration; many fewer iterations than L-BFGS."""
+    condition (else the best; else a = 0, counted in net.notes["fadl_stalled_iterations"]).
+
+    mu starts at fadl_mu (0: plain FADL). Under strong label skew the local minimizers are far
+    apart and their average overshoots every step of the line search; then the model stays, and
+    mu becomes max(FADL_MU_GROWTH mu, FADL_MU_FLOOR), which pulls each local solution toward
+    theta_r (as mu grows the direction tends to -g / mu, a descent direction); when the full
+    step a = 1 is accepted mu is divided by FADL_MU_GROWTH again (not below fadl_mu; below the
+    floor it returns to fadl_mu). Three rounds per iteration; many fewer iterations than L-BFGS.
+    net.notes["objective_trace"]: (rounds so far, F(theta_r)) after each gradient round;
+    net.notes["fadl_mu"]: the mu of each iteration."""
     d1 = _dims(net) + 1
     n_tot = _n_total(net)
     theta = np.zeros(d1)
-    passes_log = []
+    passes_log, trace, mus = [], [], []
     stalled = 0
+    mu = s.fadl_mu
     for _ in range(s.fadl_iters):
         f0, g = distributed_loss_grad(net, theta, s.lam, pool)
-        res = pool.call("fadl_solve", (theta, g, s.lam, s.fadl_local_iters, s.tol * 1e-2))
+        trace.append((net.rounds, f0))
+        mus.append(mu)
+        res = pool.call("fadl_solve", (theta, g, s.lam, s.fadl_local_iters, s.tol * 1e-2, mu))
         up = {k: r[0] for k, r in res.items()}
         passes = {k: r[1] for k, r in res.items()}
         passes_log.append(passes)
-        net.round(g.copy(), up, {dc.name: passes[dc.name] * pass_flops(dc.n, dc.nnz) for dc in net.dcs}, passes)
+        # g travels with mu: one more float64 in the broadcast
+        net.round(np.concatenate([g, [mu]]), up, {dc.name: passes[dc.name] * pass_flops(dc.n, dc.nnz) for dc in net.dcs}, passes)
         direction = sum(up[dc.name][-1] * up[dc.name][:-1] for dc in net.dcs) / n_tot - theta
         up = pool.call("line_losses", (theta, direction, FADL_STEPS))
         net.round(direction.copy(), up, {dc.name: len(FADL_STEPS) * pass_flops(dc.n, dc.nnz) for dc in net.dcs})
@@ -221,11 +273,18 @@ def run_fadl(net: Network, s: Settings, pool) -> np.ndarray:
                 chosen = a
         a = chosen if chosen is not None else (best[1] if best[0] < f0 else 0.0)
         stalled += a == 0.0
+        if not s.fadl_adapt:
+            pass
+        elif a < FADL_SHORT_STEP:
+            mu = max(FADL_MU_GROWTH * mu, FADL_MU_FLOOR)
+        elif chosen == 1.0 and mu > s.fadl_mu:
+            mu = max(mu / 2, FADL_MU_FLOOR / 64)
         theta = theta + a * direction
     net.notes["fadl_passes"] = passes_log
-    # Under strong label skew the averaged local minimizers can overshoot by more than the
-    # smallest step: the model then stays where it was, which the user must be told.
+    # Stalled iterations cost three rounds each: the user must see how many there were.
     net.notes["fadl_stalled_iterations"] = stalled
+    net.notes["objective_trace"] = trace
+    net.notes["fadl_mu"] = mus
     return theta
 
 

@@ -53,10 +53,11 @@ def _algo_names(s: str) -> tuple[str, ...]:
     return names
 
 
-def _settings(l2, rounds, local_steps, batch_size, lr, seed, compress="none", inner="sgd") -> Settings:
+def _settings(l2, rounds, local_steps, batch_size, lr, seed, compress="none", inner="sgd", compress_down="none") -> Settings:
     from geodml.compression import parse
 
     parse(compress)
+    parse(compress_down)
     if inner not in ("sgd", "adam"):
         raise GeodmlError(f"unknown inner optimizer {inner!r} (use sgd or adam)")
     if not l2 > 0:
@@ -71,7 +72,8 @@ def _settings(l2, rounds, local_steps, batch_size, lr, seed, compress="none", in
     # numpy's generators take only non-negative seeds; checked here so it is one line, not a traceback
     if seed < 0:
         raise GeodmlError(f"--seed must be >= 0, got {seed}")
-    return Settings(lam=l2, rounds=rounds, local_steps=local_steps, batch_size=batch_size, lr=lr, seed=seed, compress=compress, inner=inner)
+    return Settings(lam=l2, rounds=rounds, local_steps=local_steps, batch_size=batch_size, lr=lr, seed=seed, compress=compress, inner=inner,
+                    compress_down=compress_down)
 
 
 def _fmt_bytes(b: float) -> str:
@@ -97,6 +99,7 @@ def compare(
     l2: float = typer.Option(1e-4, help="L2 strength lam of the objective"),
     flat: bool = typer.Option(False, "--flat", help="no hierarchical aggregation: every worker talks to the hub"),
     compress: str = typer.Option("none", help="uplink of fedavg/fedprox/diloco: none, q8 or topk:FRACTION (error feedback)"),
+    compress_down: str = typer.Option("none", help="downlink (the hub's broadcast) of fedavg/fedprox/diloco: none, q8 or topk:FRACTION"),
     inner: str = typer.Option("sgd", help="local optimizer of fedavg/fedprox/diloco: sgd or adam"),
     seed: int = typer.Option(0, help="seed of the data, the partition and local sampling"),
     report: str = typer.Option(None, help="also write an HTML report with plots to this file"),
@@ -108,7 +111,7 @@ def compare(
 
     err = Console(stderr=True)
     cfg = CompareConfig(data=data, k=dcs, partition=partition, wan=wan, sovereign=_split_names(sovereign),
-                        algos=_algo_names(algos), settings=_settings(l2, rounds, local_steps, batch_size, lr, seed, compress, inner),
+                        algos=_algo_names(algos), settings=_settings(l2, rounds, local_steps, batch_size, lr, seed, compress, inner, compress_down),
                         seed=seed, hierarchical=not flat, ray=ray)
     if report:
         from geodml.report import check_target
@@ -155,8 +158,9 @@ def compare(
         if "measured" in r:
             m = r["measured"]
             lo = "n/a" if m["loopback_bytes"] is None else _fmt_bytes(m["loopback_bytes"])
-            out.print(f"{a} on Ray: wall {m['wall_seconds']:.2f} s, payload {_fmt_bytes(m['payload_bytes'])} "
-                      f"(simulated WAN {_fmt_bytes(r['bytes'])}), loopback {lo}", highlight=False)
+            out.print(f"{a} on Ray: wall {m['wall_seconds']:.2f} s (simulated {r['sim_seconds']:.3g} s), serialized "
+                      f"{_fmt_bytes(m['serialized_bytes'])}, arrays {_fmt_bytes(m['payload_bytes'])} "
+                      f"(simulated WAN {_fmt_bytes(r['bytes'])}, intra-DC {_fmt_bytes(r['intra_bytes'])}), loopback {lo}", highlight=False)
     for a, c in res["crossover"].items():
         rb, rr = c["rows_bytes"], c["rounds_bytes"]
         # Either can be None (one data center: nothing crosses the WAN, no crossover exists).
@@ -188,6 +192,7 @@ def plan(
     l2: float = typer.Option(1e-4, help="L2 strength lam of the objective"),
     flat: bool = typer.Option(False, "--flat", help="no hierarchical aggregation: every worker talks to the hub"),
     compress: str = typer.Option("none", help="none, q8 or topk:FRACTION"),
+    compress_down: str = typer.Option("none", help="downlink of fedavg/fedprox/diloco: none, q8 or topk:FRACTION"),
     seed: int = typer.Option(0, help="seed of the data and the partition (with --data)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
 ):
@@ -196,7 +201,7 @@ def plan(
     from geodml.planner import DCSize, PlanCounts, csr_sizes, plan as run_plan
     from geodml.wan import load_wan
 
-    s = _settings(l2, rounds, local_steps, batch_size, lr, seed, compress)
+    s = _settings(l2, rounds, local_steps, batch_size, lr, seed, compress, compress_down=compress_down)
     for name, v in (("--lbfgs-rounds", lbfgs_rounds), ("--local-passes", local_passes)):
         if v < 1:
             raise GeodmlError(f"{name} must be >= 1, got {v}")

@@ -149,9 +149,10 @@ def _run_all(cfg, ds, dcs, wan, sizes, d, hub_m, hub_c, counts, pool, out, progr
         if hub is None:
             out["algorithms"][a] = {"refused": "two or more sovereign data centers: no region may gather all raw rows"}
             continue
-        net = Network(wan, dcs, hub, hierarchical=cfg.hierarchical)
+        net = Network(wan, dcs, hub, hierarchical=cfg.hierarchical,
+                      on_round=lambda n, a=a: progress(f"{a} round {n.rounds}: WAN {n.wan_bytes} B, simulated {n.sim_seconds:.3f} s"))
         t0 = time.perf_counter()
-        before = (pool.payload_bytes, pool.loopback_bytes) if pool is not None else None
+        before = (pool.payload_bytes, pool.loopback_bytes, pool.serialized_bytes) if pool is not None else None
         try:
             theta = run(a, net, cfg.settings, pool if a != "centralize" else None)
         except SovereigntyError as e:
@@ -176,9 +177,11 @@ def _run_all(cfg, ds, dcs, wan, sizes, d, hub_m, hub_c, counts, pool, out, progr
         stalled = net.notes.get("fadl_stalled_iterations", 0)
         if stalled:
             out["algorithms"][a]["warning"] = (f"line search found no decrease in {stalled} of {cfg.settings.fadl_iters} iterations; "
-                                               "the model did not move there (local solutions overshoot under strong skew)")
+                                               "the model did not move there (local solutions overshoot under strong skew) and the proximal "
+                                               "term was raised, costing 3 rounds each")
         if before is not None and a != "centralize":
             lo = pool.loopback_bytes
             out["algorithms"][a]["measured"] = {
                 "executor": "ray", "wall_seconds": wall, "payload_bytes": pool.payload_bytes - before[0],
+                "serialized_bytes": pool.serialized_bytes - before[2],
                 "loopback_bytes": None if lo is None or before[1] is None else lo - before[1]}

@@ -93,11 +93,13 @@ class DCWorker:
 
     def reset(self, seed: int) -> None:
         """Forget the state of a previous run: restart the mini-batch stream, drop the
-        error-feedback memory and the cached step size."""
+        error-feedback memory, the cached step size and the copy of the global model kept for a
+        compressed downlink."""
         self.rng = np.random.default_rng([seed, self.index])
         self.ef: ErrorFeedback | None = None
         self.lr: float | None = None
         self.adam: dict = {}
+        self.replica: np.ndarray | None = None
 
     def loss_grad(self, theta: np.ndarray) -> np.ndarray:
         """Sums over the DC's rows of the loss and its gradient at theta, reduced over the worker
@@ -131,6 +133,19 @@ class DCWorker:
             self.ef = ErrorFeedback(compress)
         return self.ef.send("self", th - theta, float(self.n)), flops, lr
 
+    def local_train_down(self, msg: np.ndarray, down: str, lam: float, lr: float, steps: int, batch_size: int,
+                         mu: float, compress: str, inner: str = "sgd") -> tuple[np.ndarray, float, float]:
+        """local_train from this DC's copy of the global model after applying the hub's
+        compressed downlink msg (uint8, compression.encode with spec ``down``: the change of the
+        hub's copy, starting from zeros). With compress != 'none' the uplink update is relative to
+        that copy. Same return as local_train."""
+        from geodml.compression import decode
+
+        if self.replica is None:
+            self.replica = np.zeros(self.X.shape[1] + 1)
+        self.replica = self.replica + decode(down, msg, len(self.replica))[0]
+        return self.local_train(self.replica, lam, lr, steps, batch_size, mu, compress, inner)
+
     def solve_local(self, lam: float, maxiter: int, tol: float) -> tuple[np.ndarray, int]:
         """Minimize the DC's own objective (1/n_k) L_k + (lam/2)||w||^2 with L-BFGS from zero.
         Returns ([theta_k, n_k], passes over the rows)."""
@@ -139,15 +154,19 @@ class DCWorker:
                        options={"maxiter": maxiter, "gtol": tol, "ftol": 1e-15})
         return np.concatenate([res.x, [float(self.n)]]), int(res.nfev)
 
-    def fadl_solve(self, theta: np.ndarray, g: np.ndarray, lam: float, maxiter: int, tol: float) -> tuple[np.ndarray, int]:
-        """FADL's local problem (algorithms.run_fadl) from theta with the global gradient g.
-        Returns ([theta_k, n_k], passes over the rows)."""
+    def fadl_solve(self, theta: np.ndarray, g: np.ndarray, lam: float, maxiter: int, tol: float,
+                   mu: float = 0.0) -> tuple[np.ndarray, int]:
+        """FADL's local problem (algorithms.run_fadl) from theta with the global gradient g and
+        the proximal strength mu >= 0. Returns ([theta_k, n_k], passes over the rows)."""
         _, gk = objective(self.X, self.y, theta, lam)  # its own gradient at theta (known from the gradient round)
         corr = g - gk
 
         def f(th):
             v, gr = objective(self.X, self.y, th, lam)
-            return v + float(np.sum(corr * (th - theta))), gr + corr
+            step = th - theta
+            if mu:
+                return v + float(np.sum(corr * step)) + 0.5 * mu * float(np.sum(step * step)), gr + corr + mu * step
+            return v + float(np.sum(corr * step)), gr + corr
         res = minimize(f, theta.copy(), jac=True, method="L-BFGS-B", options={"maxiter": maxiter, "gtol": tol, "ftol": 1e-15})
         return np.concatenate([res.x, [float(self.n)]]), int(res.nfev)
 

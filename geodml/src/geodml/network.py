@@ -14,6 +14,7 @@ where compute_k = flops_k / (workers_k * gflops_k * 1e9) + allreduces_k * 2 * in
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -91,6 +92,9 @@ class Network:
     rounds: int = 0
     # Iteration counts an algorithm reports for the planner's check (e.g. one-shot's local passes).
     notes: dict = field(default_factory=dict)
+    # Called with the network after every round (progress lines); None: silent.
+    on_round: Callable[["Network"], None] | None = None
+    _wan_total: int = field(default=0, init=False, repr=False)
 
     def __post_init__(self):
         if self.hub not in [d.name for d in self.dcs]:
@@ -107,6 +111,8 @@ class Network:
         dollars = self.wan.egress_usd(src, dst, nbytes) if inter else 0.0
         for _ in range(count):
             self.ledger.append(Transfer(src, dst, kind, int(nbytes), inter, dollars, self.rounds))
+        if inter:
+            self._wan_total += count * int(nbytes)
 
     def compute_time(self, dc: DataCenter, flops: float, allreduces: int = 0, allreduce_nbytes: int = 0) -> float:
         """Seconds for flops spread evenly over dc's workers, plus ``allreduces`` intra-DC
@@ -156,6 +162,8 @@ class Network:
                     self._log(dc.name, self.hub, "model", up_b, True, count=wan_flows)
             worst = max(worst, t)
         self.sim_seconds += worst
+        if self.on_round is not None:
+            self.on_round(self)
 
     def centralize(self) -> None:
         """Move every DC's raw rows to the hub in parallel (one round). Raises SovereigntyError
@@ -171,6 +179,8 @@ class Network:
                 worst = max(worst, self.wan.transfer_seconds(dc.name, self.hub, b))
                 self._log(dc.name, self.hub, "raw", b, True)
         self.sim_seconds += worst
+        if self.on_round is not None:
+            self.on_round(self)
 
     def compute_at_hub(self, flops: float) -> None:
         """Account flops run on the hub's workers after centralizing (adds to sim_seconds)."""
@@ -180,7 +190,7 @@ class Network:
     @property
     def wan_bytes(self) -> int:
         """Bytes that crossed the WAN (between regions)."""
-        return sum(t.nbytes for t in self.ledger if t.inter)
+        return self._wan_total
 
     @property
     def intra_bytes(self) -> int:

@@ -107,10 +107,10 @@ def predict_centralize(sizes: list[DCSize], wan: Wan, hub: str | None, iters: in
 
 
 def _round(sizes, wan, hub, d, hierarchical, down: bool, flops: dict, allreduces: dict,
-           up_b: int | None = None) -> tuple[int, int, float, float]:
+           up_b: int | None = None, down_b: int | None = None) -> tuple[int, int, float, float]:
     """(wan bytes, intra bytes, seconds, dollars) of one round, as Network.round accounts it:
-    broadcast 8(d+1) bytes if down, replies of up_b bytes (default 8(d+2))."""
-    down_b = 8 * (d + 1) if down else 0
+    broadcast down_b bytes (default 8(d+1)) if down, replies of up_b bytes (default 8(d+2))."""
+    down_b = (8 * (d + 1) if down_b is None else down_b) if down else 0
     up_b = 8 * (d + 2) if up_b is None else up_b
     wan_b = intra_b = 0
     dollars = 0.0
@@ -180,7 +180,11 @@ def predict(strategy: str, sizes: list[DCSize], d: int, wan: Wan, s: Settings, h
     if strategy in ("fedavg", "fedprox", "diloco") and s.compress != "none":
         from geodml.compression import encoded_nbytes
         up_b = encoded_nbytes(s.compress, d + 1)
-    wb, ib, t, usd = _round(sizes, wan, hub, d, hierarchical, down, flops, allreduces, up_b)
+    down_b = None
+    if strategy in ("fedavg", "fedprox", "diloco") and s.compress_down != "none":
+        from geodml.compression import encoded_nbytes
+        down_b = encoded_nbytes(s.compress_down, d + 1)
+    wb, ib, t, usd = _round(sizes, wan, hub, d, hierarchical, down, flops, allreduces, up_b, down_b)
     return Prediction(wb * rounds, ib * rounds, rounds, t * rounds, usd * rounds)
 
 
@@ -194,12 +198,13 @@ def _predict_fadl(sizes, d, wan, s: Settings, hub, counts: PlanCounts, hierarchi
     for it in range(s.fadl_iters):
         p = counts.fadl_passes
         passes = p[it] if isinstance(p, list) else {dc.name: p for dc in sizes}
-        for down, flops, ar, up_b in (
-            (True, grad, {}, None),
-            (True, {k: passes[k] * grad[k] for k in grad}, passes, None),
-            (True, {k: len(FADL_STEPS) * grad[k] for k in grad}, {}, 8 * len(FADL_STEPS)),
+        for flops, ar, up_b, down_b in (
+            (grad, {}, None, None),
+            # the gradient travels with the proximal strength mu: d+2 float64
+            ({k: passes[k] * grad[k] for k in grad}, passes, None, 8 * (d + 2)),
+            ({k: len(FADL_STEPS) * grad[k] for k in grad}, {}, 8 * len(FADL_STEPS), None),
         ):
-            r = _round(sizes, wan, hub, d, hierarchical, down, flops, ar, up_b)
+            r = _round(sizes, wan, hub, d, hierarchical, True, flops, ar, up_b, down_b)
             for i in range(4):
                 tot[i] += r[i]
     return Prediction(tot[0], tot[1], 3 * s.fadl_iters, tot[2], tot[3])

@@ -3,7 +3,11 @@ as the in-process default, so results and the simulated ledger are identical whi
 the bytes that really crossed process boundaries are measured (``pip install 'geodml[ray]'``).
 
 Measured per pool: ``payload_bytes`` - the nbytes of every numpy array sent to or returned by an
-actor (the hub's own DC included, unlike the WAN ledger); ``loopback_bytes`` - the growth of the
+actor (the hub's own DC included, unlike the WAN ledger); ``serialized_bytes`` - the size of
+every argument tuple and every result as Ray's own serializer writes them (pickle protocol 5
+with numpy buffers out of band, plus Ray's framing): what really crosses between the driver and
+the actors, through the task's gRPC message over loopback for small objects or Ray's
+shared-memory object store for large ones; ``loopback_bytes`` - the growth of the
 loopback interface's received-bytes counter (/proc/net/dev, Linux) while the pool worked: this
 includes Ray's own control traffic and any other process on the machine using loopback, so it is
 an upper bound, reported beside the simulated bytes rather than compared with them.
@@ -32,6 +36,16 @@ def loopback_rx_bytes() -> int | None:
     return None
 
 
+def _pickle5_nbytes(x) -> int:
+    """Bytes of x pickled with protocol 5, numpy buffers out of band (Ray's format without its
+    framing); used when Ray's serialization context is not reachable."""
+    import pickle
+
+    bufs: list = []
+    head = pickle.dumps(x, protocol=5, buffer_callback=bufs.append)
+    return len(head) + sum(b.raw().nbytes for b in bufs)
+
+
 def _nbytes(x) -> int:
     if isinstance(x, np.ndarray):
         return int(x.nbytes)
@@ -43,9 +57,9 @@ def _nbytes(x) -> int:
 class RayPool:
     """One Ray actor per DC (num_cpus=0 each, so K actors fit on a small machine). Starts a local
     Ray instance if none is running and shuts it down on close(). Raises GeodmlError if Ray is not
-    installed."""
+    installed. num_cpus: the CPUs a Ray started here may use (None: Ray's default, every core)."""
 
-    def __init__(self, dcs, seed: int = 0):
+    def __init__(self, dcs, seed: int = 0, num_cpus: int | None = None):
         try:
             import ray
         except ImportError:
@@ -53,7 +67,7 @@ class RayPool:
         self._ray = ray
         self._started = False
         if not ray.is_initialized():
-            ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
+            ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, configure_logging=False)
             self._started = True
         actor = ray.remote(num_cpus=0)(DCWorker)
         self.names = [dc.name for dc in dcs]
@@ -61,9 +75,21 @@ class RayPool:
         # wait until every actor holds its rows, so setup is not timed as training
         ray.get([a.__ray_ready__.remote() for a in self.actors.values()])
         self.payload_bytes = 0
+        self.serialized_bytes = 0
+        self._serialize = self._serializer()
         self.calls = 0
         self.wall_seconds = 0.0
         self._lo0 = loopback_rx_bytes()
+
+    def _serializer(self):
+        """The function giving an object's size as Ray serializes it (Ray's serialization context;
+        its module path is private, so pickle protocol 5 stands in where it moved)."""
+        try:
+            ctx = self._ray._private.worker.global_worker.get_serialization_context()
+            ctx.serialize(np.zeros(1)).total_bytes  # noqa: B018 - probe the API once
+            return lambda x: int(ctx.serialize(x).total_bytes)
+        except (AttributeError, TypeError):
+            return _pickle5_nbytes
 
     @property
     def loopback_bytes(self) -> int | None:
@@ -78,9 +104,11 @@ class RayPool:
         for n in self.names:
             a = args[n] if isinstance(args, dict) else args
             self.payload_bytes += _nbytes(a)
+            self.serialized_bytes += self._serialize(tuple(a))
             refs[n] = getattr(self.actors[n], method).remote(*a)
         results = self._ray.get(list(refs.values()))
         self.payload_bytes += sum(_nbytes(r) for r in results)
+        self.serialized_bytes += sum(self._serialize(r) for r in results)
         self.calls += 1
         self.wall_seconds += time.perf_counter() - t0
         return dict(zip(refs, results))
