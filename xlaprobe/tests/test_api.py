@@ -59,6 +59,9 @@ def test_localize_reuses_the_checked_result(pool, tmp_path):
     loc = api.localize(checked, db=db, pool=pool)
     assert loc.located and loc.config == PLANTED
     assert loc.equation.primitive == "sub" and loc.op.opcode == "subtract"
+    printed = str(loc)  # what `xlaprobe localize` prints, not the record's repr
+    assert printed.startswith(f"{PLANTED} on ") and "tier 2 equation: " in printed
+    assert f"tier 4 op:       {loc.op.instruction} (subtract)" in printed
     with Store(db) as store:
         row = store.finding(checked.ids[PLANTED])
     assert row is not None and row.bug  # the localization keyed the finding's bug
@@ -69,6 +72,7 @@ def test_reduce_writes_a_repro_that_shows_the_fault(pool, tmp_path):
     checked = api.check(_sin_minus, X, configs=PLANTED, db=None, pool=pool)
     reduced = api.reduce(checked, out=tmp_path / "repro", db=None, pool=pool)
     assert reduced.reproduces and reduced.repro.is_file()
+    assert f"repro:   python {reduced.repro}" in str(reduced) and "shows the fault" in str(reduced)
     assert reduced.reduction.equations_after <= reduced.reduction.equations_before
 
 
@@ -120,3 +124,15 @@ def test_plugin_fails_only_the_test_with_a_finding_and_shows_the_table(tmp_path)
     with Store(db) as store:
         rows = store.findings()
     assert [r["config"] for r in rows] == [PLANTED]
+
+
+def test_plugin_refuses_a_bad_configuration_once_before_any_test(tmp_path):
+    load = [] if "xlaprobe" in {p.name for p in metadata.entry_points(group="pytest11")} \
+        else ["-p", "xlaprobe.pytest_plugin"]
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *load,
+         "--xlaprobe-configs", "xla,xla:O1", str(EXAMPLES / "test_numerics.py")],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert done.returncode == 4, done.stdout + done.stderr  # pytest's usage error
+    assert "--xlaprobe-configs: unknown variant 'xla:O1'" in done.stderr
+    assert "Traceback" not in done.stdout + done.stderr

@@ -320,3 +320,11 @@ def test_the_cli_default_store_is_the_stores():
     from xlaprobe.cli.commands import DEFAULT_DB
     from xlaprobe.store import DEFAULT_DB as STORE_DEFAULT
     assert DEFAULT_DB == STORE_DEFAULT
+
+
+def test_db_none_is_refused_on_the_command_line(tmp_path):
+    # `none` keeps nothing in pytest and Python; the commands always record: no file "none".
+    run = subprocess.run([sys.executable, "-m", "xlaprobe.cli", "findings", "--db", "none"],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert run.returncode == 2 and "always records" in run.stderr
+    assert not (tmp_path / "none").exists()

@@ -77,8 +77,9 @@ class Checked:
         """The checked program."""
         return self.result.program
 
-    def table(self, width: int = 160) -> str:
-        """The verdict table as plain text, `width` columns wide (no colour codes)."""
+    def table(self, width: int = 1000) -> str:
+        """The verdict table as plain text (no colour codes), at most `width` columns: names,
+        paths and configurations whole (the default fits any table)."""
         from rich.console import Console
 
         buffer = io.StringIO()
@@ -306,6 +307,23 @@ class Reduced:
     def reproduces(self) -> bool:
         """Did ``repro.py`` show the fault when it was written (and the reduction not flaky)?"""
         return self.written.repro_exit == 1 and not self.reduction.flaky
+
+    def lines(self, duration: Callable[[float], str] = lambda s: f"{s:.1f} s") -> list[str]:
+        """What ``xlaprobe reduce`` prints: sizes before and after, notes, the failing kernel
+        and the reproducer with whether it shows the fault; `duration` formats seconds."""
+        r, w = self.reduction, self.written
+        verdict = {1: "shows the fault", None: "not run"}.get(w.repro_exit, f"exit {w.repro_exit}")
+        return [f"reduced {r.equations_before} -> {r.equations_after} equations "
+                f"({', '.join(r.primitives)}); inputs {r.input_elements_before} -> "
+                f"{r.input_elements_after} elements; {r.tests} tests, {r.cycles} cycles, "
+                f"{duration(r.seconds)}" + (", FLAKY" if r.flaky else ""),
+                *(f"note: {note}" for note in r.notes + w.notes),
+                f"kernel:  {', '.join(w.kernels) or '(none named)'} -> "
+                f"{Path(w.directory) / 'fusion.hlo'}",
+                f"repro:   python {w.repro}  ({w.repro_lines} lines, {w.repro_form}; {verdict})"]
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
 
 
 def reduce(target: Target | Checked, *args: Any, config: str | None = None,

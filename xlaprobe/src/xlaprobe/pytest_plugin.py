@@ -55,9 +55,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Declare the ``xlaprobe`` marker."""
+    """Declare the ``xlaprobe`` marker; refuse a malformed ``--xlaprobe-configs`` or
+    ``--xlaprobe-jobs`` before any test runs (one usage error, not one failure per test)."""
     config.addinivalue_line("markers", "xlaprobe(configs=SPECS): the configurations the "
                                        "xlaprobe_check fixture runs in this test")
+    jobs = config.getoption("--xlaprobe-jobs", 1)
+    if jobs is not None and jobs < 1:
+        raise pytest.UsageError(f"--xlaprobe-jobs must be at least 1, not {jobs}")
+    given = config.getoption("--xlaprobe-configs", None)
+    if given:
+        from xlaprobe.configs.registry import parse_configs
+        from xlaprobe.errors import XlaprobeError
+        try:
+            parse_configs(given)
+        except XlaprobeError as exc:
+            raise pytest.UsageError(f"--xlaprobe-configs: {exc}") from None
 
 
 def _store(config: pytest.Config) -> Path | None:
@@ -73,8 +85,6 @@ def xlaprobe_pool(pytestconfig: pytest.Config) -> Iterator[Any]:
     from xlaprobe.workers import WorkerPool
 
     jobs = pytestconfig.getoption("--xlaprobe-jobs")
-    if jobs < 1:
-        raise pytest.UsageError(f"--xlaprobe-jobs must be at least 1, not {jobs}")
     with WorkerPool(size=jobs, timeout_s=pytestconfig.getoption("--xlaprobe-timeout")) as pool:
         yield pool
 
@@ -99,6 +109,7 @@ def xlaprobe_check(request: pytest.FixtureRequest, xlaprobe_pool: Any) -> Callab
         The callable; it returns the `xlaprobe.api.Checked` result when the check passes.
     """
     from xlaprobe import api
+    from xlaprobe.errors import XlaprobeError
 
     marker = request.node.get_closest_marker("xlaprobe")
     options = request.config
@@ -108,8 +119,11 @@ def xlaprobe_check(request: pytest.FixtureRequest, xlaprobe_pool: Any) -> Callab
                   or options.getoption("--xlaprobe-configs") or options.getini("xlaprobe_configs")
                   or DEFAULT_CONFIGS)
         kwargs.setdefault("name", request.node.nodeid if callable(target) else None)
-        checked = api.check(target, *args, configs=chosen, db=_store(options), pool=xlaprobe_pool,
-                            **kwargs)
+        try:
+            checked = api.check(target, *args, configs=chosen, db=_store(options),
+                                pool=xlaprobe_pool, **kwargs)
+        except XlaprobeError as exc:  # bad input (a configuration, a target): one line
+            pytest.fail(f"xlaprobe: {exc}", pytrace=False)
         if not checked.ok:
             pytest.fail(failure_message(checked), pytrace=False)
         if checked.incomplete:

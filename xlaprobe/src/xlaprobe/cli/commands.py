@@ -49,7 +49,17 @@ def _options(version: Annotated[bool, typer.Option(
 # Arguments and options several commands share.
 # The store's default path (`xlaprobe.store.DEFAULT_DB`), spelled here so --help needs no store import.
 DEFAULT_DB = Path(".xlaprobe/xlaprobe.db")
-DbOption = Annotated[Path, typer.Option(help="SQLite store")]
+def _store_path(value: Path) -> Path:
+    # `none` keeps nothing in pytest's --xlaprobe-db and is None in Python: here every command
+    # records, so a file called "none" would surprise.
+    if str(value).strip().lower() in ("none", "null", ""):
+        raise typer.BadParameter("the command line always records its results: give a file "
+                                 "path (db=None in Python and --xlaprobe-db none in pytest "
+                                 "keep nothing)")
+    return value
+
+
+DbOption = Annotated[Path, typer.Option(help="SQLite store", callback=_store_path)]
 JobsOption = Annotated[int, typer.Option("--jobs", "-j", min=1, help="worker processes")]
 JsonOption = Annotated[bool, typer.Option("--json", help="print JSON to stdout")]
 FindingTarget = Annotated[str, typer.Argument(help="finding id, artifact directory, case module, "

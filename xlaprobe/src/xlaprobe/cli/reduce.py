@@ -4,17 +4,16 @@ summary, store the reduction in the store."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
+from xlaprobe.api import Reduced, store_reduction
 from xlaprobe.cli.console import Steps, seconds
-from xlaprobe.errors import InvalidArgument, XlaprobeError
+from xlaprobe.errors import InvalidArgument
 from xlaprobe.localization import fusion as fusion_mod
-from xlaprobe.localization.reduce import (MAX_TESTS, PassStats, Reduction, Written, elements, reduce,
+from xlaprobe.localization.reduce import (MAX_TESTS, PassStats, elements, reduce,
                                       write_outputs)
 from xlaprobe.program import Program
 from xlaprobe.sources.targets import resolve_faulty
-from xlaprobe.store import Store
 
 
 def reduce_command(target: str, config: str, *, db: Path | str, out: Path | str | None = None,
@@ -67,39 +66,14 @@ def reduce_command(target: str, config: str, *, db: Path | str, out: Path | str 
         directory = Path(out) if out else db.parent / "reductions" / \
             f"{program.fingerprint}-{safe}"[:150]
         written = write_outputs(result, directory, pool)
-    _store_reduction(db, program, result, written, finding_id)
+    store_reduction(db, program, result, written, finding_id)
     if json_output:
         print(json.dumps(result.to_json() | {"written": written.to_json()}, indent=2,
                          default=str))
     else:
-        say(f"reduced {result.equations_before} -> {result.equations_after} equations "
-            f"({', '.join(result.primitives)}); inputs {result.input_elements_before} -> "
-            f"{result.input_elements_after} elements; {result.tests} tests, {result.cycles} "
-            f"cycles, {seconds(result.seconds)}" + (", FLAKY" if result.flaky else ""))
-        for note in result.notes + written.notes:
-            say(f"note: {note}")
-        say(f"kernel:  {', '.join(written.kernels) or '(none named)'} -> "
-            f"{Path(written.directory) / 'fusion.hlo'}")
-        verdict = {1: "shows the fault", None: "not run"}.get(written.repro_exit,
-                                                             f"exit {written.repro_exit}")
-        say(f"repro:   python {written.repro}  ({written.repro_lines} lines, {written.repro_form}; "
-            f"{verdict})")
+        for line in Reduced(result, written).lines(seconds):
+            say(line)
     return 0 if written.repro_exit == 1 and not result.flaky else 1
-
-
-def _store_reduction(db: Path, program: Program, result: Reduction, written: Written,
-                     finding_id: int | None) -> None:
-    """Record the reduction and where its reproducer is in the store (a store that cannot be
-    written is a warning on stderr: the reproducer on disk is what counts)."""
-    try:
-        with Store(db) as store:
-            found = store.finding_of(program.fingerprint, result.config, finding_id)
-            finding_id = found.id if found is not None else None
-            store.record_reduction(program.fingerprint, finding_id, result.config,
-                                   result.to_json() | {"written": written.to_json()},
-                                   written.directory)
-    except (OSError, XlaprobeError) as exc:
-        print(f"warning: could not store the reduction in {db}: {exc}", file=sys.stderr)
 
 
 def _check_out(out: Path) -> None:

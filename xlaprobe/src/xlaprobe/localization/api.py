@@ -135,6 +135,43 @@ class Localization:
         """The failing operation: tier 4's HLO opcode, else tier 2's primitive, else ""."""
         return self.op.opcode or self.equation.primitive
 
+    def tiers(self) -> list[str]:
+        """One line per tier that found something (and tier 4 or 5's reason where it named
+        nothing), then the notes: what ``xlaprobe localize`` prints."""
+        lines = []
+        names = self.outputs.names
+        listed = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+        lines.append(f"tier 1 outputs:  {len(names)} failing ({listed}); cone of "
+                     f"{len(self.outputs.cone)} equations")
+        eq, kernels, op = self.equation, self.kernels, self.op
+        if eq.index >= 0:
+            lines.append(f"tier 2 equation: {eq.index} {eq.primitive}"
+                         + (f" at {eq.source}" if eq.source else "") + f" ({eq.evidence})")
+            if eq.segment:
+                lines.append(f"       segment:  equations {list(eq.segment)[:12]}"
+                             f"{' ...' if len(eq.segment) > 12 else ''} fail compiled alone")
+            if kernels.fusions:
+                lines.append(f"tier 3 kernels:  {', '.join(kernels.fusions[:6])}"
+                             f"{' ...' if len(kernels.fusions) > 6 else ''}"
+                             + (f" (alone: {', '.join(kernels.segment_fusions[:3])})"
+                                if kernels.segment_fusions else ""))
+        if op.instruction:
+            lines.append(f"tier 4 op:       {op.instruction} ({op.opcode}) in {op.kernel}: "
+                         f"equation {op.equation} {op.primitive}"
+                         + (f", with {', '.join(op.with_instructions)}"
+                            if op.with_instructions else "") + f" ({op.cycles} compiles)")
+        elif op.evidence:
+            lines.append(f"tier 4 op:       none named ({op.evidence})")
+        if self.blame is not None:
+            lines.append(f"tier 5 pass:     {self.blame.compiler_pass or '(undecided)'} "
+                         f"({self.blame.evidence}; {self.blame.cycles} compiles)")
+        return lines + [f"note: {note}" for note in self.notes]
+
+    def __str__(self) -> str:
+        return "\n".join([f"{self.config} on {self.program}:", *self.tiers(),
+                          f"{self.cycles} compile+run cycles, {self.seconds:.1f} s"
+                          + (", FLAKY" if self.flaky else "")])
+
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict: one object per tier (``pass`` null when not run), and
         ``format`` 2 (format 1 was one flat object)."""
