@@ -14,7 +14,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from xlaprobe import jaxprs
+from xlaprobe import jaxcompat, jaxprs
 from xlaprobe.errors import InvalidArgument
 
 
@@ -171,3 +171,19 @@ class Program:
     def num_equations(self) -> int:
         """Equation count, nested jaxprs included."""
         return jaxprs.count_equations(self.jaxpr)
+
+
+def export_module(program: Program) -> bytes:
+    """The program serialized with `jax.export` (StableHLO plus calling convention).
+
+    Raises:
+        Exception: whatever ``jax.export`` raises on a program it cannot serialize (host
+            callbacks, say).
+    """
+    closed = program.jaxpr
+
+    def fn(*args: Any) -> list[Any]:
+        return jaxcompat.jaxpr_as_fun(closed)(*args)
+
+    specs = [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in program.inputs]
+    return bytes(jax.export.export(jax.jit(fn))(*specs).serialize())

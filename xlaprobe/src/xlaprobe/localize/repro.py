@@ -28,7 +28,7 @@ import ml_dtypes
 import numpy as np
 from xlaprobe import jaxcompat, primitives
 
-from xlaprobe.program import Program
+from xlaprobe.program import Program, export_module
 
 #: Arrays with at most this many elements are written as literals; larger ones as base64.
 LITERAL_ELEMENTS = 256
@@ -500,12 +500,13 @@ def _header(program: Program, config: str, options: dict[str, Any], mutant: str,
            ["Compiles `program` with the configuration's XLA compiler options, runs it on the inputs",
             "below and compares each output with its float64 reference (computed without XLA)."])
     lines = [
-        f'"""Reproducer written by xlaprobe reduce. {needs}',
+        f'"""Reproducer written by xlaprobe. {needs}',
         "",
-        f"Program: {program.provenance.name} reduced to {len(program.jaxpr.jaxpr.eqns)} "
-        f"equation(s); configuration {config}.",
+        f"Program: {program.provenance.name}, {len(program.jaxpr.jaxpr.eqns)} equation(s); "
+        f"configuration {config}.",
         *how,
-        "Prints MISMATCH and exits 1 when the fault shows; exits 0 otherwise.",
+        "Prints MISMATCH (CRASH when the process dies) and exits 1 when the fault shows; exits 0",
+        "otherwise.",
     ]
     if note:
         lines += ["", note]
@@ -583,7 +584,7 @@ def _data(program: Program, reference: Sequence[np.ndarray],
 
 def emit_repro(program: Program, config: str, options: dict[str, Any],
                reference: Sequence[np.ndarray], honest: Sequence[Sequence[np.ndarray]] = (), *,
-               mutant: str = "", eager: bool = False) -> str:
+               mutant: str = "", eager: bool = False, crash: bool = False) -> str:
     """The text of a standalone ``repro.py`` running `program` as plain jax/lax code.
 
     Every equation is a call of a public function (``lax.mul``, ``lax.dot_general``,
@@ -601,6 +602,7 @@ def emit_repro(program: Program, config: str, options: dict[str, Any],
         mutant: a planted-fault mutant name; the script then installs its pass (needs xlaprobe).
         eager: run the program op by op (``jax.disable_jit``), as the ``eager`` configuration
             does, instead of compiling it whole with ``jax.jit``.
+        crash: the fault kills the process: run it in a child, a death being exit 1.
 
     Returns:
         Python source text.
@@ -610,8 +612,9 @@ def emit_repro(program: Program, config: str, options: dict[str, Any],
     """
     printer = _Printer()
     printer.function(program.jaxpr, "program")
-    body = "\n".join([""] + printer.constants + ["", ""] + printer.lines
-                      + _data(program, reference, honest)) + "\n" + _main(eager)
+    constants = ["", *printer.constants] if printer.constants else []
+    body = "\n".join(constants + ["", ""] + printer.lines
+                      + _data(program, reference, honest)) + "\n" + _main(eager, crash)
     header = _header(program, config, options, mutant, "", body, eager=eager,
                      bound=sorted(printer.bound))
     return "\n".join(header) + "\n" + body
@@ -619,7 +622,7 @@ def emit_repro(program: Program, config: str, options: dict[str, Any],
 
 def emit_export_repro(program: Program, config: str, options: dict[str, Any],
                       reference: Sequence[np.ndarray], honest: Sequence[Sequence[np.ndarray]] = (),
-                      *, mutant: str = "", eager: bool = False) -> str:
+                      *, mutant: str = "", eager: bool = False, crash: bool = False) -> str:
     """Like `emit_repro`, but the program is the ``jax.export`` serialization of `program`
     (base64 inline): for programs `emit_repro` cannot print. With `eager` the module still runs
     as one compiled computation (a serialized module has no ops to dispatch one by one).
@@ -627,7 +630,6 @@ def emit_export_repro(program: Program, config: str, options: dict[str, Any],
     Raises:
         Exception: whatever ``jax.export`` raises on a program it cannot serialize.
     """
-    from xlaprobe.artifact import export_module
     blob = base64.b64encode(export_module(program)).decode()
     note = ("The program is inline as a jax.export module: it holds an operation xlaprobe "
             "cannot print as lax code.")
@@ -637,7 +639,7 @@ def emit_export_repro(program: Program, config: str, options: dict[str, Any],
     code = ["from jax import export", "",
             f"_EXPORTED = export.deserialize(bytearray(base64.b64decode('{blob}')))", "",
             "def program(*args):", "    return _EXPORTED.call(*args)", ""]
-    body = "\n".join([""] + code + _data(program, reference, honest)) + "\n" + _main(False)
+    body = "\n".join([""] + code + _data(program, reference, honest)) + "\n" + _main(False, crash)
     header = _header(program, config, options, mutant, note, body)
     return "\n".join(header) + "\n" + body
 
@@ -652,9 +654,29 @@ _RUN_EAGER = """\
 """
 
 
-def _main(eager: bool) -> str:
-    """The script's ``main`` and entry point, running the program jitted or op by op."""
-    return _MAIN.replace("RUN\n", _RUN_EAGER if eager else _RUN_JIT)
+#: The entry point of a crash finding's script: a crash kills the process, so the check runs in a
+#: child and a death by signal becomes CRASH and exit 1, like any other failure.
+CRASH_ENTRY = """if __name__ == "__main__":
+    if "--child" in sys.argv[1:]:
+        sys.exit(main())
+    import os
+    import subprocess
+    here = os.path.abspath(__file__)
+    code = subprocess.run([sys.executable, here, "--child", *sys.argv[1:]]).returncode
+    if code < 0:
+        print("CRASH: the process running the program died of signal %d" % -code)
+    sys.exit(1 if code < 0 else code)
+"""
+_ENTRY = """if __name__ == "__main__":
+    sys.exit(main())
+"""
+
+
+def _main(eager: bool, crash: bool = False) -> str:
+    """The script's ``main`` and entry point, running the program jitted or op by op; with
+    `crash`, in a child process (`CRASH_ENTRY`)."""
+    text = _MAIN.replace("RUN\n", _RUN_EAGER if eager else _RUN_JIT)
+    return text.replace(_ENTRY, CRASH_ENTRY) if crash else text
 
 
 def count_lines(source: str) -> int:
