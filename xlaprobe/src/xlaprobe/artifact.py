@@ -79,7 +79,8 @@ def _save_arrays(path: Path, arrays: Sequence[np.ndarray]) -> list[str]:
 def save_artifact(program: Program, directory: str | Path, *,
                   reference: Sequence[np.ndarray] | None = None,
                   repro_config: str = "xla", compiler_options: dict[str, Any] | None = None,
-                  note: str = "", repro_source: str = "") -> Path:
+                  note: str = "", repro_source: str = "",
+                  repro_tolerance: Sequence[tuple[float, float]] | None = None) -> Path:
     """Write `program` as an artifact directory (created; existing files are replaced).
 
     Args:
@@ -91,6 +92,8 @@ def save_artifact(program: Program, directory: str | Path, *,
         note: a line for metadata (e.g. the verdict).
         repro_source: the text of ``repro.py``; empty: `repro_text` of `repro_config` (it runs
             module.jax_export).
+        repro_tolerance: (atol, rtol) per output that repro.py judges with (the check's bounds,
+            `localize.repro.tolerances`); None: per-dtype defaults.
 
     Returns:
         The directory path.
@@ -120,6 +123,8 @@ def save_artifact(program: Program, directory: str | Path, *,
         "compiler_options": compiler_options or {},
         "note": note,
     }
+    if repro_tolerance is not None:
+        metadata["repro_tolerance"] = [[float(a), float(r)] for a, r in repro_tolerance]
     if reference is not None:
         metadata["reference_dtypes"] = _save_arrays(root / "reference.npz", reference)
     if program.expected is not None:
@@ -163,6 +168,10 @@ def save_finding_artifacts(result: Any, root: str | Path,
     reference = next((o.outputs for c, o in zip(result.configs, result.outcomes)
                       if c == REFERENCE and o.ran), None)
     honest = tuple(tuple(o.outputs) for o in result.budget if o.ran)
+    bounds = None
+    if reference is not None:
+        from xlaprobe.localize.repro import tolerances
+        bounds = tolerances(reference, honest, result.program.jaxpr.jaxpr.outvars)
     saved = {}
     for finding in result.findings:
         if configs is not None and finding.config not in configs:
@@ -176,7 +185,8 @@ def save_finding_artifacts(result: Any, root: str | Path,
             save_artifact(result.program, directory, reference=reference,
                           repro_config=finding.config, compiler_options=options,
                           note=f"{finding.kind.value} on {list(finding.outputs)}; fingerprint "
-                               f"{finding.fingerprint}", repro_source=source)
+                               f"{finding.fingerprint}", repro_source=source,
+                          repro_tolerance=bounds)
         except (OSError, TypeError) as exc:
             print(f"warning: could not write the artifact of {finding.config} to {directory}: "
                   f"{exc}", file=sys.stderr)
@@ -322,6 +332,7 @@ import pathlib
 import sys
 
 import jax
+import ml_dtypes
 import numpy as np
 from jax import export
 
@@ -332,7 +343,6 @@ RTOL = {"float64": 1e-9, "float32": 1e-5, "float16": 1e-2, "bfloat16": 2e-2}
 
 
 def load(name, dtypes):
-    import ml_dtypes
     with np.load(HERE / name) as data:
         arrays = [data["arg%d" % i] for i in range(len(dtypes))]
     out = []
@@ -369,16 +379,23 @@ def main():
             print(name, out)
         return 0
     reference = load("reference.npz", META["reference_dtypes"])
+    # (atol, rtol) per output: the check's own bounds where recorded, else per-dtype defaults
+    bounds = META.get("repro_tolerance") or [None] * len(outputs)
     failed = 0
-    for name, out, ref in zip(META["output_names"], outputs, reference):
+    for name, out, ref, bound in zip(META["output_names"], outputs, reference, bounds):
         if np.issubdtype(out.dtype, np.integer) or out.dtype == np.bool_:
             bad = out.astype(np.float64) != ref.astype(np.float64)
         else:
             o, r = out.astype(np.float64), ref.astype(np.float64)
-            err = np.abs(o - r)
             kind = out.dtype.name
-            bad = (err > ATOL.get(kind, 1e-6)) & (err > RTOL.get(kind, 1e-5) * np.abs(r))
+            atol, rtol = bound or (ATOL.get(kind, 1e-6), RTOL.get(kind, 1e-5))
+            with np.errstate(invalid="ignore"):
+                err = np.abs(o - r)
+                bad = (err > atol) & (err > rtol * np.abs(r))
             bad |= np.isnan(o) != np.isnan(r)
+            bad |= np.isinf(o) & np.isfinite(r) | np.isinf(r) & np.isfinite(o)
+            tiny = float(ml_dtypes.finfo(out.dtype).tiny)
+            bad &= ~((o == 0) & (np.abs(r) < tiny))  # flush to zero: legal
         if bad.any():
             failed += 1
             index = int(np.argmax(bad.ravel()))

@@ -456,10 +456,16 @@ _PUBLIC: dict[str, _Public] = {
 }
 
 
-def _tolerances(reference: Sequence[np.ndarray], honest: Sequence[Sequence[np.ndarray]],
+def tolerances(reference: Sequence[np.ndarray], honest: Sequence[Sequence[np.ndarray]],
                 outputs: Sequence[Any]) -> list[tuple[float, float]]:
     """(atol, rtol) per output: the oracle's dtype bounds, atol widened to `BUDGET_FACTOR` times
-    the largest honest error of the leaf."""
+    the largest honest error of the leaf; (0, 0) for integer and boolean outputs.
+
+    Args:
+        reference: float64 reference outputs.
+        honest: honest runs' outputs (reference:native, Monte Carlo samples); may be empty.
+        outputs: the jaxpr's outvars (their dtypes choose the bounds).
+    """
     from xlaprobe.oracle import BUDGET_FACTOR, DEFAULT_BOUNDS
     bounds = []
     for i, (ref, var) in enumerate(zip(reference, outputs)):
@@ -576,7 +582,7 @@ def _data(program: Program, reference: Sequence[np.ndarray],
         floating = np.issubdtype(dtype, np.floating) or dtype == np.dtype(ml_dtypes.bfloat16)
         ref = np.asarray(ref, np.float64) if floating else np.asarray(ref).astype(dtype)
         lines.append(f"    {array_expr(ref)},")
-    bounds = [(float(a), float(r)) for a, r in _tolerances(reference, honest, outvars)]
+    bounds = [(float(a), float(r)) for a, r in tolerances(reference, honest, outvars)]
     lines += ["]", "# (atol, rtol) per output: the oracle's bounds widened by the honest "
               "float error", f"TOLERANCE = {bounds!r}"]
     return lines
@@ -685,5 +691,5 @@ def count_lines(source: str) -> int:
                if line.strip() and not line.strip().startswith("#"))
 
 
-__all__ = ["LITERAL_ELEMENTS", "Unprintable", "array_expr", "count_lines", "emit_export_repro",
-           "emit_repro"]
+__all__ = ["CRASH_ENTRY", "LITERAL_ELEMENTS", "Unprintable", "array_expr", "count_lines",
+           "emit_export_repro", "emit_repro", "tolerances"]
