@@ -15,7 +15,7 @@ import jax
 import numpy as np
 
 from xlaprobe import jaxcompat, jaxprs
-from xlaprobe.errors import InvalidArgument
+from xlaprobe.errors import InvalidArgument, user_error
 
 
 def enable_x64_for(arrays: Sequence[np.ndarray]) -> None:
@@ -149,8 +149,7 @@ class Program:
             raise InvalidArgument(f"cannot trace {provenance.name}: it called sys.exit"
                                   f"({exc.code!r}) while being traced") from exc
         except Exception as exc:  # JAX raises many types for untraceable code
-            raise InvalidArgument(f"cannot trace {provenance.name}: {type(exc).__name__}: "
-                                  f"{str(exc).splitlines()[0] if str(exc) else ''}") from exc
+            raise InvalidArgument(user_error(exc, f"tracing {provenance.name}")) from exc
         paths = jax.tree_util.tree_flatten_with_path(out_shape)[0]
         names = tuple(jax.tree_util.keystr(path) or "out" for path, _ in paths)
         flat_expected = None

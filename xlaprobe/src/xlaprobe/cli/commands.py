@@ -34,11 +34,19 @@ def _version(value: bool) -> None:
         raise typer.Exit(0)
 
 
+#: Set by the global --traceback option: an error prints its whole traceback, not one line.
+_SHOW_TRACEBACK = {"on": False}
+
+
 @app.callback()
 def _options(version: Annotated[bool, typer.Option(
         "--version", callback=_version, is_eager=True,
-        help="print the versions of xlaprobe, jax and jaxlib and exit")] = False) -> None:
+        help="print the versions of xlaprobe, jax and jaxlib and exit")] = False,
+        traceback: Annotated[bool, typer.Option(
+            "--traceback", help="on an error print the whole traceback (your code's frames "
+            "included), not one line")] = False) -> None:
     """Differential checking of XLA (from JAX): finds miscompilations."""
+    _SHOW_TRACEBACK["on"] = traceback
 
 
 # Arguments and options several commands share.
@@ -332,7 +340,11 @@ def main() -> None:
     except typer.Exit as exc:
         code = exc.exit_code
     except XlaprobeError as exc:
-        err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        if _SHOW_TRACEBACK["on"]:
+            import traceback
+            traceback.print_exception(exc, file=sys.stderr)
+        else:
+            err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
         err.print("interrupted: results stored so far are kept")
