@@ -138,3 +138,53 @@ def test_only_used_modules_are_imported():
     source = emit_repro(big, "xla", {}, [np.arange(600) * 2.0])
     assert "import base64" in source and "import jax.numpy as jnp" in source
     assert not _unused_imports(source)
+
+
+def _run_script(path):
+    import os
+    import pathlib
+    import subprocess
+    import sys
+    root = pathlib.Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root / "src"), str(root)]),
+               JAX_PLATFORMS="cpu")
+    return subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
+                          env=env, timeout=300, cwd=path.parent)
+
+
+def test_a_mutant_repro_needs_xlaprobe_and_shows_the_planted_fault(tmp_path):
+    # exp(x - y) fuses: swap-subtract-fused computes exp(y - x). Known answer: NumPy's exp(x - y).
+    x = np.linspace(-1, 1, 8, dtype=np.float32)
+    y = np.linspace(0, 3, 8, dtype=np.float32)
+    program = Program.from_function(lambda a, b: jax.numpy.exp(a - b) * 2.0, [x, y],
+                                    Provenance("test", "exp_sub"))
+    reference = [2.0 * np.exp(x.astype(np.float64) - y)]
+    source = emit_repro(program, "mutant:swap-subtract-fused", {}, reference,
+                        mutant="swap-subtract-fused")
+    assert "Needs jax, numpy and xlaprobe" in source.splitlines()[0]
+    assert "install('swap-subtract-fused')" in source and not _unused_imports(source)
+    (tmp_path / "repro.py").write_text(source)
+    run = _run_script(tmp_path / "repro.py")
+    assert run.returncode == 1 and "MISMATCH output 0" in run.stdout, run.stdout + run.stderr
+    healthy = emit_repro(program, "xla", {}, reference)  # the same program, no mutant: clean
+    (tmp_path / "healthy.py").write_text(healthy)
+    assert _run_script(tmp_path / "healthy.py").returncode == 0
+
+
+def test_an_eager_repro_runs_op_by_op(tmp_path):
+    # A real XLA:CPU abort (tests/fuzz_cases/reduce_window_negative_padding_abort.py) in a dead
+    # op: jit's whole-program compile drops it and passes; op by op it aborts the compiler.
+    def dead_op(x):
+        jax.lax.reduce_window(x, -np.inf, jax.lax.max, (1,), (1,), ((-1, 0),))
+        return x * 2.0
+    x = np.array([3.0, 5.0], np.float32)
+    program = Program.from_function(dead_op, [x], Provenance("test", "dead_op"))
+    reference = [x.astype(np.float64) * 2]
+    eager = emit_repro(program, "eager", {}, reference, eager=True, crash=True)
+    assert "with jax.disable_jit():" in eager and "lax.reduce_window(" in eager
+    (tmp_path / "eager.py").write_text(eager)
+    run = _run_script(tmp_path / "eager.py")
+    assert run.returncode == 1 and "CRASH" in run.stdout, run.stdout + run.stderr[-2000:]
+    whole = emit_repro(program, "eager", {}, reference, crash=True)
+    (tmp_path / "whole.py").write_text(whole)
+    assert _run_script(tmp_path / "whole.py").returncode == 0  # what the jit repro showed
