@@ -431,7 +431,7 @@ def repro_text(config: str, *, crash: bool = False) -> str:
     if not mutant:
         return text.replace("NEEDS", "Needs only jax (and numpy).").replace("    INSTALL\n", "")
     needs = (f"Needs jax, numpy and xlaprobe: it installs\nxlaprobe's planted mutant "
-             f"'{mutant}' (an HLO pass) into XLA, so that the compile below is the faulty one.")
+             f"'{mutant}' (an HLO pass) into XLA,\nso that the compile below is the faulty one.")
     install = ("    if not defaults:  # the planted fault: xlaprobe's mutant pass, for every compile\n"
                "        from xlaprobe.configs.mutants import install\n"
                f"        install({mutant!r})\n")

@@ -844,9 +844,12 @@ def write_outputs(reduction: Reduction, directory: str | Path, pool: Any, *,
     kernels, more = _write_hlo(root, program, pool, config, timeout_s)
     notes += more
     try:
+        # An eager finding's artifact runs the op-by-op repro.py: its module.jax_export script
+        # would compile the program whole.
         save_artifact(program, root / "artifact", reference=repro.reference,
                       repro_config=reduction.config, compiler_options=options,
-                      note=f"reduced: {reduction.kind}")
+                      note=f"reduced: {reduction.kind}",
+                      repro_source=repro.source if config.kind == "eager" else "")
     except Exception as exc:  # the repro is what matters; an artifact is a convenience
         notes.append(f"no artifact: {type(exc).__name__}: {exc}")
     written = Written(str(root), str(repro_path), repro.form, repro.exit_code,
