@@ -185,6 +185,7 @@ def test_an_eager_repro_runs_op_by_op(tmp_path):
     (tmp_path / "eager.py").write_text(eager)
     run = _run_script(tmp_path / "eager.py")
     assert run.returncode == 1 and "CRASH" in run.stdout, run.stdout + run.stderr[-2000:]
-    whole = emit_repro(program, "eager", {}, reference, crash=True)
-    (tmp_path / "whole.py").write_text(whole)
-    assert _run_script(tmp_path / "whole.py").returncode == 0  # what the jit repro showed
+    # What a jit repro showed: compiled whole, the dead op is gone and nothing fails (safe here).
+    namespace: dict = {"__name__": "whole"}
+    exec(compile(emit_repro(program, "eager", {}, reference), "whole.py", "exec"), namespace)
+    assert namespace["main"]() == 0
