@@ -69,7 +69,7 @@ def test_resume_continues_from_the_last_seed(tmp_path):
     from xlaprobe.workers import WorkerPool
     with WorkerPool(size=1) as pool, Store(db) as store:
         result = check_program(program, FAST, pool)
-        store.record_check(dataclasses.replace(result, findings=()))
+        store.record_check(dataclasses.replace(result, findings=()), campaign=first.state.id)
     assert _state(db)[0] == 9
     with pytest.raises(InvalidArgument, match="no fuzz campaign"):
         Campaign(db, ["xla", "eager"], resume=True)
@@ -85,6 +85,59 @@ def test_resume_continues_from_the_last_seed(tmp_path):
             "SELECT p.seed FROM checks c JOIN programs p ON p.id = c.program_id ORDER BY p.seed")]
     assert seeds == [7, 8, 9, 10, 11]  # seed 9 was not checked twice
     assert _state(db)[1]["sessions"] == 2
+
+
+def _run(campaign: Campaign, programs: int):
+    try:
+        return campaign.run(120.0, max_programs=programs)
+    finally:
+        campaign.close()
+
+
+def test_two_campaigns_on_one_store_resume_only_their_own_checks(tmp_path):
+    from xlaprobe.campaign import list_campaigns
+    from xlaprobe.workers import WorkerPool
+
+    db = tmp_path / "fuzz.db"
+    first = Campaign(db, FAST, seed=0, jobs=1)
+    _run(first, 2)
+    second = Campaign(db, FAST, seed=50, jobs=1)  # same configurations, later seeds
+    _run(second, 2)
+    # The second campaign is killed after the store committed seed 52's check.
+    with WorkerPool(size=1) as pool, Store(db) as store:
+        result = check_program(generate(52), FAST, pool)
+        store.record_check(result, campaign=second.state.id)
+    # Resuming the first by its id: its seeds go on from 2; the second's checks (seeds 50-52,
+    # same configurations, later, above its next seed) are not adopted.
+    again = _run(Campaign(db, ["xla"], campaign=first.state.id, jobs=1), 1)
+    assert again.configs == tuple(FAST) and again.campaign == first.state.id
+    assert again.programs == 3 and again.next_seed == 3
+    # --resume takes the newest campaign of these configurations: the second, which counts its
+    # killed check once and goes on from 53.
+    latest = _run(Campaign(db, FAST, resume=True, jobs=1), 1)
+    assert latest.campaign == second.state.id
+    assert latest.programs == 4 and latest.next_seed == 54
+    records = {r.id: r for r in list_campaigns(db)}
+    assert [(r.programs, r.checks, r.sessions, r.start_seed) for r in records.values()] == [
+        (3, 3, 2, 0), (4, 4, 2, 50)]
+    with pytest.raises(InvalidArgument, match="no fuzz campaign 9"):
+        Campaign(db, FAST, campaign=9)
+
+
+def test_campaigns_command_lists_them(tmp_path, capsys):
+    from xlaprobe.cli.campaigns import campaigns_command
+
+    db = tmp_path / "fuzz.db"
+    _run(Campaign(db, FAST, seed=5, jobs=1), 2)
+    campaigns_command(db=db, json_output=True)
+    (row,) = json.loads(capsys.readouterr().out)
+    assert (row["id"], row["programs"], row["start_seed"], row["next_seed"]) == (1, 2, 5, 7)
+    assert row["configs"] == FAST and row["programs_per_s"] > 0
+    campaigns_command(db=db, json_output=False)
+    text = capsys.readouterr().out
+    assert "5..6" in text and f"xlaprobe fuzz --campaign ID --db {db}" in text
+    with pytest.raises(InvalidArgument, match="no store"):
+        campaigns_command(db=tmp_path / "none.db", json_output=False)
 
 
 def _subtract_program(seed: int) -> Program:

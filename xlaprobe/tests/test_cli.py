@@ -280,15 +280,16 @@ def test_a_stored_localization_reads_in_both_formats():
 
 
 def test_a_check_the_reference_cannot_judge_is_incomplete_not_ok(tmp_path):
-    # The float64 reference has no rule for cholesky: no finding, but nothing was judged
-    # against the oracle, so the check says so (exit 4), in the table and in the JSON.
-    run = xlaprobe("check", "jax.numpy.linalg:cholesky", "--inputs", "f32[3,3]", "--configs",
+    # The float64 reference has no rule for the general eigensolver (eig): no finding, but
+    # nothing was judged against the oracle, so the check says so (exit 4), in the table and
+    # in the JSON.
+    run = xlaprobe("check", "jax.numpy.linalg:eigvals", "--inputs", "f32[3,3]", "--configs",
                    "xla", "--json", "--db", str(tmp_path / "db"))
     assert run.returncode == 4, run.stdout + run.stderr
     data = json.loads(run.stdout)
     assert data["findings"] == [] and list(data["incomplete"]) == ["reference"]
     assert "tool-error" in data["incomplete"]["reference"]
-    assert "cholesky" in data["incomplete"]["reference"]
+    assert "'eig'" in data["incomplete"]["reference"]
     reference = {c["config"]: c for c in data["configs"]}["reference"]
     assert reference["outcome"] == "tool-error" and reference["verdict"] == "tool-error"
 

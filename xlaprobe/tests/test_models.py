@@ -17,8 +17,10 @@ from xlaprobe.errors import InvalidArgument  # noqa: E402
 from xlaprobe.program import Program, Provenance  # noqa: E402
 from xlaprobe.sources import models  # noqa: E402
 
-NAMES = sorted(models.MODELS)
-TRAIN_STEPS = [name for name in NAMES if models.MODELS[name].kind == "train_step"]
+# Large models (a check takes minutes) run with -m slow.
+NAMES = [pytest.param(name, marks=[pytest.mark.slow] if models.MODELS[name].large else [])
+         for name in sorted(models.MODELS)]
+TRAIN_STEPS = [p for p in NAMES if models.MODELS[p.values[0]].kind == "train_step"]
 
 
 @functools.cache
@@ -56,7 +58,8 @@ def test_registry_has_the_required_models():
         assert spec.kind in ("train_step", "forward")
         assert spec.description and "\n" not in spec.description
         assert models.get_model(name) is spec
-    assert {"transformer_lm", "resnet", "lstm"} <= set(TRAIN_STEPS)
+    assert {"transformer_lm", "resnet", "lstm"} <= {p.values[0] for p in TRAIN_STEPS}
+    assert "resnet18" not in models.SMALL and "resnet" in models.SMALL
 
 
 def test_unknown_name_lists_known_names_and_a_close_match():
@@ -65,7 +68,7 @@ def test_unknown_name_lists_known_names_and_a_close_match():
     message = str(info.value)
     assert "\n" not in message
     assert "did you mean 'resnet'" in message
-    for name in NAMES:
+    for name in models.MODELS:
         assert name in message
     with pytest.raises(InvalidArgument, match="known models"):
         models.build_program("no_such_model")

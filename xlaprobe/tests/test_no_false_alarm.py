@@ -99,7 +99,8 @@ def test_saturating_functions(pool, n, seed):
 
 def _zoo_names():
     from xlaprobe.sources.models import MODELS
-    return sorted(MODELS)
+    return [pytest.param(name, marks=[pytest.mark.slow] if MODELS[name].large else [])
+            for name in sorted(MODELS)]
 
 
 @pytest.mark.parametrize("name", _zoo_names())

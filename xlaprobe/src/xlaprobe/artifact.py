@@ -13,6 +13,7 @@ Layout::
                        export_error says why)
     repro.py           standalone reproducer: compiles module.jax_export under the failing
                        configuration's compiler options and prints the mismatch against reference.npz
+    errors.npz         a finding's per-element error maps of its failing leaves (xlaprobe.errormap)
 
 Loading an artifact never runs code from it: every file is JSON or NumPy arrays read with
 ``allow_pickle=False``, and the jaxpr names its primitives and parameter types from closed tables
@@ -191,6 +192,7 @@ def save_finding_artifacts(result: Any, root: str | Path,
             print(f"warning: could not write the artifact of {finding.config} to {directory}: "
                   f"{exc}", file=sys.stderr)
             continue
+        _save_error_maps(result, finding.config, reference, directory)
         saved[finding.config] = str(directory)
     return saved
 
@@ -208,6 +210,26 @@ def _finding_repro(program: Program, config: str, reference: Sequence[np.ndarray
         except Unprintable:  # the module.jax_export script, compiled whole, is the best left
             pass
     return repro_text(config, crash=crash)
+
+
+def _save_error_maps(result: Any, config: str, reference: Any, directory: Path) -> None:
+    """Write ``errors.npz`` (`xlaprobe.errormap`) beside a finding's artifact: where its
+    failing leaves go wrong, for ``xlaprobe report``. Nothing when the configuration or the
+    reference did not run; a write that fails only warns (the artifact stands without it)."""
+    import sys
+
+    from xlaprobe.errormap import FILE_NAME, error_maps, save_error_maps
+
+    index = result.configs.index(config)
+    outcome = result.outcomes[index]
+    maps = error_maps(outcome.outputs, reference, result.verdicts[index],
+                      result.program.tolerance) if reference is not None and outcome.ran else []
+    try:
+        (directory / FILE_NAME).unlink(missing_ok=True)  # an older check's maps are not these
+        if maps:
+            save_error_maps(directory / FILE_NAME, maps)
+    except OSError as exc:
+        print(f"warning: could not write the error maps of {config}: {exc}", file=sys.stderr)
 
 
 def is_artifact(path: str | Path) -> bool:

@@ -240,7 +240,10 @@ class Campaign:
         db: the SQLite store file (created if missing).
         configs: configuration specs (validated).
         seed: first seed of a new campaign (ignored when resuming).
-        resume: continue the newest campaign with the same configurations in `db`.
+        resume: continue the newest campaign with the same configurations in `db` (or the one
+            `campaign` names).
+        campaign: the id of the campaign to resume (``xlaprobe campaigns`` lists them); its
+            configurations replace `configs`.
         jobs: worker processes per isolation group.
         max_equations: most equations per generated program.
         timeout_s: per-run limit (s).
@@ -252,7 +255,7 @@ class Campaign:
     """
 
     def __init__(self, db: Path, configs: Sequence[str], *, seed: int = 0, resume: bool = False,
-                 jobs: int = 1, max_equations: int = MAX_EQUATIONS,
+                 campaign: int | None = None, jobs: int = 1, max_equations: int = MAX_EQUATIONS,
                  timeout_s: float = RUN_TIMEOUT_S, source: Callable[[int], Any] | None = None):
         from xlaprobe.configs.registry import parse_configs
         from xlaprobe.sources.ops import RULES
@@ -277,7 +280,10 @@ class Campaign:
             self._conn = sqlite3.connect(str(self.db), timeout=30.0, isolation_level=None)
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute(_SCHEMA)
-            self.state = self._resume() if resume else self._new(seed)
+            if campaign is not None:
+                self.configs = self._configs_of(campaign)
+            self.state = self._resume(campaign) if resume or campaign is not None \
+                else self._new(seed)
         except BaseException:
             self.close()
             raise
@@ -301,10 +307,20 @@ class Campaign:
         state.id = int(cursor.lastrowid)
         return state
 
-    def _resume(self) -> CampaignState:
-        row = self._conn.execute(
-            "SELECT id, configs, start_seed, next_seed, state, created FROM fuzz_campaigns "
-            "WHERE configs = ? ORDER BY id DESC LIMIT 1", (",".join(self.configs),)).fetchone()
+    def _configs_of(self, campaign: int) -> tuple[str, ...]:
+        row = self._conn.execute("SELECT configs FROM fuzz_campaigns WHERE id = ?",
+                                 (campaign,)).fetchone()
+        if row is None:
+            raise InvalidArgument(f"no fuzz campaign {campaign} in {self.db}; xlaprobe campaigns "
+                                  "lists them")
+        return tuple(row[0].split(","))
+
+    def _resume(self, campaign: int | None = None) -> CampaignState:
+        columns = "SELECT id, configs, start_seed, next_seed, state, created FROM fuzz_campaigns "
+        row = self._conn.execute(columns + "WHERE id = ?", (campaign,)).fetchone() \
+            if campaign is not None else self._conn.execute(
+                columns + "WHERE configs = ? ORDER BY id DESC LIMIT 1",
+                (",".join(self.configs),)).fetchone()
         if row is None:
             raise InvalidArgument(
                 f"no fuzz campaign with configurations '{','.join(self.configs)}' in {self.db} to "
@@ -319,10 +335,13 @@ class Campaign:
         """Count checks the store holds but the state missed (a kill between the two writes)."""
         from xlaprobe import jaxprs
 
+        # Its own checks only: another campaign may share the store, configurations and seeds.
+        # Checks stored before checks named their campaign (schema 2) are matched as then.
         rows = self._conn.execute(
             "SELECT c.id, p.seed FROM checks c JOIN programs p ON p.id = c.program_id "
-            "WHERE p.source = 'fuzz' AND c.configs = ? AND c.created >= ? AND p.seed >= ? "
-            "ORDER BY c.id", (",".join(self.configs), created, state.next_seed)).fetchall()
+            "WHERE p.source = 'fuzz' AND p.seed >= ? AND (c.campaign = ? OR (c.campaign IS NULL "
+            "AND c.configs = ? AND c.created >= ?)) ORDER BY c.id",
+            (state.next_seed, state.id, ",".join(self.configs), created)).fetchall()
         for check_id, seed in rows:
             if seed is None or state.is_done(seed):
                 continue
@@ -392,7 +411,7 @@ class Campaign:
                 new[finding.config] = finding.fingerprint
         artifacts = save_finding_artifacts(result, self.db.parent / "artifacts", list(new)) \
             if new else {}
-        self.store.record_check(result, artifacts)
+        self.store.record_check(result, artifacts, campaign=state.id)
         for config, verdicts in zip(result.configs, result.verdicts):
             kind = summary_kind(v.kind for v in verdicts).value
             state.verdicts.setdefault(config, collections.Counter())[kind] += 1
@@ -533,3 +552,75 @@ class Campaign:
         return program, check_program(program, self.configs, pool, timeout_s=self.timeout_s)
 
 
+
+
+@dataclasses.dataclass(frozen=True)
+class CampaignRecord:
+    """One campaign of a store, as ``xlaprobe campaigns`` lists it.
+
+    Attributes:
+        id: row id in ``fuzz_campaigns`` (what ``xlaprobe fuzz --campaign`` takes).
+        configs: the configuration specs.
+        status: running, done or interrupted (running also when a session was killed).
+        start_seed, next_seed: seeds ``[start_seed, next_seed)`` are done.
+        programs: programs checked, all sessions.
+        checks: checks the store holds for it (equals `programs` unless sessions were killed
+            between the two writes; ``--resume`` reconciles them).
+        findings, unique_findings: findings stored, and distinct fingerprints among them.
+        covered: catalogue primitives exercised.
+        seconds: wall time spent running, all sessions (s).
+        sessions: 1 + resumes.
+        created, updated: Unix times (s).
+    """
+
+    id: int
+    configs: tuple[str, ...]
+    status: str
+    start_seed: int
+    next_seed: int
+    programs: int
+    checks: int
+    findings: int
+    unique_findings: int
+    covered: int
+    seconds: float
+    sessions: int
+    created: float
+    updated: float
+
+    @property
+    def programs_per_s(self) -> float:
+        """Programs per second of running wall time (0 before any ran)."""
+        return self.programs / self.seconds if self.seconds > 0 else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (with ``programs_per_s``)."""
+        return dataclasses.asdict(self) | {"configs": list(self.configs),
+                                           "programs_per_s": round(self.programs_per_s, 4)}
+
+
+def list_campaigns(db: Path | str) -> list[CampaignRecord]:
+    """Every campaign in the store at `db`, oldest first (none when no campaign ever ran).
+
+    Raises:
+        InvalidArgument: no store at `db`.
+        CorruptArtifact: `db` is not an xlaprobe store.
+    """
+    from xlaprobe.store import Store
+
+    if not Path(db).exists():
+        raise InvalidArgument(f"no store at {db}; run xlaprobe fuzz first or pass --db")
+    with Store(db) as store:  # opened for writing: an older schema gains checks.campaign
+        rows = store.select("SELECT id, configs, start_seed, next_seed, state, created, "
+                            "updated, status FROM fuzz_campaigns ORDER BY id") \
+            if store.select("SELECT 1 FROM sqlite_master WHERE name = 'fuzz_campaigns'") else []
+        counts = dict(store.select("SELECT campaign, COUNT(*) FROM checks WHERE campaign IS NOT "
+                                   "NULL GROUP BY campaign"))
+    records = []
+    for row in rows:
+        state = CampaignState.from_row(row)
+        records.append(CampaignRecord(
+            state.id, state.configs, row[7], state.start_seed, state.next_seed, state.programs,
+            int(counts.get(state.id, 0)), state.findings, state.unique_findings,
+            len(state.coverage), state.seconds, state.sessions, float(row[5]), float(row[6])))
+    return records

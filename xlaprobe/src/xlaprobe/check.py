@@ -10,8 +10,9 @@ from typing import Any
 import numpy as np
 
 from xlaprobe.checker import Checker, Failure
+from xlaprobe.configs.reference_scipy import output_gauges
 from xlaprobe.configs.registry import Configuration
-from xlaprobe.oracle import Verdict, VerdictKind, judge_outcome, summary_kind
+from xlaprobe.oracle import Verdict, VerdictKind, judge_outcome, judge_outcomes, summary_kind
 from xlaprobe.outcome import Outcome, OutcomeKind
 from xlaprobe.program import Program
 from xlaprobe.triage import finding_key
@@ -185,10 +186,21 @@ def judge(program: Program, configs: Sequence[str], outcomes: Sequence[Outcome],
     honest_runs = [o for o in map(usable, budget) if o is not None]
     honest = [list(leaves) for leaves in zip(*honest_runs)] if honest_runs else None
     flushed_outputs = usable(flushed)
+    # Eigenvectors and singular vectors are compared up to their symmetry (sign, rotation).
+    gauges = output_gauges(program.jaxpr) if baseline is not None else ()
+    judged: dict[int, list[Verdict]] = {}
+    if baseline is not None:
+        # Every configuration that ran against the baseline at once: each leaf's budget is
+        # made once.
+        compared = [i for i, (c, o) in enumerate(zip(configs, outcomes))
+                    if c != REFERENCE and o.ran and len(o.outputs) == len(baseline)]
+        judged = dict(zip(compared, judge_outcomes(
+            [outcomes[i] for i in compared], baseline, program.output_names, budget=honest,
+            flushed=flushed_outputs, tolerance=program.tolerance, gauges=gauges)))
     verdicts: list[tuple[Verdict, ...]] = []
     failed: list[tuple[str, Failure, tuple[int, ...], str]] = []  # config, failure, outputs, error
     findings: list[Finding] = []
-    for config, outcome in zip(configs, outcomes):
+    for position, (config, outcome) in enumerate(zip(configs, outcomes)):
         if config == REFERENCE:
             leaf_verdicts = _reference_verdicts(program, outcome)
         elif baseline is None:
@@ -198,8 +210,8 @@ def judge(program: Program, configs: Sequence[str], outcomes: Sequence[Outcome],
                 leaf_verdicts = [dataclasses.replace(v, kind=VerdictKind.OK, detail="no baseline")
                                  for v in leaf_verdicts]
         else:
-            leaf_verdicts = judge_outcome(outcome, baseline, program.output_names, budget=honest,
-                                          flushed=flushed_outputs, tolerance=program.tolerance)
+            leaf_verdicts = judged[position] if position in judged else judge_outcome(
+                outcome, baseline, program.output_names)
         verdicts.append(tuple(leaf_verdicts))
         failure = Failure.of(leaf_verdicts, outcome)
         # A reference that cannot run is a gap in xlaprobe, not a compiler bug.

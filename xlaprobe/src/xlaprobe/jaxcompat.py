@@ -277,3 +277,34 @@ def primitive_names() -> frozenset[str]:
         except ImportError:  # an older jax without it
             continue
     return frozenset(prim.name for _, _, prim in module_primitives(("jax",)))
+
+
+def hook_jit_calls(on_call: Any) -> Any:
+    """Call ``on_call(jaxpr, args, name)`` before every top-level ``jax.jit`` call that compiles
+    (a cache miss of jit's C++ dispatch: the first call of each program and shape), with the
+    closed jaxpr and the concrete arguments; returns a function that removes the hook.
+
+    Private: jit's Python fallback ``jax._src.pjit._pjit_call_impl_python`` is where both the
+    dispatch of a traced program and the ``jit`` primitive's impl meet concrete arguments; no
+    public API reports which programs a script compiles with which arrays. Looked up as a
+    module global at every call, so replacing it takes effect at once.
+
+    Raises:
+        RuntimeError: this jax has no such function (capture is unavailable).
+    """
+    from jax._src import pjit as _pjit
+
+    original = getattr(_pjit, "_pjit_call_impl_python", None)
+    if original is None:
+        raise RuntimeError("this jax release has no jit dispatch hook xlaprobe knows "
+                           "(jax._src.pjit._pjit_call_impl_python)")
+
+    def hooked(*args: Any, **params: Any) -> Any:
+        on_call(params["jaxpr"], args, params.get("name", "jit"))
+        return original(*args, **params)
+
+    _pjit._pjit_call_impl_python = hooked
+
+    def remove() -> None:
+        _pjit._pjit_call_impl_python = original
+    return remove

@@ -3,7 +3,8 @@ error budget that does not come from XLA.
 
 Rules (see DESIGN.md, "Oracle: no false alarms, no missed bugs"):
 
-- Integers and booleans compare exactly.
+- Integers and booleans compare exactly. A complex element is judged by the modulus of its error
+  against the modulus of the reference, in the bounds of its component dtype.
 - A floating element fails only if its error exceeds the absolute AND the relative bound of its
   dtype, each widened by the *error budget*; narrow floats (float16, bfloat16) must also be more
   than `max_ulps` ULPs away.
@@ -205,19 +206,21 @@ def ulp_distance(a: np.ndarray, b: np.ndarray, dtype: Any) -> np.ndarray:
     >>> int(ulp_distance(np.float32(-0.0), np.float32(1e-45), np.float32))
     1
     """
-    dtype = np.dtype(dtype)
-    int_type, bits = _bits_dtype(dtype)
-
-    def ordered(x: np.ndarray) -> np.ndarray:
-        i = np.asarray(np.asarray(x).astype(dtype)).view(int_type).astype(np.int64)
-        if bits == 64:  # avoid overflow of the sign flip in int64: use object-free float mapping
-            return np.where(i < 0, -(i & 0x7FFFFFFFFFFFFFFF), i).astype(np.float64)
-        sign_mask = 1 << (bits - 1)
-        return np.where(i < 0, -(i & (sign_mask - 1)), i).astype(np.float64)
-
-    distance = np.abs(ordered(a) - ordered(b))
+    distance = np.abs(_ordered(a, dtype) - _ordered(b, dtype))
     nan = np.isnan(np.asarray(a, np.float64)) | np.isnan(np.asarray(b, np.float64))
     return np.where(nan, np.inf, distance)
+
+
+def _ordered(x: np.ndarray, dtype: Any) -> np.ndarray:
+    """`x` rounded to `dtype`, as its position on the line of `dtype`'s values (float64: exact
+    for 32- and 16-bit types), so that ULP distances are differences."""
+    dtype = np.dtype(dtype)
+    int_type, bits = _bits_dtype(dtype)
+    i = np.asarray(np.asarray(x).astype(dtype, copy=False)).view(int_type).astype(np.int64)
+    if bits == 64:  # avoid overflow of the sign flip in int64: use object-free float mapping
+        return np.where(i < 0, -(i & 0x7FFFFFFFFFFFFFFF), i).astype(np.float64)
+    sign_mask = 1 << (bits - 1)
+    return np.where(i < 0, -(i & (sign_mask - 1)), i).astype(np.float64)
 
 
 def _bounds(dtype: np.dtype, tolerance: Tolerance) -> tuple[float, float, int]:
@@ -227,14 +230,16 @@ def _bounds(dtype: np.dtype, tolerance: Tolerance) -> tuple[float, float, int]:
     return atol, rtol, max_ulps
 
 
-def _is_float(dtype: np.dtype) -> bool:
+def is_float(dtype: np.dtype) -> bool:
+    """Is `dtype` judged as floating point (float16/32/64, bfloat16) rather than exactly?"""
     return np.issubdtype(dtype, np.floating) or dtype == np.dtype(ml_dtypes.bfloat16)
 
 
 def judge_leaf(actual: np.ndarray, reference: np.ndarray, *,
                budget: np.ndarray | Sequence[np.ndarray] | None = None,
                flushed: np.ndarray | None = None, tolerance: Tolerance = Tolerance(),
-               config: str = "", output: str = "", index: int = 0) -> Verdict:
+               config: str = "", output: str = "", index: int = 0,
+               prepared: LeafBudget | None = None) -> Verdict:
     """Judge one output leaf against the reference.
 
     Args:
@@ -248,6 +253,9 @@ def judge_leaf(actual: np.ndarray, reference: np.ndarray, *,
             labelled ``ftz``.
         tolerance: per-program overrides of `DEFAULT_BOUNDS`.
         config, output, index: recorded in the verdict.
+        prepared: `leaf_budget` of `reference`, `budget` and `flushed` (what no configuration
+            changes), computed once and shared by every configuration judged on this leaf; used
+            when its dtype is `actual`'s, else computed here.
 
     Returns:
         The `Verdict` (never raises on mismatched shapes or dtypes: that is a ``mismatch``).
@@ -260,14 +268,52 @@ def judge_leaf(actual: np.ndarray, reference: np.ndarray, *,
                        detail=f"shape {actual.shape} != reference shape {reference.shape}")
     if actual.size == 0:
         return Verdict(kind=VerdictKind.OK, **base)
-    if not _is_float(actual.dtype):
+    if actual.dtype.kind == "c":
+        return _judge_complex(actual, reference, budget, flushed, tolerance, base)
+    if not is_float(actual.dtype):
         return _judge_exact(actual, reference, base)
     with np.errstate(invalid="ignore", over="ignore"):  # inf - inf is handled as a special value
-        return _judge_float(actual, reference, budget, flushed, tolerance, base)
+        if prepared is None or prepared.dtype != actual.dtype:
+            prepared = leaf_budget(reference, budget, flushed, actual.dtype)
+        return _judge_float(actual, prepared, tolerance, base)
+
+
+def _judge_complex(actual: np.ndarray, reference: np.ndarray, budget: Any, flushed: Any,
+                   tolerance: Tolerance, base: dict[str, Any]) -> Verdict:
+    """A complex leaf judged by the modulus of each element's error against the modulus of the
+    reference (the norm-wise relative error: a part near zero next to a large other part is
+    not judged on its own), in the bounds of the component dtype (complex64 -> float32); each
+    honest run's error is measured the same way. Verdict values are moduli."""
+    ref = np.asarray(reference).astype(np.complex128)
+    magnitude = np.abs(ref)
+
+    def as_float(x: Any) -> np.ndarray:
+        # |ref| + |x - ref|: a float leaf whose distance from |ref| is x's complex error; NaN
+        # and infinities stay (NaN where x is NaN, inf where x is infinite).
+        x = np.asarray(x).astype(np.complex128)
+        finite = np.isfinite(x) & np.isfinite(ref)
+        err = np.abs(np.where(finite, x - ref, 0))
+        out = magnitude + err
+        out = np.where(np.isnan(x), np.nan, np.where(np.isinf(x), np.inf, out))
+        return np.where(np.isinf(ref) & ~np.isnan(x), np.abs(x), out)
+    component = np.dtype(np.float32 if actual.dtype.itemsize <= 8 else np.float64)
+    runs = None if budget is None else [as_float(b) for b in (
+        budget if isinstance(budget, (list, tuple)) else [budget])]
+    with np.errstate(invalid="ignore", over="ignore"):
+        leaf = leaf_budget(magnitude, runs, None if flushed is None else as_float(flushed),
+                           component)
+        verdict = _judge_float(as_float(actual), leaf, tolerance, base)
+    if verdict.worst < 0:
+        return verdict
+    worst = verdict.worst
+    note = "complex: |error| against |reference| (expected and actual are moduli)"
+    return dataclasses.replace(verdict, expected=float(magnitude.ravel()[worst]),
+                               actual=float(np.abs(np.asarray(actual).ravel()[worst])),
+                               detail="; ".join(filter(None, (verdict.detail, note))))
 
 
 def _judge_exact(actual: np.ndarray, reference: np.ndarray, base: dict[str, Any]) -> Verdict:
-    if _is_float(reference.dtype) and not np.array_equal(reference, np.round(reference)):
+    if is_float(reference.dtype) and not np.array_equal(reference, np.round(reference)):
         return Verdict(kind=VerdictKind.MISMATCH, frac_over=1.0, **base,
                        detail=f"dtype {actual.dtype} but the reference is fractional")
     wrong = actual.astype(np.float64) != reference.astype(np.float64)
@@ -286,14 +332,16 @@ def _judge_exact(actual: np.ndarray, reference: np.ndarray, base: dict[str, Any]
 
 
 def _honest_error_below(magnitude: np.ndarray, honest_err: np.ndarray,
-                        at: np.ndarray | None = None) -> np.ndarray:
+                        at: np.ndarray | None = None, *,
+                        order: np.ndarray | None = None) -> np.ndarray:
     """Per element, the largest honest error among elements of no larger reference magnitude.
 
     Honest rounding errors land on different elements in different runs, so an element may be
     off by any error the honest run showed on an element no larger than itself; errors of larger
     elements are not evidence for smaller ones (a 1-ULP error on 2.0 says nothing about 1e-13).
     With `at` (same shape), the same at other magnitudes: elements of no larger magnitude than
-    ``at`` (0 where there is none).
+    ``at`` (0 where there is none). `order` is ``argsort(magnitude.ravel())``
+    when the caller has it.
 
     >>> _honest_error_below(np.array([2.0, 1e-13, 1.0]), np.array([2e-7, 0.0, 1e-7])).tolist()
     [2e-07, 0.0, 1e-07]
@@ -302,7 +350,8 @@ def _honest_error_below(magnitude: np.ndarray, honest_err: np.ndarray,
     [0.0, 1e-07, 0.0]
     """
     flat_mag, flat_err = magnitude.ravel(), honest_err.ravel()
-    order = np.argsort(flat_mag, kind="stable")
+    if order is None:
+        order = np.argsort(flat_mag)
     running = np.maximum.accumulate(flat_err[order])
     query = flat_mag if at is None else np.asarray(at, np.float64).ravel()
     last_of_equal = np.searchsorted(flat_mag[order], query, side="right") - 1
@@ -353,64 +402,138 @@ def _slack(ref: np.ndarray, ref_abs: np.ndarray, comparable: np.ndarray,
         # chance, so every element gets the leaf's honest error.
         return np.full(ref.shape, BUDGET_FACTOR * worst_honest), None
     tiny = float(ml_dtypes.finfo(dtype).tiny)
+    # One sort per leaf serves every magnitude asked about. Any order of equal magnitudes
+    # gives the same running maximum at the last of them, so the sort need not be stable.
+    order = np.argsort(ref_abs.ravel())
 
     def slack_at(magnitude: np.ndarray) -> np.ndarray:
         # Honest error is relative to a value's size: at |v| the element's share of it.
         ratio = np.minimum(magnitude / np.maximum(ref_abs, tiny), 1.0)
-        return BUDGET_FACTOR * honest_err * ratio + _honest_error_below(ref_abs, honest_err,
-                                                                      magnitude)
-    return BUDGET_FACTOR * honest_err + _honest_error_below(ref_abs, honest_err), slack_at
+        return BUDGET_FACTOR * honest_err * ratio + _honest_error_below(
+            ref_abs, honest_err, magnitude, order=order)
+    return BUDGET_FACTOR * honest_err + _honest_error_below(ref_abs, honest_err,
+                                                           order=order), slack_at
 
 
-def _explained_by_flushing(out: np.ndarray, flushed_run: np.ndarray, honest: np.ndarray | None,
-                           slack: np.ndarray, slack_at: Any, atol: float,
+@dataclasses.dataclass(frozen=True, eq=False)
+class LeafBudget:
+    """What judging one floating output leaf needs that no configuration changes: the float64
+    reference, the honest runs, the per-element error budget and the budget at the flushed
+    run's magnitudes. `leaf_budget` makes it once per program and leaf; every configuration's
+    judgement of the leaf reads it (sorting the honest errors is the oracle's main cost on
+    large outputs).
+
+    Attributes:
+        dtype: the output's dtype (the bounds and the budget are in its units).
+        ref: the reference, float64, the leaf's shape S.
+        ref_abs: its magnitude, 0 where it is not finite, float64 S.
+        honest_runs: the honest runs as float64 S, or None (dtype bounds alone).
+        slack: per-element error budget, float64 S (units of the value).
+        flushed: the flushed honest run (float64 S), or None.
+        ftz_slack: the budget at the flushed run's magnitudes, float64 S, or None.
+        finite: is every element of the reference finite (then a finite output has no
+            non-finite failure to look for)?
+        ref_ordered: the reference rounded to `dtype`, as positions on its line of values
+            (float64 S; ULP distances are differences of positions).
+    """
+
+    dtype: np.dtype
+    ref: np.ndarray
+    ref_abs: np.ndarray
+    honest_runs: list[np.ndarray] | None
+    slack: np.ndarray
+    flushed: np.ndarray | None
+    ftz_slack: np.ndarray | None
+    finite: bool
+    ref_ordered: np.ndarray
+
+
+def leaf_budget(reference: np.ndarray, budget: np.ndarray | Sequence[np.ndarray] | None,
+                flushed: np.ndarray | None, dtype: Any) -> LeafBudget:
+    """The configuration-independent part of judging one float leaf (see `judge_leaf`).
+
+    Args:
+        reference: the float64 reference of the leaf, shape S.
+        budget: one honest run or a sequence of them (float64 S), or None.
+        flushed: the flushed honest run (float64 S), or None.
+        dtype: the output's float dtype.
+
+    Returns:
+        The `LeafBudget`.
+    """
+    dtype = np.dtype(dtype)
+    with np.errstate(invalid="ignore", over="ignore"):
+        ref = np.asarray(reference).astype(np.float64)
+        honest_runs = None
+        if budget is not None:
+            honest_runs = [np.asarray(b, np.float64) for b in
+                           (budget if isinstance(budget, (list, tuple)) else [budget])]
+        finite = np.isfinite(ref)
+        ref_abs = np.abs(np.where(finite, ref, 0.0))
+        slack, slack_at = _slack(ref, ref_abs, finite, honest_runs, dtype)
+        ftz = ftz_slack = None
+        if flushed is not None:
+            ftz = np.asarray(flushed, np.float64)
+            # The budget at the flushed value's magnitude, not the reference's: a flushed zero
+            # explains a zero, not a garbage value as small as the reference's own honest error.
+            ftz_abs = np.where(np.isfinite(ftz), np.abs(ftz), 0.0)
+            ftz_slack = slack if slack_at is None else slack_at(ftz_abs)
+        ordered = _ordered(ref, dtype)
+    return LeafBudget(dtype, ref, ref_abs, honest_runs, slack, ftz, ftz_slack,
+                      bool(finite.all()), ordered)
+
+
+def _explained_by_flushing(out: np.ndarray, leaf: LeafBudget, atol: float,
                            rtol: float) -> np.ndarray:
     """Elements where the honest run with subnormals flushed to zero gives `out`, and flushing
     is what changes the honest result there."""
-    ftz = np.asarray(flushed_run, np.float64)
+    ftz, honest = leaf.flushed, leaf.honest_runs[0] if leaf.honest_runs else None
+    assert ftz is not None and leaf.ftz_slack is not None
     ftz_diff = np.abs(out - ftz)
-    # The budget at the flushed value's magnitude, not the reference's: a flushed zero
-    # explains a zero, not a garbage value as small as the reference's own honest error.
     ftz_abs = np.where(np.isfinite(ftz), np.abs(ftz), 0.0)
-    ftz_slack = slack if slack_at is None else slack_at(ftz_abs)
     agrees = (np.isnan(ftz) & np.isnan(out)) | (ftz == out) | (
-        np.isfinite(ftz_diff) & (ftz_diff <= np.maximum(atol, rtol * ftz_abs + ftz_slack)))
+        np.isfinite(ftz_diff) & (ftz_diff <= np.maximum(atol, rtol * ftz_abs + leaf.ftz_slack)))
     # Only where flushing changes the honest result is it the explanation.
     differs_by_flushing = np.ones(out.shape, bool) if honest is None else ~(
         (ftz == honest) | (np.isnan(ftz) & np.isnan(honest)))
     return agrees & differs_by_flushing
 
 
-def _judge_float(actual: np.ndarray, reference: np.ndarray, budget: np.ndarray | None,
-                 flushed_run: np.ndarray | None, tolerance: Tolerance,
+def _judge_float(actual: np.ndarray, leaf: LeafBudget, tolerance: Tolerance,
                  base: dict[str, Any]) -> Verdict:
-    dtype = actual.dtype
+    # The leaf's dtype, not actual's: a complex leaf is judged as float64 moduli in the bounds
+    # of its component dtype.
+    dtype = leaf.dtype
     out = actual.astype(np.float64)
-    ref = reference.astype(np.float64)
+    ref, slack = leaf.ref, leaf.slack
     atol, rtol, max_ulps = _bounds(dtype, tolerance)
-    honest_runs = None
-    if budget is not None:
-        honest_runs = [np.asarray(b, np.float64) for b in
-                       (budget if isinstance(budget, (list, tuple)) else [budget])]
-    nan_bad, inf_bad = _non_finite_failures(out, ref, honest_runs)
-    comparable = np.isfinite(ref) & np.isfinite(out)
-    diff = np.where(comparable, np.abs(out - ref), 0.0)
-    ref_abs = np.abs(np.where(comparable, ref, 0.0))
-    slack, slack_at = _slack(ref, ref_abs, comparable, honest_runs, dtype)
-    tiny = float(ml_dtypes.finfo(dtype).tiny)
+    out_finite = np.isfinite(out)
+    ulps = np.abs(_ordered(actual, dtype) - leaf.ref_ordered)
+    if leaf.finite and out_finite.all():
+        # The common case, on every element: no special value to judge.
+        nan_bad, inf_bad = np.zeros(out.shape, bool), np.zeros(out.shape, bool)
+        comparable, diff, ref_abs = out_finite, np.abs(out - ref), leaf.ref_abs
+    else:
+        nan_bad, inf_bad = _non_finite_failures(out, ref, leaf.honest_runs)
+        comparable = np.isfinite(ref) & out_finite
+        diff = np.where(comparable, np.abs(out - ref), 0.0)
+        ref_abs = np.where(comparable, leaf.ref_abs, 0.0)
+        ulps = np.where(comparable, ulps, 0.0)
     over = comparable & (diff > atol + slack) & (diff > rtol * ref_abs + slack)
-    ulps = np.where(comparable, ulp_distance(out, ref, dtype), 0.0)
     if max_ulps:
         over &= ulps > max_ulps
-    # Flushing subnormals to zero (inputs and results) is a legal freedom on XLA:CPU.
-    ref_rounded = np.abs(ref.astype(dtype).astype(np.float64))
-    flushed = over & (out == 0) & (ref_rounded < tiny)
-    if flushed_run is not None:
-        flushed |= (over | nan_bad | inf_bad) & _explained_by_flushing(
-            out, flushed_run, honest_runs[0] if honest_runs else None, slack, slack_at, atol, rtol)
-        nan_bad &= ~flushed
-        inf_bad &= ~flushed
-    over &= ~flushed
+    flushed = np.zeros(out.shape, bool)
+    suspect = over | nan_bad | inf_bad
+    if suspect.any():
+        # Flushing subnormals to zero (inputs and results) is a legal freedom on XLA:CPU.
+        tiny = float(ml_dtypes.finfo(dtype).tiny)
+        ref_rounded = np.abs(ref.astype(dtype).astype(np.float64))
+        flushed = over & (out == 0) & (ref_rounded < tiny)
+        if leaf.flushed is not None:
+            flushed |= suspect & _explained_by_flushing(out, leaf, atol, rtol)
+            nan_bad &= ~flushed
+            inf_bad &= ~flushed
+        over &= ~flushed
 
     failing = over | nan_bad | inf_bad
     # Relative and ULP errors mean nothing where the reference is within its own honest
@@ -437,10 +560,142 @@ def _judge_float(actual: np.ndarray, reference: np.ndarray, budget: np.ndarray |
                    actual=float(out.ravel()[worst]), **stats, **base)
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Gauge:
+    """An output leaf defined only up to a symmetry: its vectors (columns, or rows with `rows`)
+    are each defined up to a unit factor (a sign for real dtypes), and jointly up to a unitary
+    within a group of equal eigen- or singular values. `align_gauges` aligns a run's leaf to the
+    reference's by that symmetry before it is judged.
+
+    Attributes:
+        leaf: the output leaf holding the vectors, shape (..., m, k) (or (..., k, m) with `rows`).
+        rows: the vectors are the leaf's rows (V^H of an SVD), not its columns.
+        values: the output leaf holding the values, shape (..., k), that name groups of equal
+            values; None: each vector is its own group (only its sign or phase is free).
+        partner: an output leaf whose rows transform with `leaf`'s vectors (an SVD's V^H when
+            U is `leaf`: u_i and v_i flip together), or None.
+        what: what the vectors are, for the verdict's detail (``"eigenvectors of eigh"``).
+    """
+
+    leaf: int
+    rows: bool = False
+    values: int | None = None
+    partner: int | None = None
+    what: str = ""
+
+    @property
+    def note(self) -> str:
+        """The verdict detail of a leaf compared through this gauge."""
+        kind = "row" if self.rows else "column"
+        free = (f"each {kind}'s sign, and any rotation within a group of equal values"
+                if self.values is not None else f"each {kind}'s sign")
+        return f"{self.what}: compared up to {free} (aligned to the reference first)"
+
+
+#: Values closer than this many square roots of the output dtype's epsilon, relative to the
+#: largest, form one group: their vectors mix by O(eps / gap) and only their span is defined.
+GAUGE_GROUP_SQRT_EPS = 1.0
+
+
+def _value_groups(values: np.ndarray | None, k: int, dtype: np.dtype) -> list[list[int]]:
+    """Runs of adjacent near-equal values (eigenvalues and singular values come sorted)."""
+    if values is None or values.shape != (k,) or not np.all(np.isfinite(values)):
+        return [[i] for i in range(k)]
+    eps = float(ml_dtypes.finfo(dtype).eps) if is_float(dtype) else float(
+        np.finfo(np.complex64 if dtype.itemsize <= 8 else np.complex128).eps)
+    tol = GAUGE_GROUP_SQRT_EPS * math.sqrt(eps) * float(np.max(np.abs(values), initial=0.0))
+    groups = [[0]] if k else []
+    for i in range(1, k):
+        if abs(values[i] - values[i - 1]) <= tol:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return groups
+
+
+def _unitary_alignment(a: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """The unitary Q minimizing ||a Q - r|| (orthogonal Procrustes: Q = U V^H from the SVD of
+    a^H r); for one column the unit factor that best matches r (1 where a^H r is 0)."""
+    m = a.conj().T @ r
+    if m.shape == (1, 1):
+        z = m[0, 0]
+        return np.ones((1, 1), m.dtype) if z == 0 else (m / abs(z))
+    u, _s, vh = np.linalg.svd(m)
+    return u @ vh
+
+
+def _align_one(a: np.ndarray, r: np.ndarray, values: np.ndarray | None, partner: np.ndarray | None,
+               dtype: np.dtype) -> tuple[np.ndarray, np.ndarray | None]:
+    """One matrix of vectors (columns) `a` aligned to `r`; `partner`'s rows follow."""
+    a = a.astype(np.result_type(a, r, np.float64))
+    if not (np.all(np.isfinite(a)) and np.all(np.isfinite(r))):
+        return a, partner  # a NaN or inf is judged as it is
+    if partner is not None:
+        partner = partner.astype(np.result_type(partner, a))
+    for group in _value_groups(values, a.shape[-1], dtype):
+        q = _unitary_alignment(a[:, group], r[:, group])
+        a[:, group] = a[:, group] @ q
+        if partner is not None and partner.shape[0] == a.shape[1]:
+            partner[group, :] = q.conj().T @ partner[group, :]
+    return a, partner
+
+
+def align_gauges(outputs: Sequence[np.ndarray], reference: Sequence[np.ndarray],
+                 gauges: Sequence[Gauge],
+                 dtypes: Sequence[np.dtype] | None = None) -> list[np.ndarray]:
+    """A run's outputs with each gauge leaf (and its partner) aligned to the reference.
+
+    Outside the symmetry nothing changes: a vector that is wrong, not merely sign-flipped or
+    rotated within its group of equal values, still differs after alignment. Leaves whose shape
+    or dtype does not match the reference's, and matrices with non-finite entries, are left as
+    they are (the judge reports them).
+
+    Args:
+        outputs: one array per output leaf (a configuration's, or an honest run's).
+        reference: the float64 reference outputs, one per leaf.
+        gauges: the program's gauges (`xlaprobe.configs.reference_scipy.output_gauges`).
+        dtypes: the program's output dtypes, whose precision decides which values count as
+            equal (default: the outputs' own; honest runs come carried in float64).
+
+    Returns:
+        New list of arrays, in each leaf's own dtype.
+    """
+    aligned = [np.asarray(o) for o in outputs]
+    for gauge in gauges:
+        a, r = aligned[gauge.leaf], np.asarray(reference[gauge.leaf])
+        if a.shape != r.shape or a.ndim < 2 or a.dtype.kind not in "fc" or \
+                r.dtype.kind not in "fc":
+            continue
+        swap = (lambda x: np.swapaxes(x, -1, -2)) if gauge.rows else (lambda x: x)
+        a_cols, r_cols = swap(a), swap(r)
+        values = None if gauge.values is None else np.asarray(reference[gauge.values])
+        partner = None if gauge.partner is None else aligned[gauge.partner]
+        if values is not None and values.shape != a_cols.shape[:-2] + a_cols.shape[-1:]:
+            values = None
+        if partner is not None and partner.shape[:-2] != a.shape[:-2]:
+            partner = None
+        new_a = np.empty(a_cols.shape, np.result_type(a_cols, r_cols, np.float64))
+        new_p = None if partner is None else np.empty(partner.shape, np.result_type(
+            partner, new_a))
+        for index in np.ndindex(*a_cols.shape[:-2]):
+            one, p = _align_one(a_cols[index], r_cols[index],
+                                None if values is None else values[index],
+                                None if partner is None else partner[index],
+                                np.dtype(a.dtype if dtypes is None else dtypes[gauge.leaf]))
+            new_a[index] = one
+            if new_p is not None:
+                new_p[index] = p
+        aligned[gauge.leaf] = swap(new_a).astype(a.dtype)
+        if new_p is not None:
+            aligned[gauge.partner] = new_p.astype(partner.dtype)
+    return aligned
+
+
 def judge_outcome(outcome: Outcome, reference: Sequence[np.ndarray], output_names: Sequence[str], *,
                   budget: Sequence[Any] | None = None,
                   flushed: Sequence[np.ndarray] | None = None,
-                  tolerance: Tolerance = Tolerance()) -> list[Verdict]:
+                  tolerance: Tolerance = Tolerance(),
+                  gauges: Sequence[Gauge] = ()) -> list[Verdict]:
     """Judge every output leaf of one configuration's outcome.
 
     Args:
@@ -451,6 +706,9 @@ def judge_outcome(outcome: Outcome, reference: Sequence[np.ndarray], output_name
         budget: per leaf, the honest run's output or a list of honest runs' outputs, or None.
         flushed: the flushed honest-run outputs (``reference:ftz``), one per leaf, or None.
         tolerance: per-program overrides.
+        gauges: output leaves defined only up to a symmetry: the outcome's outputs, each honest
+            run's and the flushed run's are aligned to `reference` by it first (`align_gauges`),
+            and those leaves' verdicts say so in their detail.
 
     Returns:
         One `Verdict` per output leaf, in order.
@@ -467,7 +725,51 @@ def judge_outcome(outcome: Outcome, reference: Sequence[np.ndarray], output_name
                         frac_over=1.0, detail=f"{len(outcome.outputs)} outputs, reference has "
                                               f"{len(reference)}")
                 for i, name in enumerate(output_names)]
-    return [judge_leaf(out, ref, budget=None if budget is None else budget[i],
-                       flushed=None if flushed is None else flushed[i], tolerance=tolerance,
-                       config=outcome.config, output=output_names[i], index=i)
-            for i, (out, ref) in enumerate(zip(outcome.outputs, reference))]
+    return judge_outcomes([outcome], reference, output_names, budget=budget, flushed=flushed,
+                          tolerance=tolerance, gauges=gauges)[0]
+
+
+def judge_outcomes(outcomes: Sequence[Outcome], reference: Sequence[np.ndarray],
+                   output_names: Sequence[str], *, budget: Sequence[Any] | None = None,
+                   flushed: Sequence[np.ndarray] | None = None,
+                   tolerance: Tolerance = Tolerance(),
+                   gauges: Sequence[Gauge] = ()) -> list[list[Verdict]]:
+    """`judge_outcome` of several configurations against one reference, leaf by leaf: each float
+    leaf's error budget (`leaf_budget`: a sort of its honest errors, the reference's ULP
+    positions) is made once for every configuration, and dropped before the next leaf's is
+    made (a large program's budgets held together would take gigabytes).
+
+    Args:
+        outcomes: one per configuration, each of which ran with one output per reference leaf.
+        reference, output_names, budget, flushed, tolerance, gauges: as for `judge_outcome`.
+
+    Returns:
+        Per outcome, in order, one `Verdict` per output leaf.
+    """
+    runs = [list(o.outputs) for o in outcomes]
+    if gauges:
+        dtypes = [np.asarray(o).dtype for o in runs[0]] if runs else None
+        runs = [align_gauges(r, reference, gauges) for r in runs]
+        if budget is not None:  # per leaf a list of honest runs: align each run as a whole
+            honest = zip(*[b if isinstance(b, (list, tuple)) else [b] for b in budget])
+            aligned = [align_gauges(list(run), reference, gauges, dtypes) for run in honest]
+            budget = [list(leaf) for leaf in zip(*aligned)]
+        if flushed is not None:
+            flushed = align_gauges(flushed, reference, gauges, dtypes)
+    judged: list[list[Verdict]] = [[] for _ in outcomes]
+    for i, ref in enumerate(reference):
+        prepared: LeafBudget | None = None
+        leaf_budget_runs = None if budget is None else budget[i]
+        leaf_flushed = None if flushed is None else flushed[i]
+        for outcome, run, verdicts in zip(outcomes, runs, judged):
+            actual = np.asarray(run[i])
+            if is_float(actual.dtype) and actual.shape == np.shape(ref) and actual.size and (
+                    prepared is None or prepared.dtype != actual.dtype):
+                prepared = leaf_budget(ref, leaf_budget_runs, leaf_flushed, actual.dtype)
+            verdicts.append(judge_leaf(actual, ref, budget=leaf_budget_runs, flushed=leaf_flushed,
+                                       tolerance=tolerance, config=outcome.config,
+                                       output=output_names[i], index=i, prepared=prepared))
+    notes = {g.leaf: g.note for g in gauges}
+    notes.update({g.partner: g.note for g in gauges if g.partner is not None})
+    return [[dataclasses.replace(v, detail="; ".join(filter(None, (v.detail, notes[v.index]))))
+             if v.index in notes else v for v in verdicts] for verdicts in judged]

@@ -183,6 +183,15 @@ PRIMITIVES: dict[str, PrimitiveFacts] = by_name(itertools.chain.from_iterable([
     _family("reduce_max reduce_min reduce_and reduce_or reduce_xor argmax argmin cummax cummin "
             "reduce_window_max reduce_window_min scatter-min scatter-max select_and_gather_add"),
     _family("reduce reduce_window"),  # the combiner is a jaxpr parameter
+    # linear algebra: factorizations and solves (LAPACK on XLA:CPU; triangular_solve is XLA's)
+    _family("cholesky lu qr geqrf householder_product eigh svd triangular_solve "
+            "tridiagonal_solve symmetric_product", rounding=True, accumulates=True),
+    _family("lu_pivots_to_permutation rng_bit_generator"),
+    # FFT: sums of n terms per output element
+    _family("fft", rounding=True, accumulates=True),
+    # special functions XLA evaluates by series, continued fractions or polynomials
+    _family("igamma igammac igamma_grad_a regularized_incomplete_beta bessel_i0e bessel_i1e "
+            "polygamma zeta", rounding=True, approximate=True, elementwise=True),
     # control flow, callbacks and annotations: PRNG keys pass through whole
     _family("while scan cond custom_linear_solve pure_callback io_callback debug_callback "
             "debug_print tie optimization_barrier sharding_constraint reshard layout_constraint "

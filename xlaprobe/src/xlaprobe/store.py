@@ -22,7 +22,7 @@ from xlaprobe.oracle import Verdict
 
 #: 2: findings carry the configurations failing alike and the localized bug key; localizations
 #: and reductions are tables (they were JSON files beside the store).
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 DEFAULT_DB = Path(".xlaprobe") / "xlaprobe.db"
 
 _SCHEMA = """
@@ -33,7 +33,8 @@ CREATE TABLE IF NOT EXISTS programs (
     num_equations INTEGER NOT NULL, artifact TEXT, created REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS checks (
     id INTEGER PRIMARY KEY AUTOINCREMENT, program_id TEXT NOT NULL REFERENCES programs(id),
-    configs TEXT NOT NULL, judged_against TEXT NOT NULL, created REAL NOT NULL);
+    configs TEXT NOT NULL, judged_against TEXT NOT NULL, created REAL NOT NULL,
+    campaign INTEGER);               -- fuzz_campaigns.id of the campaign that ran it, or NULL
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY AUTOINCREMENT, check_id INTEGER NOT NULL REFERENCES checks(id),
     config TEXT NOT NULL, outcome TEXT NOT NULL, seconds REAL NOT NULL, signal INTEGER,
@@ -155,6 +156,9 @@ class Store:
                     self._db.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
                 elif self._readable_schema(row[0]) < SCHEMA_VERSION:
                     self._migrate(int(row[0]))
+                # After the migration: a schema-2 checks table gains its campaign column there.
+                self._db.execute("CREATE INDEX IF NOT EXISTS checks_by_campaign ON "
+                                 "checks(campaign)")
         except sqlite3.OperationalError as exc:
             if "unable to open" in str(exc) or "readonly" in str(exc):
                 raise InvalidArgument(f"cannot open {self.path} for writing ({exc}): a read-only "
@@ -188,6 +192,10 @@ class Store:
                 self._db.execute("ALTER TABLE findings ADD COLUMN alike TEXT NOT NULL DEFAULT ''")
             if "bug" not in columns:
                 self._db.execute("ALTER TABLE findings ADD COLUMN bug TEXT")
+        if version < 3:  # checks name their campaign (two campaigns can share a store)
+            columns = {r[1] for r in self._db.execute("PRAGMA table_info(checks)")}
+            if "campaign" not in columns:
+                self._db.execute("ALTER TABLE checks ADD COLUMN campaign INTEGER")
         self._db.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (str(SCHEMA_VERSION),))
 
     def _portable(self, path: str | None) -> str | None:
@@ -262,7 +270,7 @@ class Store:
         self._db.execute("COMMIT")
 
     def record_check(self, result: CheckResult, artifacts: Mapping[str, str] | None = None,
-                     artifact: str | None = None) -> int:
+                     artifact: str | None = None, *, campaign: int | None = None) -> int:
         """Store one differential check and its findings atomically.
 
         Args:
@@ -270,6 +278,8 @@ class Store:
             artifacts: configuration spec -> artifact directory saved for its finding.
             artifact: the program's artifact directory, if saved (default: the first of
                 `artifacts`).
+            campaign: the id of the fuzz campaign the check belongs to (`xlaprobe.campaign`),
+                or None.
 
         Returns:
             The check id.
@@ -286,9 +296,10 @@ class Store:
                 (program.fingerprint, p.source, p.name, p.seed, p.input_spec,
                  program.num_equations, artifact, now))
             check_id = self._db.execute(
-                "INSERT INTO checks (program_id, configs, judged_against, created) VALUES (?,?,?,?)",
+                "INSERT INTO checks (program_id, configs, judged_against, created, campaign) "
+                "VALUES (?,?,?,?,?)",
                 (program.fingerprint, ",".join(result.configs), result.judged_against,
-                 now)).lastrowid
+                 now, campaign)).lastrowid
             for outcome, leaf_verdicts in zip(result.outcomes, result.verdicts, strict=True):
                 run_id = self._db.execute(
                     "INSERT INTO runs (check_id, config, outcome, seconds, signal, error) "
@@ -499,3 +510,14 @@ class Store:
                          "measurements", "bisections", "localizations", "reductions"):
             raise InvalidArgument(f"unknown table '{table}'")
         return int(self._db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+
+    def select(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Rows of one ``SELECT`` query, for readers of tables this class has no method for
+        (``xlaprobe report``: campaigns, tuning runs).
+
+        Raises:
+            InvalidArgument: `sql` is not a SELECT (a ``WITH`` may end in a DELETE: refused too).
+        """
+        if not sql.lstrip().upper().startswith("SELECT"):
+            raise InvalidArgument("Store.select runs SELECT queries only")
+        return self._db.execute(sql, tuple(args)).fetchall()

@@ -12,7 +12,8 @@ from rich.table import Table
 
 from xlaprobe.artifact import save_finding_artifacts
 from xlaprobe.check import BUDGET, CheckResult, check_program
-from xlaprobe.cli.console import err, fmt, out
+from xlaprobe.cli import console as consoles
+from xlaprobe.cli.console import err, fmt
 from xlaprobe.cli.findings import next_commands, replay_line
 from xlaprobe.configs.registry import parse_configs
 from xlaprobe.oracle import VerdictKind, summary_kind
@@ -77,9 +78,12 @@ def check_command(target: str, configs: str, *, input_spec: str, seed: int, db: 
 
 
 def print_result(result: CheckResult, artifacts: dict[str, str], all_outputs: bool,
-                 ids: dict[str, int] | None = None, db: Path = DEFAULT_DB) -> None:
+                 ids: dict[str, int] | None = None, db: Path = DEFAULT_DB,
+                 console: Any = None) -> None:
     """The verdict table of a check, its output leaves not ok, and each finding's id (in the
-    store: what ``localize``, ``reduce``, ``bisect`` and ``findings`` take) and replay."""
+    store: what ``localize``, ``reduce``, ``bisect`` and ``findings`` take) and replay, printed
+    on `console` (a rich Console; None: stdout's)."""
+    out = console if console is not None else consoles.out
     ids = ids or {}
     p = result.program
     seed = f", seed {p.provenance.seed}" if p.provenance.seed is not None else ""

@@ -1,6 +1,7 @@
 """The xlaprobe command line (typer + rich): the commands and their options; each command's work
 and printing is in its own module of this package (`check`, `findings`, `fuzz`, `localize`,
-`reduce`, `bisect`, `tune`), imported when the command runs so ``xlaprobe --help`` stays quick.
+`reduce`, `bisect`, `tune`, `report`), imported when the command runs so ``xlaprobe --help`` stays
+quick.
 
 Exit codes: 0 all ok, 1 findings, 2 bad input (one line on stderr, never a traceback), 3 an internal
 error of xlaprobe itself (a bug: one line on stderr, the traceback in a file it names), 4 (check) no
@@ -98,7 +99,11 @@ def fuzz(
     jobs: JobsOption = 1,
     seed: Annotated[int, typer.Option(help="first generator seed", min=0, max=2 ** 62)] = 0,
     db: DbOption = DEFAULT_DB,
-    resume: Annotated[bool, typer.Option("--resume", help="continue the last campaign")] = False,
+    resume: Annotated[bool, typer.Option("--resume", help="continue the newest campaign with "
+                                         "these configurations")] = False,
+    campaign: Annotated[int | None, typer.Option(
+        "--campaign", min=1, help="continue campaign ID, with its configurations (xlaprobe "
+        "campaigns lists them)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
 ) -> None:
     """Fuzz: generate random valid programs and check each; findings are stored and deduplicated."""
@@ -106,7 +111,17 @@ def fuzz(
     from xlaprobe.cli.fuzz import fuzz_command
 
     raise typer.Exit(fuzz_command(time_s=parse_duration(time), configs=configs, jobs=jobs,
-                                  seed=seed, db=db, resume=resume, json_output=as_json))
+                                  seed=seed, db=db, resume=resume, campaign=campaign,
+                                  json_output=as_json))
+
+
+@app.command()
+def campaigns(db: DbOption = DEFAULT_DB,
+              as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """List the fuzz campaigns of the store: programs, seeds, rate, coverage, findings."""
+    from xlaprobe.cli.campaigns import campaigns_command
+
+    campaigns_command(db=db, json_output=as_json)
 
 
 @app.command()
@@ -312,6 +327,33 @@ def findings(finding_id: Annotated[int | None, typer.Argument(
     from xlaprobe.cli.findings import findings_command
 
     findings_command(finding_id, db=db, json_output=as_json)
+
+
+@app.command()
+def report(db: DbOption = DEFAULT_DB,
+           out: Annotated[Path, typer.Option("--out", "-o", help="HTML file to write")] =
+           Path("report.html")) -> None:
+    """Write the store as one self-contained HTML page (findings, error maps, localizations,
+    reduced repros, release windows, campaigns, tuning searches); opens offline."""
+    from xlaprobe.cli.report import report_command
+
+    report_command(db=db, out=out)
+
+
+@app.command(context_settings={"ignore_unknown_options": True})
+def capture(
+    command: Annotated[list[str], typer.Argument(
+        help="the script and its arguments after --: train.py --steps 5, or -m package.module")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="directory for the artifacts")] =
+    Path("captured"),
+    min_equations: Annotated[int, typer.Option(
+        min=1, help="leave out programs with fewer equations (op-by-op dispatch)")] = 2,
+) -> None:
+    """Run a script and save every program it compiles with jax.jit, with the arrays of its
+    first call, as artifacts to check later (deduplicated by structure)."""
+    from xlaprobe.cli.capture import capture_command
+
+    raise typer.Exit(capture_command(command, out_dir=out, min_equations=min_equations))
 
 
 #: Exit code of an internal error of xlaprobe (never 1, which means "findings").

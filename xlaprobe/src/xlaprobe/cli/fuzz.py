@@ -55,7 +55,7 @@ def _artifacts(db: Path, fingerprints: dict[str, Any]) -> dict[str, str]:
 
 
 def fuzz_command(*, time_s: float, configs: str, jobs: int, seed: int, db: Path, resume: bool,
-                 json_output: bool) -> int:
+                 json_output: bool, campaign: int | None = None) -> int:
     """``xlaprobe fuzz``: run (or resume) a campaign; live progress on stderr.
 
     Args:
@@ -65,6 +65,7 @@ def fuzz_command(*, time_s: float, configs: str, jobs: int, seed: int, db: Path,
         seed: first seed of a new campaign (ignored with `resume`).
         db: the SQLite store file.
         resume: continue the newest campaign with the same configurations in `db`.
+        campaign: continue this campaign (its configurations replace `configs`), or None.
         json_output: print the final summary as JSON on stdout (no live display).
 
     Returns:
@@ -77,7 +78,8 @@ def fuzz_command(*, time_s: float, configs: str, jobs: int, seed: int, db: Path,
     if not (isinstance(time_s, (int, float)) and math.isfinite(time_s) and time_s > 0):
         raise InvalidArgument(f"--time must be a positive number of seconds, got {time_s}")
     parsed = [str(c) for c in parse_configs(configs)]
-    campaign = Campaign(Path(db), parsed, seed=seed, resume=resume, jobs=jobs)
+    chosen = campaign
+    campaign = Campaign(Path(db), parsed, seed=seed, resume=resume, campaign=chosen, jobs=jobs)
     summary: CampaignSummary | None = None
     interrupted = False
     try:
@@ -118,7 +120,7 @@ def fuzz_command(*, time_s: float, configs: str, jobs: int, seed: int, db: Path,
                              f"{first}); replay: {replay}"), highlight=False, soft_wrap=True)
         if interrupted:
             err.print(escape(f"interrupted: {summary.programs} programs stored; continue with "
-                             f"xlaprobe fuzz --resume --configs '{','.join(parsed)}' --db {db}"),
+                             f"xlaprobe fuzz --campaign {summary.campaign} --db {db}"),
                       highlight=False, soft_wrap=True)
     if interrupted:
         return 130

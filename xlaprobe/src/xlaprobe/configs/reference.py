@@ -24,7 +24,9 @@ about the representation (bitcast_convert_type, nextafter, reduce_precision) act
 rounded to the operand's dtype in both modes. Subnormals are never flushed (XLA:CPU may flush them:
 a legal freedom the oracle labels, not a reference behaviour).
 
-Rules live in `RULES`, keyed by JAX primitive name. A rule is ``rule(ctx, *args, **params)``: `ctx`
+Rules live in `RULES`, keyed by JAX primitive name; those that call SciPy's LAPACK, NumPy's FFT
+and ``scipy.special`` (linear algebra, ``fft``, the incomplete gamma and beta family) come from
+``configs/reference_scipy.py``. A rule is ``rule(ctx, *args, **params)``: `ctx`
 (a `_Ctx`) tells the mode and the equation's logical dtypes and shapes, `args` are NumPy arrays
 (floating ones as float64), `params` are the equation's parameters. It returns one array, or a list
 for multiple-result primitives; the interpreter then rounds (native mode) and casts to the outvar
@@ -54,6 +56,7 @@ from xlaprobe import jaxcompat
 from jax.lax import GatherScatterMode
 
 from xlaprobe import jaxprs, primitives
+from xlaprobe.configs import reference_scipy
 from xlaprobe.errors import InvalidArgument, UnsupportedPrimitive
 
 if TYPE_CHECKING:
@@ -1607,6 +1610,8 @@ RULES: dict[str, Rule] = {
     "random_seed": _random_seed, "random_split": _random_split, "random_fold_in": _random_fold_in,
     "random_bits": _random_bits, "random_wrap": _random_wrap, "random_unwrap": _random_unwrap,
     "random_gamma": _random_gamma,
+    # linear algebra, FFT and special functions by NumPy's and SciPy's LAPACK, pocketfft, Cephes
+    **reference_scipy.RULES,
 }
 
 

@@ -68,6 +68,8 @@ from xlaprobe.program import Program
 from xlaprobe.triage import localized_key, planted_fault
 
 METHODS = ("auto", "cuts", "segments")
+#: Longest failing-kernel HLO text kept in a localization (characters; the store keeps it).
+KERNEL_HLO_CHARS = 20_000
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -96,6 +98,9 @@ class Localization:
         flaky: True when a failure vanished on a rerun.
         steps: every cycle, in order.
         notes: what the user should know (fallbacks taken, why a tier is missing).
+        kernel_hlo: the optimized HLO text of the failing kernel (tier 4's, else tier 3's
+            fusions) in the faulty configuration's compile of the whole program, at most
+            `KERNEL_HLO_CHARS` characters; "" when there is none.
     """
 
     program: str
@@ -113,6 +118,7 @@ class Localization:
     flaky: bool
     steps: tuple[Step, ...] = ()
     notes: tuple[str, ...] = ()
+    kernel_hlo: str = ""
 
     @property
     def located(self) -> bool:
@@ -139,7 +145,8 @@ class Localization:
                 "op": self.op.to_json(),
                 "pass": self.blame.to_json() if self.blame is not None else None,
                 "cycles": self.cycles, "seconds": round(self.seconds, 3), "flaky": self.flaky,
-                "steps": [s.to_json() for s in self.steps], "notes": list(self.notes)}
+                "steps": [s.to_json() for s in self.steps], "notes": list(self.notes),
+                "kernel_hlo": self.kernel_hlo}
 
     def bug_key(self, program: Program, alike: Sequence[str] = ()) -> str | None:
         """The triage key of the localized failure (`xlaprobe.triage.localized_key`): the failing
@@ -259,7 +266,22 @@ def localize(program: Program, config: Configuration | str, pool: Any, *,
         kind=kind.value, equations=len(program.jaxpr.jaxpr.eqns), outputs=outputs,
         equation=equation, kernels=placement, op=op, blame=blame, cycles=search.cycles,
         seconds=time.perf_counter() - started, flaky=search.flaky, steps=tuple(search.steps),
-        notes=tuple(search.notes))
+        notes=tuple(search.notes), kernel_hlo=_kernel_hlo(search, program, placement, op))
+
+
+def _kernel_hlo(search: Searcher, program: Program, placement: Placement, op: Inside) -> str:
+    """The HLO text of the failing kernel in the whole program's compile (already cached by
+    tier 3: no compile here), cut to `KERNEL_HLO_CHARS`; "" when there is none."""
+    from xlaprobe.hlo import kernel_text
+
+    text = search.hlo_cache.get(program.fingerprint)
+    if not text:
+        return ""
+    kernel = kernel_text(text, [op.kernel]) if op.kernel else ""
+    kernel = kernel or kernel_text(text, list(placement.fusions))
+    if len(kernel) > KERNEL_HLO_CHARS:
+        kernel = kernel[:KERNEL_HLO_CHARS] + f"\n... (cut at {KERNEL_HLO_CHARS} characters)\n"
+    return kernel
 
 
 def _finding_kind(program: Program, config: Configuration, pool: Any, result: CheckResult,

@@ -51,6 +51,7 @@ class ModelSpec:
         build: ``seed -> (fn, args)``; all random initialization happens here, never in ``fn``.
             A model with knobs takes them as keyword arguments: ``build(seed, **knob_values)``.
         knobs: program knobs the tuner may set (`xlaprobe.tune.knobs.Knob`), by name.
+        large: a check takes minutes (benchmarks, ``-m slow`` tests); `SMALL` lists the others.
     """
 
     name: str
@@ -58,6 +59,7 @@ class ModelSpec:
     kind: str
     build: BuildFn
     knobs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    large: bool = False
 
 
 # ----------------------------------------------------------------------------------------- helpers
@@ -266,14 +268,40 @@ def build_resnet(seed: int) -> tuple[Callable[..., Any], tuple[Any, ...]]:
         float32[4, 16, 16, 3] (NHWC), "labels": int32[4] in [0, 10)}``; ``train_step`` returns
         ``(loss: float32[], new_params, new_batch_stats, new_opt_state)``.
     """
-    return _resnet()(seed)
+    return _resnet(16, ((16, 1), (32, 2), (64, 2)), batch_size=4, size=16)(seed)
+
+
+def build_resnet18(seed: int) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    """ResNet-18's training step (He et al., 2016, with the 3x3 stem of its CIFAR variant).
+
+    Architecture: 3x3 conv stem (3->64 channels) + batch norm + relu, then four stages of two
+    basic blocks (64, 128, 256, 512 channels; the first block of each later stage strided 2 with
+    a 1x1 projection shortcut), global average pool, linear head to 10 classes: 11.2 M
+    parameters. Batch norm, loss and update as in `build_resnet`. A large program for the
+    oracle's and the compiler's costs (`benchmarks/oracle_cost.py`): a check takes minutes.
+
+    Args:
+        seed: fixes the weights and the batch.
+
+    Returns:
+        As `build_resnet`, with ``batch = {"images": float32[2, 32, 32, 3], "labels": int32[2]}``.
+    """
+    stages = ((64, 1), (64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2), (512, 1))
+    return _resnet(64, stages, batch_size=2, size=32)(seed)
 
 
 @functools.cache
-def _resnet() -> BuildFn:
-    """The model, its pure function and the build closure of `build_resnet`, made once."""
+def _resnet(stem: int, blocks: tuple[tuple[int, int], ...], *, batch_size: int,
+            size: int) -> BuildFn:
+    """The model, its pure function and the build closure of a ResNet, made once per shape.
+
+    Args:
+        stem: channels of the stem conv.
+        blocks: (channels, stride) of each basic block, in order.
+        batch_size, size: the batch: ``batch_size`` images of ``size x size x 3``.
+    """
     jax, jnp, nnx, optax = _deps()
-    num_classes, batch_size, size = 10, 4, 16
+    num_classes = 10
 
     def conv(cin: int, cout: int, kernel: int, stride: int, rngs: Any) -> Any:
         return nnx.Conv(cin, cout, (kernel, kernel), strides=stride, padding="SAME",
@@ -298,10 +326,11 @@ def _resnet() -> BuildFn:
 
     class ResNet(nnx.Module):
         def __init__(self, rngs: Any):
-            self.stem, self.stem_bn = conv(3, 16, 3, 1, rngs), norm(16, rngs)
-            self.blocks = nnx.List([ResBlock(16, 16, 1, rngs), ResBlock(16, 32, 2, rngs),
-                                    ResBlock(32, 64, 2, rngs)])
-            self.head = nnx.Linear(64, num_classes, rngs=rngs)
+            self.stem, self.stem_bn = conv(3, stem, 3, 1, rngs), norm(stem, rngs)
+            widths = [stem] + [cout for cout, _ in blocks]
+            self.blocks = nnx.List([ResBlock(cin, cout, stride, rngs) for cin, (cout, stride)
+                                    in zip(widths, blocks)])
+            self.head = nnx.Linear(widths[-1], num_classes, rngs=rngs)
 
         def __call__(self, x: Any) -> Any:
             x = jax.nn.relu(self.stem_bn(self.stem(x)))
@@ -739,7 +768,12 @@ MODELS: dict[str, ModelSpec] = {spec.name: spec for spec in [
     ModelSpec("convnet", "plain ConvNet (4 convs on 32x32 images) with a layout knob "
               "(NHWC/NCHW); SGD-momentum training step", "train_step", build_convnet,
               CONVNET_KNOBS),
+    ModelSpec("resnet18", "ResNet-18 (4 stages of basic blocks, 11.2 M parameters, 32x32 images), "
+              "SGD-momentum training step; large: a check takes minutes", "train_step",
+              build_resnet18, large=True),
 ]}
+#: The zoo's models that check in seconds (the quick test run's and the campaigns').
+SMALL: tuple[str, ...] = tuple(name for name, spec in MODELS.items() if not spec.large)
 
 
 def get_model(name: str) -> ModelSpec:

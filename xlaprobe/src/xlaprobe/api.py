@@ -1,0 +1,440 @@
+"""The Python API: ``check``, ``localize``, ``reduce`` and ``bisect`` as functions.
+
+Each mirrors its command (``xlaprobe check`` ...): it takes what the command takes (a zoo model,
+``FILE.py:FN``, a case module, an artifact directory, a finding id) or a JAX function with its
+arguments, runs the same code, stores its result in the same store (``db=None`` stores nothing),
+and returns the typed record the command prints. Errors are the command's: `InvalidArgument` for
+bad input, `NotReproducible` when the configuration does not fail.
+
+    >>> import jax.numpy as jnp, numpy as np, xlaprobe
+    >>> result = xlaprobe.check(jnp.tanh, np.linspace(-3, 3, 64, dtype=np.float32), db=None)
+    >>> result.ok
+    True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from xlaprobe.check import DEFAULT_CONFIGS, CheckResult, Finding, check_program
+from xlaprobe.errors import InvalidArgument, XlaprobeError
+from xlaprobe.oracle import Verdict
+from xlaprobe.program import Program, Provenance
+from xlaprobe.store import DEFAULT_DB, Store
+
+#: What the functions take as a program: a JAX function (with its arguments), a target string as
+#: the command line takes it, a finding id in the store, a `Program`, or a `Checked` result.
+Target = Callable[..., Any] | str | int | Program
+
+
+@dataclasses.dataclass(frozen=True)
+class Checked:
+    """The result of `check`: the `CheckResult` and where its findings were stored.
+
+    Printing it (``print``, rich, a pytest failure message) shows the verdict table the command
+    prints, with each finding's id and replay command.
+
+    Attributes:
+        result: the check itself (outcomes, per-output verdicts, findings).
+        artifacts: configuration spec -> artifact directory of its finding (empty without a store).
+        ids: configuration spec -> the finding's id in the store (what ``localize``, ``reduce``,
+            ``bisect`` and ``xlaprobe findings`` take).
+        db: the store the check was recorded in, or None.
+    """
+
+    result: CheckResult
+    artifacts: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    ids: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    db: Path | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when no configuration has a finding (see `incomplete` for what could not run)."""
+        return self.result.ok
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        """The configurations with a finding, in configuration order."""
+        return self.result.findings
+
+    @property
+    def verdicts(self) -> dict[str, tuple[Verdict, ...]]:
+        """Configuration spec -> one `Verdict` per output leaf (max abs/rel error, ULPs, kind)."""
+        return dict(zip(self.result.configs, self.result.verdicts))
+
+    @property
+    def incomplete(self) -> dict[str, str]:
+        """Configurations xlaprobe could not run or judge, with why (empty: complete)."""
+        return self.result.incomplete
+
+    @property
+    def program(self) -> Program:
+        """The checked program."""
+        return self.result.program
+
+    def table(self, width: int = 160) -> str:
+        """The verdict table as plain text, `width` columns wide (no colour codes)."""
+        from rich.console import Console
+
+        buffer = io.StringIO()
+        self._render(Console(file=buffer, width=width, color_system=None, force_terminal=False))
+        return buffer.getvalue()
+
+    def _render(self, console: Any) -> None:
+        from xlaprobe.cli.check import print_result
+        print_result(self.result, dict(self.artifacts), False, dict(self.ids),
+                     self.db or DEFAULT_DB, console=console)
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
+        from rich.text import Text
+        yield Text.from_ansi(self.table(width=options.max_width))
+
+
+def _label(fn: Callable[..., Any]) -> str:
+    module = getattr(fn, "__module__", None) or "python"
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
+    return f"{module}:{name}"
+
+
+def program_of(target: Target | Checked, args: tuple[Any, ...] = (), *, name: str | None = None,
+               seed: int = 0, inputs: str = "", db: str | Path | None = DEFAULT_DB
+               ) -> tuple[Program, tuple[str, ...], int | None]:
+    """Resolve what a user passed to the program it means.
+
+    Args:
+        target: a JAX function (called as ``target(*args)``), a target string (zoo model,
+            ``FILE.py:FN``, ``package.module:fn``, case module, artifact directory), a finding id
+            (looked up in `db`), a `Program`, or a `Checked` result.
+        args: the function's arguments (pytrees of arrays or scalars); only with a function.
+        name: the program's name for a function (default ``module:qualname``).
+        seed: seed of random weights and inputs of a zoo model or an ``inputs`` spec.
+        inputs: input spec of a ``FILE.py:FN`` target, e.g. ``"f32[8,128],i32[8]"``.
+        db: the store a finding id is looked up in.
+
+    Returns:
+        (the program, the configurations the target itself names (a case's FAULTY_CONFIG, a
+        finding's configuration), the finding id or None).
+
+    Raises:
+        InvalidArgument: an unknown target, arguments given with a target that holds its own,
+            a function that does not trace, or no store for a finding id.
+    """
+    if isinstance(target, Checked):
+        return target.program, tuple(f.config for f in target.findings), None
+    if args and not callable(target):
+        raise InvalidArgument(f"{target!r} holds its own inputs: pass arguments only with a "
+                              "function")
+    if isinstance(target, Program):
+        return target, (), None
+    if isinstance(target, bool) or (not isinstance(target, (int, str)) and not callable(target)):
+        raise InvalidArgument(f"cannot check a {type(target).__name__}: pass a JAX function and "
+                              "its arguments, a target string or a finding id")
+    if isinstance(target, int) or (isinstance(target, str) and target.strip().isdigit()):
+        from xlaprobe.sources.targets import resolve_finding
+        if db is None:
+            raise InvalidArgument(f"finding {target} is looked up in a store: pass db=")
+        program, config, finding_id = resolve_finding(str(target), "", db)
+        return program, (config,), finding_id
+    if isinstance(target, str):
+        from xlaprobe.sources.targets import resolve
+        from xlaprobe import artifact
+        resolved = resolve(target, seed=seed, input_spec=inputs)
+        named = resolved.extra_configs
+        if not named and artifact.is_artifact(target) and artifact.artifact_config(target):
+            named = (artifact.artifact_config(target),)
+        return resolved.program, named, None
+    label = name or _label(target)
+    return Program.from_function(target, args, Provenance("python", label)), (), None
+
+
+@contextmanager
+def _pool(pool: Any, jobs: int, timeout_s: float) -> Iterator[Any]:
+    # A caller's pool (the pytest plugin's, shared by a session) outlives the call.
+    if pool is not None:
+        yield pool
+        return
+    from xlaprobe.workers import WorkerPool
+    with WorkerPool(size=jobs, timeout_s=timeout_s) as made:
+        yield made
+
+
+def check(target: Target, *args: Any, configs: str = DEFAULT_CONFIGS,
+          db: str | Path | None = DEFAULT_DB, jobs: int = 1, timeout_s: float = 600.0,
+          name: str | None = None, seed: int = 0, inputs: str = "", pool: Any = None,
+          on_outcome: Callable[[Any], None] | None = None) -> Checked:
+    """Differential check of a program, as ``xlaprobe check``: run each configuration in an
+    isolated worker and judge every output against the float64 reference (always added).
+
+    Args:
+        target: a JAX function (with `args`), a target string, or a finding id (see `program_of`).
+        *args: the function's arguments: pytrees of arrays or Python scalars, any dtype.
+        configs: comma-separated configuration specs (``xlaprobe configs`` lists the kinds).
+        db: the SQLite store the check and its findings' artifacts are recorded in (artifacts
+            go to ``<db dir>/artifacts``); None records nothing and writes no artifact.
+        jobs: worker processes.
+        timeout_s: per-configuration limit (s): past it a run is a ``timeout`` outcome.
+        name: the program's name in tables and the store (default ``module:qualname``).
+        seed: seed of random weights and inputs (zoo models, `inputs` specs).
+        inputs: input spec of a ``FILE.py:FN`` target.
+        pool: an open `xlaprobe.workers.WorkerPool` to run in (None: one for this call).
+        on_outcome: called with each configuration's `Outcome` as it arrives.
+
+    Returns:
+        The `Checked` result (``.ok``, ``.findings``, ``.verdicts``; prints as the table).
+
+    Raises:
+        InvalidArgument: a bad target, configuration list or store; a function that does not
+            trace with `args`.
+    """
+    from xlaprobe.artifact import save_finding_artifacts
+    from xlaprobe.configs.registry import parse_configs
+
+    program, named, _ = program_of(target, args, name=name, seed=seed, inputs=inputs, db=db)
+    parsed = parse_configs(configs)
+    specs = [str(c) for c in parsed]
+    # The float64 reference is the oracle; a case's faulty configuration is what it is about.
+    for extra in (*named, "reference"):
+        if extra not in specs:
+            parsed.extend(parse_configs(extra))
+            specs.append(extra)
+    store = Store(db) if db is not None else None  # a bad store fails before minutes of runs
+    try:
+        with _pool(pool, jobs, timeout_s) as running:
+            result = check_program(program, parsed, running, on_outcome=on_outcome)
+        if store is None:
+            return Checked(result)
+        artifacts = save_finding_artifacts(result, Path(db).parent / "artifacts")
+        store.record_check(result, artifacts)
+        ids = {f.config: stored.id for f in result.findings
+               if (stored := store.finding_of(program.fingerprint, f.config)) is not None}
+        return Checked(result, artifacts, ids, Path(db))
+    finally:
+        if store is not None:
+            store.close()
+
+
+def _faulty(target: Target | Checked, args: tuple[Any, ...], config: str | None, verb: str,
+            **where: Any) -> tuple[Program, Any, int | None, CheckResult | None]:
+    """(program, parsed faulty configuration, finding id, a check to reuse) for localize/reduce."""
+    from xlaprobe.configs.registry import Configuration
+
+    program, named, finding_id = program_of(target, args, **where)
+    spec = config or (named[0] if named else "")
+    if not spec:
+        raise InvalidArgument(f"which configuration fails? pass config=, e.g. "
+                              f"xlaprobe.{verb}(fn, x, config='xla:fastmath')")
+    parsed = Configuration.parse(spec)
+    if parsed.kind == "reference":
+        raise InvalidArgument(f"the reference is the oracle; {verb} a configuration that is "
+                              "judged against it, e.g. xla or xla:fastmath")
+    reused = None
+    if isinstance(target, Checked) and str(parsed) in target.result.configs \
+            and "reference" in target.result.configs:
+        reused = target.result
+    if isinstance(target, Checked) and finding_id is None:
+        finding_id = target.ids.get(str(parsed))
+    return program, parsed, finding_id, reused
+
+
+def localize(target: Target | Checked, *args: Any, config: str | None = None,
+             db: str | Path | None = DEFAULT_DB, jobs: int = 1, timeout_s: float = 600.0,
+             method: str = "auto", name: str | None = None, seed: int = 0, inputs: str = "",
+             pool: Any = None, on_step: Callable[[Any], None] | None = None) -> Any:
+    """Localize a finding, as ``xlaprobe localize``: the failing outputs, the first failing jaxpr
+    equation, its fused kernels, the HLO instruction inside the kernel and the compiler pass.
+
+    Args:
+        target: a JAX function (with `args`), a target string, a finding id, or the `Checked`
+            result of `check` (its check is reused and its first finding's configuration taken).
+        *args: the function's arguments.
+        config: the faulty configuration (default: the finding's, the case's or the result's).
+        db: the store the localization is recorded in (None: not recorded).
+        jobs, timeout_s, name, seed, inputs, pool: as for `check`.
+        method: ``auto``, ``cuts`` or ``segments`` (`xlaprobe.localize.api.localize`).
+        on_step: called with each bisection step as it completes.
+
+    Returns:
+        The `xlaprobe.localize.api.Localization` (``.located``, ``.equation``, ``.op``,
+        ``.blame``; ``to_json()``).
+
+    Raises:
+        InvalidArgument: a bad target, configuration, method or store.
+        NotReproducible: the configuration gives no finding on the program.
+    """
+    from xlaprobe.localize.api import METHODS
+    from xlaprobe.localize.api import localize as run_localize
+
+    if method not in METHODS:
+        raise InvalidArgument(f"unknown localization method '{method}': use {', '.join(METHODS)}")
+    program, parsed, finding_id, reused = _faulty(target, args, config, "localize", name=name,
+                                                  seed=seed, inputs=inputs, db=db)
+    with _pool(pool, jobs, timeout_s) as running:
+        loc = run_localize(program, parsed, running, check=reused, method=method, on_step=on_step)
+    if db is not None:
+        store_localization(Path(db), program, loc, finding_id)
+    return loc
+
+
+@dataclasses.dataclass(frozen=True)
+class Reduced:
+    """The result of `reduce`.
+
+    Attributes:
+        reduction: the `xlaprobe.localize.reduce.Reduction` (equations and input elements before
+            and after, tests, cycles, the reduced program).
+        written: the `xlaprobe.localize.reduce.Written` record: the directory, ``repro.py`` and
+            whether running it showed the fault (``repro_exit == 1``).
+    """
+
+    reduction: Any
+    written: Any
+
+    @property
+    def repro(self) -> Path:
+        """The standalone reproducer (``python repro.py`` exits 1 when it shows the fault)."""
+        return Path(self.written.repro)
+
+    @property
+    def reproduces(self) -> bool:
+        """Did ``repro.py`` show the fault when it was written (and the reduction not flaky)?"""
+        return self.written.repro_exit == 1 and not self.reduction.flaky
+
+
+def reduce(target: Target | Checked, *args: Any, config: str | None = None,
+           out: str | Path | None = None, db: str | Path | None = DEFAULT_DB, jobs: int = 1,
+           timeout_s: float = 600.0, max_tests: int | None = None, name: str | None = None,
+           seed: int = 0, inputs: str = "", pool: Any = None,
+           on_pass: Callable[[Any, Program], None] | None = None) -> Reduced:
+    """Reduce a finding to a small standalone reproducer, as ``xlaprobe reduce`` (delta
+    debugging of equations, then input shapes and values, while the failure stays the same).
+
+    Args:
+        target, *args, config, db, jobs, timeout_s, name, seed, inputs, pool: as for `localize`.
+        out: the directory for ``repro.py``, ``fusion.hlo`` and the reduced artifact (default
+            ``<db dir>/reductions/<fingerprint>-<config>``; with ``db=None`` it is required).
+        max_tests: interestingness test budget (None: the command's default).
+        on_pass: called after each reduction pass with its counters and the current program.
+
+    Returns:
+        The `Reduced` record.
+
+    Raises:
+        InvalidArgument: a bad target, configuration, budget or output directory.
+        NotReproducible: the configuration gives no finding on the program.
+    """
+    from xlaprobe.localize.reduce import MAX_TESTS, write_outputs
+    from xlaprobe.localize.reduce import reduce as run_reduce
+
+    budget = MAX_TESTS if max_tests is None else max_tests
+    if budget < 1:
+        raise InvalidArgument(f"max_tests must be at least 1, not {budget}")
+    if out is None and db is None:
+        raise InvalidArgument("give out= (a directory for repro.py) when db=None")
+    program, parsed, finding_id, reused = _faulty(target, args, config, "reduce", name=name,
+                                                  seed=seed, inputs=inputs, db=db)
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in str(parsed))
+    directory = Path(out) if out is not None else \
+        Path(db).parent / "reductions" / f"{program.fingerprint}-{safe}"[:150]
+    with _pool(pool, jobs, timeout_s) as running:
+        reduction = run_reduce(program, parsed, running, check=reused, max_tests=budget,
+                               on_pass=on_pass)
+        written = write_outputs(reduction, directory, running)
+    if db is not None:
+        store_reduction(Path(db), program, reduction, written, finding_id)
+    return Reduced(reduction, written)
+
+
+def bisect(target: Target | Checked, *args: Any, config: str | None = None,
+           releases: str | None = None, db: str | Path | None = DEFAULT_DB,
+           timeout_s: float = 600.0, name: str | None = None, seed: int = 0, inputs: str = "",
+           on_run: Callable[[Any], None] | None = None,
+           log: Callable[[str], None] | None = None) -> Any:
+    """Bisect jaxlib releases for where a finding starts (or stops) failing, as
+    ``xlaprobe bisect``. Each release runs in its own environment (made on first use).
+
+    Args:
+        target, *args, config, db, timeout_s, name, seed, inputs: as for `localize`.
+        releases: comma-separated versions or ranges (``"0.10.2,0.11.2"``); None: the made
+            environments and the registry's defaults (`xlaprobe.releases.envs.default_releases`).
+        on_run: called with each `ReleaseRun` as it completes.
+        log: gets a line when a release environment has to be made.
+
+    Returns:
+        The `xlaprobe.releases.bisection.Bisection` (``last_good``, ``first_bad``,
+        ``first_fixed``, every release run).
+
+    Raises:
+        InvalidArgument: a bad target, a non-XLA configuration, a bad release list or store.
+        EnvironmentUnavailable: a release environment cannot be made.
+    """
+    from xlaprobe.configs.registry import Configuration
+    from xlaprobe.configs.release import release_options
+    from xlaprobe.releases import envs
+    from xlaprobe.releases.program import bisect_program, known_bad_release, parse_releases
+    from xlaprobe.workers import WorkerPool
+
+    program, named, finding_id = program_of(target, args, name=name, seed=seed, inputs=inputs,
+                                            db=db)
+    spec = config or (named[0] if named else "")
+    if not spec:
+        raise InvalidArgument("which configuration fails? pass config=, e.g. "
+                              "xlaprobe.bisect(fn, x, config='xla')")
+    parsed = Configuration.parse(spec)
+    release_options(parsed)  # a non-XLA configuration fails before any work
+    versions = parse_releases(releases) if releases is not None else \
+        envs.default_releases(envs.available_releases())
+    known_bad = known_bad_release(parsed)
+    versions = sorted({*versions, known_bad}, key=envs.version_key)
+    if isinstance(target, Checked) and finding_id is None:
+        finding_id = target.ids.get(str(parsed))
+    store = Store(db) if db is not None else None
+    try:
+        with WorkerPool(size=1, timeout_s=timeout_s) as pool:
+            result = bisect_program(program, parsed, versions, pool, known_bad=known_bad,
+                                    target=program.provenance.name, on_run=on_run, log=log)
+        if store is not None:
+            store.record_bisection(program.fingerprint, finding_id, str(parsed), result.to_json())
+        return result
+    finally:
+        if store is not None:
+            store.close()
+
+
+def store_localization(db: Path, program: Program, loc: Any, finding_id: int | None) -> None:
+    """Record `loc` in the store; a localized finding's bug key becomes its failing operation
+    (`xlaprobe.triage.localized_key`). A store that cannot be written is a warning on stderr
+    (``--json`` output on stdout must stay parseable), never a lost localization."""
+    import sys
+    try:
+        with Store(db) as store:
+            found = store.finding_of(program.fingerprint, loc.config, finding_id)
+            finding_id = found.id if found is not None else None
+            bug = loc.bug_key(program, found.alike if found is not None else ())
+            store.record_localization(program.fingerprint, finding_id, loc.config, loc.to_json(),
+                                      bug)
+    except (OSError, XlaprobeError) as exc:
+        print(f"warning: could not store the localization in {db}: {exc}", file=sys.stderr)
+
+
+def store_reduction(db: Path, program: Program, reduction: Any, written: Any,
+                    finding_id: int | None) -> None:
+    """Record a reduction and where its reproducer is in the store (a store that cannot be
+    written is a warning on stderr: the reproducer on disk is what counts)."""
+    import sys
+    try:
+        with Store(db) as store:
+            found = store.finding_of(program.fingerprint, reduction.config, finding_id)
+            finding_id = found.id if found is not None else None
+            store.record_reduction(program.fingerprint, finding_id, reduction.config,
+                                   reduction.to_json() | {"written": written.to_json()},
+                                   written.directory)
+    except (OSError, XlaprobeError) as exc:
+        print(f"warning: could not store the reduction in {db}: {exc}", file=sys.stderr)

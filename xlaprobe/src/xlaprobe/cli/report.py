@@ -1,0 +1,56 @@
+"""``xlaprobe report``: the store as one self-contained HTML page (`xlaprobe.report`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from xlaprobe.cli.console import say
+from xlaprobe.errors import InvalidArgument
+
+
+def report_command(*, db: Path, out: Path) -> Path:
+    """Write the report of the store at `db` to `out` (atomically) and say so on stderr.
+
+    Returns:
+        The written path.
+
+    Raises:
+        InvalidArgument: no store at `db`, or `out` cannot be written.
+        CorruptArtifact: `db` is not a readable xlaprobe store.
+    """
+    from xlaprobe.report.gather import gather
+    from xlaprobe.report.render import render, write_atomic
+
+    if not db.is_file():
+        raise InvalidArgument(f"no store at {db}; run xlaprobe check first or pass --db")
+    if out.is_dir():
+        raise InvalidArgument(f"--out {out} is a directory; give a file path, e.g. "
+                              f"{out / 'report.html'}")
+    with _open(db) as store:
+        data = gather(store, db=str(db))
+    page = render(data)
+    try:
+        written = write_atomic(out, page)
+    except OSError as exc:
+        raise InvalidArgument(f"cannot write {out}: {exc}") from exc
+    say(f"wrote {written} ({len(page) // 1024} kB): {len(data.findings)} finding(s), "
+        f"{len(data.campaigns)} campaign(s), {len(data.tunings)} tuning search(es); open it "
+        "in a browser (works offline)")
+    return written
+
+
+def _open(db: Path) -> Any:
+    """The store at `db`, read-only (a running campaign keeps writing undisturbed); a store of
+    an older schema is opened for writing instead, which upgrades it (as `findings` does).
+
+    Raises:
+        CorruptArtifact: not a readable xlaprobe store.
+    """
+    from xlaprobe.store import SCHEMA_VERSION, Store
+
+    store = Store(db, readonly=True)
+    if int(store.select("SELECT value FROM meta WHERE key = 'schema'")[0][0]) >= SCHEMA_VERSION:
+        return store
+    store.close()
+    return Store(db)

@@ -1,0 +1,64 @@
+"""Capture of real runs: a training script's jitted programs saved once each, with their first
+call's arrays, and checked clean; the script's own exit codes and errors pass through."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from xlaprobe.captures import capture
+from xlaprobe.check import check_program
+from xlaprobe.cli.capture import capture_command
+from xlaprobe.errors import InvalidArgument
+from xlaprobe.sources.targets import resolve
+
+SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "capture" / "train_mlp.py"
+
+
+def test_training_script_programs_are_captured_once_and_check_clean(tmp_path, capsys, pool):
+    code = capture_command([str(SCRIPT), "--steps", "3"], out_dir=tmp_path, min_equations=2)
+    printed = capsys.readouterr().out
+    assert code == 0 and "step 2: loss" in printed
+    dirs = sorted(p.name for p in tmp_path.iterdir())
+    assert [d.split("-")[0] for d in dirs] == ["accuracy", "train_step"]
+    # The train step compiled again for the jax arrays its first call returned: one program.
+    assert "train_step: 169 equations, 15 inputs, 2 calls" in printed
+    metadata = json.loads((tmp_path / dirs[1] / "metadata.json").read_text())
+    assert metadata["provenance"]["source"] == "capture"
+    program = resolve(str(tmp_path / dirs[1])).program
+    # The first call's arrays: the script's initial weights (seed 0) and first batch.
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((256, 32)).astype(np.float32)
+    w0 = (rng.standard_normal((32, 64)) / np.sqrt(32)).astype(np.float32)
+    assert any(np.array_equal(a, w0) for a in program.inputs)
+    assert any(np.array_equal(a, x[:32]) for a in program.inputs)
+    result = check_program(program, ["xla", "reference"], pool)
+    assert result.ok and not result.incomplete
+
+
+def test_capture_block_leaves_out_op_by_op_dispatch(tmp_path):
+    import jax
+    import jax.numpy as jnp
+
+    with capture(tmp_path) as captured:
+        jnp.ones(3) + 1                                   # single-op dispatches
+        jax.jit(lambda a: jnp.tanh(a) * a)(np.ones(4, np.float32))
+    (entry,) = captured.programs.values()
+    assert entry.equations == 2 and entry.calls == 1 and entry.artifact
+    assert captured.skipped >= 1
+
+
+def test_script_errors_and_exit_codes_pass_through(tmp_path, capsys):
+    failing = tmp_path / "fails.py"
+    failing.write_text("import sys\nraise ValueError('bad batch')\n")
+    assert capture_command([str(failing)], out_dir=tmp_path / "a", min_equations=2) == 1
+    assert f"ValueError at {failing}:2: bad batch" in capsys.readouterr().err
+    exiting = tmp_path / "exits.py"
+    exiting.write_text("import sys\nsys.exit(3)\n")
+    assert capture_command(["python3", str(exiting)], out_dir=tmp_path / "b",
+                           min_equations=2) == 3
+    with pytest.raises(InvalidArgument, match="no script"):
+        capture_command([str(tmp_path / "none.py")], out_dir=tmp_path / "c", min_equations=2)
+    with pytest.raises(InvalidArgument, match="give the script"):
+        capture_command(["python"], out_dir=tmp_path / "d", min_equations=2)
