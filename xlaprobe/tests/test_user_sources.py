@@ -70,3 +70,60 @@ def test_case_module(tmp_path):
     g.write_text("x = 1\n")
     with pytest.raises(InvalidArgument, match="not a case module"):
         load_case(str(g))
+
+
+_RAISING = '''\
+import jax.numpy as jnp
+
+
+def helper(x):
+    raise ValueError("negative sizes are not supported")
+
+
+def fn(x):
+    return helper(jnp.sin(x))
+
+
+def broken_inputs():
+    return {}["missing"]
+
+
+def broken(x):
+    return x
+'''
+
+
+def test_a_raising_user_function_keeps_its_file_and_line(tmp_path, monkeypatch):
+    (tmp_path / "mymod.py").write_text(_RAISING)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidArgument) as raised:
+        user_program("mymod.py:fn", input_spec="f32[4]")
+    assert str(raised.value).startswith(
+        "mymod.py:5 in helper: ValueError: negative sizes are not supported (tracing mymod.py:fn")
+    with pytest.raises(InvalidArgument, match=r"^mymod.py:13 in broken_inputs: KeyError: 'missing'"):
+        user_program("mymod.py:broken")
+    (tmp_path / "badimport.py").write_text("import math\n\nmath.sqrt(-1)\n")
+    with pytest.raises(InvalidArgument, match=r"^badimport.py:3 in <module>: ValueError: "):
+        user_program("badimport.py:f")
+
+
+def test_traceback_option_prints_the_whole_traceback(tmp_path):
+    import os
+    import pathlib
+    import subprocess
+    import sys
+    root = pathlib.Path(__file__).resolve().parent.parent
+    (tmp_path / "mymod.py").write_text(_RAISING)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root / "src"), str(root)]))
+
+    def run(*options):
+        return subprocess.run([sys.executable, "-m", "xlaprobe.cli", *options, "check",
+                               "mymod.py:fn", "--inputs", "f32[4]", "--db", "x.db"],
+                              capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    plain = run()
+    lines = plain.stderr.strip().splitlines()
+    assert plain.returncode == 2 and len(lines) == 1, plain.stderr
+    assert lines[0].startswith("error: mymod.py:5 in helper: ValueError: negative sizes"), lines
+    full = run("--traceback")
+    assert full.returncode == 2 and full.stderr.startswith("Traceback (most recent call last)")
+    assert 'mymod.py", line 9, in fn' in full.stderr and 'mymod.py", line 5, in helper' in full.stderr

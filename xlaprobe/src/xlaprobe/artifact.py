@@ -32,11 +32,11 @@ from typing import Any
 import jax
 import numpy as np
 
-from xlaprobe import jaxcompat, jaxpr_json
+from xlaprobe import jaxpr_json
 from xlaprobe.jaxpr_json import dtype_by_name
 from xlaprobe.version import __version__
 from xlaprobe.errors import CorruptArtifact, InvalidArgument
-from xlaprobe.program import Program, Provenance, Tolerance, enable_x64_for
+from xlaprobe.program import Program, Provenance, Tolerance, enable_x64_for, export_module
 
 #: 2: the jaxpr as data (jaxpr.json, consts.npz); 1: a pickled jaxpr.pkl (no longer loaded).
 ARTIFACT_SCHEMA = 2
@@ -77,21 +77,11 @@ def _save_arrays(path: Path, arrays: Sequence[np.ndarray]) -> list[str]:
     return dtypes
 
 
-def export_module(program: Program) -> bytes:
-    """The program serialized with `jax.export` (StableHLO plus calling convention)."""
-    closed = program.jaxpr
-
-    def fn(*args: Any) -> list[Any]:
-        return jaxcompat.jaxpr_as_fun(closed)(*args)
-
-    specs = [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in program.inputs]
-    return bytes(jax.export.export(jax.jit(fn))(*specs).serialize())
-
-
 def save_artifact(program: Program, directory: str | Path, *,
                   reference: Sequence[np.ndarray] | None = None,
                   repro_config: str = "xla", compiler_options: dict[str, Any] | None = None,
-                  note: str = "") -> Path:
+                  note: str = "", repro_source: str = "",
+                  repro_tolerance: Sequence[tuple[float, float]] | None = None) -> Path:
     """Write `program` as an artifact directory (created; existing files are replaced).
 
     Args:
@@ -101,6 +91,10 @@ def save_artifact(program: Program, directory: str | Path, *,
         repro_config: configuration spec repro.py reproduces (shown and recorded).
         compiler_options: the XLA compiler options of `repro_config` (None: defaults).
         note: a line for metadata (e.g. the verdict).
+        repro_source: the text of ``repro.py``; empty: `repro_text` of `repro_config` (it runs
+            module.jax_export).
+        repro_tolerance: (atol, rtol) per output that repro.py judges with (the check's bounds,
+            `localize.repro.tolerances`); None: per-dtype defaults.
 
     Returns:
         The directory path.
@@ -130,6 +124,8 @@ def save_artifact(program: Program, directory: str | Path, *,
         "compiler_options": compiler_options or {},
         "note": note,
     }
+    if repro_tolerance is not None:
+        metadata["repro_tolerance"] = [[float(a), float(r)] for a, r in repro_tolerance]
     if reference is not None:
         metadata["reference_dtypes"] = _save_arrays(root / "reference.npz", reference)
     if program.expected is not None:
@@ -142,7 +138,7 @@ def save_artifact(program: Program, directory: str | Path, *,
     except Exception as exc:  # e.g. host callbacks, which jax.export cannot serialize
         (root / "module.jax_export").unlink(missing_ok=True)
         metadata["export_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-    (root / "repro.py").write_text(_REPRO)
+    (root / "repro.py").write_text(repro_source or repro_text(repro_config))
     (root / "metadata.json").write_text(json.dumps(metadata, indent=2) + "\n")
     return root
 
@@ -172,6 +168,11 @@ def save_finding_artifacts(result: Any, root: str | Path,
 
     reference = next((o.outputs for c, o in zip(result.configs, result.outcomes)
                       if c == REFERENCE and o.ran), None)
+    honest = tuple(tuple(o.outputs) for o in result.budget if o.ran)
+    bounds = None
+    if reference is not None:
+        from xlaprobe.localization.repro import tolerances
+        bounds = tolerances(reference, honest, result.program.jaxpr.jaxpr.outvars)
     saved = {}
     for finding in result.findings:
         if configs is not None and finding.config not in configs:
@@ -180,10 +181,13 @@ def save_finding_artifacts(result: Any, root: str | Path,
         safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in finding.config)
         directory = Path(root) / f"{result.program.fingerprint}-{safe}"[:120]
         try:
+            source = _finding_repro(result.program, finding.config, reference, honest,
+                                    crash=finding.kind.value == "crash")
             save_artifact(result.program, directory, reference=reference,
                           repro_config=finding.config, compiler_options=options,
                           note=f"{finding.kind.value} on {list(finding.outputs)}; fingerprint "
-                               f"{finding.fingerprint}")
+                               f"{finding.fingerprint}", repro_source=source,
+                          repro_tolerance=bounds)
         except (OSError, TypeError) as exc:
             print(f"warning: could not write the artifact of {finding.config} to {directory}: "
                   f"{exc}", file=sys.stderr)
@@ -191,6 +195,21 @@ def save_finding_artifacts(result: Any, root: str | Path,
         _save_error_maps(result, finding.config, reference, directory)
         saved[finding.config] = str(directory)
     return saved
+
+
+def _finding_repro(program: Program, config: str, reference: Sequence[np.ndarray] | None,
+                   honest: Sequence[Sequence[np.ndarray]], *, crash: bool) -> str:
+    """The ``repro.py`` of one finding. An ``eager`` finding's is the program printed as lax code
+    and run op by op (`localize.repro.emit_repro`): module.jax_export compiles the program whole,
+    and that compile may drop or fuse the op that fails alone. Every other finding's runs
+    module.jax_export (`repro_text`); a crash's runs it in a child process."""
+    if config == "eager" and reference is not None:
+        from xlaprobe.localization.repro import Unprintable, emit_repro
+        try:
+            return emit_repro(program, config, {}, reference, honest, eager=True, crash=crash)
+        except Unprintable:  # the module.jax_export script, compiled whole, is the best left
+            pass
+    return repro_text(config, crash=crash)
 
 
 def _save_error_maps(result: Any, config: str, reference: Any, directory: Path) -> None:
@@ -321,7 +340,7 @@ def load_reference(directory: str | Path) -> tuple[np.ndarray, ...] | None:
 
 # The reproducer must run with jax and numpy alone: it duplicates the tiny array (un)packing on purpose.
 _REPRO = '''\
-"""Standalone reproducer written by xlaprobe. Needs only jax (and numpy).
+"""Standalone reproducer written by xlaprobe. NEEDS
 
 Compiles module.jax_export (the program, serialized with jax.export) with the XLA compiler options
 of the failing configuration, runs it on inputs.npz, and compares each output with reference.npz
@@ -335,6 +354,7 @@ import pathlib
 import sys
 
 import jax
+import ml_dtypes
 import numpy as np
 from jax import export
 
@@ -345,7 +365,6 @@ RTOL = {"float64": 1e-9, "float32": 1e-5, "float16": 1e-2, "bfloat16": 2e-2}
 
 
 def load(name, dtypes):
-    import ml_dtypes
     with np.load(HERE / name) as data:
         arrays = [data["arg%d" % i] for i in range(len(dtypes))]
     out = []
@@ -370,6 +389,7 @@ def main():
               "repro.py --defaults to run the installed release"
               % (config, jax.__version__, HERE, config))
         return 3
+    INSTALL
     inputs = load("inputs.npz", [i["dtype"] for i in META["inputs"]])
     exported = export.deserialize(bytearray((HERE / "module.jax_export").read_bytes()))
     compiled = jax.jit(exported.call).lower(*inputs).compile(compiler_options=options or None)
@@ -381,16 +401,23 @@ def main():
             print(name, out)
         return 0
     reference = load("reference.npz", META["reference_dtypes"])
+    # (atol, rtol) per output: the check's own bounds where recorded, else per-dtype defaults
+    bounds = META.get("repro_tolerance") or [None] * len(outputs)
     failed = 0
-    for name, out, ref in zip(META["output_names"], outputs, reference):
+    for name, out, ref, bound in zip(META["output_names"], outputs, reference, bounds):
         if np.issubdtype(out.dtype, np.integer) or out.dtype == np.bool_:
             bad = out.astype(np.float64) != ref.astype(np.float64)
         else:
             o, r = out.astype(np.float64), ref.astype(np.float64)
-            err = np.abs(o - r)
             kind = out.dtype.name
-            bad = (err > ATOL.get(kind, 1e-6)) & (err > RTOL.get(kind, 1e-5) * np.abs(r))
+            atol, rtol = bound or (ATOL.get(kind, 1e-6), RTOL.get(kind, 1e-5))
+            with np.errstate(invalid="ignore"):
+                err = np.abs(o - r)
+                bad = (err > atol) & (err > rtol * np.abs(r))
             bad |= np.isnan(o) != np.isnan(r)
+            bad |= np.isinf(o) & np.isfinite(r) | np.isinf(r) & np.isfinite(o)
+            tiny = float(ml_dtypes.finfo(out.dtype).tiny)
+            bad &= ~((o == 0) & (np.abs(r) < tiny))  # flush to zero: legal
         if bad.any():
             failed += 1
             index = int(np.argmax(bad.ravel()))
@@ -405,3 +432,29 @@ def main():
 if __name__ == "__main__":
     sys.exit(main())
 '''
+
+
+def repro_text(config: str, *, crash: bool = False) -> str:
+    """The artifact's ``repro.py`` for configuration `config`: jax alone, except for a planted
+    mutant (``mutant:<name>``), whose HLO pass the script installs from xlaprobe (without it the
+    compile is the healthy one and the fault does not show). With `crash` (the fault kills the
+    process) the check runs in a child process and a death by signal exits 1.
+
+    >>> "install('swap-subtract-fused')" in repro_text("mutant:swap-subtract-fused")
+    True
+    >>> "xlaprobe" in repro_text("xla").split("\\n")[0], "install(" in repro_text("xla")
+    (True, False)
+    """
+    text = _REPRO
+    if crash:
+        from xlaprobe.localization.repro import CRASH_ENTRY
+        text = text.replace('if __name__ == "__main__":\n    sys.exit(main())\n', CRASH_ENTRY)
+    mutant = config.partition(":")[2] if config.startswith("mutant:") else ""
+    if not mutant:
+        return text.replace("NEEDS", "Needs only jax (and numpy).").replace("    INSTALL\n", "")
+    needs = (f"Needs jax, numpy and xlaprobe: it installs\nxlaprobe's planted mutant "
+             f"'{mutant}' (an HLO pass) into XLA,\nso that the compile below is the faulty one.")
+    install = ("    if not defaults:  # the planted fault: xlaprobe's mutant pass, for every compile\n"
+               "        from xlaprobe.configs.mutants import install\n"
+               f"        install({mutant!r})\n")
+    return text.replace("NEEDS", needs).replace("    INSTALL\n", install)

@@ -48,3 +48,52 @@ class WorkerCrashed(XlaprobeError):
 class Unsupported(XlaprobeError):
     """A configuration cannot run this program at all (e.g. an older XLA release cannot load the
     module); an *unsupported* outcome, which is never a finding."""
+
+
+def raised_at(exc: BaseException) -> str:
+    """Where `exc` was raised in the user's own code: ``path:line in function`` of the innermost
+    traceback frame outside jax, jaxlib, xlaprobe and Python's library (the path relative to the
+    working directory when under it), or "" when every frame is inside them.
+
+    >>> raised_at(ValueError("never raised"))
+    ''
+    """
+    import os
+    import sysconfig
+    import traceback
+
+    def root(module: str) -> str | None:
+        import importlib.util
+        spec = importlib.util.find_spec(module)
+        origin = spec.origin if spec is not None else None
+        return os.path.dirname(origin) + os.sep if origin else None
+
+    library = {sysconfig.get_paths()[k] + os.sep for k in ("stdlib", "platstdlib", "purelib",
+                                                            "platlib")}
+    library |= {r for r in (root("jax"), root("jaxlib")) if r}
+    ours = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not f.filename.startswith("<") and not f.filename.startswith(ours)
+              and not any(os.path.abspath(f.filename).startswith(lib) for lib in library)]
+    if not frames:
+        return ""
+    frame = frames[-1]
+    path = os.path.abspath(frame.filename)
+    here = os.getcwd() + os.sep
+    shown = path[len(here):] if path.startswith(here) else path
+    return f"{shown}:{frame.lineno} in {frame.name}"
+
+
+def user_error(exc: BaseException, doing: str) -> str:
+    """One line for an exception the user's code raised while xlaprobe was `doing` something
+    (``"tracing mymod.py:fn"``): where in the user's code (`raised_at`), the type, the first line
+    of the message, and how to see the whole traceback.
+
+    >>> user_error(ValueError("bad size\\nmore"), "tracing m.py:fn")
+    'ValueError: bad size (tracing m.py:fn; xlaprobe --traceback ... prints the whole traceback)'
+    """
+    where = raised_at(exc)
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else ""
+    return (f"{where + ': ' if where else ''}{type(exc).__name__}: {first} ({doing}; "
+            "xlaprobe --traceback ... prints the whole traceback)")

@@ -14,8 +14,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from xlaprobe import jaxprs
-from xlaprobe.errors import InvalidArgument
+from xlaprobe import jaxcompat, jaxprs
+from xlaprobe.errors import InvalidArgument, user_error
 
 
 def enable_x64_for(arrays: Sequence[np.ndarray]) -> None:
@@ -149,8 +149,7 @@ class Program:
             raise InvalidArgument(f"cannot trace {provenance.name}: it called sys.exit"
                                   f"({exc.code!r}) while being traced") from exc
         except Exception as exc:  # JAX raises many types for untraceable code
-            raise InvalidArgument(f"cannot trace {provenance.name}: {type(exc).__name__}: "
-                                  f"{str(exc).splitlines()[0] if str(exc) else ''}") from exc
+            raise InvalidArgument(user_error(exc, f"tracing {provenance.name}")) from exc
         paths = jax.tree_util.tree_flatten_with_path(out_shape)[0]
         names = tuple(jax.tree_util.keystr(path) or "out" for path, _ in paths)
         flat_expected = None
@@ -171,3 +170,19 @@ class Program:
     def num_equations(self) -> int:
         """Equation count, nested jaxprs included."""
         return jaxprs.count_equations(self.jaxpr)
+
+
+def export_module(program: Program) -> bytes:
+    """The program serialized with `jax.export` (StableHLO plus calling convention).
+
+    Raises:
+        Exception: whatever ``jax.export`` raises on a program it cannot serialize (host
+            callbacks, say).
+    """
+    closed = program.jaxpr
+
+    def fn(*args: Any) -> list[Any]:
+        return jaxcompat.jaxpr_as_fun(closed)(*args)
+
+    specs = [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in program.inputs]
+    return bytes(jax.export.export(jax.jit(fn))(*specs).serialize())

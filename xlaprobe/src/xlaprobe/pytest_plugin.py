@@ -7,7 +7,7 @@
     def test_loss(xlaprobe_check):
         xlaprobe_check(loss_fn, params, batch)
 
-The fixture runs `xlaprobe.checking` under the configurations of the ``xlaprobe`` marker, else
+The fixture runs `xlaprobe.check` under the configurations of the ``xlaprobe`` marker, else
 ``--xlaprobe-configs``, else the ``xlaprobe_configs`` ini option, else the command line's default,
 in one worker pool shared by the session, records the check in the store (``--xlaprobe-db``,
 default ``<rootdir>/.xlaprobe/xlaprobe.db``; ``none`` records nothing), and fails the test with
@@ -102,7 +102,7 @@ def failure_message(checked: Any) -> str:
 @pytest.fixture
 def xlaprobe_check(request: pytest.FixtureRequest, xlaprobe_pool: Any) -> Callable[..., Any]:
     """A function ``xlaprobe_check(fn, *args, configs=None, **options)`` that checks `fn(*args)`
-    (see `xlaprobe.checking`; also a target string such as a zoo model name) and fails the test on
+    (see `xlaprobe.check`; also a target string such as a zoo model name) and fails the test on
     any finding.
 
     Returns:

@@ -15,7 +15,7 @@ from xlaprobe.artifact import save_finding_artifacts
 from xlaprobe.checking import BUDGET, HONEST, REFERENCE, CheckResult, check_program
 from xlaprobe.cli import console as consoles
 from xlaprobe.cli.console import Steps, fmt, seconds
-from xlaprobe.cli.findings import next_commands
+from xlaprobe.cli.findings import next_commands, replay_line
 from xlaprobe.configs.registry import parse_configs
 from xlaprobe.oracle import OUTCOME_VERDICT, VerdictKind, summary_kind
 from xlaprobe.sources.targets import resolve
@@ -154,12 +154,7 @@ def print_result(result: CheckResult, artifacts: dict[str, str], all_outputs: bo
         out.print(f"[red]finding{number}[/]: {escape(finding.config)} {finding.kind.value} on "
                   f"{count} output{'s' if count != 1 else ''}, fingerprint {finding.fingerprint}")
         if where:
-            configs = finding.config if finding.config == "reference" else f"{finding.config},reference"
-            # repro.py runs under the installed jax: a finding of another release replays
-            # through xlaprobe, which runs it in that release's environment.
-            repro = "" if finding.config.startswith("jaxlib==") else f"python {where}/repro.py   or   "
-            out.print(escape(f"  replay: {repro}xlaprobe check {where} --configs '{configs}'"),
-                      soft_wrap=True)
+            out.print(escape(f"  {replay_line(finding.config, where)}"), soft_wrap=True)
         if finding.config in ids:
             out.print(escape(f"  {next_commands(ids[finding.config], db)}"), soft_wrap=True)
     for config, why in result.incomplete.items():

@@ -35,15 +35,22 @@ def _version(value: bool) -> None:
         raise typer.Exit(0)
 
 
+#: Set by the global --traceback option: an error prints its whole traceback, not one line.
+_SHOW_TRACEBACK = {"on": False}
+
+
 @app.callback()
 def _options(version: Annotated[bool, typer.Option(
         "--version", callback=_version, is_eager=True,
         help="print the versions of xlaprobe, jax and jaxlib and exit")] = False,
              quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress on stderr "
                                                  "(results and errors still print)")] = False,
-             ) -> None:
+             traceback: Annotated[bool, typer.Option(
+                 "--traceback", help="on an error print the whole traceback (your code's "
+                 "frames included), not one line")] = False) -> None:
     """Differential checking of XLA (from JAX): finds miscompilations."""
     set_quiet(quiet)
+    _SHOW_TRACEBACK["on"] = traceback
 
 
 # Arguments and options several commands share.
@@ -415,7 +422,11 @@ def main() -> None:
     except typer.Exit as exc:
         code = exc.exit_code
     except XlaprobeError as exc:
-        err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        if _SHOW_TRACEBACK["on"]:
+            import traceback
+            traceback.print_exception(exc, file=sys.stderr)
+        else:
+            err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
         err.print("interrupted: results stored so far are kept")

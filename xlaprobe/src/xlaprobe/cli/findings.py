@@ -4,6 +4,7 @@ finding with its localization, reduction and release window."""
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,22 @@ def next_commands(finding_id: int, db: Path) -> str:
                                 for verb in ("localize", "reduce", "bisect"))
 
 
+def replay_line(config: str, artifact: str) -> str:
+    """The commands that replay a finding from its artifact directory, as one line; each exits 1
+    while the fault shows. ``python repro.py`` runs under the installed jax, so a finding of
+    another release (``jaxlib==...``) replays only through xlaprobe, which runs that release's
+    environment.
+
+    >>> replay_line("xla", "artifacts/ab-xla")
+    "replay: python artifacts/ab-xla/repro.py   or   xlaprobe check artifacts/ab-xla --configs 'xla,reference'"
+    """
+    configs = config if config == "reference" else f"{config},reference"
+    where = shlex.quote(artifact)
+    repro = "" if config.startswith("jaxlib==") else (
+        f"python {shlex.quote(str(Path(artifact) / 'repro.py'))}   or   ")
+    return f"replay: {repro}xlaprobe check {where} --configs '{configs}'"
+
+
 def _print_finding(detail: dict[str, Any], db: Path) -> None:
     out.print(f"[bold]finding {detail['id']}[/]: {escape(detail['config'])} {detail['kind']} on "
               f"{escape(detail['name'])} (program {detail['program_id']})")
@@ -77,6 +94,9 @@ def _print_finding(detail: dict[str, Any], db: Path) -> None:
               f"failing alike: {escape(', '.join(detail['alike']) or detail['config'])}")
     out.print(f"  created {detail['created_local']}; artifact: "
               f"{escape(str(detail['artifact'] or '(none)'))}", soft_wrap=True)
+    if detail["artifact"] and Path(detail["artifact"]).is_dir():
+        out.print(escape(f"  {replay_line(detail['config'], str(detail['artifact']))}"),
+                  soft_wrap=True)
     for loc in detail["localizations"][:1]:
         out.print(f"  localized: {escape(_localized(loc))}")
     for red in detail["reductions"][:1]:

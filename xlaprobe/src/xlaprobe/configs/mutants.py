@@ -385,6 +385,18 @@ def get_mutant(name: str) -> Mutant:
     return MUTANTS[name]
 
 
+def install(name: str) -> Mutant:
+    """Register mutant `name`'s HLO pass in this process for good: every later XLA:CPU compile in
+    the process runs it. A mutant finding's ``repro.py`` calls this so that it shows the fault.
+
+    Raises:
+        InvalidArgument: unknown name.
+        RuntimeError: another mutant is installed in this process already.
+    """
+    mutant = get_mutant(name)
+    KIND._register(mutant)
+    return mutant
+
 class MutantKind:
     """`ConfigKind` ``mutant:<name>``: XLA (default options) with one mutant's pass registered.
 

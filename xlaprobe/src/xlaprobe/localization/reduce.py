@@ -639,6 +639,8 @@ def _compiler_options(config: Configuration) -> tuple[dict[str, Any], str, str]:
         return config.compiler_options, "", ""
     if config.kind == "mutant":
         return {}, config.variant or "", ""
+    if config.kind == "eager":
+        return {}, "", ""
     return {}, "", (f"configuration '{config}' is not an XLA compile; repro.py compiles with "
                     "jit's defaults")
 
@@ -670,8 +672,9 @@ def _run_stable(path: Path) -> tuple[int, str]:
 
 
 def _write_repro(path: Path, args: tuple[Any, ...], mutant: str, *, verify: bool,
-                 try_export: bool) -> tuple[str, str, int | None, list[str]]:
-    """Write one repro.py (lax code, else the inline jax.export form) and run it.
+                 try_export: bool, **style: bool) -> tuple[str, str, int | None, list[str]]:
+    """Write one repro.py (lax code, else the inline jax.export form) and run it; `style` holds
+    `repro.emit_repro`'s ``eager`` (op by op) and ``crash`` (in a child process) flags.
 
     Returns:
         (source, form, exit code or None, notes).
@@ -679,10 +682,10 @@ def _write_repro(path: Path, args: tuple[Any, ...], mutant: str, *, verify: bool
     notes: list[str] = []
     form, exit_code = "lax", None
     try:
-        source = repro_mod.emit_repro(*args, mutant=mutant)
+        source = repro_mod.emit_repro(*args, mutant=mutant, **style)
     except repro_mod.Unprintable as exc:
         notes.append(f"repro.py embeds the program as a jax.export module: {exc}")
-        form, source = "export", repro_mod.emit_export_repro(*args, mutant=mutant)
+        form, source = "export", repro_mod.emit_export_repro(*args, mutant=mutant, **style)
     path.write_text(source)
     if not verify:
         return source, form, exit_code, notes
@@ -690,7 +693,7 @@ def _write_repro(path: Path, args: tuple[Any, ...], mutant: str, *, verify: bool
     if exit_code != 1 and form == "lax" and try_export:
         spare = path.with_name("repro_export.py")
         try:
-            fallback = repro_mod.emit_export_repro(*args, mutant=mutant)
+            fallback = repro_mod.emit_export_repro(*args, mutant=mutant, **style)
             spare.write_text(fallback)
             code, _ = _run_stable(spare)
             if code == 1:
@@ -744,7 +747,7 @@ class _Repro:
 
 
 def _write_reproducing(repro_path: Path, reduction: Reduction, options: dict[str, Any],
-                       mutant: str, verify: bool) -> _Repro:
+                       mutant: str, verify: bool, **style: bool) -> _Repro:
     """Write ``repro.py`` of the reduced program, else of the first earlier program whose repro
     shows the fault in a fresh process, else of the reduced program in the ``jax.export`` form
     where that one shows it (with `verify` false: of the reduced program, not run)."""
@@ -755,7 +758,7 @@ def _write_reproducing(repro_path: Path, reduction: Reduction, options: dict[str
     for back, (program, reference, honest) in enumerate(candidates):
         source, form, exit_code, more = _write_repro(
             repro_path, (program, reduction.config, options, reference, honest), mutant,
-            verify=verify, try_export=False)
+            verify=verify, try_export=False, **style)
         if back == 0:
             notes += more
             first = (source, form, exit_code)
@@ -769,7 +772,7 @@ def _write_reproducing(repro_path: Path, reduction: Reduction, options: dict[str
     program, reference, honest = candidates[0]
     source, form, exit_code, more = _write_repro(
         repro_path, (program, reduction.config, options, reference, honest), mutant,
-        verify=verify, try_export=True)
+        verify=verify, try_export=True, **style)
     notes += more
     if exit_code != 1:
         notes.append(f"repro.py exited {exit_code}, not 1: it does not show the fault "
@@ -834,15 +837,19 @@ def write_outputs(reduction: Reduction, directory: str | Path, pool: Any, *,
     options, mutant, note = _compiler_options(config)
     notes = [note] if note else []
     repro_path = root / "repro.py"
-    repro = _write_reproducing(repro_path, reduction, options, mutant, verify)
+    repro = _write_reproducing(repro_path, reduction, options, mutant, verify,
+                               eager=config.kind == "eager", crash=reduction.kind == "crash")
     program = repro.program
     notes += repro.notes
     kernels, more = _write_hlo(root, program, pool, config, timeout_s)
     notes += more
     try:
+        # An eager finding's artifact runs the op-by-op repro.py: its module.jax_export script
+        # would compile the program whole.
         save_artifact(program, root / "artifact", reference=repro.reference,
                       repro_config=reduction.config, compiler_options=options,
-                      note=f"reduced: {reduction.kind}")
+                      note=f"reduced: {reduction.kind}",
+                      repro_source=repro.source if config.kind == "eager" else "")
     except Exception as exc:  # the repro is what matters; an artifact is a convenience
         notes.append(f"no artifact: {type(exc).__name__}: {exc}")
     written = Written(str(root), str(repro_path), repro.form, repro.exit_code,

@@ -20,14 +20,15 @@ from __future__ import annotations
 
 import base64
 import enum
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import ml_dtypes
 import numpy as np
 from xlaprobe import jaxcompat, primitives
 
-from xlaprobe.program import Program
+from xlaprobe.program import Program, export_module
 
 #: Arrays with at most this many elements are written as literals; larger ones as base64.
 LITERAL_ELEMENTS = 256
@@ -114,6 +115,8 @@ class _Printer:
         self.lines: list[str] = []
         self.constants: list[str] = []
         self.counter = 0
+        #: primitives printed as ``lax.<name>_p.bind``: no public function binds them exactly
+        self.bound: set[str] = set()
         self._lax = {id(getattr(lax, a)): a for a in dir(lax)
                      if isinstance(getattr(lax, a), jaxcompat.Primitive)}
 
@@ -136,7 +139,8 @@ class _Printer:
 
     def param(self, value: Any) -> str:
         """A parameter value as Python text; `Unprintable` where there is none."""
-        if value is None or isinstance(value, (bool, int, str)):
+        if value is None or (isinstance(value, (bool, int, str))
+                             and not isinstance(value, enum.Enum)):  # IntEnum: printed below
             return repr(value)
         if isinstance(value, float):
             return _scalar(value, np.dtype(np.float64))
@@ -207,7 +211,7 @@ class _Printer:
             if not isinstance(var, jaxcompat.DropVar):
                 names[var] = outs[-1]
         single = len(outs) == 1 and eqn.primitive.multiple_results
-        target = ", ".join(outs) + ("," if single else "")
+        target = ", ".join(outs) + ("," if single else "") or "_"  # "_": no outputs at all
         name = eqn.primitive.name
         params = dict(eqn.params)
         if name == "while":
@@ -224,14 +228,45 @@ class _Printer:
                     f"indices_are_sorted={params['indices_are_sorted']!r}, "
                     f"unique_indices={params['unique_indices']!r}, "
                     f"mode={self.param(params['mode'])})"]
+        # Parameters a public function sets to None itself: a None there says nothing.
+        params = {k: v for k, v in params.items() if not (k in _DEFAULT_NONE and v is None)}
+        if name == "reduce_window":
+            return [f"{target} = {self._reduce_window(eqn, args)}"]
         if any(jaxcompat.is_jaxpr(v) for v in params.values()):
             raise Unprintable(f"primitive '{name}' carries a jaxpr parameter")
         # lax.<wrapper>(*operands) binds exactly the primitive when it carries no parameters
         wrapper = primitives.facts(name).wrapper
-        if wrapper and all(k == "accuracy" and v is None for k, v in params.items()):
+        if wrapper and not params:
             return [f"{target} = lax.{wrapper}({', '.join(args)})"]
+        public = _PUBLIC.get(name)
+        if public is not None:
+            operand = eqn.invars[0].aval if eqn.invars else None
+            text = public(self, args, params, operand)
+            if text is not None:
+                return [f"{target} = {text}"]
+        self.bound.add(name)
         keywords = "".join(f", {k}={self.param(v)}" for k, v in params.items())
         return [f"{target} = {self.primitive(eqn.primitive)}.bind({', '.join(args)}{keywords})"]
+
+    def _reduce_window(self, eqn: jaxcompat.JaxprEqn, args: list[str]) -> str:
+        """``lax.reduce_window`` with the combiner printed as a function (a traced combiner is
+        no monoid lax recognizes, so it binds the generic primitive again)."""
+        p = eqn.params
+        if p.get("consts"):
+            raise Unprintable("reduce_window with combiner constants")
+        n = len(args) // 2
+        fn = self.fresh("combine")
+        self.function(p["jaxpr"], fn)
+        operands, inits = args[:n], args[n:]
+        if n == 1:
+            combine, ops, init = f"lambda a, b: {fn}(a, b)[0]", operands[0], inits[0]
+        else:
+            combine = f"lambda a, b: tuple({fn}(*a, *b))"
+            ops, init = f"({', '.join(operands)})", f"({', '.join(inits)})"
+        call = (f"lax.reduce_window({ops}, {init}, {combine}, {self.param(p['window_dimensions'])}, "
+                f"{self.param(p['window_strides'])}, {self.param(p['padding'])}, "
+                f"{self.param(p['base_dilation'])}, {self.param(p['window_dilation'])})")
+        return f"[{call}]" if n == 1 else call
 
     def _while(self, eqn: jaxcompat.JaxprEqn, args: list[str], target: str) -> list[str]:
         p = eqn.params
@@ -272,11 +307,165 @@ class _Printer:
         return [f"{target} = lax.switch({index}, [{', '.join(branches)}]"
                 + "".join(f", {a}" for a in operands) + ")"]
 
+#: Parameters that public functions bind as None when not asked for (dropped when None).
+_DEFAULT_NONE = frozenset({"accuracy", "out_dtype", "out_sharding", "sharding", "fill_value",
+                           "precision", "preferred_element_type"})
 
-def _tolerances(reference: Sequence[np.ndarray], honest: Sequence[Sequence[np.ndarray]],
+#: ``(printer, operand names, parameters, first operand's aval) -> call text`` (None: no public
+#: spelling for these parameters): the public ``jax.lax`` / ``jax.random`` call that binds exactly
+#: the primitive with these parameters. Parameters equal to None and in `_DEFAULT_NONE` are gone.
+_Public = Callable[["_Printer", list[str], dict[str, Any], Any], str | None]
+
+
+def _keywords(printer: _Printer, params: dict[str, Any], *names: str) -> str:
+    return "".join(f", {n}={printer.param(params[n])}" for n in names if n in params)
+
+
+def _only(params: dict[str, Any], *names: str) -> bool:
+    """No parameter outside `names` (one the public call could not pass on)."""
+    return set(params) <= set(names)
+
+
+def _window_identity(name: str, aval: Any) -> str:
+    """The init value `lax.reduce_window` recognizes as the monoid of `name`'s primitive."""
+    dtype = np.dtype(aval.dtype)
+    floating = dtype.kind == "f" or dtype.type.__module__.startswith("ml_dtypes")
+    if name == "reduce_window_sum":
+        value: Any = False if dtype == np.bool_ else 0
+    elif dtype == np.bool_:
+        value = name == "reduce_window_min"
+    elif floating:
+        value = -np.inf if name == "reduce_window_max" else np.inf
+    else:
+        info = np.iinfo(dtype)
+        value = info.min if name == "reduce_window_max" else info.max
+    return f"{_dtype_expr(dtype)}({_scalar(value, dtype)})"
+
+
+def _window(name: str) -> _Public:
+    monoid = {"reduce_window_sum": "add", "reduce_window_max": "max", "reduce_window_min": "min"}
+
+    def text(pr: _Printer, a: list[str], k: dict[str, Any], aval: Any) -> str:
+        return (f"lax.reduce_window({a[0]}, {_window_identity(name, aval)}, lax.{monoid[name]}, "
+                f"{pr.param(k['window_dimensions'])}, {pr.param(k['window_strides'])}, "
+                f"{pr.param(k['padding'])}, {pr.param(k['base_dilation'])}, "
+                f"{pr.param(k['window_dilation'])})")
+    return text
+
+
+def _call(fn: str, positional: Sequence[str] = (), keywords: Sequence[str] = (), *,
+          operands: str = "each") -> _Public:
+    """``fn(<operands>, <positional params>, <keyword params>)``; None when the equation holds
+    another parameter. `operands`: ``each`` (one argument per operand) or ``list`` (one list)."""
+    def text(pr: _Printer, a: list[str], k: dict[str, Any], aval: Any) -> str | None:
+        if not _only(k, *positional, *keywords):
+            return None
+        head = [f"[{', '.join(a)}]"] if operands == "list" else list(a)
+        head += [pr.param(k[n]) for n in positional]
+        return f"{fn}({', '.join(head)}{_keywords(pr, k, *keywords)})"
+    return text
+
+
+def _argext(fn: str) -> _Public:
+    def text(pr: _Printer, a: list[str], k: dict[str, Any], aval: Any) -> str | None:
+        if not _only(k, "axes", "index_dtype") or len(k["axes"]) != 1:
+            return None
+        return f"lax.{fn}({a[0]}, {k['axes'][0]}, {pr.param(k['index_dtype'])})"
+    return text
+
+
+def _starts(fn: str, leading: int) -> _Public:
+    """dynamic_slice / dynamic_update_slice: the start indices are one list argument."""
+    def text(pr: _Printer, a: list[str], k: dict[str, Any], aval: Any) -> str | None:
+        if not _only(k, "slice_sizes"):
+            return None
+        sizes = f", {pr.param(k['slice_sizes'])}" if "slice_sizes" in k else ""
+        return f"lax.{fn}({', '.join(a[:leading])}, [{', '.join(a[leading:])}]{sizes})"
+    return text
+
+
+def _random_wrap(pr: _Printer, a: list[str], k: dict[str, Any], aval: Any) -> str | None:
+    name = getattr(k.get("impl"), "name", None)
+    if not _only(k, "impl") or not isinstance(name, str):
+        return None
+    return f"jax.random.wrap_key_data({a[0]}, impl={name!r})"
+
+
+def _random_bits(pr: _Printer, a: list[str], k: dict[str, Any], aval: Any) -> str | None:
+    if not _only(k, "bit_width", "shape"):
+        return None
+    return f"jax.random.bits({a[0]}, {pr.param(k['shape'])}, np.uint{k['bit_width']})"
+
+
+def _reshape(pr: _Printer, a: list[str], k: dict[str, Any], aval: Any) -> str | None:
+    if not _only(k, "new_sizes", "dimensions") or k.get("dimensions") is not None:
+        return None
+    return f"lax.reshape({a[0]}, {pr.param(k['new_sizes'])})"
+
+
+def _convert(pr: _Printer, a: list[str], k: dict[str, Any], aval: Any) -> str | None:
+    # weak_type changes only how later Python-scalar arithmetic promotes; every later line
+    # names its dtypes, so the values are the same either way.
+    if not _only(k, "new_dtype", "weak_type"):
+        return None
+    return f"lax.convert_element_type({a[0]}, {pr.param(k['new_dtype'])})"
+
+
+_PUBLIC: dict[str, _Public] = {
+    "argmax": _argext("argmax"),
+    "argmin": _argext("argmin"),
+    "bitcast_convert_type": _call("lax.bitcast_convert_type", ["new_dtype"]),
+    "broadcast_in_dim": _call("lax.broadcast_in_dim", ["shape", "broadcast_dimensions"]),
+    "concatenate": _call("lax.concatenate", ["dimension"], operands="list"),
+    "conv_general_dilated": _call(
+        "lax.conv_general_dilated", ["window_strides", "padding", "lhs_dilation", "rhs_dilation",
+                                     "dimension_numbers", "feature_group_count",
+                                     "batch_group_count"],
+        ["precision", "preferred_element_type"]),
+    "convert_element_type": _convert,
+    **{name: _call(f"lax.{name}", (), ["axis", "reverse"])
+       for name in ("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp")},
+    "dot_general": _call("lax.dot_general", ["dimension_numbers"],
+                         ["precision", "preferred_element_type"]),
+    "dynamic_slice": _starts("dynamic_slice", 1),
+    "dynamic_update_slice": _starts("dynamic_update_slice", 2),
+    "gather": _call("lax.gather", ["dimension_numbers", "slice_sizes"],
+                    ["unique_indices", "indices_are_sorted", "mode", "fill_value"]),
+    "integer_pow": _call("lax.integer_pow", ["y"]),
+    "iota": lambda pr, a, k, aval: (f"lax.broadcasted_iota({pr.param(k['dtype'])}, "
+                                    f"{pr.param(k['shape'])}, {k['dimension']})"
+                                    if _only(k, "dtype", "shape", "dimension") else None),
+    "pad": _call("lax.pad", ["padding_config"]),
+    "random_bits": _random_bits,
+    "random_wrap": _random_wrap,
+    **{name: _call(f"lax.{name}", ["axes"])
+       for name in ("reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_and",
+                    "reduce_or", "reduce_xor")},
+    "reduce_precision": _call("lax.reduce_precision", (), ["exponent_bits", "mantissa_bits"]),
+    **{name: _window(name) for name in ("reduce_window_sum", "reduce_window_max",
+                                        "reduce_window_min")},
+    "reshape": _reshape,
+    "rev": _call("lax.rev", ["dimensions"]),
+    "round": _call("lax.round", ["rounding_method"]),
+    "slice": _call("lax.slice", ["start_indices", "limit_indices", "strides"]),
+    "sort": _call("lax.sort", (), ["dimension", "is_stable", "num_keys"], operands="list"),
+    "split": _call("lax.split", ["sizes"], ["axis"]),
+    "squeeze": _call("lax.squeeze", ["dimensions"]),
+    "top_k": _call("lax.top_k", ["k"], ["axis", "is_stable"]),
+    "transpose": _call("lax.transpose", ["permutation"]),
+}
+
+
+def tolerances(reference: Sequence[np.ndarray], honest: Sequence[Sequence[np.ndarray]],
                 outputs: Sequence[Any]) -> list[tuple[float, float]]:
     """(atol, rtol) per output: the oracle's dtype bounds, atol widened to `BUDGET_FACTOR` times
-    the largest honest error of the leaf."""
+    the largest honest error of the leaf; (0, 0) for integer and boolean outputs.
+
+    Args:
+        reference: float64 reference outputs.
+        honest: honest runs' outputs (reference:native, Monte Carlo samples); may be empty.
+        outputs: the jaxpr's outvars (their dtypes choose the bounds).
+    """
     from xlaprobe.oracle import BUDGET_FACTOR, DEFAULT_BOUNDS
     bounds = []
     for i, (ref, var) in enumerate(zip(reference, outputs)):
@@ -297,40 +486,62 @@ def _tolerances(reference: Sequence[np.ndarray], honest: Sequence[Sequence[np.nd
     return bounds
 
 
+def _uses(body: str, name: str) -> bool:
+    """`body` refers to the bare name `name` (not an attribute ``np.name``, not inside a word)."""
+    return re.search(rf"(?<![\w.]){name}\b", body) is not None
+
+
 def _header(program: Program, config: str, options: dict[str, Any], mutant: str,
-            note: str) -> list[str]:
+            note: str, body: str, *, eager: bool = False, bound: Sequence[str] = ()) -> list[str]:
+    """The docstring, imports (only those `body` uses) and settings of a repro.py."""
     x64 = any(np.dtype(v.aval.dtype).itemsize == 8 and np.dtype(v.aval.dtype).kind in "fiuc"
               for v in program.jaxpr.jaxpr.invars + program.jaxpr.jaxpr.outvars
               if hasattr(v, "aval"))
+    needs = ("Needs jax, numpy and xlaprobe (it installs xlaprobe's planted mutant "
+             f"'{mutant}', an HLO pass, into XLA)." if mutant else "Needs only jax (and numpy).")
+    how = (["Runs `program` op by op under jax.disable_jit(), as xlaprobe's eager configuration does:",
+            "each lax call is its own XLA computation (a jit compile of the whole program may drop",
+            "or fuse the op that fails). Compares each output with its float64 reference."]
+           if eager else
+           ["Compiles `program` with the configuration's XLA compiler options, runs it on the inputs",
+            "below and compares each output with its float64 reference (computed without XLA)."])
     lines = [
-        '"""Reproducer written by xlaprobe reduce. Needs only jax (and numpy).',
+        f'"""Reproducer written by xlaprobe. {needs}',
         "",
-        f"Program: {program.provenance.name} reduced to {len(program.jaxpr.jaxpr.eqns)} "
-        f"equation(s); configuration {config}.",
-        "Compiles `program` with the configuration's XLA compiler options, runs it on the inputs",
-        "below and compares each output with its float64 reference (computed without XLA).",
-        "Prints MISMATCH and exits 1 when the fault shows; exits 0 otherwise.",
+        f"Program: {program.provenance.name}, {len(program.jaxpr.jaxpr.eqns)} equation(s); "
+        f"configuration {config}.",
+        *how,
+        "Prints MISMATCH (CRASH when the process dies) and exits 1 when the fault shows; exits 0",
+        "otherwise.",
     ]
     if note:
         lines += ["", note]
-    lines += ['"""', "import base64", "import sys", "", "import jax", "import jax.numpy as jnp",
-              "import numpy as np", "from jax import lax", "",
-              "nan, inf = float('nan'), float('inf')"]
+    lines += ['"""'] + ["import base64"] * _uses(body, "base64") + ["import sys", "", "import jax"]
+    lines += ["import jax.numpy as jnp"] * _uses(body, "jnp") + ["import numpy as np"]
+    lines += ["from jax import lax"] * _uses(body, "lax")
+    specials = [n for n in ("nan", "inf") if _uses(body, n)]
+    if specials:
+        lines += ["", f"{', '.join(specials)} = {', '.join(f'float({n!r})' for n in specials)}"]
     if x64:
         lines.append('jax.config.update("jax_enable_x64", True)')
+    if bound:
+        lines += ["", f"# {', '.join(sorted(bound))}: no public jax function binds "
+                      f"{'this primitive' if len(bound) == 1 else 'these primitives'} with these "
+                      "parameters, so the program", "# binds it directly (lax.<name>_p.bind), "
+                      "which may change between JAX releases."]
     lines += ["", f"CONFIGURATION = {config!r}", f"OPTIONS = {options!r}"]
     if mutant:
-        lines += ["# A planted fault (xlaprobe mutant): registering its HLO pass needs xlaprobe.",
-                  "from xlaprobe.configs import mutants as _mutants",
-                  f"_mutants.KIND._register(_mutants.get_mutant({mutant!r}))"]
+        lines += ["# The planted fault: xlaprobe's mutant pass, registered into XLA for every "
+                  "compile of this process.",
+                  "from xlaprobe.configs.mutants import install  # noqa: E402",
+                  f"install({mutant!r})"]
     return lines
 
 
 _MAIN = '''
 
 def main():
-    compiled = jax.jit(program).lower(*INPUTS).compile(compiler_options=OPTIONS or None)
-    outputs = [np.asarray(x) for x in jax.tree_util.tree_leaves(compiled(*INPUTS))]
+RUN
     print("jax %s, configuration %s, options %s" % (jax.__version__, CONFIGURATION, OPTIONS))
     failed = 0
     for k, (out, ref, (atol, rtol)) in enumerate(zip(outputs, EXPECTED, TOLERANCE)):
@@ -371,7 +582,7 @@ def _data(program: Program, reference: Sequence[np.ndarray],
         floating = np.issubdtype(dtype, np.floating) or dtype == np.dtype(ml_dtypes.bfloat16)
         ref = np.asarray(ref, np.float64) if floating else np.asarray(ref).astype(dtype)
         lines.append(f"    {array_expr(ref)},")
-    bounds = [(float(a), float(r)) for a, r in _tolerances(reference, honest, outvars)]
+    bounds = [(float(a), float(r)) for a, r in tolerances(reference, honest, outvars)]
     lines += ["]", "# (atol, rtol) per output: the oracle's bounds widened by the honest "
               "float error", f"TOLERANCE = {bounds!r}"]
     return lines
@@ -379,8 +590,13 @@ def _data(program: Program, reference: Sequence[np.ndarray],
 
 def emit_repro(program: Program, config: str, options: dict[str, Any],
                reference: Sequence[np.ndarray], honest: Sequence[Sequence[np.ndarray]] = (), *,
-               mutant: str = "") -> str:
+               mutant: str = "", eager: bool = False, crash: bool = False) -> str:
     """The text of a standalone ``repro.py`` running `program` as plain jax/lax code.
+
+    Every equation is a call of a public function (``lax.mul``, ``lax.dot_general``,
+    ``lax.while_loop``, ``jax.random.bits``); a primitive no public function binds exactly with its
+    parameters falls back to ``lax.<name>_p.bind`` and a comment at the top names it. Only the
+    modules the code uses are imported.
 
     Args:
         program: a (reduced) Program; its jaxpr is printed as the function ``program``.
@@ -389,7 +605,10 @@ def emit_repro(program: Program, config: str, options: dict[str, Any],
         reference: float64 reference outputs, one per output (dtype of the output for integers).
         honest: honest runs' outputs (``reference:native``, Monte Carlo samples) that widen the
             float tolerance as the oracle's budget does; empty: the dtype bounds alone.
-        mutant: a planted-fault mutant name; the script then registers its pass (needs xlaprobe).
+        mutant: a planted-fault mutant name; the script then installs its pass (needs xlaprobe).
+        eager: run the program op by op (``jax.disable_jit``), as the ``eager`` configuration
+            does, instead of compiling it whole with ``jax.jit``.
+        crash: the fault kills the process: run it in a child, a death being exit 1.
 
     Returns:
         Python source text.
@@ -399,30 +618,71 @@ def emit_repro(program: Program, config: str, options: dict[str, Any],
     """
     printer = _Printer()
     printer.function(program.jaxpr, "program")
-    code = printer.lines
-    header = _header(program, config, options, mutant, "")
-    return "\n".join(header + [""] + printer.constants + ["", ""] + code
-                     + _data(program, reference, honest)) + "\n" + _MAIN
+    constants = ["", *printer.constants] if printer.constants else []
+    body = "\n".join(constants + ["", ""] + printer.lines
+                      + _data(program, reference, honest)) + "\n" + _main(eager, crash)
+    header = _header(program, config, options, mutant, "", body, eager=eager,
+                     bound=sorted(printer.bound))
+    return "\n".join(header) + "\n" + body
 
 
 def emit_export_repro(program: Program, config: str, options: dict[str, Any],
                       reference: Sequence[np.ndarray], honest: Sequence[Sequence[np.ndarray]] = (),
-                      *, mutant: str = "") -> str:
+                      *, mutant: str = "", eager: bool = False, crash: bool = False) -> str:
     """Like `emit_repro`, but the program is the ``jax.export`` serialization of `program`
-    (base64 inline): for programs `emit_repro` cannot print.
+    (base64 inline): for programs `emit_repro` cannot print. With `eager` the module still runs
+    as one compiled computation (a serialized module has no ops to dispatch one by one).
 
     Raises:
         Exception: whatever ``jax.export`` raises on a program it cannot serialize.
     """
-    from xlaprobe.artifact import export_module
     blob = base64.b64encode(export_module(program)).decode()
     note = ("The program is inline as a jax.export module: it holds an operation xlaprobe "
             "cannot print as lax code.")
-    header = _header(program, config, options, mutant, note)
+    if eager:
+        note += (" The module runs as one computation, not op by op as the eager configuration "
+                 "ran it, so a fault of a single op run alone may not show.")
     code = ["from jax import export", "",
             f"_EXPORTED = export.deserialize(bytearray(base64.b64decode('{blob}')))", "",
             "def program(*args):", "    return _EXPORTED.call(*args)", ""]
-    return "\n".join(header + [""] + code + _data(program, reference, honest)) + "\n" + _MAIN
+    body = "\n".join([""] + code + _data(program, reference, honest)) + "\n" + _main(False, crash)
+    header = _header(program, config, options, mutant, note, body)
+    return "\n".join(header) + "\n" + body
+
+
+_RUN_JIT = """\
+    compiled = jax.jit(program).lower(*INPUTS).compile(compiler_options=OPTIONS or None)
+    outputs = [np.asarray(x) for x in jax.tree_util.tree_leaves(compiled(*INPUTS))]
+"""
+_RUN_EAGER = """\
+    with jax.disable_jit():  # op by op: no whole-program compile to drop or fuse the faulty op
+        outputs = [np.asarray(x) for x in jax.tree_util.tree_leaves(program(*INPUTS))]
+"""
+
+
+#: The entry point of a crash finding's script: a crash kills the process, so the check runs in a
+#: child and a death by signal becomes CRASH and exit 1, like any other failure.
+CRASH_ENTRY = """if __name__ == "__main__":
+    if "--child" in sys.argv[1:]:
+        sys.exit(main())
+    import os
+    import subprocess
+    here = os.path.abspath(__file__)
+    code = subprocess.run([sys.executable, here, "--child", *sys.argv[1:]]).returncode
+    if code < 0:
+        print("CRASH: the process running the program died of signal %d" % -code)
+    sys.exit(1 if code < 0 else code)
+"""
+_ENTRY = """if __name__ == "__main__":
+    sys.exit(main())
+"""
+
+
+def _main(eager: bool, crash: bool = False) -> str:
+    """The script's ``main`` and entry point, running the program jitted or op by op; with
+    `crash`, in a child process (`CRASH_ENTRY`)."""
+    text = _MAIN.replace("RUN\n", _RUN_EAGER if eager else _RUN_JIT)
+    return text.replace(_ENTRY, CRASH_ENTRY) if crash else text
 
 
 def count_lines(source: str) -> int:
@@ -431,5 +691,5 @@ def count_lines(source: str) -> int:
                if line.strip() and not line.strip().startswith("#"))
 
 
-__all__ = ["LITERAL_ELEMENTS", "Unprintable", "array_expr", "count_lines", "emit_export_repro",
-           "emit_repro"]
+__all__ = ["CRASH_ENTRY", "LITERAL_ELEMENTS", "Unprintable", "array_expr", "count_lines",
+           "emit_export_repro", "emit_repro", "tolerances"]

@@ -25,7 +25,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from xlaprobe.errors import InvalidArgument
+from xlaprobe.errors import InvalidArgument, user_error
 from xlaprobe.program import Program, Provenance
 
 #: Short dtype names of input specs, as in HLO text.
@@ -147,7 +147,7 @@ def load_module(path_or_name: str) -> types.ModuleType:
     except ModuleNotFoundError as exc:
         raise InvalidArgument(f"cannot import '{path_or_name}': {exc}") from exc
     except Exception as exc:
-        raise InvalidArgument(f"importing '{path_or_name}' failed: {type(exc).__name__}: {exc}") from exc
+        raise InvalidArgument(user_error(exc, f"importing {path_or_name}")) from exc
 
 
 def _call_factory(factory: Callable[[], Any], where: str) -> tuple[Any, ...]:
@@ -156,7 +156,7 @@ def _call_factory(factory: Callable[[], Any], where: str) -> tuple[Any, ...]:
     except SystemExit as exc:
         raise InvalidArgument(f"input factory {where} called sys.exit({exc.code!r})") from exc
     except Exception as exc:
-        raise InvalidArgument(f"input factory {where} failed: {type(exc).__name__}: {exc}") from exc
+        raise InvalidArgument(user_error(exc, f"calling the input factory {where}")) from exc
     return tuple(args) if isinstance(args, (tuple, list)) else (args,)
 
 
