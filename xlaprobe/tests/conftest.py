@@ -9,7 +9,11 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
-os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH", "")]))
+# Subprocesses (the CLI, pytest runs of the plugin) import the xlaprobe under test, whatever
+# checkout an editable install of the environment points at.
+SRC = os.path.join(ROOT, "src")
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [SRC, ROOT,
+                                                         os.environ.get("PYTHONPATH", "")]))
 
 
 @pytest.fixture(scope="session")

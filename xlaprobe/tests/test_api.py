@@ -84,11 +84,23 @@ def test_reduce_writes_a_repro_that_shows_the_fault(pool, tmp_path):
     (lambda: api.localize(jnp.tanh, X, db=None), "which configuration fails"),
     (lambda: api.localize(jnp.tanh, X, config="reference", db=None), "the oracle"),
     (lambda: api.reduce(jnp.tanh, X, config="xla", db=None), "give out="),
-    (lambda: api.check(lambda v: v.undefined, X, db=None), "cannot trace"),
+    (lambda: api.check(lambda v: v.undefined, X, db=None), "tracing"),
+    (lambda: api.check(jnp.tanh, X, db=5), "db must be a file path"),
+    (lambda: api.check(jnp.tanh, X, configs=5, db=None), "configs must be"),
+    (lambda: api.check(jnp.tanh, X, jobs="2", db=None), "jobs must be"),
 ])
 def test_bad_input_is_one_invalid_argument(call, message):
     with pytest.raises(InvalidArgument, match=message):
         call()
+
+
+def test_a_bad_store_or_out_fails_before_any_run(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(InvalidArgument, match="is a directory"):
+        api.localize(_sin_minus, X, config=PLANTED, db=tmp_path)
+    with pytest.raises(InvalidArgument, match="is a file"):
+        api.reduce(_sin_minus, X, config=PLANTED, db=None, out=tmp_path / "afile")
+    assert not (tmp_path / "5").exists()
 
 
 def test_the_package_exports_the_api():

@@ -62,3 +62,19 @@ def test_script_errors_and_exit_codes_pass_through(tmp_path, capsys):
         capture_command([str(tmp_path / "none.py")], out_dir=tmp_path / "c", min_equations=2)
     with pytest.raises(InvalidArgument, match="give the script"):
         capture_command(["python"], out_dir=tmp_path / "d", min_equations=2)
+
+
+def test_options_after_the_script_are_the_scripts(tmp_path):
+    import subprocess
+    import sys
+    script = tmp_path / "argv.py"
+    script.write_text("import sys\nprint('ARGV', sys.argv[1:])\n")
+    done = subprocess.run([sys.executable, "-m", "xlaprobe.cli", "capture", "--out",
+                           str(tmp_path / "c"), str(script), "--steps", "5", "--out", "zz"],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "ARGV ['--steps', '5', '--out', 'zz']" in done.stdout
+    assert (tmp_path / "c").is_dir() and not (tmp_path / "zz").exists()
+    missing = subprocess.run([sys.executable, "-m", "xlaprobe.cli", "capture", "-m",
+                              "no_such_module_zz"], capture_output=True, text=True, cwd=tmp_path)
+    assert missing.returncode == 2 and "no module named no_such_module_zz" in missing.stderr

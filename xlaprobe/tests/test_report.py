@@ -209,3 +209,17 @@ def test_store_select_runs_queries_only(tmp_path):
         for statement in ("DELETE FROM findings", "WITH x AS (SELECT 1) DELETE FROM findings"):
             with pytest.raises(InvalidArgument, match="SELECT queries only"):
                 store.select(statement)
+
+
+def test_report_never_writes_over_the_store_or_another_database(tmp_path):
+    from xlaprobe.cli.report import report_command
+    from xlaprobe.errors import InvalidArgument
+    db = tmp_path / "x.db"
+    Store(db).close()
+    other = tmp_path / "other.db"
+    Store(other).close()
+    before = db.read_bytes()
+    for out in (db, other):
+        with pytest.raises(InvalidArgument, match="the store itself|an SQLite database"):
+            report_command(db=db, out=out)
+    assert db.read_bytes() == before

@@ -156,6 +156,54 @@ def program_of(target: Target | Checked, args: tuple[Any, ...] = (), *, name: st
     return Program.from_function(target, args, Provenance("python", label)), (), None
 
 
+def validated_store(db: Any) -> Path | None:
+    """`db` as a path, the store opened once (created if missing) so that a bad one fails
+    before minutes of runs, not after; None stays None.
+
+    Raises:
+        InvalidArgument: not a path, a directory, or not writable.
+        CorruptArtifact: not an xlaprobe store.
+    """
+    if db is None:
+        return None
+    if not isinstance(db, (str, Path)) or not str(db).strip():
+        raise InvalidArgument(f"db must be a file path or None, not {db!r}")
+    Store(db).close()
+    return Path(db)
+
+
+def _checked_options(configs: Any, jobs: Any, timeout_s: Any) -> None:
+    """Refuse option values of the wrong type before any work (one line, not a TypeError)."""
+    if not isinstance(configs, str):
+        raise InvalidArgument(f"configs must be a comma-separated string such as "
+                              f"'xla,xla:O0', not {configs!r}")
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise InvalidArgument(f"jobs must be a whole number of at least 1, not {jobs!r}")
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or \
+            not timeout_s > 0:
+        raise InvalidArgument(f"timeout_s must be a positive number of seconds, not "
+                              f"{timeout_s!r}")
+
+
+def check_out_dir(out: Path) -> None:
+    """Refuse an output directory for a reduction before it runs: a file, one that cannot be
+    made, or a non-empty one that holds no earlier reduction (its ``repro.py`` would be
+    replaced).
+
+    Raises:
+        InvalidArgument: as above.
+    """
+    if out.exists() and not out.is_dir():
+        raise InvalidArgument(f"--out {out} is a file; give a directory")
+    if out.is_dir() and any(out.iterdir()) and not (out / "reduction.json").exists():
+        raise InvalidArgument(f"--out {out} is not empty and holds no earlier reduction: its "
+                              "files (a repro.py) would be replaced; give a new directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InvalidArgument(f"cannot create --out {out}: {exc}") from exc
+
+
 @contextmanager
 def _pool(pool: Any, jobs: int, timeout_s: float) -> Iterator[Any]:
     # A caller's pool (the pytest plugin's, shared by a session) outlives the call.
@@ -198,6 +246,8 @@ def check(target: Target, *args: Any, configs: str = DEFAULT_CONFIGS,
     from xlaprobe.artifact import save_finding_artifacts
     from xlaprobe.configs.registry import parse_configs
 
+    _checked_options(configs, jobs, timeout_s)
+    db = validated_store(db)
     program, named, _ = program_of(target, args, name=name, seed=seed, inputs=inputs, db=db)
     parsed = parse_configs(configs)
     specs = [str(c) for c in parsed]
@@ -229,6 +279,9 @@ def _faulty(target: Target | Checked, args: tuple[Any, ...], config: str | None,
 
     program, named, finding_id = program_of(target, args, **where)
     spec = config or (named[0] if named else "")
+    if not spec and isinstance(target, Checked):
+        raise InvalidArgument(f"this check has no finding to {verb}; pass config= to "
+                              f"{verb} a configuration anyway")
     if not spec:
         raise InvalidArgument(f"which configuration fails? pass config=, e.g. "
                               f"xlaprobe.{verb}(fn, x, config='xla:fastmath')")
@@ -275,6 +328,8 @@ def localize(target: Target | Checked, *args: Any, config: str | None = None,
 
     if method not in METHODS:
         raise InvalidArgument(f"unknown localization method '{method}': use {', '.join(METHODS)}")
+    _checked_options("", jobs, timeout_s)
+    db = validated_store(db)
     program, parsed, finding_id, reused = _faulty(target, args, config, "localize", name=name,
                                                   seed=seed, inputs=inputs, db=db)
     with _pool(pool, jobs, timeout_s) as running:
@@ -356,6 +411,10 @@ def reduce(target: Target | Checked, *args: Any, config: str | None = None,
         raise InvalidArgument(f"max_tests must be at least 1, not {budget}")
     if out is None and db is None:
         raise InvalidArgument("give out= (a directory for repro.py) when db=None")
+    _checked_options("", jobs, timeout_s)
+    db = validated_store(db)
+    if out is not None:
+        check_out_dir(Path(out))
     program, parsed, finding_id, reused = _faulty(target, args, config, "reduce", name=name,
                                                   seed=seed, inputs=inputs, db=db)
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in str(parsed))
@@ -399,6 +458,8 @@ def bisect(target: Target | Checked, *args: Any, config: str | None = None,
     from xlaprobe.releases.program import bisect_program, known_bad_release, parse_releases
     from xlaprobe.workers import WorkerPool
 
+    _checked_options("", 1, timeout_s)
+    db = validated_store(db)
     program, named, finding_id = program_of(target, args, name=name, seed=seed, inputs=inputs,
                                             db=db)
     spec = config or (named[0] if named else "")

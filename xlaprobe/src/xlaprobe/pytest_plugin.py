@@ -62,6 +62,10 @@ def pytest_configure(config: pytest.Config) -> None:
     jobs = config.getoption("--xlaprobe-jobs", 1)
     if jobs is not None and jobs < 1:
         raise pytest.UsageError(f"--xlaprobe-jobs must be at least 1, not {jobs}")
+    timeout = config.getoption("--xlaprobe-timeout", 600.0)
+    if timeout is not None and not timeout > 0:
+        raise pytest.UsageError(f"--xlaprobe-timeout must be a positive number of seconds, "
+                                f"not {timeout}")
     given = config.getoption("--xlaprobe-configs", None)
     if given:
         from xlaprobe.configs.registry import parse_configs
@@ -113,6 +117,10 @@ def xlaprobe_check(request: pytest.FixtureRequest, xlaprobe_pool: Any) -> Callab
 
     marker = request.node.get_closest_marker("xlaprobe")
     options = request.config
+    if marker is not None and (marker.args or set(marker.kwargs) - {"configs"}):
+        # A typo (config=) or a positional spec would silently check the defaults instead.
+        pytest.fail("xlaprobe: the xlaprobe marker takes configs= only, e.g. "
+                    "@pytest.mark.xlaprobe(configs='xla,xla:fastmath')", pytrace=False)
 
     def run(target: Any, *args: Any, configs: str | None = None, **kwargs: Any) -> Any:
         chosen = (configs or (marker.kwargs.get("configs") if marker else None)

@@ -23,13 +23,21 @@ def _script_exit(exc: BaseException) -> int:
     return exc.code if isinstance(exc.code, int) else 1
 
 
+def _module_exists(name: str) -> bool:
+    import importlib.util
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a parent package missing, or an empty name
+        return False
+
+
 def capture_command(command: list[str], *, out_dir: Path, min_equations: int) -> int:
     """Run `command` (``script.py ARGS`` or ``-m module ARGS``, optionally preceded by
     ``python``) under `xlaprobe.captures.capture`, then list what was captured.
 
     Returns:
-        The script's exit code (1 when it raised, with its error line on stderr; 130 on Ctrl-C);
-        what it compiled before is saved either way.
+        The script's own exit status, passed through (1 when it raised, with its error line on
+        stderr; 130 on Ctrl-C); what it compiled before is saved either way.
 
     Raises:
         InvalidArgument: no command, a script that does not exist, or a bad output directory.
@@ -43,6 +51,8 @@ def capture_command(command: list[str], *, out_dir: Path, min_equations: int) ->
     module = argv[1] if argv[0] == "-m" else None
     if module is None and not Path(argv[0]).is_file():
         raise InvalidArgument(f"no script {argv[0]} to run")
+    if module is not None and not _module_exists(module):
+        raise InvalidArgument(f"no module named {module} to run")
     code = 0
     saved_argv, saved_path = sys.argv, list(sys.path)
     with capture(out_dir, min_equations=min_equations) as captured:

@@ -380,7 +380,8 @@ def report(db: DbOption = DEFAULT_DB,
     report_command(db=db, out=out)
 
 
-@app.command(context_settings={"ignore_unknown_options": True})
+# Everything after the script is the script's (its own --out included), with or without "--".
+@app.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 def capture(
     command: Annotated[list[str], typer.Argument(
         help="the script and its arguments after --: train.py --steps 5, or -m package.module")],

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from xlaprobe.api import store_localization
+from xlaprobe.api import store_localization, validated_store
 from xlaprobe.cli.console import Steps, seconds
 from xlaprobe.errors import InvalidArgument
 from xlaprobe.localization import fusion as fusion_mod
@@ -54,6 +54,7 @@ def localize_command(target: str, config: str, *, db: Path | str, json_output: b
     """
     db = Path(db)
     program, parsed, finding_id = resolve_faulty(target, config, db, input_spec, "localize")
+    validated_store(db)  # a bad store fails now, not after the run
     config = str(parsed)
     if method not in METHODS:
         raise InvalidArgument(f"unknown localization method '{method}': use {', '.join(METHODS)}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from xlaprobe.api import Reduced, store_reduction
+from xlaprobe.api import Reduced, check_out_dir, store_reduction, validated_store
 from xlaprobe.cli.console import Steps, seconds
 from xlaprobe.errors import InvalidArgument
 from xlaprobe.localization import fusion as fusion_mod
@@ -46,8 +46,9 @@ def reduce_command(target: str, config: str, *, db: Path | str, out: Path | str 
     if max_tests < 1:
         raise InvalidArgument(f"--max-tests must be at least 1, not {max_tests}")
     if out is not None:
-        _check_out(Path(out))
+        check_out_dir(Path(out))
     program, parsed, finding_id = resolve_faulty(target, config, db, input_spec, "reduce")
+    validated_store(db)  # a bad store fails now, not after the run
     config = str(parsed)
     say = (lambda text: None) if json_output else print
     say(f"reducing {config} on {program.provenance.name} ({len(program.jaxpr.jaxpr.eqns)} "
@@ -74,21 +75,3 @@ def reduce_command(target: str, config: str, *, db: Path | str, out: Path | str 
         for line in Reduced(result, written).lines(seconds):
             say(line)
     return 0 if written.repro_exit == 1 and not result.flaky else 1
-
-
-def _check_out(out: Path) -> None:
-    """Refuse an output directory before the reduction runs: a file, one that cannot be made,
-    or a non-empty one that holds no earlier reduction (its ``repro.py`` would be replaced).
-
-    Raises:
-        InvalidArgument: as above.
-    """
-    if out.exists() and not out.is_dir():
-        raise InvalidArgument(f"--out {out} is a file; give a directory")
-    if out.is_dir() and any(out.iterdir()) and not (out / "reduction.json").exists():
-        raise InvalidArgument(f"--out {out} is not empty and holds no earlier reduction: its "
-                              "files (a repro.py) would be replaced; give a new directory")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InvalidArgument(f"cannot create --out {out}: {exc}") from exc

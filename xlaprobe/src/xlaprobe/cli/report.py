@@ -27,6 +27,10 @@ def report_command(*, db: Path, out: Path) -> Path:
     if out.is_dir():
         raise InvalidArgument(f"--out {out} is a directory; give a file path, e.g. "
                               f"{out / 'report.html'}")
+    if out.exists() and (out.resolve() == db.resolve() or _is_sqlite(out)):
+        what = "the store itself" if out.resolve() == db.resolve() else "an SQLite database"
+        raise InvalidArgument(f"--out {out} is {what}; give the HTML file another path, e.g. "
+                              "report.html")
     with _open(db) as store:
         data = gather(store, db=str(db))
     page = render(data)
@@ -38,6 +42,15 @@ def report_command(*, db: Path, out: Path) -> Path:
         f"{len(data.campaigns)} campaign(s), {len(data.tunings)} tuning search(es); open it "
         "in a browser (works offline)")
     return written
+
+
+def _is_sqlite(path: Path) -> bool:
+    """Does `path` start like an SQLite database (a store a report must never replace)?"""
+    try:
+        with path.open("rb") as handle:
+            return handle.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
 
 
 def _open(db: Path) -> Any:
