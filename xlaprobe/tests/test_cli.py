@@ -328,3 +328,16 @@ def test_db_none_is_refused_on_the_command_line(tmp_path):
                          capture_output=True, text=True, cwd=tmp_path)
     assert run.returncode == 2 and "always records" in run.stderr
     assert not (tmp_path / "none").exists()
+
+
+@pytest.mark.parametrize("args, words", [
+    (["fuzz", "--campaign", "1", "--configs", "xla"], "drop --configs"),
+    (["fuzz", "--campaign", "1", "--resume"], "drop --configs, --seed and --resume"),
+    (["check", "/etc/hostname:f"], "not a Python source file"),
+    (["report", "--db", "."], "is a directory"),
+])
+def test_contradictions_and_wrong_files_are_one_line(tmp_path, args, words):
+    run = subprocess.run([sys.executable, "-m", "xlaprobe.cli", *args], capture_output=True,
+                         text=True, cwd=tmp_path)
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert run.returncode == 2 and len(lines) == 1 and words in lines[0], run.stderr

@@ -21,7 +21,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from xlaprobe.cli.console import err, out, set_quiet, set_wide
-from xlaprobe.errors import XlaprobeError
+from xlaprobe.errors import InvalidArgument, XlaprobeError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Differential checking of XLA (from JAX): finds miscompilations.")
@@ -122,10 +122,12 @@ def check(
 @app.command()
 def fuzz(
     time: Annotated[str, typer.Option("--time", help="wall-time budget: 90s, 10m, 1h")] = "5m",
-    configs: Annotated[str, typer.Option("--configs", "-c", help="comma-separated configuration "
-                                         "specs")] = "xla,xla:O0,eager,reference",
+    configs: Annotated[str | None, typer.Option(
+        "--configs", "-c", help="comma-separated configuration specs [default: "
+        "xla,xla:O0,eager,reference]", show_default=False)] = None,
     jobs: JobsOption = 1,
-    seed: Annotated[int, typer.Option(help="first generator seed", min=0, max=2 ** 62)] = 0,
+    seed: Annotated[int | None, typer.Option(help="first generator seed [default: 0]", min=0,
+                                             max=2 ** 62, show_default=False)] = None,
     db: DbOption = DEFAULT_DB,
     resume: Annotated[bool, typer.Option("--resume", help="continue the newest campaign with "
                                          "these configurations")] = False,
@@ -140,8 +142,13 @@ def fuzz(
     from xlaprobe.cli.fuzz import fuzz_command
 
     _display(quiet)
-    raise typer.Exit(fuzz_command(time_s=parse_duration(time), configs=configs, jobs=jobs,
-                                  seed=seed, db=db, resume=resume, campaign=campaign,
+    if campaign is not None and (configs is not None or seed is not None or resume):
+        # The campaign's own configurations and seeds go on: another value would be ignored.
+        raise InvalidArgument(f"--campaign {campaign} continues with its own configurations and "
+                              "seeds: drop --configs, --seed and --resume")
+    raise typer.Exit(fuzz_command(time_s=parse_duration(time),
+                                  configs=configs or "xla,xla:O0,eager,reference", jobs=jobs,
+                                  seed=seed or 0, db=db, resume=resume, campaign=campaign,
                                   json_output=as_json))
 
 

@@ -22,6 +22,9 @@ def report_command(*, db: Path, out: Path) -> Path:
     from xlaprobe.report.gather import gather
     from xlaprobe.report.render import render, write_atomic
 
+    if db.is_dir():
+        raise InvalidArgument(f"--db {db} is a directory; give the store's file path, e.g. "
+                              f"{db / 'xlaprobe.db'}")
     if not db.is_file():
         raise InvalidArgument(f"no store at {db}; run xlaprobe check first or pass --db")
     if out.is_dir():

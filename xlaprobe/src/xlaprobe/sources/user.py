@@ -127,7 +127,9 @@ def load_module(path_or_name: str) -> types.ModuleType:
             if folder not in sys.path:
                 sys.path.insert(0, folder)
             spec = importlib.util.spec_from_file_location(name, path)
-            assert spec is not None and spec.loader is not None
+            if spec is None or spec.loader is None:  # no loader for its suffix
+                raise InvalidArgument(f"cannot import {path_or_name}: not a Python source file "
+                                      "(give path/to/file.py)")
             module = importlib.util.module_from_spec(spec)
             sys.modules[name] = module
             try:
