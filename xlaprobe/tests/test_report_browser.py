@@ -8,6 +8,7 @@ Without Chromium the test fails, naming the install command, rather than skippin
 CI; ``XLAPROBE_NO_BROWSER=1`` skips it where no browser can be installed.
 """
 
+import contextlib
 import os
 import pathlib
 import textwrap
@@ -51,6 +52,28 @@ def _browser():
     return sync_playwright
 
 
+@contextlib.contextmanager
+def _page(sync_playwright, path: pathlib.Path):
+    """A chromium page showing `path`; on exit, asserts it reported no problem (console errors
+    and warnings, page errors, failed requests, any request outside the file)."""
+    problems: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}")
+                    if m.type in ("error", "warning") else None)
+            page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+            page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url}"))
+            page.on("request", lambda r: problems.append(f"request: {r.url}")
+                    if not r.url.startswith(("file://", "data:")) else None)
+            page.goto(path.resolve().as_uri(), wait_until="load")
+            yield page
+        finally:
+            browser.close()
+    assert not problems, problems
+
+
 def _store(tmp_path: pathlib.Path, pool, monkeypatch) -> pathlib.Path:
     """A store as a user makes it: check, localize, reduce a planted fault (the commands' own
     code, on the session's worker pool: each command would start its own workers, ~3 s of CPU
@@ -58,14 +81,14 @@ def _store(tmp_path: pathlib.Path, pool, monkeypatch) -> pathlib.Path:
     import contextlib
 
     from xlaprobe.campaign import Campaign
-    from xlaprobe.cli import check as check_module
+    from xlaprobe import api
     from xlaprobe.cli.check import check_command
     from xlaprobe.cli.localize import localize_command
     from xlaprobe.cli.reduce import reduce_command
     from xlaprobe.localization import fusion
 
     shared = lambda **_: contextlib.nullcontext(pool)  # noqa: E731 (the pool outlives the test)
-    monkeypatch.setattr(check_module, "WorkerPool", shared)
+    monkeypatch.setattr(api, "_pool", lambda *_: contextlib.nullcontext(pool))  # the check's
     monkeypatch.setattr(fusion, "make_pool", shared)
     db = tmp_path / "store" / "xlaprobe.db"
     source = tmp_path / "prog.py"
@@ -101,46 +124,32 @@ def test_report_opens_in_chromium_and_shows_every_section(tmp_path, capsys, pool
     page_path = report_command(db=db, out=tmp_path / "report.html")
     capsys.readouterr()
     kernel_line = next(line for line in loc["kernel_hlo"].splitlines() if "subtract(" in line)
-    problems: list[str] = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}")
-                    if m.type in ("error", "warning") else None)
-            page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-            page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url}"))
-            page.on("request", lambda r: problems.append(f"request: {r.url}")
-                    if not r.url.startswith(("file://", "data:")) else None)
-            page.goto(page_path.resolve().as_uri(), wait_until="load")
-            for section in ("findings", "errors", "localization", "reduction", "releases",
-                            "campaigns", "tuning"):
-                assert page.locator(f"#{section}").is_visible(), section
-            findings = page.locator("#findings").inner_text()
-            assert finding.fingerprint in findings and "mutant:swap-subtract-fused" in findings
-            assert "mismatch" in findings
-            # The error map of output [0] is an image that decoded (embedded, not fetched).
-            heatmap = page.locator("#errors img.heatmap").first
-            assert heatmap.is_visible() and "output [0]" in heatmap.get_attribute("alt")
-            localization = page.locator("#localization").inner_text()
-            assert f"equation {loc['equation']['index']} sub" in localization
-            assert loc["op"]["instruction"] in localization
-            assert kernel_line.strip() in page.locator("#localization pre.hlo").inner_text()
-            repro = page.locator("#reduction pre.repro").inner_text()
-            assert "MISMATCH" in repro and "swap-subtract-fused" in repro
-            assert "No finding was bisected" in page.locator("#releases").inner_text()
-            campaigns = page.locator("#campaigns").inner_text()
-            assert "Campaign 1 (done)" in campaigns and "2 programs" in campaigns
-            assert "No tuning search" in page.locator("#tuning").inner_text()
-            images = page.locator("img.fig")
-            assert images.count() >= 2
-            for i in range(images.count()):
-                assert images.nth(i).evaluate("img => img.complete && img.naturalWidth > 0"), i
-            shot = tmp_path / "report.png"
-            page.screenshot(path=str(shot), full_page=True)
-        finally:
-            browser.close()
-    assert not problems, problems
+    with _page(sync_playwright, page_path) as page:
+        for section in ("findings", "errors", "localization", "reduction", "releases",
+                        "campaigns", "tuning"):
+            assert page.locator(f"#{section}").is_visible(), section
+        findings = page.locator("#findings").inner_text()
+        assert finding.fingerprint in findings and "mutant:swap-subtract-fused" in findings
+        assert "mismatch" in findings
+        # The error map of output [0] is an image that decoded (embedded, not fetched).
+        heatmap = page.locator("#errors img.heatmap").first
+        assert heatmap.is_visible() and "output [0]" in heatmap.get_attribute("alt")
+        localization = page.locator("#localization").inner_text()
+        assert f"equation {loc['equation']['index']} sub" in localization
+        assert loc["op"]["instruction"] in localization
+        assert kernel_line.strip() in page.locator("#localization pre.hlo").inner_text()
+        repro = page.locator("#reduction pre.repro").inner_text()
+        assert "MISMATCH" in repro and "swap-subtract-fused" in repro
+        assert "No finding was bisected" in page.locator("#releases").inner_text()
+        campaigns = page.locator("#campaigns").inner_text()
+        assert "Campaign 1 (done)" in campaigns and "2 programs" in campaigns
+        assert "No tuning search" in page.locator("#tuning").inner_text()
+        images = page.locator("img.fig")
+        assert images.count() >= 2
+        for i in range(images.count()):
+            assert images.nth(i).evaluate("img => img.complete && img.naturalWidth > 0"), i
+        shot = tmp_path / "report.png"
+        page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 10_000
     print(f"screenshot: {shot}")
 
@@ -154,27 +163,16 @@ def test_release_window_and_tuning_sections_in_chromium(tmp_path):
 
     _known_store(tmp_path / "x.db")
     page_path = report_command(db=tmp_path / "x.db", out=tmp_path / "known.html")
-    problems: list[str] = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}")
-                    if m.type in ("error", "warning") else None)
-            page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-            page.goto(page_path.resolve().as_uri(), wait_until="load")
-            releases = page.locator("#releases").inner_text()
-            assert "last good 0.4.33, first bad 0.5.3, first fixed -" in " ".join(releases.split())
-            assert "0.7.2: not run" in releases
-            tuning = page.locator("#tuning").inner_text()
-            assert "my.py:step: tpe, budget 4, 5 measurements" in tuning
-            assert "XLA_FLAGS=--xla_x=1" in tuning
-            plot = page.locator("#tuning img.tune")
-            assert plot.evaluate("img => img.complete && img.naturalWidth > 0")
-            # Store text is escaped: the program named <script> is text, and nothing ran.
-            assert "<script>alert(1)</script>" in page.locator("#findings").inner_text()
-            assert page.evaluate("document.scripts.length") == 0
-            page.screenshot(path=str(tmp_path / "known.png"), full_page=True)
-        finally:
-            browser.close()
-    assert not problems, problems
+    with _page(sync_playwright, page_path) as page:
+        releases = page.locator("#releases").inner_text()
+        assert "last good 0.4.33, first bad 0.5.3, first fixed -" in " ".join(releases.split())
+        assert "0.7.2: not run" in releases
+        tuning = page.locator("#tuning").inner_text()
+        assert "my.py:step: tpe, budget 4, 5 measurements" in tuning
+        assert "XLA_FLAGS=--xla_x=1" in tuning
+        plot = page.locator("#tuning img.tune")
+        assert plot.evaluate("img => img.complete && img.naturalWidth > 0")
+        # Store text is escaped: the program named <script> is text, and nothing ran.
+        assert "<script>alert(1)</script>" in page.locator("#findings").inner_text()
+        assert page.evaluate("document.scripts.length") == 0
+        page.screenshot(path=str(tmp_path / "known.png"), full_page=True)

@@ -87,7 +87,7 @@ class Checked:
         return buffer.getvalue()
 
     def _render(self, console: Any) -> None:
-        from xlaprobe.cli.check import print_result
+        from xlaprobe.cli.verdicts import print_result
         print_result(self.result, dict(self.artifacts), False, dict(self.ids),
                      self.db or DEFAULT_DB, console=console)
 
@@ -243,23 +243,60 @@ def check(target: Target, *args: Any, configs: str = DEFAULT_CONFIGS,
         InvalidArgument: a bad target, configuration list or store; a function that does not
             trace with `args`.
     """
-    from xlaprobe.artifact import save_finding_artifacts
-    from xlaprobe.configs.registry import parse_configs
-
     _checked_options(configs, jobs, timeout_s)
     db = validated_store(db)
     program, named, _ = program_of(target, args, name=name, seed=seed, inputs=inputs, db=db)
+    return run_check(program, with_oracle(configs, named), db=db, jobs=jobs,
+                     timeout_s=timeout_s, pool=pool, on_outcome=on_outcome)
+
+
+def with_oracle(configs: str, named: tuple[str, ...] = ()) -> list[Any]:
+    """The configurations a check runs: `configs` parsed, then those the target names (a case's
+    faulty configuration, a finding's) and the float64 ``reference`` added when missing.
+
+    Returns:
+        `xlaprobe.configs.registry.Configuration` objects in order.
+
+    Raises:
+        InvalidArgument: an unknown or malformed configuration spec.
+    """
+    from xlaprobe.configs.registry import parse_configs
+
     parsed = parse_configs(configs)
     specs = [str(c) for c in parsed]
-    # The float64 reference is the oracle; a case's faulty configuration is what it is about.
+    # The float64 reference is the oracle: without it the first configuration would be the
+    # baseline, and configurations wrong alike would pass.
     for extra in (*named, "reference"):
         if extra not in specs:
             parsed.extend(parse_configs(extra))
             specs.append(extra)
+    return parsed
+
+
+def run_check(program: Program, configs: list[Any], *, db: Path | None, jobs: int = 1,
+              timeout_s: float = 600.0, pool: Any = None,
+              on_outcome: Callable[[Any], None] | None = None) -> Checked:
+    """Run `configs` on `program` in isolated workers, judge, and record the check in `db` with
+    its findings' artifacts (``<db dir>/artifacts``): what ``xlaprobe check`` and `check` share.
+
+    Args:
+        program: the program with its inputs.
+        configs: parsed configurations (see `with_oracle`).
+        db: a validated store path (see `validated_store`), or None to record nothing.
+        jobs, timeout_s, pool, on_outcome: as in `check`.
+
+    Returns:
+        The `Checked` result, with finding ids and artifacts when recorded.
+
+    Raises:
+        CorruptArtifact: `db` is not an xlaprobe store.
+    """
+    from xlaprobe.artifact import save_finding_artifacts
+
     store = Store(db) if db is not None else None  # a bad store fails before minutes of runs
     try:
         with _pool(pool, jobs, timeout_s) as running:
-            result = check_program(program, parsed, running, on_outcome=on_outcome)
+            result = check_program(program, configs, running, on_outcome=on_outcome)
         if store is None:
             return Checked(result)
         artifacts = save_finding_artifacts(result, Path(db).parent / "artifacts")
@@ -285,10 +322,7 @@ def _faulty(target: Target | Checked, args: tuple[Any, ...], config: str | None,
     if not spec:
         raise InvalidArgument(f"which configuration fails? pass config=, e.g. "
                               f"xlaprobe.{verb}(fn, x, config='xla:fastmath')")
-    parsed = Configuration.parse(spec)
-    if parsed.kind == "reference":
-        raise InvalidArgument(f"the reference is the oracle; {verb} a configuration that is "
-                              "judged against it, e.g. xla or xla:fastmath")
+    parsed = Configuration.judged(spec, verb)
     reused = None
     if isinstance(target, Checked) and str(parsed) in target.result.configs \
             and "reference" in target.result.configs:
@@ -454,8 +488,7 @@ def bisect(target: Target | Checked, *args: Any, config: str | None = None,
     """
     from xlaprobe.configs.registry import Configuration
     from xlaprobe.configs.release import release_options
-    from xlaprobe.releases import envs
-    from xlaprobe.releases.program import bisect_program, known_bad_release, parse_releases
+    from xlaprobe.releases.program import bisect_program, releases_to_bisect
     from xlaprobe.workers import WorkerPool
 
     _checked_options("", 1, timeout_s)
@@ -468,10 +501,7 @@ def bisect(target: Target | Checked, *args: Any, config: str | None = None,
                               "xlaprobe.bisect(fn, x, config='xla')")
     parsed = Configuration.parse(spec)
     release_options(parsed)  # a non-XLA configuration fails before any work
-    versions = parse_releases(releases) if releases is not None else \
-        envs.default_releases(envs.available_releases())
-    known_bad = known_bad_release(parsed)
-    versions = sorted({*versions, known_bad}, key=envs.version_key)
+    versions, known_bad = releases_to_bisect(parsed, releases, log or (lambda text: None))
     if isinstance(target, Checked) and finding_id is None:
         finding_id = target.ids.get(str(parsed))
     store = Store(db) if db is not None else None

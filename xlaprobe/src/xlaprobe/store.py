@@ -328,10 +328,14 @@ class Store:
                              self.resolve_path(row[6]), float(row[7]),
                              tuple(a for a in (row[8] or "").split(",") if a), row[9])
 
+    def stored_findings(self) -> list[StoredFinding]:
+        """All findings, newest first."""
+        rows = self._db.execute(self._FINDING + " ORDER BY f.id DESC").fetchall()
+        return [self._finding(row) for row in rows]
+
     def findings(self) -> list[dict[str, Any]]:
         """All findings, newest first, as JSON-ready dicts (`StoredFinding.to_json`)."""
-        rows = self._db.execute(self._FINDING + " ORDER BY f.id DESC").fetchall()
-        return [self._finding(row).to_json() for row in rows]
+        return [finding.to_json() for finding in self.stored_findings()]
 
     def finding(self, finding_id: int) -> StoredFinding | None:
         """One finding by id (an indexed lookup), or None (also for an id no row can have)."""

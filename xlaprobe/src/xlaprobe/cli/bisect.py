@@ -12,7 +12,7 @@ from xlaprobe.configs.registry import Configuration
 from xlaprobe.configs.release import release_options
 from xlaprobe.releases import envs
 from xlaprobe.releases.bisection import ReleaseRun, run_bound
-from xlaprobe.releases.program import bisect_program, known_bad_release, parse_releases
+from xlaprobe.releases.program import bisect_program, releases_to_bisect
 from xlaprobe.sources.targets import resolve_finding
 from xlaprobe.store import Store
 from xlaprobe.workers import WorkerPool
@@ -33,19 +33,8 @@ def bisect_command(target: str, config: str, *, releases: str | None, db: Path, 
     program, spec, finding_id = resolve_finding(target, config, db, input_spec)
     parsed = Configuration.parse(spec)
     release_options(parsed)  # fail on a non-XLA configuration before any work
-    if releases is not None:
-        versions = parse_releases(releases)
-    else:
-        versions = envs.default_releases(envs.available_releases())
     say = (lambda text: None) if json_output else (lambda text: print(text, flush=True))
-    known_bad = known_bad_release(parsed)
-    if known_bad not in versions:
-        # The release the failure was seen on is evidence: a bug that came and went between
-        # two good ends is found from it.
-        versions = sorted({*versions, known_bad}, key=envs.version_key)
-        why = "the release the configuration names" if parsed.kind == "jaxlib" else \
-            "the installed release, which the check ran on"
-        say(f"added jaxlib=={known_bad} ({why}) to the releases")
+    versions, known_bad = releases_to_bisect(parsed, releases, say)
 
     # Open the store first: a bad --db fails before minutes of release runs, not after.
     with Store(db) as store, WorkerPool(size=1, timeout_s=timeout_s) as pool:

@@ -3,30 +3,13 @@
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from rich.markup import escape
-from rich.table import Table
-
-from xlaprobe.artifact import save_finding_artifacts
-from xlaprobe.checking import BUDGET, HONEST, REFERENCE, CheckResult, check_program
-from xlaprobe.cli import console as consoles
-from xlaprobe.cli.console import Steps, fmt, seconds
-from xlaprobe.cli.findings import next_commands, replay_line
-from xlaprobe.configs.registry import parse_configs
-from xlaprobe.oracle import OUTCOME_VERDICT, VerdictKind, summary_kind
-from xlaprobe.sources.targets import resolve
-from xlaprobe.store import DEFAULT_DB, Store
-from xlaprobe.workers import WorkerPool
-
-#: Output leaves listed under the verdict table (``--all-outputs`` lists every one).
-MAX_DETAIL_ROWS = 20
-#: Exit code of a check with no finding that is incomplete (`CheckResult.incomplete`): the
-#: reference or an interpreter of xlaprobe's could not run, so "no finding" proves less.
-INCOMPLETE = 4
+from xlaprobe.api import program_of, run_check, validated_store, with_oracle
+from xlaprobe.checking import HONEST, REFERENCE
+from xlaprobe.cli.console import Steps, seconds
+from xlaprobe.cli.verdicts import INCOMPLETE, print_result
 
 
 def check_command(target: str, configs: str, *, input_spec: str, seed: int, db: Path,
@@ -35,133 +18,35 @@ def check_command(target: str, configs: str, *, input_spec: str, seed: int, db: 
     store the check and its findings' artifacts, print the table or JSON.
 
     Returns:
-        Exit code: 0 all ok, 1 findings.
+        Exit code: 0 all ok, 1 findings, `INCOMPLETE` (4) no finding but something could not run.
 
     Raises:
         InvalidArgument: a bad target, configuration list or store.
     """
-    parsed = parse_configs(configs)
+    with_oracle(configs)  # a bad list fails before the build
+    store = validated_store(db)
     with Steps("check") as steps:
         steps.status(f"building {target} ...")
-        resolved = resolve(target, seed=seed, input_spec=input_spec)
-    specs = [str(c) for c in parsed]
-    # The float64 reference is the oracle: without it the first configuration would be the
-    # baseline, and configurations wrong alike would pass.
-    for extra in (*resolved.extra_configs, "reference"):
-        if extra not in specs:
-            parsed.append(next(iter(parse_configs(extra))))
-            specs.append(extra)
-    program = resolved.program
-    runs = len(parsed) + (len(HONEST) if REFERENCE in specs else 0)
-    with Store(db) as store, WorkerPool(size=jobs, timeout_s=timeout_s) as pool:
-        with Steps("check", total=runs) as steps:
-            steps.status(f"compiling and running {runs} configurations "
-                         f"({program.num_equations} equations)")
+        program, named, _ = program_of(target, seed=seed, inputs=input_spec, db=store)
+    parsed = with_oracle(configs, named)
+    runs = len(parsed) + (len(HONEST) if REFERENCE in {str(c) for c in parsed} else 0)
+    with Steps("check", total=runs) as steps:
+        steps.status(f"compiling and running {runs} configurations "
+                     f"({program.num_equations} equations)")
 
-            def on_outcome(outcome: Any) -> None:
-                ran = "done" if outcome.ran else outcome.kind.value
-                steps.step(f"{outcome.config} {ran} in {seconds(outcome.seconds)}")
+        def on_outcome(outcome: Any) -> None:
+            ran = "done" if outcome.ran else outcome.kind.value
+            steps.step(f"{outcome.config} {ran} in {seconds(outcome.seconds)}")
 
-            result = check_program(program, parsed, pool, on_outcome=on_outcome)
-        artifacts = save_finding_artifacts(result, db.parent / "artifacts")
-        store.record_check(result, artifacts)
-        ids = {f.config: stored.id for f in result.findings
-               if (stored := store.finding_of(program.fingerprint, f.config)) is not None}
+        checked = run_check(program, parsed, db=store, jobs=jobs, timeout_s=timeout_s,
+                            on_outcome=on_outcome)
+    result = checked.result
     if json_output:
         data = result.to_json()
         for item in data["findings"]:
-            item["artifact"] = artifacts.get(item["config"])
-            item["id"] = ids.get(item["config"])
+            item["artifact"] = checked.artifacts.get(item["config"])
+            item["id"] = checked.ids.get(item["config"])
         print(json.dumps(data, indent=2))
     else:
-        print_result(result, artifacts, all_outputs, ids, db)
+        print_result(result, dict(checked.artifacts), all_outputs, dict(checked.ids), db)
     return 1 if result.findings else INCOMPLETE if result.incomplete else 0
-
-
-#: Verdict kinds of a configuration that produced no outputs: no element was compared.
-NOT_COMPARED = frozenset(OUTCOME_VERDICT.values())
-
-
-def _largest(values: Iterable[float]) -> float:
-    """The largest of `values` that is not NaN; NaN when there is none (Python's max is
-    order-dependent with NaN)."""
-    present = [v for v in values if v == v]
-    return max(present) if present else math.nan
-
-
-def print_result(result: CheckResult, artifacts: dict[str, str], all_outputs: bool,
-                 ids: dict[str, int] | None = None, db: Path = DEFAULT_DB,
-                 console: Any = None) -> None:
-    """The verdict table of a check, its output leaves not ok, and each finding's id (in the
-    store: what ``localize``, ``reduce``, ``bisect`` and ``findings`` take) and replay, printed
-    on `console` (a rich Console; None: stdout's)."""
-    out = console if console is not None else consoles.out
-    ids = ids or {}
-    p = result.program
-    seed = f", seed {p.provenance.seed}" if p.provenance.seed is not None else ""
-    out.print(f"[bold]{escape(p.provenance.name)}[/] ({p.provenance.source}{seed}): "
-              f"{p.num_equations} equations, {len(p.output_names)} "
-              f"output{'s' if len(p.output_names) != 1 else ''}; judged against "
-              f"[bold]{escape(result.judged_against or 'nothing')}[/]"
-              + (f" with budget {BUDGET} (+{len(result.budget) - 1} Monte Carlo samples)"
-                 if result.budget and result.budget[0].ran else ""))
-    table = Table(show_lines=False, caption="allowed rel: allowed where max rel is (dtype bound + "
-                  "honest-run budget); error/allowed over 1 fails", caption_justify="left")
-    for column in ("configuration", "outcome", "time (s)", "verdict", "failing outputs",
-                   "max abs", "max rel", "allowed rel", "max ULP", "error/allowed"):
-        table.add_column(column, justify="left" if column in (
-            "configuration", "outcome", "verdict", "failing outputs") else "right",
-            overflow="fold")
-    colors = {VerdictKind.OK: "green", VerdictKind.FTZ: "yellow"}
-    for config, outcome, verdicts in zip(result.configs, result.outcomes, result.verdicts):
-        kind = summary_kind(v.kind for v in verdicts)
-        failing = sum(v.kind.is_finding for v in verdicts)
-        color = colors.get(kind, "red")
-        worst_rel = max(verdicts, key=lambda v: v.max_rel if v.max_rel == v.max_rel else -1.0,
-                        default=None)
-        table.add_row(escape(config), outcome.kind.value, f"{outcome.seconds:.2f}",
-                      f"[{color}]{kind.value}[/]", f"{failing}/{len(verdicts)}",
-                      fmt(_largest(v.max_abs for v in verdicts)),
-                      fmt(_largest(v.max_rel for v in verdicts)),
-                      fmt(worst_rel.allowed_rel if worst_rel is not None else math.nan),
-                      fmt(_largest(v.max_ulp for v in verdicts)),
-                      fmt(_largest(v.margin for v in verdicts)))
-    out.print(table)
-    rows = [v for verdicts in result.verdicts for v in verdicts
-            if all_outputs or v.kind is not VerdictKind.OK]
-    if rows:
-        detail = Table(title="output leaves" if all_outputs else "output leaves not ok")
-        for column in ("configuration", "output", "verdict", "max abs / allowed",
-                       "max rel / allowed", "max ULP", "error/allowed", "share over",
-                       "worst: expected / actual", "detail"):
-            detail.add_column(column, overflow="fold")
-        for v in rows[:MAX_DETAIL_ROWS if not all_outputs else None]:
-            worst = f"{v.expected:.6g} / {v.actual:.6g}" if v.worst >= 0 else ""
-            # Share over is of compared elements: where the configuration did not run (a crash,
-            # a tool error) nothing was compared.
-            share = "-" if v.kind in NOT_COMPARED else f"{v.frac_over:.1%}"
-            detail.add_row(escape(v.config), escape(v.output), v.kind.value,
-                           f"{fmt(v.max_abs)} / {fmt(v.allowed_abs)}",
-                           f"{fmt(v.max_rel)} / {fmt(v.allowed_rel)}", fmt(v.max_ulp),
-                           fmt(v.margin), share, worst, escape(v.detail[:120]))
-        out.print(detail)
-        if len(rows) > MAX_DETAIL_ROWS and not all_outputs:
-            out.print(f"... {len(rows) - MAX_DETAIL_ROWS} more (--all-outputs shows them)")
-    for finding in result.findings:
-        where = artifacts.get(finding.config)
-        number = f" {ids[finding.config]}" if finding.config in ids else ""
-        count = len(finding.outputs)
-        out.print(f"[red]finding{number}[/]: {escape(finding.config)} {finding.kind.value} on "
-                  f"{count} output{'s' if count != 1 else ''}, fingerprint {finding.fingerprint}")
-        if where:
-            out.print(escape(f"  {replay_line(finding.config, where)}"), soft_wrap=True)
-        if finding.config in ids:
-            out.print(escape(f"  {next_commands(ids[finding.config], db)}"), soft_wrap=True)
-    for config, why in result.incomplete.items():
-        out.print(f"[yellow]incomplete[/]: {escape(config)} could not run here ({escape(why)})"
-                  + ("; the other configurations were judged against each other only"
-                     if config == "reference" else ""), soft_wrap=True)
-    if result.ok and not result.incomplete:
-        out.print("[green]all ok[/]")
-    elif result.ok:
-        out.print(f"[yellow]no finding, but the check is incomplete[/] (exit {INCOMPLETE})")

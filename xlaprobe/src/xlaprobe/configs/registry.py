@@ -93,6 +93,20 @@ class Configuration:
         get_kind(config.kind).validate(config)
         return config
 
+    @classmethod
+    def judged(cls, spec: str | Configuration, verb: str) -> Configuration:
+        """`parse` for a command that works on a failing configuration (``localize``,
+        ``reduce``), which must be judged against the reference, not be it.
+
+        Raises:
+            InvalidArgument: as `parse`, or the spec is the ``reference`` (the oracle itself).
+        """
+        config = cls.parse(spec) if isinstance(spec, str) else spec
+        if config.kind == "reference":
+            raise InvalidArgument(f"the reference is the oracle; {verb} a configuration that is "
+                                  "judged against it, e.g. xla or xla:fastmath")
+        return config
+
     @property
     def compiler_options(self) -> dict[str, Any]:
         """The XLA compiler options a standalone reproducer compiles this configuration with

@@ -537,11 +537,8 @@ def reduce(program: Program, config: Configuration | str, pool: Any, *,
             (also after `RERUNS` reruns), or the reference cannot evaluate its intermediates.
     """
     started = time.perf_counter()
-    config = Configuration.parse(config) if isinstance(config, str) else config
+    config = Configuration.judged(config, "reduce")
     spec = str(config)
-    if config.kind == "reference":
-        raise InvalidArgument("the reference is the oracle; reduce a configuration judged "
-                              "against it, e.g. xla or xla:fastmath")
     interesting = Interesting(config, pool, None, timeout_s, max_tests)
     result, kind, reruns = _initial(program, spec, interesting, check)
     # The equation pass's candidates have outputs of their own (the values their last kept

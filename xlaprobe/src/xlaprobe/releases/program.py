@@ -115,3 +115,32 @@ def known_bad_release(config: Configuration) -> str:
     return (config.variant or "") if config.kind == "jaxlib" else envs.installed_version()
 
 
+def releases_to_bisect(config: Configuration, releases: str | None,
+                       say: Callable[[str], None] = lambda text: None) -> tuple[list[str], str]:
+    """The releases a bisection of `config` searches, with the known-bad one among them.
+
+    Args:
+        config: the failing configuration (an XLA kind or ``jaxlib==V``).
+        releases: a comma-separated list (`parse_releases`), or None for the made environments
+            and the registry's defaults.
+        say: gets one line when the known-bad release had to be added.
+
+    Returns:
+        (versions in release order, the known-bad release).
+
+    Raises:
+        InvalidArgument: a malformed release list.
+    """
+    versions = parse_releases(releases) if releases is not None else \
+        envs.default_releases(envs.available_releases())
+    known_bad = known_bad_release(config)
+    if known_bad not in versions:
+        # The release the failure was seen on is evidence: a bug that came and went between
+        # two good ends is found from it.
+        versions = sorted({*versions, known_bad}, key=envs.version_key)
+        why = "the release the configuration names" if config.kind == "jaxlib" else \
+            "the installed release, which the check ran on"
+        say(f"added jaxlib=={known_bad} ({why}) to the releases")
+    return versions, known_bad
+
+

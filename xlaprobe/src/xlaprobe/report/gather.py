@@ -18,7 +18,7 @@ from xlaprobe.errormap import FILE_NAME as ERRORS_FILE
 from xlaprobe.errormap import ErrorMap, load_error_maps
 from xlaprobe.errors import CorruptArtifact
 from xlaprobe.oracle import Verdict
-from xlaprobe.store import Store
+from xlaprobe.store import Store, StoredFinding
 
 #: Longest text read from a reduction's files (characters): the page stays small.
 MAX_TEXT = 20_000
@@ -31,8 +31,8 @@ class FindingView:
     """One finding and everything the store knows about it.
 
     Attributes:
-        id, program_id, name, config, kind, fingerprint, bug, alike, artifact, created: as in
-            `xlaprobe.store.StoredFinding` (created: Unix time, s).
+        stored: the finding as the store holds it (id, program, configuration, kind, keys,
+            artifact, when).
         verdicts: the verdicts of every configuration of the check that stored it.
         error_maps: the per-element error maps of its failing leaves (`xlaprobe.errormap`).
         error_note: why there are no maps ("" when there are).
@@ -43,16 +43,7 @@ class FindingView:
         bisection: the newest stored release bisection's JSON, or None.
     """
 
-    id: int
-    program_id: str
-    name: str
-    config: str
-    kind: str
-    fingerprint: str
-    bug: str | None
-    alike: tuple[str, ...]
-    artifact: str | None
-    created: float
+    stored: StoredFinding
     verdicts: tuple[Verdict, ...]
     error_maps: tuple[ErrorMap, ...]
     error_note: str
@@ -214,7 +205,7 @@ def gather(store: Store, *, db: str = "") -> ReportData:
         counts = {t: store.count(t) for t in ("programs", "checks", "findings", "localizations",
                                                "reductions", "bisections", "tuning_runs",
                                                "measurements")}
-        findings = tuple(_finding(store, row) for row in store.findings())
+        findings = tuple(_finding(store, stored) for stored in store.stored_findings())
         return ReportData(db=db or store.path, generated=time.time(), counts=counts,
                           distinct_bugs=store.distinct_bugs(), findings=findings,
                           campaigns=tuple(_campaigns(store)), tunings=tuple(_tunings(store)))
@@ -222,19 +213,16 @@ def gather(store: Store, *, db: str = "") -> ReportData:
         raise CorruptArtifact(f"cannot read the store {store.path}: {exc}") from exc
 
 
-def _finding(store: Store, row: dict[str, Any]) -> FindingView:
-    [(check_id,)] = store.select("SELECT check_id FROM findings WHERE id = ?", (row["id"],))
-    maps, note = _error_maps(row["artifact"])
-    localization = next(iter(store.localizations(row["id"])), None)
-    reduction = next(iter(store.reductions(row["id"])), None)
+def _finding(store: Store, stored: StoredFinding) -> FindingView:
+    [(check_id,)] = store.select("SELECT check_id FROM findings WHERE id = ?", (stored.id,))
+    maps, note = _error_maps(stored.artifact)
+    localization = next(iter(store.localizations(stored.id)), None)
+    reduction = next(iter(store.reductions(stored.id)), None)
     directory = Path(reduction["directory"]) if reduction and reduction.get("directory") else None
-    bisection = next(iter(store.bisections(row["id"])), None)
+    bisection = next(iter(store.bisections(stored.id)), None)
     return FindingView(
-        id=row["id"], program_id=row["program_id"], name=row["name"], config=row["config"],
-        kind=row["kind"], fingerprint=row["fingerprint"], bug=row["bug"],
-        alike=tuple(row["alike"]), artifact=row["artifact"], created=row["created"],
-        verdicts=tuple(store.verdicts(check_id)), error_maps=tuple(maps), error_note=note,
-        localization=localization, reduction=reduction,
+        stored=stored, verdicts=tuple(store.verdicts(check_id)), error_maps=tuple(maps),
+        error_note=note, localization=localization, reduction=reduction,
         repro=_read(directory / "repro.py") if directory else "",
         reduced_kernel=_read(directory / "fusion.hlo") if directory else "",
         bisection=bisection)

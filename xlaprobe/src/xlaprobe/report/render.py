@@ -61,7 +61,7 @@ def release_strip(bisection: dict[str, Any]) -> list[tuple[str, str]]:
 def _figures(data: ReportData) -> dict[str, Any]:
     """Every figure of the page, keyed as the template reads them."""
     return {
-        "heatmaps": {f.id: [(m, plots.heatmap(m)) for m in f.error_maps] for f in data.findings},
+        "heatmaps": {f.stored.id: [(m, plots.heatmap(m)) for m in f.error_maps] for f in data.findings},
         "rates": {c.id: plots.campaign_rate(c) for c in data.campaigns},
         "tunings": {t.id: plots.tuning_search(t) for t in data.tunings if t.measurements},
     }
@@ -77,7 +77,7 @@ def _environment() -> jinja2.Environment:
 
 def _failing(finding: FindingView) -> list[Any]:
     """The verdicts of the finding's own configuration that are findings."""
-    return [v for v in finding.verdicts if v.config == finding.config and v.kind.is_finding]
+    return [v for v in finding.verdicts if v.config == finding.stored.config and v.kind.is_finding]
 
 
 def render(data: ReportData) -> str:

@@ -133,8 +133,4 @@ def resolve_faulty(target: str, config: str, db: Path | str, input_spec: str, ve
         InvalidArgument: as `resolve_finding`, a malformed configuration, or ``reference``.
     """
     program, spec, finding_id = resolve_finding(target, config, db, input_spec)
-    parsed = Configuration.parse(spec)
-    if parsed.kind == "reference":
-        raise InvalidArgument(f"the reference is the oracle; {verb} a configuration that is "
-                              "judged against it, e.g. xla or xla:fastmath")
-    return program, parsed, finding_id
+    return program, Configuration.judged(spec, verb), finding_id
