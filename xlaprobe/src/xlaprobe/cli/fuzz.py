@@ -102,6 +102,8 @@ def fuzz_command(*, time_s: float, configs: str, jobs: int, seed: int, db: Path,
     if not (isinstance(time_s, (int, float)) and math.isfinite(time_s) and time_s > 0):
         raise InvalidArgument(f"--time must be a positive number of seconds, got {time_s}")
     parsed = [str(c) for c in parse_configs(configs)]
+    if campaign is not None and not Path(db).exists():  # opening would create an empty store
+        raise InvalidArgument(f"no fuzz campaign {campaign}: there is no store at {db}")
     # `campaign` names the one to continue, then becomes it.
     campaign = Campaign(Path(db), parsed, seed=seed, resume=resume, campaign=campaign, jobs=jobs)
     summary: CampaignSummary | None = None

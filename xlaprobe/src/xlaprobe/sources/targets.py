@@ -67,6 +67,9 @@ def resolve(target: str, *, seed: int = 0, input_spec: str = "") -> Target:
         if input_spec:
             raise InvalidArgument(f"--inputs does not apply to zoo model '{target}'")
         return Target(models.build_program(target, seed=seed))
+    if target.strip().lstrip("-+").isdigit():  # "-3", "+2": meant as a finding id
+        raise InvalidArgument(f"no finding {target.strip()}: finding ids are whole numbers from 1 "
+                              "(xlaprobe findings lists them)")
     close = difflib.get_close_matches(target, list(models.MODELS), n=1)
     hint = f" (did you mean '{close[0]}'?)" if close else ""
     raise InvalidArgument(
