@@ -181,6 +181,10 @@ def replay(
             except ImportError:
                 raise InputError("--backend ray: Ray is not installed "
                                  "(pip install 'adares[ray]')") from None
+        if cluster:
+            from adares.cluster import parse_node_spec
+
+            parse_node_spec(cluster)
         _check_out(save_log, "--save-log")
         _check_out(report, "--report")
         if (save_log or transfer_from) and "adares" not in names:
@@ -327,6 +331,10 @@ def compare(
                 raise InputError(f"--sweep-margin {sweep_margin!r}: not numbers") from None
             if not all(math.isfinite(m) and m > -1 for m in sweep_ms):
                 raise InputError("--sweep-margin: margins must be finite and > -1")
+        if cluster:
+            from adares.cluster import parse_node_spec
+
+            parse_node_spec(cluster)
         _check_out(report, "--report")
         tr = rp.load_trace(trace)
         err.log(f"trace {trace}: {tr.n_vms} VMs x {tr.n_steps} steps of {tr.step_s} s")
@@ -482,8 +490,27 @@ def evaluate(
 
 
 def main() -> None:
-    """Entry point of the ``adares`` console script."""
-    app()
+    """Entry point of the ``adares`` console script. A usage error (a value of the wrong type,
+    an unknown option) gets one line on stderr and exit code 2, like bad input, instead of
+    click's boxed usage text; no arguments print the help."""
+    # Typer >= 0.20 raises its own copy of click's exceptions (typer._click); older ones raise
+    # click's: find the base class through the public typer.BadParameter either way.
+    click_exc = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+    no_args = getattr(sys.modules[click_exc.__module__], "NoArgsIsHelpError", ())
+    try:
+        rc = app(standalone_mode=False, prog_name="adares")
+    except no_args as exc:
+        exc.show()
+        raise SystemExit(exc.exit_code) from None
+    except click_exc as exc:
+        where = f" (see {exc.ctx.command_path} --help)" if getattr(exc, "ctx", None) else ""
+        msg = " ".join(exc.format_message().split())
+        typer.echo(f"adares: error: {msg}{where}", err=True)
+        raise SystemExit(exc.exit_code) from None
+    except typer.Abort:
+        typer.echo("adares: interrupted", err=True)
+        raise SystemExit(130) from None
+    raise SystemExit(rc if isinstance(rc, int) else 0)
 
 
 if __name__ == "__main__":

@@ -80,6 +80,8 @@ def load_log(path: str | Path, context_dim: int | None = None) -> DecisionLog:
     ``CONTEXT_DIM``; off-policy evaluation takes any width) and the contexts have another."""
     path = Path(path)
     keys = ("resource", "context", "allowed", "action", "prob", "cost")
+    if path.is_dir():
+        raise InputError(f"{path}: is a folder, give a decision log (.npz)")
     try:
         with np.load(path, allow_pickle=False) as z:
             a = {k: z[k] for k in keys}
