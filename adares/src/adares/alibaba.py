@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from adares.errors import InputError
+from adares.files import check_input_file
 from adares.trace import GIB, STEP_S, Trace
 
 USAGE_COLUMNS = ("container_id", "machine_id", "time_stamp", "cpu_util_percent",
@@ -33,8 +34,7 @@ META_COLUMNS = ("container_id", "machine_id", "time_stamp", "app_du", "status", 
 
 
 def _read(path: Path, columns: tuple[str, ...], needed: tuple[str, ...]) -> pd.DataFrame:
-    if not path.is_file():
-        raise InputError(f"{path}: no such file")
+    check_input_file(path)
     try:
         if path.suffix == ".parquet":
             df = pd.read_parquet(path)

@@ -136,6 +136,15 @@ def replay(
     margin: str = typer.Option("0", "--margin",
                                help="M or CPU,MEM: add this fraction to every policy's "
                                     "allocations (0.15 = +15%; not the clairvoyant's)"),
+    clusters: int = typer.Option(1, "--clusters",
+                                 help="split the VMs into this many clusters, each replayed on "
+                                      "its own (own bandit; own nodes with --cluster)"),
+    backend: str = typer.Option("local", "--backend",
+                                help="local (in this process) or ray (the (cluster, policy) "
+                                     "pairs in parallel; pip install 'adares[ray]')"),
+    workers: int = typer.Option(0, "--workers",
+                                help="CPUs of the Ray instance started for --backend ray "
+                                     "(0: every core)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON for machines"),
 ) -> None:
     """Replay a trace under each policy; print vCPU-hours, GB-hours, throttled share, OOM
@@ -158,6 +167,24 @@ def replay(
             raise InputError(f"unknown resize mode {resize!r} ({', '.join(RESIZE_MODES)})")
         _check_seed(seed)
         margins = rp.parse_margin(margin)
+        from adares.fleet import BACKENDS
+
+        if backend not in BACKENDS:
+            raise InputError(f"unknown backend {backend!r} ({', '.join(BACKENDS)})")
+        if workers < 0:
+            raise InputError(f"--workers must be >= 0, got {workers}")
+        if clusters < 1:
+            raise InputError(f"--clusters must be >= 1, got {clusters}")
+        if backend == "ray":
+            try:
+                import ray  # noqa: F401 - checked here, before the trace is loaded
+            except ImportError:
+                raise InputError("--backend ray: Ray is not installed "
+                                 "(pip install 'adares[ray]')") from None
+        if cluster:
+            from adares.cluster import parse_node_spec
+
+            parse_node_spec(cluster)
         _check_out(save_log, "--save-log")
         _check_out(report, "--report")
         if (save_log or transfer_from) and "adares" not in names:
@@ -169,21 +196,30 @@ def replay(
         tr = rp.load_trace(trace)
         err.log(f"trace {trace}: {tr.n_vms} VMs x {tr.n_steps} steps of {tr.step_s} s "
                 f"({time.perf_counter() - t0:.1f} s)")
-        cl = None
-        if cluster:
-            from adares.cluster import parse_cluster
+        from adares import fleet as fl
 
-            cl = parse_cluster(cluster, tr)
-            err.log(f"cluster: {cl.n_nodes} nodes, {len(set(cl.node_of.tolist()))} used")
-        logs: dict = {}
+        flt = fl.split(tr, clusters, cluster)
+        cl = flt.nodes[0]
+        if clusters > 1:
+            err.log(f"{clusters} clusters of {min(len(b) for b in flt.blocks)}-"
+                    f"{max(len(b) for b in flt.blocks)} VMs")
+        if cl is not None:
+            used = sum(len(set(c.node_of.tolist())) for c in flt.nodes)
+            err.log(f"cluster: {cl.n_nodes} nodes"
+                    f"{' per cluster' if clusters > 1 else ''}, {used} used")
         from adares.report import sample_vms, write_report
 
         vms = sample_vms(tr) if report else ()
+        t0 = time.perf_counter()
         with _progress_bars(err) as bars:
-            results = rp.replay(tr, names, seed=seed, on_done=lambda r: err.log(
-                f"{r.policy}: reward {r.reward:.4f}, {r.seconds:.1f} s"), warm_start=warm,
-                logs=logs if save_log else None, record_vms=vms, resize_mode=resize,
-                bandit=bandit, cluster=cl, margin=margins, progress=bars)
+            results, logs = fl.replay_fleet(
+                flt, names, seed=seed, warm_start=warm, keep_log=bool(save_log), record_vms=vms,
+                resize_mode=resize, bandit=bandit, margin=margins, backend=backend,
+                workers=workers or None, progress=bars,
+                on_done=lambda r: err.log(f"{r.policy}: reward {r.reward:.4f}, {r.seconds:.1f} s"))
+        if backend == "ray":
+            err.log(f"ray: {len(names) * clusters} (cluster, policy) pairs in "
+                    f"{time.perf_counter() - t0:.1f} s wall")
         if report:
             _write(report, "--report", lambda p: write_report(p, tr, trace, results, vms))
             err.log(f"report: {report}")
@@ -228,7 +264,8 @@ def replay(
     out = Console(width=None if sys.stdout.isatty() else 100)
     out.print(table)
     if cl is not None:
-        nodes = Table(title=f"nodes: {cl.n_nodes} (means over nodes and steps)", box=box.SIMPLE,
+        n_nodes = sum(c.n_nodes for c in flt.nodes)
+        nodes = Table(title=f"nodes: {n_nodes} (means over nodes and steps)", box=box.SIMPLE,
                       pad_edge=False, caption="util: used / physical; alloc: allocated / physical")
         for col in ("policy", "refused resizes", "contention thr.", "CPU util", "mem util",
                     "CPU alloc", "mem alloc"):
@@ -294,6 +331,10 @@ def compare(
                 raise InputError(f"--sweep-margin {sweep_margin!r}: not numbers") from None
             if not all(math.isfinite(m) and m > -1 for m in sweep_ms):
                 raise InputError("--sweep-margin: margins must be finite and > -1")
+        if cluster:
+            from adares.cluster import parse_node_spec
+
+            parse_node_spec(cluster)
         _check_out(report, "--report")
         tr = rp.load_trace(trace)
         err.log(f"trace {trace}: {tr.n_vms} VMs x {tr.n_steps} steps of {tr.step_s} s")
@@ -449,8 +490,27 @@ def evaluate(
 
 
 def main() -> None:
-    """Entry point of the ``adares`` console script."""
-    app()
+    """Entry point of the ``adares`` console script. A usage error (a value of the wrong type,
+    an unknown option) gets one line on stderr and exit code 2, like bad input, instead of
+    click's boxed usage text; no arguments print the help."""
+    # Typer >= 0.20 raises its own copy of click's exceptions (typer._click); older ones raise
+    # click's: find the base class through the public typer.BadParameter either way.
+    click_exc = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+    no_args = getattr(sys.modules[click_exc.__module__], "NoArgsIsHelpError", ())
+    try:
+        rc = app(standalone_mode=False, prog_name="adares")
+    except no_args as exc:
+        exc.show()
+        raise SystemExit(exc.exit_code) from None
+    except click_exc as exc:
+        where = f" (see {exc.ctx.command_path} --help)" if getattr(exc, "ctx", None) else ""
+        msg = " ".join(exc.format_message().split())
+        typer.echo(f"adares: error: {msg}{where}", err=True)
+        raise SystemExit(exc.exit_code) from None
+    except typer.Abort:
+        typer.echo("adares: interrupted", err=True)
+        raise SystemExit(130) from None
+    raise SystemExit(rc if isinstance(rc, int) else 0)
 
 
 if __name__ == "__main__":

@@ -92,6 +92,13 @@ class Cluster:
 def parse_cluster(spec: str, trace: Trace) -> Cluster:
     """A cluster from ``nodes=K,cpu=C,mem=GIB[,overcommit=R]`` (identical nodes, first-fit
     placement, see ``Cluster.place``). InputError on a malformed spec."""
+    n, c, m, oc = parse_node_spec(spec)
+    return Cluster.place(trace, n, c, m, oc)
+
+
+def parse_node_spec(spec: str) -> tuple[int, float, float, float]:
+    """``nodes=K,cpu=C,mem=GIB[,overcommit=R]`` as (K, cores, GiB, R), checked without a trace
+    (so the command line refuses a bad spec before loading one). InputError when malformed."""
     kv: dict[str, str] = {}
     for it in (s for s in spec.split(",") if s.strip()):
         k, eq, v = (x.strip() for x in it.partition("="))
@@ -109,7 +116,9 @@ def parse_cluster(spec: str, trace: Trace) -> Cluster:
                          "overcommit numbers") from None
     if not all(np.isfinite(v) and v > 0 for v in (c, m, oc)):
         raise InputError(f"--cluster {spec!r}: cpu, mem and overcommit must be positive numbers")
-    return Cluster.place(trace, n, c, m, oc)
+    if n < 1:
+        raise InputError(f"--cluster {spec!r}: nodes must be >= 1")
+    return n, c, m, oc
 
 
 def admit(prev: np.ndarray, new: np.ndarray, node_of: np.ndarray,

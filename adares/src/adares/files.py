@@ -7,6 +7,17 @@ import os
 import tempfile
 from pathlib import Path
 
+from adares.errors import InputError
+
+
+def check_input_file(path: Path) -> None:
+    """InputError (one line) unless ``path`` is an existing file: "no such file", or "is a
+    folder" for a directory (reading one fails later with a less clear message)."""
+    if path.is_dir():
+        raise InputError(f"{path}: is a folder, give a file")
+    if not path.is_file():
+        raise InputError(f"{path}: no such file")
+
 
 def write_atomic(path: str | Path, data: str | bytes) -> None:
     """Write `data` (text as UTF-8, or bytes) to `path` through a temporary file beside it and a

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from adares.errors import InputError
+from adares.files import check_input_file
 from adares.trace import GIB, STEP_S, Trace
 
 NEEDED = ("start_time", "collection_id", "instance_index", "average_usage.cpus",
@@ -46,8 +47,7 @@ def load_instance_usage(path: str | Path, step_s: int = STEP_S, machine_cpus: fl
     non-numeric usage, or fewer than 2 steps.
     """
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: no such file")
+    check_input_file(path)
     try:
         df = _flatten(pd.read_parquet(path))
     except Exception as exc:

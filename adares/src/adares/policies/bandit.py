@@ -2,17 +2,18 @@
 Virtual Machines", arXiv:1812.01837, 2018), on Vowpal Wabbit's ``cb_explore_adf``.
 
 Every ``period_steps`` steps and for each VM and resource (CPU, memory) the bandit picks a size
-as a multiple of the resource's recent base level (CPU: 95th percentile of the last day's demand
-estimate, used + throttled cores; memory: the last day's peak use). Context: time of day, the
-recent distribution's shape (spread, tail ratios, trend), the last period's throttling and the
-last day's OOM kills. The cost it learns (lower is better), per resource and period, in units
+as a multiple of the resource's recent base level (CPU: 95th percentile of the demand estimate,
+used + throttled cores; memory: the peak use; both over the last ``cpu_window_steps`` /
+``mem_window_steps``, by default the last decision period). Context: time of day, the last
+day's distribution's shape relative to the base (spread, tail ratios, trend), the last period's
+throttling and the last day's OOM kills. The cost it learns (lower is better), per resource and period, in units
 of the base: the mean allocation plus the price-weighted penalties of what went wrong (throttled
 cores x throttle_penalty / vcpu_hour; OOM kills x their cost in base-GB-periods). One model per
 resource is shared by all VMs.
 
-Safety mask: sizes below a recent quantile of CPU demand (default 1 - vcpu_hour /
-throttle_penalty, the cost-optimal quantile: 0.9) or the recent memory peak, plus ``margin``, are
-not offered; an OOM grows memory at once by max(20%, 100 MiB) (the VPA's bump).
+Safety mask: sizes below a quantile of the same window's CPU demand (default 1 - vcpu_hour /
+throttle_penalty, the cost-optimal quantile: 0.9) or its memory peak, plus ``margin``, are not
+offered; an OOM grows memory at once by max(20%, 100 MiB) (the VPA's bump).
 Decisions are logged with their propensities (``self.log``) for off-policy evaluation.
 
 Learners (``backend``): "numpy" (default; ``adares.learner.RidgeCB``: per-action ridge cost
@@ -80,6 +81,8 @@ def load_log(path: str | Path, context_dim: int | None = None) -> DecisionLog:
     ``CONTEXT_DIM``; off-policy evaluation takes any width) and the contexts have another."""
     path = Path(path)
     keys = ("resource", "context", "allowed", "action", "prob", "cost")
+    if path.is_dir():
+        raise InputError(f"{path}: is a folder, give a decision log (.npz)")
     try:
         with np.load(path, allow_pickle=False) as z:
             a = {k: z[k] for k in keys}
@@ -110,7 +113,9 @@ def load_log(path: str | Path, context_dim: int | None = None) -> DecisionLog:
 
 class Adares:
     """The ADARES bandit policy (see module doc). ``epsilon``: exploration share;
-    ``multipliers``: sizes offered, as multiples of the base level."""
+    ``multipliers``: sizes offered, as multiples of the base level; ``cpu_window_steps`` /
+    ``mem_window_steps``: steps (at most a day, 288) over which the base levels and safety
+    floors are taken (None: ``period_steps``; 288 was the default before: the last day)."""
 
     name = "adares"
 
@@ -119,8 +124,14 @@ class Adares:
                  costs: CostModel = CostModel(), keep_log: bool = False,
                  cpu_floor_quantile: float | None = None, exploration: str | None = None,
                  warm_start: DecisionLog | None = None, warm_rows: int = 40_000,
-                 backend: str = "numpy") -> None:
+                 backend: str = "numpy", cpu_window_steps: int | None = None,
+                 mem_window_steps: int | None = None) -> None:
         self.period = period_steps
+        # The base levels and the safety floors follow the last decision period by default
+        # (None), not the whole day: a day's p95 or peak kept every night's allocation at the
+        # day's top, and the multipliers (>= 0.9) could not follow the daily cycle down.
+        self.cpu_window = period_steps if cpu_window_steps is None else cpu_window_steps
+        self.mem_window = period_steps if mem_window_steps is None else mem_window_steps
         self.mult = np.asarray(multipliers, dtype=np.float64)
         self.epsilon, self.margin, self.seed, self.costs = epsilon, margin, seed, costs
         exploration = exploration or f"--epsilon {epsilon}"
@@ -234,10 +245,12 @@ class Adares:
         self._acc_c[:] = self._acc_thr[:] = self._acc_m[:] = self._acc_oom[:] = 0.0
         thr_share = self._w.thr(k).sum(axis=0) / np.maximum(cpu[-k:].sum(axis=0), 1e-12)
         ooms = self._w.oom().sum(axis=0).astype(np.float64)
-        base_c = np.maximum(np.quantile(cpu, 0.95, axis=0), MIN_CPU)
-        base_m = np.maximum(mem.max(axis=0), MIN_MEM)
-        floor_c = np.quantile(cpu, self.cpu_floor_quantile, axis=0) * (1 + self.margin)
-        floor_m = mem.max(axis=0) * (1 + self.margin)
+        cw = cpu[-self.cpu_window:]
+        base_c = np.maximum(np.quantile(cw, 0.95, axis=0), MIN_CPU)
+        peak_m = mem[-self.mem_window:].max(axis=0)
+        base_m = np.maximum(peak_m, MIN_MEM)
+        floor_c = np.quantile(cw, self.cpu_floor_quantile, axis=0) * (1 + self.margin)
+        floor_m = peak_m * (1 + self.margin)
         self._pending = {"cpu_base": base_c, "mem_base": base_m}
         for r, base, floor, x in (("cpu", base_c, floor_c, cpu), ("mem", base_m, floor_m, mem)):
             ctx = self._context(x, base, hour, thr_share, ooms)

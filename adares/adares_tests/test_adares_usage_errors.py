@@ -1,0 +1,53 @@
+"""Bad input through the console script's entry (adares.cli.main, as the installed `adares` runs
+it): usage errors (a value of the wrong type, an unknown option or command, a missing argument)
+are one line and exit 2 like every other bad input; folders given as input files say so; a
+malformed --cluster is refused before the trace is loaded."""
+
+import pytest
+
+from adares.cli import main
+
+
+def _run(monkeypatch, capsys, *args):
+    monkeypatch.setattr("sys.argv", ["adares", *args])
+    with pytest.raises(SystemExit) as exc:
+        main()
+    out = capsys.readouterr()
+    return exc.value.code, out.out, out.err
+
+
+@pytest.mark.parametrize("args, line", [
+    (["replay", "--seed", "x"], "adares: error: Invalid value for '--seed': "),
+    (["compare", "--iters", "1.5"], "adares: error: Invalid value for '--iters': "),
+    (["replay", "--nope"], "adares: error: No such option: --nope (see adares replay --help)"),
+    (["nope"], "adares: error: No such command 'nope'. (see adares --help)"),
+    (["evaluate"], "adares: error: Missing argument 'log'. (see adares evaluate --help)"),
+    (["replay", "--json", "extra"], "adares: error: Got unexpected extra argument(s) (extra)"),
+])
+def test_usage_errors_one_line_exit_2(monkeypatch, capsys, args, line):
+    code, out, err = _run(monkeypatch, capsys, *args)
+    assert code == 2 and out == ""
+    assert err.startswith(line) and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("args, line", [
+    (["replay", "--trace", "alibaba:{d}"], "adares: error: {d}: is a folder, give a file"),
+    (["replay", "--trace", "google2019:{d}"], "adares: error: {d}: is a folder, give a file"),
+    (["evaluate", "{d}"], "adares: error: {d}: is a folder, give a decision log (.npz)"),
+    (["replay", "--cluster", "nodes=x", "--trace", "alibaba:/nonexistent.csv"],
+     "adares: error: --cluster 'nodes=x': expected nodes=K,cpu=C,mem=GIB[,overcommit=R]"),
+    (["replay", "--cluster", "nodes=0,cpu=8,mem=32"],
+     "adares: error: --cluster 'nodes=0,cpu=8,mem=32': nodes must be >= 1"),
+])
+def test_folders_and_node_specs_one_line_exit_2(monkeypatch, capsys, tmp_path, args, line):
+    d = str(tmp_path)
+    code, out, err = _run(monkeypatch, capsys, *(a.format(d=d) for a in args), "--policies"
+                          if args[0] == "replay" else "--json", *(["static"] if args[0] == "replay" else []))
+    assert code == 2
+    # Checked before any trace is loaded: no log line comes first.
+    assert err == line.format(d=d) + "\n"
+
+
+def test_no_arguments_print_the_help(monkeypatch, capsys):
+    code, out, _ = _run(monkeypatch, capsys)
+    assert code == 2 and "replay" in out and "compare" in out
