@@ -225,6 +225,17 @@ def _nbytes(values: tuple) -> int:
     return sum(int(v.nbytes) for v in values if isinstance(v, np.ndarray))
 
 
+def _shutdown_ray() -> None:
+    """Stop the Ray instance a failed simulation left running, so the process can exit."""
+    try:
+        import ray
+
+        if ray.is_initialized():
+            ray.shutdown()
+    except Exception:  # noqa: BLE001 - best effort after a failure that is being reported
+        pass
+
+
 class FlowerPool:
     """The DCs as Flower ClientApps, called from a ServerApp through its Grid (same interface as
     dcside.InProcessPool and ray_pool.RayPool). names: DC names in index order; the node whose
@@ -332,6 +343,17 @@ def run_federation(spec: FederationSpec, names: list[str], work: Callable[[Flowe
         # run_simulation logs a deprecation notice pointing to Flower's CLI (`flwr run`); it is
         # still Flower's in-process simulation API in 1.42, so ERROR level hides the notice too.
         run_simulation(sapp, make_client_app(), num_supernodes=spec.k, backend_config=backend)
+    except RuntimeError as e:
+        if "error" in result:
+            raise result["error"] from None
+        # Flower wraps the engine's failure (e.g. Ray's node not starting on an overloaded
+        # machine) in generic RuntimeErrors: name the innermost cause on one line.
+        root: BaseException = e
+        while root.__cause__ is not None:
+            root = root.__cause__
+        _shutdown_ray()
+        reason = (str(root).strip().splitlines() or [type(root).__name__])[0]
+        raise GeodmlError(f"Flower's simulation engine failed: {reason}") from None
     finally:
         flwr_log.setLevel(level)
     if "error" in result:
