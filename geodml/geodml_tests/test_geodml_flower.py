@@ -144,3 +144,15 @@ def test_compare_on_flower_equals_the_in_process_run():
         # Flower's wire form adds headers, metadata and the scalars to the arrays' bytes.
         assert m["payload_bytes"] < m["serialized_bytes"] < m["payload_bytes"] + (l["rounds"] + 1) * K * 2 * 4096
     assert remote["crossover"] == local["crossover"]
+
+
+def test_a_clientapps_error_reason_becomes_one_line():
+    from geodml.flower_bridge import _reason
+
+    ray_wrapped = ("<class 'ray.exceptions.RayTaskError(ClientAppException)'>:<'ray::ClientAppActor.run() (pid=1)\n"
+                   "  File \"x.py\", line 1, in run\n    raise ClientAppException(str(ex)) from ex\n"
+                   "flwr.clientapp.client_app.ClientAppException: \n"
+                   "Exception ClientAppException occurred. Message: libsvm file not found: '/no.svm''>")
+    assert _reason(ray_wrapped) == "libsvm file not found: '/no.svm'"
+    assert _reason("first\nsecond\n") == "second"
+    assert _reason("") == "no reason given"

@@ -21,9 +21,11 @@ chunks, each with its header; ``flwr.supercore.inflatable``), to and from every 
 included (unlike the WAN ledger).
 
 Runs on Flower's simulation engine (``flwr.simulation.run_simulation``, which starts Ray) by
-run_federation(); deployment: ``client_app`` below is the ClientApp object to name in a Flower
-app's pyproject (each SuperNode started with ``--node-config "partition-id=K"``).
-Tested with flwr 1.42.0 and ray 2.60.0 on Python 3.12.
+run_federation(). For a Flower deployment, ``app = make_client_app()`` in a module of the Flower
+app is its ClientApp (each SuperNode started with ``--node-config "partition-id=K"``) and the
+ServerApp's main builds a FlowerPool and calls algorithms.run; only the simulation engine is
+tested. Tested with flwr 1.42.0 and ray 2.60.0 on Python 3.12. run_simulation is deprecated in
+flwr 1.42 in favour of the ``flwr run`` CLI but is still its in-process simulation API.
 """
 
 from __future__ import annotations
@@ -204,7 +206,8 @@ def handle(message, context):
 
 
 def make_client_app():
-    """A Flower ClientApp whose ``query.geodml`` handler is handle()."""
+    """A Flower ClientApp whose ``query.geodml`` handler is handle(). Raises GeodmlError if Flower is
+    not installed."""
     _flwr()
     from flwr.clientapp import ClientApp
 
@@ -223,6 +226,16 @@ def message_nbytes(message) -> int:
 
 def _nbytes(values: tuple) -> int:
     return sum(int(v.nbytes) for v in values if isinstance(v, np.ndarray))
+
+
+def _reason(text: str) -> str:
+    """One line from a ClientApp's error reason: Flower's simulation wraps the exception in Ray's
+    multi-line traceback ending in "... Message: <the exception's text>'>"."""
+    text = str(text)
+    if "Message: " in text:
+        text = text.rsplit("Message: ", 1)[1].strip().removesuffix("'>")
+    lines = [x.strip() for x in text.strip().splitlines() if x.strip()]
+    return lines[-1] if lines else "no reason given"
 
 
 def _shutdown_ray() -> None:
@@ -275,7 +288,7 @@ class FlowerPool:
         replies = {}
         for r in self.grid.send_and_receive(msgs):
             if r.has_error():
-                raise GeodmlError(f"a Flower ClientApp failed: {r.error.reason}")
+                raise GeodmlError(f"a Flower ClientApp failed: {_reason(r.error.reason)}")
             replies[r.metadata.src_node_id] = r
         if len(replies) < len(msgs):
             raise GeodmlError(f"{len(msgs) - len(replies)} Flower ClientApp(s) did not reply")
@@ -338,10 +351,12 @@ def run_federation(spec: FederationSpec, names: list[str], work: Callable[[Flowe
                "init_args": {"num_cpus": cpus, "log_to_driver": False, "configure_logging": False}}
     flwr_log = logging.getLogger("flwr")
     level = flwr_log.level
-    flwr_log.setLevel(logging.ERROR)  # Flower logs every round at INFO; geodml prints its own progress
+    # Flower logs every round at INFO and a failing ClientApp's traceback at ERROR; geodml prints
+    # its own progress and turns every failure into one line (GeodmlError).
+    flwr_log.setLevel(logging.CRITICAL)
     try:
-        # run_simulation logs a deprecation notice pointing to Flower's CLI (`flwr run`); it is
-        # still Flower's in-process simulation API in 1.42, so ERROR level hides the notice too.
+        # run_simulation also logs a deprecation notice pointing to Flower's CLI (`flwr run`); it is
+        # still Flower's in-process simulation API in 1.42.
         run_simulation(sapp, make_client_app(), num_supernodes=spec.k, backend_config=backend)
     except RuntimeError as e:
         if "error" in result:
