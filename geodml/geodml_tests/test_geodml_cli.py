@@ -113,6 +113,7 @@ def test_plan_json_recommends_and_gives_crossover(geodml):
     (["plan", "--features", "4", "--nnz-per-row", "5"], "--nnz-per-row"),
     (["plan", "--partition", "unequal:1,1,1,1e309"], "positive finite"),
     (["compare", "--data", "sklearn:breast_cancer", "--lr", "inf"], "--lr"),
+    (["compare", "--data", "sklearn:breast_cancer", "--ray", "--flower"], "choose one"),
 ])
 def test_bad_input_one_line_exit_2(geodml, args, needle):
     r = geodml(*args)
@@ -121,6 +122,15 @@ def test_bad_input_one_line_exit_2(geodml, args, needle):
     assert len(lines) == 1, r.stderr
     assert needle.lower() in lines[0].lower()
     assert "Traceback" not in r.stderr
+
+
+def test_flower_not_installed_is_one_line_exit_2(geodml, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "flwr" else real(name, *a))
+    r = geodml("compare", "--data", "sklearn:breast_cancer", "--flower")
+    assert r.returncode == 2 and r.stderr.strip() == "geodml: error: --flower needs Flower: pip install 'geodml[flower]'", r.stderr
 
 
 def test_malformed_wan_file_one_line_exit_2(geodml, tmp_path):

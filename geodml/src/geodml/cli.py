@@ -104,6 +104,7 @@ def compare(
     seed: int = typer.Option(0, help="seed of the data, the partition and local sampling"),
     report: str = typer.Option(None, help="also write an HTML report with plots to this file"),
     ray: bool = typer.Option(False, "--ray", help="run each data center as a Ray actor (pip install 'geodml[ray]'); adds measured wall time and bytes"),
+    flower: bool = typer.Option(False, "--flower", help="run each data center as a Flower ClientApp on Flower's simulation engine (pip install 'geodml[flower]'); adds measured wall time and Flower's message bytes"),
     as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
 ):
     """Train with each algorithm on the same federation; report bytes, rounds, time, dollars, accuracy."""
@@ -112,7 +113,7 @@ def compare(
     err = Console(stderr=True)
     cfg = CompareConfig(data=data, k=dcs, partition=partition, wan=wan, sovereign=_split_names(sovereign),
                         algos=_algo_names(algos), settings=_settings(l2, rounds, local_steps, batch_size, lr, seed, compress, inner, compress_down),
-                        seed=seed, hierarchical=not flat, ray=ray)
+                        seed=seed, hierarchical=not flat, ray=ray, flower=flower)
     if report:
         from geodml.report import check_target
 
@@ -157,10 +158,11 @@ def compare(
             out.print(f"{a} warning: {r['warning']}", highlight=False)
         if "measured" in r:
             m = r["measured"]
-            lo = "n/a" if m["loopback_bytes"] is None else _fmt_bytes(m["loopback_bytes"])
-            out.print(f"{a} on Ray: wall {m['wall_seconds']:.2f} s (simulated {r['sim_seconds']:.3g} s), serialized "
+            lo = "" if m["loopback_bytes"] is None else f", loopback {_fmt_bytes(m['loopback_bytes'])}"
+            where, what = ("Flower", "Flower messages") if m["executor"] == "flower" else ("Ray", "serialized")
+            out.print(f"{a} on {where}: wall {m['wall_seconds']:.2f} s (simulated {r['sim_seconds']:.3g} s), {what} "
                       f"{_fmt_bytes(m['serialized_bytes'])}, arrays {_fmt_bytes(m['payload_bytes'])} "
-                      f"(simulated WAN {_fmt_bytes(r['bytes'])}, intra-DC {_fmt_bytes(r['intra_bytes'])}), loopback {lo}", highlight=False)
+                      f"(simulated WAN {_fmt_bytes(r['bytes'])}, intra-DC {_fmt_bytes(r['intra_bytes'])}){lo}", highlight=False)
     for a, c in res["crossover"].items():
         rb, rr = c["rows_bytes"], c["rounds_bytes"]
         # Either can be None (one data center: nothing crosses the WAN, no crossover exists).

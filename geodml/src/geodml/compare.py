@@ -29,7 +29,8 @@ class CompareConfig:
     """Inputs of one comparison: data spec, number of data centers k (None: every WAN region),
     partition spec, WAN file (None: the packaged default), sovereign region names, algorithms,
     algorithm settings, seed, hierarchical aggregation on/off, ray (run each DC as a Ray actor
-    and add measured wall time and bytes)."""
+    and add measured wall time and bytes), flower (run each DC as a Flower ClientApp on Flower's
+    simulation engine, flower_bridge.py, and add measured wall time and Flower's message bytes)."""
 
     data: str = DEFAULT_DATA
     k: int | None = None
@@ -41,6 +42,7 @@ class CompareConfig:
     seed: int = 0
     hierarchical: bool = True
     ray: bool = False
+    flower: bool = False
 
 
 def _counts(c: dict) -> PlanCounts:
@@ -91,6 +93,13 @@ def _compare(cfg: CompareConfig, progress: Callable[[str], None]) -> dict:
 
         if importlib.util.find_spec("ray") is None:
             raise GeodmlError("--ray needs Ray: pip install 'geodml[ray]'") from None
+    if cfg.flower:
+        import importlib.util
+
+        if cfg.ray:
+            raise GeodmlError("--ray and --flower are two ways to run the DCs: choose one")
+        if importlib.util.find_spec("flwr") is None:
+            raise GeodmlError("--flower needs Flower: pip install 'geodml[flower]'") from None
     wan = load_wan(cfg.wan)
     k = cfg.k if cfg.k is not None else len(wan.regions)
     if k < 1 or k > len(wan.regions):
@@ -122,11 +131,20 @@ def _compare(cfg: CompareConfig, progress: Callable[[str], None]) -> dict:
 
         progress("starting Ray: one actor per data center")
         pool = RayPool(dcs, cfg.seed)
-    try:
-        _run_all(cfg, ds, dcs, wan, sizes, d, hub_m, hub_c, counts, pool, out, progress)
-    finally:
-        if pool is not None:
-            pool.close()
+    if cfg.flower:
+        from geodml.flower_bridge import FederationSpec, run_federation
+
+        progress("starting Flower's simulation engine: one ClientApp per data center")
+        spec = FederationSpec(cfg.data, cfg.partition, k, cfg.seed, tuple(dc.workers for dc in dcs))
+        # Algorithms that need no DC computation through the pool (centralize) run there too,
+        # in the ServerApp, so the table keeps one order.
+        run_federation(spec, names, lambda fpool: _run_all(cfg, ds, dcs, wan, sizes, d, hub_m, hub_c, counts, fpool, out, progress))
+    else:
+        try:
+            _run_all(cfg, ds, dcs, wan, sizes, d, hub_m, hub_c, counts, pool, out, progress)
+        finally:
+            if pool is not None:
+                pool.close()
     pc = _counts(counts)
     plain = [DCSize(x.name, x.n, x.nnz, x.raw_nbytes) for x in sizes]
     central = predict("centralize", plain, d, wan, cfg.settings, hub_c or unconstrained_central_hub(plain, wan), pc)
@@ -182,6 +200,6 @@ def _run_all(cfg, ds, dcs, wan, sizes, d, hub_m, hub_c, counts, pool, out, progr
         if before is not None and a != "centralize":
             lo = pool.loopback_bytes
             out["algorithms"][a]["measured"] = {
-                "executor": "ray", "wall_seconds": wall, "payload_bytes": pool.payload_bytes - before[0],
+                "executor": pool.executor, "wall_seconds": wall, "payload_bytes": pool.payload_bytes - before[0],
                 "serialized_bytes": pool.serialized_bytes - before[2],
                 "loopback_bytes": None if lo is None or before[1] is None else lo - before[1]}

@@ -101,6 +101,46 @@ class DCWorker:
         self.adam: dict = {}
         self.replica: np.ndarray | None = None
 
+    def get_state(self) -> tuple[dict, dict]:
+        """Everything reset() sets and the local computations change, as plain values: (scalars,
+        arrays). scalars: "rng" (JSON of the PCG64 bit generator's state, whose 128-bit integers a
+        float cannot hold), "lr" (float, absent until computed), "adam_t" (int), "ef_spec" (str,
+        absent without error feedback); arrays (float64): "adam_m", "adam_v", "replica",
+        "ef_memory" where set. set_state(*get_state()) on a worker holding the same rows continues
+        exactly as this one would (the Flower bridge keeps a ClientApp's state this way, since a
+        ClientApp is stateless between messages)."""
+        import json
+
+        scalars: dict = {"rng": json.dumps(self.rng.bit_generator.state)}
+        arrays: dict = {}
+        if self.lr is not None:
+            scalars["lr"] = float(self.lr)
+        if self.adam:
+            scalars["adam_t"] = int(self.adam["t"])
+            arrays["adam_m"], arrays["adam_v"] = self.adam["m"], self.adam["v"]
+        if self.replica is not None:
+            arrays["replica"] = self.replica
+        if self.ef is not None:
+            scalars["ef_spec"] = self.ef.spec
+            if "self" in self.ef.memory:
+                arrays["ef_memory"] = self.ef.memory["self"]
+        return scalars, arrays
+
+    def set_state(self, scalars: dict, arrays: dict) -> None:
+        """Restore what get_state returned (see there). Raises KeyError if "rng" is missing."""
+        import json
+
+        self.rng = np.random.default_rng()
+        self.rng.bit_generator.state = json.loads(scalars["rng"])
+        self.lr = float(scalars["lr"]) if "lr" in scalars else None
+        self.adam = {"m": arrays["adam_m"], "v": arrays["adam_v"], "t": int(scalars["adam_t"])} if "adam_t" in scalars else {}
+        self.replica = arrays.get("replica")
+        self.ef = None
+        if "ef_spec" in scalars:
+            self.ef = ErrorFeedback(scalars["ef_spec"])
+            if "ef_memory" in arrays:
+                self.ef.memory["self"] = arrays["ef_memory"]
+
     def loss_grad(self, theta: np.ndarray) -> np.ndarray:
         """Sums over the DC's rows of the loss and its gradient at theta, reduced over the worker
         shards: (d+2,) = [grad_w (d), grad_b, loss]."""

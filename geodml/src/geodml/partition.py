@@ -15,7 +15,7 @@ _DIRICHLET_DRAWS = 100
 def _check_nonempty(parts: list[np.ndarray], spec: str) -> list[np.ndarray]:
     for k, p in enumerate(parts):
         if len(p) == 0:
-            raise GeodmlError(f"partition {spec!r} leaves data center {k} empty; use fewer data centers, a larger alpha or more rows")
+            raise GeodmlError(f"partition {spec!r} leaves data center {k} empty; use fewer data centers, more rows or (unequal:) less uneven weights")
     return [np.sort(p) for p in parts]
 
 

@@ -59,6 +59,8 @@ class RayPool:
     Ray instance if none is running and shuts it down on close(). Raises GeodmlError if Ray is not
     installed. num_cpus: the CPUs a Ray started here may use (None: Ray's default, every core)."""
 
+    executor = "ray"
+
     def __init__(self, dcs, seed: int = 0, num_cpus: int | None = None):
         try:
             import ray
