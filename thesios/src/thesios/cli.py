@@ -5,6 +5,7 @@ Bad input prints one line on stderr and exits with code 2 (never a traceback).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sys
@@ -28,6 +29,7 @@ app = typer.Typer(add_completion=False, help=__doc__)
 #: Most rows ``thesios sample`` draws (~60 bytes each in memory, more while writing).
 MAX_SAMPLE_ROWS = 20_000_000
 FLEET_HELP = "fleet spec (JSON); default: the embedded fleet sized to 1/p disk-days per class"
+BACKEND_HELP = "where the (class, day) partitions run: local (this process) or ray (pip install 'thesios[ray]'; RAY_ADDRESS or a local Ray)"
 
 
 def _parse_rate(rate: str) -> float:
@@ -49,20 +51,25 @@ def validate_cmd(
     fleet: Annotated[Path | None, typer.Option(help=FLEET_HELP)] = None,
     report: Annotated[Path | None, typer.Option(help="also write an HTML report with plots here")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    backend: Annotated[str, typer.Option(help=BACKEND_HELP)] = "local",
 ) -> None:
     """Synthesize held-out disks of the embedded fleet from samples; compare with their real traces."""
     p = _parse_rate(rate)
+    _check_backend(backend)
     if report is not None:
         check_writable(report)  # before minutes of work, not after
     spec = _fleet_spec(fleet, p, days, seed, held_out)
     err = Console(stderr=True, log_path=False)  # the source line of each log is noise to a user
     if as_json:
-        result = validate(spec, rate=p, seed=seed, held_out_per_class=held_out, progress=lambda m: print(m, file=sys.stderr))
+        with _backend(backend) as be:
+            result = validate(spec, rate=p, seed=seed, held_out_per_class=held_out,
+                              progress=lambda m: print(m, file=sys.stderr), backend=be)
         _maybe_report(result, report)
-        print(json.dumps(result.to_json(), indent=2))
+        print(json.dumps(result.to_json() | {"backend": backend}, indent=2))
         return
-    with err.status("validating") as status:
-        result = validate(spec, rate=p, seed=seed, held_out_per_class=held_out, progress=lambda m: (status.update(m), err.log(m)))
+    with _backend(backend) as be, err.status("validating") as status:
+        result = validate(spec, rate=p, seed=seed, held_out_per_class=held_out,
+                          progress=lambda m: (status.update(m), err.log(m)), backend=be)
     table = Table(title=f"thesios validate: p={p:g}, {result.disks} sampled disks x {result.days} days, "
                         f"{result.sampled_requests} samples, {result.seconds:.1f} s")
     table.add_column("metric")
@@ -81,6 +88,25 @@ def validate_cmd(
         Console(stderr=True).print(f"report -> {report}")
     if result.coverage < 0.999:
         Console(stderr=True).print(f"warning: the fleet has too few disk-days for 1/p per group (coverage {result.coverage:.2f})")
+
+
+def _check_backend(name: str) -> None:
+    from thesios.partitions import BACKENDS
+
+    if name not in BACKENDS:
+        raise ThesiosInputError(f"--backend must be one of {', '.join(BACKENDS)}, got {name!r}")
+
+
+@contextlib.contextmanager
+def _backend(name: str):
+    """The named backend for the length of a command; a Ray instance started here is shut down."""
+    from thesios.partitions import make_backend
+
+    be = make_backend(name)
+    try:
+        yield be
+    finally:
+        be.close()
 
 
 def _fleet_spec(fleet: Path | None, rate: float, days: int, seed: int, held_out: int, scale: float = 1.0):
@@ -119,17 +145,19 @@ def whatif_cmd(
     fleet: Annotated[Path | None, typer.Option(help=FLEET_HELP)] = None,
     report: Annotated[Path | None, typer.Option(help="also write an HTML report with a section and plot per what-if")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    backend: Annotated[str, typer.Option(help=BACKEND_HELP)] = "local",
 ) -> None:
     """What-ifs on a TRACE, or on one synthesized disk per group of the embedded fleet, beside the baseline."""
     from thesios.scenarios import parse_scenario, run_scenarios, run_trace_scenarios
 
     p = _parse_rate(rate)
+    _check_backend(backend)
     scenarios = [parse_scenario(s) for s in scenario]
     if report is not None:
         check_writable(report)  # before minutes of work, not after
     if trace is not None:
         # These shape the embedded fleet; with a TRACE they would be ignored without a word.
-        fleet_only = [f"--{n}" for n in ("rate", "days", "fleet")
+        fleet_only = [f"--{n}" for n in ("rate", "days", "fleet", "backend")
                       if ctx.get_parameter_source(n) is not None and ctx.get_parameter_source(n).name != "DEFAULT"]
         if fleet_only:
             raise ThesiosInputError(f"{', '.join(fleet_only)}: only for the embedded fleet, not with a TRACE")
@@ -147,13 +175,14 @@ def whatif_cmd(
     scale = max([sc.factor for sc in scenarios if sc.kind == "capacity"], default=1.0)
     spec = _fleet_spec(fleet, p, days, seed, 1, scale)
     if as_json:
-        result = run_scenarios(spec, p, scenarios, seed=seed, progress=lambda m: print(m, file=sys.stderr))
+        with _backend(backend) as be:
+            result = run_scenarios(spec, p, scenarios, seed=seed, progress=lambda m: print(m, file=sys.stderr), backend=be)
         _maybe_whatif_report(result, report)
         print(json.dumps(result, indent=2))
         return
     err = Console(stderr=True, log_path=False)  # the source line of each log is noise to a user
-    with err.status("sampling, grouping, synthesizing") as status:
-        result = run_scenarios(spec, p, scenarios, seed=seed, progress=lambda m: (status.update(m), err.log(m)))
+    with _backend(backend) as be, err.status("sampling, grouping, synthesizing") as status:
+        result = run_scenarios(spec, p, scenarios, seed=seed, progress=lambda m: (status.update(m), err.log(m)), backend=be)
     _maybe_whatif_report(result, report)
     _print_whatif_groups(result["groups"])
     if report is not None:
@@ -244,6 +273,7 @@ def synth_cmd(
     """Synthesize one day of a full-rate disk trace from samples of the embedded fleet."""
     from thesios.fleet import FleetGenerator
     from thesios.identify import disk_features, identify
+    from thesios.partitions import sample_fleet
     from thesios.synth import synthesize, trace_table
     from thesios.writers import write_thesios_csv
 
@@ -266,7 +296,7 @@ def synth_cmd(
             err.log(msg)
 
         step(f"sampling {spec.n_disks} disks x {spec.days} days at p={p:g}")
-        samples = gen.sample_fleet(p, np.random.default_rng([seed, 10]))
+        samples = sample_fleet(spec, p, seed)
         step(f"identifying groups from {len(samples)} samples")
         labels = identify(disk_features(samples, spec.n_disks, spec.days), seed=seed).labels
         members = np.flatnonzero(labels == labels[disk])
@@ -348,6 +378,7 @@ def sample_cmd(
 ) -> None:
     """Write Bernoulli samples of the embedded default fleet as a Parquet trace with ``disk_id``."""
     from thesios.fleet import FleetGenerator, default_fleet
+    from thesios.partitions import sample_fleet
 
     p = _parse_rate(rate)
     if disks_per_class < 1 or days < 1:
@@ -361,7 +392,7 @@ def sample_cmd(
     if expected > MAX_SAMPLE_ROWS:
         raise ThesiosInputError(f"p={p:g} of {gen.spec.n_disks} disks x {days} days is about {expected:,.0f} samples "
                                 f"(limit {MAX_SAMPLE_ROWS:,}); lower --rate, --disks-per-class or --days")
-    samples = gen.sample_fleet(p, np.random.default_rng([seed, 10])).sorted_by_time()
+    samples = sample_fleet(gen.spec, p, seed).sorted_by_time()
     write_parquet(samples.to_table(gen.applications), output)
     Console(stderr=True).print(f"{len(samples)} samples of {gen.spec.n_disks} disks x {days} days -> {output}")
 
