@@ -15,7 +15,6 @@ from thesios.partitions import LocalBackend, partitions, sample_fleet, sample_pa
 from thesios.requests import Requests
 from thesios.validate import validate
 
-
 SHARD = Path(__file__).parent / "fixtures" / "thesios_shard.csv"
 
 
