@@ -133,9 +133,9 @@ def test_sample_refuses_a_draw_too_big_for_memory(tmp_path, capsys):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_whatif_on_another_format_says_to_convert_it(capsys):
+def test_whatif_on_another_format_says_to_name_it(capsys):
     err = fails(["whatif", str(FIX / "msr_hm_0_head.csv"), "-s", "rpm:5400"], capsys)
-    assert ":1: header " in err and err.endswith("run `thesios convert --format ...` first")
+    assert ":1: header " in err and err.endswith("give --format msr|alibaba|tencent")
 
 
 def test_whatif_fleet_options_with_a_trace_are_refused(capsys):

@@ -137,7 +137,9 @@ def _maybe_report(result, report: Path | None) -> None:
 def whatif_cmd(
     ctx: typer.Context,
     scenario: Annotated[list[str], typer.Option("--scenario", "-s", help="capacity:x2, rpm:5400, spin-down:zone=COLD,timeout=300s, cache:x2")],
-    trace: Annotated[Path | None, typer.Argument(help="a one-disk trace (.parquet or Thesios .csv[.gz]); default: the embedded fleet")] = None,
+    trace: Annotated[Path | None, typer.Argument(help="a one-disk trace (.parquet, Thesios .csv[.gz], blkparse text, or --format); default: the embedded fleet")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="TRACE's format: auto (.parquet, blkparse text, else a Thesios shard), thesios, parquet, blkparse, msr, alibaba, tencent")] = "auto",
+    device: Annotated[str | None, typer.Option(help="the device of a block TRACE to use (filename column, e.g. 8,0 for blkparse) when it holds several")] = None,
     rpm: Annotated[float, typer.Option(help="the TRACE's disk RPM")] = 7200.0,
     rate: Annotated[str, typer.Option(help="sampling rate p")] = "1/1000",
     days: Annotated[int, typer.Option(help="days of samples per disk")] = 4,
@@ -155,6 +157,8 @@ def whatif_cmd(
     scenarios = [parse_scenario(s) for s in scenario]
     if report is not None:
         check_writable(report)  # before minutes of work, not after
+    if trace is None and (fmt != "auto" or device is not None):
+        raise ThesiosInputError("--format and --device describe a TRACE; none was given")
     if trace is not None:
         # These shape the embedded fleet; with a TRACE they would be ignored without a word.
         fleet_only = [f"--{n}" for n in ("rate", "days", "fleet", "backend")
@@ -163,7 +167,7 @@ def whatif_cmd(
             raise ThesiosInputError(f"{', '.join(fleet_only)}: only for the embedded fleet, not with a TRACE")
         if not 0 < rpm <= 30000:
             raise ThesiosInputError("--rpm must be in (0, 30000]")
-        result = {"trace": str(trace)} | run_trace_scenarios(_load_trace(trace), scenarios, rpm=rpm, seed=seed)
+        result = {"trace": str(trace)} | run_trace_scenarios(_load_trace(trace, fmt, device), scenarios, rpm=rpm, seed=seed)
         _maybe_whatif_report({"trace": str(trace), "groups": [{"group": str(trace), "disks": 1} | result]}, report)
         if as_json:
             print(json.dumps(result, indent=2))
@@ -196,11 +200,49 @@ def _maybe_whatif_report(result: dict, report: Path | None) -> None:
         write_whatif_report(result, report)
 
 
-def _load_trace(path: Path) -> Requests:
+#: Formats of a whatif TRACE; the block formats name the device in ``filename``.
+TRACE_FORMATS = ("auto", "thesios", "parquet", "blkparse", "msr", "alibaba", "tencent")
+_BLOCK_FORMATS = ("blkparse", "msr", "alibaba", "tencent")
+
+
+def _sniff_format(path: Path) -> str:
+    """``parquet`` by name, ``blkparse`` when the first line is a blkparse event, else ``thesios``."""
+    import re
+
+    from thesios.readers import _BLK_EVENT
+
+    if path.suffix == ".parquet":
+        return "parquet"
+    try:
+        with pa.input_stream(str(path), compression="detect") as stream:
+            head = stream.read(4096).decode("utf-8", "replace").lstrip("\n").split("\n", 1)[0]
+    except (OSError, pa.ArrowInvalid):
+        return "thesios"  # its reader names the problem in one line
+    return "blkparse" if re.match(_BLK_EVENT, head) else "thesios"
+
+
+def _load_trace(path: Path, fmt: str = "auto", device: str | None = None) -> Requests:
+    """A one-disk trace for whatif: read in ``fmt`` (``auto``: :func:`_sniff_format`), one device kept.
+
+    Raises:
+        ThesiosInputError: an unknown format, an unreadable or malformed file, a trace of several
+            disks (without ``device``), an unknown ``device``, or no service times at all.
+    """
+    from thesios.readers import (
+        read_alibaba_csv,
+        read_blkparse,
+        read_msr_csv,
+        read_tencent_csv,
+    )
     from thesios.schema import THESIOS_COLUMNS
     from thesios.writers import read_parquet
 
-    if path.suffix == ".parquet":
+    if fmt not in TRACE_FORMATS:
+        raise ThesiosInputError(f"--format must be one of {', '.join(TRACE_FORMATS)}, got {fmt!r}")
+    fmt = _sniff_format(path) if fmt == "auto" else fmt
+    if device is not None and fmt not in _BLOCK_FORMATS:
+        raise ThesiosInputError(f"--device picks a device of a block trace ({', '.join(_BLOCK_FORMATS)}), not of a {fmt} trace")
+    if fmt == "parquet":
         try:
             table = read_parquet(path)
         except (OSError, ValueError, pa.ArrowException) as err:  # a corrupt or foreign file
@@ -213,15 +255,30 @@ def _load_trace(path: Path) -> Requests:
             disks = pc.count_distinct(table.column("disk_id")).as_py()
             if disks > 1:
                 raise ThesiosInputError(f"{path}: holds {disks} disks (column disk_id); whatif takes a one-disk trace")
-    else:
+    elif fmt == "thesios":
         try:
             table = read_thesios_csv(path)
         except ThesiosInputError as err:
             if ": header " not in str(err):
                 raise
             # Most likely another trace format: say how to bring it in.
-            raise ThesiosInputError(f"{err}; for MSR, Alibaba or Tencent traces run `thesios convert --format ...` first") from None
-    return Requests.from_table(table)[0]
+            raise ThesiosInputError(f"{err}; for MSR, Alibaba or Tencent traces give --format msr|alibaba|tencent") from None
+    else:
+        readers = {"blkparse": read_blkparse, "msr": read_msr_csv, "alibaba": read_alibaba_csv, "tencent": read_tencent_csv}
+        table = readers[fmt](path)
+        devices = pc.unique(table.column("filename")).to_pylist()
+        if device is not None:
+            if device not in devices:
+                raise ThesiosInputError(f"{path}: no device {device!r} (devices: {', '.join(map(str, devices[:5]))})")
+            table = table.filter(pc.equal(table.column("filename"), device))
+        elif len(devices) > 1:
+            shown = ", ".join(map(str, devices[:3])) + (", ..." if len(devices) > 3 else "")
+            raise ThesiosInputError(f"{path}: holds {len(devices)} devices ({shown}); pick one with --device")
+    requests = Requests.from_table(table)[0]
+    miss = requests.is_miss_read
+    if miss.any() and not (requests.disk_time[miss] > 0).any():
+        raise ThesiosInputError(f"{path}: no read has a service time (disk_time or latency); whatif re-serves reads on a disk")
+    return requests
 
 
 def _pct(x: float) -> str:
