@@ -215,9 +215,12 @@ def _sniff_format(path: Path) -> str:
         return "parquet"
     try:
         with pa.input_stream(str(path), compression="detect") as stream:
-            head = stream.read(4096).decode("utf-8", "replace").lstrip("\n").split("\n", 1)[0]
+            raw = stream.read(4096)
     except (OSError, pa.ArrowInvalid):
         return "thesios"  # its reader names the problem in one line
+    if raw.startswith(b"PAR1"):
+        return "parquet"
+    head = raw.decode("utf-8", "replace").lstrip("\n").split("\n", 1)[0]
     return "blkparse" if re.match(_BLK_EVENT, head) else "thesios"
 
 
@@ -246,7 +249,9 @@ def _load_trace(path: Path, fmt: str = "auto", device: str | None = None) -> Req
         try:
             table = read_parquet(path)
         except (OSError, ValueError, pa.ArrowException) as err:  # a corrupt or foreign file
-            raise ThesiosInputError(f"{path}: not a readable Parquet trace ({str(err).splitlines()[0][:120]})") from None
+            # pyarrow's message repeats the path ("Could not open Parquet input source '...': ").
+            reason = str(err).splitlines()[0].split("': ", 1)[-1].split(". ")[0][:120]
+            raise ThesiosInputError(f"{path}: not a readable Parquet trace ({reason})") from None
         missing = [c for c in THESIOS_COLUMNS if c not in table.column_names]
         if missing:
             raise ThesiosInputError(f"{path}: missing trace columns {missing[:4]}")
