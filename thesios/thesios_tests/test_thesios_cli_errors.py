@@ -3,6 +3,7 @@ messages naming what the user typed, and no file left behind."""
 
 from __future__ import annotations
 
+import json
 import sys
 import types
 from pathlib import Path
@@ -133,12 +134,35 @@ def test_sample_refuses_a_draw_too_big_for_memory(tmp_path, capsys):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_whatif_on_another_format_says_to_convert_it(capsys):
+def test_whatif_on_another_format_says_to_name_it(capsys):
     err = fails(["whatif", str(FIX / "msr_hm_0_head.csv"), "-s", "rpm:5400"], capsys)
-    assert ":1: header " in err and err.endswith("run `thesios convert --format ...` first")
+    assert ":1: header " in err and err.endswith("give --format msr|alibaba|tencent")
 
 
 def test_whatif_fleet_options_with_a_trace_are_refused(capsys):
     err = fails(["whatif", str(SHARD), "-s", "rpm:5400", "--rate", "1/100", "--days", "2"], capsys)
     assert err == "thesios: error: --rate, --days: only for the embedded fleet, not with a TRACE"
     main(["whatif", str(SHARD), "-s", "rpm:5400", "--seed", "3", "--rpm", "5400"])  # trace options still work
+
+
+def test_parquet_read_as_text_a_cut_parquet_and_a_cut_row_say_so_in_one_line(tmp_path, capsys):
+    good = tmp_path / "good.parquet"
+    main(["convert", str(SHARD), "-o", str(good)])
+    capsys.readouterr()
+    err = fails(["convert", str(good), "-o", str(tmp_path / "o.parquet")], capsys)
+    assert err == f"thesios: error: {good}: is a Parquet file, not a text trace"
+    # whatif knows Parquet by its magic bytes, whatever the name; a cut one says why.
+    renamed = tmp_path / "trace.bin"
+    renamed.write_bytes(good.read_bytes())
+    main(["whatif", str(renamed), "-s", "rpm:5400", "--json"])
+    assert json.loads(capsys.readouterr().out)["requests"] == 46
+    cut = tmp_path / "cut.parquet"
+    cut.write_bytes(good.read_bytes()[:2000])
+    err = fails(["whatif", str(cut), "-s", "rpm:5400", "--report", str(tmp_path / "r.html")], capsys)
+    assert err == f"thesios: error: {cut}: not a readable Parquet trace (Parquet magic bytes not found in footer)"
+    data = SHARD.read_bytes()
+    shard = tmp_path / "cut.csv"
+    shard.write_bytes(data[: data.rfind(b",", 0, len(data) - 30)])  # cut inside its last row
+    err = fails(["whatif", str(shard), "-s", "rpm:5400", "--report", str(tmp_path / "r.html")], capsys)
+    assert ": expected 17 fields, got " in err and err.endswith("; the last line has no line end: the file looks truncated")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cut.csv", "cut.parquet", "good.parquet", "trace.bin"]

@@ -5,6 +5,7 @@ Bad input prints one line on stderr and exits with code 2 (never a traceback).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sys
@@ -28,6 +29,7 @@ app = typer.Typer(add_completion=False, help=__doc__)
 #: Most rows ``thesios sample`` draws (~60 bytes each in memory, more while writing).
 MAX_SAMPLE_ROWS = 20_000_000
 FLEET_HELP = "fleet spec (JSON); default: the embedded fleet sized to 1/p disk-days per class"
+BACKEND_HELP = "where the (class, day) partitions run: local (this process) or ray (pip install 'thesios[ray]'; RAY_ADDRESS or a local Ray)"
 
 
 def _parse_rate(rate: str) -> float:
@@ -49,20 +51,25 @@ def validate_cmd(
     fleet: Annotated[Path | None, typer.Option(help=FLEET_HELP)] = None,
     report: Annotated[Path | None, typer.Option(help="also write an HTML report with plots here")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    backend: Annotated[str, typer.Option(help=BACKEND_HELP)] = "local",
 ) -> None:
     """Synthesize held-out disks of the embedded fleet from samples; compare with their real traces."""
     p = _parse_rate(rate)
+    _check_backend(backend)
     if report is not None:
         check_writable(report)  # before minutes of work, not after
     spec = _fleet_spec(fleet, p, days, seed, held_out)
     err = Console(stderr=True, log_path=False)  # the source line of each log is noise to a user
     if as_json:
-        result = validate(spec, rate=p, seed=seed, held_out_per_class=held_out, progress=lambda m: print(m, file=sys.stderr))
+        with _backend(backend) as be:
+            result = validate(spec, rate=p, seed=seed, held_out_per_class=held_out,
+                              progress=lambda m: print(m, file=sys.stderr), backend=be)
         _maybe_report(result, report)
-        print(json.dumps(result.to_json(), indent=2))
+        print(json.dumps(result.to_json() | {"backend": backend}, indent=2))
         return
-    with err.status("validating") as status:
-        result = validate(spec, rate=p, seed=seed, held_out_per_class=held_out, progress=lambda m: (status.update(m), err.log(m)))
+    with _backend(backend) as be, err.status("validating") as status:
+        result = validate(spec, rate=p, seed=seed, held_out_per_class=held_out,
+                          progress=lambda m: (status.update(m), err.log(m)), backend=be)
     table = Table(title=f"thesios validate: p={p:g}, {result.disks} sampled disks x {result.days} days, "
                         f"{result.sampled_requests} samples, {result.seconds:.1f} s")
     table.add_column("metric")
@@ -81,6 +88,25 @@ def validate_cmd(
         Console(stderr=True).print(f"report -> {report}")
     if result.coverage < 0.999:
         Console(stderr=True).print(f"warning: the fleet has too few disk-days for 1/p per group (coverage {result.coverage:.2f})")
+
+
+def _check_backend(name: str) -> None:
+    from thesios.partitions import BACKENDS
+
+    if name not in BACKENDS:
+        raise ThesiosInputError(f"--backend must be one of {', '.join(BACKENDS)}, got {name!r}")
+
+
+@contextlib.contextmanager
+def _backend(name: str):
+    """The named backend for the length of a command; a Ray instance started here is shut down."""
+    from thesios.partitions import make_backend
+
+    be = make_backend(name)
+    try:
+        yield be
+    finally:
+        be.close()
 
 
 def _fleet_spec(fleet: Path | None, rate: float, days: int, seed: int, held_out: int, scale: float = 1.0):
@@ -111,7 +137,9 @@ def _maybe_report(result, report: Path | None) -> None:
 def whatif_cmd(
     ctx: typer.Context,
     scenario: Annotated[list[str], typer.Option("--scenario", "-s", help="capacity:x2, rpm:5400, spin-down:zone=COLD,timeout=300s, cache:x2")],
-    trace: Annotated[Path | None, typer.Argument(help="a one-disk trace (.parquet or Thesios .csv[.gz]); default: the embedded fleet")] = None,
+    trace: Annotated[Path | None, typer.Argument(help="a one-disk trace (.parquet, Thesios .csv[.gz], blkparse text, or --format); default: the embedded fleet")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="TRACE's format: auto (.parquet, blkparse text, else a Thesios shard), thesios, parquet, blkparse, msr, alibaba, tencent")] = "auto",
+    device: Annotated[str | None, typer.Option(help="the device of a block TRACE to use (filename column, e.g. 8,0 for blkparse) when it holds several")] = None,
     rpm: Annotated[float, typer.Option(help="the TRACE's disk RPM")] = 7200.0,
     rate: Annotated[str, typer.Option(help="sampling rate p")] = "1/1000",
     days: Annotated[int, typer.Option(help="days of samples per disk")] = 4,
@@ -119,23 +147,27 @@ def whatif_cmd(
     fleet: Annotated[Path | None, typer.Option(help=FLEET_HELP)] = None,
     report: Annotated[Path | None, typer.Option(help="also write an HTML report with a section and plot per what-if")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    backend: Annotated[str, typer.Option(help=BACKEND_HELP)] = "local",
 ) -> None:
     """What-ifs on a TRACE, or on one synthesized disk per group of the embedded fleet, beside the baseline."""
     from thesios.scenarios import parse_scenario, run_scenarios, run_trace_scenarios
 
     p = _parse_rate(rate)
+    _check_backend(backend)
     scenarios = [parse_scenario(s) for s in scenario]
     if report is not None:
         check_writable(report)  # before minutes of work, not after
+    if trace is None and (fmt != "auto" or device is not None):
+        raise ThesiosInputError("--format and --device describe a TRACE; none was given")
     if trace is not None:
         # These shape the embedded fleet; with a TRACE they would be ignored without a word.
-        fleet_only = [f"--{n}" for n in ("rate", "days", "fleet")
+        fleet_only = [f"--{n}" for n in ("rate", "days", "fleet", "backend")
                       if ctx.get_parameter_source(n) is not None and ctx.get_parameter_source(n).name != "DEFAULT"]
         if fleet_only:
             raise ThesiosInputError(f"{', '.join(fleet_only)}: only for the embedded fleet, not with a TRACE")
         if not 0 < rpm <= 30000:
             raise ThesiosInputError("--rpm must be in (0, 30000]")
-        result = {"trace": str(trace)} | run_trace_scenarios(_load_trace(trace), scenarios, rpm=rpm, seed=seed)
+        result = {"trace": str(trace)} | run_trace_scenarios(_load_trace(trace, fmt, device), scenarios, rpm=rpm, seed=seed)
         _maybe_whatif_report({"trace": str(trace), "groups": [{"group": str(trace), "disks": 1} | result]}, report)
         if as_json:
             print(json.dumps(result, indent=2))
@@ -147,13 +179,14 @@ def whatif_cmd(
     scale = max([sc.factor for sc in scenarios if sc.kind == "capacity"], default=1.0)
     spec = _fleet_spec(fleet, p, days, seed, 1, scale)
     if as_json:
-        result = run_scenarios(spec, p, scenarios, seed=seed, progress=lambda m: print(m, file=sys.stderr))
+        with _backend(backend) as be:
+            result = run_scenarios(spec, p, scenarios, seed=seed, progress=lambda m: print(m, file=sys.stderr), backend=be)
         _maybe_whatif_report(result, report)
         print(json.dumps(result, indent=2))
         return
     err = Console(stderr=True, log_path=False)  # the source line of each log is noise to a user
-    with err.status("sampling, grouping, synthesizing") as status:
-        result = run_scenarios(spec, p, scenarios, seed=seed, progress=lambda m: (status.update(m), err.log(m)))
+    with _backend(backend) as be, err.status("sampling, grouping, synthesizing") as status:
+        result = run_scenarios(spec, p, scenarios, seed=seed, progress=lambda m: (status.update(m), err.log(m)), backend=be)
     _maybe_whatif_report(result, report)
     _print_whatif_groups(result["groups"])
     if report is not None:
@@ -167,15 +200,58 @@ def _maybe_whatif_report(result: dict, report: Path | None) -> None:
         write_whatif_report(result, report)
 
 
-def _load_trace(path: Path) -> Requests:
+#: Formats of a whatif TRACE; the block formats name the device in ``filename``.
+TRACE_FORMATS = ("auto", "thesios", "parquet", "blkparse", "msr", "alibaba", "tencent")
+_BLOCK_FORMATS = ("blkparse", "msr", "alibaba", "tencent")
+
+
+def _sniff_format(path: Path) -> str:
+    """``parquet`` by name, ``blkparse`` when the first line is a blkparse event, else ``thesios``."""
+    import re
+
+    from thesios.readers import _BLK_EVENT
+
+    if path.suffix == ".parquet":
+        return "parquet"
+    try:
+        with pa.input_stream(str(path), compression="detect") as stream:
+            raw = stream.read(4096)
+    except (OSError, pa.ArrowInvalid):
+        return "thesios"  # its reader names the problem in one line
+    if raw.startswith(b"PAR1"):
+        return "parquet"
+    head = raw.decode("utf-8", "replace").lstrip("\n").split("\n", 1)[0]
+    return "blkparse" if re.match(_BLK_EVENT, head) else "thesios"
+
+
+def _load_trace(path: Path, fmt: str = "auto", device: str | None = None) -> Requests:
+    """A one-disk trace for whatif: read in ``fmt`` (``auto``: :func:`_sniff_format`), one device kept.
+
+    Raises:
+        ThesiosInputError: an unknown format, an unreadable or malformed file, a trace of several
+            disks (without ``device``), an unknown ``device``, or no service times at all.
+    """
+    from thesios.readers import (
+        read_alibaba_csv,
+        read_blkparse,
+        read_msr_csv,
+        read_tencent_csv,
+    )
     from thesios.schema import THESIOS_COLUMNS
     from thesios.writers import read_parquet
 
-    if path.suffix == ".parquet":
+    if fmt not in TRACE_FORMATS:
+        raise ThesiosInputError(f"--format must be one of {', '.join(TRACE_FORMATS)}, got {fmt!r}")
+    fmt = _sniff_format(path) if fmt == "auto" else fmt
+    if device is not None and fmt not in _BLOCK_FORMATS:
+        raise ThesiosInputError(f"--device picks a device of a block trace ({', '.join(_BLOCK_FORMATS)}), not of a {fmt} trace")
+    if fmt == "parquet":
         try:
             table = read_parquet(path)
         except (OSError, ValueError, pa.ArrowException) as err:  # a corrupt or foreign file
-            raise ThesiosInputError(f"{path}: not a readable Parquet trace ({str(err).splitlines()[0][:120]})") from None
+            # pyarrow's message repeats the path ("Could not open Parquet input source '...': ").
+            reason = str(err).splitlines()[0].split("': ", 1)[-1].split(". ")[0][:120]
+            raise ThesiosInputError(f"{path}: not a readable Parquet trace ({reason})") from None
         missing = [c for c in THESIOS_COLUMNS if c not in table.column_names]
         if missing:
             raise ThesiosInputError(f"{path}: missing trace columns {missing[:4]}")
@@ -184,15 +260,30 @@ def _load_trace(path: Path) -> Requests:
             disks = pc.count_distinct(table.column("disk_id")).as_py()
             if disks > 1:
                 raise ThesiosInputError(f"{path}: holds {disks} disks (column disk_id); whatif takes a one-disk trace")
-    else:
+    elif fmt == "thesios":
         try:
             table = read_thesios_csv(path)
         except ThesiosInputError as err:
             if ": header " not in str(err):
                 raise
             # Most likely another trace format: say how to bring it in.
-            raise ThesiosInputError(f"{err}; for MSR, Alibaba or Tencent traces run `thesios convert --format ...` first") from None
-    return Requests.from_table(table)[0]
+            raise ThesiosInputError(f"{err}; for MSR, Alibaba or Tencent traces give --format msr|alibaba|tencent") from None
+    else:
+        readers = {"blkparse": read_blkparse, "msr": read_msr_csv, "alibaba": read_alibaba_csv, "tencent": read_tencent_csv}
+        table = readers[fmt](path)
+        devices = pc.unique(table.column("filename")).to_pylist()
+        if device is not None:
+            if device not in devices:
+                raise ThesiosInputError(f"{path}: no device {device!r} (devices: {', '.join(map(str, devices[:5]))})")
+            table = table.filter(pc.equal(table.column("filename"), device))
+        elif len(devices) > 1:
+            shown = ", ".join(map(str, devices[:3])) + (", ..." if len(devices) > 3 else "")
+            raise ThesiosInputError(f"{path}: holds {len(devices)} devices ({shown}); pick one with --device")
+    requests = Requests.from_table(table)[0]
+    miss = requests.is_miss_read
+    if miss.any() and not (requests.disk_time[miss] > 0).any():
+        raise ThesiosInputError(f"{path}: no read has a service time (disk_time or latency); whatif re-serves reads on a disk")
+    return requests
 
 
 def _pct(x: float) -> str:
@@ -244,6 +335,7 @@ def synth_cmd(
     """Synthesize one day of a full-rate disk trace from samples of the embedded fleet."""
     from thesios.fleet import FleetGenerator
     from thesios.identify import disk_features, identify
+    from thesios.partitions import sample_fleet
     from thesios.synth import synthesize, trace_table
     from thesios.writers import write_thesios_csv
 
@@ -266,7 +358,7 @@ def synth_cmd(
             err.log(msg)
 
         step(f"sampling {spec.n_disks} disks x {spec.days} days at p={p:g}")
-        samples = gen.sample_fleet(p, np.random.default_rng([seed, 10]))
+        samples = sample_fleet(spec, p, seed)
         step(f"identifying groups from {len(samples)} samples")
         labels = identify(disk_features(samples, spec.n_disks, spec.days), seed=seed).labels
         members = np.flatnonzero(labels == labels[disk])
@@ -348,6 +440,7 @@ def sample_cmd(
 ) -> None:
     """Write Bernoulli samples of the embedded default fleet as a Parquet trace with ``disk_id``."""
     from thesios.fleet import FleetGenerator, default_fleet
+    from thesios.partitions import sample_fleet
 
     p = _parse_rate(rate)
     if disks_per_class < 1 or days < 1:
@@ -361,7 +454,7 @@ def sample_cmd(
     if expected > MAX_SAMPLE_ROWS:
         raise ThesiosInputError(f"p={p:g} of {gen.spec.n_disks} disks x {days} days is about {expected:,.0f} samples "
                                 f"(limit {MAX_SAMPLE_ROWS:,}); lower --rate, --disks-per-class or --days")
-    samples = gen.sample_fleet(p, np.random.default_rng([seed, 10])).sorted_by_time()
+    samples = sample_fleet(gen.spec, p, seed).sorted_by_time()
     write_parquet(samples.to_table(gen.applications), output)
     Console(stderr=True).print(f"{len(samples)} samples of {gen.spec.n_disks} disks x {days} days -> {output}")
 

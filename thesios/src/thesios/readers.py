@@ -61,9 +61,12 @@ def _read_bytes(path: Path) -> bytes:
         raise TraceFormatError(f"{path}: no such file")
     try:
         with pa.input_stream(str(path), compression="detect") as stream:
-            return stream.read()
+            data = stream.read()
     except (OSError, pa.ArrowInvalid) as err:
         raise TraceFormatError(f"{path}: cannot read: {err}") from None
+    if data.startswith(b"PAR1"):  # its bytes would make a header message of binary noise
+        raise TraceFormatError(f"{path}: is a Parquet file, not a text trace")
+    return data
 
 
 def _nonempty_line_numbers(data: bytes) -> np.ndarray:
@@ -212,6 +215,8 @@ def read_thesios_csv(path: str | Path, lenient: bool = False, report: ReadReport
     if errors and not lenient:
         line, reason = errors[0]
         more = f" (and {n_bad - 1} more bad rows)" if n_bad > 1 else ""
+        if line == int(lines[-1]) and not data.endswith(b"\n") and "truncated" not in reason:
+            more += "; the last line has no line end: the file looks truncated"
         raise TraceFormatError(f"{path}:{line}: {reason}{more}")
     table = pa.table(columns, schema=schema).filter(ok)
     report.rows += table.num_rows
@@ -276,6 +281,8 @@ def _parse_headerless(
     if errors and not lenient:
         line, reason = errors[0]
         more = f" (and {n_bad - 1} more bad rows)" if n_bad > 1 else ""
+        if line == int(lines[-1]) and not data.endswith(b"\n") and "truncated" not in reason:
+            more += "; the last line has no line end: the file looks truncated"
         raise TraceFormatError(f"{path}:{line}: {reason}{more}")
     read_keys = [k.upper() for k, v in op_values.items() if v]
     is_read = np.asarray(pc.is_in(op.filter(ok), pa.array(read_keys)).to_numpy(zero_copy_only=False), dtype=bool)

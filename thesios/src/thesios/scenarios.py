@@ -20,6 +20,7 @@ from thesios.diskmodel import fit_service_time, split_service_time
 from thesios.errors import ThesiosInputError
 from thesios.fleet import DAY_S, FleetGenerator, FleetSpec
 from thesios.identify import disk_features, identify
+from thesios.partitions import Backend, LocalBackend, sample_fleet
 from thesios.reorganizer import NS_PER_S, fifo_schedule, to_ns
 from thesios.requests import Requests
 from thesios.samplers import hash_sample_mask  # noqa: F401 - re-exported for callers
@@ -230,50 +231,71 @@ def run_trace_scenarios(
     return out
 
 
+def group_whatifs(
+    samples: Requests, spec: FleetSpec, rate: float, scenarios: list[Scenario], seed: int, power: PowerModel,
+    cache_blocks: int, shards_rate: float, group: int, members: np.ndarray, n_groups: int,
+    progress: Callable[[str], None] | None = None,
+) -> dict:
+    """Baseline and what-ifs of one group's synthesized disk (day 0): one task of :func:`run_scenarios`.
+
+    ``members``: int64 disk ids of the group. Returns ``{"group", "disks", "coverage", "baseline",
+    "scenarios": {spec: {...}}}`` (JSON-ready); depends on its arguments alone.
+    """
+    say = progress or (lambda _msg: None)
+    gen = FleetGenerator(spec)
+    rpm0 = spec.hdd.rpm
+    say(f"group {group + 1}/{n_groups} ({len(members)} disks): baseline")
+    base = synthesize(samples, members, rate, days=spec.days)
+    entry: dict = {"group": group, "disks": len(members), "coverage": base.coverage,
+                   "baseline": serve_metrics(base.trace), "scenarios": {}}
+    for sc in scenarios:
+        say(f"group {group + 1}/{n_groups}: {sc.spec}")
+        if sc.kind == "capacity":
+            res = synthesize(samples, members, rate, days=spec.days, scale=sc.factor)
+            out = serve_metrics(res.trace) | {"coverage": res.coverage}
+        elif sc.kind == "rpm":
+            out = serve_metrics(rpm_whatif(base.trace, rpm0, sc.rpm))
+        elif sc.kind == "spin-down":  # placement: a disk holding only that zone's data
+            sub = samples if sc.zone is None else samples.take(samples.zone == IO_ZONES.index(sc.zone))
+            res = synthesize(sub, members, rate, days=spec.days)
+            out = _spin_down(res.trace, sc, power, (0.0, DAY_S))
+        else:
+            out = _cache(_one_namespace(base.trace), sc, cache_blocks, shards_rate, seed)
+            # The fleet is synthetic, so the what-if can be checked against a member's real
+            # disk-day (full rate, the same spatial sampling); a real fleet has only the above.
+            disk = int(members[0])
+            full = gen.generate(np.array([disk]), 0, 1.0, np.random.default_rng([seed, 30, disk])).sorted_by_time()
+            truth = _cache(full, sc, cache_blocks, shards_rate, seed)
+            out |= {f"full_trace_{k}": truth[k] for k in ("lru_miss_ratio", "lru_miss_ratio_scaled", "belady_miss_ratio_scaled")}
+        entry["scenarios"][sc.spec] = out
+    return entry
+
+
 def run_scenarios(
     spec: FleetSpec, rate: float, scenarios: list[Scenario], seed: int = 0, power: PowerModel | None = None,
     cache_blocks: int = 262_144, shards_rate: float = 0.002, progress: Callable[[str], None] | None = None,
+    backend: Backend | None = None,
 ) -> dict:
     """Baseline and what-ifs for one synthesized disk per group of the fleet (day 0).
+
+    Sampling runs one task per (class, day) partition, the what-ifs one task per group, on
+    ``backend`` (default: in process; the same result on every backend).
 
     Returns a JSON-ready dict: ``{"rate", "groups": [{"group", "disks", "baseline", "scenarios":
     {spec: {...}}}]}``. ``progress`` is called with one line per step (minutes at p = 1/1000).
     """
     say = progress or (lambda _msg: None)
     power = power or PowerModel()
-    gen = FleetGenerator(spec)
-    rng = np.random.default_rng([seed, 10])
-    say(f"sampling {spec.n_disks} disks x {spec.days} days at p={rate:g}")
-    samples = gen.sample_fleet(rate, rng)
+    backend = backend or LocalBackend()
+    FleetGenerator(spec)  # checks the spec before any task starts
+    say(f"sampling {spec.n_disks} disks x {spec.days} days at p={rate:g} ({len(spec.classes) * spec.days} class-day partitions, {backend.name})")
+    samples = sample_fleet(spec, rate, seed, backend)
     say(f"identifying groups from {len(samples)} samples")
     grouping = identify(disk_features(samples, spec.n_disks, spec.days), seed=seed)
-    rpm0 = spec.hdd.rpm
-    groups = []
-    for g in range(grouping.k):
-        members = np.flatnonzero(grouping.labels == g)
-        say(f"group {g + 1}/{grouping.k} ({len(members)} disks): baseline")
-        base = synthesize(samples, members, rate, days=spec.days)
-        entry: dict = {"group": g, "disks": len(members), "coverage": base.coverage,
-                       "baseline": serve_metrics(base.trace), "scenarios": {}}
-        for sc in scenarios:
-            say(f"group {g + 1}/{grouping.k}: {sc.spec}")
-            if sc.kind == "capacity":
-                res = synthesize(samples, members, rate, days=spec.days, scale=sc.factor)
-                out = serve_metrics(res.trace) | {"coverage": res.coverage}
-            elif sc.kind == "rpm":
-                out = serve_metrics(rpm_whatif(base.trace, rpm0, sc.rpm))
-            elif sc.kind == "spin-down":  # placement: a disk holding only that zone's data
-                sub = samples if sc.zone is None else samples.take(samples.zone == IO_ZONES.index(sc.zone))
-                res = synthesize(sub, members, rate, days=spec.days)
-                out = _spin_down(res.trace, sc, power, (0.0, DAY_S))
-            else:
-                out = _cache(_one_namespace(base.trace), sc, cache_blocks, shards_rate, seed)
-                # The fleet is synthetic, so the what-if can be checked against a member's real
-                # disk-day (full rate, the same spatial sampling); a real fleet has only the above.
-                disk = int(members[0])
-                full = gen.generate(np.array([disk]), 0, 1.0, np.random.default_rng([seed, 30, disk])).sorted_by_time()
-                truth = _cache(full, sc, cache_blocks, shards_rate, seed)
-                out |= {f"full_trace_{k}": truth[k] for k in ("lru_miss_ratio", "lru_miss_ratio_scaled", "belady_miss_ratio_scaled")}
-            entry["scenarios"][sc.spec] = out
-        groups.append(entry)
+    # In process the steps of each group are shown as they run; a Ray task's would be lost.
+    step = say if isinstance(backend, LocalBackend) else None
+    if step is None:
+        say(f"{grouping.k} groups: baseline and {len(scenarios)} what-ifs each, one Ray task per group")
+    items = [(g, np.flatnonzero(grouping.labels == g), grouping.k, step) for g in range(grouping.k)]
+    groups = backend.map(group_whatifs, items, shared=(samples, spec, rate, scenarios, seed, power, cache_blocks, shards_rate))
     return {"rate": rate, "disks": spec.n_disks, "groups": groups}

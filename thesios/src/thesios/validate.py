@@ -22,6 +22,7 @@ import numpy as np
 from thesios.errors import ThesiosInputError
 from thesios.fleet import DAY_S, FleetGenerator, FleetSpec, default_fleet
 from thesios.identify import disk_features, identify, purity
+from thesios.partitions import Backend, LocalBackend, sample_fleet
 from thesios.reorganizer import NS_PER_S, fifo_schedule, reorganize, to_ns
 from thesios.requests import Requests
 from thesios.synth import synthesize
@@ -141,6 +142,33 @@ def auto_fleet(rate: float, days: int = 4, seed: int = 0, held_out_per_class: in
     return default_fleet(disks_per_class=max(per_class, 2), days=days, seed=seed)
 
 
+def evaluate_class(
+    samples: Requests, spec: FleetSpec, rate: float, seed: int, window_s: float, day: int,
+    disks: list[int], members_of: list[np.ndarray],
+) -> list[tuple[dict[str, float], dict[str, dict[str, np.ndarray]], float]]:
+    """The (class, day) partition of a validation: each held-out disk of one class on ``day``.
+
+    For each disk in ``disks``: its full trace on ``day`` (the generator seeded by
+    ``[seed, 20, disk]``), the synthesis from the samples of its group's members ``members_of[i]``
+    (int64 disk ids, held-out disks removed), both windowed. Returns per disk ``(accuracy per
+    metric, series {"real", "synth"} of window metrics and latency quantiles, coverage)``.
+    """
+    gen = FleetGenerator(spec)
+    out = []
+    quantiles = np.linspace(0, 100, 201)
+    for disk, members in zip(disks, members_of, strict=True):
+        real = gen.generate(np.array([disk]), day, 1.0, np.random.default_rng([seed, 20, disk])).sorted_by_time()
+        result = synthesize(samples, members, rate, target_day=day, days=spec.days)
+        m_real = window_metrics(real, day, window_s)
+        m_syn = window_metrics(result.trace, day, window_s)
+        series = {
+            "real": m_real | {"latency_quantiles": np.percentile(reorganize(real)[2], quantiles)},
+            "synth": m_syn | {"latency_quantiles": np.percentile(reorganize(result.trace)[2], quantiles)},
+        }
+        out.append(({m: accuracy(m_syn[m], m_real[m]) for m in METRICS}, series, result.coverage))
+    return out
+
+
 def validate(
     spec: FleetSpec | None = None,
     rate: float = 1e-4,
@@ -148,50 +176,50 @@ def validate(
     window_s: float = 3600.0,
     held_out_per_class: int = 2,
     progress: Callable[[str], None] | None = None,
+    backend: Backend | None = None,
 ) -> ValidationResult:
     """Run the validation described in this module's docstring; returns accuracies in [0, 1].
+
+    Sampling runs one task per (class, day) partition and the held-out disks one task per
+    (class, day 0) partition on ``backend`` (default: in process); grouping runs here. Every
+    backend gives the same result, bit for bit.
 
     Raises:
         ThesiosInputError: p outside (0, 1] or a fleet too small to group.
     """
     t_begin = time.perf_counter()
     say = progress or (lambda _msg: None)
+    backend = backend or LocalBackend()
     spec = spec or auto_fleet(rate, seed=seed, held_out_per_class=held_out_per_class)
-    gen = FleetGenerator(spec)
-    rng = np.random.default_rng([seed, 10])
-    say(f"sampling {spec.n_disks} disks x {spec.days} days at p={rate:g}")
-    samples = gen.sample_fleet(rate, rng)
+    if not 1 <= held_out_per_class < spec.disks_per_class:
+        raise ThesiosInputError("need 1 <= held-out disks per class < disks per class")
+    FleetGenerator(spec)  # checks the spec before any task starts
+    n_parts = len(spec.classes) * spec.days
+    say(f"sampling {spec.n_disks} disks x {spec.days} days at p={rate:g} ({n_parts} class-day partitions, {backend.name})")
+    samples = sample_fleet(spec, rate, seed, backend)
     say(f"identifying groups from {len(samples)} samples")
     features = disk_features(samples, spec.n_disks, spec.days)
     grouping = identify(features, seed=seed)
     truth = spec.disk_class(np.arange(spec.n_disks))
     pur = purity(grouping.labels, truth)
-    if not 1 <= held_out_per_class < spec.disks_per_class:
-        raise ThesiosInputError("need 1 <= held-out disks per class < disks per class")
     held_out = [c * spec.disks_per_class + j for c in range(len(spec.classes)) for j in range(held_out_per_class)]
     is_held_out = np.zeros(spec.n_disks, dtype=bool)
     is_held_out[held_out] = True
-    per_disk: dict[int, dict[str, float]] = {}
-    series: dict[int, dict[str, dict[str, np.ndarray]]] = {}
-    coverages = []
-    for disk in held_out:
-        say(f"held-out disk {disk}: full trace, synthesis, reorganization")
-        real = gen.generate(np.array([disk]), 0, 1.0, np.random.default_rng([seed, 20, disk])).sorted_by_time()
-        members = np.flatnonzero(grouping.labels == grouping.labels[disk])
-        members = members[~is_held_out[members]]  # held-out disks never feed a synthesis
-        result = synthesize(samples, members, rate, target_day=0, days=spec.days)
-        coverages.append(result.coverage)
-        m_real = window_metrics(real, 0, window_s)
-        m_syn = window_metrics(result.trace, 0, window_s)
-        per_disk[disk] = {m: accuracy(m_syn[m], m_real[m]) for m in METRICS}
-        quantiles = np.linspace(0, 100, 201)
-        series[disk] = {
-            "real": m_real | {"latency_quantiles": np.percentile(reorganize(real)[2], quantiles)},
-            "synth": m_syn | {"latency_quantiles": np.percentile(reorganize(result.trace)[2], quantiles)},
-        }
+    items = []
+    for c in range(len(spec.classes)):
+        disks = held_out[c * held_out_per_class:(c + 1) * held_out_per_class]
+        members_of = []
+        for disk in disks:
+            members = np.flatnonzero(grouping.labels == grouping.labels[disk])
+            members_of.append(members[~is_held_out[members]])  # held-out disks never feed a synthesis
+        items.append((0, disks, members_of))
+    say(f"{len(held_out)} held-out disks: full traces, synthesis, reorganization ({len(items)} class-day partitions)")
+    results = [r for part in backend.map(evaluate_class, items, shared=(samples, spec, rate, seed, window_s)) for r in part]
+    per_disk = {disk: r[0] for disk, r in zip(held_out, results, strict=True)}
+    series = {disk: r[1] for disk, r in zip(held_out, results, strict=True)}
     acc = {m: float(np.nanmean([per_disk[d][m] for d in held_out])) for m in METRICS}
     return ValidationResult(
         rate=rate, disks=spec.n_disks, days=spec.days, held_out=held_out, accuracy=acc, per_disk=per_disk,
-        purity=pur, groups=grouping.k, coverage=float(np.mean(coverages)), sampled_requests=len(samples),
+        purity=pur, groups=grouping.k, coverage=float(np.mean([r[2] for r in results])), sampled_requests=len(samples),
         seconds=time.perf_counter() - t_begin, series=series,
     )
