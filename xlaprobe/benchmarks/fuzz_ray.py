@@ -1,12 +1,13 @@
 """The Ray backend against the local pool: programs/s of one campaign on each, side by side, and
 the costs a scaling estimate needs (docs/scaling.md).
 
-Starts a local Ray cluster with ``--jobs`` CPUs (once, outside the timing), then runs campaigns on
-the same seeds in the order local, ray, ray, local (``--rounds 2``: a load that drifts during the run
-weighs on both alike), each for ``--seconds``. Prints per backend:
+Starts a local Ray cluster with ``--jobs`` CPUs and one pool per backend, warms both (a short
+campaign on other seeds starts every worker and actor), all outside the timing; then runs campaigns
+on the same seeds, on those warm pools, in the order local, ray, ray, local (``--rounds 2``: a load
+that drifts during the run weighs on both alike), each for ``--seconds``. Prints per backend:
 
-* programs/s over the whole session (worker and actor start-up included), and in steady state
-  (from the end of the first ``jobs + 1`` programs to the last);
+* programs/s over the whole sessions, and in steady state (from the end of the first
+  ``jobs + 1`` programs to the last);
 * the ratio ray / local of both;
 
 and, for the estimate: worker seconds per program (compile and run, summed over the program's
@@ -14,7 +15,7 @@ runs, measured in the workers), the driver's seconds per program (generation, ju
 each timed in the driver), and the store's throughput: `Store.record_check` of checks collected
 here into a fresh store, in checks/s and rows/s.
 
-    python benchmarks/fuzz_ray.py                          # 2 jobs, 2 rounds of 60 s per backend
+    python benchmarks/fuzz_ray.py                          # 2 jobs, 2 rounds of 60 s per backend (+ warm-up)
     python benchmarks/fuzz_ray.py --seconds 120 --json out.json
 """
 
@@ -30,7 +31,8 @@ import time
 from pathlib import Path
 
 from xlaprobe import checking
-from xlaprobe.campaign import Campaign
+from xlaprobe.backends import make_pool
+from xlaprobe.campaign import RUN_TIMEOUT_S, Campaign
 from xlaprobe.checking import DEFAULT_CONFIGS
 from xlaprobe.store import Store
 
@@ -49,8 +51,26 @@ def _timed(name, function):
     return wrapper
 
 
+class _KeptOpen:
+    """A pool whose `close` does nothing, so several sessions share its warm workers."""
+
+    def __init__(self, pool):
+        self.pool = pool
+
+    def __getattr__(self, name):
+        return getattr(self.pool, name)
+
+    def close(self):
+        pass
+
+
 class _TimedCampaign(Campaign):
-    """A campaign that also times the driver's generation and recording."""
+    """A campaign that also times the driver's generation and recording, on a given pool."""
+
+    warm_pool = None
+
+    def _pool(self):
+        return _KeptOpen(self.warm_pool)
 
     def _generate(self, seed):
         return _timed("generate", super()._generate)(seed)
@@ -59,8 +79,8 @@ class _TimedCampaign(Campaign):
         return _timed("record", super()._record)(seed, program, result)
 
 
-def _session(backend: str, seconds: float, jobs: int, seed: int, configs: list[str],
-             results: list) -> dict:
+def _session(backend: str, pool, seconds: float, jobs: int, seed: int, configs: list[str],
+             results: list, max_programs: int | None = None) -> dict:
     stamps: list[float] = []
     worker_s: list[float] = []
 
@@ -77,9 +97,10 @@ def _session(backend: str, seconds: float, jobs: int, seed: int, configs: list[s
     with tempfile.TemporaryDirectory() as tmp:
         campaign = _TimedCampaign(Path(tmp) / "fuzz.db", configs, seed=seed, jobs=jobs,
                                   backend=backend)
+        campaign.warm_pool = pool
         start = time.monotonic()
         try:
-            summary = campaign.run(seconds, on_program=on_program)
+            summary = campaign.run(seconds, on_program=on_program, max_programs=max_programs)
         finally:
             campaign.close()
     warm = jobs + 1
@@ -131,7 +152,15 @@ def main() -> None:
     configs = args.configs.split(",")
     results: list = []
     order = ["local", "ray", "ray", "local"] * (args.rounds // 2) + ["local", "ray"] * (args.rounds % 2)
-    sessions = [_session(b, args.seconds, args.jobs, args.seed, configs, results) for b in order]
+    pools = {b: make_pool(b, args.jobs, RUN_TIMEOUT_S) for b in ("local", "ray")}
+    started = time.monotonic()
+    for backend, pool in pools.items():  # every worker started: sessions time steady work
+        _session(backend, pool, 600.0, args.jobs, 10 ** 6, configs, [], 2 * (args.jobs + 1))
+    warm_s = time.monotonic() - started
+    sessions = [_session(b, pools[b], args.seconds, args.jobs, args.seed, configs, results)
+                for b in order]
+    for pool in pools.values():
+        pool.close()
     ray.shutdown()
     store = _store_throughput(results, 300)
 
@@ -145,7 +174,8 @@ def main() -> None:
                                            "worker_s_per_program", "first_program_s")}
              for b in ("local", "ray")}
     print(f"configs {args.configs}; jobs {args.jobs}; {len(order)} sessions of {args.seconds:g} s "
-          f"({' '.join(order)}); local Ray cluster started in {ray_start_s:.1f} s")
+          f"({' '.join(order)}); local Ray cluster started in {ray_start_s:.1f} s; warm-up of both pools "
+          f"{warm_s:.0f} s")
     for s in sessions:
         driver = ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in s["driver_s_per_program"].items())
         print(f"  {s['backend']:5}: {s['programs']:4d} programs, {s['programs_per_s']:.3f}/s "

@@ -160,9 +160,19 @@ def _actor_pids() -> list[int]:
     return pids
 
 
+def _sort_on_odd_seeds(seed: int) -> Program:
+    """A program with a live sort on odd seeds (``mutant:crash-on-sort`` aborts on it), without
+    one on even seeds."""
+    import jax.numpy as jnp
+
+    x = np.random.default_rng(seed).standard_normal(8).astype(np.float32)
+    body = (lambda a: jnp.sort(a) * 2.0) if seed % 2 else (lambda a: a * 2.0 + 1.0)
+    return Program.from_function(body, (x,), Provenance("fuzz", f"fuzz:{seed}", seed))
+
+
 @pytest.mark.slow
 def test_ray_campaign_survives_a_compiler_abort_and_a_killed_actor(ray_cluster, tmp_path):
-    """Seeds 25 and 26 have a sort: the planted compiler abort kills their worker (a crash
+    """Seeds 25 and 27 have a sort: the planted compiler abort kills their worker (a crash
     finding each); an actor killed after the first program is replaced; all 4 programs land."""
     db = tmp_path / "ray.db"
     killed = []
@@ -174,7 +184,7 @@ def test_ray_campaign_survives_a_compiler_abort_and_a_killed_actor(ray_cluster, 
             os.kill(pids[0], signal.SIGKILL)
             killed.append(pids[0])
 
-    campaign = Campaign(db, CRASH, seed=24, jobs=2, backend="ray")
+    campaign = Campaign(db, CRASH, seed=24, jobs=2, backend="ray", source=_sort_on_odd_seeds)
     try:
         summary = campaign.run(600.0, max_programs=4, on_program=kill_an_actor)
     finally:
@@ -183,7 +193,7 @@ def test_ray_campaign_survives_a_compiler_abort_and_a_killed_actor(ray_cluster, 
     assert _checked(db) == ["fuzz:24", "fuzz:25", "fuzz:26", "fuzz:27"]
     crashes = [(name, config, kind) for name, config, kind, _ in _findings(db)]
     assert crashes == [("fuzz:25", "mutant:crash-on-sort", "crash"),
-                       ("fuzz:26", "mutant:crash-on-sort", "crash")]
+                       ("fuzz:27", "mutant:crash-on-sort", "crash")]
     assert campaign.pool_stats.crashes == 2
     assert campaign.pool_stats.workers_started >= 3  # the killed actor was replaced
     assert killed and killed[0] not in _actor_pids()

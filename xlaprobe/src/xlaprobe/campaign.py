@@ -521,14 +521,12 @@ class Campaign:
             KeyboardInterrupt: Ctrl-C (everything recorded so far is stored).
             WorkerCrashed: a worker process could not start.
         """
-        from xlaprobe.backends import make_pool
-
         start = time.monotonic()
         deadline = start + time_s
         base_seconds, base_xla = self.state.seconds, self.state.xla_seconds
         session = 0
         status = "interrupted"
-        pool = make_pool(self.backend, self.jobs, self.timeout_s, address=self.address)
+        pool = self._pool()
         executor = cf.ThreadPoolExecutor(max_workers=self.jobs + 1, thread_name_prefix="xlaprobe-fuzz")
         in_flight: dict[cf.Future, int] = {}
         next_seed = self.state.next_seed
@@ -575,6 +573,11 @@ class Campaign:
             self._save(self.state, status)
             self.last_summary = snapshot(status)
         return self.last_summary
+
+    def _pool(self) -> Any:
+        """A new worker pool of the campaign's backend for one `run` (closed at its end)."""
+        from xlaprobe.backends import make_pool
+        return make_pool(self.backend, self.jobs, self.timeout_s, address=self.address)
 
     def _absorb(self, seed: int, program: Any, result: Any,
                 on_program: Callable[[int, Any, Any], None] | None = None) -> int:
