@@ -133,6 +133,9 @@ def test_ray_campaign_stores_what_the_local_pool_stores(ray_cluster, tmp_path):
     assert on_ray.last_summary.verdicts == local.last_summary.verdicts
     stats = on_ray.pool_stats
     assert (stats.workers_started, stats.tasks, stats.crashes) == (1, 2 * 7, 0)  # + 4 honest runs
+    with pytest.raises(InvalidArgument, match="--jobs 3 needs 3 CPUs of the Ray cluster, which "
+                       "has 2"):
+        make_pool("ray", 3)
 
 
 @pytest.mark.slow

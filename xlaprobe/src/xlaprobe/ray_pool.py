@@ -179,7 +179,8 @@ class RayPool:
             cluster, shut down again by `close`.
 
     Raises:
-        InvalidArgument: `size` < 1, `timeout_s` <= 0, Ray missing, `address` unreachable.
+        InvalidArgument: `size` < 1, `timeout_s` <= 0, Ray missing, `address` unreachable, or
+            more actors than the cluster has CPUs (each would wait for one forever).
     """
 
     def __init__(self, size: int = 1, timeout_s: float = 600.0, *, preload: Sequence[str] = (),
@@ -190,6 +191,12 @@ class RayPool:
             raise InvalidArgument(f"worker timeout must be positive (seconds), got {timeout_s}")
         self._ray = import_ray()
         self._owns_ray = connect(address)
+        cpus = self._ray.cluster_resources().get("CPU", 0)
+        if size > cpus:
+            if self._owns_ray:
+                self._ray.shutdown()
+            raise InvalidArgument(f"--jobs {size} needs {size} CPUs of the Ray cluster, which has "
+                                  f"{cpus:g}; pass --jobs {max(int(cpus), 1)} or fewer")
         self.size = size
         self.timeout_s = float(timeout_s)
         self._preload = tuple(preload)
@@ -297,7 +304,7 @@ class RayPool:
             for slot in self._slots:
                 slot.actor = None
             self._cond.notify_all()
-        if self._ray.is_initialized():
+        if self._ray.is_initialized() and actors:
             try:
                 self._ray.wait([a.close.remote() for a in actors], num_returns=len(actors),
                                timeout=5.0)
@@ -305,6 +312,7 @@ class RayPool:
                 pass
             for actor in actors:
                 self._ray.kill(actor)
+        if self._ray.is_initialized():
             if self._owns_ray:
                 self._ray.shutdown()
 
@@ -369,7 +377,10 @@ class RayPool:
                 dead = False
             except ray.exceptions.GetTimeoutError:
                 why = f"its actor gave no answer within {limit + ACTOR_SLACK_S:g} s"
-            except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as exc:
+            except ray.exceptions.RayTaskError:
+                dead = False  # the actor's method itself failed: a bug here, not a lost actor
+                raise
+            except ray.exceptions.RayError as exc:  # the actor died, its node or object was lost
                 first = next((ln for ln in str(exc).splitlines() if ln.strip()), "")
                 why = f"its Ray actor died ({type(exc).__name__}: {first.strip()[:200]})"
             finally:
