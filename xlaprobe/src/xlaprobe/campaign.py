@@ -86,6 +86,8 @@ class CampaignState:
         xla_seconds: Outcome.seconds summed over XLA-compiling configurations (s).
         reference_seconds: Outcome.seconds summed over reference runs, budget included (s).
         sessions: runs of the campaign (1 + resumes).
+        shard: (index, count): the campaign checks only seeds ``s`` with
+            ``(s - start_seed) % count == index`` (`parse_shard`; (0, 1): every seed).
     """
 
     id: int
@@ -104,6 +106,7 @@ class CampaignState:
     xla_seconds: float = 0.0
     reference_seconds: float = 0.0
     sessions: int = 1
+    shard: tuple[int, int] = (0, 1)
 
     @property
     def unique_findings(self) -> int:
@@ -115,12 +118,17 @@ class CampaignState:
         """Findings whose fingerprint an earlier finding of this campaign had."""
         return self.findings - len(self.fingerprints)
 
+    def in_shard(self, seed: int) -> bool:
+        """Whether `seed` is one of this campaign's (see `shard`)."""
+        return (seed - self.start_seed) % self.shard[1] == self.shard[0]
+
     def is_done(self, seed: int) -> bool:
-        return seed < self.next_seed or seed in self.done_above
+        """Done, or another shard's (so never to check here)."""
+        return seed < self.next_seed or seed in self.done_above or not self.in_shard(seed)
 
     def mark_done(self, seed: int) -> None:
         self.done_above.add(seed)
-        while self.next_seed in self.done_above:
+        while self.next_seed in self.done_above or not self.in_shard(self.next_seed):
             self.done_above.discard(self.next_seed)
             self.next_seed += 1
 
@@ -133,7 +141,7 @@ class CampaignState:
                 "fingerprints": self.fingerprints,
                 "coverage": dict(self.coverage), "seconds": self.seconds,
                 "xla_seconds": self.xla_seconds, "reference_seconds": self.reference_seconds,
-                "sessions": self.sessions}
+                "sessions": self.sessions, "shard": list(self.shard)}
 
     @classmethod
     def from_row(cls, row: sqlite3.Row | tuple[Any, ...]) -> CampaignState:
@@ -145,7 +153,7 @@ class CampaignState:
                    data["findings"], data.get("failing_programs", 0), data["fingerprints"],
                    collections.Counter(data["coverage"]),
                    data["seconds"], data["xla_seconds"], data["reference_seconds"],
-                   data["sessions"])
+                   data["sessions"], tuple(data.get("shard", (0, 1))))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -229,6 +237,23 @@ def parse_duration(text: str | float) -> float:
     return seconds
 
 
+def parse_shard(text: str) -> tuple[int, int]:
+    """``I/N`` (``xlaprobe fuzz --shard``): the campaign checks every N-th seed from its first,
+    offset I, so N campaigns with shards 0/N .. N-1/N and one first seed cover its seeds once, and
+    each reruns alone with the same programs.
+
+    >>> parse_shard("1/4")
+    (1, 4)
+
+    Raises:
+        InvalidArgument: not two integers ``I/N`` with ``0 <= I < N``.
+    """
+    index, sep, count = str(text).strip().partition("/")
+    if not (sep and index.isdigit() and count.isdigit() and 0 <= int(index) < int(count)):
+        raise InvalidArgument(f"--shard must be I/N with 0 <= I < N (e.g. 0/2), got '{text}'")
+    return int(index), int(count)
+
+
 def _is_xla(config: str) -> bool:
     return config.split(":")[0].split("[")[0] in XLA_KINDS
 
@@ -249,14 +274,22 @@ class Campaign:
         timeout_s: per-run limit (s).
         source: ``seed -> Program`` (default: `xlaprobe.sources.generator.generate` with
             `max_equations`); it must be deterministic for `resume` to be exact.
+        backend: where configurations run: ``local`` (a `xlaprobe.workers.WorkerPool`) or
+            ``ray`` (`jobs` Ray actors, `xlaprobe.ray_pool`); checks are judged and stored here.
+        address: the Ray cluster (``HOST:PORT``, ``auto``; None: a local one); ``ray`` only.
+        shard: (index, count) of a new campaign (`parse_shard`); a resumed one keeps its own.
 
     Raises:
-        InvalidArgument: bad configurations, jobs, seed or db path; nothing to resume.
+        InvalidArgument: bad configurations, jobs, seed, shard or db path; nothing to resume;
+            Ray missing or `address` unreachable (``ray`` backend).
     """
 
     def __init__(self, db: Path, configs: Sequence[str], *, seed: int = 0, resume: bool = False,
                  campaign: int | None = None, jobs: int = 1, max_equations: int = MAX_EQUATIONS,
-                 timeout_s: float = RUN_TIMEOUT_S, source: Callable[[int], Any] | None = None):
+                 timeout_s: float = RUN_TIMEOUT_S, source: Callable[[int], Any] | None = None,
+                 backend: str = "local", address: str | None = None,
+                 shard: tuple[int, int] = (0, 1)):
+        from xlaprobe.backends import check_backend
         from xlaprobe.configs.registry import parse_configs
         from xlaprobe.sources.ops import RULES
         from xlaprobe.store import Store
@@ -268,6 +301,10 @@ class Campaign:
         if str(db) == ":memory:":
             raise InvalidArgument("a campaign needs a database file (it resumes from it), "
                                   "not ':memory:'")
+        if not (len(shard) == 2 and 0 <= shard[0] < shard[1]):
+            raise InvalidArgument(f"--shard must be I/N with 0 <= I < N, got {shard}")
+        check_backend(backend, address)  # before the campaign's row exists
+        self.backend, self.address, self._shard = backend, address, tuple(shard)
         self.configs = tuple(str(c) for c in parse_configs(list(configs)))
         self.db = Path(db)
         self.jobs = jobs
@@ -290,6 +327,9 @@ class Campaign:
         self._last_finding = ""
         #: The newest summary of `run` (also after Ctrl-C), or None before it ran.
         self.last_summary: CampaignSummary | None = None
+        #: The worker pool's counters at the end of the newest `run` (`xlaprobe.workers.PoolStats`:
+        #: workers or Ray actors started, tasks, crashes, timeouts), or None before it ran.
+        self.pool_stats: Any = None
 
     def _generate(self, seed: int) -> Any:
         from xlaprobe.sources.generator import generate
@@ -299,11 +339,14 @@ class Campaign:
 
     def _new(self, seed: int) -> CampaignState:
         now = time.time()
-        state = CampaignState(0, self.configs, seed, seed)
+        state = CampaignState(0, self.configs, seed, seed, shard=self._shard)
+        while not state.in_shard(state.next_seed):
+            state.next_seed += 1
         cursor = self._conn.execute(
             "INSERT INTO fuzz_campaigns (configs, start_seed, next_seed, state, status, created, "
             "updated) VALUES (?,?,?,?,?,?,?)",
-            (",".join(self.configs), seed, seed, json.dumps(state.to_json()), "running", now, now))
+            (",".join(self.configs), seed, state.next_seed, json.dumps(state.to_json()), "running",
+             now, now))
         state.id = int(cursor.lastrowid)
         return state
 
@@ -478,16 +521,13 @@ class Campaign:
             KeyboardInterrupt: Ctrl-C (everything recorded so far is stored).
             WorkerCrashed: a worker process could not start.
         """
-        from xlaprobe.workers import WorkerPool
-
         start = time.monotonic()
         deadline = start + time_s
         base_seconds, base_xla = self.state.seconds, self.state.xla_seconds
         session = 0
         status = "interrupted"
-        pool = WorkerPool(size=self.jobs, timeout_s=self.timeout_s)
-        executor = cf.ThreadPoolExecutor(max_workers=self.jobs + 1,
-                                         thread_name_prefix="xlaprobe-fuzz")
+        pool = self._pool()
+        executor = cf.ThreadPoolExecutor(max_workers=self.jobs + 1, thread_name_prefix="xlaprobe-fuzz")
         in_flight: dict[cf.Future, int] = {}
         next_seed = self.state.next_seed
 
@@ -526,12 +566,18 @@ class Campaign:
         finally:
             for future in in_flight:
                 future.cancel()
+            self.pool_stats = pool.stats
             pool.close()  # kills busy workers: their checks raise and are dropped, not recorded
             executor.shutdown(wait=True, cancel_futures=True)
             self.state.seconds = base_seconds + time.monotonic() - start
             self._save(self.state, status)
             self.last_summary = snapshot(status)
         return self.last_summary
+
+    def _pool(self) -> Any:
+        """A new worker pool of the campaign's backend for one `run` (closed at its end)."""
+        from xlaprobe.backends import make_pool
+        return make_pool(self.backend, self.jobs, self.timeout_s, address=self.address)
 
     def _absorb(self, seed: int, program: Any, result: Any,
                 on_program: Callable[[int, Any, Any], None] | None = None) -> int:

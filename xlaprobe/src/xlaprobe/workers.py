@@ -351,6 +351,34 @@ class _Worker:
         return exitcode, tail
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class ShippedProgram:
+    """A program as it travels to a worker: serialized jaxpr and inputs, without jax objects.
+
+    What a pool that forwards runs to another host (`xlaprobe.ray_pool`) sends; a `WorkerPool`
+    accepts it wherever it accepts a `Program` and hands `blob` to its worker unchanged.
+
+    Attributes:
+        fingerprint: `Program.fingerprint` (hex string), the key of the workers' program caches.
+        blob: `xlaprobe.jaxprs.dumps_jaxpr` of the canonical closed jaxpr (bytes).
+        inputs: one NumPy array per jaxpr invar.
+    """
+
+    fingerprint: str
+    blob: bytes
+    inputs: tuple[np.ndarray, ...]
+
+
+def ship(program: Program) -> ShippedProgram:
+    """`program` serialized for a worker on another host (see `ShippedProgram`).
+
+    Raises:
+        pickle.PicklingError: the jaxpr holds an object that cannot be serialized.
+    """
+    from xlaprobe.jaxprs import dumps_jaxpr
+    return ShippedProgram(program.fingerprint, dumps_jaxpr(program.jaxpr), tuple(program.inputs))
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class PoolStats:
     """Counters of a `WorkerPool` since it was created.
@@ -571,8 +599,10 @@ class WorkerPool:
         with self._cond:
             self._counts[name] += 1
 
-    def _payload(self, program: Program) -> tuple[str, bytes]:
+    def _payload(self, program: Program | ShippedProgram) -> tuple[str, bytes]:
         from xlaprobe.jaxprs import dumps_jaxpr
+        if isinstance(program, ShippedProgram):
+            return program.fingerprint, program.blob
         with self._payload_lock:
             cached = self._payloads.get(program)
             if cached is None:
@@ -799,3 +829,4 @@ class WorkerPool:
                     worker.kill()
             for thread in threads:
                 thread.join()
+

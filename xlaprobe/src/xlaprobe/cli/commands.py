@@ -136,20 +136,33 @@ def fuzz(
         "campaigns lists them)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
     quiet: QuietOption = False,
+    backend: Annotated[str, typer.Option(
+        "--backend", help="where configurations run: local (worker processes) or ray (--jobs "
+        "Ray actors, each hosting an isolated worker; pip install 'xlaprobe[ray]')")] = "local",
+    address: Annotated[str | None, typer.Option(
+        "--address", help="Ray cluster HOST:PORT or auto [default: a new local one]",
+        show_default=False)] = None,
+    shard: Annotated[str | None, typer.Option(
+        "--shard", help="I/N: check only every N-th seed from --seed, offset I (reruns alone "
+        "with the same programs)", show_default=False)] = None,
 ) -> None:
     """Fuzz: generate random valid programs and check each; findings are stored and deduplicated."""
-    from xlaprobe.campaign import parse_duration
+    from xlaprobe.campaign import parse_duration, parse_shard
     from xlaprobe.cli.fuzz import fuzz_command
 
     _display(quiet)
-    if campaign is not None and (configs is not None or seed is not None or resume):
+    if campaign is not None and (configs is not None or seed is not None or resume
+                                 or shard is not None):
         # The campaign's own configurations and seeds go on: another value would be ignored.
         raise InvalidArgument(f"--campaign {campaign} continues with its own configurations and "
-                              "seeds: drop --configs, --seed and --resume")
+                              "seeds: drop --configs, --seed, --shard and --resume")
+    if resume and shard is not None:
+        raise InvalidArgument("--resume continues a campaign with its own shard: drop --shard")
     raise typer.Exit(fuzz_command(time_s=parse_duration(time),
                                   configs=configs or "xla,xla:O0,eager,reference", jobs=jobs,
                                   seed=seed or 0, db=db, resume=resume, campaign=campaign,
-                                  json_output=as_json))
+                                  json_output=as_json, backend=backend, address=address,
+                                  shard=parse_shard(shard) if shard is not None else (0, 1)))
 
 
 @app.command()
@@ -301,6 +314,12 @@ def tune(
                                              "'f32[8,128],i32[8]'")] = "",
     as_json: JsonOption = False,
     quiet: QuietOption = False,
+    backend: Annotated[str, typer.Option(
+        "--backend", help="where measurements run: local (a worker process) or ray (a Ray "
+        "actor hosting one; pip install 'xlaprobe[ray]')")] = "local",
+    address: Annotated[str | None, typer.Option(
+        "--address", help="Ray cluster HOST:PORT or auto [default: a new local one]",
+        show_default=False)] = None,
 ) -> None:
     """Tune XLA compiler options, pass toggles and program knobs for speed, numerics guarded.
 
@@ -311,7 +330,8 @@ def tune(
     _display(quiet)
     raise typer.Exit(tune_command(target, budget=budget, strategy=strategy, seed=seed, db=db,
                                   name=name, only=only, max_rounds=max_rounds, timeout_s=timeout,
-                                  json_output=as_json, plot=plot, input_spec=inputs))
+                                  json_output=as_json, plot=plot, input_spec=inputs,
+                                  backend=backend, address=address))
 
 
 @app.command()

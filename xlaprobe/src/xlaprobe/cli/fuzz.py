@@ -79,7 +79,8 @@ def _artifacts(db: Path, fingerprints: dict[str, Any]) -> dict[str, str]:
 
 
 def fuzz_command(*, time_s: float, configs: str, jobs: int, seed: int, db: Path, resume: bool,
-                 json_output: bool, campaign: int | None = None) -> int:
+                 json_output: bool, campaign: int | None = None, backend: str = "local",
+                 address: str | None = None, shard: tuple[int, int] = (0, 1)) -> int:
     """``xlaprobe fuzz``: run (or resume) a campaign; live progress on stderr.
 
     Args:
@@ -91,13 +92,17 @@ def fuzz_command(*, time_s: float, configs: str, jobs: int, seed: int, db: Path,
         resume: continue the newest campaign with the same configurations in `db`.
         campaign: continue this campaign (its configurations replace `configs`), or None.
         json_output: print the final summary as JSON on stdout (no live display).
+        backend: ``local`` or ``ray`` (`jobs` Ray actors; `xlaprobe.backends.make_pool`).
+        address: the Ray cluster (None: a new local one); ``ray`` only.
+        shard: (index, count) of a new campaign's seeds (`xlaprobe.campaign.parse_shard`).
 
     Returns:
         0 no findings in the campaign, 1 findings, 130 interrupted (everything recorded so far is
         stored; ``--resume`` continues).
 
     Raises:
-        InvalidArgument: bad time, configurations, jobs, seed or db; nothing to resume.
+        InvalidArgument: bad time, configurations, jobs, seed, shard, backend or db; nothing to
+            resume; Ray missing or its address unreachable.
     """
     if not (isinstance(time_s, (int, float)) and math.isfinite(time_s) and time_s > 0):
         raise InvalidArgument(f"--time must be a positive number of seconds, got {time_s}")
@@ -105,7 +110,8 @@ def fuzz_command(*, time_s: float, configs: str, jobs: int, seed: int, db: Path,
     if campaign is not None and not Path(db).exists():  # opening would create an empty store
         raise InvalidArgument(f"no fuzz campaign {campaign}: there is no store at {db}")
     # `campaign` names the one to continue, then becomes it.
-    campaign = Campaign(Path(db), parsed, seed=seed, resume=resume, campaign=campaign, jobs=jobs)
+    campaign = Campaign(Path(db), parsed, seed=seed, resume=resume, campaign=campaign, jobs=jobs,
+                        backend=backend, address=address, shard=shard)
     summary: CampaignSummary | None = None
     interrupted = False
     try:

@@ -13,7 +13,7 @@ from xlaprobe.tune.api import check_plot_path, plot_search
 from xlaprobe.tune.measure import Protocol
 from xlaprobe.tune.search import STRATEGIES, TuneResult, acceptance_threshold, tune, tune_target
 from xlaprobe.tune.space import SearchSpace
-from xlaprobe.workers import WorkerPool
+from xlaprobe.backends import check_backend, make_pool
 
 
 def _fmt_interval(speedup: float, low: float, high: float) -> str:
@@ -22,7 +22,8 @@ def _fmt_interval(speedup: float, low: float, high: float) -> str:
 
 def tune_command(target: str, *, budget: int, strategy: str, seed: int, db: Path | str,
                  name: str, only: str, max_rounds: int, timeout_s: float, json_output: bool,
-                 plot: Path | None, input_spec: str = "") -> int:
+                 plot: Path | None, input_spec: str = "", backend: str = "local",
+                 address: str | None = None) -> int:
     """``xlaprobe tune TARGET``: search, print progress on stderr, store and print the result.
 
     Args:
@@ -38,6 +39,9 @@ def tune_command(target: str, *, budget: int, strategy: str, seed: int, db: Path
         json_output: print the result as JSON on stdout.
         plot: write the search plot here (SVG, PNG or PDF), or None.
         input_spec: input spec for ``FILE.py:FN`` targets (``f32[8,128],i32[8]``).
+        backend: where measurements run: ``local`` or ``ray`` (one Ray actor, on whichever
+            node Ray places it; `xlaprobe.backends.make_pool`).
+        address: the Ray cluster (None: a new local one); ``ray`` only.
 
     Returns:
         Exit code 0 (a result was stored, accepted or not).
@@ -46,6 +50,7 @@ def tune_command(target: str, *, budget: int, strategy: str, seed: int, db: Path
         InvalidArgument: bad arguments, an unknown target or dimension, a baseline that does not
             run or fails the check.
     """
+    check_backend(backend, address)
     if strategy not in STRATEGIES:
         raise InvalidArgument(f"unknown strategy '{strategy}': use {', '.join(STRATEGIES)}")
     if plot is not None:
@@ -66,7 +71,7 @@ def tune_command(target: str, *, budget: int, strategy: str, seed: int, db: Path
         f"{plural(len(space.dimensions), 'dimension')}, {plural(space.size, 'candidate')}; "
         "pass:NAME=True means the pass is disabled; a candidate that passed the numerics guard "
         "is faster, slower or same (its speedup interval against 1))")
-    with WorkerPool(size=1, timeout_s=timeout_s) as pool, Store(db) as store, \
+    with make_pool(backend, 1, timeout_s, address=address) as pool, Store(db) as store, \
             Steps("tune", total=budget) as steps:
         result = tune(tuned_target, pool, store, strategy=strategy, budget=budget, seed=seed,
                       protocol=protocol, space=space, name=name or target, timeout_s=timeout_s,
