@@ -119,6 +119,9 @@ def _subtract_program(seed: int) -> Program:
                                  Provenance("fuzz", f"fuzz:{seed}", seed))
 
 
+# Slow: Ray's start and two actors' warm-up are ~30 s on an idle 2-core machine, and ray is an
+# optional extra (pip install 'xlaprobe[ray]'; run with -m slow).
+@pytest.mark.slow
 def test_ray_campaign_stores_what_the_local_pool_stores(ray_cluster, tmp_path):
     """The planted mutant is found on both programs, and the Ray campaign stores exactly the
     findings (fingerprints included) and verdicts of the local pool."""
