@@ -137,26 +137,32 @@ def fuzz_command(*, time_s: float, configs: str, jobs: int, seed: int, db: Path,
     if json_output:
         print(json.dumps(summary.to_json(), indent=2))
     else:
-        if summary.uncovered:
-            err.print(escape(f"not yet exercised: {', '.join(summary.uncovered)}"),
-                      highlight=False, soft_wrap=True)
-        artifacts = _artifacts(Path(db), summary.fingerprints)
-        for shown, (fingerprint, (count, first, config, kind)) in enumerate(
-                summary.fingerprints.items()):
-            if shown == MAX_LISTED:
-                err.print(f"... {len(summary.fingerprints) - MAX_LISTED} more: xlaprobe findings "
-                          f"--db {escape(str(db))}", highlight=False)
-                break
-            where = artifacts.get(fingerprint)
-            replay = (f"xlaprobe check {where} --configs "
-                      f"'{config if config == 'reference' else config + ',reference'}'"
-                      if where else f"xlaprobe findings --db {db}")
-            err.print(escape(f"finding {fingerprint}: {config} {kind} x{count} (first seed "
-                             f"{first}); replay: {replay}"), highlight=False, soft_wrap=True)
-        if interrupted:
-            err.print(escape(f"interrupted: {summary.programs} programs stored; continue with "
-                             f"xlaprobe fuzz --campaign {summary.campaign} --db {db}"),
-                      highlight=False, soft_wrap=True)
+        _print_end(summary, Path(db), interrupted)
     if interrupted:
         return 130
     return 1 if summary.findings else 0
+
+
+def _print_end(summary: CampaignSummary, db: Path, interrupted: bool) -> None:
+    """What a campaign prints on stderr when it ends: primitives not yet exercised, each
+    distinct finding with its replay command, how to continue after an interruption."""
+    if summary.uncovered:
+        err.print(escape(f"not yet exercised: {', '.join(summary.uncovered)}"),
+                  highlight=False, soft_wrap=True)
+    artifacts = _artifacts(Path(db), summary.fingerprints)
+    for shown, (fingerprint, (count, first, config, kind)) in enumerate(
+            summary.fingerprints.items()):
+        if shown == MAX_LISTED:
+            err.print(f"... {len(summary.fingerprints) - MAX_LISTED} more: xlaprobe findings "
+                      f"--db {escape(str(db))}", highlight=False)
+            break
+        where = artifacts.get(fingerprint)
+        replay = (f"xlaprobe check {where} --configs "
+                  f"'{config if config == 'reference' else config + ',reference'}'"
+                  if where else f"xlaprobe findings --db {db}")
+        err.print(escape(f"finding {fingerprint}: {config} {kind} x{count} (first seed "
+                         f"{first}); replay: {replay}"), highlight=False, soft_wrap=True)
+    if interrupted:
+        err.print(escape(f"interrupted: {summary.programs} programs stored; continue with "
+                         f"xlaprobe fuzz --campaign {summary.campaign} --db {db}"),
+                  highlight=False, soft_wrap=True)
