@@ -163,7 +163,7 @@ def test_property_no_false_alarm_on_special_functions(name, combine, seed):
 
 
 @pytest.mark.slow
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(name=st.sampled_from(sorted(_SPECIAL)),
        combine=st.sampled_from(["alone", "difference", "sum"]), seed=st.integers(0, 2 ** 30))
 def test_property_no_false_alarm_on_special_functions_many(name, combine, seed):
