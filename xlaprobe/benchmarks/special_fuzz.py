@@ -58,7 +58,8 @@ def main() -> None:
                     small = abs(v.expected) < 1e-3 * scale
                     near_zero += bool(small and v.kind.value == "mismatch")
                     print(f"seed {seed - 1}: {finding.config} {v.kind.value} {v.output} "
-                          f"expected {v.expected:.7g} actual {v.actual:.7g} max_abs {v.max_abs:.3g} "
+                          f"expected {v.expected:.7g} actual {v.actual:.7g} "
+                          f"max_abs {v.max_abs:.3g} "
                           f"scale {scale:.3g} margin {v.margin:.3g}"
                           f"{' NEAR-ZERO' if small else ''} {v.detail}", flush=True)
     print(f"# {checked} programs with approximate primitives checked (seeds {options.seed}.."

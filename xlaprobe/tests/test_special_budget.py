@@ -34,7 +34,8 @@ def _honest(fn, *args):
 
 def _xla(fn, args, level):
     options = {} if level is None else {"xla_backend_optimization_level": level}
-    return [np.asarray(o) for o in jax.tree.leaves(jax.jit(fn).lower(*args).compile(options)(*args))]
+    compiled = jax.jit(fn).lower(*args).compile(options)
+    return [np.asarray(o) for o in jax.tree.leaves(compiled(*args))]
 
 
 def _verdicts(fn, *args, outputs=None):

@@ -460,7 +460,7 @@ def _near_zero_allowance(ref_abs: np.ndarray, honest_err: np.ndarray, scale: flo
 
     Where an honest run is off by more than `CANCELLATION_EPS` ULPs of the element's own
     magnitude, the element is what is left of larger terms that cancelled (``a - b``, a sum of
-    opposite signs, lgamma near its zeros): its error is a few ULPs of those terms, and which
+    opposite signs, digamma near its zeros): its error is a few ULPs of those terms, and which
     of them XLA's rounding lands on (its own transcendentals, its order of operations) is
     chance that two honest samples may miss. Such an element may be off by `NEAR_ZERO_EPS`
     machine epsilons of the leaf's largest magnitude (the terms' size is at most about the

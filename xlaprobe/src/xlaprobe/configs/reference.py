@@ -265,7 +265,8 @@ class _Interpreter:
         width = approximations.allowed_error(
             name, floats, out, ctx.out_dtype,
             fn=lambda *moved: np.asarray(rule(ctx, *moved, **params), np.float64))
-        size = self.rng.uniform(*approximations.SAMPLED, out.shape) * self.rng.choice([-1.0, 1.0], out.shape)
+        size = self.rng.uniform(*approximations.SAMPLED, out.shape) * self.rng.choice(
+            [-1.0, 1.0], out.shape)
         return out + width * size
 
     def _accumulation_error(self, rule: Rule, ctx: _Ctx, args: list[Any], params: dict[str, Any],
