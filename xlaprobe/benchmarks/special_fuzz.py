@@ -4,9 +4,11 @@ default configurations; prints each finding with the element that failed, for tr
 
     python benchmarks/special_fuzz.py [--time 600] [--seed 0]
 
-A finding whose worst element is small beside the output's largest (``|expected| < 1e-3 max``) is
-of the near-zero kind the oracle's cancellation allowance is for: the campaign's figure is how
-many of those remain (0 expected).
+A mismatch whose worst element is small beside the output's largest (``|expected| < 1e-3 max``)
+is marked SMALL: a candidate for the near-zero kind of false alarm the oracle's cancellation
+allowance is for, to triage by hand. On jax 0.12 (seeds 500000..500272, 25 minutes, loaded
+machine) the only ones were XLA's known cbrt of subnormals (seed 500108: a positive subnormal
+gives -5.6e-16, in xla, xla:O0 and eager alike): a real bug the allowance must not hide.
 """
 
 from __future__ import annotations
@@ -61,9 +63,9 @@ def main() -> None:
                           f"expected {v.expected:.7g} actual {v.actual:.7g} "
                           f"max_abs {v.max_abs:.3g} "
                           f"scale {scale:.3g} margin {v.margin:.3g}"
-                          f"{' NEAR-ZERO' if small else ''} {v.detail}", flush=True)
+                          f"{' SMALL' if small else ''} {v.detail}", flush=True)
     print(f"# {checked} programs with approximate primitives checked (seeds {options.seed}.."
-          f"{seed - 1}), {findings} findings, {near_zero} of the near-zero kind, "
+          f"{seed - 1}), {findings} findings, {near_zero} small (to triage), "
           f"{options.time:.0f} s")
 
 
