@@ -1,0 +1,197 @@
+"""How far XLA:CPU's approximate primitives may honestly land from the true result: the error
+budget of transcendental and special functions, as data measured on jax 0.12.
+
+XLA evaluates ``lgamma``, ``digamma``, ``erf_inv``, the incomplete gamma and beta functions,
+Bessel functions and the ordinary transcendentals with polynomial, rational or series
+approximations, not correctly rounded. Their error has up to four parts, and an allowance must
+follow each or it either raises false alarms or hides regressions:
+
+- a relative part, a few ULPs of the result (`Approximation.ulps`);
+- an argument part: the answer is the true function of an argument moved by a few ULPs
+  (`Approximation.arg_ulps`). Where the function is steep (digamma near its poles, erf_inv
+  near +-1, erfc's tail, sinh and cosh of large arguments) XLA's error is that of the argument,
+  ``|f(x (1 + k eps)) - f(x)|``, far more ULPs of the result than a relative bound allows;
+- an absolute floor in machine epsilons (`Approximation.abs_eps`) where the kernel adds terms
+  of order one: digamma near its zeros (1.4616, -0.5041, ...) is off by about 8 eps
+  absolute, millions of ULPs of a result near zero;
+- for kernels that sum an exponent before one ``exp`` (igamma, betainc), a relative part that
+  grows with the exponent's terms (`Approximation.terms`).
+
+jax 0.12's lgamma needs none of the last three: it stays within 3.7 ULPs of the true result
+everywhere measured, its zeros at 1, 2, -2.457 and the neighbourhood of its poles included.
+
+`allowed_error` turns an entry into an elementwise allowance; the reference's Monte Carlo runs
+(``reference:mca``) perturb each approximate result by a random sign times a share of it in
+`SAMPLED`, so the oracle's honest-run budget carries it through everything downstream
+(cancellation included), and a single approximate op gets between one and two allowances
+(`xlaprobe.oracle` multiplies the honest error by 4). Primitives without an entry keep the
+reference's uniform 2-ULP sampling.
+
+Figures: ``benchmarks/special_ulps.py`` measures, per primitive and region, XLA's largest error
+in ULPs and as a share of this allowance, under ``xla`` and ``xla:O0``, against SciPy float64;
+each entry below is the measured worst with a margin of about 1.5 (so a regression making an
+approximation 10x worse still lands beyond the oracle's budget). float64 kernels were not
+measured: their entries count the same ULPs of float64.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+import ml_dtypes
+import numpy as np
+import scipy.special
+
+
+def _gamma_terms(args: Sequence[np.ndarray]) -> np.ndarray:
+    """|a log x| + |x| + |lgamma(a)|: the exponent XLA's igamma sums before one exp."""
+    a, x = (np.asarray(v, np.float64) for v in args[:2])
+    return np.abs(a * np.log(np.maximum(x, 1e-300))) + np.abs(x) + np.abs(scipy.special.gammaln(a))
+
+
+def _beta_terms(args: Sequence[np.ndarray]) -> np.ndarray:
+    """|a log x| + |b log(1 - x)| + |log B(a, b)|: the exponent of betainc's prefactor."""
+    a, b, x = (np.asarray(v, np.float64) for v in args[:3])
+    return (np.abs(a * np.log(np.maximum(x, 1e-300))) +
+            np.abs(b * np.log1p(-np.minimum(x, 1.0 - 1e-16))) +
+            np.abs(scipy.special.betaln(a, b)))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Approximation:
+    """The error budget of one approximate primitive (units of the result's dtype).
+
+    Attributes:
+        name: the JAX primitive name (``lgamma``).
+        ulps: relative part: ULPs of the result (machine epsilons times |result|).
+        arg_ulps: argument part: the largest change of the true result when any one floating
+            operand is moved by this many machine epsilons relative to itself.
+        abs_eps: absolute floor, in machine epsilons (a unit-scale term).
+        terms: for kernels that sum an exponent before one ``exp`` (igamma, betainc), the
+            exponent's terms' magnitude from the float64 operands; the relative part grows by
+            ``term_ulps`` ULPs per unit of it (the exponent's rounding error becomes the
+            result's relative error).
+        term_ulps: see `terms`.
+        measured: the worst `benchmarks/special_ulps.py` measured, for the reader.
+    """
+
+    name: str
+    ulps: float
+    arg_ulps: float = 0.0
+    abs_eps: float = 0.0
+    terms: Callable[[Sequence[np.ndarray]], np.ndarray] | None = None
+    term_ulps: float = 0.0
+    measured: str = ""
+
+
+#: An approximate primitive without an entry (exp, tanh, ...): 2 ULPs, the width the reference's
+#: Monte Carlo arithmetic samples uniformly for them (`reference.APPROXIMATION_ULPS`).
+DEFAULT = Approximation("default", ulps=2.0)
+
+#: The share of the allowance a Monte Carlo sample moves an approximate result by (a random
+#: sign times a uniform draw in this range): times the oracle's factor 4, one to two allowances.
+SAMPLED = (0.25, 0.5)
+
+#: primitive name -> its budget (jax 0.12, XLA:CPU, float32; float16 and bfloat16 are computed in
+#: float32 and rounded, float64 kernels are more accurate in the same units). Each is about 1.5x
+#: the worst measured (``measured``; 20000 samples per region, ``xla`` and ``xla:O0`` alike);
+#: the oracle allows one to two of it (`SAMPLED`), so XLA's worst answer uses at most 2/3 of the
+#: allowance, and one 10x worse than XLA's worst (6.7 allowances) lands beyond its ceiling
+#: wherever the dtype's own relative bound (`oracle.DEFAULT_BOUNDS`, 84 float32 ULPs) is not the
+#: larger: near zeros and poles, in erfc's tail, for igamma and betainc.
+BUDGETS: dict[str, Approximation] = {a.name: a for a in [
+    Approximation("lgamma", ulps=6.0, measured=(
+        "<= 3.7 ULPs everywhere, including near the zeros at 1, 2, -2.457, -2.748 and within "
+        "1e-3 of the poles (relative to the true result)")),
+    Approximation("digamma", ulps=5.0, arg_ulps=2.0, abs_eps=16.0, measured=(
+        "absolute 1.3e-6 (10.6 eps) near its negative zeros, 8 eps on (0, 3]: huge in ULPs "
+        "around the zero at 1.4616; 2.9 ULPs for x >= 10")),
+    Approximation("erf_inv", ulps=5.0, arg_ulps=1.0, measured=(
+        "3.4 ULPs on (-0.9, 0.9); 62 ULPs at 0.926 and 37 within 1e-4 of +-1, where the "
+        "argument part (erf_inv' is large) covers it")),
+    Approximation("erf", ulps=7.0, measured="4.5 ULPs"),
+    Approximation("erfc", ulps=14.0, arg_ulps=1.0, measured=(
+        "9.3 ULPs on [1, 4]; 62 ULPs in the tail (x in [4, 9.2]; relative condition 2 x^2), "
+        "below float32's smallest normal it returns 0 (the oracle's ftz)")),
+    Approximation("igamma", ulps=12.0, abs_eps=2.0, terms=_gamma_terms, term_ulps=1.0, measured=(
+        "relative error <= 0.56 eps per unit of |a log x| + x + |lgamma(a)| for a from 5 "
+        "to 5000 with x near a (308 ULPs at a = 50); 11 ULPs for a < 0.5")),
+    Approximation("igammac", ulps=16.0, abs_eps=2.0, terms=_gamma_terms, term_ulps=1.0,
+                  measured="as igamma (291 ULPs at a = 50, x near a)"),
+    Approximation("regularized_incomplete_beta", ulps=8.0, abs_eps=12.0, terms=_beta_terms,
+                  term_ulps=4.0, measured=(
+                      "92 ULPs, absolute up to 22 eps (a, b in [0.5, 10]; worst for b < 1)")),
+    Approximation("bessel_i0e", ulps=8.0, measured="5.3 ULPs"),
+    Approximation("bessel_i1e", ulps=14.0, measured="9.1 ULPs"),
+    # ordinary transcendentals wider than the 2 ULPs assumed for the rest (exp, log, sin, cos,
+    # tan, expm1, cbrt, pow, rsqrt: <= 1.5 ULPs measured)
+    # sinh, cosh: error grows with |x| (about |x| / 2 ULPs: exp of a shifted argument), so the
+    # argument part, not a flat width
+    Approximation("sinh", ulps=2.0, arg_ulps=1.0, measured=(
+        "24.4 ULPs on [-80, 80], 5.5 at x = 10, 19 at 40: about |x| / 2")),
+    Approximation("cosh", ulps=2.0, arg_ulps=1.0, measured="as sinh"),
+    Approximation("tanh", ulps=6.0, measured="4.0 ULPs"),
+    Approximation("atan", ulps=4.0, measured="2.6 ULPs"),
+    Approximation("asinh", ulps=4.0, measured="2.4 ULPs"),
+    Approximation("atanh", ulps=4.0, measured="2.5 ULPs"),
+    Approximation("acosh", ulps=4.0, measured="2.3 ULPs"),
+    Approximation("log1p", ulps=4.0, measured="2.2 ULPs"),
+    Approximation("logistic", ulps=3.0, measured="2.0 ULPs"),
+    Approximation("asin", ulps=3.0, measured="1.9 ULPs"),
+]}
+
+
+def budget(name: str) -> Approximation:
+    """The budget of primitive `name` (`DEFAULT` when the table has none).
+
+    >>> budget("digamma").abs_eps, budget("exp") is DEFAULT
+    (16.0, True)
+    """
+    return BUDGETS.get(name, DEFAULT)
+
+
+def allowed_error(name: str, args: Sequence[np.ndarray], result: np.ndarray, dtype,
+                  fn: Callable[..., np.ndarray] | None = None) -> np.ndarray:
+    """Per element, the error an honest XLA kernel of `name` may make (absolute, float64).
+
+    ``(ulps + term_ulps * terms(args)) * eps * |result| + abs_eps * eps
+    + max_i |fn(args with args[i] * (1 +- arg_ulps * eps)) - result|`` with ``eps`` the machine
+    epsilon of `dtype`; an argument change that crosses a pole (a non-finite result) counts as
+    none.
+
+    Args:
+        name: the primitive name.
+        args: its operands as float64 arrays (broadcastable to `result`); non-float operands
+            (integers) are never moved.
+        result: the true (float64) result, shape S.
+        dtype: the result's dtype in the program (float32, float16, bfloat16, float64).
+        fn: the float64 function of `args` (the reference's rule); needed only when the entry
+            has an argument part (without it that part is left out).
+
+    Returns:
+        float64 array of shape S, >= 0 (0 where `result` is not finite).
+    """
+    entry = budget(name)
+    eps = float(ml_dtypes.finfo(np.dtype(dtype)).eps)
+    y = np.asarray(result, np.float64)
+    with np.errstate(all="ignore"):
+        finite = np.isfinite(y)
+        relative = entry.ulps
+        if entry.terms is not None:
+            terms = np.asarray(entry.terms([np.asarray(a, np.float64) for a in args]))
+            relative = relative + entry.term_ulps * np.where(np.isfinite(terms), terms, 0.0)
+        width = relative * eps * np.where(finite, np.abs(y), 0.0) + entry.abs_eps * eps
+        if entry.arg_ulps and fn is not None:
+            moved_most = np.zeros(y.shape)
+            for i, arg in enumerate(args):
+                arg = np.asarray(arg)
+                if arg.dtype.kind != "f":
+                    continue
+                for sign in (1.0, -1.0):
+                    moved = list(args)
+                    moved[i] = arg * (1.0 + sign * entry.arg_ulps * eps)
+                    change = np.abs(np.asarray(fn(*moved), np.float64) - y)
+                    moved_most = np.maximum(moved_most, np.where(np.isfinite(change), change, 0))
+            width = width + moved_most
+    return np.where(finite, np.broadcast_to(width, y.shape), 0.0)
