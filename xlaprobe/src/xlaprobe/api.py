@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -218,7 +218,8 @@ def _pool(pool: Any, jobs: int, timeout_s: float) -> Iterator[Any]:
 def check(target: Target, *args: Any, configs: str = DEFAULT_CONFIGS,
           db: str | Path | None = DEFAULT_DB, jobs: int = 1, timeout_s: float = 600.0,
           name: str | None = None, seed: int = 0, inputs: str = "", pool: Any = None,
-          on_outcome: Callable[[Any], None] | None = None) -> Checked:
+          on_outcome: Callable[[Any], None] | None = None,
+          accept: str | Sequence[str] | None = None) -> Checked:
     """Differential check of a program, as ``xlaprobe check``: run each configuration in an
     isolated worker and judge every output against the float64 reference (always added).
 
@@ -235,6 +236,8 @@ def check(target: Target, *args: Any, configs: str = DEFAULT_CONFIGS,
         inputs: input spec of a ``FILE.py:FN`` target.
         pool: an open `xlaprobe.workers.WorkerPool` to run in (None: one for this call).
         on_outcome: called with each configuration's `Outcome` as it arrives.
+        accept: freedoms XLA may take that count as ok, with their label (``"ftz,fma"``, a
+            list, ``"all"`` or ``"none"``; `xlaprobe.freedoms`); None: ``ftz`` only.
 
     Returns:
         The `Checked` result (``.ok``, ``.findings``, ``.verdicts``; prints as the table).
@@ -246,7 +249,10 @@ def check(target: Target, *args: Any, configs: str = DEFAULT_CONFIGS,
     from xlaprobe.artifact import save_finding_artifacts
     from xlaprobe.configs.registry import parse_configs
 
+    from xlaprobe.freedoms import parse_accept
+
     _checked_options(configs, jobs, timeout_s)
+    accepted = parse_accept(accept)
     db = validated_store(db)
     program, named, _ = program_of(target, args, name=name, seed=seed, inputs=inputs, db=db)
     parsed = parse_configs(configs)
@@ -259,7 +265,8 @@ def check(target: Target, *args: Any, configs: str = DEFAULT_CONFIGS,
     store = Store(db) if db is not None else None  # a bad store fails before minutes of runs
     try:
         with _pool(pool, jobs, timeout_s) as running:
-            result = check_program(program, parsed, running, on_outcome=on_outcome)
+            result = check_program(program, parsed, running, on_outcome=on_outcome,
+                                   accept=accepted)
         if store is None:
             return Checked(result)
         artifacts = save_finding_artifacts(result, Path(db).parent / "artifacts")

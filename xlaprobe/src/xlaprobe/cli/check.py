@@ -17,6 +17,7 @@ from xlaprobe.cli import console as consoles
 from xlaprobe.cli.console import Steps, fmt, seconds
 from xlaprobe.cli.findings import next_commands, replay_line
 from xlaprobe.configs.registry import parse_configs
+from xlaprobe.freedoms import verdict_text
 from xlaprobe.oracle import OUTCOME_VERDICT, VerdictKind, summary_kind
 from xlaprobe.sources.targets import resolve
 from xlaprobe.store import DEFAULT_DB, Store
@@ -30,9 +31,12 @@ INCOMPLETE = 4
 
 
 def check_command(target: str, configs: str, *, input_spec: str, seed: int, db: Path,
-                  jobs: int, timeout_s: float, json_output: bool, all_outputs: bool) -> int:
+                  jobs: int, timeout_s: float, json_output: bool, all_outputs: bool,
+                  accept: frozenset[str] | None = None) -> int:
     """``xlaprobe check TARGET``: run the configurations (plus ``reference``, always) on TARGET,
     store the check and its findings' artifacts, print the table or JSON.
+
+    `accept`: freedoms accepted as ok (`xlaprobe.freedoms.parse_accept`); None: the default.
 
     Returns:
         Exit code: 0 all ok, 1 findings.
@@ -58,11 +62,17 @@ def check_command(target: str, configs: str, *, input_spec: str, seed: int, db: 
             steps.status(f"compiling and running {runs} configurations "
                          f"({program.num_equations} equations)")
 
+            planned = {*specs, *HONEST}
+
             def on_outcome(outcome: Any) -> None:
                 ran = "done" if outcome.ran else outcome.kind.value
+                if outcome.config not in planned:  # a freedom's evidence run, asked for later
+                    steps.note(f"freedom evidence {outcome.config} {ran} in "
+                               f"{seconds(outcome.seconds)}")
+                    return
                 steps.step(f"{outcome.config} {ran} in {seconds(outcome.seconds)}")
 
-            result = check_program(program, parsed, pool, on_outcome=on_outcome)
+            result = check_program(program, parsed, pool, on_outcome=on_outcome, accept=accept)
         artifacts = save_finding_artifacts(result, db.parent / "artifacts")
         store.record_check(result, artifacts)
         ids = {f.config: stored.id for f in result.findings
@@ -120,7 +130,8 @@ def print_result(result: CheckResult, artifacts: dict[str, str], all_outputs: bo
         worst_rel = max(verdicts, key=lambda v: v.max_rel if v.max_rel == v.max_rel else -1.0,
                         default=None)
         table.add_row(escape(config), outcome.kind.value, f"{outcome.seconds:.2f}",
-                      f"[{color}]{kind.value}[/]", f"{failing}/{len(verdicts)}",
+                      f"[{color}]{escape(verdict_text(kind, verdicts))}[/]",
+                      f"{failing}/{len(verdicts)}",
                       fmt(_largest(v.max_abs for v in verdicts)),
                       fmt(_largest(v.max_rel for v in verdicts)),
                       fmt(worst_rel.allowed_rel if worst_rel is not None else math.nan),
@@ -128,7 +139,7 @@ def print_result(result: CheckResult, artifacts: dict[str, str], all_outputs: bo
                       fmt(_largest(v.margin for v in verdicts)))
     out.print(table)
     rows = [v for verdicts in result.verdicts for v in verdicts
-            if all_outputs or v.kind is not VerdictKind.OK]
+            if all_outputs or v.kind is not VerdictKind.OK or v.freedom]
     if rows:
         detail = Table(title="output leaves" if all_outputs else "output leaves not ok")
         for column in ("configuration", "output", "verdict", "max abs / allowed",
@@ -140,7 +151,8 @@ def print_result(result: CheckResult, artifacts: dict[str, str], all_outputs: bo
             # Share over is of compared elements: where the configuration did not run (a crash,
             # a tool error) nothing was compared.
             share = "-" if v.kind in NOT_COMPARED else f"{v.frac_over:.1%}"
-            detail.add_row(escape(v.config), escape(v.output), v.kind.value,
+            detail.add_row(escape(v.config), escape(v.output),
+                           escape(verdict_text(v.kind, [v])),
                            f"{fmt(v.max_abs)} / {fmt(v.allowed_abs)}",
                            f"{fmt(v.max_rel)} / {fmt(v.allowed_rel)}", fmt(v.max_ulp),
                            fmt(v.margin), share, worst, escape(v.detail[:120]))
@@ -151,7 +163,8 @@ def print_result(result: CheckResult, artifacts: dict[str, str], all_outputs: bo
         where = artifacts.get(finding.config)
         number = f" {ids[finding.config]}" if finding.config in ids else ""
         count = len(finding.outputs)
-        out.print(f"[red]finding{number}[/]: {escape(finding.config)} {finding.kind.value} on "
+        kind = f"freedom:{finding.freedom}" if finding.freedom else finding.kind.value
+        out.print(f"[red]finding{number}[/]: {escape(finding.config)} {kind} on "
                   f"{count} output{'s' if count != 1 else ''}, fingerprint {finding.fingerprint}")
         if where:
             out.print(escape(f"  {replay_line(finding.config, where)}"), soft_wrap=True)
