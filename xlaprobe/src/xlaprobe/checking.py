@@ -228,7 +228,6 @@ def judge(program: Program, configs: Sequence[str], outcomes: Sequence[Outcome],
             dtypes=dtypes)))
     verdicts: list[tuple[Verdict, ...]] = []
     failed: list[tuple[str, Failure, tuple[int, ...], str]] = []  # config, failure, outputs, error
-    findings: list[Finding] = []
     for position, (config, outcome) in enumerate(zip(configs, outcomes)):
         if config == REFERENCE:
             leaf_verdicts = _reference_verdicts(program, outcome)
@@ -249,19 +248,27 @@ def judge(program: Program, configs: Sequence[str], outcomes: Sequence[Outcome],
         if failure is not None and not (config == REFERENCE and not outcome.ran):
             failing = tuple(v.index for v in leaf_verdicts if v.kind.is_finding)
             failed.append((config, failure, failing, outcome.error))
+    findings = _findings(program, failed, dict(zip(configs, verdicts)))
+    return CheckResult(program, tuple(configs), tuple(outcomes), tuple(verdicts), judged_against,
+                       tuple(budget), flushed, tuple(findings), accepted, tuple(rechecks))
+
+
+def _findings(program: Program, failed: list[tuple[str, Failure, tuple[int, ...], str]],
+              verdicts: dict[str, tuple[Verdict, ...]]) -> list[Finding]:
+    """The findings of the failed configurations ((config, failure, failing leaves, error))."""
+    findings = []
     for config, failure, failing, error in failed:
         # Which configurations fail the same way is the checker's answer, the same one that
         # localization and reduction ask: a NaN and a finite wrong value of one output, or one
         # abort with different addresses, are one failure.
         checker = Checker(failure)
         alike = tuple(sorted(c for c, other, *_ in failed if checker.same(other)))
-        labels = freedoms.labels_of(verdicts[configs.index(config)]) \
+        labels = freedoms.labels_of(verdicts[config]) \
             if failure.kind is VerdictKind.FREEDOM else ""
         findings.append(Finding(config, failure.kind, failure.outputs,
                                 finding_key(program, config, failure.kind, failing, error, alike),
                                 alike, labels))
-    return CheckResult(program, tuple(configs), tuple(outcomes), tuple(verdicts), judged_against,
-                       tuple(budget), flushed, tuple(findings), accepted, tuple(rechecks))
+    return findings
 
 
 def check_program(program: Program, configs: Sequence[Configuration | str], pool: Any, *,

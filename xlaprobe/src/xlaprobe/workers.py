@@ -148,12 +148,18 @@ def _watch_parent(parent_pid: int, own_group: bool, log_path: str) -> None:
 XLA_FLAGS_GROUP = "xla-flags:"
 
 
+def _add_xla_flags(group: str) -> None:
+    """Add an ``xla-flags:`` group's flags to ``XLA_FLAGS``, before the backend starts (it reads
+    them once)."""
+    if group.startswith(XLA_FLAGS_GROUP):
+        os.environ["XLA_FLAGS"] = " ".join(filter(None, (
+            os.environ.get("XLA_FLAGS", ""), group[len(XLA_FLAGS_GROUP):])))
+
+
 def _worker_main(conn: mp_connection.Connection, log_path: str, preload: tuple[str, ...],
                  group: str = "default") -> None:
     """Entry point of a worker process: serve tasks from `conn` until it closes."""
-    if group.startswith(XLA_FLAGS_GROUP):  # before the backend starts, which reads them once
-        os.environ["XLA_FLAGS"] = " ".join(filter(None, (
-            os.environ.get("XLA_FLAGS", ""), group[len(XLA_FLAGS_GROUP):])))
+    _add_xla_flags(group)
     parent_pid = os.getppid()
     try:
         os.setsid()
