@@ -154,3 +154,75 @@ def test_a_planted_fault_is_not_labelled_a_freedom(pool):
     assert (finding.config, finding.kind, finding.freedom) == (
         "mutant:swap-subtract-fused", VerdictKind.NAN_MISMATCH, "")
     assert "reference:fma" in {o.config for o in result.rechecks}  # the evidence was looked at
+
+
+FTZ_CASE = '''
+import numpy as np
+
+def program(x, y, scale):
+    return (x * y) * scale
+
+def inputs():
+    return (np.full(3, 1e-20, np.float32), np.float32([1e-20, 3e-19, 1.0]),
+            np.full(3, 1e20, np.float32))
+'''
+
+
+def _cli(*args, cwd):
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, PYTHONPATH=str(pathlib.Path(__file__).parents[1] / "src"))
+    return subprocess.run([sys.executable, "-m", "xlaprobe.cli", *args], capture_output=True,
+                          text=True, cwd=cwd, env=env, timeout=600)
+
+
+def test_cli_refuses_an_unknown_freedom_in_one_line(tmp_path):
+    bad = _cli("check", "lstm", "--accept", "ftz,fmaa", cwd=tmp_path)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert bad.stderr.strip().splitlines() == [
+        "error: unknown freedom 'fmaa' in --accept; known freedoms: excess-range, fma, ftz "
+        "(or all, none)"]
+
+
+def test_the_store_keeps_labels_and_accepted_freedoms(tmp_path):
+    import sqlite3
+
+    from xlaprobe.store import Store
+    args = (np.full(2, 1e30, np.float32), np.full(2, 1e-10, np.float32),
+            np.full(2, 1e10, np.float32))
+    right = np.full(2, 1e30)
+    result = judge(_program(quotient_of_quotient, *args), ["xla", "reference"], [
+        Outcome("xla", OutcomeKind.RAN, (right.astype(np.float32),)),
+        Outcome("reference", OutcomeKind.RAN, (right,))],
+        [Outcome("reference:native", OutcomeKind.RAN, (np.full(2, np.inf),))],
+        rechecks=[Outcome("xla[xla_disable_hlo_passes=algsimp]", OutcomeKind.RAN,
+                          (np.full(2, np.inf, np.float32),))], accept=frozenset({"ftz"}))
+    with Store(tmp_path / "x.db") as store:
+        store.record_check(result)
+        [stored] = store.findings()
+        assert (stored["kind"], stored["freedom"]) == ("freedom", "excess-range")
+    conn = sqlite3.connect(tmp_path / "x.db")
+    assert conn.execute("SELECT accepted FROM checks").fetchall() == [("ftz",)]
+    [(data,)] = conn.execute("SELECT data FROM verdicts WHERE kind = 'freedom'").fetchall()
+    assert json.loads(data)["freedom"] == "excess-range"
+
+
+@pytest.mark.slow
+def test_cli_accept_none_shows_the_label_in_json_and_store(tmp_path):
+    import sqlite3
+    case = tmp_path / "flush.py"
+    case.write_text(FTZ_CASE)
+    db = tmp_path / "x.db"
+    run = _cli("check", str(case), "--configs", "xla", "--accept", "none", "--json", "--db",
+               str(db), cwd=tmp_path)
+    assert run.returncode == 1, run.stderr
+    data = json.loads(run.stdout)
+    assert (data["configs"][0]["verdict"], data["configs"][0]["freedom"]) == ("freedom", "ftz")
+    assert data["freedoms"]["accepted"] == []
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT kind, freedom FROM findings").fetchall() == [("freedom", "ftz")]
+    assert conn.execute("SELECT accepted FROM checks").fetchall() == [("",)]
+    ok = _cli("check", str(case), "--configs", "xla", "--accept", "ftz", "--db", str(db),
+              cwd=tmp_path)
+    assert ok.returncode == 0 and "ok (ftz)" in ok.stdout, ok.stdout + ok.stderr
