@@ -215,7 +215,7 @@ def judge(program: Program, configs: Sequence[str], outcomes: Sequence[Outcome],
     gauges = output_gauges(program.jaxpr) if baseline is not None else ()
     accepted = freedoms.DEFAULT_ACCEPT if accept is None else accept
     evidence = freedoms.Evidence(baseline or (), honest, dtypes,
-                                 {o.config: o for o in rechecks}, candidates)
+                                 {o.config: o for o in (*outcomes, *rechecks)}, candidates)
     judged: dict[int, list[Verdict]] = {}
     if baseline is not None:
         # Every configuration that ran against the baseline at once: each leaf's budget is
@@ -309,16 +309,23 @@ def check_program(program: Program, configs: Sequence[Configuration | str], pool
     flushed, budget = split_honest([outcomes[i] for i in range(len(parsed), len(run))])
     ran = [outcomes[i] for i in range(len(parsed))]
     result = judge(program, specs, ran, budget, flushed, accept=accept, candidates=True)
-    # Freedoms are diagnosed from evidence: a contracted honest run and rechecks with the
-    # freedom switched off, run only when the first judgement calls for them.
-    wanted = freedoms.followups(specs, result.verdicts) \
-        if result.judged_against == REFERENCE else []
-    if not wanted and not any("excess-range" in v.freedom for leaves in result.verdicts
-                              for v in leaves):
+    if result.judged_against != REFERENCE:
         return result
-    rechecks = [o for _, o in sorted(pool.run_many(
-        [(program, Configuration.parse(s)) for s in wanted], **kwargs), key=lambda p: p[0])]
-    for outcome in rechecks:
-        if on_outcome is not None:
-            on_outcome(outcome)
-    return judge(program, specs, ran, budget, flushed, rechecks=rechecks, accept=accept)
+    # Freedoms are diagnosed from evidence, run only when a judgement calls for it: first the
+    # contracted honest run (for a numeric finding) and the rechecks that confirm a candidate
+    # label; then the rechecks of the labels that evidence gave (both answers are reported).
+    rechecks: list[Outcome] = []
+    candidate = any("excess-range" in v.freedom for leaves in result.verdicts for v in leaves)
+    for _ in freedoms.FREEDOMS:  # each round adds evidence; a few rounds at most
+        done = {o.config for o in rechecks}
+        wanted = [s for s in freedoms.followups(specs, result.verdicts) if s not in done]
+        if not wanted and (rechecks or not candidate):
+            break
+        ran_now = [o for _, o in sorted(pool.run_many(
+            [(program, Configuration.parse(s)) for s in wanted], **kwargs), key=lambda p: p[0])]
+        for outcome in ran_now:
+            if on_outcome is not None:
+                on_outcome(outcome)
+        rechecks += ran_now
+        result = judge(program, specs, ran, budget, flushed, rechecks=rechecks, accept=accept)
+    return result

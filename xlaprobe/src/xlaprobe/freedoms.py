@@ -274,10 +274,10 @@ def label(verdicts: Sequence[Verdict], outputs: Sequence[np.ndarray], evidence: 
 
 
 def followups(configs: Sequence[str], verdicts: Sequence[Sequence[Verdict]]) -> list[str]:
-    """The evidence runs a first judgement (`label` with no evidence runs) calls for:
-    `FMA_EVIDENCE` when some configuration has a numeric finding, and each ``xla``
-    configuration's rechecks with a freedom switched off: ``fma`` where it failed numerically,
-    and every freedom already labelled on it that has a switch.
+    """The evidence runs a judgement calls for: `FMA_EVIDENCE` when some configuration has a
+    numeric finding, and each ``xla`` configuration's recheck with a freedom switched off for
+    every freedom labelled on it that has a switch (``excess-range`` as a candidate, to
+    confirm it; ``fma`` once the contracted run gave it, to report the answer without FMA).
 
     Args:
         configs: the configuration specs; verdicts: per configuration, per leaf.
@@ -287,14 +287,15 @@ def followups(configs: Sequence[str], verdicts: Sequence[Sequence[Verdict]]) -> 
 
     >>> followups(["xla", "reference"], [[Verdict("xla", "[0]", 0, VerdictKind.NAN_MISMATCH)],
     ...                                  [Verdict("reference", "[0]", 0, VerdictKind.OK)]])
-    ['reference:fma', 'xla[xla_cpu_max_isa=AVX]']
+    ['reference:fma']
+    >>> followups(["xla"], [[Verdict("xla", "[0]", 0, VerdictKind.FREEDOM, freedom="fma")]])
+    ['xla[xla_cpu_max_isa=AVX]']
     """
     wanted: list[str] = []
     for config, leaf_verdicts in zip(configs, verdicts):
         labels = set(labels_of(leaf_verdicts).split("+"))
         if any(v.kind.is_numeric for v in leaf_verdicts):
             wanted.append(FMA_EVIDENCE)
-            labels.add("fma")
         wanted += [recheck_config(config, n) or "" for n in FREEDOMS if n in labels]
     return [s for s in dict.fromkeys(wanted) if s and s not in configs]
 
