@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import xlaprobe
 from xlaprobe import freedoms
 from xlaprobe.checking import check_program, judge
 from xlaprobe.configs.reference import evaluate
@@ -138,9 +139,14 @@ def test_ftz_is_accepted_by_default_and_a_finding_when_not(pool):
     result = check_program(program, ["xla", "reference"], pool)
     [verdict] = result.verdicts[0]
     assert result.ok and (verdict.kind, verdict.freedom) == (VerdictKind.OK, "ftz")
-    strict = check_program(program, ["xla", "reference"], pool, accept=frozenset())
+    # The Python API: accept nothing, and the same leaf is a labelled finding.
+    with pytest.raises(InvalidArgument, match="unknown freedom 'flush'"):
+        xlaprobe.check(subnormal_product, *program.inputs, configs="xla", db=None, pool=pool,
+                       accept="flush")
+    strict = xlaprobe.check(subnormal_product, *program.inputs, configs="xla", db=None,
+                            pool=pool, accept="none")
     assert [(f.kind, f.freedom) for f in strict.findings] == [(VerdictKind.FREEDOM, "ftz")]
-    assert freedoms.verdict_text(VerdictKind.FREEDOM, strict.verdicts[0]) == "freedom:ftz"
+    assert "freedom:ftz" in str(strict)
 
 
 def test_a_planted_fault_is_not_labelled_a_freedom(pool):
