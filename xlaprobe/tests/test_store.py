@@ -166,9 +166,12 @@ def test_a_schema_1_store_is_upgraded_in_place(tmp_path):
         assert (found.fingerprint, found.alike, found.bug, found.bug_key) == ("f00d", (), None, "f00d")
         assert store.count("localizations") == 0
     conn = sqlite3.connect(db)
-    assert conn.execute("SELECT value FROM meta").fetchone()[0] == "3"
+    assert conn.execute("SELECT value FROM meta").fetchone()[0] == "4"
     # Schema 3: checks name their campaign (NULL for checks stored before).
     assert "campaign" in {r[1] for r in conn.execute("PRAGMA table_info(checks)")}
+    # Schema 4: a check's accepted freedoms, a finding's freedom labels ('' before).
+    assert "accepted" in {r[1] for r in conn.execute("PRAGMA table_info(checks)")}
+    assert conn.execute("SELECT freedom FROM findings").fetchone()[0] == ""
 
 
 def test_a_bug_key_reaches_every_finding_of_its_fingerprint(tmp_path):

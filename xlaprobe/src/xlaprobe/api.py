@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -218,7 +218,8 @@ def _pool(pool: Any, jobs: int, timeout_s: float) -> Iterator[Any]:
 def check(target: Target, *args: Any, configs: str = DEFAULT_CONFIGS,
           db: str | Path | None = DEFAULT_DB, jobs: int = 1, timeout_s: float = 600.0,
           name: str | None = None, seed: int = 0, inputs: str = "", pool: Any = None,
-          on_outcome: Callable[[Any], None] | None = None) -> Checked:
+          on_outcome: Callable[[Any], None] | None = None,
+          accept: str | Sequence[str] | None = None) -> Checked:
     """Differential check of a program, as ``xlaprobe check``: run each configuration in an
     isolated worker and judge every output against the float64 reference (always added).
 
@@ -235,6 +236,8 @@ def check(target: Target, *args: Any, configs: str = DEFAULT_CONFIGS,
         inputs: input spec of a ``FILE.py:FN`` target.
         pool: an open `xlaprobe.workers.WorkerPool` to run in (None: one for this call).
         on_outcome: called with each configuration's `Outcome` as it arrives.
+        accept: freedoms XLA may take that count as ok, with their label (``"ftz,fma"``, a
+            list, ``"all"`` or ``"none"``; `xlaprobe.freedoms`); None: ``ftz`` only.
 
     Returns:
         The `Checked` result (``.ok``, ``.findings``, ``.verdicts``; prints as the table).
@@ -243,11 +246,14 @@ def check(target: Target, *args: Any, configs: str = DEFAULT_CONFIGS,
         InvalidArgument: a bad target, configuration list or store; a function that does not
             trace with `args`.
     """
+    from xlaprobe.freedoms import parse_accept
+
     _checked_options(configs, jobs, timeout_s)
+    accepted = parse_accept(accept)
     db = validated_store(db)
     program, named, _ = program_of(target, args, name=name, seed=seed, inputs=inputs, db=db)
     return run_check(program, with_oracle(configs, named), db=db, jobs=jobs,
-                     timeout_s=timeout_s, pool=pool, on_outcome=on_outcome)
+                     timeout_s=timeout_s, pool=pool, on_outcome=on_outcome, accept=accepted)
 
 
 def with_oracle(configs: str, named: tuple[str, ...] = ()) -> list[Any]:
@@ -275,7 +281,8 @@ def with_oracle(configs: str, named: tuple[str, ...] = ()) -> list[Any]:
 
 def run_check(program: Program, configs: list[Any], *, db: Path | None, jobs: int = 1,
               timeout_s: float = 600.0, pool: Any = None,
-              on_outcome: Callable[[Any], None] | None = None) -> Checked:
+              on_outcome: Callable[[Any], None] | None = None,
+              accept: frozenset[str] | None = None) -> Checked:
     """Run `configs` on `program` in isolated workers, judge, and record the check in `db` with
     its findings' artifacts (``<db dir>/artifacts``): what ``xlaprobe check`` and `check` share.
 
@@ -284,6 +291,8 @@ def run_check(program: Program, configs: list[Any], *, db: Path | None, jobs: in
         configs: parsed configurations (see `with_oracle`).
         db: a validated store path (see `validated_store`), or None to record nothing.
         jobs, timeout_s, pool, on_outcome: as in `check`.
+        accept: the freedoms that count as ok (`xlaprobe.freedoms.parse_accept`; None: its
+            default).
 
     Returns:
         The `Checked` result, with finding ids and artifacts when recorded.
@@ -296,7 +305,8 @@ def run_check(program: Program, configs: list[Any], *, db: Path | None, jobs: in
     store = Store(db) if db is not None else None  # a bad store fails before minutes of runs
     try:
         with _pool(pool, jobs, timeout_s) as running:
-            result = check_program(program, configs, running, on_outcome=on_outcome)
+            result = check_program(program, configs, running, on_outcome=on_outcome,
+                                   accept=accept)
         if store is None:
             return Checked(result)
         artifacts = save_finding_artifacts(result, Path(db).parent / "artifacts")

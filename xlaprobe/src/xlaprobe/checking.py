@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from xlaprobe import freedoms
 from xlaprobe.checker import Checker, Failure
 from xlaprobe.configs.reference_scipy import output_gauges
 from xlaprobe.configs.registry import Configuration
@@ -57,6 +58,7 @@ class Finding:
         alike: every configuration of the check that fails the same way
             (`xlaprobe.checker.Checker.same`: failure class, crash signature, a failing output
             in common), sorted: data about the bug, not part of its key.
+        freedom: for kind FREEDOM, the freedoms XLA took (``+``-joined labels), else "".
     """
 
     config: str
@@ -64,11 +66,13 @@ class Finding:
     outputs: tuple[str, ...]
     fingerprint: str
     alike: tuple[str, ...] = ()
+    freedom: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict."""
         return {"config": self.config, "kind": self.kind.value, "outputs": list(self.outputs),
-                "fingerprint": self.fingerprint, "alike": list(self.alike)}
+                "fingerprint": self.fingerprint, "alike": list(self.alike),
+                "freedom": self.freedom}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,6 +89,9 @@ class CheckResult:
         budget: the honest-run outcomes (``reference:native`` then the Monte Carlo samples).
         flushed: the flushed honest-run outcome (``reference:ftz``) or None.
         findings: the configurations with a finding, in configuration order.
+        accepted: the freedoms accepted as ok (`xlaprobe.freedoms.parse_accept`).
+        rechecks: the freedom evidence runs (``reference:fma``, configurations with a freedom
+            switched off), whose answers the labelled verdicts' details report.
     """
 
     program: Program
@@ -95,6 +102,8 @@ class CheckResult:
     budget: tuple[Outcome, ...]
     flushed: Outcome | None
     findings: tuple[Finding, ...]
+    accepted: frozenset[str] = freedoms.DEFAULT_ACCEPT
+    rechecks: tuple[Outcome, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -137,10 +146,14 @@ class CheckResult:
                 {"config": c, "outcome": o.kind.value, "seconds": round(o.seconds, 4),
                  "error": o.error[-500:], "signal": o.signal,
                  "verdict": summary_kind(x.kind for x in v).value,
+                 "freedom": freedoms.labels_of(v),
                  "outputs": [x.to_json() for x in v]}
                 for c, o, v in zip(self.configs, self.outcomes, self.verdicts)],
             "findings": [f.to_json() for f in self.findings],
             "incomplete": self.incomplete,
+            "freedoms": {"accepted": sorted(self.accepted),
+                         "rechecks": [{"config": o.config, "outcome": o.kind.value}
+                                      for o in self.rechecks]},
         }
 
 
@@ -161,7 +174,9 @@ def _reference_verdicts(program: Program, outcome: Outcome) -> list[Verdict]:
 
 
 def judge(program: Program, configs: Sequence[str], outcomes: Sequence[Outcome],
-          budget: Sequence[Outcome] = (), flushed: Outcome | None = None) -> CheckResult:
+          budget: Sequence[Outcome] = (), flushed: Outcome | None = None, *,
+          rechecks: Sequence[Outcome] = (), accept: frozenset[str] | None = None,
+          candidates: bool = False) -> CheckResult:
     """Turn outcomes into verdicts and findings (pure; no running).
 
     Args:
@@ -170,6 +185,10 @@ def judge(program: Program, configs: Sequence[str], outcomes: Sequence[Outcome],
         outcomes: one per configuration.
         budget: the ``reference:native`` and Monte Carlo outcomes (empty: no budget).
         flushed: the ``reference:ftz`` outcome, or None.
+        rechecks: freedom evidence runs (`xlaprobe.freedoms.followups`), by their spec.
+        accept: accepted freedoms; None: `xlaprobe.freedoms.DEFAULT_ACCEPT`.
+        candidates: label the freedoms the rechecks would have to confirm (a first judgement,
+            whose labels `xlaprobe.freedoms.followups` reads; see `check_program`).
 
     Returns:
         The `CheckResult`.
@@ -194,6 +213,9 @@ def judge(program: Program, configs: Sequence[str], outcomes: Sequence[Outcome],
     dtypes = [aval.dtype for aval in program.jaxpr.out_avals]
     # Eigenvectors and singular vectors are compared up to their symmetry (sign, rotation).
     gauges = output_gauges(program.jaxpr) if baseline is not None else ()
+    accepted = freedoms.DEFAULT_ACCEPT if accept is None else accept
+    evidence = freedoms.Evidence(baseline or (), honest, dtypes,
+                                 {o.config: o for o in (*outcomes, *rechecks)}, candidates)
     judged: dict[int, list[Verdict]] = {}
     if baseline is not None:
         # Every configuration that ran against the baseline at once: each leaf's budget is
@@ -206,7 +228,6 @@ def judge(program: Program, configs: Sequence[str], outcomes: Sequence[Outcome],
             dtypes=dtypes)))
     verdicts: list[tuple[Verdict, ...]] = []
     failed: list[tuple[str, Failure, tuple[int, ...], str]] = []  # config, failure, outputs, error
-    findings: list[Finding] = []
     for position, (config, outcome) in enumerate(zip(configs, outcomes)):
         if config == REFERENCE:
             leaf_verdicts = _reference_verdicts(program, outcome)
@@ -219,28 +240,41 @@ def judge(program: Program, configs: Sequence[str], outcomes: Sequence[Outcome],
         else:
             leaf_verdicts = judged[position] if position in judged else judge_outcome(
                 outcome, baseline, program.output_names)
+            if judged_against == REFERENCE and outcome.ran:
+                leaf_verdicts = freedoms.label(leaf_verdicts, outcome.outputs, evidence, accepted)
         verdicts.append(tuple(leaf_verdicts))
         failure = Failure.of(leaf_verdicts, outcome)
         # A reference that cannot run is a gap in xlaprobe, not a compiler bug.
         if failure is not None and not (config == REFERENCE and not outcome.ran):
             failing = tuple(v.index for v in leaf_verdicts if v.kind.is_finding)
             failed.append((config, failure, failing, outcome.error))
+    findings = _findings(program, failed, dict(zip(configs, verdicts)))
+    return CheckResult(program, tuple(configs), tuple(outcomes), tuple(verdicts), judged_against,
+                       tuple(budget), flushed, tuple(findings), accepted, tuple(rechecks))
+
+
+def _findings(program: Program, failed: list[tuple[str, Failure, tuple[int, ...], str]],
+              verdicts: dict[str, tuple[Verdict, ...]]) -> list[Finding]:
+    """The findings of the failed configurations ((config, failure, failing leaves, error))."""
+    findings = []
     for config, failure, failing, error in failed:
         # Which configurations fail the same way is the checker's answer, the same one that
         # localization and reduction ask: a NaN and a finite wrong value of one output, or one
         # abort with different addresses, are one failure.
         checker = Checker(failure)
         alike = tuple(sorted(c for c, other, *_ in failed if checker.same(other)))
+        labels = freedoms.labels_of(verdicts[config]) \
+            if failure.kind is VerdictKind.FREEDOM else ""
         findings.append(Finding(config, failure.kind, failure.outputs,
                                 finding_key(program, config, failure.kind, failing, error, alike),
-                                alike))
-    return CheckResult(program, tuple(configs), tuple(outcomes), tuple(verdicts), judged_against,
-                       tuple(budget), flushed, tuple(findings))
+                                alike, labels))
+    return findings
 
 
 def check_program(program: Program, configs: Sequence[Configuration | str], pool: Any, *,
                   on_outcome: Callable[[Outcome], None] | None = None,
-                  timeout_s: float | None = None) -> CheckResult:
+                  timeout_s: float | None = None,
+                  accept: frozenset[str] | None = None) -> CheckResult:
     """Run every configuration on `program` in `pool`'s workers and judge the outputs.
 
     When ``reference`` is among the configurations, ``reference:native`` and two Monte Carlo
@@ -253,6 +287,7 @@ def check_program(program: Program, configs: Sequence[Configuration | str], pool
         pool: an `xlaprobe.workers.WorkerPool`.
         on_outcome: called with each outcome as it arrives (progress display).
         timeout_s: per-run limit (s); None: the pool's default.
+        accept: freedoms accepted as ok (`xlaprobe.freedoms.parse_accept`); None: the default.
 
     Returns:
         The `CheckResult`.
@@ -272,4 +307,25 @@ def check_program(program: Program, configs: Sequence[Configuration | str], pool
         if on_outcome is not None:
             on_outcome(outcome)
     flushed, budget = split_honest([outcomes[i] for i in range(len(parsed), len(run))])
-    return judge(program, specs, [outcomes[i] for i in range(len(parsed))], budget, flushed)
+    ran = [outcomes[i] for i in range(len(parsed))]
+    result = judge(program, specs, ran, budget, flushed, accept=accept, candidates=True)
+    if result.judged_against != REFERENCE:
+        return result
+    # Freedoms are diagnosed from evidence, run only when a judgement calls for it: first the
+    # contracted honest run (for a numeric finding) and the rechecks that confirm a candidate
+    # label; then the rechecks of the labels that evidence gave (both answers are reported).
+    rechecks: list[Outcome] = []
+    candidate = any("excess-range" in v.freedom for leaves in result.verdicts for v in leaves)
+    for _ in freedoms.FREEDOMS:  # each round adds evidence; a few rounds at most
+        done = {o.config for o in rechecks}
+        wanted = [s for s in freedoms.followups(specs, result.verdicts) if s not in done]
+        if not wanted and (rechecks or not candidate):
+            break
+        ran_now = [o for _, o in sorted(pool.run_many(
+            [(program, Configuration.parse(s)) for s in wanted], **kwargs), key=lambda p: p[0])]
+        for outcome in ran_now:
+            if on_outcome is not None:
+                on_outcome(outcome)
+        rechecks += ran_now
+        result = judge(program, specs, ran, budget, flushed, rechecks=rechecks, accept=accept)
+    return result

@@ -53,6 +53,8 @@ class VerdictKind(enum.Enum):
 
     OK = "ok"
     FTZ = "ftz"                       # differs only by flushing subnormal results to zero: allowed
+    FREEDOM = "freedom"               # XLA took a known freedom (`Verdict.freedom` names it):
+    #                                   a labelled finding unless accepted (`xlaprobe.freedoms`)
     MISMATCH = "mismatch"
     NAN_MISMATCH = "nan-mismatch"
     INF_MISMATCH = "inf-mismatch"
@@ -90,7 +92,8 @@ class VerdictKind(enum.Enum):
 #: kinds in this order (`summary_kind`).
 SEVERITY: tuple[VerdictKind, ...] = (
     VerdictKind.CRASH, VerdictKind.TIMEOUT, VerdictKind.COMPILE_ERROR, VerdictKind.NAN_MISMATCH,
-    VerdictKind.INF_MISMATCH, VerdictKind.MISMATCH, VerdictKind.TOOL_ERROR, VerdictKind.UNSUPPORTED,
+    VerdictKind.INF_MISMATCH, VerdictKind.MISMATCH, VerdictKind.FREEDOM, VerdictKind.TOOL_ERROR,
+    VerdictKind.UNSUPPORTED,
     VerdictKind.FTZ, VerdictKind.OK)
 
 
@@ -177,6 +180,9 @@ class Verdict:
             float16 and bfloat16 the smaller of that and ULPs / allowed ULPs): above 1 fails
             unless flushing explains it; inf for a wrong NaN, infinity or integer; NaN where
             nothing was compared.
+        freedom: the freedoms XLA took on this leaf, ``+``-joined labels (``"fma"``,
+            ``"excess-range"``, ``"ftz"``; `xlaprobe.freedoms`), with kind FREEDOM, or with
+            kind OK when they were accepted; ``""`` when none.
     """
 
     config: str
@@ -194,6 +200,7 @@ class Verdict:
     allowed_abs: float = math.nan
     allowed_rel: float = math.nan
     margin: float = math.nan
+    freedom: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (NaN written as null)."""

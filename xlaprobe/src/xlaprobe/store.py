@@ -22,7 +22,7 @@ from xlaprobe.oracle import Verdict
 
 #: 2: findings carry the configurations failing alike and the localized bug key; localizations
 #: and reductions are tables (they were JSON files beside the store).
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 DEFAULT_DB = Path(".xlaprobe") / "xlaprobe.db"
 
 _SCHEMA = """
@@ -34,7 +34,8 @@ CREATE TABLE IF NOT EXISTS programs (
 CREATE TABLE IF NOT EXISTS checks (
     id INTEGER PRIMARY KEY AUTOINCREMENT, program_id TEXT NOT NULL REFERENCES programs(id),
     configs TEXT NOT NULL, judged_against TEXT NOT NULL, created REAL NOT NULL,
-    campaign INTEGER);               -- fuzz_campaigns.id of the campaign that ran it, or NULL
+    campaign INTEGER,                -- fuzz_campaigns.id of the campaign that ran it, or NULL
+    accepted TEXT NOT NULL DEFAULT '');  -- freedoms accepted as ok, comma-separated
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY AUTOINCREMENT, check_id INTEGER NOT NULL REFERENCES checks(id),
     config TEXT NOT NULL, outcome TEXT NOT NULL, seconds REAL NOT NULL, signal INTEGER,
@@ -47,6 +48,7 @@ CREATE TABLE IF NOT EXISTS findings (
     config TEXT NOT NULL, kind TEXT NOT NULL, fingerprint TEXT NOT NULL, artifact TEXT,
     check_id INTEGER NOT NULL REFERENCES checks(id), created REAL NOT NULL,
     alike TEXT NOT NULL DEFAULT '', bug TEXT,
+    freedom TEXT NOT NULL DEFAULT '',  -- kind 'freedom': the labels ('fma', 'excess-range')
     UNIQUE (program_id, config));
 CREATE INDEX IF NOT EXISTS findings_by_fingerprint ON findings(fingerprint);
 CREATE TABLE IF NOT EXISTS localizations (
@@ -92,6 +94,7 @@ class StoredFinding:
         alike: the configurations of its check that failed the same way.
         bug: its localized bug key (`xlaprobe.triage.localized_key`), or None before
             localization.
+        freedom: for kind ``freedom``, the freedoms XLA took (``+``-joined labels), else "".
     """
 
     id: int
@@ -104,6 +107,7 @@ class StoredFinding:
     created: float
     alike: tuple[str, ...] = ()
     bug: str | None = None
+    freedom: str = ""
 
     @property
     def bug_key(self) -> str:
@@ -196,6 +200,12 @@ class Store:
             columns = {r[1] for r in self._db.execute("PRAGMA table_info(checks)")}
             if "campaign" not in columns:
                 self._db.execute("ALTER TABLE checks ADD COLUMN campaign INTEGER")
+        if version < 4:  # labelled freedoms: a finding's labels, a check's accepted freedoms
+            for table, column in (("findings", "freedom"), ("checks", "accepted")):
+                columns = {r[1] for r in self._db.execute(f"PRAGMA table_info({table})")}
+                if column not in columns:
+                    self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} TEXT NOT NULL "
+                                     "DEFAULT ''")
         self._db.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (str(SCHEMA_VERSION),))
 
     def _portable(self, path: str | None) -> str | None:
@@ -247,7 +257,8 @@ class Store:
                 from exc
         if row is None:
             raise CorruptArtifact(f"{self.path} is not a readable xlaprobe database (no schema)")
-        self._readable_schema(row[0])
+        if self._readable_schema(row[0]) < 4:  # read-only: no migration; findings lack freedom
+            self._FINDING = self._FINDING.replace("f.freedom", "'' AS freedom")
 
     def __enter__(self) -> Store:
         return self
@@ -296,10 +307,10 @@ class Store:
                 (program.fingerprint, p.source, p.name, p.seed, p.input_spec,
                  program.num_equations, artifact, now))
             check_id = self._db.execute(
-                "INSERT INTO checks (program_id, configs, judged_against, created, campaign) "
-                "VALUES (?,?,?,?,?)",
+                "INSERT INTO checks (program_id, configs, judged_against, created, campaign, "
+                "accepted) VALUES (?,?,?,?,?,?)",
                 (program.fingerprint, ",".join(result.configs), result.judged_against,
-                 now, campaign)).lastrowid
+                 now, campaign, ",".join(sorted(result.accepted)))).lastrowid
             for outcome, leaf_verdicts in zip(result.outcomes, result.verdicts, strict=True):
                 run_id = self._db.execute(
                     "INSERT INTO runs (check_id, config, outcome, seconds, signal, error) "
@@ -312,21 +323,21 @@ class Store:
             for f in result.findings:
                 self._db.execute(
                     "INSERT INTO findings (program_id, config, kind, fingerprint, artifact, check_id,"
-                    " created, alike) VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(program_id, config) DO "
-                    "UPDATE SET kind=excluded.kind, check_id=excluded.check_id, "
+                    " created, alike, freedom) VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT(program_id, "
+                    "config) DO UPDATE SET kind=excluded.kind, check_id=excluded.check_id, "
                     "artifact=excluded.artifact, fingerprint=excluded.fingerprint, "
-                    "alike=excluded.alike",
+                    "alike=excluded.alike, freedom=excluded.freedom",
                     (program.fingerprint, f.config, f.kind.value, f.fingerprint,
-                     artifacts.get(f.config), check_id, now, ",".join(f.alike)))
+                     artifacts.get(f.config), check_id, now, ",".join(f.alike), f.freedom))
         return int(check_id)
 
     _FINDING = ("SELECT f.id, f.program_id, p.name, f.config, f.kind, f.fingerprint, f.artifact, "
-                "f.created, f.alike, f.bug FROM findings f JOIN programs p ON p.id = f.program_id")
+                "f.created, f.alike, f.bug, f.freedom FROM findings f JOIN programs p ON p.id = f.program_id")
 
     def _finding(self, row: Sequence[Any]) -> StoredFinding:
         return StoredFinding(int(row[0]), row[1], row[2], row[3], row[4], row[5],
                              self.resolve_path(row[6]), float(row[7]),
-                             tuple(a for a in (row[8] or "").split(",") if a), row[9])
+                             tuple(a for a in (row[8] or "").split(",") if a), row[9], row[10] or "")
 
     def stored_findings(self) -> list[StoredFinding]:
         """All findings, newest first."""

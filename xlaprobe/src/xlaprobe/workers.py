@@ -143,8 +143,23 @@ def _watch_parent(parent_pid: int, own_group: bool, log_path: str) -> None:
             os._exit(1)
 
 
-def _worker_main(conn: mp_connection.Connection, log_path: str, preload: tuple[str, ...]) -> None:
+#: Prefix of an isolation group whose workers start XLA with extra ``XLA_FLAGS`` (the rest of the
+#: group name): options XLA:CPU reads once per process, not per compile (`XlaKind`).
+XLA_FLAGS_GROUP = "xla-flags:"
+
+
+def _add_xla_flags(group: str) -> None:
+    """Add an ``xla-flags:`` group's flags to ``XLA_FLAGS``, before the backend starts (it reads
+    them once)."""
+    if group.startswith(XLA_FLAGS_GROUP):
+        os.environ["XLA_FLAGS"] = " ".join(filter(None, (
+            os.environ.get("XLA_FLAGS", ""), group[len(XLA_FLAGS_GROUP):])))
+
+
+def _worker_main(conn: mp_connection.Connection, log_path: str, preload: tuple[str, ...],
+                 group: str = "default") -> None:
     """Entry point of a worker process: serve tasks from `conn` until it closes."""
+    _add_xla_flags(group)
     parent_pid = os.getppid()
     try:
         os.setsid()
@@ -641,7 +656,8 @@ class WorkerPool:
         fd, log_path = tempfile.mkstemp(prefix="xlaprobe-worker-", suffix=".log")
         os.close(fd)
         parent_conn, child_conn = self._context.Pipe(duplex=True)
-        process = self._context.Process(target=_worker_main, args=(child_conn, log_path, self._preload),
+        process = self._context.Process(target=_worker_main, args=(child_conn, log_path, self._preload,
+                                                                  worker.group),
                                         name=f"xlaprobe-worker[{worker.group}]", daemon=True)
         try:
             process.start()

@@ -13,9 +13,12 @@ from xlaprobe.cli.verdicts import INCOMPLETE, print_result
 
 
 def check_command(target: str, configs: str, *, input_spec: str, seed: int, db: Path,
-                  jobs: int, timeout_s: float, json_output: bool, all_outputs: bool) -> int:
+                  jobs: int, timeout_s: float, json_output: bool, all_outputs: bool,
+                  accept: frozenset[str] | None = None) -> int:
     """``xlaprobe check TARGET``: run the configurations (plus ``reference``, always) on TARGET,
     store the check and its findings' artifacts, print the table or JSON.
+
+    `accept`: freedoms accepted as ok (`xlaprobe.freedoms.parse_accept`); None: the default.
 
     Returns:
         Exit code: 0 all ok, 1 findings, `INCOMPLETE` (4) no finding but something could not run.
@@ -29,17 +32,23 @@ def check_command(target: str, configs: str, *, input_spec: str, seed: int, db: 
         steps.status(f"building {target} ...")
         program, named, _ = program_of(target, seed=seed, inputs=input_spec, db=store)
     parsed = with_oracle(configs, named)
-    runs = len(parsed) + (len(HONEST) if REFERENCE in {str(c) for c in parsed} else 0)
+    specs = {str(c) for c in parsed}
+    runs = len(parsed) + (len(HONEST) if REFERENCE in specs else 0)
+    planned = {*specs, *HONEST}
     with Steps("check", total=runs) as steps:
         steps.status(f"compiling and running {runs} configurations "
                      f"({program.num_equations} equations)")
 
         def on_outcome(outcome: Any) -> None:
             ran = "done" if outcome.ran else outcome.kind.value
+            if outcome.config not in planned:  # a freedom's evidence run, asked for later
+                steps.note(f"freedom evidence {outcome.config} {ran} in "
+                           f"{seconds(outcome.seconds)}")
+                return
             steps.step(f"{outcome.config} {ran} in {seconds(outcome.seconds)}")
 
         checked = run_check(program, parsed, db=store, jobs=jobs, timeout_s=timeout_s,
-                            on_outcome=on_outcome)
+                            on_outcome=on_outcome, accept=accept)
     result = checked.result
     if json_output:
         data = result.to_json()

@@ -106,6 +106,9 @@ def check(
                                            "runs get it too", min=0.1, max=7 * 24 * 3600.0)] = 600.0,
     as_json: JsonOption = False,
     all_outputs: Annotated[bool, typer.Option("--all-outputs", help="list every output leaf")] = False,
+    accept: Annotated[str | None, typer.Option(
+        "--accept", help="freedoms XLA may take, ok with their label: comma-separated "
+        "excess-range, fma, ftz, or all, none [default: ftz]", show_default=False)] = None,
     quiet: QuietOption = False,
     wide: WideOption = False,
 ) -> None:
@@ -113,10 +116,13 @@ def check(
     exit 0 all ok, 1 findings, 2 bad input, 4 no finding but incomplete."""
     from xlaprobe.cli.check import check_command
 
+    from xlaprobe.freedoms import parse_accept
+
     _display(quiet, wide)
+    accepted = parse_accept(accept)  # a bad name: one line, exit 2, before any run
     raise typer.Exit(check_command(target, configs, input_spec=inputs, seed=seed, db=db,
                                    jobs=jobs, timeout_s=timeout, json_output=as_json,
-                                   all_outputs=all_outputs))
+                                   all_outputs=all_outputs, accept=accepted))
 
 
 @app.command()

@@ -55,8 +55,8 @@ def findings_command(finding_id: int | None, *, db: Path, json_output: bool) -> 
     for row in rows:
         also = ",".join(a for a in row["alike"] if a != row["config"])
         table.add_row(*(escape(str(v or "")) for v in (
-            row["id"], row["created_local"], row["name"], row["config"], row["kind"],
-            row["bug"] or row["fingerprint"], also, row["artifact"])))
+            row["id"], row["created_local"], row["name"], row["config"],
+            f"freedom:{row['freedom']}" if row.get("freedom") else row["kind"], row["bug"] or row["fingerprint"], also, row["artifact"])))
     out.print(table)
     out.print(f"{len(rows)} finding{'s' if len(rows) != 1 else ''}, {bugs} distinct "
               f"bug{'s' if bugs != 1 else ''} (by localized operation where "
@@ -88,7 +88,8 @@ def replay_line(config: str, artifact: str) -> str:
 
 
 def _print_finding(detail: dict[str, Any], db: Path) -> None:
-    out.print(f"[bold]finding {detail['id']}[/]: {escape(detail['config'])} {detail['kind']} on "
+    kind = f"freedom:{detail['freedom']}" if detail.get("freedom") else detail["kind"]
+    out.print(f"[bold]finding {detail['id']}[/]: {escape(detail['config'])} {kind} on "
               f"{escape(detail['name'])} (program {detail['program_id']})")
     out.print(f"  fingerprint {detail['fingerprint']}; bug {detail['bug'] or '(not localized)'}; "
               f"failing alike: {escape(', '.join(detail['alike']) or detail['config'])}")

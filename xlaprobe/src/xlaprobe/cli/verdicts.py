@@ -15,6 +15,7 @@ from xlaprobe.checking import BUDGET, CheckResult
 from xlaprobe.cli import console as consoles
 from xlaprobe.cli.console import fmt
 from xlaprobe.cli.findings import next_commands, replay_line
+from xlaprobe.freedoms import verdict_text
 from xlaprobe.oracle import OUTCOME_VERDICT, VerdictKind, summary_kind
 from xlaprobe.store import DEFAULT_DB
 
@@ -67,7 +68,8 @@ def print_result(result: CheckResult, artifacts: dict[str, str], all_outputs: bo
         worst_rel = max(verdicts, key=lambda v: v.max_rel if v.max_rel == v.max_rel else -1.0,
                         default=None)
         table.add_row(escape(config), outcome.kind.value, f"{outcome.seconds:.2f}",
-                      f"[{color}]{kind.value}[/]", f"{failing}/{len(verdicts)}",
+                      f"[{color}]{escape(verdict_text(kind, verdicts))}[/]",
+                      f"{failing}/{len(verdicts)}",
                       fmt(_largest(v.max_abs for v in verdicts)),
                       fmt(_largest(v.max_rel for v in verdicts)),
                       fmt(worst_rel.allowed_rel if worst_rel is not None else math.nan),
@@ -75,7 +77,7 @@ def print_result(result: CheckResult, artifacts: dict[str, str], all_outputs: bo
                       fmt(_largest(v.margin for v in verdicts)))
     out.print(table)
     rows = [v for verdicts in result.verdicts for v in verdicts
-            if all_outputs or v.kind is not VerdictKind.OK]
+            if all_outputs or v.kind is not VerdictKind.OK or v.freedom]
     if rows:
         detail = Table(title="output leaves" if all_outputs else "output leaves not ok")
         for column in ("configuration", "output", "verdict", "max abs / allowed",
@@ -87,7 +89,8 @@ def print_result(result: CheckResult, artifacts: dict[str, str], all_outputs: bo
             # Share over is of compared elements: where the configuration did not run (a crash,
             # a tool error) nothing was compared.
             share = "-" if v.kind in NOT_COMPARED else f"{v.frac_over:.1%}"
-            detail.add_row(escape(v.config), escape(v.output), v.kind.value,
+            detail.add_row(escape(v.config), escape(v.output),
+                           escape(verdict_text(v.kind, [v])),
                            f"{fmt(v.max_abs)} / {fmt(v.allowed_abs)}",
                            f"{fmt(v.max_rel)} / {fmt(v.allowed_rel)}", fmt(v.max_ulp),
                            fmt(v.margin), share, worst, escape(v.detail[:120]))
@@ -98,7 +101,8 @@ def print_result(result: CheckResult, artifacts: dict[str, str], all_outputs: bo
         where = artifacts.get(finding.config)
         number = f" {ids[finding.config]}" if finding.config in ids else ""
         count = len(finding.outputs)
-        out.print(f"[red]finding{number}[/]: {escape(finding.config)} {finding.kind.value} on "
+        kind = f"freedom:{finding.freedom}" if finding.freedom else finding.kind.value
+        out.print(f"[red]finding{number}[/]: {escape(finding.config)} {kind} on "
                   f"{count} output{'s' if count != 1 else ''}, fingerprint {finding.fingerprint}")
         if where:
             out.print(escape(f"  {replay_line(finding.config, where)}"), soft_wrap=True)

@@ -42,6 +42,7 @@ as measured on jaxlib 0.10.2.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import math
@@ -201,15 +202,46 @@ class _Ctx:
         return self.interp.eval_closed(closed, args)
 
 
+#: Primitives a floating multiply's result is contracted into (``fma`` variant): an add or a
+#: subtract of the product, as LLVM contracts ``fmul`` then ``fadd``/``fsub`` into one FMA.
+_CONTRACTING = frozenset({"add", "sub"})
+
+
+def _contracted_products(jaxpr: Any) -> set[int]:
+    """ids of the floating ``mul`` outvars of `jaxpr` that an FMA contraction leaves unrounded:
+    a product used once, by an add or subtract, and not a jaxpr output. Of an add of two such
+    products the first operand is contracted, as LLVM's DAG combiner tries the first first."""
+    uses: collections.Counter[int] = collections.Counter(
+        id(v) for eqn in jaxpr.eqns for v in eqn.invars if not isinstance(v, jaxcompat.Literal))
+    for v in jaxpr.outvars:
+        if not isinstance(v, jaxcompat.Literal):
+            uses[id(v)] += 1
+    products = {id(eqn.outvars[0]) for eqn in jaxpr.eqns if eqn.primitive.name == "mul"
+                and _kind(eqn.outvars[0].aval.dtype) == "f"}
+    chosen: set[int] = set()
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name in _CONTRACTING:
+            first = next((id(v) for v in eqn.invars if not isinstance(v, jaxcompat.Literal)
+                          and id(v) in products and uses[id(v)] == 1), None)
+            if first is not None:
+                chosen.add(first)
+    return chosen
+
+
 class _Interpreter:
-    def __init__(self, native: bool, flush: bool = False, rng: np.random.Generator | None = None):
+    def __init__(self, native: bool, flush: bool = False, rng: np.random.Generator | None = None,
+                 contract: bool = False):
         self.native = native
         self.flush = flush
         self.rng = rng
+        self.contract = contract
+        self.unrounded: set[int] = set()
 
     def eval_closed(self, closed: Any, args: Sequence[Any]) -> list[Any]:
         closed = jaxcompat.as_closed(closed)
         jaxpr = closed.jaxpr
+        if self.contract:
+            self.unrounded |= _contracted_products(jaxpr)
         consts = [_prepare(c, v.aval) for c, v in zip(closed.consts, jaxpr.constvars, strict=True)]
         outs = jaxprs.eval_jaxpr_with(jaxpr, consts, list(args), self.apply)
         return [_prepare(o, v.aval) for o, v in zip(outs, jaxpr.outvars, strict=True)]
@@ -249,7 +281,10 @@ class _Interpreter:
             rng = None
         # XLA's transcendental kernels are approximations a few ULPs wide, not correctly rounded.
         roundoffs = 2.0 * APPROXIMATION_ULPS if known.approximate else 1.0
-        return [_finish(o, v.aval, self.native, self.flush, rng, roundoffs)
+        # An FMA keeps the product exact (float64 holds a float32 product exactly) and rounds
+        # once, after the add.
+        native = self.native and not (self.contract and id(eqn.outvars[0]) in self.unrounded)
+        return [_finish(o, v.aval, native, self.flush, rng, roundoffs)
                 for o, v in zip(outs, eqn.outvars, strict=True)]
 
 
@@ -287,7 +322,7 @@ class _Interpreter:
 
 def evaluate(closed_jaxpr: Any, inputs: Sequence[np.ndarray], *,
              round_each_op: bool = False, flush_subnormals: bool = False,
-             mca_seed: int | None = None) -> list[np.ndarray]:
+             mca_seed: int | None = None, contract: bool = False) -> list[np.ndarray]:
     """Evaluate a closed jaxpr in NumPy, following XLA semantics, without XLA.
 
     Args:
@@ -304,6 +339,10 @@ def evaluate(closed_jaxpr: Any, inputs: Sequence[np.ndarray], *,
             `_ACCUMULATION_TERMS`) before rounding, so repeated runs sample the spread of honest
             rounding errors rather than one instance of it. Source: D. S. Parker, "Monte Carlo Arithmetic" (1997); the
             CESTAC method of J. Vignes (1993).
+        contract: with `round_each_op`, FMA contraction (``reference:fma``): a floating product
+            used once, by an add or subtract, is not rounded (`_contracted_products`), so the
+            pair rounds once, as a fused multiply-add does: the evidence for the ``fma`` freedom
+            (`xlaprobe.freedoms`).
 
     Returns:
         One array per outvar: float64 for floating outvars (both modes), the exact outvar dtype for
@@ -328,7 +367,7 @@ def evaluate(closed_jaxpr: Any, inputs: Sequence[np.ndarray], *,
         raise InvalidArgument(f"the jaxpr takes {len(jaxpr.invars)} inputs, got {len(inputs)}")
     flush = round_each_op and flush_subnormals
     rng = np.random.default_rng(mca_seed) if round_each_op and mca_seed is not None else None
-    interp = _Interpreter(round_each_op, flush, rng)
+    interp = _Interpreter(round_each_op, flush, rng, contract=round_each_op and contract)
     args = [_prepare(x, v.aval) for x, v in zip(inputs, jaxpr.invars)]
     if round_each_op:
         args = [_finish(a, v.aval, True, flush) for a, v in zip(args, jaxpr.invars)]
@@ -1653,15 +1692,17 @@ class ReferenceKind:
     interpreter: bool = True
     description: str = ("NumPy interpreter of the jaxpr, independent of XLA: float64 by default; "
                         "':native' rounds each op to the program's dtypes, ':ftz' also flushes "
-                        "subnormals, ':mca[seed=N]' adds Monte Carlo arithmetic (error budget)")
+                        "subnormals, ':fma' contracts multiply-adds, ':mca[seed=N]' adds Monte Carlo "
+                        "arithmetic (error budget)")
 
     def validate(self, config: Configuration) -> None:
         """Raise `InvalidArgument` unless `config` is ``reference`` or ``reference:native``."""
-        if config.variant not in (None, "native", "ftz", "mca"):
+        if config.variant not in (None, "native", "ftz", "mca", "fma"):
             raise InvalidArgument(
                 f"unknown variant '{config.variant}' of configuration kind 'reference'; "
                 "use 'reference' (float64), 'reference:native' (rounded to the program's dtypes), "
-                "'reference:ftz' (native, subnormals flushed to zero) or 'reference:mca[seed=N]' "
+                "'reference:ftz' (native, subnormals flushed to zero), 'reference:fma' (native, "
+                "products contracted into the add that uses them) or 'reference:mca[seed=N]' "
                 "(native with Monte Carlo arithmetic)")
         if config.variant == "mca":
             names = [name for name, _ in config.options]
@@ -1681,8 +1722,10 @@ class ReferenceKind:
     def run(self, config: Configuration, jaxpr: Any, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Evaluate `jaxpr` on `inputs` with `evaluate` (native mode for ``reference:native``)."""
         seed = int(dict(config.options).get("seed", 0)) if config.variant == "mca" else None
-        return evaluate(jaxpr, inputs, round_each_op=config.variant in ("native", "ftz", "mca"),
-                        flush_subnormals=config.variant == "ftz", mca_seed=seed)
+        return evaluate(jaxpr, inputs,
+                        round_each_op=config.variant in ("native", "ftz", "mca", "fma"),
+                        flush_subnormals=config.variant == "ftz", mca_seed=seed,
+                        contract=config.variant == "fma")
 
 
 #: Width of XLA's transcendental approximations assumed by Monte Carlo arithmetic (ULPs): it

@@ -34,6 +34,12 @@ VARIANTS: dict[str, tuple[tuple[str, str], ...]] = {
 }
 
 
+#: Options XLA:CPU reads from the process's ``XLA_FLAGS`` when its backend starts, and ignores
+#: per compile (measured on jaxlib 0.12: ``xla_cpu_max_isa=AVX`` as a compile option leaves FMA
+#: instructions in the code; in ``XLA_FLAGS`` it removes them).
+PROCESS_OPTIONS = frozenset({"xla_cpu_max_isa"})
+
+
 def compiler_options(config: Configuration) -> dict[str, Any]:
     """The typed ``compile(compiler_options=...)`` dict of an ``xla`` configuration.
 
@@ -134,8 +140,12 @@ class XlaKind:
         return compiler_options(config)
 
     def isolation_group(self, config: Configuration) -> str:
-        """All ``xla`` configurations share workers: options apply per compile, not per process."""
-        return "default"
+        """``xla`` configurations share workers (options apply per compile), except those with
+        an option XLA:CPU reads once per process (`PROCESS_OPTIONS`): their workers start with
+        it in ``XLA_FLAGS`` (``xla-flags:--xla_cpu_max_isa=AVX``)."""
+        flags = [f"--{name}={value}" for name, value in option_texts(config)
+                 if name in PROCESS_OPTIONS]
+        return "xla-flags:" + " ".join(flags) if flags else "default"
 
     def run(self, config: Configuration, jaxpr: jaxprs.ClosedJaxpr,
             inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
