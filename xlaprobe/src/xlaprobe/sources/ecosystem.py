@@ -32,8 +32,7 @@ from typing import Any
 import numpy as np
 
 from xlaprobe.errors import InvalidArgument
-
-BuildFn = Callable[[int], tuple[Callable[..., Any], tuple[Any, ...]]]
+from xlaprobe.sources.zoospec import BuildFn, ModelSpec
 
 #: pip package of each importable module the workloads need (for the install hint).
 _PACKAGES = {"keras": "keras", "keras_hub": "keras-hub", "equinox": "equinox", "haiku": "dm-haiku",
@@ -856,8 +855,9 @@ def _jax_optimize() -> BuildFn:
 
 # ---------------------------------------------------------------------------------------- registry
 
-def _spec(name: str, library: str, description: str, kind: str, maker: Callable[[], BuildFn]) -> Any:
-    from xlaprobe.sources.models import ModelSpec
+def _spec(name: str, library: str, description: str, kind: str,
+          maker: Callable[[], BuildFn]) -> ModelSpec:
+    """A zoo entry whose build makes the model once per process (`maker` is cached)."""
 
     def build(seed: int) -> tuple[Callable[..., Any], tuple[Any, ...]]:
         return maker()(seed)
@@ -866,7 +866,7 @@ def _spec(name: str, library: str, description: str, kind: str, maker: Callable[
     return ModelSpec(name, description, kind, build, library=library)
 
 
-def _registry() -> dict[str, Any]:
+def _registry() -> dict[str, ModelSpec]:
     specs = [
         _spec("keras_mlp", "keras", "Keras 3 Sequential MLP (gelu, layer norm, swish), AdamW step "
               "by stateless_call/stateless_apply", "train_step", _keras_mlp),
@@ -915,7 +915,7 @@ def _registry() -> dict[str, Any]:
 
 
 #: The third-party zoo by name (`ModelSpec` entries whose ``library`` is not xlaprobe).
-ECOSYSTEM: dict[str, Any] = _registry()
+ECOSYSTEM: dict[str, ModelSpec] = _registry()
 
 #: The modules each library's workloads import (jax itself is always there).
 REQUIRES: dict[str, tuple[str, ...]] = {

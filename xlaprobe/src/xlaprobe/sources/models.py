@@ -25,7 +25,6 @@ so listing the zoo needs neither.
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import functools
 from collections.abc import Callable
@@ -35,34 +34,10 @@ import numpy as np
 
 from xlaprobe.errors import InvalidArgument
 from xlaprobe.program import Program, Provenance
+from xlaprobe.sources.zoospec import BuildFn, ModelSpec
 from xlaprobe.tune.knobs import Knob, resolve_knobs
 
-BuildFn = Callable[[int], tuple[Callable[..., Any], tuple[Any, ...]]]
-
-
-@dataclasses.dataclass(frozen=True)
-class ModelSpec:
-    """One entry of the zoo.
-
-    Attributes:
-        name: registry key, e.g. ``"transformer_lm"``.
-        description: one line for listings.
-        kind: ``"train_step"`` or ``"forward"`` (see the module docstring for what each returns).
-        build: ``seed -> (fn, args)``; all random initialization happens here, never in ``fn``.
-            A model with knobs takes them as keyword arguments: ``build(seed, **knob_values)``.
-        knobs: program knobs the tuner may set (`xlaprobe.tune.knobs.Knob`), by name.
-        large: a check takes minutes (benchmarks, ``-m slow`` tests); `SMALL` lists the others.
-        library: the library the program is written with: ``"xlaprobe"`` for our own zoo,
-            else the third-party library of an `xlaprobe.sources.ecosystem` workload.
-    """
-
-    name: str
-    description: str
-    kind: str
-    build: BuildFn
-    knobs: dict[str, Any] = dataclasses.field(default_factory=dict)
-    large: bool = False
-    library: str = "xlaprobe"
+__all__ = ["MODELS", "SMALL", "BuildFn", "ModelSpec", "build_program", "get_model", "zoo"]
 
 
 # ----------------------------------------------------------------------------------------- helpers
