@@ -1,7 +1,6 @@
 """The third-party zoo (`xlaprobe.sources.ecosystem`): its registry, its builds, and checks.
 
-The default run checks the workloads that need only JAX (and the light libraries of the ``dev``
-extra); the whole table, Keras and keras-hub included, is ``-m slow`` and skips a workload whose
+The default run checks two fast workloads (one needs only JAX, one Flax and optax); the whole table, Keras and keras-hub included, is ``-m slow`` and skips a workload whose
 library is not installed (the ``ecosystem`` extra, see the README)."""
 
 from __future__ import annotations
@@ -59,8 +58,9 @@ def test_models_lists_libraries():
 
 def test_jax_fft_loss_is_the_numpy_spectral_layer():
     """Known answer: the workload's loss recomputed in float64 NumPy from its inputs."""
+    import jax
     fn, (params, batch) = models.get_model("jax_fft").build(0)
-    loss, new_params = fn(params, batch)
+    loss, new_params = jax.jit(fn)(params, batch)
     p = {k: np.float64(v) for k, v in params.items()}
     x = np.float64(batch["signal"])
     spec = np.fft.rfft(x, axis=-1)[..., :6]
@@ -77,9 +77,10 @@ def test_jax_fft_loss_is_the_numpy_spectral_layer():
     assert all(not np.array_equal(new_params[k], params[k]) for k in params)  # a real update
 
 
-@pytest.mark.parametrize("name", ["jax_fft", pytest.param("jraph_gnn", marks=pytest.mark.skipif(
-    bool(ecosystem.missing("jraph_gnn")), reason="jraph is not installed (dev extra)"))])
+@pytest.mark.parametrize("name", ["jax_fft", pytest.param("flax_linen_cnn", marks=pytest.mark.skipif(
+    bool(ecosystem.missing("flax_linen_cnn")), reason="flax/optax not installed (models extra)"))])
 def test_fast_workloads_check_clean(pool, name):
+    """Two of the table's fastest (JAX alone; Flax linen and optax), in the default run."""
     result = check_program(models.build_program(name), CONFIGS, pool)
     assert result.judged_against == "reference" and not result.incomplete
     assert not result.findings, [(f.config, f.kind.value, f.outputs[:3]) for f in result.findings]
