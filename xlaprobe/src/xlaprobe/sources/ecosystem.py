@@ -856,14 +856,14 @@ def _jax_optimize() -> BuildFn:
 # ---------------------------------------------------------------------------------------- registry
 
 def _spec(name: str, library: str, description: str, kind: str,
-          maker: Callable[[], BuildFn]) -> ModelSpec:
+          maker: Callable[[], BuildFn], large: bool = False) -> ModelSpec:
     """A zoo entry whose build makes the model once per process (`maker` is cached)."""
 
     def build(seed: int) -> tuple[Callable[..., Any], tuple[Any, ...]]:
         return maker()(seed)
 
     build.__doc__ = maker.__doc__
-    return ModelSpec(name, description, kind, build, library=library)
+    return ModelSpec(name, description, kind, build, large=large, library=library)
 
 
 def _registry() -> dict[str, ModelSpec]:
@@ -873,7 +873,8 @@ def _registry() -> dict[str, ModelSpec]:
         _spec("keras_cnn", "keras", "Keras 3 CNN (conv, batch norm, max pool, depthwise conv, "
               "global pool), RMSprop-momentum step", "train_step", _keras_cnn),
         _spec("keras_mobilenet_v3", "keras", "keras.applications.MobileNetV3Small (minimalistic, "
-              "alpha 0.75, weights=None, 32x32), SGD-momentum step", "train_step", _keras_mobilenet),
+              "alpha 0.75, weights=None, 32x32), SGD-momentum step; large: minutes", "train_step",
+              _keras_mobilenet, large=True),
         _spec("keras_hub_gpt2", "keras-hub", "keras_hub GPT2CausalLM from sizes (2 layers, width "
               "32), AdamW step", "train_step", _keras_hub_gpt2),
         _spec("keras_hub_bert", "keras-hub", "keras_hub BertTextClassifier from sizes (2 layers, "
