@@ -1,6 +1,7 @@
 """The third-party zoo (`xlaprobe.sources.ecosystem`): its registry, its builds, and checks.
 
-The default run checks two fast workloads (one needs only JAX, one Flax and optax); the whole table, Keras and keras-hub included, is ``-m slow`` and skips a workload whose
+The default run checks two fast workloads (one needs only JAX, one Flax and optax); the whole
+table, Keras and keras-hub included, is ``-m slow`` and skips a workload whose
 library is not installed (the ``ecosystem`` extra, see the README)."""
 
 from __future__ import annotations
@@ -77,8 +78,11 @@ def test_jax_fft_loss_is_the_numpy_spectral_layer():
     assert all(not np.array_equal(new_params[k], params[k]) for k in params)  # a real update
 
 
-@pytest.mark.parametrize("name", ["jax_fft", pytest.param("flax_linen_cnn", marks=pytest.mark.skipif(
-    bool(ecosystem.missing("flax_linen_cnn")), reason="flax/optax not installed (models extra)"))])
+FLAX_MISSING = pytest.mark.skipif(bool(ecosystem.missing("flax_linen_cnn")),
+                                  reason="flax/optax not installed (models extra)")
+
+
+@pytest.mark.parametrize("name", ["jax_fft", pytest.param("flax_linen_cnn", marks=FLAX_MISSING)])
 def test_fast_workloads_check_clean(pool, name):
     """Two of the table's fastest (JAX alone; Flax linen and optax), in the default run."""
     result = check_program(models.build_program(name), CONFIGS, pool)
@@ -88,9 +92,9 @@ def test_fast_workloads_check_clean(pool, name):
 
 #: Workloads with a known false alarm of the oracle (not an XLA bug), until its fix lands.
 KNOWN_FALSE_ALARMS = {
-    "keras_hub_llama": "eager: a near-zero element of Lion's momentum (1e-6 where the leaf's largest "
-                       "is 3e-4) off by ~11 float32 eps of the leaf's largest value: the near-zero "
-                       "allowance of issue 20 item 3",
+    "keras_hub_llama": "eager: a near-zero element of Lion's momentum (1e-6 where the leaf's "
+                       "largest is 3e-4) off by ~11 float32 eps of the leaf's largest value: "
+                       "the near-zero allowance of issue 20 item 3",
 }
 
 

@@ -68,7 +68,8 @@ def _rngs(seed: int) -> tuple[np.random.Generator, np.random.Generator]:
     return np.random.default_rng([seed, 0]), np.random.default_rng([seed, 1])
 
 
-def _fill_leaf(name: str, shape: tuple[int, ...], dtype: Any, rng: np.random.Generator) -> np.ndarray:
+def _fill_leaf(name: str, shape: tuple[int, ...], dtype: Any,
+               rng: np.random.Generator) -> np.ndarray:
     """A random value for one parameter, by its name and shape.
 
     Matrices and kernels (2 or more axes) are normal with std ``1/sqrt(fan_in)`` (all axes but the
@@ -164,12 +165,14 @@ def _keras_trainer(model: Any, optimizer: Any, loss: Callable[[Any, Any], Any],
 
 
 def _keras_sparse_ce(y: Any, logits: Any) -> Any:
+    """Keras' mean sparse categorical cross-entropy of float32 logits against int32 labels."""
     keras = _require("keras")
     return keras.ops.mean(keras.losses.sparse_categorical_crossentropy(y, logits,
                                                                        from_logits=True))
 
 
 def _image_batch(batch: int, size: int, classes: int) -> Callable[[np.random.Generator], Any]:
+    """A batch maker: ``(images f32[batch, size, size, 3], labels i32[batch] in [0, classes))``."""
     def make(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         return (rng.standard_normal((batch, size, size, 3), dtype=np.float32),
                 rng.integers(0, classes, (batch,), dtype=np.int32))
@@ -178,6 +181,7 @@ def _image_batch(batch: int, size: int, classes: int) -> Callable[[np.random.Gen
 
 @functools.cache
 def _keras_mlp() -> BuildFn:
+    """Keras 3 Sequential MLP 24->48->48->10 (gelu, layer norm, swish); batch f32[8, 24], AdamW."""
     keras = _require("keras")
     layers = keras.layers
     model = keras.Sequential([
@@ -190,6 +194,7 @@ def _keras_mlp() -> BuildFn:
 
 @functools.cache
 def _keras_cnn() -> BuildFn:
+    """Keras 3 CNN on f32[4, 16, 16, 3] (conv, batch norm, pools, depthwise); RMSprop-momentum."""
     keras = _require("keras")
     layers = keras.layers
     model = keras.Sequential([
@@ -203,6 +208,7 @@ def _keras_cnn() -> BuildFn:
 
 @functools.cache
 def _keras_mobilenet() -> BuildFn:
+    """keras.applications.MobileNetV3Small, weights=None, on f32[2, 32, 32, 3]; SGD-momentum."""
     keras = _require("keras")
     model = keras.applications.MobileNetV3Small(
         input_shape=(32, 32, 3), alpha=0.75, minimalistic=True, weights=None, classes=10,
@@ -213,6 +219,7 @@ def _keras_mobilenet() -> BuildFn:
 
 @functools.cache
 def _keras_hub_gpt2() -> BuildFn:
+    """keras_hub GPT2CausalLM from sizes (vocab 64, 2 layers, width 32) on i32[2, 17]; AdamW."""
     keras, keras_hub = _require("keras"), _require("keras_hub")
     backbone = keras_hub.models.GPT2Backbone(vocabulary_size=64, num_layers=2, num_heads=2,
                                              hidden_dim=32, intermediate_dim=64, dropout=0.0,
@@ -232,6 +239,7 @@ def _keras_hub_gpt2() -> BuildFn:
 
 @functools.cache
 def _keras_hub_bert() -> BuildFn:
+    """keras_hub BertTextClassifier from sizes (2 layers, 3 classes), padded i32[4, 16]; Adam."""
     keras, keras_hub = _require("keras"), _require("keras_hub")
     backbone = keras_hub.models.BertBackbone(vocabulary_size=64, num_layers=2, num_heads=2,
                                              hidden_dim=32, intermediate_dim=64, dropout=0.0,
@@ -251,6 +259,7 @@ def _keras_hub_bert() -> BuildFn:
 
 @functools.cache
 def _keras_hub_llama() -> BuildFn:
+    """keras_hub LlamaCausalLM from sizes (4 query, 2 key-value heads, width 32); Lion."""
     keras, keras_hub = _require("keras"), _require("keras_hub")
     backbone = keras_hub.models.LlamaBackbone(vocabulary_size=64, num_layers=2, num_query_heads=4,
                                               num_key_value_heads=2, hidden_dim=32,
@@ -297,6 +306,7 @@ def _eqx_trainer(make: Callable[[Any], Any], loss: Callable[[Any, Any], Any], tx
 
 @functools.cache
 def _equinox_cnn() -> BuildFn:
+    """Equinox CNN over vmap of CHW images f32[4, 3, 16, 16]; optax AdamW."""
     import jax
     eqx, optax = _require("equinox"), _require("optax")
     nn = eqx.nn
@@ -318,13 +328,16 @@ def _equinox_cnn() -> BuildFn:
         logits = jax.vmap(lambda x: forward(model, x))(batch["images"])
         return _ce(logits, batch["labels"])
 
-    return _eqx_trainer(make, loss, optax.adamw(1e-3),
-                        lambda rng: {"images": rng.standard_normal((4, 3, 16, 16), dtype=np.float32),
-                                     "labels": rng.integers(0, 10, (4,), dtype=np.int32)})
+    def batch(rng: np.random.Generator) -> Any:
+        return {"images": rng.standard_normal((4, 3, 16, 16), dtype=np.float32),
+                "labels": rng.integers(0, 10, (4,), dtype=np.int32)}
+
+    return _eqx_trainer(make, loss, optax.adamw(1e-3), batch)
 
 
 @functools.cache
 def _equinox_gru() -> BuildFn:
+    """Equinox GRU language model over lax.scan, tokens i32[2, 13]; optax Adam."""
     import jax
     eqx, optax = _require("equinox"), _require("optax")
     nn = eqx.nn
@@ -405,7 +418,8 @@ def _haiku_transformer() -> BuildFn:
         x = x + hk.get_parameter("pos", (tokens.shape[1], 16), init=jax.numpy.zeros)
         for _ in range(2):
             h = hk.LayerNorm(-1, True, True)(x)
-            x = x + hk.MultiHeadAttention(4, 4, w_init=hk.initializers.VarianceScaling(1.0))(h, h, h)
+            attention = hk.MultiHeadAttention(4, 4, w_init=hk.initializers.VarianceScaling(1.0))
+            x = x + attention(h, h, h)
             h = hk.LayerNorm(-1, True, True)(x)
             x = x + hk.nets.MLP([32, 16], activation=jax.nn.gelu)(h)
         return hk.Linear(5)(x.mean(axis=1))
@@ -564,6 +578,7 @@ def _optax_zoo(optimizers: dict[str, Any]) -> BuildFn:
 
 @functools.cache
 def _optax_adaptive() -> BuildFn:
+    """`_optax_zoo` of twelve adaptive optimizers (one with a warmup-cosine schedule)."""
     optax = _require("optax")
     schedule = optax.warmup_cosine_decay_schedule(0.0, 1e-2, 5, 50)
     return _optax_zoo({
@@ -578,6 +593,7 @@ def _optax_adaptive() -> BuildFn:
 
 @functools.cache
 def _optax_other() -> BuildFn:
+    """`_optax_zoo` of twelve more transformations (layer-wise, sign-based, clipping, chains)."""
     optax = _require("optax")
     return _optax_zoo({
         "sgd_nesterov": optax.sgd(optax.exponential_decay(0.1, 10, 0.5), 0.9, nesterov=True),
