@@ -877,3 +877,24 @@ def test_flushed_mode_flushes_partial_products():
     [flushed] = evaluate(closed, [x], round_each_op=True, flush_subnormals=True)
     assert exact == pytest.approx(-1.4398173565121776e-38, rel=1e-6) and native < -1e-38
     assert flushed == 0.0 and np.signbit(flushed)
+
+
+def test_polynomial_is_horner_lowest_degree_first():
+    """``lax.polynomial`` (jax >= 0.12, used by jax.scipy.special and odeint): 1 + 5x + 2x^2 at
+    3 is 34; float64 agrees with NumPy's polyval, native mode with XLA's float32 Horner."""
+    if not hasattr(lax, "polynomial"):
+        pytest.skip("jax < 0.12 has no lax.polynomial")
+    assert _run(lambda x: lax.polynomial(x, [1.0, 5.0, 2.0]), F32(3.0))[0] == 34.0
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-2, 2, 64).astype(F32)
+    coeffs = rng.standard_normal((12, 1)).astype(F32)  # 12 terms: XLA lowers it to a scan
+
+    def poly(x, c):
+        return lax.polynomial(x, list(c))
+
+    exact = np.polynomial.polynomial.polyval(np.float64(x), np.float64(coeffs[:, 0]))
+    np.testing.assert_allclose(_run(poly, x, coeffs)[0], exact, rtol=1e-12, atol=1e-12)
+    native = _run(poly, x, coeffs, native=True)[0]
+    np.testing.assert_allclose(native, np.asarray(jax.jit(poly)(x, coeffs)), rtol=2e-6, atol=1e-5)
+    assert np.array_equal(native, np.asarray(native, F32))  # rounded to float32 at each step
+    assert not np.array_equal(native, exact)

@@ -342,18 +342,18 @@ def tune(
 
 @app.command()
 def models(as_json: JsonOption = False) -> None:
-    """List the model zoo."""
-    from xlaprobe.sources.models import MODELS
+    """List the model zoo: our own models and the third-party zoo (library != xlaprobe)."""
+    from xlaprobe.sources.models import zoo
 
     if as_json:
-        print(json.dumps([{"name": m.name, "kind": m.kind, "description": m.description}
-                          for m in MODELS.values()], indent=2))
+        print(json.dumps([{"name": m.name, "library": m.library, "kind": m.kind,
+                           "description": m.description} for m in zoo().values()], indent=2))
         return
-    table = Table()
-    for column in ("name", "kind", "description"):
+    table = Table(caption="third-party workloads need the ecosystem extra (see the README)")
+    for column in ("name", "library", "kind", "description"):
         table.add_column(column)
-    for m in MODELS.values():
-        table.add_row(m.name, m.kind, m.description)
+    for m in zoo().values():
+        table.add_row(m.name, m.library, m.kind, m.description)
     out.print(table)
 
 

@@ -748,6 +748,29 @@ def _pow(x: np.ndarray, y: np.ndarray) -> np.ndarray:
                     np.array(yb, order="C").reshape(-1)).reshape(xb.shape)
 
 
+def _polynomial(ctx: _Ctx, x: np.ndarray, *coeffs: np.ndarray, **_: Any) -> np.ndarray:
+    """``lax.polynomial`` (jax >= 0.12; ``jax.scipy.special`` and ``odeint`` use it): the sum of
+    ``coeffs[k] * x**k``, lowest degree first, by Horner's rule from the highest coefficient, as
+    XLA's lowering computes it. In native mode every multiply and add is rounded to the output
+    dtype, as the lowering's separate ops are, so the error budget sees Horner's real rounding.
+
+    >>> ctx = type("C", (), {"native": False, "out_dtype": np.dtype(np.float32),
+    ...                      "out_shapes": ((),)})()
+    >>> float(_polynomial(ctx, np.float64(3.0), np.float64(1), np.float64(5), np.float64(2)))
+    34.0
+    """
+    native = ctx.native and _kind(ctx.out_dtype) in "fc"
+
+    def rounded(v: Any) -> Any:
+        v = np.asarray(v)
+        return v.astype(ctx.out_dtype).astype(v.dtype) if native else v
+
+    acc = np.asarray(coeffs[-1])
+    for c in reversed(coeffs[:-1]):
+        acc = rounded(rounded(acc * x) + c)
+    return np.broadcast_to(acc, ctx.out_shapes[0])
+
+
 _UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "neg": np.negative, "floor": np.floor, "ceil": np.ceil, "is_finite": np.isfinite,
     "exp": np.exp, "exp2": np.exp2, "log": np.log, "log1p": np.log1p, "expm1": np.expm1,
@@ -1655,7 +1678,7 @@ RULES: dict[str, Rule] = {
     "reduce_window_min": _reduce_window_named("min"), "reduce_window": _reduce_window,
     "select_and_scatter_add": _select_and_scatter_add,
     "select_and_gather_add": _select_and_gather_add,
-    "sort": _sort, "top_k": _top_k,
+    "sort": _sort, "top_k": _top_k, "polynomial": _polynomial,
     # contractions
     "dot_general": _dot_general, "conv_general_dilated": _conv_general_dilated,
     # control flow and calls

@@ -25,7 +25,6 @@ so listing the zoo needs neither.
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import functools
 from collections.abc import Callable
@@ -35,31 +34,10 @@ import numpy as np
 
 from xlaprobe.errors import InvalidArgument
 from xlaprobe.program import Program, Provenance
+from xlaprobe.sources.zoospec import BuildFn, ModelSpec
 from xlaprobe.tune.knobs import Knob, resolve_knobs
 
-BuildFn = Callable[[int], tuple[Callable[..., Any], tuple[Any, ...]]]
-
-
-@dataclasses.dataclass(frozen=True)
-class ModelSpec:
-    """One entry of the zoo.
-
-    Attributes:
-        name: registry key, e.g. ``"transformer_lm"``.
-        description: one line for listings.
-        kind: ``"train_step"`` or ``"forward"`` (see the module docstring for what each returns).
-        build: ``seed -> (fn, args)``; all random initialization happens here, never in ``fn``.
-            A model with knobs takes them as keyword arguments: ``build(seed, **knob_values)``.
-        knobs: program knobs the tuner may set (`xlaprobe.tune.knobs.Knob`), by name.
-        large: a check takes minutes (benchmarks, ``-m slow`` tests); `SMALL` lists the others.
-    """
-
-    name: str
-    description: str
-    kind: str
-    build: BuildFn
-    knobs: dict[str, Any] = dataclasses.field(default_factory=dict)
-    large: bool = False
+__all__ = ["MODELS", "SMALL", "BuildFn", "ModelSpec", "build_program", "get_model", "zoo"]
 
 
 # ----------------------------------------------------------------------------------------- helpers
@@ -776,19 +754,27 @@ MODELS: dict[str, ModelSpec] = {spec.name: spec for spec in [
 SMALL: tuple[str, ...] = tuple(name for name, spec in MODELS.items() if not spec.large)
 
 
+def zoo() -> dict[str, ModelSpec]:
+    """Every zoo entry by name: our own (`MODELS`) then the third-party zoo
+    (`xlaprobe.sources.ecosystem.ECOSYSTEM`, whose libraries are imported only on a build)."""
+    from xlaprobe.sources.ecosystem import ECOSYSTEM
+    return {**MODELS, **ECOSYSTEM}
+
+
 def get_model(name: str) -> ModelSpec:
-    """The zoo entry called `name`.
+    """The zoo entry called `name` (our own zoo or the third-party one, see `zoo`).
 
     Raises:
         InvalidArgument: no such model (the message lists the known names and a close match).
     """
+    everything = zoo()
     try:
-        return MODELS[name]
+        return everything[name]
     except KeyError:
-        close = difflib.get_close_matches(str(name), list(MODELS), n=1)
+        close = difflib.get_close_matches(str(name), list(everything), n=1)
         hint = f" (did you mean '{close[0]}'?)" if close else ""
         raise InvalidArgument(f"unknown model '{name}'{hint}; known models: "
-                              f"{', '.join(sorted(MODELS))}") from None
+                              f"{', '.join(sorted(everything))}") from None
 
 
 def build_program(name: str, seed: int = 0, knobs: dict[str, Any] | None = None) -> Program:

@@ -63,17 +63,18 @@ def resolve(target: str, *, seed: int = 0, input_spec: str = "") -> Target:
         extra = (config,) if config else ()
         return Target(case.program, extra, case.kind)
     from xlaprobe.sources import models
-    if target in models.MODELS:
+    everything = models.zoo()
+    if target in everything:
         if input_spec:
             raise InvalidArgument(f"--inputs does not apply to zoo model '{target}'")
         return Target(models.build_program(target, seed=seed))
     if target.strip().lstrip("-+").isdigit():  # "-3", "+2": meant as a finding id
         raise InvalidArgument(f"no finding {target.strip()}: finding ids are whole numbers from 1 "
                               "(xlaprobe findings lists them)")
-    close = difflib.get_close_matches(target, list(models.MODELS), n=1)
+    close = difflib.get_close_matches(target, list(everything), n=1)
     hint = f" (did you mean '{close[0]}'?)" if close else ""
     raise InvalidArgument(
-        f"unknown target '{target}'{hint}: give a zoo model ({', '.join(sorted(models.MODELS))}), "
+        f"unknown target '{target}'{hint}: give a zoo model (xlaprobe models lists them), "
         "a case module path/to/case.py, path/to/file.py:fn, package.module:fn, or an artifact directory")
 
 
