@@ -27,10 +27,11 @@ def check_command(target: str, configs: str, *, input_spec: str, seed: int, db: 
         InvalidArgument: a bad target, configuration list or store.
     """
     with_oracle(configs)  # a bad list fails before the build
-    store = validated_store(db)
     with Steps("check") as steps:
         steps.status(f"building {target} ...")
-        program, named, _ = program_of(target, seed=seed, inputs=input_spec, db=store)
+        program, named, _ = program_of(target, seed=seed, inputs=input_spec, db=db)
+    # After the build (a target that cannot be built leaves no store behind), before any run.
+    store = validated_store(db)
     parsed = with_oracle(configs, named)
     specs = {str(c) for c in parsed}
     runs = len(parsed) + (len(HONEST) if REFERENCE in specs else 0)
