@@ -85,6 +85,8 @@ class CheckResult:
         budget: the honest-run outcomes (``reference:native`` then the Monte Carlo samples).
         flushed: the flushed honest-run outcome (``reference:ftz``) or None.
         findings: the configurations with a finding, in configuration order.
+        skipped: (spec, why) of each configuration the check was asked for but did not run (an
+            adaptive schedule, `xlaprobe.schedule`): not in `configs`, and no "ok".
     """
 
     program: Program
@@ -95,6 +97,7 @@ class CheckResult:
     budget: tuple[Outcome, ...]
     flushed: Outcome | None
     findings: tuple[Finding, ...]
+    skipped: tuple[tuple[str, str], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -141,6 +144,7 @@ class CheckResult:
                 for c, o, v in zip(self.configs, self.outcomes, self.verdicts)],
             "findings": [f.to_json() for f in self.findings],
             "incomplete": self.incomplete,
+            "skipped": [{"config": c, "why": why} for c, why in self.skipped],
         }
 
 

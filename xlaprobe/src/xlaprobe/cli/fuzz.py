@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from xlaprobe.campaign import Campaign, CampaignSummary
+from xlaprobe.campaign import SKIPPED, Campaign, CampaignSummary
 from xlaprobe.cli.console import Steps, err, is_quiet, seconds
 from xlaprobe.configs.registry import parse_configs
 from xlaprobe.errors import InvalidArgument
@@ -31,8 +31,9 @@ def _progress_view(summary: CampaignSummary) -> Any:
         f"[{'red' if summary.findings else 'green'}]{summary.findings}[/] in "
         f"{summary.failing_programs} programs ({summary.unique_findings} unique, "
         f"{summary.duplicates} duplicates); coverage "
-        f"{summary.covered}/{summary.catalogue} primitives")
-    kinds = [k.value for k in SEVERITY if any(k.value in v for v in summary.verdicts.values())]
+        f"{summary.covered}/{summary.catalogue} primitives; schedule {summary.schedule}")
+    kinds = [k for k in [*(k.value for k in SEVERITY), SKIPPED]
+             if any(k in v for v in summary.verdicts.values())]
     table = Table(box=None, pad_edge=False)
     table.add_column("configuration")
     for kind in kinds:
@@ -79,7 +80,8 @@ def _artifacts(db: Path, fingerprints: dict[str, Any]) -> dict[str, str]:
 
 
 def fuzz_command(*, time_s: float, configs: str, jobs: int, seed: int, db: Path, resume: bool,
-                 json_output: bool, campaign: int | None = None) -> int:
+                 json_output: bool, campaign: int | None = None,
+                 schedule: str | None = None) -> int:
     """``xlaprobe fuzz``: run (or resume) a campaign; live progress on stderr.
 
     Args:
@@ -90,6 +92,8 @@ def fuzz_command(*, time_s: float, configs: str, jobs: int, seed: int, db: Path,
         db: the SQLite store file.
         resume: continue the newest campaign with the same configurations in `db`.
         campaign: continue this campaign (its configurations replace `configs`), or None.
+        schedule: ``adaptive`` or ``all`` (`xlaprobe.schedule`); None: ``adaptive`` for a new
+            campaign, the campaign's own when resuming.
         json_output: print the final summary as JSON on stdout (no live display).
 
     Returns:
@@ -103,7 +107,8 @@ def fuzz_command(*, time_s: float, configs: str, jobs: int, seed: int, db: Path,
         raise InvalidArgument(f"--time must be a positive number of seconds, got {time_s}")
     parsed = [str(c) for c in parse_configs(configs)]
     # `campaign` names the one to continue, then becomes it.
-    campaign = Campaign(Path(db), parsed, seed=seed, resume=resume, campaign=campaign, jobs=jobs)
+    campaign = Campaign(Path(db), parsed, seed=seed, resume=resume, campaign=campaign, jobs=jobs,
+                        schedule=schedule)
     summary: CampaignSummary | None = None
     interrupted = False
     try:
