@@ -5,7 +5,8 @@ campaign (`xlaprobe.campaign.Campaign`, a fresh temporary store, the same first 
 the configurations ``--configs`` (default: the default campaign's ``xla,xla:O0,eager,reference``
 with ``mutant:NAME`` added) for up to ``--time`` and stops at the first program where
 ``mutant:NAME`` is flagged and plain ``xla`` is not: a detection attributable to the planted fault.
-The schedules run one after the other per mutant, so both see the machine's load alike. A flag
+The schedules' campaigns against one mutant run at the same time, each in a process of its own,
+so both see the machine's load alike. A flag
 without the mutant having fired (no mutation site reported, no crash) is counted apart as a false
 alarm, not a detection.
 
@@ -27,6 +28,7 @@ import argparse
 import json
 import math
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -124,6 +126,24 @@ def run_mutant(name: str, *, time_s: float, seed: int, jobs: int, db_dir: Path,
             "detection": detection}
 
 
+def _side_by_side(name: str, schedules: list[str], args: argparse.Namespace,
+                  tmp: Path) -> list[dict[str, Any]]:
+    """The campaigns of every schedule against ``mutant:NAME``, each in a process of its own and
+    all at the same time (on a loaded machine both see the same load). Returns their rows."""
+    children = []
+    for schedule in schedules:
+        out = tmp / f"{name}-{schedule}.json"
+        command = [sys.executable, __file__, "--mutants", name, "--schedules", schedule,
+                   "--time", args.time, "--seed", str(args.seed), "--jobs", str(args.jobs),
+                   "--configs", args.configs, "--json", str(out), "--child"]
+        children.append((schedule, subprocess.Popen(command), out))
+    for schedule, child, _ in children:
+        if child.wait() != 0:
+            raise SystemExit(f"the {schedule} campaign against {name} failed "
+                             f"(exit {child.returncode})")
+    return [json.loads(out.read_text()) for _, _, out in children]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--time", default="5m", help="budget per mutant: 300, 300s, 5m")
@@ -135,6 +155,7 @@ def main() -> None:
     parser.add_argument("--configs", default="xla,xla:O0,eager,MUTANT,reference",
                         help="configuration specs; MUTANT stands for mutant:NAME")
     parser.add_argument("--json", help="also write the rows to this file")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     time_s = parse_duration(args.time)
     names = [n for n in args.mutants.split(",") if n] or list(MUTANTS)
@@ -143,13 +164,18 @@ def main() -> None:
         parser.error(f"unknown mutants {unknown}; known: {', '.join(MUTANTS)}")
 
     schedules = [check_schedule(s) for s in args.schedules.split(",") if s]
+    if args.child:
+        with tempfile.TemporaryDirectory(prefix="xlaprobe-fuzz-mutants-") as tmp:
+            row = run_mutant(names[0], time_s=time_s, seed=args.seed, jobs=args.jobs,
+                             db_dir=Path(tmp), schedule=schedules[0], configs=args.configs)
+        Path(args.json).write_text(json.dumps(row) + "\n")
+        return
     rows = []
     with tempfile.TemporaryDirectory(prefix="xlaprobe-fuzz-mutants-") as tmp:
         for name in names:
-            for schedule in schedules:
-                row = run_mutant(name, time_s=time_s, seed=args.seed, jobs=args.jobs,
-                                 db_dir=Path(tmp), schedule=schedule, configs=args.configs)
+            for row in _side_by_side(name, schedules, args, Path(tmp)):
                 rows.append(row)
+                schedule = row["schedule"]
                 where = (f"{row['detection']['kind']} on seed {row['detection']['seed']}: "
                          f"{'; '.join(row['detection']['sites'])[:90]}" if row["found"] else "")
                 print(f"{name} ({schedule}): found={row['found']} after {row['seconds']} s, "

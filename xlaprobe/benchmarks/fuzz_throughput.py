@@ -3,8 +3,9 @@
 in one run, and where the time goes.
 
 One campaign per schedule (`xlaprobe.campaign.Campaign`, a fresh temporary store each, the same
-first seed, so the same programs); they take turns in ``--rounds`` slices of the budget (each
-slice resumes its campaign), so load on a shared machine falls on both alike. The capacity of the
+first seed, so the same programs), each in a process of its own and all at the same time, so load
+on a shared machine falls on both alike at every moment (``--alternate``: they take turns in
+``--rounds`` slices of the budget instead, each slice resuming its campaign). The capacity of the
 worker pool (wall time x jobs) of each is split into
 
 * XLA compile+run: `Outcome.seconds` of the configurations that compile with XLA (xla, xla:*,
@@ -18,7 +19,7 @@ xlaprobe's own overhead is everything but XLA compile+run. The parent's own work
 judging, storing, artifacts) runs in threads beside the workers; it is timed too and printed
 per program.
 
-    python benchmarks/fuzz_throughput.py                 # 2 x 120 s, 2 jobs, default configs
+    python benchmarks/fuzz_throughput.py                 # 240 s each, 2 jobs, default configs
     python benchmarks/fuzz_throughput.py --seconds 300 --jobs 2 --json out.json
     python benchmarks/fuzz_throughput.py --schedules adaptive --seconds 60
 """
@@ -29,6 +30,8 @@ import argparse
 import collections
 import json
 import sqlite3
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -129,27 +132,27 @@ def _figures(schedule, db, totals, args):
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=120.0,
-                        help="campaign wall time per schedule (s)")
-    parser.add_argument("--rounds", type=int, default=2,
-                        help="turns each schedule takes (the budget is split into them)")
-    parser.add_argument("--schedules", default="all,adaptive", help="schedules to compare")
-    parser.add_argument("--jobs", type=int, default=2, help="worker processes")
-    parser.add_argument("--configs", default=DEFAULT_CONFIGS, help="configuration specs")
-    parser.add_argument("--seed", type=int, default=0, help="first seed")
-    parser.add_argument("--json", help="also write the figures to this file")
-    args = parser.parse_args()
-    schedules = [check_schedule(s) for s in args.schedules.split(",") if s]
+def _concurrently(schedules, args):
+    """Each schedule's campaign in a process of its own, all at once: on a loaded machine both
+    see the same load at every moment. Returns schedule -> figures."""
+    with tempfile.TemporaryDirectory() as tmp:
+        children = {}
+        for schedule in schedules:
+            out = Path(tmp) / f"{schedule}.json"
+            command = [sys.executable, __file__, "--schedules", schedule, "--seconds",
+                       str(args.seconds), "--rounds", str(args.rounds), "--jobs", str(args.jobs),
+                       "--configs", args.configs, "--seed", str(args.seed), "--json", str(out),
+                       "--child"]
+            children[schedule] = (subprocess.Popen(command, stdout=subprocess.DEVNULL), out)
+        for schedule, (child, _) in children.items():
+            if child.wait() != 0:
+                raise SystemExit(f"the {schedule} campaign failed (exit {child.returncode})")
+        return {s: json.loads(out.read_text())[s] for s, (_, out) in children.items()}
 
-    # Generation alone, in this process (it overlaps with the workers during a campaign).
-    started = time.perf_counter()
-    count = 30
-    for seed in range(args.seed, args.seed + count):
-        generate(seed)
-    generate_alone_ms = (time.perf_counter() - started) / count * 1000
 
+def _alternating(schedules, args):
+    """The schedules' campaigns taking turns (``--rounds`` slices each). Returns schedule ->
+    figures."""
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         dbs = {s: Path(tmp) / f"fuzz-{s}.db" for s in schedules}
@@ -164,9 +167,41 @@ def main() -> None:
                                              args.seconds / args.rounds, totals[schedule])
         for schedule in schedules:
             results[schedule] = _figures(schedule, dbs[schedule], totals[schedule], args)
+    return results
 
-    print(f"{args.configs}, {args.jobs} jobs, {args.seconds:g} s per schedule in {args.rounds} "
-          f"turns, seed {args.seed}; generation {generate_alone_ms:.0f} ms/program alone")
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=240.0,
+                        help="campaign wall time per schedule (s)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="turns each schedule takes (the budget is split into them)")
+    parser.add_argument("--schedules", default="all,adaptive", help="schedules to compare")
+    parser.add_argument("--alternate", action="store_true",
+                        help="run the schedules in turns, not at the same time")
+    parser.add_argument("--jobs", type=int, default=2, help="worker processes")
+    parser.add_argument("--configs", default=DEFAULT_CONFIGS, help="configuration specs")
+    parser.add_argument("--seed", type=int, default=0, help="first seed")
+    parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    schedules = [check_schedule(s) for s in args.schedules.split(",") if s]
+
+    results = _concurrently(schedules, args) if len(schedules) > 1 and not args.alternate \
+        else _alternating(schedules, args)
+    if args.child:
+        Path(args.json).write_text(json.dumps(results) + "\n")
+        return
+    # Generation alone, in this process (it overlaps with the workers during a campaign).
+    started = time.perf_counter()
+    count = 30
+    for seed in range(args.seed, args.seed + count):
+        generate(seed)
+    generate_alone_ms = (time.perf_counter() - started) / count * 1000
+    how = "in turns" if args.alternate or len(schedules) == 1 else "at the same time"
+    print(f"{args.configs}, {args.jobs} jobs, {args.seconds:g} s per schedule ({how}, "
+          f"{args.rounds} slice(s)), seed {args.seed}; generation {generate_alone_ms:.0f} "
+          f"ms/program alone")
     for schedule, f in results.items():
         print(f"{schedule}: {f['programs']} programs ({f['equations']} equations) in "
               f"{f['wall_s']:.1f} s: {f['programs_per_s']:.2f} programs/s, "

@@ -53,6 +53,15 @@ def test_first_tier_and_schedule_names():
         check_schedule("fast")
 
 
+def test_fuzz_refuses_an_unknown_schedule_before_touching_the_store(tmp_path):
+    from xlaprobe.cli.fuzz import fuzz_command
+
+    with pytest.raises(InvalidArgument, match="--schedule must be one of"):
+        fuzz_command(time_s=1.0, configs="xla,eager,reference", jobs=1, seed=0,
+                     db=tmp_path / "fuzz.db", resume=False, json_output=True, schedule="fast")
+    assert not (tmp_path / "fuzz.db").exists()
+
+
 def test_a_clean_program_skips_the_expensive_configurations():
     program = _clean()
     assert dead_equations(program) == 0
