@@ -51,6 +51,8 @@ MAX_EQUATIONS = 30
 MAX_DURATION_S = 30 * 24 * 3600.0
 #: Configuration kinds that compile with XLA (their Outcome.seconds is XLA compile+run time).
 XLA_KINDS = ("xla", "eager", "mutant")
+#: The verdict count of a configuration a schedule skipped on a program (not an "ok").
+SKIPPED = "skipped"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS fuzz_campaigns (
@@ -88,6 +90,8 @@ class CampaignState:
         sessions: runs of the campaign (1 + resumes).
         shard: (index, count): the campaign checks only seeds ``s`` with
             ``(s - start_seed) % count == index`` (`parse_shard`; (0, 1): every seed).
+        schedule: which configurations each program runs (`xlaprobe.schedule`): ``adaptive`` or
+            ``all`` (campaigns from before schedules ran all).
     """
 
     id: int
@@ -107,6 +111,7 @@ class CampaignState:
     reference_seconds: float = 0.0
     sessions: int = 1
     shard: tuple[int, int] = (0, 1)
+    schedule: str = "all"
 
     @property
     def unique_findings(self) -> int:
@@ -141,7 +146,7 @@ class CampaignState:
                 "fingerprints": self.fingerprints,
                 "coverage": dict(self.coverage), "seconds": self.seconds,
                 "xla_seconds": self.xla_seconds, "reference_seconds": self.reference_seconds,
-                "sessions": self.sessions, "shard": list(self.shard)}
+                "sessions": self.sessions, "shard": list(self.shard), "schedule": self.schedule}
 
     @classmethod
     def from_row(cls, row: sqlite3.Row | tuple[Any, ...]) -> CampaignState:
@@ -153,7 +158,8 @@ class CampaignState:
                    data["findings"], data.get("failing_programs", 0), data["fingerprints"],
                    collections.Counter(data["coverage"]),
                    data["seconds"], data["xla_seconds"], data["reference_seconds"],
-                   data["sessions"], tuple(data.get("shard", (0, 1))))
+                   data["sessions"], tuple(data.get("shard", (0, 1))),
+                   data.get("schedule", "all"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,6 +187,8 @@ class CampaignSummary:
         status: running, done or interrupted.
         last_finding: one line on the newest finding ("" if none).
         fingerprints: fingerprint -> (count, first seed, configuration, verdict kind).
+        schedule: ``adaptive`` or ``all`` (`xlaprobe.schedule`); under ``adaptive``, `verdicts`
+            counts the programs a configuration was skipped on as ``skipped``.
     """
 
     campaign: int
@@ -203,6 +211,7 @@ class CampaignSummary:
     status: str
     last_finding: str
     fingerprints: dict[str, tuple[int, int, str, str]]
+    schedule: str = "all"
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -278,6 +287,9 @@ class Campaign:
             ``ray`` (`jobs` Ray actors, `xlaprobe.ray_pool`); checks are judged and stored here.
         address: the Ray cluster (``HOST:PORT``, ``auto``; None: a local one); ``ray`` only.
         shard: (index, count) of a new campaign (`parse_shard`); a resumed one keeps its own.
+        schedule: which configurations each program runs (`xlaprobe.schedule.SCHEDULES`); None:
+            `xlaprobe.schedule.DEFAULT_SCHEDULE` for a new campaign, the campaign's own when
+            resuming (a name given on resume replaces it from then on).
 
     Raises:
         InvalidArgument: bad configurations, jobs, seed, shard or db path; nothing to resume;
@@ -288,12 +300,15 @@ class Campaign:
                  campaign: int | None = None, jobs: int = 1, max_equations: int = MAX_EQUATIONS,
                  timeout_s: float = RUN_TIMEOUT_S, source: Callable[[int], Any] | None = None,
                  backend: str = "local", address: str | None = None,
-                 shard: tuple[int, int] = (0, 1)):
+                 shard: tuple[int, int] = (0, 1), schedule: str | None = None):
         from xlaprobe.backends import check_backend
         from xlaprobe.configs.registry import parse_configs
+        from xlaprobe.schedule import DEFAULT_SCHEDULE, check_schedule
         from xlaprobe.sources.ops import RULES
         from xlaprobe.store import Store
 
+        if schedule is not None:
+            check_schedule(schedule)
         if jobs < 1:
             raise InvalidArgument(f"--jobs must be at least 1, got {jobs}")
         if seed < 0 or seed >= 2 ** 63:
@@ -319,8 +334,9 @@ class Campaign:
             self._conn.execute(_SCHEMA)
             if campaign is not None:
                 self.configs = self._configs_of(campaign)
-            self.state = self._resume(campaign) if resume or campaign is not None \
-                else self._new(seed)
+            resuming = resume or campaign is not None
+            self.state = self._resume(campaign, schedule) if resuming \
+                else self._new(seed, schedule or DEFAULT_SCHEDULE)
         except BaseException:
             self.close()
             raise
@@ -337,9 +353,9 @@ class Campaign:
 
     # -- persistence --------------------------------------------------------------------------
 
-    def _new(self, seed: int) -> CampaignState:
+    def _new(self, seed: int, schedule: str) -> CampaignState:
         now = time.time()
-        state = CampaignState(0, self.configs, seed, seed, shard=self._shard)
+        state = CampaignState(0, self.configs, seed, seed, shard=self._shard, schedule=schedule)
         while not state.in_shard(state.next_seed):
             state.next_seed += 1
         cursor = self._conn.execute(
@@ -358,7 +374,8 @@ class Campaign:
                                   "lists them")
         return tuple(row[0].split(","))
 
-    def _resume(self, campaign: int | None = None) -> CampaignState:
+    def _resume(self, campaign: int | None = None,
+                schedule: str | None = None) -> CampaignState:
         columns = "SELECT id, configs, start_seed, next_seed, state, created FROM fuzz_campaigns "
         row = self._conn.execute(columns + "WHERE id = ?", (campaign,)).fetchone() \
             if campaign is not None else self._conn.execute(
@@ -370,6 +387,7 @@ class Campaign:
                 "resume; run without --resume to start one (or pass the same --configs and --db)")
         state = CampaignState.from_row(row)
         state.sessions += 1
+        state.schedule = schedule or state.schedule
         self._reconcile(state, created=row[5])
         self._save(state, "running")
         return state
@@ -397,6 +415,9 @@ class Campaign:
             for config, kinds in by_config.items():
                 state.verdicts.setdefault(config, collections.Counter())[
                     summary_kind(kinds).value] += 1
+            for (config,) in self._conn.execute(
+                    "SELECT config FROM skipped_runs WHERE check_id = ?", (check_id,)):
+                state.verdicts.setdefault(config, collections.Counter())[SKIPPED] += 1
             by_finding = self._conn.execute(
                 "SELECT config, kind, fingerprint FROM findings WHERE check_id = ?",
                 (check_id,)).fetchall()
@@ -458,6 +479,8 @@ class Campaign:
         for config, verdicts in zip(result.configs, result.verdicts):
             kind = summary_kind(v.kind for v in verdicts).value
             state.verdicts.setdefault(config, collections.Counter())[kind] += 1
+        for config, _ in result.skipped:
+            state.verdicts.setdefault(config, collections.Counter())[SKIPPED] += 1
         for finding in result.findings:
             self._count_finding(state, finding.fingerprint, seed, finding.config,
                                 finding.kind.value)
@@ -493,7 +516,8 @@ class Campaign:
             generation_errors=state.generation_errors,
             xla_share=session_xla_s / (elapsed_s * self.jobs) if elapsed_s > 0 else 0.0,
             status=status, last_finding=self._last_finding,
-            fingerprints={k: tuple(v) for k, v in state.fingerprints.items()})
+            fingerprints={k: tuple(v) for k, v in state.fingerprints.items()},
+            schedule=state.schedule)
 
     def run(self, time_s: float, *, max_programs: int | None = None,
             on_progress: Callable[[CampaignSummary], None] | None = None,
@@ -593,7 +617,7 @@ class Campaign:
         return 0 if result is None else 1
 
     def _check_seed(self, seed: int, pool: Any) -> tuple[Any, Any]:
-        from xlaprobe.checking import check_program
+        from xlaprobe.schedule import AUDIT_EVERY, check_scheduled
 
         try:
             program = self.source(seed)
@@ -601,7 +625,10 @@ class Campaign:
             print(f"warning: the generator failed on seed {seed} ({type(exc).__name__}: {exc}); "
                   "skipped (a bug in xlaprobe/sources/generator.py)", file=sys.stderr)
             return None, None
-        return program, check_program(program, self.configs, pool, timeout_s=self.timeout_s)
+        # The last seed of every block of AUDIT_EVERY, so a campaign's first program is cheap.
+        audit = AUDIT_EVERY > 0 and seed % AUDIT_EVERY == AUDIT_EVERY - 1
+        return program, check_scheduled(program, self.configs, pool, schedule=self.state.schedule,
+                                        audit=audit, timeout_s=self.timeout_s)
 
 
 
@@ -623,6 +650,8 @@ class CampaignRecord:
         seconds: wall time spent running, all sessions (s).
         sessions: 1 + resumes.
         created, updated: Unix times (s).
+        schedule: ``adaptive`` or ``all`` (`xlaprobe.schedule`).
+        skipped: runs its schedule skipped (configuration x program), all sessions.
     """
 
     id: int
@@ -639,6 +668,8 @@ class CampaignRecord:
     sessions: int
     created: float
     updated: float
+    schedule: str = "all"
+    skipped: int = 0
 
     @property
     def programs_per_s(self) -> float:
@@ -674,5 +705,6 @@ def list_campaigns(db: Path | str) -> list[CampaignRecord]:
         records.append(CampaignRecord(
             state.id, state.configs, row[7], state.start_seed, state.next_seed, state.programs,
             int(counts.get(state.id, 0)), state.findings, state.unique_findings,
-            len(state.coverage), state.seconds, state.sessions, float(row[5]), float(row[6])))
+            len(state.coverage), state.seconds, state.sessions, float(row[5]), float(row[6]),
+            state.schedule, sum(v.get(SKIPPED, 0) for v in state.verdicts.values())))
     return records

@@ -92,6 +92,8 @@ class CheckResult:
         accepted: the freedoms accepted as ok (`xlaprobe.freedoms.parse_accept`).
         rechecks: the freedom evidence runs (``reference:fma``, configurations with a freedom
             switched off), whose answers the labelled verdicts' details report.
+        skipped: (spec, why) of each configuration the check was asked for but did not run (an
+            adaptive schedule, `xlaprobe.schedule`): not in `configs`, and no "ok".
     """
 
     program: Program
@@ -104,6 +106,7 @@ class CheckResult:
     findings: tuple[Finding, ...]
     accepted: frozenset[str] = freedoms.DEFAULT_ACCEPT
     rechecks: tuple[Outcome, ...] = ()
+    skipped: tuple[tuple[str, str], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -154,6 +157,7 @@ class CheckResult:
             "freedoms": {"accepted": sorted(self.accepted),
                          "rechecks": [{"config": o.config, "outcome": o.kind.value}
                                       for o in self.rechecks]},
+            "skipped": [{"config": c, "why": why} for c, why in self.skipped],
         }
 
 

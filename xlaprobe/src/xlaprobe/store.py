@@ -40,6 +40,9 @@ CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY AUTOINCREMENT, check_id INTEGER NOT NULL REFERENCES checks(id),
     config TEXT NOT NULL, outcome TEXT NOT NULL, seconds REAL NOT NULL, signal INTEGER,
     error TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS skipped_runs (  -- configurations a schedule did not run (no verdicts)
+    check_id INTEGER NOT NULL REFERENCES checks(id), config TEXT NOT NULL, why TEXT NOT NULL,
+    PRIMARY KEY (check_id, config));
 CREATE TABLE IF NOT EXISTS verdicts (
     run_id INTEGER NOT NULL REFERENCES runs(id), output_index INTEGER NOT NULL,
     kind TEXT NOT NULL, data TEXT NOT NULL, PRIMARY KEY (run_id, output_index));
@@ -320,6 +323,8 @@ class Store:
                 self._db.executemany(
                     "INSERT INTO verdicts VALUES (?,?,?,?)",
                     [(run_id, v.index, v.kind.value, json.dumps(v.to_json())) for v in leaf_verdicts])
+            self._db.executemany("INSERT INTO skipped_runs VALUES (?,?,?)",
+                                 [(check_id, c, why) for c, why in result.skipped])
             for f in result.findings:
                 self._db.execute(
                     "INSERT INTO findings (program_id, config, kind, fingerprint, artifact, check_id,"

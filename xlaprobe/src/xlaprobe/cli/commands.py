@@ -140,6 +140,11 @@ def fuzz(
     campaign: Annotated[int | None, typer.Option(
         "--campaign", min=1, help="continue campaign ID, with its configurations (xlaprobe "
         "campaigns lists them)")] = None,
+    schedule: Annotated[str | None, typer.Option(
+        "--schedule", help="adaptive: xla, mutants and the reference on every program, the other "
+        "configurations where a finding, dead code or an audit asks for them; all: every "
+        "configuration on every program [default: adaptive; a resumed campaign keeps its own]",
+        show_default=False)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
     quiet: QuietOption = False,
     backend: Annotated[str, typer.Option(
@@ -168,7 +173,8 @@ def fuzz(
                                   configs=configs or "xla,xla:O0,eager,reference", jobs=jobs,
                                   seed=seed or 0, db=db, resume=resume, campaign=campaign,
                                   json_output=as_json, backend=backend, address=address,
-                                  shard=parse_shard(shard) if shard is not None else (0, 1)))
+                                  shard=parse_shard(shard) if shard is not None else (0, 1),
+                                  schedule=schedule))
 
 
 @app.command()

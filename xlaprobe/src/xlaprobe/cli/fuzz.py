@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from xlaprobe.campaign import Campaign, CampaignSummary
+from xlaprobe.campaign import SKIPPED, Campaign, CampaignSummary
 from xlaprobe.cli.console import Steps, err, is_quiet, seconds
 from xlaprobe.configs.registry import parse_configs
 from xlaprobe.errors import InvalidArgument
@@ -31,8 +31,9 @@ def _progress_view(summary: CampaignSummary) -> Any:
         f"[{'red' if summary.findings else 'green'}]{summary.findings}[/] in "
         f"{summary.failing_programs} programs ({summary.unique_findings} unique, "
         f"{summary.duplicates} duplicates); coverage "
-        f"{summary.covered}/{summary.catalogue} primitives")
-    kinds = [k.value for k in SEVERITY if any(k.value in v for v in summary.verdicts.values())]
+        f"{summary.covered}/{summary.catalogue} primitives; schedule {summary.schedule}")
+    kinds = [k for k in [*(k.value for k in SEVERITY), SKIPPED]
+             if any(k in v for v in summary.verdicts.values())]
     table = Table(box=None, pad_edge=False)
     table.add_column("configuration")
     for kind in kinds:
@@ -80,7 +81,8 @@ def _artifacts(db: Path, fingerprints: dict[str, Any]) -> dict[str, str]:
 
 def fuzz_command(*, time_s: float, configs: str, jobs: int, seed: int, db: Path, resume: bool,
                  json_output: bool, campaign: int | None = None, backend: str = "local",
-                 address: str | None = None, shard: tuple[int, int] = (0, 1)) -> int:
+                 address: str | None = None, shard: tuple[int, int] = (0, 1),
+                 schedule: str | None = None) -> int:
     """``xlaprobe fuzz``: run (or resume) a campaign; live progress on stderr.
 
     Args:
@@ -91,6 +93,8 @@ def fuzz_command(*, time_s: float, configs: str, jobs: int, seed: int, db: Path,
         db: the SQLite store file.
         resume: continue the newest campaign with the same configurations in `db`.
         campaign: continue this campaign (its configurations replace `configs`), or None.
+        schedule: ``adaptive`` or ``all`` (`xlaprobe.schedule`); None: ``adaptive`` for a new
+            campaign, the campaign's own when resuming.
         json_output: print the final summary as JSON on stdout (no live display).
         backend: ``local`` or ``ray`` (`jobs` Ray actors; `xlaprobe.backends.make_pool`).
         address: the Ray cluster (None: a new local one); ``ray`` only.
@@ -111,7 +115,7 @@ def fuzz_command(*, time_s: float, configs: str, jobs: int, seed: int, db: Path,
         raise InvalidArgument(f"no fuzz campaign {campaign}: there is no store at {db}")
     # `campaign` names the one to continue, then becomes it.
     campaign = Campaign(Path(db), parsed, seed=seed, resume=resume, campaign=campaign, jobs=jobs,
-                        backend=backend, address=address, shard=shard)
+                        backend=backend, address=address, shard=shard, schedule=schedule)
     summary: CampaignSummary | None = None
     interrupted = False
     try:
