@@ -37,6 +37,22 @@ def test_training_script_programs_are_captured_once_and_check_clean(tmp_path, ca
     assert result.ok and not result.incomplete
 
 
+def test_an_equinox_training_script_is_captured_and_checks_clean(tmp_path, capsys, pool):
+    # A script written the Equinox way (filter_jit, filter_value_and_grad, max pooling, whose
+    # gradient names a primitive in its parameters): its training step is saved and checked.
+    pytest.importorskip("equinox")
+    script = SCRIPT.parent / "train_equinox.py"
+    code = capture_command([str(script), "--steps", "2"], out_dir=tmp_path, min_equations=8)
+    printed = capsys.readouterr().out
+    assert code == 0 and "step 1: loss" in printed
+    [step] = [p for p in tmp_path.iterdir() if p.name.startswith("make_step-")]
+    assert f"check the largest: xlaprobe check {step}" in printed
+    program = resolve(str(step)).program
+    assert "select_and_scatter_add" in str(program.jaxpr)
+    result = check_program(program, ["xla", "reference"], pool)
+    assert result.ok and not result.incomplete
+
+
 def test_capture_block_leaves_out_op_by_op_dispatch(tmp_path):
     import jax
     import jax.numpy as jnp

@@ -86,6 +86,8 @@ def test_three_hundred_fuzzer_programs_round_trip():
         lambda y, scale, tag: jax.numpy.sin(y) * scale, name="my.sin2")(a, scale=2.0, tag=(1, "x"))),
     ("dot precision", lambda a: jax.lax.dot(a, a, precision=jax.lax.DotAlgorithmPreset.F32_F32_F32)),
     ("literals", lambda a: jax.numpy.where(a > 0, jax.numpy.nan, -0.0) * np.float32(3) + 2.5),
+    ("max pool gradient (a primitive parameter)", lambda a: jax.grad(
+        lambda y: jax.lax.reduce_window(y, -np.inf, jax.lax.max, (2, 2), (2, 2), "VALID").sum())(a)),
     ("scan over a dict carry", lambda a: jax.lax.scan(
         lambda c, r: ((c[0] + r, {"k": c[1]["k"] * 2}), r), (a[0], {"k": a[1]}), a)[0]),
 ])
@@ -93,6 +95,23 @@ def test_parameter_kinds_round_trip(name, fn):
     x = np.linspace(-1, 1, 16, dtype=np.float32).reshape(4, 4)
     program = Program.from_function(fn, (x,), Provenance("user", name))
     _assert_same(program, _round_trip(program))
+
+
+def test_a_primitive_parameter_is_a_name_looked_up_in_jax():
+    # select_and_scatter_add (max pooling's gradient) names its comparison by a Primitive: the
+    # file holds its name, and a name that is no jax primitive is a corrupt file, not a lookup
+    # anywhere else.
+    x = np.arange(16, dtype=np.float32).reshape(4, 4)
+    program = Program.from_function(lambda a: jax.grad(lambda y: jax.lax.reduce_window(
+        y, -np.inf, jax.lax.max, (2, 2), (2, 2), "VALID").sum())(a), (x,), Provenance("user", "mp"))
+    text, consts = jaxpr_json.dumps(program.jaxpr)
+    assert '{"t":"primitive","name":"ge"}' in text
+    back = jaxpr_json.loads(text, consts)
+    expected = np.zeros((4, 4), np.float32)
+    expected[1::2, 1::2] = 1.0  # the gradient goes to each window's maximum
+    np.testing.assert_array_equal(jax.core.eval_jaxpr(back.jaxpr, back.consts, x)[0], expected)
+    with pytest.raises(CorruptArtifact, match="unknown primitive parameter"):
+        jaxpr_json.loads(text.replace('"name":"ge"', '"name":"os.system"'), consts)
 
 
 def test_host_callback_is_not_described():

@@ -38,6 +38,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
+from jax.extend.core import Primitive
 import ml_dtypes
 import numpy as np
 
@@ -178,6 +179,11 @@ class _Encoder:
             return {"t": "dtype", "name": value.name}
         if jaxcompat.is_jaxpr(value):
             return {"t": "jaxpr", "graph": self.graph(jaxcompat.as_closed(value))}
+        if isinstance(value, Primitive):  # select_and_scatter_add's select_prim
+            if _primitives().get(value.name) is not value:
+                raise TypeError(f"parameter {where} is primitive '{value.name}', which is not "
+                                "one of jax's own (or its name is ambiguous)")
+            return {"t": "primitive", "name": value.name}
         for tag, cls in _types().items():
             if kind is cls and isinstance(value, enum.Enum):
                 return {"t": "enum", "type": tag, "name": value.name}
@@ -500,6 +506,12 @@ def _prng_impl(decoder: _Decoder, data: dict[str, Any]) -> Any:
     return impls[data["name"]]
 
 
+def _primitive(decoder: _Decoder, data: dict[str, Any]) -> Any:
+    prim = _primitives().get(data["name"]) if type(data["name"]) is str else None
+    _need(prim is not None, f"unknown primitive parameter {_short(data['name'])}")
+    return prim
+
+
 def _replicated(decoder: _Decoder, data: dict[str, Any]) -> Any:
     _, _, _, named_sharding, abstract_mesh = _internals()
     _need(type(data["ndim"]) is int and 0 <= data["ndim"] < 64, "bad sharding rank")
@@ -546,6 +558,7 @@ _TAGS: dict[str, Callable[[_Decoder, dict[str, Any]], Any]] = {
     "enum": _enum,
     "record": _record,
     "prng_impl": _prng_impl,
+    "primitive": _primitive,
     "replicated": _replicated,
     "either": lambda d, data: _internals()[1](_boolean(data["right"]), d.value(data["val"])),
     "ft.tuple": lambda d, data: _internals()[0].FTTuple(*d.items(data, "elts")),

@@ -78,8 +78,10 @@ def capture_command(command: list[str], *, out_dir: Path, min_equations: int) ->
         finally:
             sys.argv, sys.path[:] = saved_argv, saved_path
     out.print(escape(captured.table()), highlight=False, soft_wrap=True)
-    saved = [p.artifact for p in captured.programs.values() if p.artifact]
+    # The largest program first: a training step, not the RNG set-up around it.
+    saved = [p.artifact for p in sorted(captured.programs.values(), key=lambda p: -p.equations)
+             if p.artifact]
     if saved:
-        out.print(escape(f"check one: xlaprobe check {saved[0]} --configs "
+        out.print(escape(f"check the largest: xlaprobe check {saved[0]} --configs "
                          "xla,xla:O0,eager,reference"), highlight=False, soft_wrap=True)
     return code
