@@ -90,21 +90,11 @@ def test_fast_workloads_check_clean(pool, name):
     assert not result.findings, [(f.config, f.kind.value, f.outputs[:3]) for f in result.findings]
 
 
-#: Workloads with a known false alarm of the oracle (not an XLA bug), until its fix lands.
-KNOWN_FALSE_ALARMS = {
-    "keras_hub_llama": "eager: a near-zero element of Lion's momentum (1e-6 where the leaf's "
-                       "largest is 3e-4) off by ~11 float32 eps of the leaf's largest value: "
-                       "the near-zero allowance of issue 20 item 3",
-}
-
-
 def _table_params():
     params = []
     for name in ecosystem.ECOSYSTEM:
         gone = ecosystem.missing(name)
         marks = [pytest.mark.slow]
-        if name in KNOWN_FALSE_ALARMS:
-            marks.append(pytest.mark.xfail(reason=KNOWN_FALSE_ALARMS[name], strict=False))
         if gone:
             marks.append(pytest.mark.skip(reason=f"{', '.join(gone)} not installed: pip install "
                                                  "'xlaprobe[ecosystem]' (keras-hub: see README)"))

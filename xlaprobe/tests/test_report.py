@@ -223,3 +223,16 @@ def test_report_never_writes_over_the_store_or_another_database(tmp_path):
         with pytest.raises(InvalidArgument, match="the store itself|an SQLite database"):
             report_command(db=db, out=out)
     assert db.read_bytes() == before
+
+
+def test_a_freedom_finding_is_shown_with_its_label_and_why_it_has_no_error_map():
+    # A freedom differs from the honest float32 run, not from float64 (excess range gives
+    # float64's answer): an error map against the reference would show nothing.
+    from xlaprobe.report.gather import _error_maps
+    from xlaprobe.store import StoredFinding
+
+    stored = StoredFinding(3, "p", "prog", "xla", "freedom", "k", None, 0.0, freedom="fma+ftz")
+    assert stored.label == "freedom:fma+ftz"
+    assert StoredFinding(4, "p", "prog", "xla", "mismatch", "k", None, 0.0).label == "mismatch"
+    maps, note = _error_maps(None, stored.freedom)
+    assert maps == [] and "freedom:fma, freedom:ftz" in note and "honest run" in note

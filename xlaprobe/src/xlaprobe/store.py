@@ -113,6 +113,12 @@ class StoredFinding:
     freedom: str = ""
 
     @property
+    def label(self) -> str:
+        """What tables show as its kind: ``freedom:<labels>`` for a labelled freedom, else the
+        verdict kind."""
+        return f"freedom:{self.freedom}" if self.freedom else self.kind
+
+    @property
     def bug_key(self) -> str:
         """The key distinct bugs are counted by: the localized key where known."""
         return self.bug or self.fingerprint

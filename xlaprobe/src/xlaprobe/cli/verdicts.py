@@ -79,7 +79,8 @@ def print_result(result: CheckResult, artifacts: dict[str, str], all_outputs: bo
     rows = [v for verdicts in result.verdicts for v in verdicts
             if all_outputs or v.kind is not VerdictKind.OK or v.freedom]
     if rows:
-        detail = Table(title="output leaves" if all_outputs else "output leaves not ok")
+        detail = Table(title="output leaves" if all_outputs else
+                       "output leaves not ok (or ok with a freedom's label)")
         for column in ("configuration", "output", "verdict", "max abs / allowed",
                        "max rel / allowed", "max ULP", "error/allowed", "share over",
                        "worst: expected / actual", "detail"):
@@ -93,7 +94,7 @@ def print_result(result: CheckResult, artifacts: dict[str, str], all_outputs: bo
                            escape(verdict_text(v.kind, [v])),
                            f"{fmt(v.max_abs)} / {fmt(v.allowed_abs)}",
                            f"{fmt(v.max_rel)} / {fmt(v.allowed_rel)}", fmt(v.max_ulp),
-                           fmt(v.margin), share, worst, escape(v.detail[:120]))
+                           fmt(v.margin), share, worst, escape(v.detail))
         out.print(detail)
         if len(rows) > MAX_DETAIL_ROWS and not all_outputs:
             out.print(f"... {len(rows) - MAX_DETAIL_ROWS} more (--all-outputs shows them)")

@@ -215,7 +215,7 @@ def gather(store: Store, *, db: str = "") -> ReportData:
 
 def _finding(store: Store, stored: StoredFinding) -> FindingView:
     [(check_id,)] = store.select("SELECT check_id FROM findings WHERE id = ?", (stored.id,))
-    maps, note = _error_maps(stored.artifact)
+    maps, note = _error_maps(stored.artifact, stored.freedom)
     localization = next(iter(store.localizations(stored.id)), None)
     reduction = next(iter(store.reductions(stored.id)), None)
     directory = Path(reduction["directory"]) if reduction and reduction.get("directory") else None
@@ -228,8 +228,13 @@ def _finding(store: Store, stored: StoredFinding) -> FindingView:
         bisection=bisection)
 
 
-def _error_maps(artifact: str | None) -> tuple[list[ErrorMap], str]:
+def _error_maps(artifact: str | None, freedom: str = "") -> tuple[list[ErrorMap], str]:
     """(the maps saved beside a finding's artifact, why there are none)."""
+    if freedom:  # its answer differs from the honest run in the program's dtype, not float64's
+        return [], (f"labelled freedoms (freedom:{freedom.replace('+', ', freedom:')}) differ "
+                    "from the honest run in the program's own dtype, while error maps are "
+                    "against the float64 reference (often matched: excess range gives its "
+                    "answer); the verdict's detail gives both answers")
     if not artifact:
         return [], ("no artifact was saved (a campaign keeps one per fingerprint; or the "
                     "program is one the artifact format cannot hold)")
