@@ -158,6 +158,7 @@ def test_the_page_escapes_store_text_and_says_what_is_empty(tmp_path, monkeypatc
     assert "http://" not in page.replace("http://www.w3.org", "")  # nothing fetched
     assert "No finding was localized yet" in page and "No finding was reduced yet" in page
     assert "0.5.3: mismatch" in page and "0.7.2: not run" in page
+    assert "No error map for finding 1: no artifact" in page  # the id, not a blank
     assert page.count('src="data:image/svg+xml;base64,') == 2  # the rate and the tuning plots
     # Past DETAILED_FINDINGS, findings are listed without their verdict tables.
     monkeypatch.setattr("xlaprobe.report.render.DETAILED_FINDINGS", 0)
