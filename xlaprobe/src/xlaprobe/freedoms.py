@@ -95,7 +95,7 @@ def parse_accept(value: str | Iterable[str] | None) -> frozenset[str]:
         return frozenset(FREEDOMS)
     unknown = [n for n in names if n not in FREEDOMS]
     if unknown:
-        raise InvalidArgument(f"unknown freedom '{unknown[0]}' in --accept; known freedoms: "
+        raise InvalidArgument(f"unknown freedom '{unknown[0]}' to accept; known freedoms: "
                               f"{', '.join(FREEDOMS)} (or all, none)")
     return frozenset(names)
 
