@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from xlaprobe.campaign import SKIPPED, Campaign, CampaignSummary
-from xlaprobe.cli.console import Steps, err, is_quiet, seconds
+from xlaprobe.cli.console import Steps, err, is_quiet, out, seconds
 from xlaprobe.configs.registry import parse_configs
 from xlaprobe.errors import InvalidArgument
 from xlaprobe.oracle import SEVERITY
@@ -126,12 +126,15 @@ def fuzz_command(*, time_s: float, configs: str, jobs: int, seed: int, db: Path,
                     live.update(_progress_view(s))
                 summary = campaign.run(time_s, on_progress=show)
                 live.update(_progress_view(summary))
+            if not out.is_terminal:  # stdout redirected: the result goes there too
+                out.print(_progress_view(summary))
         else:
-            # CI logs and pipes: one line per program as it is recorded, then the summary.
+            # CI logs and pipes: one line per program as it is recorded (stderr), then the
+            # summary, the result, on stdout.
             with Steps("fuzz") as steps:
                 summary = campaign.run(time_s, on_program=_program_line(steps))
             if not json_output:
-                err.print(_progress_view(summary))
+                out.print(_progress_view(summary))
     except KeyboardInterrupt:
         interrupted = True
         summary = campaign.last_summary or campaign.summary(
@@ -148,23 +151,24 @@ def fuzz_command(*, time_s: float, configs: str, jobs: int, seed: int, db: Path,
 
 
 def _print_end(summary: CampaignSummary, db: Path, interrupted: bool) -> None:
-    """What a campaign prints on stderr when it ends: primitives not yet exercised, each
-    distinct finding with its replay command, how to continue after an interruption."""
+    """What a campaign prints when it ends: primitives not yet exercised and each distinct
+    finding with its replay command (stdout, results), how to continue after an interruption
+    (stderr)."""
     if summary.uncovered:
-        err.print(escape(f"not yet exercised: {', '.join(summary.uncovered)}"),
+        out.print(escape(f"not yet exercised: {', '.join(summary.uncovered)}"),
                   highlight=False, soft_wrap=True)
     artifacts = _artifacts(Path(db), summary.fingerprints)
     for shown, (fingerprint, (count, first, config, kind)) in enumerate(
             summary.fingerprints.items()):
         if shown == MAX_LISTED:
-            err.print(f"... {len(summary.fingerprints) - MAX_LISTED} more: xlaprobe findings "
+            out.print(f"... {len(summary.fingerprints) - MAX_LISTED} more: xlaprobe findings "
                       f"--db {escape(str(db))}", highlight=False)
             break
         where = artifacts.get(fingerprint)
         replay = (f"xlaprobe check {where} --configs "
                   f"'{config if config == 'reference' else config + ',reference'}'"
                   if where else f"xlaprobe findings --db {db}")
-        err.print(escape(f"finding {fingerprint}: {config} {kind} x{count} (first seed "
+        out.print(escape(f"finding {fingerprint}: {config} {kind} x{count} (first seed "
                          f"{first}); replay: {replay}"), highlight=False, soft_wrap=True)
     if interrupted:
         err.print(escape(f"interrupted: {summary.programs} programs stored; continue with "
