@@ -133,6 +133,21 @@ def test_flower_not_installed_is_one_line_exit_2(geodml, monkeypatch):
     assert r.returncode == 2 and r.stderr.strip() == "geodml: error: --flower needs Flower: pip install 'geodml[flower]'", r.stderr
 
 
+def test_flower_without_ray_is_one_line_exit_2_before_any_work(geodml, monkeypatch):
+    # Flower's simulation engine runs on Ray: without it the engine failed after the data was
+    # loaded and Flower's server thread waited forever.
+    import importlib.util
+
+    real = importlib.util.find_spec
+    fake = {"flwr": object(), "ray": None}
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: fake[name] if name in fake else real(name, *a))
+    r = geodml("compare", "--data", "sklearn:breast_cancer", "--flower")
+    assert r.returncode == 2 and r.stderr.strip() == (
+        "geodml: error: --flower needs Ray for Flower's simulation engine: pip install "
+        "'geodml[flower]'"), r.stderr
+
+
 def test_malformed_wan_file_one_line_exit_2(geodml, tmp_path):
     p = tmp_path / "wan.yaml"
     p.write_text("regions:\n  - name: a\nlinks: []\n")

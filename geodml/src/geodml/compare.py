@@ -100,6 +100,9 @@ def _compare(cfg: CompareConfig, progress: Callable[[str], None]) -> dict:
             raise GeodmlError("--ray and --flower are two ways to run the DCs: choose one")
         if importlib.util.find_spec("flwr") is None:
             raise GeodmlError("--flower needs Flower: pip install 'geodml[flower]'") from None
+        if importlib.util.find_spec("ray") is None:  # Flower's simulation engine runs on Ray
+            raise GeodmlError("--flower needs Ray for Flower's simulation engine: pip install "
+                              "'geodml[flower]'") from None
     wan = load_wan(cfg.wan)
     k = cfg.k if cfg.k is not None else len(wan.regions)
     if k < 1 or k > len(wan.regions):
