@@ -85,7 +85,8 @@ def test_bad_clusters_and_backend_one_line_exit_2(monkeypatch):
     for args, needle in ((["--clusters", "0"], "--clusters must be >= 1"),
                          (["--clusters", "3"], "--clusters must be in 1..2"),
                          (["--backend", "spark"], "unknown backend 'spark'"),
-                         (["--workers", "-1"], "--workers must be >= 0")):
+                         (["--workers", "-1"], "--workers must be >= 0"),
+                         (["--workers", "4"], "--workers sets the CPUs of the Ray instance")):
         res = runner.invoke(app, ["replay", "--trace", "synthetic:vms=2,days=1", "--policies",
                                   "static", *args])
         assert res.exit_code == 2, res.output

@@ -232,3 +232,17 @@ def test_cli_accept_none_shows_the_label_in_json_and_store(tmp_path):
     ok = _cli("check", str(case), "--configs", "xla", "--accept", "ftz", "--db", str(db),
               cwd=tmp_path)
     assert ok.returncode == 0 and "ok (ftz)" in ok.stdout, ok.stdout + ok.stderr
+
+
+@pytest.mark.parametrize("value, words", [
+    (5, "comma-separated string or a list"), (True, "comma-separated string or a list"),
+    (b"fma", "comma-separated string or a list"), (["fma", None], "comma-separated string"),
+    ("all,fma", "stand alone"), ("none,fma", "stand alone"), ("fmaa", "unknown freedom 'fmaa'"),
+])
+def test_bad_accept_values_are_one_invalid_argument(value, words):
+    from xlaprobe.errors import InvalidArgument
+    from xlaprobe.freedoms import parse_accept
+
+    with pytest.raises(InvalidArgument, match=words):
+        parse_accept(value)
+    assert parse_accept(["freedom:fma", " ftz "]) == {"fma", "ftz"}

@@ -141,7 +141,7 @@ def replay(
                                       "its own (own bandit; own nodes with --cluster)"),
     backend: str = typer.Option("local", "--backend",
                                 help="local (in this process) or ray (the (cluster, policy) "
-                                     "pairs in parallel; pip install 'adares[ray]')"),
+                                     "pairs in parallel; pip install 'adares\\[ray]')"),
     workers: int = typer.Option(0, "--workers",
                                 help="CPUs of the Ray instance started for --backend ray "
                                      "(0: every core)"),
@@ -173,6 +173,8 @@ def replay(
             raise InputError(f"unknown backend {backend!r} ({', '.join(BACKENDS)})")
         if workers < 0:
             raise InputError(f"--workers must be >= 0, got {workers}")
+        if workers and backend != "ray":  # the local backend runs in this one process
+            raise InputError("--workers sets the CPUs of the Ray instance: add --backend ray")
         if clusters < 1:
             raise InputError(f"--clusters must be >= 1, got {clusters}")
         if backend == "ray":

@@ -29,7 +29,7 @@ app = typer.Typer(add_completion=False, help=__doc__)
 #: Most rows ``thesios sample`` draws (~60 bytes each in memory, more while writing).
 MAX_SAMPLE_ROWS = 20_000_000
 FLEET_HELP = "fleet spec (JSON); default: the embedded fleet sized to 1/p disk-days per class"
-BACKEND_HELP = "where the (class, day) partitions run: local (this process) or ray (pip install 'thesios[ray]'; RAY_ADDRESS or a local Ray)"
+BACKEND_HELP = "where the (class, day) partitions run: local (this process) or ray (pip install 'thesios\\[ray]'; RAY_ADDRESS or a local Ray)"
 
 
 def _parse_rate(rate: str) -> float:

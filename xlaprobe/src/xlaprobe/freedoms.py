@@ -87,12 +87,20 @@ def parse_accept(value: str | Iterable[str] | None) -> frozenset[str]:
     """
     if value is None:
         return DEFAULT_ACCEPT
-    names = [n.strip() for n in (value.split(",") if isinstance(value, str) else value)]
-    names = [n.removeprefix("freedom:") for n in names if n]
+    items = value.split(",") if isinstance(value, str) else value
+    items = list(items) if isinstance(items, Iterable) and not isinstance(items, bytes) else None
+    if items is None or not all(isinstance(n, str) for n in items):
+        raise InvalidArgument(f"accept must be a comma-separated string or a list of freedom "
+                              f"names such as 'ftz,fma', not {value!r}")
+    names = [n.strip().removeprefix("freedom:") for n in items]
+    names = [n for n in names if n]
     if names in (["none"], []):
         return frozenset()
     if names == ["all"]:
         return frozenset(FREEDOMS)
+    if {"all", "none"} & set(names):
+        raise InvalidArgument("'all' and 'none' stand alone in the freedoms to accept; give "
+                              f"them alone or name freedoms ({', '.join(FREEDOMS)})")
     unknown = [n for n in names if n not in FREEDOMS]
     if unknown:
         raise InvalidArgument(f"unknown freedom '{unknown[0]}' to accept; known freedoms: "

@@ -149,7 +149,7 @@ def fuzz(
     quiet: QuietOption = False,
     backend: Annotated[str, typer.Option(
         "--backend", help="where configurations run: local (worker processes) or ray (--jobs "
-        "Ray actors, each hosting an isolated worker; pip install 'xlaprobe[ray]')")] = "local",
+        "Ray actors, each hosting an isolated worker; pip install 'xlaprobe\\[ray]')")] = "local",
     address: Annotated[str | None, typer.Option(
         "--address", help="Ray cluster HOST:PORT or auto [default: a new local one]",
         show_default=False)] = None,
@@ -328,7 +328,7 @@ def tune(
     quiet: QuietOption = False,
     backend: Annotated[str, typer.Option(
         "--backend", help="where measurements run: local (a worker process) or ray (a Ray "
-        "actor hosting one; pip install 'xlaprobe[ray]')")] = "local",
+        "actor hosting one; pip install 'xlaprobe\\[ray]')")] = "local",
     address: Annotated[str | None, typer.Option(
         "--address", help="Ray cluster HOST:PORT or auto [default: a new local one]",
         show_default=False)] = None,
