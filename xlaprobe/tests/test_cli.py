@@ -336,7 +336,7 @@ def test_db_none_is_refused_on_the_command_line(tmp_path):
 
 @pytest.mark.parametrize("args, words", [
     (["fuzz", "--campaign", "1", "--configs", "xla"], "drop --configs"),
-    (["fuzz", "--campaign", "1", "--resume"], "drop --configs, --seed and --resume"),
+    (["fuzz", "--campaign", "1", "--resume"], "drop --configs, --seed, --shard and --resume"),
     (["check", "/etc/hostname:f"], "not a Python source file"),
     (["report", "--db", "."], "is a directory"),
 ])

@@ -88,16 +88,13 @@ def _compare(cfg: CompareConfig, progress: Callable[[str], None]) -> dict:
     for a in cfg.algos:
         if a not in ALGORITHMS:
             raise GeodmlError(f"unknown algorithm {a!r} (known: {', '.join(ALGORITHMS)})")
-    if cfg.ray:
-        import importlib.util
+    import importlib.util
 
-        if importlib.util.find_spec("ray") is None:
-            raise GeodmlError("--ray needs Ray: pip install 'geodml[ray]'") from None
+    if cfg.ray and cfg.flower:  # a contradiction, whatever is installed
+        raise GeodmlError("--ray and --flower are two ways to run the DCs: choose one")
+    if cfg.ray and importlib.util.find_spec("ray") is None:
+        raise GeodmlError("--ray needs Ray: pip install 'geodml[ray]'") from None
     if cfg.flower:
-        import importlib.util
-
-        if cfg.ray:
-            raise GeodmlError("--ray and --flower are two ways to run the DCs: choose one")
         if importlib.util.find_spec("flwr") is None:
             raise GeodmlError("--flower needs Flower: pip install 'geodml[flower]'") from None
         if importlib.util.find_spec("ray") is None:  # Flower's simulation engine runs on Ray

@@ -24,7 +24,9 @@ def check_backend(backend: str, address: str | None = None) -> None:
         if address is not None:
             raise InvalidArgument("--address names a Ray cluster: use it with --backend ray")
         return
-    from xlaprobe.ray_pool import check_reachable, import_ray
+    from xlaprobe.ray_pool import check_address, check_reachable, import_ray
+    if address is not None:
+        check_address(address)  # a malformed address is wrong whether or not Ray is here
     import_ray()
     if address is not None:
         check_reachable(address)

@@ -151,7 +151,7 @@ def by_name(records: Iterable[_Named], table: str) -> dict[str, _Named]:
 PRIMITIVES: dict[str, PrimitiveFacts] = by_name(itertools.chain.from_iterable([
     # elementwise arithmetic that IEEE rounds
     _family("add sub mul div rem sqrt square", rounding=True, elementwise=True, lax_wrapper=True),
-    _family("add_any integer_pow one_minus_square", rounding=True, elementwise=True),
+    _family("add_any integer_pow one_minus_square polynomial", rounding=True, elementwise=True),
     # transcendentals and friends: XLA:CPU approximates them
     _family("rsqrt cbrt exp exp2 expm1 log log1p logistic tanh sin cos tan asin acos atan atan2 "
             "sinh cosh asinh acosh atanh erf erfc erf_inv lgamma digamma pow", rounding=True,

@@ -57,6 +57,23 @@ def import_ray() -> Any:
     return ray
 
 
+def check_address(address: str) -> tuple[str, int]:
+    """(host, port) of a ``HOST:PORT`` or ``ray://HOST:PORT`` address; ``auto`` and ``local``
+    give ("", 0) (Ray resolves them).
+
+    Raises:
+        InvalidArgument: anything else.
+    """
+    if address in ("auto", "local"):
+        return "", 0
+    rest = address.split("://", 1)[-1]
+    host, sep, port = rest.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise InvalidArgument(f"--address must be HOST:PORT, ray://HOST:PORT or auto, got "
+                              f"'{address}'")
+    return host, int(port)
+
+
 def check_reachable(address: str) -> None:
     """Raise `InvalidArgument` unless something listens at `address`.
 
@@ -65,11 +82,7 @@ def check_reachable(address: str) -> None:
     them)."""
     if address in ("auto", "local"):
         return
-    rest = address.split("://", 1)[-1]
-    host, sep, port = rest.rpartition(":")
-    if not sep or not port.isdigit() or not host:
-        raise InvalidArgument(f"--address must be HOST:PORT, ray://HOST:PORT or auto, got "
-                              f"'{address}'")
+    host, port = check_address(address)
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
     except OSError as exc:
