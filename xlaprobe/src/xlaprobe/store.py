@@ -377,9 +377,11 @@ class Store:
         return None if row is None else self._finding(row)
 
     def distinct_bugs(self) -> int:
-        """Distinct bugs among the findings: localized bug keys where known, else fingerprints."""
+        """Distinct bugs among the findings: localized bug keys where known, else fingerprints.
+        Labelled freedoms (kind ``freedom``: XLA took a legal liberty) are not bugs."""
         return int(self._db.execute(
-            "SELECT COUNT(DISTINCT COALESCE(bug, fingerprint)) FROM findings").fetchone()[0])
+            "SELECT COUNT(DISTINCT COALESCE(bug, fingerprint)) FROM findings "
+            "WHERE kind != 'freedom'").fetchone()[0])
 
     def record_localization(self, program_id: str, finding_id: int | None, config: str,
                             result: dict[str, Any], bug: str | None) -> int:

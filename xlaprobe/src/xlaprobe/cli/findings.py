@@ -58,9 +58,12 @@ def findings_command(finding_id: int | None, *, db: Path, json_output: bool) -> 
             row["id"], row["created_local"], row["name"], row["config"],
             f"freedom:{row['freedom']}" if row.get("freedom") else row["kind"], row["bug"] or row["fingerprint"], also, row["artifact"])))
     out.print(table)
+    freedoms = sum(row["kind"] == "freedom" for row in rows)
     out.print(f"{len(rows)} finding{'s' if len(rows) != 1 else ''}, {bugs} distinct "
               f"bug{'s' if bugs != 1 else ''} (by localized operation where "
-              "localized, else by fingerprint)")
+              "localized, else by fingerprint)"
+              + (f", {freedoms} labelled freedom{'s' if freedoms != 1 else ''} (legal, not "
+                 "bugs)" if freedoms else ""))
 
 
 def next_commands(finding_id: int, db: Path) -> str:
