@@ -30,7 +30,8 @@ from xlaprobe.configs.registry import Configuration, get_kind
 from xlaprobe.errors import InvalidArgument
 from xlaprobe.outcome import Outcome, OutcomeKind
 from xlaprobe.program import Program
-from xlaprobe.workers import STARTUP_TIMEOUT_S, PoolStats, ShippedProgram, _jax_settings, ship
+from xlaprobe.workers import (STARTUP_TIMEOUT_S, PoolStats, ShippedProgram, _jax_settings,
+                              drained, ship)
 
 #: Times a run is retried on a fresh actor after the actor hosting it died.
 ACTOR_RETRIES = 2
@@ -444,14 +445,8 @@ class RayPool:
 
         threads = [threading.Thread(target=drain, daemon=True, name="xlaprobe-raypool")
                    for _ in range(min(self.size, len(pairs)))]
-        for thread in threads:
-            thread.start()
         try:
-            for _ in range(len(pairs)):
-                item = results.get()
-                if isinstance(item, BaseException):
-                    raise item
-                yield item
+            yield from drained(threads, results, len(pairs))
         finally:
             # Runs already on an actor finish there (bounded by their limit); no new ones start.
             stop.set()

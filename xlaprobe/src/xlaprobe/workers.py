@@ -122,6 +122,20 @@ def tool_error(exc: BaseException, kind: Any) -> str:
     return _one_line(exc)[:900] + where
 
 
+def drained(threads: list[threading.Thread], results: queue.SimpleQueue[Any],
+            count: int) -> Iterator[Any]:
+    """Start `threads` and yield the `count` items they put on `results` as they arrive; an
+    exception a thread put there is raised here, in the caller's thread. A pool's ``run_many``
+    stops its threads in its own ``finally`` (how depends on what runs the work)."""
+    for thread in threads:
+        thread.start()
+    for _ in range(count):
+        item = results.get()
+        if isinstance(item, BaseException):
+            raise item
+        yield item
+
+
 def _jax_settings() -> tuple[tuple[str, Any], ...]:
     import jax
     return tuple((name, getattr(jax.config, name)) for name in MIRRORED_JAX_FLAGS)
@@ -830,14 +844,8 @@ class WorkerPool:
                                     name=f"xlaprobe-pool[{group}]")
                    for group, pending in by_group.items()
                    for _ in range(min(self.size, len(pending)))]
-        for thread in threads:
-            thread.start()
         try:
-            for _ in range(len(pairs)):
-                item = results.get()
-                if isinstance(item, BaseException):
-                    raise item
-                yield item
+            yield from drained(threads, results, len(pairs))
         finally:
             stop.set()
             with flight_lock:
