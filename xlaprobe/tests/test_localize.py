@@ -3,6 +3,7 @@ miscompiled equation and fusion, a real XLA:CPU bug case, and the O(log n) cycle
 
 import json
 import math
+import sys
 
 import jax.numpy as jnp
 import numpy as np
@@ -361,6 +362,29 @@ def test_pass_bisection_disables_only_known_passes():
         dump_compile(None, None, "mutant:reduce-wrong-init")
 
 
+def test_pass_search_on_two_workers_gives_the_answer_of_one():
+    # ddmin's tests of a round run two at a time; the first failing subset in order is taken,
+    # so the pass, the disabled set and the candidates equal the sequential search's.
+    from xlaprobe.checking import check_program
+    from xlaprobe.configs.registry import Configuration
+    from xlaprobe.localization.passes import blame_pass
+    case = load_present("dus_shifted_self_update")
+    config = Configuration.parse(case.faulty_config)
+    tests = {}
+    blames = {}
+    for width in (1, 2):
+        with make_pool(size=width, timeout_s=300) as pool:
+            check = check_program(case.program, [str(config), "reference"], pool)
+            tests[width] = []
+            blames[width] = blame_pass(case.program, config, pool, check,
+                                       on_test=lambda *t, w=width: tests[w].append(t[0]))
+    assert blames[2].compiler_pass == blames[1].compiler_pass == "fusion"
+    assert blames[2].disabled == blames[1].disabled and \
+        blames[2].candidates == blames[1].candidates
+    assert set(tests[1]) <= set(tests[2])  # every sequential test ran, plus window partners
+    assert blames[2].cycles == len(tests[2]) + 1  # each test once, and the dump compile
+
+
 def test_localize_command_json(tmp_path, capsys):
     code = localize_command(str(CASES_DIR / "dus_shifted_self_update.py"), "", db=tmp_path / "x.db",
                             json_output=True)
@@ -372,7 +396,7 @@ def test_localize_command_json(tmp_path, capsys):
     assert not (tmp_path / "localizations").exists()
 
 
-def test_localize_command_bad_input(tmp_path):
+def test_localize_command_bad_input(tmp_path, monkeypatch):
     with pytest.raises(InvalidArgument, match="unknown"):
         localize_command(str(CASES_DIR / "int8_square_select_abs.py"), "xla:nope", db=tmp_path / "x.db",
                          json_output=True)
@@ -381,3 +405,12 @@ def test_localize_command_bad_input(tmp_path):
                          db=tmp_path / "x.db", json_output=True)
     with pytest.raises(InvalidArgument, match="no store"):
         localize_command("7", "xla", db=tmp_path / "missing.db", json_output=True)
+    with pytest.raises(InvalidArgument, match="--backend must be one of"):
+        localize_command("7", "xla", db=tmp_path / "x.db", json_output=True, backend="slurm")
+    with pytest.raises(InvalidArgument, match="--address names a Ray cluster"):
+        localize_command("7", "xla", db=tmp_path / "x.db", json_output=True,
+                         address="127.0.0.1:6379")
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if Ray were not installed
+    with pytest.raises(InvalidArgument, match="needs Ray, which is not installed"):
+        localize_command("7", "xla", db=tmp_path / "x.db", json_output=True, backend="ray")
+    assert not (tmp_path / "x.db").exists()

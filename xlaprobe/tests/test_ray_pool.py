@@ -249,3 +249,18 @@ def test_tune_measures_and_guards_on_ray(ray_cluster, tmp_path):
         assert result.findings == (("mutant=swap-subtract-fused", "mismatch"),)
         assert [(f["config"], f["kind"]) for f in store.findings()] == [
             ("mutant:swap-subtract-fused", "mismatch")]
+
+
+@pytest.mark.slow
+def test_localize_on_ray_names_what_the_local_pool_names(ray_cluster, tmp_path, capsys):
+    """`localize --backend ray --jobs 2`: the tiers compile on actors, the pass search tests two
+    subsets at a time; the answer is the local one (the real case's fusion pass)."""
+    from tests.cases import ROOT, load_present
+    from xlaprobe.cli.localize import localize_command
+
+    load_present("dus_shifted_self_update")
+    code = localize_command(str(ROOT / "dus_shifted_self_update.py"), "", db=tmp_path / "l.db",
+                            json_output=True, jobs=2, backend="ray")
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0 and data["equation"]["primitive"] == "dynamic_update_slice"
+    assert data["pass"]["compiler_pass"] == "fusion" and data["pass"]["disabled"] == ["fusion"]

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from xlaprobe.search import boundary, ddmin, first_true, gallop, last_true
+from xlaprobe.search import boundary, ddmin, first_true, gallop, last_true, scan_first
 
 
 def _recorded(pred):
@@ -198,3 +198,34 @@ def test_ddmin_on_any_predicate_fails_and_is_one_minimal(n, seed):
     assert result == sorted(result) and set(result) <= set(range(n))
     if len(result) > 1:
         assert not any(test(result[:i] + result[i + 1:]) for i in range(len(result)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 24), st.integers(0, 2 ** 32 - 1), st.integers(2, 6))
+def test_ddmin_in_parallel_windows_gives_the_sequential_answer(n, seed, width):
+    # Any (non-monotone) predicate: testing `width` subsets per step must not change the result.
+    def test(subset):
+        return subset == list(range(n)) or hash((seed, tuple(subset))) % 3 == 0
+
+    windows = []
+
+    def test_many(subsets):
+        windows.append(len(subsets))
+        return [test(s) for s in subsets]
+
+    assert ddmin(list(range(n)), test, test_many=test_many, width=width) == \
+        ddmin(list(range(n)), test)
+    assert all(2 <= w <= width for w in windows)
+
+
+def test_scan_first_decides_a_window_per_call_and_answers_as_a_scan():
+    calls = []
+
+    def test_many(xs):
+        calls.append(list(xs))
+        return [x % 5 == 0 for x in xs]
+
+    assert scan_first(list(range(1, 12)), lambda x: x % 5 == 0, test_many=test_many,
+                      width=3) == 4  # the value 5
+    assert calls == [[1, 2, 3], [4, 5, 6]]  # 6 is tested too: the price of the window
+    assert scan_first([1, 2, 3], lambda x: False, test_many=test_many, width=3) is None

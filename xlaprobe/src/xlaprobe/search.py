@@ -152,7 +152,42 @@ def gallop(origin: int, limit: int, pred: Callable[[int], bool]) -> int:
     return boundary(false_at, true_at, pred)[1]
 
 
-def ddmin(items: Sequence[T], test: Callable[[list[T]], bool]) -> list[T]:
+def scan_first(candidates: Sequence[T], test: Callable[[T], bool], *,
+               test_many: Callable[[list[T]], list[bool]] | None = None,
+               width: int = 1) -> int | None:
+    """The index of the first of `candidates` that `test` holds for, testing up to `width` of them
+    at a time (in order), or None when it holds for none.
+
+    With ``width > 1`` and `test_many`, each window of `width` candidates is decided by one call
+    of `test_many` (which may run its tests in parallel, e.g. on a worker pool); the answer is the
+    one a one-by-one scan gives, at the cost of testing the rest of the window in which the scan
+    would have stopped.
+
+    Args:
+        candidates: what to test, in the order a sequential scan takes.
+        test: one candidate -> bool.
+        test_many: a list of up to `width` candidates -> one bool each, in order.
+        width: candidates decided per step (>= 1).
+
+    >>> scan_first([1, 4, 6, 9], lambda x: x % 2 == 0)
+    1
+    >>> scan_first([1, 3], lambda x: x > 2, test_many=lambda xs: [x > 2 for x in xs], width=2)
+    1
+    """
+    step = max(int(width), 1)
+    for start in range(0, len(candidates), step):
+        window = list(candidates[start:start + step])
+        verdicts = test_many(window) if test_many is not None and len(window) > 1 \
+            else [test(c) for c in window]
+        for k, held in enumerate(verdicts):
+            if held:
+                return start + k
+    return None
+
+
+def ddmin(items: Sequence[T], test: Callable[[list[T]], bool], *,
+          test_many: Callable[[list[list[T]]], list[bool]] | None = None,
+          width: int = 1) -> list[T]:
     """A 1-minimal failing subsequence of `items` (Zeller and Hildebrandt's ddmin).
 
     `items` itself must fail (``test(items)`` true); it is not tested again. ``test`` is called on
@@ -161,9 +196,15 @@ def ddmin(items: Sequence[T], test: Callable[[list[T]], bool]) -> list[T]:
     seen failing are kept), and each subsequence of it one element shorter was tested and passed
     (except the empty one).
 
+    With `test_many` and ``width > 1`` the chunks (then the complements) of each round are tested
+    `width` at a time (`scan_first`), so independent tests can run in parallel; the result is the
+    one the sequential search gives (the first failing chunk in order is taken either way).
+
     Args:
         items: the failing configuration's elements (e.g. equation indices).
         test: True when a subsequence still fails.
+        test_many: up to `width` subsequences -> one such bool each, in order.
+        width: subsequences tested per step (>= 1); 1 is the sequential algorithm.
 
     Returns:
         A failing subsequence from which removing any single element makes it pass (1-minimal).
@@ -187,18 +228,18 @@ def ddmin(items: Sequence[T], test: Callable[[list[T]], bool]) -> list[T]:
             stop = start + size + (1 if k < extra else 0)
             chunks.append(current[start:stop])
             start = stop
-        for chunk in chunks:
-            if test(chunk):
-                current, n = chunk, 2
-                break
+        found = scan_first(chunks, test, test_many=test_many, width=width)
+        if found is not None:
+            current, n = chunks[found], 2
+            continue
+        # With n == 2 each complement is the other chunk, tested already.
+        complements = [[x for j, c in enumerate(chunks) if j != k for x in c]
+                       for k in range(n)] if n > 2 else []
+        found = scan_first(complements, test, test_many=test_many, width=width)
+        if found is not None:
+            current, n = complements[found], max(n - 1, 2)
+        elif n >= len(current):
+            break
         else:
-            for k in range(n):
-                complement = [x for j, c in enumerate(chunks) if j != k for x in c]
-                if n > 2 and test(complement):
-                    current, n = complement, max(n - 1, 2)
-                    break
-            else:
-                if n >= len(current):
-                    break
-                n = min(2 * n, len(current))
+            n = min(2 * n, len(current))
     return current

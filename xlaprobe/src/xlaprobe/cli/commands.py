@@ -79,6 +79,9 @@ QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="no progress on
                                           "(results and errors still print)")]
 WideOption = Annotated[bool, typer.Option("--wide", help="tables as wide as their content: names "
                                          "and paths never folded")]
+AddressOption = Annotated[str | None, typer.Option(
+    "--address", help="Ray cluster HOST:PORT or auto [default: a new local one]",
+    show_default=False)]
 FaultyConfig = Annotated[str, typer.Argument(help="the faulty configuration (default: the "
                                                   "finding's or the case's FAULTY_CONFIG)")]
 
@@ -150,9 +153,7 @@ def fuzz(
     backend: Annotated[str, typer.Option(
         "--backend", help="where configurations run: local (worker processes) or ray (--jobs "
         "Ray actors, each hosting an isolated worker; pip install 'xlaprobe\\[ray]')")] = "local",
-    address: Annotated[str | None, typer.Option(
-        "--address", help="Ray cluster HOST:PORT or auto [default: a new local one]",
-        show_default=False)] = None,
+    address: AddressOption = None,
     shard: Annotated[str | None, typer.Option(
         "--shard", help="I/N: check only every N-th seed from --seed, offset I (reruns alone "
         "with the same programs)", show_default=False)] = None,
@@ -196,13 +197,19 @@ def localize(
     as_json: JsonOption = False,
     inputs: InputsOption = "",
     quiet: QuietOption = False,
+    backend: Annotated[str, typer.Option(
+        "--backend", help="where compiles run: local (--jobs worker processes) or ray (--jobs "
+        "Ray actors); the compiler-pass search tests --jobs candidates at once "
+        "(pip install 'xlaprobe\\[ray]')")] = "local",
+    address: AddressOption = None,
 ) -> None:
     """Localize a finding: failing outputs, smallest failing jaxpr segment, equation, fusion."""
     from xlaprobe.cli.localize import localize_command
 
     _display(quiet)
     raise typer.Exit(localize_command(target, config, db=db, json_output=as_json, jobs=jobs,
-                                      timeout_s=timeout, input_spec=inputs))
+                                      timeout_s=timeout, input_spec=inputs, backend=backend,
+                                      address=address))
 
 
 @app.command()
@@ -329,9 +336,7 @@ def tune(
     backend: Annotated[str, typer.Option(
         "--backend", help="where measurements run: local (a worker process) or ray (a Ray "
         "actor hosting one; pip install 'xlaprobe\\[ray]')")] = "local",
-    address: Annotated[str | None, typer.Option(
-        "--address", help="Ray cluster HOST:PORT or auto [default: a new local one]",
-        show_default=False)] = None,
+    address: AddressOption = None,
 ) -> None:
     """Tune XLA compiler options, pass toggles and program knobs for speed, numerics guarded.
 

@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 from xlaprobe.api import store_localization, validated_store
+from xlaprobe.backends import check_backend, make_pool
 from xlaprobe.cli.console import Steps, seconds
 from xlaprobe.errors import InvalidArgument
-from xlaprobe.localization import fusion as fusion_mod
 from xlaprobe.localization.api import METHODS, localize
 from xlaprobe.localization.bisect import Step
 from xlaprobe.sources.targets import resolve_faulty
@@ -30,7 +30,8 @@ def _describe(step: Step) -> str:
 
 def localize_command(target: str, config: str, *, db: Path | str, json_output: bool,
                      jobs: int = 1, timeout_s: float = 600.0, method: str = "auto",
-                     input_spec: str = "") -> int:
+                     input_spec: str = "", backend: str = "local",
+                     address: str | None = None) -> int:
     """``xlaprobe localize TARGET [CONFIG]``: localize, print each tier as it completes, store it.
 
     Args:
@@ -44,15 +45,20 @@ def localize_command(target: str, config: str, *, db: Path | str, json_output: b
         timeout_s: per-run limit (s).
         method: ``auto``, ``cuts`` or ``segments`` (see `localize`).
         input_spec: inputs of a FILE.py:FN target (``--inputs``).
+        backend: ``local`` or ``ray`` (`xlaprobe.backends.make_pool`): where compiles run;
+            the compiler-pass search (tier 5) tests `jobs` candidate sets at once.
+        address: the Ray cluster (``ray`` only; None: a new local one).
 
     Returns:
         Exit code: 0 localized, 1 nothing localized (the failure vanished) or flaky.
 
     Raises:
-        InvalidArgument: bad target, configuration or store.
+        InvalidArgument: bad target, configuration, store or backend (Ray missing or
+            unreachable).
         NotReproducible: the configuration gives no finding on the target.
     """
     db = Path(db)
+    check_backend(backend, address)  # before building the target, which can take a while
     program, parsed, finding_id = resolve_faulty(target, config, db, input_spec, "localize")
     validated_store(db)  # a bad store fails now, not after the run
     config = str(parsed)
@@ -62,7 +68,7 @@ def localize_command(target: str, config: str, *, db: Path | str, json_output: b
     say(f"localizing {config} on {program.provenance.name} ({len(program.jaxpr.jaxpr.eqns)} "
         "top-level equations)")
     # Each tier's step is progress (stderr): kept on a terminal, a plain line in logs.
-    with fusion_mod.make_pool(size=jobs, timeout_s=timeout_s) as pool, \
+    with make_pool(backend, jobs, timeout_s, address=address) as pool, \
             Steps("localize") as steps:
         loc = localize(program, parsed, pool, method=method,
                        on_step=lambda step: steps.step(_describe(step), keep=True))

@@ -12,7 +12,9 @@ A test compiles the program under the faulty configuration with a subset of the 
 disabled and judges it against the finding's reference (no new reference run): it *fixes* the
 fault when it runs and no output leaf is a finding. `ddmin` (Zeller and Hildebrandt 2002) over
 the candidates, latest pass first, finds a 1-minimal set whose disabling fixes the fault; a
-single pass is named. The latest-first order matters when several passes each fix it alone: an
+single pass is named. The tests of one ddmin round are independent: a pool of N workers (local, or
+Ray actors) runs N of them at once, and the search takes the first failing subset in order, so the
+answer does not depend on N. The latest-first order matters when several passes each fix it alone: an
 early pass (algebraic simplification, reshape decomposition) often only builds the pattern a later
 one (fusion) gets wrong, so the search tries the later passes' half first. When disabling every
 candidate does not fix the fault (an op computed wrongly however it is compiled, or an emitter
@@ -50,7 +52,7 @@ from xlaprobe.configs.mutants import get_mutant
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.configs.xla import compiler_options, scoped_function
 from xlaprobe.errors import InvalidArgument
-from xlaprobe.search import ddmin
+from xlaprobe.search import ddmin, scan_first
 
 #: Option whose value lists the disabled passes.
 DISABLE = "xla_disable_hlo_passes"
@@ -165,7 +167,9 @@ def blame_pass(program: Any, config: Configuration, pool: Any, check: Any, *,
         program: the failing `xlaprobe.program.Program`.
         config: the faulty configuration: ``xla...`` (bisected) or ``mutant:<name>`` (the planted
             pass, known); any other kind gives an undecided result.
-        pool: a `xlaprobe.workers.WorkerPool` (`fusion.make_pool`).
+        pool: a `xlaprobe.workers.WorkerPool` or `xlaprobe.ray_pool.RayPool`
+            (`xlaprobe.backends.make_pool`); with ``size`` > 1 each ddmin round tests that many
+            subsets at once (the answer is the sequential search's).
         check: a `xlaprobe.checking.CheckResult` of `program` that ran ``reference``: its reference
             and honest runs judge every test.
         timeout_s: per-run limit (s).
@@ -224,22 +228,32 @@ class _Tests:
 
     def fixes(self, names: Sequence[str]) -> bool:
         """Whether disabling `names` fixes the fault: it runs and no output leaf is a finding."""
-        key = tuple(sorted(names))
-        if key not in self.cache:
-            begun = time.perf_counter()
-            spec = with_disabled(self.config, names)
-            run = self.pool.run(self.program, spec, timeout_s=self.limit)
-            self.cycles += 1
-            result = judge(self.program, [str(spec), REFERENCE], [run, self.reference],
-                           self.check.budget, self.check.flushed)
-            kinds = {v.kind for v in result.verdicts[0]}
-            fixed = result.clean(str(spec))
-            self.cache[key] = fixed
-            self.ran[key] = run.ran
-            if self.on_test is not None:
-                worst = next((k.value for k in kinds if k.is_finding), "ok")
-                self.on_test(tuple(names), fixed, worst, time.perf_counter() - begun)
-        return self.cache[key]
+        return self.fixes_many([names])[0]
+
+    def fixes_many(self, sets: Sequence[Sequence[str]]) -> list[bool]:
+        """`fixes` of each of `sets`, their untested compiles run at the same time
+        (``pool.run_many``: as many at once as the pool has workers)."""
+        keys = [tuple(sorted(names)) for names in sets]
+        todo = list(dict.fromkeys(k for k in keys if k not in self.cache))
+        names_of = {k: tuple(names) for k, names in zip(keys, sets)}
+        specs = [with_disabled(self.config, names_of[k]) for k in todo]
+        begun = time.perf_counter()
+        for index, run in self.pool.run_many([(self.program, s) for s in specs],
+                                             timeout_s=self.limit):
+            self._judged(todo[index], names_of[todo[index]], specs[index], run, begun)
+        return [self.cache[k] for k in keys]
+
+    def _judged(self, key: tuple[str, ...], names: tuple[str, ...], spec: Configuration,
+                run: Any, begun: float) -> None:
+        self.cycles += 1
+        result = judge(self.program, [str(spec), REFERENCE], [run, self.reference],
+                       self.check.budget, self.check.flushed)
+        fixed = result.clean(str(spec))
+        self.cache[key] = fixed
+        self.ran[key] = run.ran
+        if self.on_test is not None:
+            worst = next((v.kind.value for v in result.verdicts[0] if v.kind.is_finding), "ok")
+            self.on_test(names, fixed, worst, time.perf_counter() - begun)
 
 
 def _bisect(tests: _Tests, candidates: list[str], started: float) -> PassBlame:
@@ -249,19 +263,22 @@ def _bisect(tests: _Tests, candidates: list[str], started: float) -> PassBlame:
     if not order:
         return PassBlame("none", (), (), "no HLO pass changed the module", tests.cycles,
                          time.perf_counter() - started)
+    width = getattr(tests.pool, "size", 1)
     if tests.fixes(order):
-        minimal = ddmin(order, tests.fixes)
+        minimal = ddmin(order, tests.fixes, test_many=tests.fixes_many, width=width)
         name = minimal[0] if len(minimal) == 1 else ""
         evidence = ("disabling it alone fixes the fault" if name else
                     f"only disabling these {len(minimal)} passes together fixes the fault")
         return PassBlame(name, tuple(minimal), tuple(candidates), evidence, tests.cycles,
                          time.perf_counter() - started)
     if not tests.ran[tuple(sorted(order))]:
-        for name in order[:MAX_SINGLES]:
-            if tests.fixes([name]):
-                return PassBlame(name, (name,), tuple(candidates), "disabling it alone fixes the "
-                                 "fault (disabling every changed pass did not compile or run)",
-                                 tests.cycles, time.perf_counter() - started)
+        singles = [[name] for name in order[:MAX_SINGLES]]
+        found = scan_first(singles, tests.fixes, test_many=tests.fixes_many, width=width)
+        if found is not None:
+            name = singles[found][0]
+            return PassBlame(name, (name,), tuple(candidates), "disabling it alone fixes the "
+                             "fault (disabling every changed pass did not compile or run)",
+                             tests.cycles, time.perf_counter() - started)
         return PassBlame("", (), tuple(candidates), "disabling every changed pass does not "
                          f"compile or run, and disabling none of the latest {MAX_SINGLES} alone "
                          "fixes the fault: undecided", tests.cycles, time.perf_counter() - started)
