@@ -15,6 +15,9 @@ worker pool (wall time x jobs) of each is split into
 * everything else: worker start-up (importing jax), moving programs and outputs between
   processes, idle workers while the parent generates, judges and stores.
 
+Detection is compared on the seeds both campaigns checked (`same_seeds`): the distinct failures
+each schedule found there, and those only one found.
+
 xlaprobe's own overhead is everything but XLA compile+run. The parent's own work (generation,
 judging, storing, artifacts) runs in threads beside the workers; it is timed too and printed
 per program.
@@ -103,6 +106,10 @@ def _figures(schedule, db, totals, args):
         for config, seconds in conn.execute("SELECT config, seconds FROM runs"):
             per_config[config].append(seconds)
         skipped = dict(conn.execute("SELECT config, COUNT(*) FROM skipped_runs GROUP BY config"))
+        found = conn.execute(
+            "SELECT p.seed, f.config, f.kind, f.fingerprint FROM findings f JOIN programs p "
+            "ON p.id = f.program_id ORDER BY p.seed").fetchall()
+        last_seed = conn.execute("SELECT MAX(seed) FROM programs").fetchone()[0]
     wall, programs, summary = totals["wall_s"], totals["programs"], totals["summary"]
     capacity = wall * args.jobs
     stage_s = {c: sum(v) for c, v in sorted(per_config.items())}
@@ -128,8 +135,36 @@ def _figures(schedule, db, totals, args):
         "programs_with_a_skip": totals["tiers"][True],
         "mean_s_per_run": {c: round(sum(v) / len(v), 4) for c, v in sorted(per_config.items())},
         "findings": summary.findings, "unique_findings": summary.unique_findings,
+        "finding_rows": [list(row) for row in found], "last_seed": last_seed,
         "coverage": f"{summary.covered}/{summary.catalogue}",
     }
+
+
+def same_seeds(old, new):
+    """Detection on the seeds both campaigns checked: the distinct failures (fingerprints, each
+    with the configurations and kinds that showed it) found by each schedule, and which one
+    schedule found alone. A failure the all-configurations schedule finds and the adaptive one
+    misses on the same programs is a detection the adaptive schedule lost."""
+    last = min(old["last_seed"] if old["last_seed"] is not None else -1,
+               new["last_seed"] if new["last_seed"] is not None else -1)
+
+    def families(figures):
+        seen = {}
+        for seed, config, kind, fingerprint in figures["finding_rows"]:
+            if seed is not None and seed <= last:
+                seen.setdefault(fingerprint, set()).add(f"{config} {kind}")
+        return seen
+
+    all_, adaptive = families(old), families(new)
+    lost = sorted(set(all_) - set(adaptive))
+    extra = sorted(set(adaptive) - set(all_))
+    line = (f"same seeds (0..{last}): all found {len(all_)} distinct failures, adaptive "
+            f"{len(adaptive)}; found by all only: "
+            + (", ".join(f"{k} ({'; '.join(sorted(all_[k]))})" for k in lost) or "none")
+            + "; by adaptive only: "
+            + (", ".join(f"{k} ({'; '.join(sorted(adaptive[k]))})" for k in extra) or "none"))
+    return {"last_seed": last, "all": len(all_), "adaptive": len(adaptive),
+            "all_only": lost, "adaptive_only": extra, "line": line}
 
 
 def _concurrently(schedules, args):
@@ -225,6 +260,8 @@ def main() -> None:
                             "equations_per_s": round(eq_ratio, 2)}
         print(f"adaptive / all: {ratio:.2f}x programs/s, {eq_ratio:.2f}x equations/s "
               f"(goal >= 2x on 2 cores)")
+        results["same_seeds"] = same_seeds(old, new)
+        print(results["same_seeds"]["line"])
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
 
