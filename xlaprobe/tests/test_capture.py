@@ -53,6 +53,33 @@ def test_an_equinox_training_script_is_captured_and_checks_clean(tmp_path, capsy
     assert result.ok and not result.incomplete
 
 
+def test_typed_prng_keys_are_saved_as_key_data_and_check_clean(tmp_path, pool):
+    # A typed key (jax.random.key) has no NumPy form: the program is saved over its key data
+    # (uint32[2] for threefry2x32), wrapped inside, and the key it returns comes out as data.
+    import jax
+    import jax.numpy as jnp
+
+    @jax.jit
+    def init(key, x):
+        k1, k2 = jax.random.split(key)
+        return jnp.tanh(x @ jax.random.normal(k1, (4, 3))), k2
+
+    key = jax.random.key(7)
+    with capture(tmp_path) as captured:
+        weights, next_key = init(key, jnp.ones((2, 4), jnp.float32))
+    [entry] = [p for p in captured.programs.values() if p.name == "init"]
+    assert entry.artifact and not entry.error
+    program = resolve(entry.artifact).program
+    assert program.inputs[0].dtype == np.uint32 and program.inputs[0].shape == (2,)
+    assert np.array_equal(program.inputs[0], jax.random.key_data(key))
+    assert "random_wrap" in str(program.jaxpr) and "random_unwrap" in str(program.jaxpr)
+    result = check_program(program, ["xla", "reference"], pool)
+    assert result.ok and not result.incomplete
+    xla = result.outcomes[result.configs.index("xla")].outputs
+    assert np.array_equal(xla[0], np.asarray(weights))  # the script's own values
+    assert np.array_equal(xla[1], jax.random.key_data(next_key))
+
+
 def test_capture_block_leaves_out_op_by_op_dispatch(tmp_path):
     import jax
     import jax.numpy as jnp

@@ -11,8 +11,10 @@ Programs are deduplicated by structure (the canonical jaxpr's text: the same tra
 with new batches is one program, saved with its first call's arguments). Single-primitive
 programs and programs named after a primitive, which op-by-op (eager) execution dispatches, are
 left out (`MIN_EQUATIONS`). A program
-that cannot be saved (a host callback, an extended-dtype argument such as a typed PRNG key) is
-counted with the reason; nothing here ever changes what the script computes.
+that cannot be saved (a host callback, say) is counted with the reason; nothing here ever changes
+what the script computes. Typed PRNG keys (``jax.random.key``) have no NumPy form: a program that
+takes or returns them is saved over their key data instead (`keys_as_data`), with the
+``random_wrap`` / ``random_unwrap`` equations that convert, so it computes the same values.
 """
 
 from __future__ import annotations
@@ -54,6 +56,50 @@ class Captured:
     error: str = ""
 
 
+def keys_as_data(closed: Any, args: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:
+    """`closed` over raw key data where its inputs or outputs are typed PRNG keys.
+
+    A typed key array (dtype ``key<impl>``, shape S) has no NumPy form; its key data
+    (``jax.random.key_data``: uint32, shape S + the implementation's key shape, e.g. (2,) for
+    threefry2x32) does. Each key input becomes its key data followed by ``random_wrap`` with the
+    key's implementation; each key output is followed by ``random_unwrap``. Other inputs and
+    outputs, and every value computed, are unchanged.
+
+    Args:
+        closed: a closed jaxpr with one invar per argument.
+        args: the arguments of its first call (arrays, keys or Python scalars).
+
+    Returns:
+        (the closed jaxpr, the arguments with keys replaced by their key data); `closed` and
+        `args` themselves when no input or output is a key.
+
+    Raises:
+        Exception: whatever JAX raises tracing the wrapped function (a key of an implementation
+            it cannot wrap).
+    """
+    import jax
+
+    from xlaprobe import jaxcompat
+
+    def is_key(aval: Any) -> bool:
+        return jax.dtypes.issubdtype(getattr(aval, "dtype", None), jax.dtypes.prng_key)
+
+    keys = {i: jax.random.key_impl(a) for i, (a, v) in enumerate(zip(args, closed.jaxpr.invars))
+            if is_key(v.aval)}
+    if not keys and not any(is_key(v.aval) for v in closed.jaxpr.outvars):
+        return closed, args
+    function = jaxcompat.jaxpr_as_fun(closed)
+
+    def over_data(*flat: Any) -> list[Any]:
+        outputs = function(*[jax.random.wrap_key_data(x, impl=keys[i]) if i in keys else x
+                             for i, x in enumerate(flat)])
+        return [jax.random.key_data(o) if is_key(o.aval if hasattr(o, "aval") else o)
+                else o for o in outputs]
+
+    data = tuple(jax.random.key_data(a) if i in keys else a for i, a in enumerate(args))
+    return jax.make_jaxpr(over_data)(*data), data
+
+
 @dataclasses.dataclass
 class Capture:
     """What a `capture` block saw (filled while it runs).
@@ -79,7 +125,8 @@ class Capture:
         from xlaprobe.program import Program, Provenance
 
         try:
-            closed = jaxprs.canonicalize(jaxcompat.as_closed(jaxpr))
+            closed, args = keys_as_data(jaxcompat.as_closed(jaxpr), args)
+            closed = jaxprs.canonicalize(closed)
             count = jaxprs.count_equations(closed)
         except Exception as exc:  # a jaxpr xlaprobe cannot canonicalize: not its business
             self.programs.setdefault(f"error:{name}", Captured(name, "", 0, len(args), 0, "",
