@@ -48,6 +48,12 @@ def test_first_tier_and_schedule_names():
     assert first_tier(["xla", "xla:O0", "eager", "reference"]) == ("xla", "reference")
     assert first_tier(["eager", "xla:O0", "mutant:swap-subtract-fused", "reference"]) == \
         ("eager", "mutant:swap-subtract-fused", "reference")
+    # Other releases and xla variants are compilers under test: their bugs show only when they
+    # run. Only the explainers (eager, plain xla:O0) wait for a reason.
+    assert first_tier(["xla", "xla:O0", "eager", "jaxlib==0.10.2", "xla:fastmath",
+                       "xla:O0[xla_cpu_enable_fast_math=true]", "reference"]) == \
+        ("xla", "jaxlib==0.10.2", "xla:fastmath", "xla:O0[xla_cpu_enable_fast_math=true]",
+         "reference")
     assert check_schedule("all") == "all"
     with pytest.raises(InvalidArgument, match="--schedule must be one of adaptive, all"):
         check_schedule("fast")

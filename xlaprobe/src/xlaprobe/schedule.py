@@ -20,10 +20,14 @@ when one of these holds (the reason is recorded with the check):
 Everything else is skipped, with why: a skipped configuration is no "ok" (the store keeps it in
 ``skipped_runs``; a campaign counts it as ``skipped``).
 
-The first tier: the reference (with its honest runs), plain ``xla``, and every ``mutant:*``: a
-mutant is a planted fault in optimized XLA and is detected only by running it on the program (no
-other configuration can stand in for it). Without plain ``xla``, the first configuration listed
-takes its place.
+The first tier: the reference (with its honest runs), plain ``xla``, and every configuration that
+is a compiler under test of its own rather than an explainer of the optimized compile: every
+``mutant:*`` (a planted fault is detected only by running it on the program), every other
+release (``jaxlib==VERSION``: its bugs show only when it runs; a campaign that lists it is fuzzing
+that release) and every ``xla`` configuration with options or another variant
+(``xla:fastmath``, ``xla[...]``). Deferred are only the explainers, `EXPLAINERS`: op by op
+(``eager``) and the unoptimized compile (``xla:O0``). Without plain ``xla``, the first
+configuration listed takes its place.
 """
 
 from __future__ import annotations
@@ -47,6 +51,9 @@ DEFAULT_SCHEDULE = "adaptive"
 AUDIT_EVERY = 16
 #: Configuration kinds that run every equation op by op (they see dead code).
 OP_BY_OP_KINDS = ("eager",)
+#: Configurations that explain a finding of the optimized compile (which equations, whether the
+#: optimizer is to blame) rather than test a compiler of their own: deferred under ``adaptive``.
+EXPLAINERS = ("eager", "xla:O0")
 #: Why a configuration was skipped on a clean program (stored with the check).
 SKIP_CLEAN = "first tier clean (xla agreed with the reference on every output), no dead code"
 
@@ -69,10 +76,18 @@ def first_tier(specs: Sequence[str]) -> tuple[str, ...]:
     ('xla', 'mutant:swap-subtract-fused', 'reference')
     >>> first_tier(["xla:O0", "eager", "reference"])
     ('xla:O0', 'reference')
+    >>> first_tier(["xla", "eager", "jaxlib==0.10.2", "xla:fastmath", "reference"])
+    ('xla', 'jaxlib==0.10.2', 'xla:fastmath', 'reference')
     """
-    kinds = {s: Configuration.parse(s).kind for s in specs}
     lead = "xla" if "xla" in specs else next((s for s in specs if s != REFERENCE), None)
-    return tuple(s for s in specs if s in (REFERENCE, lead) or kinds[s] == "mutant")
+    return tuple(s for s in specs if s in (REFERENCE, lead) or not _explainer(s))
+
+
+def _explainer(spec: str) -> bool:
+    """Whether `spec` is one of `EXPLAINERS` (any ``eager`` configuration, plain ``xla:O0``)."""
+    config = Configuration.parse(spec)
+    return config.kind == "eager" or (config.kind == "xla" and config.variant == "O0"
+                                      and not config.options)
 
 
 def dead_equations(program: Program) -> int:

@@ -144,8 +144,9 @@ def fuzz(
         "--campaign", min=1, help="continue campaign ID, with its configurations (xlaprobe "
         "campaigns lists them)")] = None,
     schedule: Annotated[str | None, typer.Option(
-        "--schedule", help="adaptive: xla, mutants and the reference on every program, the other "
-        "configurations where a finding, dead code or an audit asks for them; all: every "
+        "--schedule", help="adaptive: the reference and every compiler under test (xla, mutants, "
+        "releases, xla variants) on every program, eager and xla:O0 where a finding, dead code or "
+        "an audit asks for them; all: every "
         "configuration on every program [default: adaptive; a resumed campaign keeps its own]",
         show_default=False)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
