@@ -241,7 +241,11 @@ def _reason(text: str) -> str:
     if "Message: " in text:
         text = text.rsplit("Message: ", 1)[1].strip().removesuffix("'>")
     lines = [x.strip() for x in text.strip().splitlines() if x.strip()]
-    return lines[-1] if lines else "no reason given"
+    line = lines[-1] if lines else "no reason given"
+    # Ray explains a dead worker in a paragraph (exit detail, OOM advice): its first sentence says it.
+    if len(line) > 200 and ". " in line:
+        line = line.split(". ", 1)[0] + "."
+    return line
 
 
 def _shutdown_ray() -> None:
