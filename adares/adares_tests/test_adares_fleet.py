@@ -90,8 +90,8 @@ def test_bad_clusters_and_backend_one_line_exit_2(monkeypatch):
         res = runner.invoke(app, ["replay", "--trace", "synthetic:vms=2,days=1", "--policies",
                                   "static", *args])
         assert res.exit_code == 2, res.output
-        # The trace's log line may come first (--clusters is checked against its VMs).
-        assert res.stderr.strip().splitlines()[-1].startswith(f"adares: error: {needle}")
+        # Checked before the trace is made: the refusal is the only line.
+        assert res.stderr.startswith(f"adares: error: {needle}") and res.stderr.count("\n") == 1
         assert "Traceback" not in res.stderr
     monkeypatch.setitem(sys.modules, "ray", None)  # as if Ray were not installed
     res = runner.invoke(app, ["replay", "--trace", "synthetic:vms=2,days=1", "--policies",

@@ -114,6 +114,8 @@ def test_plan_json_recommends_and_gives_crossover(geodml):
     (["plan", "--partition", "unequal:1,1,1,1e309"], "positive finite"),
     (["compare", "--data", "sklearn:breast_cancer", "--lr", "inf"], "--lr"),
     (["compare", "--data", "sklearn:breast_cancer", "--ray", "--flower"], "choose one"),
+    (["compare", "--data", "sklearn:breast_cancer", "--flower", "--flower-timeout", "0"], "--flower-timeout must be a positive"),
+    (["compare", "--data", "sklearn:breast_cancer", "--flower-timeout", "nan"], "--flower-timeout must be a positive"),
 ])
 def test_bad_input_one_line_exit_2(geodml, args, needle):
     r = geodml(*args)

@@ -156,3 +156,8 @@ def test_a_clientapps_error_reason_becomes_one_line():
     assert _reason(ray_wrapped) == "libsvm file not found: '/no.svm'"
     assert _reason("first\nsecond\n") == "second"
     assert _reason("") == "no reason given"
+    dead = ("<class 'ray.exceptions.ActorDiedError'>:<'The actor died unexpectedly before finishing this task.\n"
+            "\tclass_name: ClientAppActor\nThe actor is dead because its worker process has died. Worker exit type: "
+            "SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection error code 2. End of file. "
+            "Some common causes include: (1) the process was killed by the OOM killer due to high memory usage'>")
+    assert _reason(dead) == "The actor is dead because its worker process has died."

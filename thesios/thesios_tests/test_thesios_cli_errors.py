@@ -57,8 +57,8 @@ def test_ctrl_c_while_importing_exits_130(monkeypatch, capsys):
 
 def test_output_errors_name_the_output_not_a_temp_file(tmp_path, capsys, monkeypatch):
     out = tmp_path / "no" / "t.parquet"
-    assert fails(["convert", str(SHARD), "-o", str(out)], capsys) == f"thesios: error: {out}: its folder does not exist"
-    assert fails(["sample", "-o", str(out), "--disks-per-class", "1"], capsys).endswith(f"{out}: its folder does not exist")
+    assert fails(["convert", str(SHARD), "-o", str(out)], capsys) == f"thesios: error: {out}: its folder {out.parent} does not exist"
+    assert fails(["sample", "-o", str(out), "--disks-per-class", "1"], capsys).endswith(f"{out}: its folder {out.parent} does not exist")
     folder = tmp_path / "d.parquet"
     folder.mkdir()
     assert fails(["convert", str(SHARD), "-o", str(folder)], capsys) == f"thesios: error: {folder}: is a folder, not a file"
@@ -80,7 +80,37 @@ def test_report_path_is_checked_before_the_run(tmp_path, capsys, monkeypatch):
 
     monkeypatch.setattr("thesios.cli.validate", never)
     assert fails(["validate", "--report", str(tmp_path)], capsys) == f"thesios: error: {tmp_path}: is a folder, not a file"
-    assert fails(["synth", "-o", str(tmp_path / "x" / "t.csv")], capsys).endswith("its folder does not exist")
+    assert fails(["synth", "-o", str(tmp_path / "x" / "t.csv")], capsys).endswith(f"its folder {tmp_path / 'x'} does not exist")
+
+
+def test_every_output_in_a_missing_folder_is_refused_before_any_work(tmp_path, capsys, monkeypatch):
+    """A mistyped folder is named in one line, exit 2, before any work or output; no folder is made."""
+    def never(*args, **kwargs):
+        raise AssertionError("work started although the output's folder does not exist")
+
+    for name in ("validate", "_fleet_spec", "_load_trace", "read_thesios_csv"):
+        monkeypatch.setattr(f"thesios.cli.{name}", never)
+    monkeypatch.setattr("thesios.fleet.FleetGenerator", never)
+    typo = tmp_path / "reprots" / "deeper"
+    cases = {
+        "r.html": [["validate", "--report"], ["whatif", "-s", "rpm:5400", "--report"],
+                   ["whatif", str(SHARD), "-s", "rpm:5400", "--json", "--report"]],
+        "t.csv": [["synth", "-o"]],
+        "t.iolog": [["synth", "-o"]],
+        "t.parquet": [["convert", str(SHARD), "-o"], ["sample", "-o"]],
+    }
+    for file, commands in cases.items():
+        for args in commands:
+            out = typo / file
+            with pytest.raises(SystemExit) as exc:
+                main([*args, str(out)])
+            assert exc.value.code == 2
+            assert capsys.readouterr() == ("", f"thesios: error: {out}: its folder {typo} does not exist\n")
+    # A file where the folder should be: named as such.
+    (tmp_path / "plain").write_text("x")
+    out = tmp_path / "plain" / "r.html"
+    assert fails(["validate", "--report", str(out)], capsys) == f"thesios: error: {out}: its folder {out.parent} is a file"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plain"]
 
 
 def test_parquet_outputs_must_be_named_parquet(tmp_path, capsys):

@@ -156,7 +156,7 @@ def replay(
         names = parse_policies(policies)
         from adares import replay as rp
 
-        from adares.policies.bandit import CONTEXT_DIM, load_log
+        from adares.policies.bandit import CONTEXT_DIM, MULTIPLIERS, load_log, logs_a_decision
         from adares.policies.bandit import save_log as write_log
 
         from adares.simulator import RESIZE_MODES
@@ -191,16 +191,34 @@ def replay(
         _check_out(report, "--report")
         if (save_log or transfer_from) and "adares" not in names:
             raise InputError("--save-log and --transfer-from need the adares policy")
+        # What the spec alone tells is checked now; what needs the trace's file, after loading
+        # it but before the first line of output (a refusal is then the only line).
+        n_vms, n_steps = rp.planned_size(trace)
+        if n_vms is not None and n_vms >= 1 and clusters > n_vms:
+            raise InputError(f"--clusters must be in 1..{n_vms} (the VMs), got {clusters}")
+
+        def check_save_log(steps: int) -> None:
+            if save_log and steps >= 2 and not logs_a_decision(steps):
+                raise InputError(f"--save-log: the bandit makes no decision in {steps} steps "
+                                 "(too short); nothing written")
+
+        if n_steps is not None:
+            check_save_log(n_steps)
         warm = load_log(transfer_from, CONTEXT_DIM) if transfer_from else None
-        if warm is not None:
-            err.log(f"warm start: {len(warm.action)} logged decisions from {transfer_from}")
+        if warm is not None and len(warm.allowed[0]) != len(MULTIPLIERS):
+            raise InputError(f"--transfer-from {transfer_from}: {len(warm.allowed[0])} actions, "
+                             f"this version has {len(MULTIPLIERS)}")
         t0 = time.perf_counter()
         tr = rp.load_trace(trace)
-        err.log(f"trace {trace}: {tr.n_vms} VMs x {tr.n_steps} steps of {tr.step_s} s "
-                f"({time.perf_counter() - t0:.1f} s)")
+        load_s = time.perf_counter() - t0
         from adares import fleet as fl
 
         flt = fl.split(tr, clusters, cluster)
+        check_save_log(tr.n_steps)
+        if warm is not None:
+            err.log(f"warm start: {len(warm.action)} logged decisions from {transfer_from}")
+        err.log(f"trace {trace}: {tr.n_vms} VMs x {tr.n_steps} steps of {tr.step_s} s "
+                f"({load_s:.1f} s)")
         cl = flt.nodes[0]
         if clusters > 1:
             err.log(f"{clusters} clusters of {min(len(b) for b in flt.blocks)}-"
@@ -427,6 +445,9 @@ def recommend(
         if len(names) != 1:
             raise InputError("--policy takes one policy name")
         name = names[0]
+        if name == "clairvoyant":  # before the trace is loaded and replayed, not after
+            raise InputError("clairvoyant knows each step's demand and has no recommendation past "
+                             "the trace; pick another --policy")
         _check_seed(seed)
         _check_out(yaml_out, "--yaml")
         _check_out(plan_out, "--plan")

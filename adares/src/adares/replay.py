@@ -18,7 +18,7 @@ from adares.trace import Trace
 
 DEFAULT_POLICIES = POLICY_NAMES
 BASELINES = ("threshold", "predictive")
-__all__ = ["POLICY_NAMES", "parse_policies", "make_policy", "load_trace", "replay", "savings"]
+__all__ = ["POLICY_NAMES", "parse_policies", "make_policy", "load_trace", "planned_size", "replay", "savings"]
 
 
 def make_policy(name: str, trace: Trace, seed: int = 0, costs: CostModel = CostModel(),
@@ -61,6 +61,52 @@ def _kv(items: list[str], spec: str) -> dict[str, str]:
     return out
 
 
+def _synthetic_spec(spec: str) -> tuple[int, float | None, int, str | None]:
+    """``(vms, days or None for the default, seed, real series name or None)`` of a
+    ``synthetic:`` or ``shaped:`` spec, checked; nothing is generated or loaded.
+    Raises InputError on a malformed spec."""
+    kind, _, rest = spec.partition(":")
+    parts = [s for s in rest.split(",") if s]
+    source = None
+    if kind == "shaped":
+        if not parts or "=" in parts[0]:
+            raise InputError(f"trace spec {spec!r}: expected shaped:SOURCE[,vms=N,days=D,seed=S]")
+        source = parts.pop(0)
+    kv = _kv(parts, spec)
+    unknown = set(kv) - {"vms", "days", "seed"}
+    if unknown:
+        raise InputError(f"trace spec {spec!r}: unknown keys {', '.join(sorted(unknown))}")
+    try:
+        vms, seed = int(kv.get("vms", 500)), int(kv.get("seed", 0))
+        days = float(kv["days"]) if "days" in kv else None
+    except ValueError:
+        raise InputError(f"trace spec {spec!r}: vms and seed must be integers, days a number") from None
+    # float() accepts "nan" and "inf", and numpy's generator rejects negative seeds with a
+    # traceback: both are bad specs, so say so here.
+    if days is not None and not math.isfinite(days):
+        raise InputError(f"trace spec {spec!r}: days must be a finite number")
+    if seed < 0:
+        raise InputError(f"trace spec {spec!r}: seed must be >= 0")
+    return vms, days, seed, source
+
+
+def planned_size(spec: str) -> tuple[int | None, int | None]:
+    """``(n_vms, n_steps)`` that ``load_trace(spec)`` will have, as far as the spec alone says:
+    both for ``synthetic:``, the VMs (and the steps when ``days`` is given) for ``shaped:``,
+    ``(None, None)`` for trace files (only loading them tells). Generates and reads nothing, so
+    that options checked against the trace's size are refused before any work.
+    Raises InputError on a malformed synthetic or shaped spec."""
+    from adares.trace import STEP_S
+
+    kind = spec.partition(":")[0]
+    if kind not in ("synthetic", "shaped"):
+        return None, None
+    vms, days, _, source = _synthetic_spec(spec)
+    if days is None and source is None:
+        days = 8.0
+    return vms, None if days is None else int(round(days * 86400 / STEP_S))
+
+
 def load_trace(spec: str) -> Trace:
     """A trace from a spec: ``synthetic[:vms=500,days=8,seed=0]``,
     ``shaped:SOURCE[,vms=..,days=..,seed=..]`` (SOURCE: alibaba2018, google2019, azure_v2: the
@@ -75,30 +121,14 @@ def load_trace(spec: str) -> Trace:
 
     kind, _, rest = spec.partition(":")
     if kind in ("synthetic", "shaped"):
-        parts = [s for s in rest.split(",") if s]
+        vms, days, seed, source = _synthetic_spec(spec)
         shape = None
-        if kind == "shaped":
+        if source is not None:
             from adares.shaping import real_series
 
-            if not parts or "=" in parts[0]:
-                raise InputError(f"trace spec {spec!r}: expected shaped:SOURCE[,vms=N,days=D,seed=S]")
-            shape = real_series(parts.pop(0))
-        kv = _kv(parts, spec)
-        unknown = set(kv) - {"vms", "days", "seed"}
-        if unknown:
-            raise InputError(f"trace spec {spec!r}: unknown keys {', '.join(sorted(unknown))}")
-        try:
-            default_days = 8.0 if shape is None else min(8.0, len(shape[0]) * 300 / 86400)
-            vms, days = int(kv.get("vms", 500)), float(kv.get("days", default_days))
-            seed = int(kv.get("seed", 0))
-        except ValueError:
-            raise InputError(f"trace spec {spec!r}: vms and seed must be integers, days a number") from None
-        # float() accepts "nan" and "inf", and numpy's generator rejects negative seeds with a
-        # traceback: both are bad specs, so say so here.
-        if not math.isfinite(days):
-            raise InputError(f"trace spec {spec!r}: days must be a finite number")
-        if seed < 0:
-            raise InputError(f"trace spec {spec!r}: seed must be >= 0")
+            shape = real_series(source)
+        if days is None:
+            days = 8.0 if shape is None else min(8.0, len(shape[0]) * 300 / 86400)
         if shape is None:
             return generate(vms, days, seed)
         return generate(vms, days, seed, cpu_shape=shape[0], mem_shape=shape[1])

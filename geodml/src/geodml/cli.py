@@ -105,6 +105,7 @@ def compare(
     report: str = typer.Option(None, help="also write an HTML report with plots to this file"),
     ray: bool = typer.Option(False, "--ray", help="run each data center as a Ray actor (pip install 'geodml[ray]'); adds measured wall time and bytes"),
     flower: bool = typer.Option(False, "--flower", help="run each data center as a Flower ClientApp on Flower's simulation engine (pip install 'geodml[flower]'); adds measured wall time and Flower's message bytes"),
+    flower_timeout: float = typer.Option(300.0, "--flower-timeout", help="seconds each data center's ClientApp has to answer one message under --flower; a hung one ends the run with an error"),
     as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
 ):
     """Train with each algorithm on the same federation; report bytes, rounds, time, dollars, accuracy."""
@@ -113,7 +114,8 @@ def compare(
     err = Console(stderr=True)
     cfg = CompareConfig(data=data, k=dcs, partition=partition, wan=wan, sovereign=_split_names(sovereign),
                         algos=_algo_names(algos), settings=_settings(l2, rounds, local_steps, batch_size, lr, seed, compress, inner, compress_down),
-                        seed=seed, hierarchical=not flat, ray=ray, flower=flower)
+                        seed=seed, hierarchical=not flat, ray=ray, flower=flower,
+                        flower_timeout=flower_timeout)
     if report:
         from geodml.report import check_target
 

@@ -4,6 +4,8 @@ planner's prediction for the same round counts, and the crossover to centralizin
 
 from __future__ import annotations
 
+import math
+
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -30,7 +32,9 @@ class CompareConfig:
     partition spec, WAN file (None: the packaged default), sovereign region names, algorithms,
     algorithm settings, seed, hierarchical aggregation on/off, ray (run each DC as a Ray actor
     and add measured wall time and bytes), flower (run each DC as a Flower ClientApp on Flower's
-    simulation engine, flower_bridge.py, and add measured wall time and Flower's message bytes)."""
+    simulation engine, flower_bridge.py, and add measured wall time and Flower's message bytes),
+    flower_timeout (seconds each DC's ClientApp has to answer one message; past it the run ends
+    with GeodmlError instead of waiting for a hung DC)."""
 
     data: str = DEFAULT_DATA
     k: int | None = None
@@ -43,6 +47,7 @@ class CompareConfig:
     hierarchical: bool = True
     ray: bool = False
     flower: bool = False
+    flower_timeout: float = 300.0
 
 
 def _counts(c: dict) -> PlanCounts:
@@ -100,6 +105,8 @@ def _compare(cfg: CompareConfig, progress: Callable[[str], None]) -> dict:
         if importlib.util.find_spec("ray") is None:  # Flower's simulation engine runs on Ray
             raise GeodmlError("--flower needs Ray for Flower's simulation engine: pip install "
                               "'geodml[flower]'") from None
+    if not (math.isfinite(cfg.flower_timeout) and cfg.flower_timeout > 0):
+        raise GeodmlError(f"--flower-timeout must be a positive number of seconds, got {cfg.flower_timeout:g}")
     wan = load_wan(cfg.wan)
     k = cfg.k if cfg.k is not None else len(wan.regions)
     if k < 1 or k > len(wan.regions):
@@ -138,7 +145,8 @@ def _compare(cfg: CompareConfig, progress: Callable[[str], None]) -> dict:
         spec = FederationSpec(cfg.data, cfg.partition, k, cfg.seed, tuple(dc.workers for dc in dcs))
         # Algorithms that need no DC computation through the pool (centralize) run there too,
         # in the ServerApp, so the table keeps one order.
-        run_federation(spec, names, lambda fpool: _run_all(cfg, ds, dcs, wan, sizes, d, hub_m, hub_c, counts, fpool, out, progress))
+        run_federation(spec, names, lambda fpool: _run_all(cfg, ds, dcs, wan, sizes, d, hub_m, hub_c, counts, fpool, out, progress),
+                       call_timeout=cfg.flower_timeout)
     else:
         try:
             _run_all(cfg, ds, dcs, wan, sizes, d, hub_m, hub_c, counts, pool, out, progress)

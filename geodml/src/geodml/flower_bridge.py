@@ -9,7 +9,8 @@ Protocol (message type ``query.geodml``):
   - setup: the ServerApp sends the federation spec (data spec, partition spec, number of DCs,
     seed, workers per DC; a few hundred bytes, never rows); each ClientApp loads its own rows
     (``node_config["partition-id"]`` names its partition, as in every Flower app), keeps the spec
-    and its DCWorker's state in ``context.state`` and answers with its partition id;
+    and its DCWorker's state in ``context.state`` and answers with its partition id and process
+    id (a simulation's watchdog stops a hung ClientApp's Ray worker by it);
   - call: {method, arguments}; the ClientApp restores its DCWorker's state from
     ``context.state`` (a ClientApp is stateless between messages; Flower keeps ``context.state``
     per node), runs the method, stores the new state and replies with the result.
@@ -31,6 +32,8 @@ flwr 1.42 in favour of the ``flwr run`` CLI but is still its in-process simulati
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 from dataclasses import asdict, dataclass
 from functools import lru_cache
@@ -42,6 +45,8 @@ from geodml.dcside import DCWorker
 from geodml.errors import GeodmlError
 
 MESSAGE_TYPE = "query.geodml"
+#: Seconds a FlowerPool waits for every DC's reply to one message before it gives up.
+CALL_TIMEOUT_S = 300.0
 _STATE = "geodml_state"
 _STATE_ARRAYS = "geodml_state_arrays"
 
@@ -188,7 +193,8 @@ def handle(message, context):
         worker = _worker(spec_json, index)
         worker.reset(FederationSpec.from_json(spec_json).seed)
         _save_state(context, spec_json, worker)
-        return app.Message(to_recorddict((index,)), reply_to=message)
+        # The pid lets a simulation's watchdog stop a ClientApp that hangs (FlowerPool.kill_stuck).
+        return app.Message(to_recorddict((index, os.getpid())), reply_to=message)
     if _STATE not in context.state:
         raise GeodmlError("a geodml call reached a ClientApp before its setup message")
     st = context.state[_STATE]
@@ -235,7 +241,11 @@ def _reason(text: str) -> str:
     if "Message: " in text:
         text = text.rsplit("Message: ", 1)[1].strip().removesuffix("'>")
     lines = [x.strip() for x in text.strip().splitlines() if x.strip()]
-    return lines[-1] if lines else "no reason given"
+    line = lines[-1] if lines else "no reason given"
+    # Ray explains a dead worker in a paragraph (exit detail, OOM advice): its first sentence says it.
+    if len(line) > 200 and ". " in line:
+        line = line.split(". ", 1)[0] + "."
+    return line
 
 
 def _shutdown_ray() -> None:
@@ -249,16 +259,35 @@ def _shutdown_ray() -> None:
         pass
 
 
+def _is_ray_worker(pid: int) -> bool:
+    """Whether ``pid`` is a live Ray worker process of this machine (Linux /proc; False elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read()
+    except OSError:
+        return False
+    # A Ray worker starts as default_worker.py and renames itself "ray::<Actor>.<method>".
+    return cmd.startswith(b"ray::") or b"ray/_private/workers/default_worker.py" in cmd
+
+
 class FlowerPool:
     """The DCs as Flower ClientApps, called from a ServerApp through its Grid (same interface as
     dcside.InProcessPool and ray_pool.RayPool). names: DC names in index order; the node whose
-    ClientApp holds partition i plays DC names[i]. Raises GeodmlError if fewer nodes than DCs
-    connect within wait_seconds or a ClientApp replies with an error."""
+    ClientApp holds partition i plays DC names[i]. call_timeout: seconds to wait for every DC's
+    reply to one message (setup included). kill_stuck: on a timeout, SIGKILL the Ray worker
+    processes that ran the setups (only for Flower's simulation engine on this machine, where a
+    hung ClientApp would otherwise keep the engine from ever stopping; never in a deployment).
+    Raises GeodmlError if fewer nodes than DCs connect within wait_seconds, a ClientApp replies
+    with an error, or a DC does not reply within call_timeout."""
 
     executor = "flower"
 
-    def __init__(self, grid, spec: FederationSpec, names: list[str], wait_seconds: float = 120.0):
+    def __init__(self, grid, spec: FederationSpec, names: list[str], wait_seconds: float = 120.0,
+                 call_timeout: float = CALL_TIMEOUT_S, kill_stuck: bool = False):
         self.grid, self.names = grid, list(names)
+        self.call_timeout, self.kill_stuck = float(call_timeout), kill_stuck
+        self.worker_pids: set[int] = set()
+        self.name_of: dict[int, str] = {}
         self.payload_bytes = 0
         self.serialized_bytes = 0
         self.calls = 0
@@ -272,26 +301,40 @@ class FlowerPool:
                 raise GeodmlError(f"only {len(nodes)} Flower nodes connected within {wait_seconds:g} s, {len(names)} needed")
             if len(nodes) < len(names):
                 time.sleep(0.05)
-        replies = self._exchange({n: to_recorddict((), {"method": "setup", "spec": spec.to_json()}) for n in nodes}, count=False)
-        by_index = {int(from_recorddict(r.content)[0]): n for n, r in replies.items()}
+        # The setup starts the Ray workers and loads each DC's rows: it gets wait_seconds too.
+        replies = self._exchange({n: to_recorddict((), {"method": "setup", "spec": spec.to_json()}) for n in nodes},
+                                 count=False, timeout=max(self.call_timeout, wait_seconds))
+        setups = {n: from_recorddict(r.content) for n, r in replies.items()}
+        self.worker_pids = {int(v[1]) for v in setups.values() if len(v) > 1}
+        by_index = {int(v[0]): n for n, v in setups.items()}
         missing = [i for i in range(len(names)) if i not in by_index]
         if missing:
             raise GeodmlError(f"no Flower node holds partition(s) {missing}")
         self.node_of = {name: by_index[i] for i, name in enumerate(self.names)}
+        self.name_of = {n: name for name, n in self.node_of.items()}
 
-    def _exchange(self, contents: dict, count: bool = True) -> dict:
-        """Send contents[node] to each node and wait for every reply: {node: reply}."""
+    def _exchange(self, contents: dict, count: bool = True, timeout: float | None = None) -> dict:
+        """Send contents[node] to each node and wait for every reply (at most timeout seconds,
+        None: call_timeout): {node: reply}."""
+        timeout = self.call_timeout if timeout is None else timeout
         app = _flwr()
         msgs = [app.Message(c, dst_node_id=n, message_type=MESSAGE_TYPE) for n, c in contents.items()]
         if count:
             self.serialized_bytes += sum(message_nbytes(m) for m in msgs)
         replies = {}
-        for r in self.grid.send_and_receive(msgs):
+        # Without a timeout the Grid waits for a hung ClientApp forever (its messages live 12 h).
+        for r in self.grid.send_and_receive(msgs, timeout=timeout):
             if r.has_error():
                 raise GeodmlError(f"a Flower ClientApp failed: {_reason(r.error.reason)}")
             replies[r.metadata.src_node_id] = r
         if len(replies) < len(msgs):
-            raise GeodmlError(f"{len(msgs) - len(replies)} Flower ClientApp(s) did not reply")
+            silent = [n for n in contents if n not in replies]
+            self._kill_stuck()
+            if not self.name_of:  # still in the setup: nodes have no DC names yet
+                raise GeodmlError(f"{len(silent)} of {len(contents)} Flower ClientApps did not answer "
+                                  f"the setup within {timeout:g} s")
+            raise GeodmlError(f"no reply from the Flower ClientApp(s) of {', '.join(self.name_of[n] for n in silent)} "
+                              f"within {timeout:g} s (a hung ClientApp, or ones queued behind it)")
         if count:
             self.serialized_bytes += sum(message_nbytes(r) for r in replies.values())
         return replies
@@ -316,18 +359,33 @@ class FlowerPool:
         self.wall_seconds += time.perf_counter() - t0
         return out
 
+    def _kill_stuck(self) -> None:
+        """Stop the simulation's Ray workers that ran ClientApps, so that the engine, which waits
+        for every running ClientApp before it stops, can end (see kill_stuck)."""
+        if not self.kill_stuck:
+            return
+        for pid in self.worker_pids:
+            if pid != os.getpid() and _is_ray_worker(pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+
     def close(self) -> None:
         """Nothing to release: the simulation ends when the ServerApp's main returns."""
 
 
 def run_federation(spec: FederationSpec, names: list[str], work: Callable[[FlowerPool], None],
-                   num_cpus: int | None = None) -> None:
+                   num_cpus: int | None = None, call_timeout: float = CALL_TIMEOUT_S) -> None:
     """Start Flower's simulation engine with one SuperNode per DC running make_client_app(),
     and a ServerApp whose main builds a FlowerPool and calls work(pool) (the algorithms run
     there). Returns when work returns; re-raises what work raised. num_cpus: CPUs of the Ray
     instance Flower starts (None: Ray's default); every ClientApp may use them all, so Ray runs
-    one ClientApp at a time (DCs' computations are short; messages dominate). Raises GeodmlError
-    if Flower is not installed or the run ended without work finishing."""
+    one ClientApp at a time (DCs' computations are short; messages dominate). call_timeout:
+    seconds every DC has to answer one message; a DC that does not (a hung ClientApp, a stuck
+    worker) ends the run with GeodmlError after its Ray worker is stopped. A ClientApp that raises
+    or whose worker process dies ends it with GeodmlError at once. Raises GeodmlError if Flower is
+    not installed, a DC failed or did not answer, or the run ended without work finishing."""
     _flwr()
     import logging
 
@@ -338,7 +396,7 @@ def run_federation(spec: FederationSpec, names: list[str], work: Callable[[Flowe
 
     def main(grid, context) -> None:
         try:
-            pool = FlowerPool(grid, spec, names)
+            pool = FlowerPool(grid, spec, names, call_timeout=call_timeout, kill_stuck=True)
             work(pool)
             result["done"] = True
         except BaseException as e:  # handed to the caller: Flower would only log it

@@ -22,14 +22,20 @@ def _umask_mode() -> int:
 def _temp_beside(path: Path) -> tuple[int, str]:
     """Open a temp file beside ``path`` for an atomic write; errors name ``path``, not the temp.
 
+    The folder is never created: a mistyped path is refused (naming the missing folder), not
+    turned into a new folder the user would not look in.
+
     Raises:
-        OSError: ``path`` is a folder, its folder does not exist, or it is not writable
-            (``err.filename`` is ``path``).
+        OSError: ``path`` is a folder, its folder does not exist (or is a file), or it is not
+            writable (``err.filename`` is ``path``; the message names the folder).
     """
     if path.is_dir():
         raise IsADirectoryError(errno.EISDIR, "is a folder, not a file", str(path))
-    if not path.parent.is_dir():
-        raise FileNotFoundError(errno.ENOENT, "its folder does not exist", str(path))
+    folder = path.parent
+    if not folder.is_dir():
+        if folder.exists():
+            raise NotADirectoryError(errno.ENOTDIR, f"its folder {folder} is a file", str(path))
+        raise FileNotFoundError(errno.ENOENT, f"its folder {folder} does not exist", str(path))
     try:
         return tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as err:

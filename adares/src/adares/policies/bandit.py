@@ -111,6 +111,17 @@ def load_log(path: str | Path, context_dim: int | None = None) -> DecisionLog:
                        a["cost"].tolist())
 
 
+#: Steps of one decision period of :class:`Adares` (an hour of 300 s steps).
+PERIOD_STEPS = 12
+
+
+def logs_a_decision(n_steps: int, period_steps: int = PERIOD_STEPS) -> bool:
+    """Whether a replay of ``n_steps`` steps leaves :class:`Adares` a non-empty decision log: a
+    decision is logged with its cost when the period after it ends, so the first one at the end
+    of the second period (``n_steps >= 2 * period_steps``)."""
+    return n_steps >= 2 * period_steps
+
+
 class Adares:
     """The ADARES bandit policy (see module doc). ``epsilon``: exploration share;
     ``multipliers``: sizes offered, as multiples of the base level; ``cpu_window_steps`` /
@@ -119,7 +130,7 @@ class Adares:
 
     name = "adares"
 
-    def __init__(self, period_steps: int = 12, multipliers: tuple[float, ...] = MULTIPLIERS,
+    def __init__(self, period_steps: int = PERIOD_STEPS, multipliers: tuple[float, ...] = MULTIPLIERS,
                  epsilon: float = 0.05, margin: float = 0.05, seed: int = 0,
                  costs: CostModel = CostModel(), keep_log: bool = False,
                  cpu_floor_quantile: float | None = None, exploration: str | None = None,
