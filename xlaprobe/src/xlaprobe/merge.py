@@ -98,12 +98,12 @@ def check_source(source: Path, dest: Path) -> int:
     """
     from xlaprobe.store import SCHEMA_VERSION
 
+    if source.resolve() == dest.resolve() or _same_file(source, dest):
+        raise InvalidArgument(f"{source} is the destination --db itself; merge other stores into it")
     if not source.exists():
         raise InvalidArgument(f"no store at {source} to merge")
     if not source.is_file():
         raise InvalidArgument(f"{source} is not a store file (a directory?); give the .db file")
-    if source.resolve() == dest.resolve() or _same_file(source, dest):
-        raise InvalidArgument(f"{source} is the destination --db itself; merge other stores into it")
     try:
         conn = sqlite3.connect(_readonly_uri(source), uri=True, timeout=30.0)
         try:

@@ -158,7 +158,9 @@ def fuzz(
         "--shard", help="I/N: check only every N-th seed from --seed, offset I (reruns alone "
         "with the same programs)", show_default=False)] = None,
 ) -> None:
-    """Fuzz: generate random valid programs and check each; findings are stored and deduplicated."""
+    """Fuzz: generate random valid programs and check each; findings are stored and deduplicated.
+
+    Exit 0 no findings, 1 findings or no program checked within --time, 130 interrupted."""
     from xlaprobe.campaign import parse_duration, parse_shard
     from xlaprobe.cli.fuzz import fuzz_command
 
