@@ -99,7 +99,8 @@ def check_source(source: Path, dest: Path) -> int:
     from xlaprobe.store import SCHEMA_VERSION
 
     if source.resolve() == dest.resolve() or _same_file(source, dest):
-        raise InvalidArgument(f"{source} is the destination --db itself; merge other stores into it")
+        raise InvalidArgument(f"{source} is the destination --db itself; merge other stores "
+                              "into it")
     if not source.exists():
         raise InvalidArgument(f"no store at {source} to merge")
     if not source.is_file():
@@ -167,7 +168,8 @@ def _columns(conn: sqlite3.Connection, schema: str, table: str) -> dict[str, str
     return {row[1]: row[4] for row in conn.execute(f"PRAGMA {schema}.table_info({table})")}
 
 
-def _select_list(conn: sqlite3.Connection, table: str, overrides: dict[str, str]) -> tuple[str, str]:
+def _select_list(conn: sqlite3.Connection, table: str,
+                 overrides: dict[str, str]) -> tuple[str, str]:
     """(the destination's column list, the matching SELECT expressions over source alias ``s``):
     `overrides` give remapped columns; a column the (older) source lacks takes its default."""
     dest_columns = _columns(conn, "main", table)
@@ -279,21 +281,44 @@ def _path(column: str) -> str:
 # -- rows ----------------------------------------------------------------------------------------
 
 def _insert_all(conn: sqlite3.Connection, tables: set[str], result: MergeResult) -> None:
-    added = result.added
+    """Insert the attached source's rows (inside the caller's transaction), in reference order."""
+    rows = _Rows(conn, tables, result)
+    rows.campaigns()
+    rows.programs()
+    rows.checks()
+    rows.findings()
+    rows.tuning()
 
-    def insert(table: str, sql: str, args: tuple[Any, ...] = ()) -> None:
-        before = conn.total_changes
-        conn.execute(sql, args)
-        added[table] = added.get(table, 0) + conn.total_changes - before
 
-    def next_id(table: str) -> int:
+class _Rows:
+    """The row copies of one source: each method fills the ``temp`` id maps the next ones read
+    (old id -> id in the destination)."""
+
+    def __init__(self, conn: sqlite3.Connection, tables: set[str], result: MergeResult):
+        self.conn, self.tables, self.result = conn, tables, result
+        for name in ("campaign_map", "check_map", "run_map", "finding_map", "tuning_map"):
+            conn.execute(f"CREATE TEMP TABLE {name} (old INTEGER PRIMARY KEY, "
+                         "new INTEGER NOT NULL)")
+        self.first_check = self.next_id("checks")
+
+    def insert(self, table: str, sql: str, args: tuple[Any, ...] = ()) -> None:
+        """Run one INSERT and count the rows it added to `table`."""
+        before = self.conn.total_changes
+        self.conn.execute(sql, args)
+        added = self.result.added
+        added[table] = added.get(table, 0) + self.conn.total_changes - before
+
+    def next_id(self, table: str) -> int:
         """The first id above every id the destination's `table` has had."""
-        return 1 + max(_count(conn, f"SELECT COALESCE(MAX(id), 0) FROM main.{table}"),
-                       _count(conn, "SELECT COALESCE(MAX(seq), 0) FROM main.sqlite_sequence "
-                                    "WHERE name = ?", (table,)))
+        return 1 + max(_count(self.conn, f"SELECT COALESCE(MAX(id), 0) FROM main.{table}"),
+                       _count(self.conn, "SELECT COALESCE(MAX(seq), 0) FROM main.sqlite_sequence"
+                                         " WHERE name = ?", (table,)))
 
-    conn.execute("CREATE TEMP TABLE campaign_map (old INTEGER PRIMARY KEY, new INTEGER NOT NULL)")
-    if "fuzz_campaigns" in tables:
+    def campaigns(self) -> None:
+        """New campaigns get new ids; one already there is brought up to date."""
+        if "fuzz_campaigns" not in self.tables:
+            return
+        conn = self.conn
         for row in conn.execute("SELECT id, configs, start_seed, next_seed, state, status, "
                                 "created, updated FROM src.fuzz_campaigns ORDER BY id").fetchall():
             old, configs, start_seed, next_seed, state, status, created, updated = row
@@ -305,101 +330,109 @@ def _insert_all(conn: sqlite3.Connection, tables: set[str], result: MergeResult)
                     "INSERT INTO main.fuzz_campaigns (configs, start_seed, next_seed, state, "
                     "status, created, updated) VALUES (?,?,?,?,?,?,?)",
                     (configs, start_seed, next_seed, state, status, created, updated)).lastrowid
-                added["fuzz_campaigns"] = added.get("fuzz_campaigns", 0) + 1
+                self.result.added["fuzz_campaigns"] = self.result.added.get(
+                    "fuzz_campaigns", 0) + 1
             else:
                 new = there[0]
                 if updated > there[1]:  # the shard ran on since it was merged
                     conn.execute("UPDATE main.fuzz_campaigns SET next_seed = ?, state = ?, "
                                  "status = ?, updated = ? WHERE id = ?",
                                  (next_seed, state, status, updated, new))
-                    result.campaigns_updated += 1
+                    self.result.campaigns_updated += 1
             conn.execute("INSERT INTO temp.campaign_map VALUES (?, ?)", (old, new))
 
-    if "programs" in tables:
-        columns, exprs = _select_list(conn, "programs", {"artifact": _path("artifact")})
-        before = _count(conn, "SELECT COUNT(*) FROM main.programs")
-        conn.execute(f"INSERT INTO main.programs ({columns}) SELECT {exprs} FROM src.programs s "
-                     "WHERE true ON CONFLICT(id) DO UPDATE SET "
-                     "artifact = COALESCE(programs.artifact, excluded.artifact)")
-        added["programs"] = _count(conn, "SELECT COUNT(*) FROM main.programs") - before
+    def programs(self) -> None:
+        """Programs by fingerprint: one already there keeps its row (and gains an artifact)."""
+        if "programs" not in self.tables:
+            return
+        columns, exprs = _select_list(self.conn, "programs", {"artifact": _path("artifact")})
+        before = _count(self.conn, "SELECT COUNT(*) FROM main.programs")
+        self.conn.execute(f"INSERT INTO main.programs ({columns}) SELECT {exprs} FROM "
+                          "src.programs s WHERE true ON CONFLICT(id) DO UPDATE SET "
+                          "artifact = COALESCE(programs.artifact, excluded.artifact)")
+        self.result.added["programs"] = _count(self.conn, "SELECT COUNT(*) FROM main.programs") \
+            - before
 
-    # Checks: the ones already there map to theirs, the others get ids from next_id on.
-    conn.execute("CREATE TEMP TABLE check_map (old INTEGER PRIMARY KEY, new INTEGER NOT NULL)")
-    first_check = next_id("checks")
-    if "checks" in tables:
+    def checks(self) -> None:
+        """Checks already there map to theirs; the others, their runs, verdicts and skipped
+        runs get ids from `first_check` (and the runs' next id) on."""
+        conn, tables, first = self.conn, self.tables, self.first_check
+        if "checks" not in tables:
+            return
         conn.execute("INSERT INTO temp.check_map SELECT s.id, MIN(m.id) FROM src.checks s JOIN "
                      "main.checks m ON m.program_id = s.program_id AND m.created = s.created "
                      "AND m.configs = s.configs GROUP BY s.id")
-        result.checks_present = _count(conn, "SELECT COUNT(*) FROM temp.check_map")
+        self.result.checks_present = _count(conn, "SELECT COUNT(*) FROM temp.check_map")
         conn.execute("INSERT INTO temp.check_map SELECT id, ? + ROW_NUMBER() OVER (ORDER BY id) "
                      "- 1 FROM src.checks WHERE id NOT IN (SELECT old FROM temp.check_map)",
-                     (first_check,))
-        columns, exprs = _select_list(conn, "checks", {
-            "id": "m.new", "campaign": "(SELECT new FROM temp.campaign_map WHERE old = s.campaign)"})
-        insert("checks", f"INSERT INTO main.checks ({columns}) SELECT {exprs} FROM src.checks s "
-                         "JOIN temp.check_map m ON m.old = s.id WHERE m.new >= ? ORDER BY s.id",
-               (first_check,))
+                     (first,))
+        campaign = "(SELECT new FROM temp.campaign_map WHERE old = s.campaign)"
+        columns, exprs = _select_list(conn, "checks", {"id": "m.new", "campaign": campaign})
+        self.insert("checks", f"INSERT INTO main.checks ({columns}) SELECT {exprs} FROM "
+                              "src.checks s JOIN temp.check_map m ON m.old = s.id WHERE m.new >= ?"
+                              " ORDER BY s.id", (first,))
+        if "runs" in tables:
+            conn.execute("INSERT INTO temp.run_map SELECT r.id, ? + ROW_NUMBER() OVER (ORDER BY "
+                         "r.id) - 1 FROM src.runs r JOIN temp.check_map m ON m.old = r.check_id "
+                         "WHERE m.new >= ?", (self.next_id("runs"), first))
+            columns, exprs = _select_list(conn, "runs", {"id": "rm.new", "check_id": "m.new"})
+            self.insert("runs", f"INSERT INTO main.runs ({columns}) SELECT {exprs} FROM src.runs s"
+                                " JOIN temp.run_map rm ON rm.old = s.id "
+                                "JOIN temp.check_map m ON m.old = s.check_id ORDER BY s.id")
+        if "verdicts" in tables:
+            columns, exprs = _select_list(conn, "verdicts", {"run_id": "rm.new"})
+            self.insert("verdicts", f"INSERT INTO main.verdicts ({columns}) SELECT {exprs} FROM "
+                                    "src.verdicts s JOIN temp.run_map rm ON rm.old = s.run_id")
+        if "skipped_runs" in tables:
+            columns, exprs = _select_list(conn, "skipped_runs", {"check_id": "m.new"})
+            self.insert("skipped_runs", f"INSERT INTO main.skipped_runs ({columns}) SELECT "
+                                        f"{exprs} FROM src.skipped_runs s JOIN temp.check_map m "
+                                        "ON m.old = s.check_id WHERE m.new >= ?", (first,))
 
-    conn.execute("CREATE TEMP TABLE run_map (old INTEGER PRIMARY KEY, new INTEGER NOT NULL)")
-    if "runs" in tables:
-        first_run = next_id("runs")
-        conn.execute("INSERT INTO temp.run_map SELECT r.id, ? + ROW_NUMBER() OVER (ORDER BY r.id) "
-                     "- 1 FROM src.runs r JOIN temp.check_map m ON m.old = r.check_id "
-                     "WHERE m.new >= ?", (first_run, first_check))
-        columns, exprs = _select_list(conn, "runs", {"id": "rm.new", "check_id": "m.new"})
-        insert("runs", f"INSERT INTO main.runs ({columns}) SELECT {exprs} FROM src.runs s "
-                       "JOIN temp.run_map rm ON rm.old = s.id "
-                       "JOIN temp.check_map m ON m.old = s.check_id ORDER BY s.id")
-    if "verdicts" in tables:
-        columns, exprs = _select_list(conn, "verdicts", {"run_id": "rm.new"})
-        insert("verdicts", f"INSERT INTO main.verdicts ({columns}) SELECT {exprs} FROM "
-                           "src.verdicts s JOIN temp.run_map rm ON rm.old = s.run_id")
-    if "skipped_runs" in tables:
-        columns, exprs = _select_list(conn, "skipped_runs", {"check_id": "m.new"})
-        insert("skipped_runs", f"INSERT INTO main.skipped_runs ({columns}) SELECT {exprs} FROM "
-                               "src.skipped_runs s JOIN temp.check_map m ON m.old = s.check_id "
-                               "WHERE m.new >= ?", (first_check,))
+    def findings(self) -> None:
+        """Findings (``UNIQUE (program_id, config)``: the destination's stays), then the
+        localizations, reductions and bisections that name them."""
+        conn = self.conn
+        if "findings" in self.tables:
+            self.result.findings_present = _count(
+                conn, "SELECT COUNT(*) FROM src.findings s JOIN main.findings f "
+                      "ON f.program_id = s.program_id AND f.config = s.config")
+            columns, exprs = _select_list(conn, "findings", {
+                "id": "NULL", "check_id": "m.new", "artifact": _path("artifact")})
+            self.insert("findings", f"INSERT INTO main.findings ({columns}) SELECT {exprs} FROM "
+                                    "src.findings s JOIN temp.check_map m ON m.old = s.check_id "
+                                    "WHERE true ORDER BY s.id "
+                                    "ON CONFLICT(program_id, config) DO NOTHING")
+            conn.execute("INSERT INTO temp.finding_map SELECT s.id, f.id FROM src.findings s JOIN "
+                         "main.findings f ON f.program_id = s.program_id AND f.config = s.config")
+        finding = "(SELECT new FROM temp.finding_map WHERE old = s.finding_id)"
+        for table in ("localizations", "reductions", "bisections"):
+            if table not in self.tables:
+                continue
+            overrides = {"id": "NULL", "finding_id": finding}
+            if table == "reductions":
+                overrides["directory"] = _path("directory")
+            columns, exprs = _select_list(conn, table, overrides)
+            self.insert(table, f"INSERT INTO main.{table} ({columns}) SELECT {exprs} FROM "
+                               f"src.{table} s WHERE NOT EXISTS (SELECT 1 FROM main.{table} d "
+                               "WHERE d.program_id = s.program_id AND d.config = s.config AND "
+                               "d.created = s.created) ORDER BY s.id")
 
-    conn.execute("CREATE TEMP TABLE finding_map (old INTEGER PRIMARY KEY, new INTEGER NOT NULL)")
-    if "findings" in tables:
-        result.findings_present = _count(
-            conn, "SELECT COUNT(*) FROM src.findings s JOIN main.findings f "
-                  "ON f.program_id = s.program_id AND f.config = s.config")
-        columns, exprs = _select_list(conn, "findings", {
-            "id": "NULL", "check_id": "m.new", "artifact": _path("artifact")})
-        # UNIQUE (program_id, config): the destination's finding stays.
-        insert("findings", f"INSERT INTO main.findings ({columns}) SELECT {exprs} FROM "
-                           "src.findings s JOIN temp.check_map m ON m.old = s.check_id "
-                           "WHERE true ORDER BY s.id ON CONFLICT(program_id, config) DO NOTHING")
-        conn.execute("INSERT INTO temp.finding_map SELECT s.id, f.id FROM src.findings s JOIN "
-                     "main.findings f ON f.program_id = s.program_id AND f.config = s.config")
-
-    finding = "(SELECT new FROM temp.finding_map WHERE old = s.finding_id)"
-    for table in ("localizations", "reductions", "bisections"):
-        if table not in tables:
-            continue
-        overrides = {"id": "NULL", "finding_id": finding}
-        if table == "reductions":
-            overrides["directory"] = _path("directory")
-        columns, exprs = _select_list(conn, table, overrides)
-        insert(table, f"INSERT INTO main.{table} ({columns}) SELECT {exprs} FROM src.{table} s "
-                      f"WHERE NOT EXISTS (SELECT 1 FROM main.{table} d WHERE d.program_id = "
-                      "s.program_id AND d.config = s.config AND d.created = s.created) "
-                      "ORDER BY s.id")
-
-    conn.execute("CREATE TEMP TABLE tuning_map (old INTEGER PRIMARY KEY, new INTEGER NOT NULL)")
-    if "tuning_runs" in tables:
-        first_tuning = next_id("tuning_runs")
-        conn.execute("INSERT INTO temp.tuning_map SELECT s.id, ? + ROW_NUMBER() OVER (ORDER BY "
-                     "s.id) - 1 FROM src.tuning_runs s WHERE NOT EXISTS (SELECT 1 FROM "
-                     "main.tuning_runs d WHERE d.name = s.name AND d.program_id = s.program_id "
-                     "AND d.created = s.created)", (first_tuning,))
-        columns, exprs = _select_list(conn, "tuning_runs", {"id": "t.new"})
-        insert("tuning_runs", f"INSERT INTO main.tuning_runs ({columns}) SELECT {exprs} FROM "
-                              "src.tuning_runs s JOIN temp.tuning_map t ON t.old = s.id "
-                              "ORDER BY s.id")
-    if "measurements" in tables:
-        columns, exprs = _select_list(conn, "measurements", {"id": "NULL", "run_id": "t.new"})
-        insert("measurements", f"INSERT INTO main.measurements ({columns}) SELECT {exprs} FROM "
-                               "src.measurements s JOIN temp.tuning_map t ON t.old = s.run_id "
-                               "ORDER BY s.id")
+    def tuning(self) -> None:
+        """Tuning runs not already there (same name, program and creation time), with their
+        measurements."""
+        conn = self.conn
+        if "tuning_runs" in self.tables:
+            conn.execute("INSERT INTO temp.tuning_map SELECT s.id, ? + ROW_NUMBER() OVER (ORDER "
+                         "BY s.id) - 1 FROM src.tuning_runs s WHERE NOT EXISTS (SELECT 1 FROM "
+                         "main.tuning_runs d WHERE d.name = s.name AND d.program_id = "
+                         "s.program_id AND d.created = s.created)", (self.next_id("tuning_runs"),))
+            columns, exprs = _select_list(conn, "tuning_runs", {"id": "t.new"})
+            self.insert("tuning_runs", f"INSERT INTO main.tuning_runs ({columns}) SELECT {exprs} "
+                                       "FROM src.tuning_runs s JOIN temp.tuning_map t "
+                                       "ON t.old = s.id ORDER BY s.id")
+        if "measurements" in self.tables:
+            columns, exprs = _select_list(conn, "measurements", {"id": "NULL", "run_id": "t.new"})
+            self.insert("measurements", f"INSERT INTO main.measurements ({columns}) SELECT "
+                                        f"{exprs} FROM src.measurements s JOIN temp.tuning_map t "
+                                        "ON t.old = s.run_id ORDER BY s.id")

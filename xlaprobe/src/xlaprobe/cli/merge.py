@@ -44,6 +44,6 @@ def merge_command(sources: list[Path], *, db: Path, json_output: bool) -> int:
         out.print(escape(f"{r.source}: {added} ({r.rows} rows in {seconds(r.seconds)})"
                          + (f"; {'; '.join(notes)}" if notes else "")),
                   highlight=False, soft_wrap=True)
-    out.print(escape(f"merged into {db}: xlaprobe campaigns --db {db}; xlaprobe findings --db {db}"),
-              highlight=False, soft_wrap=True)
+    out.print(escape(f"merged into {db}: xlaprobe campaigns --db {db}; "
+                     f"xlaprobe findings --db {db}"), highlight=False, soft_wrap=True)
     return 0
