@@ -199,6 +199,39 @@ def test_an_older_schema_source_is_read_without_migrating_it(stores, tmp_path):
         assert conn.execute("SELECT DISTINCT freedom FROM findings").fetchall() == [("",)]
 
 
+def test_localizations_reductions_bisections_and_tuning_follow_their_finding(stores, tmp_path):
+    source = tmp_path / "shard1" / "shard1.db"
+    shutil.copytree(stores / "shard1", source.parent)
+    with Store(source) as store:
+        found = store.stored_findings()[0]
+        reduced = source.parent / "reductions" / "r1"
+        reduced.mkdir(parents=True)
+        (reduced / "repro.py").write_text("print('reduced')\n")
+        store.record_localization(found.program_id, found.id, found.config, {"op": "sub"}, "bug1")
+        store.record_reduction(found.program_id, found.id, found.config, {"equations": 1},
+                               str(reduced))
+        store.record_bisection(found.program_id, found.id, found.config, {"first_bad": "0.4.35"})
+        run = store.start_tuning_run("t", found.program_id, "random", 2, 0)
+        for speedup in (1.5, 0.9):
+            store.record_measurement(run, found.program_id, {"knob": speedup}, "ok", {},
+                                     speedup=speedup)
+        store.finish_tuning_run(run, {"accepted": True, "speedup": 1.5})
+    dest = tmp_path / "dest" / "d.db"
+    merge_stores([stores / "shard0" / "shard0.db", source], dest)  # shard0 first: ids shift
+    with Store(dest) as store:
+        merged = store.finding_of(found.program_id, found.config)
+        assert merged.id != found.id and merged.bug == "bug1"
+        assert [loc["op"] for loc in store.localizations(merged.id)] == ["sub"]
+        (reduction,) = store.reductions(merged.id)
+        assert (Path(reduction["directory"]) / "repro.py").read_text() == "print('reduced')\n"
+        assert Path(reduction["directory"]).is_relative_to(dest.parent.resolve())
+        assert [b["first_bad"] for b in store.bisections(merged.id)] == ["0.4.35"]
+        assert store.tuning_result("t") == {"accepted": True, "speedup": 1.5}
+        assert sorted(m["speedup"] for m in store.measurements()) == [0.9, 1.5]
+    (again,) = merge_stores([source], dest)
+    assert again.rows == 0
+
+
 def _cli(monkeypatch, capsys, *args: str) -> tuple[int, list[str]]:
     from xlaprobe.cli import main
     monkeypatch.setattr(sys, "argv", ["xlaprobe", *args])
