@@ -232,6 +232,20 @@ def test_localizations_reductions_bisections_and_tuning_follow_their_finding(sto
     assert again.rows == 0
 
 
+def test_a_shard_that_ran_on_brings_its_merged_campaign_up_to_date(stores, tmp_path):
+    source = tmp_path / "shard0" / "shard0.db"
+    shutil.copytree(stores / "shard0", source.parent)
+    dest = tmp_path / "dest.db"
+    merge_stores([source], dest)
+    with sqlite3.connect(source) as conn:  # as if a --resume session had checked seeds 4 and 6
+        conn.execute("UPDATE fuzz_campaigns SET next_seed = 8, updated = updated + 60, "
+                     "state = json_set(state, '$.programs', 4)")
+    (result,) = merge_stores([source], dest)
+    assert (result.campaigns_updated, result.rows) == (1, 0)
+    (record,) = list_campaigns(dest)
+    assert (record.next_seed, record.programs, record.shard) == (8, 4, (0, 2))
+
+
 def _cli(monkeypatch, capsys, *args: str) -> tuple[int, list[str]]:
     from xlaprobe.cli import main
     monkeypatch.setattr(sys, "argv", ["xlaprobe", *args])

@@ -192,7 +192,11 @@ def _count(conn: sqlite3.Connection, sql: str, args: tuple[Any, ...] = ()) -> in
 def _merge_one(conn: sqlite3.Connection, source: Path, dest: Path) -> MergeResult:
     start = time.perf_counter()
     result = MergeResult(str(source))
-    conn.execute("ATTACH DATABASE ? AS src", (_readonly_uri(source),))
+    try:
+        conn.execute("ATTACH DATABASE ? AS src", (_readonly_uri(source),))
+    except sqlite3.OperationalError as exc:  # e.g. a WAL store on read-only media, never opened
+        raise InvalidArgument(f"cannot read {source} ({exc}); copy it somewhere writable "
+                              "first") from exc
     copied: list[Path] = []
     try:
         tables = {r[0] for r in conn.execute("SELECT name FROM src.sqlite_master "
