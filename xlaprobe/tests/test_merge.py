@@ -280,6 +280,14 @@ def test_bad_sources_are_one_line_errors_and_leave_the_destination_untouched(
     code, lines = _cli(monkeypatch, capsys, "merge", good, str(tmp_path / "notes.txt"),
                        "--db", str(dest))
     assert code == 2 and len(lines) == 1 and _digest(dest) == digest
+    broken = tmp_path / "broken.db"  # a check whose program row is gone
+    shutil.copy(stores / "shard1" / "shard1.db", broken)
+    with sqlite3.connect(broken) as conn:
+        conn.execute("DELETE FROM programs WHERE name = 'fuzz:3'")
+    code, lines = _cli(monkeypatch, capsys, "merge", str(broken), "--db", str(dest))
+    assert code == 2 and len(lines) == 1 and "holds rows that name missing ones" in lines[0]
+    with Store(dest) as store:
+        assert store.count("checks") == 2  # shard0's only
     with pytest.raises(InvalidArgument, match="at least one source"):
         merge_stores([], dest)
 

@@ -206,8 +206,11 @@ def _merge_one(conn: sqlite3.Connection, source: Path, dest: Path) -> MergeResul
         conn.execute("BEGIN IMMEDIATE")
         try:
             _insert_all(conn, tables, result)
-        except BaseException:
+        except BaseException as exc:
             conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.IntegrityError):  # e.g. a check of no stored program
+                raise InvalidArgument(f"{source} holds rows that name missing ones ({exc}); "
+                                      "nothing of it was merged") from exc
             raise
         conn.execute("COMMIT")
     except BaseException:
