@@ -92,6 +92,8 @@ class CampaignState:
             ``(s - start_seed) % count == index`` (`parse_shard`; (0, 1): every seed).
         schedule: which configurations each program runs (`xlaprobe.schedule`): ``adaptive`` or
             ``all`` (campaigns from before schedules ran all).
+        backend: where its sessions ran (`xlaprobe.backends`): ``local``, ``ray``, or both
+            comma-joined in order of first use (campaigns from before this was kept: ``local``).
     """
 
     id: int
@@ -112,6 +114,7 @@ class CampaignState:
     sessions: int = 1
     shard: tuple[int, int] = (0, 1)
     schedule: str = "all"
+    backend: str = "local"
 
     @property
     def unique_findings(self) -> int:
@@ -146,7 +149,8 @@ class CampaignState:
                 "fingerprints": self.fingerprints,
                 "coverage": dict(self.coverage), "seconds": self.seconds,
                 "xla_seconds": self.xla_seconds, "reference_seconds": self.reference_seconds,
-                "sessions": self.sessions, "shard": list(self.shard), "schedule": self.schedule}
+                "sessions": self.sessions, "shard": list(self.shard), "schedule": self.schedule,
+                "backend": self.backend}
 
     @classmethod
     def from_row(cls, row: sqlite3.Row | tuple[Any, ...]) -> CampaignState:
@@ -159,7 +163,7 @@ class CampaignState:
                    collections.Counter(data["coverage"]),
                    data["seconds"], data["xla_seconds"], data["reference_seconds"],
                    data["sessions"], tuple(data.get("shard", (0, 1))),
-                   data.get("schedule", "all"))
+                   data.get("schedule", "all"), data.get("backend", "local"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -355,7 +359,8 @@ class Campaign:
 
     def _new(self, seed: int, schedule: str) -> CampaignState:
         now = time.time()
-        state = CampaignState(0, self.configs, seed, seed, shard=self._shard, schedule=schedule)
+        state = CampaignState(0, self.configs, seed, seed, shard=self._shard, schedule=schedule,
+                              backend=self.backend)
         while not state.in_shard(state.next_seed):
             state.next_seed += 1
         cursor = self._conn.execute(
@@ -388,6 +393,8 @@ class Campaign:
         state = CampaignState.from_row(row)
         state.sessions += 1
         state.schedule = schedule or state.schedule
+        if self.backend not in state.backend.split(","):
+            state.backend += f",{self.backend}"
         self._reconcile(state, created=row[5])
         self._save(state, "running")
         return state
@@ -652,6 +659,8 @@ class CampaignRecord:
         created, updated: Unix times (s).
         schedule: ``adaptive`` or ``all`` (`xlaprobe.schedule`).
         skipped: runs its schedule skipped (configuration x program), all sessions.
+        backend: where its sessions ran (`CampaignState.backend`).
+        shard: (index, count) of its seeds (`parse_shard`; (0, 1): every seed).
     """
 
     id: int
@@ -670,6 +679,8 @@ class CampaignRecord:
     updated: float
     schedule: str = "all"
     skipped: int = 0
+    backend: str = "local"
+    shard: tuple[int, int] = (0, 1)
 
     @property
     def programs_per_s(self) -> float:
@@ -678,7 +689,7 @@ class CampaignRecord:
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (with ``programs_per_s``)."""
-        return dataclasses.asdict(self) | {"configs": list(self.configs),
+        return dataclasses.asdict(self) | {"configs": list(self.configs), "shard": list(self.shard),
                                            "programs_per_s": round(self.programs_per_s, 4)}
 
 
@@ -706,5 +717,6 @@ def list_campaigns(db: Path | str) -> list[CampaignRecord]:
             state.id, state.configs, row[7], state.start_seed, state.next_seed, state.programs,
             int(counts.get(state.id, 0)), state.findings, state.unique_findings,
             len(state.coverage), state.seconds, state.sessions, float(row[5]), float(row[6]),
-            state.schedule, sum(v.get(SKIPPED, 0) for v in state.verdicts.values())))
+            state.schedule, sum(v.get(SKIPPED, 0) for v in state.verdicts.values()),
+            state.backend, state.shard))
     return records

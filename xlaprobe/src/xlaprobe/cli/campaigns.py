@@ -28,14 +28,17 @@ def campaigns_command(*, db: Path, json_output: bool) -> None:
         out.print(f"no fuzz campaign in {escape(str(db))}; start one with xlaprobe fuzz")
         return
     table = Table()
-    for column in ("id", "configurations", "schedule", "status", "programs", "seeds", "programs/s",
+    for column in ("id", "configurations", "schedule", "backend", "shard", "status", "programs",
+                   "seeds", "programs/s",
                    "covered", "findings", "distinct", "sessions", "started"):
         table.add_column(column, overflow="fold",
                          justify="right" if column in ("programs", "programs/s", "findings",
                                                        "distinct", "sessions") else "left")
     for r in records:
         schedule = r.schedule + (f" ({r.skipped} runs skipped)" if r.skipped else "")
-        table.add_row(str(r.id), escape(",".join(r.configs)), schedule, r.status, str(r.programs),
+        shard = f"{r.shard[0]}/{r.shard[1]}" if r.shard[1] > 1 else "-"
+        table.add_row(str(r.id), escape(",".join(r.configs)), schedule, r.backend, shard,
+                      r.status, str(r.programs),
                       f"{r.start_seed}..{r.next_seed - 1}" if r.next_seed > r.start_seed else "-",
                       f"{r.programs_per_s:.2f}", f"{r.covered} primitives", str(r.findings),
                       str(r.unique_findings), str(r.sessions),

@@ -1,5 +1,5 @@
 """The xlaprobe command line (typer + rich): the commands and their options; each command's work
-and printing is in its own module of this package (`check`, `findings`, `fuzz`, `localize`,
+and printing is in its own module of this package (`check`, `findings`, `fuzz`, `merge`, `localize`,
 `reduce`, `bisect`, `tune`, `report`), imported when the command runs so ``xlaprobe --help`` stays
 quick.
 
@@ -159,7 +159,9 @@ def fuzz(
         "--shard", help="I/N: check only every N-th seed from --seed, offset I (reruns alone "
         "with the same programs)", show_default=False)] = None,
 ) -> None:
-    """Fuzz: generate random valid programs and check each; findings are stored and deduplicated."""
+    """Fuzz: generate random valid programs and check each; findings are stored and deduplicated.
+
+    Exit 0 no findings, 1 findings or no program checked within --time, 130 interrupted."""
     from xlaprobe.campaign import parse_duration, parse_shard
     from xlaprobe.cli.fuzz import fuzz_command
 
@@ -186,6 +188,18 @@ def campaigns(db: DbOption = DEFAULT_DB,
     from xlaprobe.cli.campaigns import campaigns_command
 
     campaigns_command(db=db, json_output=as_json)
+
+
+@app.command()
+def merge(sources: Annotated[list[Path], typer.Argument(
+              help="stores to copy from (e.g. seed shards' shard0.db shard1.db); never written")],
+          db: DbOption = DEFAULT_DB,
+          as_json: JsonOption = False) -> None:
+    """Merge stores into --db (created if missing): campaigns, checks, findings and their
+    artifact directories; merging a store again adds only what is new."""
+    from xlaprobe.cli.merge import merge_command
+
+    raise typer.Exit(merge_command(sources, db=db, json_output=as_json))
 
 
 @app.command()

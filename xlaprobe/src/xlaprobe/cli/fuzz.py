@@ -101,8 +101,9 @@ def fuzz_command(*, time_s: float, configs: str, jobs: int, seed: int, db: Path,
         shard: (index, count) of a new campaign's seeds (`xlaprobe.campaign.parse_shard`).
 
     Returns:
-        0 no findings in the campaign, 1 findings, 130 interrupted (everything recorded so far is
-        stored; ``--resume`` continues).
+        0 no findings in the campaign, 1 findings or a session that checked no program (the
+        time ran out before the first one finished: one line on stderr says so), 130
+        interrupted (everything recorded so far is stored; ``--resume`` continues).
 
     Raises:
         InvalidArgument: bad time, configurations, jobs, seed, shard, backend or db; nothing to
@@ -147,6 +148,12 @@ def fuzz_command(*, time_s: float, configs: str, jobs: int, seed: int, db: Path,
         _print_end(summary, Path(db), interrupted)
     if interrupted:
         return 130
+    if summary.session_programs == 0:
+        # An empty session is no evidence of "no findings": exit 0 would read as a clean run.
+        err.print(escape(f"no program finished within --time {seconds(time_s)} (starting the "
+                         "workers and the first compiles take longer); nothing was checked: "
+                         "give more --time"), highlight=False, soft_wrap=True)
+        return 1
     return 1 if summary.findings else 0
 
 
