@@ -54,7 +54,8 @@ XLA_KINDS = ("xla", "eager", "mutant")
 #: The verdict count of a configuration a schedule skipped on a program (not an "ok").
 SKIPPED = "skipped"
 
-_SCHEMA = """
+#: The fuzz_campaigns table (also made by `xlaprobe.merge` in a destination store).
+CAMPAIGN_SCHEMA = """
 CREATE TABLE IF NOT EXISTS fuzz_campaigns (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     configs TEXT NOT NULL,          -- comma-separated configuration specs, as checked
@@ -335,7 +336,7 @@ class Campaign:
         try:
             self._conn = sqlite3.connect(str(self.db), timeout=30.0, isolation_level=None)
             self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute(_SCHEMA)
+            self._conn.execute(CAMPAIGN_SCHEMA)
             if campaign is not None:
                 self.configs = self._configs_of(campaign)
             resuming = resume or campaign is not None

@@ -142,7 +142,7 @@ def merge_stores(sources: list[Path], dest: Path) -> list[MergeResult]:
             touched); no sources; the destination is not writable.
         CorruptArtifact: the destination exists and is not an xlaprobe store.
     """
-    from xlaprobe.campaign import _SCHEMA as CAMPAIGN_SCHEMA
+    from xlaprobe.campaign import CAMPAIGN_SCHEMA
     from xlaprobe.store import Store
 
     if not sources:
