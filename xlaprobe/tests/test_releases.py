@@ -190,7 +190,8 @@ def test_unsupported_is_an_outcome_and_never_a_finding():
     assert result.ok and result.verdicts[1][0].kind is VerdictKind.UNSUPPORTED
 
 
-def test_a_crash_in_the_release_is_a_crash_outcome_with_its_stderr(pool, tmp_path):
+@pytest.mark.parametrize("kept_running", [False, True])
+def test_a_crash_in_the_release_is_a_crash_outcome_with_its_stderr(pool, tmp_path, kept_running):
     # A stand-in interpreter that dies as XLA does on a failed check: glog's fatal line, SIGABRT.
     fake = tmp_path / "python"
     fake.write_text("#!/bin/sh\necho 'F0000 00:00:00.0 1 hlo_verifier.cc:42] Check failed: boom' >&2\n"
@@ -198,9 +199,36 @@ def test_a_crash_in_the_release_is_a_crash_outcome_with_its_stderr(pool, tmp_pat
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     case = load_case(str(CASES / "dus_shifted_self_update.py"))
     outcome = pool.call(case.program, "tests.worker_kinds:run_release_module",
-                        {"python": str(fake)}, group="release-crash")
+                        {"python": str(fake), "kept_running": kept_running},
+                        group="release-crash")
     assert outcome.kind is OutcomeKind.CRASH and outcome.signal == 6
     assert "Check failed: boom" in outcome.error
+
+
+def test_a_kept_runner_serves_many_requests_as_fresh_processes_do():
+    # One process of the release's interpreter imports jax once and answers request after
+    # request with what a fresh process per request gives; a module it cannot load is an answer
+    # (unsupported), not the end of it; closing it ends the process.
+    import sys
+    case = load_case(str(CASES / "dus_shifted_self_update.py"))
+    text, kept = release.stablehlo_text(case.program.jaxpr, case.program.inputs)
+    inputs = [case.program.inputs[i] for i in kept]
+    runner = release.RunnerProcess(sys.executable)
+    try:
+        pid = runner.process.pid
+        first = release.run_module(sys.executable, text, inputs, {}, runner=runner)
+        with pytest.raises(Unsupported):
+            release.run_module(sys.executable, "this is not stablehlo", [], {}, runner=runner)
+        again = release.run_module(sys.executable, text, inputs, {}, runner=runner)
+        assert runner.alive() and runner.process.pid == pid
+        fresh = release.run_module(sys.executable, text, inputs, {})
+        for a, b, c in zip(first, again, fresh, strict=True):
+            np.testing.assert_array_equal(a, c)
+            np.testing.assert_array_equal(b, c)
+        np.testing.assert_array_equal(first[0].ravel(), [1, 1, 1, 1])  # the release's wrong value
+    finally:
+        runner.close()
+    assert not runner.alive()
 
 
 def test_bisect_program_on_the_installed_release_alone(pool):

@@ -117,9 +117,12 @@ def hang_cb(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def run_release_module(closed_jaxpr: Any, inputs: Sequence[np.ndarray], *, python: str) -> Any:
+def run_release_module(closed_jaxpr: Any, inputs: Sequence[np.ndarray], *, python: str,
+                       kept_running: bool = False) -> Any:
     """Worker function: run the program's StableHLO under the interpreter `python` (a stand-in
-    for a release environment), as the ``jaxlib==`` kind does."""
+    for a release environment), as the ``jaxlib==`` kind does: in a fresh process, or in a
+    long-lived `RunnerProcess` (`kept_running`)."""
     from xlaprobe.configs import release
     text, kept = release.stablehlo_text(closed_jaxpr, inputs)
-    return release.run_module(python, text, [inputs[i] for i in kept], {})
+    runner = release.RunnerProcess(python) if kept_running else None
+    return release.run_module(python, text, [inputs[i] for i in kept], {}, runner=runner)

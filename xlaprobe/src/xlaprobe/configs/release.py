@@ -7,9 +7,10 @@ Specs::
 
 The program goes over as StableHLO text (its `jax.export` module with locations and Shardy
 attributes stripped: the form every release since 0.4.33 parses; serialized exports of jax 0.12 are
-rejected by older releases) plus its inputs, and runs in a fresh process of the release's own
-interpreter (`xlaprobe.releases.runner`, in an environment from `xlaprobe.releases.envs`). The
-installed release runs the same way with this interpreter. Outcomes: outputs; *unsupported* when
+rejected by older releases) plus its inputs, and runs in a process of the release's own
+interpreter (`xlaprobe.releases.runner`, in an environment from `xlaprobe.releases.envs`), which
+each worker keeps running from one run to the next (`RunnerProcess`: jax is imported once, not
+per run). The installed release runs the same way with this interpreter. Outcomes: outputs; *unsupported* when
 the release cannot load the module (a parse error, a custom call it lacks), which is not a
 finding; a compile error; or a crash, whose signal and stderr come back as the worker's own.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -107,9 +109,71 @@ _PROBE = ("module @probe {\n  func.func public @main() -> tensor<f32> {\n"
           "  }\n}\n")
 
 
+class RunnerProcess:
+    """A long-lived ``runner.py --serve`` process of one release's interpreter: it imports jax
+    once and runs request after request (a fresh process per run costs the import, seconds).
+
+    It lives in the worker process that started it (so a compiler crash or a timeout kills the
+    worker's whole process group, this runner with it) and is replaced after it dies.
+
+    Args:
+        python: the release's interpreter.
+    """
+
+    def __init__(self, python: Path | str):
+        self.python = str(python)
+        # A copy in a folder of its own, run by path: it must not see xlaprobe's modules.
+        self.folder = tempfile.mkdtemp(prefix="xlaprobe-release-runner-")
+        runner = Path(self.folder) / "runner.py"
+        runner.write_bytes(RUNNER.read_bytes())
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.process = subprocess.Popen([self.python, str(runner), "--serve"], env=_runner_env(),
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def alive(self) -> bool:
+        """Whether the process still runs."""
+        return self.process.poll() is None
+
+    def request(self, directory: str) -> int:
+        """Run the request in `directory`: the runner's exit code for it, or the process's own
+        return code (negative: the signal that killed it) when it died on it."""
+        try:
+            self.process.stdin.write(directory + "\n")
+            self.process.stdin.flush()
+            line = self.process.stdout.readline()
+        except OSError:
+            line = ""
+        if line.strip():
+            return int(line)
+        code = self.process.wait()
+        self.close()
+        return code if code != 0 else runner_module.EXIT_ERROR
+
+    def close(self) -> None:
+        """End the process (end of its stdin, then a kill) and remove its folder."""
+        if self.process.poll() is None:
+            try:
+                self.process.stdin.close()
+                self.process.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                self.process.kill()
+                self.process.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _runner_env() -> dict[str, str]:
+    """The release runner's environment: this one without xlaprobe's Python path, on the CPU."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.setdefault("JAX_PLATFORMS", "cpu")
+    return env
+
+
 def run_module(python: Path | str, text: str, inputs: Sequence[np.ndarray],
-               options: dict[str, Any], *, reraise_signal: bool = True) -> list[np.ndarray]:
-    """Run StableHLO `text` on `inputs` in a fresh process of `python` (a release's interpreter).
+               options: dict[str, Any], *, reraise_signal: bool = True,
+               runner: RunnerProcess | None = None) -> list[np.ndarray]:
+    """Run StableHLO `text` on `inputs` under the release of `python` (its interpreter): in
+    `runner` (a long-lived process of it) or, without one, in a fresh process.
 
     The child's stderr goes to this process's stderr (a worker's log: the crash excerpt).
 
@@ -133,31 +197,31 @@ def run_module(python: Path | str, text: str, inputs: Sequence[np.ndarray],
             (root / f"input_{i}.bin").write_bytes(array.tobytes())
             specs.append({"dtype": array.dtype.name, "shape": list(array.shape)})
         (root / "request.json").write_text(json.dumps({"inputs": specs, "options": options}))
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-        env.setdefault("JAX_PLATFORMS", "cpu")
-        sys.stdout.flush()
-        sys.stderr.flush()
-        # A copy beside the request: run by path from its own folder, the runner must not see
-        # xlaprobe's modules (nor shadow the stdlib with them).
-        runner = root / "runner.py"
-        runner.write_bytes(RUNNER.read_bytes())
-        done = subprocess.run([str(python), str(runner), directory], env=env,
-                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, check=False)
-        if done.returncode < 0 and not reraise_signal:
-            raise RuntimeError(f"the release's runner died from signal {-done.returncode}")
-        if done.returncode < 0:
-            signum = -done.returncode
-            signal.signal(signum, signal.SIG_DFL)
-            os.kill(os.getpid(), signum)
+        if runner is not None:
+            code = runner.request(directory)
+        else:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            # A copy beside the request: run by path from its own folder, the runner must not
+            # see xlaprobe's modules (nor shadow the stdlib with them).
+            (root / "runner.py").write_bytes(RUNNER.read_bytes())
+            code = subprocess.run([str(python), str(root / "runner.py"), directory],
+                                  env=_runner_env(), stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.DEVNULL, check=False).returncode
+        if code < 0 and not reraise_signal:
+            raise RuntimeError(f"the release's runner died from signal {-code}")
+        if code < 0:
+            signal.signal(-code, signal.SIG_DFL)
+            os.kill(os.getpid(), -code)
         try:
             reply = json.loads((root / "reply.json").read_text())
         except (OSError, ValueError):
-            raise RuntimeError(f"the release's runner exited with code {done.returncode} and "
+            raise RuntimeError(f"the release's runner exited with code {code} and "
                                "no reply") from None
-        if done.returncode == runner_module.EXIT_UNSUPPORTED:
+        if code == runner_module.EXIT_UNSUPPORTED:
             raise Unsupported(reply.get("error", "the release cannot load this module"))
-        if done.returncode != 0:
-            raise RuntimeError(reply.get("error") or f"exit code {done.returncode}")
+        if code != 0:
+            raise RuntimeError(reply.get("error") or f"exit code {code}")
         return [_read(root / f"output_{i}.bin", spec) for i, spec in enumerate(reply["outputs"])]
 
 
@@ -176,6 +240,10 @@ class ReleaseKind:
     """`ConfigKind` for other XLA releases (see module docstring)."""
 
     name = "jaxlib"
+
+    def __init__(self) -> None:
+        # interpreter -> its long-lived runner, per process (a worker's own; never shipped).
+        self._runners: dict[str, RunnerProcess] = {}
     description = ("run the program under another jax/jaxlib release in its own environment "
                    "(jaxlib==0.5.3, jaxlib==0.10.2[xla_cpu_enable_fast_math=true])")
 
@@ -224,8 +292,18 @@ class ReleaseKind:
             Unsupported, RuntimeError: as `run_module`.
         """
         text, kept = stablehlo_text(jaxpr, inputs)
-        return run_module(_interpreter(config.variant or ""), text, [inputs[i] for i in kept],
-                          option_values(config))
+        python = str(_interpreter(config.variant or ""))
+        return run_module(python, text, [inputs[i] for i in kept], option_values(config),
+                          runner=self._runner(python))
+
+    def _runner(self, python: str) -> RunnerProcess:
+        """The live runner of `python`, started (or restarted after it died) now."""
+        runner = self._runners.get(python)
+        if runner is None or not runner.alive():
+            if runner is not None:
+                runner.close()
+            runner = self._runners[python] = RunnerProcess(python)
+        return runner
 
 
 KIND = ReleaseKind()

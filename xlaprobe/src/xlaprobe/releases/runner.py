@@ -10,6 +10,11 @@ plus ``output_<i>.bin`` on success.
 Exit codes: 0 ran; 3 unsupported (the release cannot load the module: a parse error, an unknown
 op or custom-call target); 4 compile or run error; a signal when XLA crashes (an abort or
 segfault is the compiler's, and the caller reports it as a crash).
+
+``python runner.py --serve`` serves many requests in one process (importing jax once): it reads
+one request directory per line on stdin and answers each with its exit code on a line of stdout;
+anything else the release prints goes to stderr. A crash kills the process with its signal, as
+for a single request; end of stdin ends it.
 """
 
 import json
@@ -105,5 +110,25 @@ def main(directory):
     return 0
 
 
+def serve():
+    """Answer request directories read from stdin, one per line, with their exit codes."""
+    replies = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # the release's own prints must not be taken for a reply
+    for line in sys.stdin:
+        directory = line.strip()
+        if not directory:
+            continue
+        try:
+            code = main(directory)
+        except Exception as exc:  # a broken request: answer it, serve the next
+            _reply(directory, error=f"{type(exc).__name__}: {exc}".splitlines()[0][:2000])
+            code = EXIT_ERROR
+        replies.write(f"{code}\n")
+        replies.flush()
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    if sys.argv[1:] == ["--serve"]:
+        serve()
+    else:
+        sys.exit(main(sys.argv[1]))
