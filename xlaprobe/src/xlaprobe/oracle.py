@@ -219,8 +219,9 @@ class Verdict:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Verdict:
         """Inverse of `to_json` (verdicts stored before `allowed_abs`, `allowed_rel` and `margin`
-        existed read them as NaN)."""
-        values = dict(data)
+        existed read them as NaN; keys of a newer xlaprobe's verdicts are ignored)."""
+        fields = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in fields}
         values["kind"] = VerdictKind(values["kind"])
         for key in ("max_abs", "max_rel", "max_ulp", "frac_over", "expected", "actual",
                     "allowed_abs", "allowed_rel", "margin"):
