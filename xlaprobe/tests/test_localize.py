@@ -130,6 +130,9 @@ def test_a_skipped_tier_4_says_why_in_one_line():
     assert why("xla", VerdictKind.MISMATCH, "HloModule m") == ""  # tier 4 runs
     assert why("eager", VerdictKind.MISMATCH, "HloModule m") == (
         "skipped: 'eager' is not an XLA compile of the whole program (no fused kernels to split)")
+    assert why("jaxlib==0.11.2", VerdictKind.MISMATCH) == (
+        "skipped: 'jaxlib==0.11.2' runs in another release's environment: no optimized HLO of "
+        "it to split (tiers 3-5 work on this jaxlib's xla and mutant configurations)")
     assert why("xla", VerdictKind.CRASH, "HloModule m").startswith(
         "skipped: a crash finding has no wrong value to trace to an instruction")
     assert why("xla", VerdictKind.MISMATCH).startswith("skipped: no optimized HLO of the whole "

@@ -54,6 +54,10 @@ def skipped(search: Searcher, program: Program, labels: str = "") -> str:
     if not search.kind.is_numeric:
         return (f"skipped: a {search.kind.value} finding has no wrong value to trace to an "
                 "instruction (tier 4 needs a numeric mismatch)")
+    if search.config.kind == "jaxlib":
+        return (f"skipped: '{search.config}' runs in another release's environment: no "
+                "optimized HLO of it to split (tiers 3-5 work on this jaxlib's xla and mutant "
+                "configurations)")
     if search.config.kind not in ("xla", "mutant"):
         return (f"skipped: '{search.config}' is not an XLA compile of the whole program (no "
                 "fused kernels to split)")
