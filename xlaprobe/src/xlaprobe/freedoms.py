@@ -349,7 +349,7 @@ def label(verdicts: Sequence[Verdict], outputs: Sequence[np.ndarray], evidence: 
         kind = VerdictKind.OK if set(labels) <= accept else VerdictKind.FREEDOM
         measured = against_evidence(verdict, labels, np.asarray(actual), evidence)
         float64 = _float64_note(verdict, np.asarray(actual), evidence) \
-            if measured.against != "reference" or "excess-range" in labels else ""
+            if measured.against not in ("", "reference") or "excess-range" in labels else ""
         detail = "; ".join(filter(None, (verdict.detail, *notes, float64)))
         labelled.append(dataclasses.replace(measured, kind=kind, freedom="+".join(labels),
                                             detail=detail))
