@@ -37,25 +37,10 @@ def _largest(values: Iterable[float]) -> float:
     return max(present) if present else math.nan
 
 
-def print_result(result: CheckResult, artifacts: dict[str, str], all_outputs: bool,
-                 ids: dict[str, int] | None = None, db: Path = DEFAULT_DB,
-                 console: Any = None) -> None:
-    """The verdict table of a check, its output leaves not ok, and each finding's id (in the
-    store: what ``localize``, ``reduce``, ``bisect`` and ``findings`` take) and replay, printed
-    on `console` (a rich Console; None: stdout's)."""
-    out = console if console is not None else consoles.out
-    ids = ids or {}
-    p = result.program
-    seed = f", seed {p.provenance.seed}" if p.provenance.seed is not None else ""
-    out.print(f"[bold]{escape(p.provenance.name)}[/] ({p.provenance.source}{seed}): "
-              f"{p.num_equations} equations, {len(p.output_names)} "
-              f"output{'s' if len(p.output_names) != 1 else ''}; judged against "
-              f"[bold]{escape(result.judged_against or 'nothing')}[/]"
-              + (f" with budget {BUDGET} (+{len(result.budget) - 1} Monte Carlo samples)"
-                 if result.budget and result.budget[0].ran else ""))
+def _config_table(result: CheckResult, against: bool) -> Table:
+    """The verdict table: one row per configuration; an ``against`` column when `against`."""
     # A labelled freedom's row measures its error against the freedom's evidence run (what the
     # label says XLA computed), not float64: a column names it, only when some row has one.
-    against = any(v.against for verdicts in result.verdicts for v in verdicts)
     caption = ("allowed rel: allowed where max rel is (dtype bound + honest-run budget); "
                "error/allowed over 1 fails")
     if against:
@@ -86,7 +71,27 @@ def print_result(result: CheckResult, artifacts: dict[str, str], all_outputs: bo
                       fmt(worst_rel.allowed_rel if worst_rel is not None else math.nan),
                       fmt(_largest(v.max_ulp for v in verdicts)),
                       fmt(_largest(v.margin for v in verdicts)))
-    out.print(table)
+    return table
+
+
+def print_result(result: CheckResult, artifacts: dict[str, str], all_outputs: bool,
+                 ids: dict[str, int] | None = None, db: Path = DEFAULT_DB,
+                 console: Any = None) -> None:
+    """The verdict table of a check, its output leaves not ok, and each finding's id (in the
+    store: what ``localize``, ``reduce``, ``bisect`` and ``findings`` take) and replay, printed
+    on `console` (a rich Console; None: stdout's)."""
+    out = console if console is not None else consoles.out
+    ids = ids or {}
+    p = result.program
+    seed = f", seed {p.provenance.seed}" if p.provenance.seed is not None else ""
+    out.print(f"[bold]{escape(p.provenance.name)}[/] ({p.provenance.source}{seed}): "
+              f"{p.num_equations} equations, {len(p.output_names)} "
+              f"output{'s' if len(p.output_names) != 1 else ''}; judged against "
+              f"[bold]{escape(result.judged_against or 'nothing')}[/]"
+              + (f" with budget {BUDGET} (+{len(result.budget) - 1} Monte Carlo samples)"
+                 if result.budget and result.budget[0].ran else ""))
+    against = any(v.against for verdicts in result.verdicts for v in verdicts)
+    out.print(_config_table(result, against))
     rows = [v for verdicts in result.verdicts for v in verdicts
             if all_outputs or v.kind is not VerdictKind.OK or v.freedom]
     if rows:

@@ -305,14 +305,8 @@ def localize(program: Program, config: Configuration | str, pool: Any, *,
         equation, segmenter, window = found
         segment = segmenter.segment(*window) if window is not None else None
         placement = place(search, program, equation.index, segment)
-        # Every reason tier 4 does not run is said (`Localization.tiers`), never silence.
-        why = "skipped: not asked (inside=False)" if not inside else \
-            skipped(search, program, labels)
-        if why:
-            op = Inside.nothing(why)
-        else:
-            op, equation, placement = locate(search, program, equation, placement, recording,
-                                             outputs.indices)
+        op, equation, placement = _tier4(search, program, equation, placement, recording,
+                                         outputs.indices, inside, labels)
     blame = _blame(program, config, pool, result, timeout_s, search) if passes else None
     return Localization(
         program=program.provenance.name, fingerprint=program.fingerprint, config=spec,
@@ -320,6 +314,17 @@ def localize(program: Program, config: Configuration | str, pool: Any, *,
         equation=equation, kernels=placement, op=op, blame=blame, cycles=search.cycles,
         seconds=time.perf_counter() - started, flaky=search.flaky, steps=tuple(search.steps),
         notes=tuple(search.notes), kernel_hlo=_kernel_hlo(search, program, placement, op))
+
+
+def _tier4(search: Searcher, program: Program, equation: Equation, placement: Placement,
+           recording: Recording, failing: Sequence[int], inside: bool,
+           labels: str) -> tuple[Inside, Equation, Placement]:
+    """Tier 4 (`op.locate`) where it applies; else its record says why it was skipped
+    (`Localization.tiers` prints it: a skipped tier is never silent)."""
+    why = "skipped: not asked (inside=False)" if not inside else skipped(search, program, labels)
+    if why:
+        return Inside.nothing(why), equation, placement
+    return locate(search, program, equation, placement, recording, failing)
 
 
 def _kernel_hlo(search: Searcher, program: Program, placement: Placement, op: Inside) -> str:
