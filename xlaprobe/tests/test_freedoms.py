@@ -97,6 +97,94 @@ def test_excess_range_needs_its_recheck_to_overflow():
         assert verdict.kind is (VerdictKind.FREEDOM if label else VerdictKind.OK)
 
 
+def _honest(closed, args, **how):
+    return Outcome(how.pop("spec"), OutcomeKind.RAN,
+                   tuple(evaluate(closed, list(args), round_each_op=True, **how)))
+
+
+def test_a_freedom_row_measures_its_error_against_the_freedom_evidence():
+    """Pure judgement, no XLA: an output that is exactly what the contracted honest run gives
+    is labelled fma, its numbers are against ``reference:fma`` (no error there), and its float64
+    figures are in the detail, said as such, with the NaN count the residuals predict."""
+    a, b = _squares_inputs()
+    program = _program(difference_of_squares, a, b)
+    closed = program.jaxpr
+    native = _honest(closed, (a, b), spec="reference:native")
+    fused = _honest(closed, (a, b), spec="reference:fma", contract=True)
+    reference = Outcome("reference", OutcomeKind.RAN, tuple(evaluate(closed, [a, b])))
+    xla = Outcome("xla", OutcomeKind.RAN, (fused.outputs[0].astype(np.float32),))
+    flushed = _honest(closed, (a, b), spec="reference:ftz", flush_subnormals=True)
+    result = judge(program, ["xla", "reference"], [xla, reference], [native], flushed,
+                   rechecks=[fused])
+    [verdict] = result.verdicts[0]
+    assert (verdict.kind, verdict.freedom, verdict.against) == (
+        VerdictKind.FREEDOM, "fma", "reference:fma")
+    assert verdict.max_abs == 0 and verdict.margin == 0 and verdict.frac_over == 0
+    nan = int((a.astype(np.float64) ** 2 - (a * a).astype(np.float64) < 0).sum())
+    assert 0 < nan < 64
+    assert "against float64: max abs " in verdict.detail
+    assert f"error/allowed inf, NaN at {nan} of 64 elements" in verdict.detail
+    assert result.to_json()["configs"][0]["outputs"][0]["against"] == "reference:fma"
+
+
+def test_ftz_and_excess_range_rows_name_their_evidence():
+    x, y, scale = np.full(3, 1e-20, np.float32), np.float32([1e-20, 3e-19, 1]), \
+        np.full(3, 1e20, np.float32)
+    program = _program(subnormal_product, x, y, scale)
+    flushed = _honest(program.jaxpr, (x, y, scale), spec="reference:ftz", flush_subnormals=True)
+    np.testing.assert_array_equal(flushed.outputs[0], [0, 0, 1])  # 1e-40, 3e-39 are subnormal
+    result = judge(program, ["xla", "reference"], [
+        Outcome("xla", OutcomeKind.RAN, (np.float32([0, 0, 1]),)),
+        Outcome("reference", OutcomeKind.RAN, (np.array([1e-20, 3e-19, 1.0]),))],
+        [_honest(program.jaxpr, (x, y, scale), spec="reference:native")], flushed,
+        accept=frozenset())
+    [verdict] = result.verdicts[0]
+    assert (verdict.kind, verdict.freedom, verdict.against) == (
+        VerdictKind.FREEDOM, "ftz", "reference:ftz")
+    assert verdict.max_abs == 0 and verdict.max_rel == 0 and verdict.margin == 0
+    assert "against float64: max abs 3e-19" in verdict.detail
+    # Excess range borrows float64's range: its row is against float64, and the detail says
+    # how many elements the program's own dtype overflows at.
+    args = (np.full(2, 1e30, np.float32), np.float32([1e-10, 1]), np.float32([1e10, 3]))
+    right = np.array([1e30, 1e30 / 3])
+    result = judge(_program(quotient_of_quotient, *args), ["xla", "reference"], [
+        Outcome("xla", OutcomeKind.RAN, (right.astype(np.float32),)),
+        Outcome("reference", OutcomeKind.RAN, (right,))],
+        [Outcome("reference:native", OutcomeKind.RAN, (np.array([np.inf, right[1]]),))],
+        rechecks=[Outcome("xla[xla_disable_hlo_passes=algsimp]", OutcomeKind.RAN,
+                          (np.float32([np.inf, right[1]]),))])
+    [verdict] = result.verdicts[0]
+    assert (verdict.freedom, verdict.against) == ("excess-range", "reference")
+    assert "float32 (reference:native) overflows at 1 of 2 elements" in verdict.detail
+
+
+def test_the_table_shows_what_a_freedom_row_is_measured_against():
+    import io
+
+    from rich.console import Console
+
+    from xlaprobe.cli.verdicts import print_result
+    a, b = _squares_inputs()
+    program = _program(difference_of_squares, a, b)
+    fused = _honest(program.jaxpr, (a, b), spec="reference:fma", contract=True)
+    result = judge(program, ["xla", "eager", "reference"], [
+        Outcome("xla", OutcomeKind.RAN, (fused.outputs[0].astype(np.float32),)),
+        Outcome("eager", OutcomeKind.RAN, (np.zeros(64, np.float32),)),
+        Outcome("reference", OutcomeKind.RAN, (np.zeros(64),))],
+        [_honest(program.jaxpr, (a, b), spec="reference:native")], rechecks=[fused])
+    text = io.StringIO()
+    print_result(result, {}, False, console=Console(file=text, width=400))
+    lines = text.getvalue().splitlines()
+    main = lines[:next(i for i, x in enumerate(lines) if x.startswith("└"))]  # the first table
+    header = [c.strip() for c in next(x for x in main if "max abs" in x).split("┃")[1:-1]]
+    rows = {cells[0]: cells for cells in ([c.strip() for c in x.split("│")[1:-1]]
+                                           for x in main if x.startswith("│"))}
+    column = header.index("against")
+    assert rows["xla"][column] == "reference:fma" and rows["eager"][column] == "reference"
+    assert rows["xla"][header.index("error/allowed")] == "0"  # not inf: NaN is what FMA gives
+    assert "float64 figures are in its output leaf's detail" in " ".join(lines)
+
+
 def test_fma_is_labelled_and_rechecked_without_fma(pool):
     if not HAS_FMA:
         pytest.skip("this CPU has no FMA instructions: XLA cannot contract")
@@ -160,6 +248,34 @@ def test_a_planted_fault_is_not_labelled_a_freedom(pool):
     assert (finding.config, finding.kind, finding.freedom) == (
         "mutant:swap-subtract-fused", VerdictKind.NAN_MISMATCH, "")
     assert "reference:fma" in {o.config for o in result.rechecks}  # the evidence was looked at
+
+
+def test_localizing_an_accepted_freedom_is_refused_in_one_line(pool):
+    from xlaprobe.errors import NotReproducible
+    from xlaprobe.localization import localize
+    x = np.full(3, 1e-20, np.float32)
+    program = _program(subnormal_product, x, np.float32([1e-20, 3e-19, 1.0]),
+                       np.full(3, 1e20, np.float32))
+    with pytest.raises(NotReproducible, match=r"differs from float64 only by the flush of "
+                       r"subnormals to zero \(a legal liberty, freedom:ftz\), which localize "
+                       r"accepts as ok \(the default, ftz\); nothing to localize$"):
+        localize(program, "xla", pool)
+
+
+def test_the_pass_search_calls_a_freedom_a_liberty_not_a_fault(pool):
+    """Tier 5 on a real fma freedom: disabling fusion keeps the multiply and the subtract in
+    separate kernels, so nothing is contracted; the evidence says what was removed."""
+    if not HAS_FMA:
+        pytest.skip("this CPU has no FMA instructions: XLA cannot contract")
+    from xlaprobe.configs.registry import Configuration
+    from xlaprobe.localization.passes import blame_pass
+    program = _program(difference_of_squares, *_squares_inputs())
+    check = check_program(program, ["xla", "reference"], pool)
+    assert check.findings[0].freedom == "fma"
+    blame = blame_pass(program, Configuration.parse("xla"), pool, check)
+    assert blame.compiler_pass == "fusion"
+    assert blame.evidence == ("disabling it alone removes the fused multiply-add (a legal "
+                              "liberty, freedom:fma), not a fault")
 
 
 FTZ_CASE = '''

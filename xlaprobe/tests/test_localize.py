@@ -108,6 +108,45 @@ class _Window:
         return Trial(cut >= 12, VerdictKind.MISMATCH)
 
 
+def test_a_skipped_tier_4_says_why_in_one_line():
+    """Tier 4 runs only on a numeric mismatch of an XLA compile whose optimized HLO tier 3 got;
+    every other case names its reason, and `tiers` prints it (it used to print nothing)."""
+    from xlaprobe.configs.registry import Configuration
+    from xlaprobe.localization.api import Localization
+    from xlaprobe.localization.bisect import Searcher
+    from xlaprobe.localization.equation import Equation
+    from xlaprobe.localization.inside import Inside
+    from xlaprobe.localization.kernels import Placement
+    from xlaprobe.localization.op import skipped
+    from xlaprobe.localization.outputs import Outputs
+    program = corpus_program("matmul")
+
+    def why(spec, kind, hlo=None, labels=""):
+        search = Searcher(Configuration.parse(spec), None, kind, None, None)
+        if hlo is not None:
+            search.hlo_cache[program.fingerprint] = hlo
+        return skipped(search, program, labels)
+
+    assert why("xla", VerdictKind.MISMATCH, "HloModule m") == ""  # tier 4 runs
+    assert why("eager", VerdictKind.MISMATCH, "HloModule m") == (
+        "skipped: 'eager' is not an XLA compile of the whole program (no fused kernels to split)")
+    assert why("jaxlib==0.11.2", VerdictKind.MISMATCH) == (
+        "skipped: 'jaxlib==0.11.2' runs in another release's environment: no optimized HLO of "
+        "it to split (tiers 3-5 work on this jaxlib's xla and mutant configurations)")
+    assert why("xla", VerdictKind.CRASH, "HloModule m").startswith(
+        "skipped: a crash finding has no wrong value to trace to an instruction")
+    assert why("xla", VerdictKind.MISMATCH).startswith("skipped: no optimized HLO of the whole "
+                                                         "program")
+    assert why("xla", VerdictKind.FREEDOM, "HloModule m", "fma") == (
+        "skipped: the fused multiply-add (a legal liberty, freedom:fma) is no wrong value to "
+        "trace to an instruction (tier 4 needs a numeric mismatch)")
+    loc = Localization("p", "f", "eager", "mismatch", 3, Outputs(("out",), (0,), (0, 1, 2)),
+                       Equation("cuts", 1, "mul"), Placement(),
+                       Inside.nothing(why("eager", VerdictKind.MISMATCH)), None, 4, 1.0, False)
+    assert "tier 4 op:       skipped: 'eager' is not an XLA compile of the whole program (no " \
+           "fused kernels to split)" in loc.tiers()
+
+
 def test_bisections_keep_their_probe_sequence():
     # Each sequence is the one of the hand-typed loops before `xlaprobe.search` (commit 8e3115d):
     # the localization benchmark's cycle counts rest on it.

@@ -186,6 +186,12 @@ def test_verdict_json_round_trip():
     assert np.isnan(Verdict.from_json(v.to_json()).actual)
     ok = judge_leaf(np.array([1.0], F32), np.array([1.0]))
     assert Verdict.from_json(ok.to_json()).kind is ok.kind
+    # A store written by a newer xlaprobe (a key this one lacks) still reads; one written
+    # before `against` existed reads it as "" (float64).
+    newer = dict(v.to_json(), against="reference:fma", added_later=1)
+    assert Verdict.from_json(newer).against == "reference:fma"
+    older = {k: x for k, x in v.to_json().items() if k != "against"}
+    assert Verdict.from_json(older).against == ""
 
 
 def test_ill_conditioned_leaf_gets_the_leaf_budget():

@@ -107,6 +107,36 @@ def test_a_busy_store_is_called_busy_not_corrupt(tmp_path, monkeypatch):
         holder.close()
 
 
+def test_rechecking_a_finding_keeps_its_id_and_draws_no_new_one(tmp_path):
+    """Finding ids are dense: a re-check updates its finding in place, and the next new finding
+    gets the next id (SQLite's upsert used to draw an id each time: 1, 2, 5, ...). Ids already
+    stored, gaps included, are never renumbered."""
+    double, triple = _program(), Program.from_function(
+        lambda x: x * 3, (np.arange(3, dtype=np.float32),), Provenance("user", "triple"))
+    wrong_triple = judge(triple, ["xla", "reference"], [
+        Outcome("xla", OutcomeKind.RAN, (np.float32([0, 3, 7]),)),
+        Outcome("reference", OutcomeKind.RAN, (np.arange(3) * 3.0,))])
+    db = tmp_path / "db.sqlite"
+    with Store(db) as store:
+        for _ in range(3):
+            _record(store, _result(double, wrong=True))
+        _record(store, wrong_triple)
+        assert sorted((f["id"], f["name"]) for f in store.findings()) == [
+            (1, "double"), (2, "triple")]
+    conn = sqlite3.connect(db)  # a store with a gap from the old upsert: ids stay as they are
+    with conn:
+        conn.execute("UPDATE findings SET id = 5 WHERE id = 2")
+        conn.execute("UPDATE sqlite_sequence SET seq = 5 WHERE name = 'findings'")
+    conn.close()
+    with Store(db) as store:
+        _record(store, wrong_triple)
+        assert sorted(f["id"] for f in store.findings()) == [1, 5]
+        _record(store, _result(Program.from_function(
+            lambda x: x * 4, (np.arange(3, dtype=np.float32),), Provenance("user", "q")),
+            wrong=True))
+        assert sorted(f["id"] for f in store.findings()) == [1, 5, 6]
+
+
 def test_a_finding_is_looked_up_by_id_with_what_followed_it(tmp_path):
     program = _program()
     with Store(tmp_path / "db.sqlite") as store:

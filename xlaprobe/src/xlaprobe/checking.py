@@ -219,7 +219,8 @@ def judge(program: Program, configs: Sequence[str], outcomes: Sequence[Outcome],
     gauges = output_gauges(program.jaxpr) if baseline is not None else ()
     accepted = freedoms.DEFAULT_ACCEPT if accept is None else accept
     evidence = freedoms.Evidence(baseline or (), honest, dtypes,
-                                 {o.config: o for o in (*outcomes, *rechecks)}, candidates)
+                                 {o.config: o for o in (*outcomes, *rechecks, *(
+                                     [flushed] if flushed is not None else []))}, candidates)
     judged: dict[int, list[Verdict]] = {}
     if baseline is not None:
         # Every configuration that ran against the baseline at once: each leaf's budget is

@@ -49,25 +49,37 @@ class Freedom:
         what: one line saying what XLA does.
         switch: the XLA options (spec texts) that take the freedom away, or () when XLA has none
             that works; an ``xla`` configuration with it added is the recheck.
+        taken: what XLA did, as a noun phrase (``"the fused multiply-add"``): what localization
+            says disabling a pass removes.
     """
 
     name: str
     what: str
     switch: tuple[tuple[str, str], ...] = ()
+    taken: str = ""
 
 
 FREEDOMS: dict[str, Freedom] = {f.name: f for f in (
     Freedom("excess-range", "an intermediate that overflows in the program's dtype was rewritten "
-                            "into a form that does not", (("xla_disable_hlo_passes", "algsimp"),)),
+                            "into a form that does not", (("xla_disable_hlo_passes", "algsimp"),),
+            "the rewrite that avoids the overflow"),
     Freedom("fma", "a multiply and an add were contracted into one fused multiply-add (one "
-                   "rounding instead of two)", (("xla_cpu_max_isa", "AVX"),)),
-    Freedom("ftz", "subnormal inputs or results were flushed to zero"),
+                   "rounding instead of two)", (("xla_cpu_max_isa", "AVX"),),
+            "the fused multiply-add"),
+    Freedom("ftz", "subnormal inputs or results were flushed to zero", (),
+            "the flush of subnormals to zero"),
 )}
 #: Freedoms accepted when the caller names none: flushing subnormals, which XLA:CPU always does
 #: (no option turns it off) and which the oracle has never reported as a finding.
 DEFAULT_ACCEPT: frozenset[str] = frozenset({"ftz"})
 #: The honest run with FMA contraction: the evidence for ``fma``.
 FMA_EVIDENCE = "reference:fma"
+#: The honest run with subnormals flushed to zero: the evidence for ``ftz``.
+FTZ_EVIDENCE = "reference:ftz"
+#: Per freedom, the run a labelled leaf's error statistics are measured against: the one whose
+#: answer the label says XLA gave (excess range: float64's, the range XLA borrowed).
+EVIDENCE_RUN: dict[str, str] = {"fma": FMA_EVIDENCE, "ftz": FTZ_EVIDENCE,
+                                "excess-range": "reference"}
 
 
 def parse_accept(value: str | Iterable[str] | None) -> frozenset[str]:
@@ -250,13 +262,73 @@ def _recheck_note(label: str, verdict: Verdict, actual: np.ndarray,
             f"{flat(other):.7g} with {label} off, {flat(ref):.7g} in float64")
 
 
+def _float64_note(verdict: Verdict, actual: np.ndarray, evidence: Evidence) -> str:
+    """The leaf's error against float64, said as such: what a labelled leaf's row no longer
+    shows (its statistics are against the freedom's evidence run)."""
+    i = verdict.index
+    with np.errstate(invalid="ignore"):
+        out = np.asarray(actual, np.float64)
+        ref = np.asarray(evidence.reference[i], np.float64)
+        nan = int((np.isnan(out) & ~np.isnan(ref)).sum())
+        inf = int((np.isinf(out) & ~np.isinf(ref)).sum())
+    parts = [f"max abs {verdict.max_abs:.3g}", f"error/allowed {verdict.margin:.3g}"]
+    if nan:
+        parts.append(f"NaN at {nan} of {out.size} elements")
+    if inf:
+        parts.append(f"inf at {inf} of {out.size} elements")
+    note = f"against float64: {', '.join(parts)}"
+    honest = None if evidence.honest is None else evidence.honest[i]
+    if honest:
+        with np.errstate(invalid="ignore"):
+            overflowed = int((~np.isfinite(np.asarray(honest[0], np.float64))
+                              & np.isfinite(ref)).sum())
+        if overflowed:
+            dtype = np.dtype(evidence.dtypes[i]).name
+            note += (f"; {dtype} (reference:native) overflows at {overflowed} of {out.size} "
+                     f"elements")
+    return note
+
+
+def against_evidence(verdict: Verdict, labels: Sequence[str], actual: np.ndarray,
+                     evidence: Evidence) -> Verdict:
+    """`verdict` (the oracle's, against float64) with its error statistics measured against the
+    evidence run of the first of `labels` that has one and agrees (`EVIDENCE_RUN`), so that a
+    labelled leaf's numbers say how closely XLA's answer is the freedom's, and
+    `Verdict.against` names that run; its float64 figures go to the detail, said as such.
+    Unchanged (against float64) when no evidence run agrees.
+
+    Args:
+        verdict: the oracle's verdict on the leaf, before labelling.
+        labels: the leaf's freedoms (`diagnose`).
+        actual: the configuration's output for the leaf.
+        evidence: the check's evidence.
+    """
+    i, dtype = verdict.index, np.dtype(evidence.dtypes[verdict.index])
+    honest = None if evidence.honest is None else list(evidence.honest[i]) or None
+    for name in labels:
+        spec = EVIDENCE_RUN.get(name, "")
+        if spec == "reference":
+            return dataclasses.replace(verdict, against="reference")
+        run = evidence.leaf(spec, i)
+        if run is None:
+            continue
+        again = judge_leaf(actual, np.asarray(run, np.float64), budget=honest,
+                           config=verdict.config, output=verdict.output, index=i, dtype=dtype)
+        if not again.kind.is_finding:
+            return dataclasses.replace(again, kind=verdict.kind, against=spec,
+                                       detail=verdict.detail)
+    return verdict
+
+
 def label(verdicts: Sequence[Verdict], outputs: Sequence[np.ndarray], evidence: Evidence,
           accept: frozenset[str]) -> list[Verdict]:
     """One configuration's leaf verdicts with their freedoms labelled.
 
     A leaf explained by freedoms gets kind FREEDOM (kind OK when every label is in `accept`),
-    `Verdict.freedom` set, and its detail says what each freedom's recheck gave. Other leaves,
-    and every leaf of a configuration that did not run, are returned unchanged.
+    `Verdict.freedom` set, its error statistics measured against the freedom's evidence run
+    (`against_evidence`: `Verdict.against`), and a detail that says what each freedom's recheck
+    gave and the error against float64. Other leaves, and every leaf of a configuration that
+    did not run, are returned unchanged.
 
     Args:
         verdicts: the oracle's verdicts, one per leaf.
@@ -275,8 +347,11 @@ def label(verdicts: Sequence[Verdict], outputs: Sequence[np.ndarray], evidence: 
         notes = [_recheck_note(n, verdict, np.asarray(actual), evidence)
                  for n in labels if FREEDOMS[n].switch]
         kind = VerdictKind.OK if set(labels) <= accept else VerdictKind.FREEDOM
-        detail = "; ".join(filter(None, (verdict.detail, *notes)))
-        labelled.append(dataclasses.replace(verdict, kind=kind, freedom="+".join(labels),
+        measured = against_evidence(verdict, labels, np.asarray(actual), evidence)
+        float64 = _float64_note(verdict, np.asarray(actual), evidence) \
+            if measured.against not in ("", "reference") or "excess-range" in labels else ""
+        detail = "; ".join(filter(None, (verdict.detail, *notes, float64)))
+        labelled.append(dataclasses.replace(measured, kind=kind, freedom="+".join(labels),
                                             detail=detail))
     return labelled
 
@@ -306,6 +381,33 @@ def followups(configs: Sequence[str], verdicts: Sequence[Sequence[Verdict]]) -> 
             wanted.append(FMA_EVIDENCE)
         wanted += [recheck_config(config, n) or "" for n in FREEDOMS if n in labels]
     return [s for s in dict.fromkeys(wanted) if s and s not in configs]
+
+
+def finding_labels(verdicts: Iterable[Verdict]) -> str:
+    """The freedoms of a configuration whose every failing leaf is a labelled freedom (kind
+    FREEDOM): its finding is a legal liberty, not a fault; "" when some leaf fails otherwise
+    or none fails.
+
+    >>> finding_labels([Verdict("xla", "[0]", 0, VerdictKind.FREEDOM, freedom="fma"),
+    ...                 Verdict("xla", "[1]", 1, VerdictKind.OK, freedom="ftz")])
+    'fma'
+    """
+    failing = [v for v in verdicts if v.kind.is_finding]
+    if not failing or any(v.kind is not VerdictKind.FREEDOM for v in failing):
+        return ""
+    return labels_of(failing)
+
+
+def taken(labels: str) -> str:
+    """What XLA did under ``+``-joined `labels`, as a noun phrase, with the label: ``"the fused
+    multiply-add (a legal liberty, freedom:fma)"``.
+
+    >>> taken("fma")
+    'the fused multiply-add (a legal liberty, freedom:fma)'
+    """
+    names = [n for n in labels.split("+") if n in FREEDOMS]
+    return (" and ".join(FREEDOMS[n].taken for n in names)
+            + f" ({'legal liberties' if len(names) > 1 else 'a legal liberty'}, freedom:{labels})")
 
 
 def labels_of(verdicts: Iterable[Verdict]) -> str:

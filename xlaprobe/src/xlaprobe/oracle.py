@@ -183,6 +183,10 @@ class Verdict:
         freedom: the freedoms XLA took on this leaf, ``+``-joined labels (``"fma"``,
             ``"excess-range"``, ``"ftz"``; `xlaprobe.freedoms`), with kind FREEDOM, or with
             kind OK when they were accepted; ``""`` when none.
+        against: for a labelled leaf, the run its error statistics are measured against: the
+            freedom's evidence (``"reference:fma"``, ``"reference:ftz"``; ``"reference"``,
+            float64, for excess range; the float64 figures are then in `detail`); ``""``
+            (float64, the reference) for every other leaf.
     """
 
     config: str
@@ -201,6 +205,7 @@ class Verdict:
     allowed_rel: float = math.nan
     margin: float = math.nan
     freedom: str = ""
+    against: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (NaN written as null)."""
@@ -214,8 +219,9 @@ class Verdict:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Verdict:
         """Inverse of `to_json` (verdicts stored before `allowed_abs`, `allowed_rel` and `margin`
-        existed read them as NaN)."""
-        values = dict(data)
+        existed read them as NaN; keys of a newer xlaprobe's verdicts are ignored)."""
+        fields = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in fields}
         values["kind"] = VerdictKind(values["kind"])
         for key in ("max_abs", "max_rel", "max_ulp", "frac_over", "expected", "actual",
                     "allowed_abs", "allowed_rel", "margin"):

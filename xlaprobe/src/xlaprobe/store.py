@@ -332,14 +332,20 @@ class Store:
             self._db.executemany("INSERT INTO skipped_runs VALUES (?,?,?)",
                                  [(check_id, c, why) for c, why in result.skipped])
             for f in result.findings:
-                self._db.execute(
-                    "INSERT INTO findings (program_id, config, kind, fingerprint, artifact, check_id,"
-                    " created, alike, freedom) VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT(program_id, "
-                    "config) DO UPDATE SET kind=excluded.kind, check_id=excluded.check_id, "
-                    "artifact=excluded.artifact, fingerprint=excluded.fingerprint, "
-                    "alike=excluded.alike, freedom=excluded.freedom",
-                    (program.fingerprint, f.config, f.kind.value, f.fingerprint,
-                     artifacts.get(f.config), check_id, now, ",".join(f.alike), f.freedom))
+                # Update first, insert only a new (program, configuration): SQLite's upsert
+                # (INSERT ... ON CONFLICT DO UPDATE) draws an AUTOINCREMENT id even when it
+                # updates, so every re-check of a known finding left a gap in the ids.
+                updated = self._db.execute(
+                    "UPDATE findings SET kind=?, check_id=?, artifact=?, fingerprint=?, alike=?, "
+                    "freedom=? WHERE program_id=? AND config=?",
+                    (f.kind.value, check_id, artifacts.get(f.config), f.fingerprint,
+                     ",".join(f.alike), f.freedom, program.fingerprint, f.config)).rowcount
+                if not updated:
+                    self._db.execute(
+                        "INSERT INTO findings (program_id, config, kind, fingerprint, artifact, "
+                        "check_id, created, alike, freedom) VALUES (?,?,?,?,?,?,?,?,?)",
+                        (program.fingerprint, f.config, f.kind.value, f.fingerprint,
+                         artifacts.get(f.config), check_id, now, ",".join(f.alike), f.freedom))
         return int(check_id)
 
     _FINDING = ("SELECT f.id, f.program_id, p.name, f.config, f.kind, f.fingerprint, f.artifact, "

@@ -37,6 +37,43 @@ def _largest(values: Iterable[float]) -> float:
     return max(present) if present else math.nan
 
 
+def _config_table(result: CheckResult, against: bool) -> Table:
+    """The verdict table: one row per configuration; an ``against`` column when `against`."""
+    # A labelled freedom's row measures its error against the freedom's evidence run (what the
+    # label says XLA computed), not float64: a column names it, only when some row has one.
+    caption = ("allowed rel: allowed where max rel is (dtype bound + honest-run budget); "
+               "error/allowed over 1 fails")
+    if against:
+        caption += ("; a freedom's row is measured against its evidence run (against), its "
+                    "float64 figures are in its output leaf's detail")
+    table = Table(show_lines=False, caption=caption, caption_justify="left")
+    for column in ("configuration", "outcome", "time (s)", "verdict", "failing outputs",
+                   *(["against"] if against else []),
+                   "max abs", "max rel", "allowed rel", "max ULP", "error/allowed"):
+        table.add_column(column, justify="left" if column in (
+            "configuration", "outcome", "verdict", "failing outputs", "against") else "right",
+            overflow="fold")
+    colors = {VerdictKind.OK: "green", VerdictKind.FTZ: "yellow"}
+    for config, outcome, verdicts in zip(result.configs, result.outcomes, result.verdicts):
+        kind = summary_kind(v.kind for v in verdicts)
+        failing = sum(v.kind.is_finding for v in verdicts)
+        color = colors.get(kind, "red")
+        worst_rel = max(verdicts, key=lambda v: v.max_rel if v.max_rel == v.max_rel else -1.0,
+                        default=None)
+        runs = sorted({v.against or result.judged_against for v in verdicts}) \
+            if config != result.judged_against else ["-"]
+        table.add_row(escape(config), outcome.kind.value, f"{outcome.seconds:.2f}",
+                      f"[{color}]{escape(verdict_text(kind, verdicts))}[/]",
+                      f"{failing}/{len(verdicts)}",
+                      *([escape(", ".join(runs))] if against else []),
+                      fmt(_largest(v.max_abs for v in verdicts)),
+                      fmt(_largest(v.max_rel for v in verdicts)),
+                      fmt(worst_rel.allowed_rel if worst_rel is not None else math.nan),
+                      fmt(_largest(v.max_ulp for v in verdicts)),
+                      fmt(_largest(v.margin for v in verdicts)))
+    return table
+
+
 def print_result(result: CheckResult, artifacts: dict[str, str], all_outputs: bool,
                  ids: dict[str, int] | None = None, db: Path = DEFAULT_DB,
                  console: Any = None) -> None:
@@ -53,37 +90,16 @@ def print_result(result: CheckResult, artifacts: dict[str, str], all_outputs: bo
               f"[bold]{escape(result.judged_against or 'nothing')}[/]"
               + (f" with budget {BUDGET} (+{len(result.budget) - 1} Monte Carlo samples)"
                  if result.budget and result.budget[0].ran else ""))
-    table = Table(show_lines=False, caption="allowed rel: allowed where max rel is (dtype bound + "
-                  "honest-run budget); error/allowed over 1 fails", caption_justify="left")
-    for column in ("configuration", "outcome", "time (s)", "verdict", "failing outputs",
-                   "max abs", "max rel", "allowed rel", "max ULP", "error/allowed"):
-        table.add_column(column, justify="left" if column in (
-            "configuration", "outcome", "verdict", "failing outputs") else "right",
-            overflow="fold")
-    colors = {VerdictKind.OK: "green", VerdictKind.FTZ: "yellow"}
-    for config, outcome, verdicts in zip(result.configs, result.outcomes, result.verdicts):
-        kind = summary_kind(v.kind for v in verdicts)
-        failing = sum(v.kind.is_finding for v in verdicts)
-        color = colors.get(kind, "red")
-        worst_rel = max(verdicts, key=lambda v: v.max_rel if v.max_rel == v.max_rel else -1.0,
-                        default=None)
-        table.add_row(escape(config), outcome.kind.value, f"{outcome.seconds:.2f}",
-                      f"[{color}]{escape(verdict_text(kind, verdicts))}[/]",
-                      f"{failing}/{len(verdicts)}",
-                      fmt(_largest(v.max_abs for v in verdicts)),
-                      fmt(_largest(v.max_rel for v in verdicts)),
-                      fmt(worst_rel.allowed_rel if worst_rel is not None else math.nan),
-                      fmt(_largest(v.max_ulp for v in verdicts)),
-                      fmt(_largest(v.margin for v in verdicts)))
-    out.print(table)
+    against = any(v.against for verdicts in result.verdicts for v in verdicts)
+    out.print(_config_table(result, against))
     rows = [v for verdicts in result.verdicts for v in verdicts
             if all_outputs or v.kind is not VerdictKind.OK or v.freedom]
     if rows:
         detail = Table(title="output leaves" if all_outputs else
                        "output leaves not ok (or ok with a freedom's label)")
-        for column in ("configuration", "output", "verdict", "max abs / allowed",
-                       "max rel / allowed", "max ULP", "error/allowed", "share over",
-                       "worst: expected / actual", "detail"):
+        for column in ("configuration", "output", "verdict", *(["against"] if against else []),
+                       "max abs / allowed", "max rel / allowed", "max ULP", "error/allowed",
+                       "share over", "worst: expected / actual", "detail"):
             detail.add_column(column, overflow="fold")
         for v in rows[:MAX_DETAIL_ROWS if not all_outputs else None]:
             worst = f"{v.expected:.6g} / {v.actual:.6g}" if v.worst >= 0 else ""
@@ -92,6 +108,7 @@ def print_result(result: CheckResult, artifacts: dict[str, str], all_outputs: bo
             share = "-" if v.kind in NOT_COMPARED else f"{v.frac_over:.1%}"
             detail.add_row(escape(v.config), escape(v.output),
                            escape(verdict_text(v.kind, [v])),
+                           *([escape(v.against or result.judged_against)] if against else []),
                            f"{fmt(v.max_abs)} / {fmt(v.allowed_abs)}",
                            f"{fmt(v.max_rel)} / {fmt(v.allowed_rel)}", fmt(v.max_ulp),
                            fmt(v.margin), share, worst, escape(v.detail))

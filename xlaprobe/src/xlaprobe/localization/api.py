@@ -52,6 +52,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from xlaprobe import freedoms
 from xlaprobe.checking import CheckResult, check_program
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.errors import InvalidArgument, NotReproducible
@@ -59,7 +60,7 @@ from xlaprobe.localization.bisect import RERUNS, Recording, Searcher, Step, base
 from xlaprobe.localization.equation import Equation, find_equation
 from xlaprobe.localization.inside import Inside
 from xlaprobe.localization.kernels import Placement, place
-from xlaprobe.localization.op import applies, locate
+from xlaprobe.localization.op import locate, skipped
 from xlaprobe.localization.outputs import Outputs, failing_outputs
 from xlaprobe.localization.passes import PassBlame, blame_pass
 from xlaprobe.localization.segments import Segmenter, recording_program
@@ -89,8 +90,9 @@ class Localization:
         kernels: tier 3, the kernels holding it (`kernels.Placement`).
         op: tier 4, the HLO instruction inside the kernel (`inside.Inside`, its ``cycles`` the
             kernel compiles of every kernel tried, not counted in `cycles`); no instruction and
-            no evidence when tier 4 did not run (a crash-like finding, a configuration with no
-            fused kernels, or ``inside=False``).
+            evidence ``"skipped: <why>"`` when tier 4 did not run (no equation named, a
+            crash-like finding or a labelled freedom, a configuration with no fused kernels, no
+            optimized HLO, or ``inside=False``).
         blame: tier 5, the compiler pass (`passes.PassBlame`, its compiles not counted in
             `cycles`); None when it did not run or failed (a note says why).
         cycles: compile+run cycles of the faulty configuration spent by tiers 1-3.
@@ -160,6 +162,8 @@ class Localization:
                          f"equation {op.equation} {op.primitive}"
                          + (f", with {', '.join(op.with_instructions)}"
                             if op.with_instructions else "") + f" ({op.cycles} compiles)")
+        elif op.evidence.startswith("skipped"):
+            lines.append(f"tier 4 op:       {op.evidence}")
         elif op.evidence:
             lines.append(f"tier 4 op:       none named ({op.evidence})")
         if self.blame is not None:
@@ -227,7 +231,9 @@ def _initial_check(program: Program, spec: str, pool: Any, check: CheckResult | 
         result = check_program(program, [spec, "reference"], pool, timeout_s=timeout_s)
         cycles += 1
         verdicts = result.verdicts[result.configs.index(spec)]
-        if any(v.kind.is_finding for v in verdicts) or reruns == RERUNS:
+        # An accepted freedom (ok with a label) is deterministic: rerunning cannot make it fail.
+        if any(v.kind.is_finding for v in verdicts) or reruns == RERUNS or \
+                any(v.freedom for v in verdicts):
             return result, cycles, reruns
         reruns += 1
 
@@ -284,19 +290,23 @@ def localize(program: Program, config: Configuration | str, pool: Any, *,
     search.log("outputs", (), len(program.jaxpr.jaxpr.eqns), True, kind,
                time.perf_counter() - started)
     outputs = failing_outputs(program, result.verdicts[result.configs.index(spec)])
+    labels = freedoms.finding_labels(result.verdicts[result.configs.index(spec)])
+    if labels:
+        search.notes.append(f"the finding is {freedoms.taken(labels)}, not a fault: the tiers "
+                            "say where XLA takes it (--accept to call it ok in a check)")
     recording = _recording(pool, program, method, timeout_s)
     segmenter = Segmenter(program, outputs.cone, outputs.indices, recording.reference)
     found = find_equation(search, program, segmenter, recording, method, direction)
-    equation, placement, op = Equation(method), Placement(), Inside.nothing("")
+    equation, placement = Equation(method), Placement()
+    op = Inside.nothing("skipped: no equation named (tier 2)")
     if found is None:
         search.notes.append("the failure did not reproduce on re-verification: nothing localized")
     else:
         equation, segmenter, window = found
         segment = segmenter.segment(*window) if window is not None else None
         placement = place(search, program, equation.index, segment)
-        if inside and applies(search, program):
-            op, equation, placement = locate(search, program, equation, placement, recording,
-                                             outputs.indices)
+        op, equation, placement = _tier4(search, program, equation, placement, recording,
+                                         outputs.indices, inside, labels)
     blame = _blame(program, config, pool, result, timeout_s, search) if passes else None
     return Localization(
         program=program.provenance.name, fingerprint=program.fingerprint, config=spec,
@@ -304,6 +314,17 @@ def localize(program: Program, config: Configuration | str, pool: Any, *,
         equation=equation, kernels=placement, op=op, blame=blame, cycles=search.cycles,
         seconds=time.perf_counter() - started, flaky=search.flaky, steps=tuple(search.steps),
         notes=tuple(search.notes), kernel_hlo=_kernel_hlo(search, program, placement, op))
+
+
+def _tier4(search: Searcher, program: Program, equation: Equation, placement: Placement,
+           recording: Recording, failing: Sequence[int], inside: bool,
+           labels: str) -> tuple[Inside, Equation, Placement]:
+    """Tier 4 (`op.locate`) where it applies; else its record says why it was skipped
+    (`Localization.tiers` prints it: a skipped tier is never silent)."""
+    why = "skipped: not asked (inside=False)" if not inside else skipped(search, program, labels)
+    if why:
+        return Inside.nothing(why), equation, placement
+    return locate(search, program, equation, placement, recording, failing)
 
 
 def _kernel_hlo(search: Searcher, program: Program, placement: Placement, op: Inside) -> str:
@@ -332,6 +353,12 @@ def _finding_kind(program: Program, config: Configuration, pool: Any, result: Ch
     """
     spec = str(config)
     verdicts = result.verdicts[result.configs.index(spec)]
+    accepted = freedoms.labels_of(v for v in verdicts if v.kind is VerdictKind.OK)
+    if not any(v.kind.is_finding for v in verdicts) and accepted:
+        raise NotReproducible(
+            f"configuration '{spec}' gives no finding on {program.provenance.name}: it differs "
+            f"from float64 only by {freedoms.taken(accepted)}, which localize accepts as ok "
+            f"(the default, {','.join(sorted(freedoms.DEFAULT_ACCEPT))}); nothing to localize")
     if not any(v.kind.is_finding for v in verdicts):
         raise NotReproducible(
             f"configuration '{spec}' gives no finding on {program.provenance.name} "

@@ -17,6 +17,7 @@ import dataclasses
 import time
 from collections.abc import Sequence
 
+from xlaprobe import freedoms
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.configs.xla import compiler_options
 from xlaprobe.hlo import HloText, Instruction
@@ -34,8 +35,36 @@ INSIDE_KERNELS = 8
 def applies(search: Searcher, program: Program) -> bool:
     """Does tier 4 run: a numeric finding of an ``xla`` or ``mutant`` configuration whose
     optimized HLO tiers 2-3 obtained?"""
-    return (search.kind.is_numeric and search.config.kind in ("xla", "mutant")
-            and search.hlo_cache.get(program.fingerprint) is not None)
+    return not skipped(search, program)
+
+
+def skipped(search: Searcher, program: Program, labels: str = "") -> str:
+    """Why tier 4 does not run on this localization (one line, ``"skipped: ..."``), or ""
+    when it runs (`applies`).
+
+    Args:
+        search: the localization's state after tiers 2-3.
+        program: the failing program.
+        labels: the finding's freedoms when it is a labelled freedom
+            (`xlaprobe.freedoms.finding_labels`).
+    """
+    if labels:
+        return (f"skipped: {freedoms.taken(labels)} is no wrong value to trace to an "
+                "instruction (tier 4 needs a numeric mismatch)")
+    if not search.kind.is_numeric:
+        return (f"skipped: a {search.kind.value} finding has no wrong value to trace to an "
+                "instruction (tier 4 needs a numeric mismatch)")
+    if search.config.kind == "jaxlib":
+        return (f"skipped: '{search.config}' runs in another release's environment: no "
+                "optimized HLO of it to split (tiers 3-5 work on this jaxlib's xla and mutant "
+                "configurations)")
+    if search.config.kind not in ("xla", "mutant"):
+        return (f"skipped: '{search.config}' is not an XLA compile of the whole program (no "
+                "fused kernels to split)")
+    if search.hlo_cache.get(program.fingerprint) is None:
+        return ("skipped: no optimized HLO of the whole program (tier 3 could not get it; see "
+                "the notes)")
+    return ""
 
 
 def locate(search: Searcher, program: Program, equation: Equation, placement: Placement,

@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from xlaprobe import freedoms
 from xlaprobe.checking import REFERENCE, judge
 from xlaprobe.configs import xla_options
 from xlaprobe.configs.mutants import get_mutant
@@ -196,7 +197,10 @@ def blame_pass(program: Any, config: Configuration, pool: Any, check: Any, *,
         limit = min(limit, timeout_s)
     candidates = [n for n in outcome.value if n and xla_options.is_known_pass(n)]
     tests = _Tests(program, config, pool, check, reference, limit, on_test)
-    return _bisect(tests, candidates, started)
+    spec = str(config)
+    labels = freedoms.finding_labels(check.verdicts[check.configs.index(spec)]) \
+        if spec in check.configs else ""
+    return _bisect(tests, candidates, started, labels)
 
 
 def _planted(config: Configuration, started: float) -> PassBlame:
@@ -256,9 +260,13 @@ class _Tests:
             self.on_test(names, fixed, worst, time.perf_counter() - begun)
 
 
-def _bisect(tests: _Tests, candidates: list[str], started: float) -> PassBlame:
+def _bisect(tests: _Tests, candidates: list[str], started: float, labels: str = "") -> PassBlame:
     """ddmin over `candidates`, latest first; each one alone where disabling them all does not
-    compile or run (see the module docstring)."""
+    compile or run (see the module docstring). `labels`: the finding's freedoms when it is a
+    labelled freedom (`freedoms.finding_labels`), which the evidence calls a legal liberty
+    removed, not a fault fixed."""
+    # A labelled freedom is no fault: the pass that takes it is named as such.
+    fixes = f"removes {freedoms.taken(labels)}, not a fault" if labels else "fixes the fault"
     order = list(reversed(candidates))  # latest pass first (see module docstring)
     if not order:
         return PassBlame("none", (), (), "no HLO pass changed the module", tests.cycles,
@@ -267,8 +275,8 @@ def _bisect(tests: _Tests, candidates: list[str], started: float) -> PassBlame:
     if tests.fixes(order):
         minimal = ddmin(order, tests.fixes, test_many=tests.fixes_many, width=width)
         name = minimal[0] if len(minimal) == 1 else ""
-        evidence = ("disabling it alone fixes the fault" if name else
-                    f"only disabling these {len(minimal)} passes together fixes the fault")
+        evidence = (f"disabling it alone {fixes}" if name else
+                    f"only disabling these {len(minimal)} passes together {fixes}")
         return PassBlame(name, tuple(minimal), tuple(candidates), evidence, tests.cycles,
                          time.perf_counter() - started)
     if not tests.ran[tuple(sorted(order))]:
@@ -276,13 +284,18 @@ def _bisect(tests: _Tests, candidates: list[str], started: float) -> PassBlame:
         found = scan_first(singles, tests.fixes, test_many=tests.fixes_many, width=width)
         if found is not None:
             name = singles[found][0]
-            return PassBlame(name, (name,), tuple(candidates), "disabling it alone fixes the "
-                             "fault (disabling every changed pass did not compile or run)",
+            return PassBlame(name, (name,), tuple(candidates), f"disabling it alone {fixes} "
+                             "(disabling every changed pass did not compile or run)",
                              tests.cycles, time.perf_counter() - started)
         return PassBlame("", (), tuple(candidates), "disabling every changed pass does not "
                          f"compile or run, and disabling none of the latest {MAX_SINGLES} alone "
-                         "fixes the fault: undecided", tests.cycles, time.perf_counter() - started)
+                         f"{fixes}: undecided", tests.cycles, time.perf_counter() - started)
+    if labels:
+        why = (f"removes {freedoms.taken(labels)}: no HLO pass takes this liberty (e.g. the "
+               "emitter or the runtime does); not a fault")
+    else:
+        why = ("fixes the fault: it does not come from an HLO pass (e.g. op-by-op or in the "
+               "emitter)")
     return PassBlame("none", (), tuple(candidates),
                      f"disabling no subset of the {len(candidates)} passes that changed the module "
-                     "fixes the fault: it does not come from an HLO pass (e.g. op-by-op or in the "
-                     "emitter)", tests.cycles, time.perf_counter() - started)
+                     f"{why}", tests.cycles, time.perf_counter() - started)
