@@ -19,6 +19,7 @@ from xlaprobe.errors import InvalidArgument
 from xlaprobe.merge import merge_stores
 from xlaprobe.program import Program, Provenance
 from xlaprobe.store import Store
+from tests.stored import stored_findings
 
 CONFIGS = ["xla", "reference", "mutant:swap-subtract-fused"]
 SEEDS = 4
@@ -67,12 +68,6 @@ def stores(tmp_path_factory, pool):
     return root
 
 
-def _findings(db: Path) -> list[tuple]:
-    with sqlite3.connect(db) as conn:
-        return sorted(conn.execute(
-            "SELECT p.name, f.config, f.kind, f.fingerprint FROM findings f "
-            "JOIN checks c ON c.id = f.check_id JOIN programs p ON p.id = c.program_id"))
-
 
 def _checks(db: Path) -> list[tuple]:
     """Per check: program name, configurations, and its runs' (config, outcome, verdict kinds)."""
@@ -102,9 +97,9 @@ def test_two_shards_merge_into_what_one_campaign_stores(stores, tmp_path, capsys
     results = merge_stores(shards, merged)
     assert [_digest(s) for s in shards] == before  # sources are never written
     whole = stores / "whole" / "whole.db"
-    expected = _findings(whole)
+    expected = stored_findings(whole)
     assert [name for name, *_ in expected] == ["fuzz:0", "fuzz:1", "fuzz:3"]
-    assert _findings(merged) == expected
+    assert stored_findings(merged) == expected
     assert _checks(merged) == _checks(whole) and len(_checks(whole)) == SEEDS
     assert [r.added["checks"] for r in results] == [2, 2]
     assert all(r.added["fuzz_campaigns"] == 1 and r.findings_present == 0 for r in results)
@@ -194,7 +189,7 @@ def test_an_older_schema_source_is_read_without_migrating_it(stores, tmp_path):
     digest = _digest(old)
     merge_stores([old], tmp_path / "dest.db")
     assert _digest(old) == digest
-    assert _findings(tmp_path / "dest.db") == _findings(stores / "shard1" / "shard1.db")
+    assert stored_findings(tmp_path / "dest.db") == stored_findings(stores / "shard1" / "shard1.db")
     with sqlite3.connect(tmp_path / "dest.db") as conn:
         assert conn.execute("SELECT DISTINCT freedom FROM findings").fetchall() == [("",)]
 

@@ -18,6 +18,7 @@ from xlaprobe.backends import check_backend, make_pool
 from xlaprobe.campaign import Campaign, CampaignState, parse_shard
 from xlaprobe.errors import InvalidArgument
 from xlaprobe.program import Program, Provenance
+from tests.stored import stored_findings
 
 MUTANT = ["xla", "reference", "mutant:swap-subtract-fused"]
 CRASH = ["xla", "reference", "mutant:crash-on-sort"]
@@ -30,13 +31,6 @@ def ray_cluster():
     yield ray
     ray.shutdown()
 
-
-def _findings(db: Path) -> list[tuple]:
-    """(program name, configuration, kind, fingerprint) of every stored finding, sorted."""
-    with sqlite3.connect(db) as conn:
-        return sorted(conn.execute(
-            "SELECT p.name, f.config, f.kind, f.fingerprint FROM findings f "
-            "JOIN checks c ON c.id = f.check_id JOIN programs p ON p.id = c.program_id"))
 
 
 def _checked(db: Path) -> list[str]:
@@ -128,11 +122,11 @@ def test_ray_campaign_stores_what_the_local_pool_stores(ray_cluster, tmp_path):
     local = _campaign(tmp_path / "local.db", MUTANT, 2, seed=3, jobs=1, source=_subtract_program)
     on_ray = _campaign(tmp_path / "ray.db", MUTANT, 2, seed=3, jobs=1, backend="ray",
                        source=_subtract_program)
-    found = _findings(tmp_path / "local.db")
+    found = stored_findings(tmp_path / "local.db")
     assert [(name, config, kind) for name, config, kind, _ in found] == [
         ("fuzz:3", "mutant:swap-subtract-fused", "mismatch"),
         ("fuzz:4", "mutant:swap-subtract-fused", "mismatch")]
-    assert _findings(tmp_path / "ray.db") == found
+    assert stored_findings(tmp_path / "ray.db") == found
     assert on_ray.last_summary.verdicts == local.last_summary.verdicts
     stats = on_ray.pool_stats
     # 7 runs per program (3 configurations + 4 honest runs) and, after each numeric finding, the
@@ -148,7 +142,7 @@ def test_ray_campaign_of_generated_programs_matches_the_local_pool(ray_cluster, 
     """Generated programs, two actors: the same stored findings and verdicts as the local pool."""
     local = _campaign(tmp_path / "local.db", MUTANT, 4, seed=0, jobs=2)
     on_ray = _campaign(tmp_path / "ray.db", MUTANT, 4, seed=0, jobs=2, backend="ray")
-    assert _findings(tmp_path / "ray.db") == _findings(tmp_path / "local.db")
+    assert stored_findings(tmp_path / "ray.db") == stored_findings(tmp_path / "local.db")
     assert on_ray.last_summary.verdicts == local.last_summary.verdicts
     assert _checked(tmp_path / "ray.db") == [f"fuzz:{s}" for s in range(4)]
 
@@ -199,7 +193,7 @@ def test_ray_campaign_survives_a_compiler_abort_and_a_killed_actor(ray_cluster, 
         campaign.close()
     assert summary.programs == 4 and summary.status == "done"
     assert _checked(db) == ["fuzz:24", "fuzz:25", "fuzz:26", "fuzz:27"]
-    crashes = [(name, config, kind) for name, config, kind, _ in _findings(db)]
+    crashes = [(name, config, kind) for name, config, kind, _ in stored_findings(db)]
     assert crashes == [("fuzz:25", "mutant:crash-on-sort", "crash"),
                        ("fuzz:27", "mutant:crash-on-sort", "crash")]
     assert campaign.pool_stats.crashes == 2
@@ -208,7 +202,7 @@ def test_ray_campaign_survives_a_compiler_abort_and_a_killed_actor(ray_cluster, 
 
 
 @pytest.mark.slow
-def test_shards_rerun_alone_with_identical_findings(ray_cluster, tmp_path):
+def test_shards_rerun_alone_with_identicalstored_findings(ray_cluster, tmp_path):
     """Seeds 0..5 in one campaign (local pool) = shards 0/2 and 1/2 of them on Ray; shard 1/2
     rerun alone in a fresh store finds exactly what it found before."""
     whole = _campaign(tmp_path / "whole.db", MUTANT, 6, seed=0, jobs=1)
@@ -219,10 +213,10 @@ def test_shards_rerun_alone_with_identical_findings(ray_cluster, tmp_path):
         _campaign(db, MUTANT, 3, seed=0, jobs=2, backend="ray", shard=(index, 2))
         assert _checked(db) == [f"fuzz:{s}" for s in range(index, 6, 2)]
         shard_dbs.append(db)
-    found = _findings(tmp_path / "whole.db")
-    assert found and sorted(_findings(shard_dbs[0]) + _findings(shard_dbs[1])) == found
+    found = stored_findings(tmp_path / "whole.db")
+    assert found and sorted(stored_findings(shard_dbs[0]) + stored_findings(shard_dbs[1])) == found
     _campaign(tmp_path / "again.db", MUTANT, 3, seed=0, jobs=2, backend="ray", shard=(1, 2))
-    assert _findings(tmp_path / "again.db") == _findings(shard_dbs[1])
+    assert stored_findings(tmp_path / "again.db") == stored_findings(shard_dbs[1])
 
 
 @pytest.mark.slow
