@@ -76,6 +76,13 @@ def test_hlo_config_accepts_xla_and_mutant_configs():
         hlo_config("eager")
     with pytest.raises(InvalidArgument, match="xla and mutant"):
         optimized_hlo(None, None, "eager")
+    # Another release compiles elsewhere: said as such, not as "no XLA compile".
+    with pytest.raises(InvalidArgument, match="another release's environment"):
+        hlo_config("jaxlib==0.10.2")
+    from xlaprobe.configs.registry import Configuration
+    from xlaprobe.localization.passes import blame_pass
+    blame = blame_pass(None, Configuration.parse("jaxlib==0.10.2"), None, None)
+    assert blame.compiler_pass == "" and "another release's environment" in blame.evidence
 
 
 def test_equation_kernels_names_the_fusion_of_an_equation():

@@ -41,6 +41,11 @@ def hlo_config(config: Configuration | str) -> Configuration:
         InvalidArgument: `config` is not an ``xla`` or ``mutant`` configuration (no HLO to show).
     """
     config = Configuration.parse(config) if isinstance(config, str) else config
+    if config.kind == "jaxlib":
+        raise InvalidArgument(f"configuration '{config}' compiles in another release's "
+                              "environment; fused kernels are named only for this jaxlib's xla "
+                              "and mutant configurations (localize on a machine with that release "
+                              "installed)")
     if config.kind not in ("xla", "mutant"):
         raise InvalidArgument(f"configuration '{config}' does not compile with XLA as one module; "
                               "fused kernels are named only for xla and mutant configurations")

@@ -182,6 +182,10 @@ def blame_pass(program: Any, config: Configuration, pool: Any, check: Any, *,
     started = time.perf_counter()
     if config.kind == "mutant":
         return _planted(config, started)
+    if config.kind == "jaxlib":
+        return PassBlame("", (), (), f"configuration '{config}' compiles in another release's "
+                         "environment: its passes are not disabled from here (bisect the release, "
+                         "or localize where it is installed)", 0, time.perf_counter() - started)
     if config.kind != "xla":
         return PassBlame("", (), (), f"configuration '{config}' is not an XLA compile: no HLO "
                          "pass to disable", 0, time.perf_counter() - started)
