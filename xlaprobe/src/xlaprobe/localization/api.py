@@ -358,7 +358,9 @@ def _finding_kind(program: Program, config: Configuration, pool: Any, result: Ch
         raise NotReproducible(
             f"configuration '{spec}' gives no finding on {program.provenance.name}: it differs "
             f"from float64 only by {freedoms.taken(accepted)}, which localize accepts as ok "
-            f"(the default, {','.join(sorted(freedoms.DEFAULT_ACCEPT))}); nothing to localize")
+            f"(the default, {','.join(sorted(freedoms.DEFAULT_ACCEPT))}); nothing to localize"
+            + (" (XLA:CPU runs every kernel in the processor's flush-to-zero mode: no one kernel "
+               "or pass takes it)" if "ftz" in accepted else ""))
     if not any(v.kind.is_finding for v in verdicts):
         raise NotReproducible(
             f"configuration '{spec}' gives no finding on {program.provenance.name} "
