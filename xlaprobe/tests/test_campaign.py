@@ -124,6 +124,14 @@ def test_two_campaigns_on_one_store_resume_only_their_own_checks(tmp_path):
         Campaign(db, FAST, campaign=9)
 
 
+def test_resume_on_a_missing_store_makes_no_store(tmp_path):
+    from xlaprobe.cli.fuzz import fuzz_command
+    with pytest.raises(InvalidArgument, match="nothing to resume: there is no store at"):
+        fuzz_command(time_s=5.0, configs="xla,reference", jobs=1, seed=0,
+                     db=tmp_path / "f7.db", resume=True, json_output=False)
+    assert not (tmp_path / "f7.db").exists()
+
+
 def test_campaigns_command_lists_them(tmp_path, capsys):
     from xlaprobe.cli.campaigns import campaigns_command
 

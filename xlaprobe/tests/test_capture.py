@@ -80,6 +80,29 @@ def test_typed_prng_keys_are_saved_as_key_data_and_check_clean(tmp_path, pool):
     assert np.array_equal(xla[1], jax.random.key_data(next_key))
 
 
+def test_functions_named_like_primitives_are_captured_and_dispatch_is_not(tmp_path):
+    # `split` and `sin` are primitive names: op-by-op dispatch of jnp.sin is a jit named "sin"
+    # binding only sin (left out); a user's jitted sin computing more is a program (kept).
+    import jax
+    import jax.numpy as jnp
+
+    def split(x):
+        a, b = jnp.split(x, 2)
+        return a * 2 + b, jnp.tanh(a)
+
+    def sin(x):
+        return jnp.sin(x) * jnp.cos(x) + x
+
+    x = np.linspace(0, 1, 8, dtype=np.float32)
+    with capture(tmp_path) as captured:
+        jax.jit(split)(x)
+        jax.jit(sin)(x)
+        jnp.sin(jnp.asarray(x))                           # dispatch: left out
+    names = sorted(p.name for p in captured.programs.values())
+    assert names == ["sin", "split"] and captured.skipped >= 1
+    assert all(p.artifact for p in captured.programs.values())
+
+
 def test_capture_block_leaves_out_op_by_op_dispatch(tmp_path):
     import jax
     import jax.numpy as jnp

@@ -345,3 +345,9 @@ def test_contradictions_and_wrong_files_are_one_line(tmp_path, args, words):
                          text=True, cwd=tmp_path)
     lines = [line for line in run.stderr.splitlines() if line.strip()]
     assert run.returncode == 2 and len(lines) == 1 and words in lines[0], run.stderr
+
+
+def test_python_dash_m_xlaprobe_is_the_command_line(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "xlaprobe", "findings", "--db", "none"],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert run.returncode == 2 and "always records" in run.stderr

@@ -311,3 +311,18 @@ def test_fuzz_that_checked_nothing_says_so_and_exits_1(tmp_path, capsys):
     assert captured.err.strip().splitlines() == [
         "no program finished within --time 0.00 s (starting the workers and the first compiles "
         "take longer); nothing was checked: give more --time"]
+
+
+def test_ctrl_c_says_the_source_in_flight_was_rolled_back(tmp_path, monkeypatch, capsys):
+    # The rollback itself is tested above (a KeyboardInterrupt before the commit); the command
+    # must not claim "results stored so far are kept" for the source it was copying.
+    from xlaprobe.cli import merge as merge_cli
+
+    def interrupted(sources, dest):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(merge_cli, "merge_stores", interrupted)
+    with pytest.raises(SystemExit) as exit_info:
+        merge_cli.merge_command([tmp_path / "a.db"], db=tmp_path / "d.db", json_output=False)
+    assert exit_info.value.code == 130
+    assert "the source being merged was rolled back" in capsys.readouterr().err

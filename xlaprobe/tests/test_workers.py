@@ -347,3 +347,26 @@ def test_an_interpreters_own_exception_is_a_tool_error_and_xlas_is_not():
         assert tool_error(exc, Interpreter()) == ""     # XLA raised it: a finding
     missing = UnsupportedPrimitive("cholesky", "xlaprobe/configs/reference.py")
     assert "cholesky" in tool_error(missing, object())  # no rule: always xlaprobe's gap
+
+
+def test_a_failed_setup_fails_again_at_once_without_retrying(monkeypatch):
+    # A release whose environment cannot be made (here: PyPI has no such jax) is asked about
+    # once per pool; every later run of that configuration fails with the same error at once
+    # (a campaign keeps jobs + 1 programs in flight: each used to try again).
+    from xlaprobe.configs import release
+    from xlaprobe.releases.envs import EnvironmentUnavailable
+    calls = []
+
+    def prepare(config):
+        calls.append(str(config))
+        raise EnvironmentUnavailable("cannot make an environment for jaxlib==9.9.9: no version")
+
+    monkeypatch.setattr(release.KIND, "prepare", prepare)
+    program = _mlp_program()
+    with WorkerPool(size=1, timeout_s=60) as pool:
+        for _ in range(3):
+            with pytest.raises(EnvironmentUnavailable, match="jaxlib==9.9.9"):
+                pool.run(program, "jaxlib==9.9.9")
+        with pytest.raises(EnvironmentUnavailable):
+            list(pool.run_many([(program, "jaxlib==9.9.9"), (program, "jaxlib==9.9.9")]))
+    assert calls == ["jaxlib==9.9.9"]

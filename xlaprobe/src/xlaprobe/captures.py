@@ -9,8 +9,9 @@ first called with, saved as artifacts to check, localize, reduce and bisect late
 
 Programs are deduplicated by structure (the canonical jaxpr's text: the same train step called
 with new batches is one program, saved with its first call's arguments). Single-primitive
-programs and programs named after a primitive, which op-by-op (eager) execution dispatches, are
-left out (`MIN_EQUATIONS`). A program
+programs, and op-by-op (eager) execution's dispatch of one primitive (a jit named after the
+primitive that binds only it), are left out (`MIN_EQUATIONS`); a user's function that only
+shares a primitive's name is kept. A program
 that cannot be saved (a host callback, say) is counted with the reason; nothing here ever changes
 what the script computes. Typed PRNG keys (``jax.random.key``) have no NumPy form: a program that
 takes or returns them is saved over their key data instead (`keys_as_data`), with the
@@ -31,6 +32,9 @@ import numpy as np
 
 #: Programs with fewer equations (nested ones included) are not captured: op-by-op dispatch.
 MIN_EQUATIONS = 2
+#: Equations op-by-op dispatch puts around the primitive it runs (operand conversions).
+_DISPATCH_CONVERSIONS = frozenset({"convert_element_type", "broadcast_in_dim", "random_wrap",
+                                   "random_unwrap"})
 
 
 @dataclasses.dataclass
@@ -132,8 +136,7 @@ class Capture:
             self.programs.setdefault(f"error:{name}", Captured(name, "", 0, len(args), 0, "",
                                                                 f"{type(exc).__name__}: {exc}"))
             return
-        # Op-by-op (eager) execution dispatches each primitive as a jit named after it.
-        if count < self.min_equations or name in self.dispatch_names:
+        if count < self.min_equations or self._dispatched(closed, name):
             self.skipped += 1
             return
         key = hashlib.sha256(str(closed).encode()).hexdigest()[:16]
@@ -154,6 +157,17 @@ class Capture:
                                                note=f"captured: first call of {name}"))
         except Exception as exc:  # the user's run must go on whatever the program holds
             entry.error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+
+    def _dispatched(self, closed: Any, name: str) -> bool:
+        """Whether `closed` is op-by-op (eager) dispatch of one primitive: a jit named after the
+        primitive that binds only it, besides the operand conversions dispatch adds (weak-typed
+        scalars converted and broadcast, keys wrapped). A user's function that merely shares a
+        primitive's name (``split``, ``sin``) computes more and is kept."""
+        if name not in self.dispatch_names:
+            return False
+        core = [e.primitive.name for e in closed.jaxpr.eqns
+                if e.primitive.name not in _DISPATCH_CONVERSIONS]
+        return core == [name]
 
     def table(self) -> str:
         """One line per captured program: name, equations, inputs, calls, artifact or why not."""

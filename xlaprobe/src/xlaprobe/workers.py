@@ -468,6 +468,8 @@ class WorkerPool:
         self._slots: dict[str, list[_Worker]] = {}
         self._closed = False
         self._prepared: set[str] = set()
+        self._unprepared: dict[str, Exception] = {}
+        self._prepare_lock = threading.Lock()
         self._counts = collections.Counter()
         self._payloads: weakref.WeakKeyDictionary[Program, tuple[str, bytes]] = weakref.WeakKeyDictionary()
         self._payload_lock = threading.Lock()
@@ -618,10 +620,20 @@ class WorkerPool:
         config = Configuration.parse(config) if isinstance(config, str) else config
         # Kinds that need a setup first (a release's environment) do it here, in the caller,
         # outside every run's time limit: once per spec and pool.
+        # A setup that failed fails again at once (threads of one campaign ask in turn).
         prepare = getattr(get_kind(config.kind), "prepare", None)
-        if prepare is not None and str(config) not in self._prepared:
-            prepare(config)
-            self._prepared.add(str(config))
+        spec = str(config)
+        if prepare is not None and spec not in self._prepared:
+            with self._prepare_lock:
+                if spec in self._unprepared:
+                    raise self._unprepared[spec]
+                if spec not in self._prepared:
+                    try:
+                        prepare(config)
+                    except Exception as exc:
+                        self._unprepared[spec] = exc
+                        raise
+                    self._prepared.add(spec)
         return config
 
     def _count(self, name: str) -> None:

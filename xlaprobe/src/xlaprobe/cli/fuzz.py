@@ -114,6 +114,9 @@ def fuzz_command(*, time_s: float, configs: str, jobs: int, seed: int, db: Path,
     parsed = [str(c) for c in parse_configs(configs)]
     if campaign is not None and not Path(db).exists():  # opening would create an empty store
         raise InvalidArgument(f"no fuzz campaign {campaign}: there is no store at {db}")
+    if resume and not Path(db).exists():
+        raise InvalidArgument(f"nothing to resume: there is no store at {db}; run without "
+                              "--resume to start a campaign (or pass the --db it used)")
     # `campaign` names the one to continue, then becomes it.
     campaign = Campaign(Path(db), parsed, seed=seed, resume=resume, campaign=campaign, jobs=jobs,
                         backend=backend, address=address, shard=shard, schedule=schedule)

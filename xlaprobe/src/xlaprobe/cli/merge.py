@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from xlaprobe.cli.console import out, seconds
+from xlaprobe.cli.console import err, out, seconds
 from xlaprobe.merge import merge_stores
 
 
@@ -23,7 +23,14 @@ def merge_command(sources: list[Path], *, db: Path, json_output: bool) -> int:
         InvalidArgument: a source is missing, not an xlaprobe store, newer than this xlaprobe,
             or `db` itself (`db` is then left untouched).
     """
-    results = merge_stores(sources, db)
+    try:
+        results = merge_stores(sources, db)
+    except KeyboardInterrupt:
+        # Not the generic "results stored so far are kept": the source in flight is rolled back.
+        err.print(escape(f"interrupted: the source being merged was rolled back, so {db} holds "
+                         "only the sources merged before it (merging again adds only what is "
+                         "missing)"), highlight=False, soft_wrap=True)
+        raise SystemExit(130) from None
     if json_output:
         print(json.dumps([r.to_json() for r in results], indent=2))
         return 0
