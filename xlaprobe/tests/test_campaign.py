@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from xlaprobe.campaign import Campaign, CampaignState
+from xlaprobe.campaign import Campaign, CampaignState, list_campaigns
 from xlaprobe.cli.fuzz import fuzz_command
 from xlaprobe.checking import judge, check_program
 from xlaprobe.oracle import VerdictKind
@@ -377,3 +377,14 @@ def test_glibc_heap_aborts_of_one_write_are_one_key():
                         np.zeros(np.shape(o)) for o in program.inputs))]
         keys |= {f.fingerprint for f in judge(program, ["xla", "reference"], outcomes).findings}
     assert len(keys) == 1
+
+
+def test_fuzz_adds_the_reference_it_judges_with(tmp_path):
+    # Without the float64 reference a campaign's configurations were judged only against each
+    # other at the bare dtype bound (a trial's jaxlib==0.10.2 "finding" that replays as ok).
+    from xlaprobe.cli.fuzz import fuzz_command
+    code = fuzz_command(time_s=1e-9, configs="xla,xla:O0", jobs=1, seed=0, db=tmp_path / "f.db",
+                        resume=False, json_output=False)
+    assert code == 1  # nothing checked in no time
+    [record] = list_campaigns(tmp_path / "f.db")
+    assert record.configs == ("xla", "xla:O0", "reference")

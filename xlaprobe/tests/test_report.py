@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from xlaprobe import errormap
-from xlaprobe.campaign import _SCHEMA as CAMPAIGN_SCHEMA
+from xlaprobe.campaign import CAMPAIGN_SCHEMA
 from xlaprobe.errors import CorruptArtifact, InvalidArgument
 from xlaprobe.oracle import Verdict, VerdictKind
 from xlaprobe.report.gather import gather, programs_per_second

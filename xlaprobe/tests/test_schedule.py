@@ -16,7 +16,8 @@ from xlaprobe.errors import InvalidArgument
 from xlaprobe.outcome import Outcome, OutcomeKind
 from xlaprobe.program import Program, Provenance
 from xlaprobe.store import Store
-from xlaprobe.schedule import (SKIP_CLEAN, check_schedule, dead_equations, first_tier,
+from xlaprobe.schedule import (AUDIT_EVERY, SKIP_CLEAN, check_schedule, dead_equations, first_tier,
+                               is_audit,
                                later_reasons)
 
 LATER = ["xla:O0", "eager"]
@@ -161,3 +162,14 @@ def test_adaptive_campaign_records_its_skips_and_resumes(tmp_path):
     assert summary.verdicts["eager"] == {SKIPPED: 1, "ok": 1}
     [record] = list_campaigns(db)
     assert (record.schedule, record.skipped, record.programs) == ("all", 2, 3)
+
+
+@pytest.mark.parametrize("shards", [1, 2, 3, 4, 16])
+def test_every_seed_shard_audits_its_share(shards):
+    # Audits used to be seed % 16 == 15: odd seeds only, so shard 0/2 never audited. A hash of
+    # the seed gives each of N shards about one audit in AUDIT_EVERY programs (32,000 seeds:
+    # between 0.8 and 1.25 times the rate), and a shard's audits are the whole range's.
+    for index in range(shards):
+        seeds = range(index, 32_000, shards)
+        rate = sum(map(is_audit, seeds)) / len(seeds)
+        assert 0.8 / AUDIT_EVERY < rate < 1.25 / AUDIT_EVERY, (shards, index, rate)

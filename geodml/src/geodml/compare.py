@@ -99,14 +99,15 @@ def _compare(cfg: CompareConfig, progress: Callable[[str], None]) -> dict:
         raise GeodmlError("--ray and --flower are two ways to run the DCs: choose one")
     if cfg.ray and importlib.util.find_spec("ray") is None:
         raise GeodmlError("--ray needs Ray: pip install 'geodml[ray]'") from None
+    # Values first: a wrong one is wrong whether or not Flower is installed.
+    if not (math.isfinite(cfg.flower_timeout) and cfg.flower_timeout > 0):
+        raise GeodmlError(f"--flower-timeout must be a positive number of seconds, got {cfg.flower_timeout:g}")
     if cfg.flower:
         if importlib.util.find_spec("flwr") is None:
             raise GeodmlError("--flower needs Flower: pip install 'geodml[flower]'") from None
         if importlib.util.find_spec("ray") is None:  # Flower's simulation engine runs on Ray
             raise GeodmlError("--flower needs Ray for Flower's simulation engine: pip install "
                               "'geodml[flower]'") from None
-    if not (math.isfinite(cfg.flower_timeout) and cfg.flower_timeout > 0):
-        raise GeodmlError(f"--flower-timeout must be a positive number of seconds, got {cfg.flower_timeout:g}")
     wan = load_wan(cfg.wan)
     k = cfg.k if cfg.k is not None else len(wan.regions)
     if k < 1 or k > len(wan.regions):

@@ -625,7 +625,7 @@ class Campaign:
         return 0 if result is None else 1
 
     def _check_seed(self, seed: int, pool: Any) -> tuple[Any, Any]:
-        from xlaprobe.schedule import AUDIT_EVERY, check_scheduled
+        from xlaprobe.schedule import check_scheduled, is_audit
 
         try:
             program = self.source(seed)
@@ -633,8 +633,7 @@ class Campaign:
             print(f"warning: the generator failed on seed {seed} ({type(exc).__name__}: {exc}); "
                   "skipped (a bug in xlaprobe/sources/generator.py)", file=sys.stderr)
             return None, None
-        # The last seed of every block of AUDIT_EVERY, so a campaign's first program is cheap.
-        audit = AUDIT_EVERY > 0 and seed % AUDIT_EVERY == AUDIT_EVERY - 1
+        audit = is_audit(seed)
         return program, check_scheduled(program, self.configs, pool, schedule=self.state.schedule,
                                         audit=audit, timeout_s=self.timeout_s)
 

@@ -13,7 +13,7 @@ when one of these holds (the reason is recorded with the check):
 * **dead code** (``eager`` kinds only): equations whose values reach no output. The optimized
   compile deletes them, so a crash or a hang of their kernels shows only op by op. The generator
   keeps every value live, so this is rare in fuzzing (programs from other sources have it);
-* **an audit**: one seed in `AUDIT_EVERY` (15, 31, ...) runs everything, so faults of the
+* **an audit**: one seed in `AUDIT_EVERY` (`is_audit`) runs everything, so faults of the
   expensive configurations alone (an ``xla:O0``-only miscompile) stay within reach at a known
   rate.
 
@@ -47,7 +47,7 @@ from xlaprobe.program import Program
 SCHEDULES = ("adaptive", "all")
 #: The default schedule of a new campaign.
 DEFAULT_SCHEDULE = "adaptive"
-#: One seed in this many (15, 31, ...) runs every configuration under ``adaptive`` (0: never).
+#: One seed in this many (`is_audit`) runs every configuration under ``adaptive`` (0: never).
 AUDIT_EVERY = 16
 #: Configuration kinds that run every equation op by op (they see dead code).
 OP_BY_OP_KINDS = ("eager",)
@@ -56,6 +56,23 @@ OP_BY_OP_KINDS = ("eager",)
 EXPLAINERS = ("eager", "xla:O0")
 #: Why a configuration was skipped on a clean program (stored with the check).
 SKIP_CLEAN = "first tier clean (xla agreed with the reference on every output), no dead code"
+
+
+def is_audit(seed: int) -> bool:
+    """Whether the program of `seed` is an audit (runs every configuration under ``adaptive``):
+    one seed in `AUDIT_EVERY`, picked by a hash of the seed (SplitMix64's finalizer), so every
+    seed shard (``--shard I/N``) audits its share and the shards' audits are the whole range's.
+
+    >>> [s for s in range(64) if is_audit(s)]
+    [6, 29, 38]
+    """
+    if AUDIT_EVERY <= 0:
+        return False
+    mask = (1 << 64) - 1
+    z = (seed + 0x9E3779B97F4A7C15) & mask
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+    return (z ^ (z >> 31)) % AUDIT_EVERY == 0
 
 
 def check_schedule(name: str) -> str:

@@ -132,8 +132,8 @@ def check(
 def fuzz(
     time: Annotated[str, typer.Option("--time", help="wall-time budget: 90s, 10m, 1h")] = "5m",
     configs: Annotated[str | None, typer.Option(
-        "--configs", "-c", help="comma-separated configuration specs [default: "
-        "xla,xla:O0,eager,reference]", show_default=False)] = None,
+        "--configs", "-c", help="comma-separated configuration specs; the float64 reference is "
+        "always added [default: xla,xla:O0,eager,reference]", show_default=False)] = None,
     jobs: JobsOption = 1,
     seed: Annotated[int | None, typer.Option(help="first generator seed [default: 0]", min=0,
                                              max=2 ** 62, show_default=False)] = None,

@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from xlaprobe.checking import REFERENCE
 from xlaprobe.campaign import SKIPPED, Campaign, CampaignSummary
 from xlaprobe.cli.console import Steps, err, is_quiet, out, seconds
 from xlaprobe.configs.registry import parse_configs
@@ -87,7 +88,8 @@ def fuzz_command(*, time_s: float, configs: str, jobs: int, seed: int, db: Path,
 
     Args:
         time_s: wall-time budget (s), > 0.
-        configs: comma-separated configuration specs (e.g. ``xla,xla:O0,eager,reference``).
+        configs: comma-separated configuration specs (e.g. ``xla,xla:O0,eager,reference``);
+            the float64 ``reference`` is added when missing (the oracle of every check).
         jobs: worker processes per isolation group, >= 1.
         seed: first seed of a new campaign (ignored with `resume`).
         db: the SQLite store file.
@@ -112,6 +114,10 @@ def fuzz_command(*, time_s: float, configs: str, jobs: int, seed: int, db: Path,
     if not (isinstance(time_s, (int, float)) and math.isfinite(time_s) and time_s > 0):
         raise InvalidArgument(f"--time must be a positive number of seconds, got {time_s}")
     parsed = [str(c) for c in parse_configs(configs)]
+    if REFERENCE not in parsed:
+        # As in `check`: without the float64 reference, configurations are only judged against
+        # each other at the bare dtype bound, and rounding differences become findings.
+        parsed.append(REFERENCE)
     if campaign is not None and not Path(db).exists():  # opening would create an empty store
         raise InvalidArgument(f"no fuzz campaign {campaign}: there is no store at {db}")
     if resume and not Path(db).exists():
