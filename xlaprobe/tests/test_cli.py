@@ -351,3 +351,15 @@ def test_python_dash_m_xlaprobe_is_the_command_line(tmp_path):
     run = subprocess.run([sys.executable, "-m", "xlaprobe", "findings", "--db", "none"],
                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert run.returncode == 2 and "always records" in run.stderr
+
+
+def test_envs_list_table_shows_sizes_in_gb_and_local_times():
+    import time as time_module
+
+    from xlaprobe.cli.commands import _env_cell
+    from xlaprobe.cli.console import local_time
+    assert _env_cell("size_bytes", 537_324_127) == "0.54 GB"
+    stamp = 1_764_605_293  # 2025-12-01T16:08:13Z
+    iso = time_module.strftime("%Y-%m-%dT%H:%M:%SZ", time_module.gmtime(stamp))
+    assert _env_cell("created", iso) == local_time(stamp)
+    assert _env_cell("created", "yesterday") == "yesterday" and _env_cell("version", "0.10.2") == "0.10.2"

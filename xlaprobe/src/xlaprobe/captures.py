@@ -176,7 +176,7 @@ class Capture:
         for p in self.programs.values():
             where = p.artifact or f"not saved: {p.error}"
             lines.append(f"  {p.name}: {p.equations} equations, {p.inputs} inputs, "
-                         f"{p.calls} call{'s' if p.calls != 1 else ''} -> {where}")
+                         f"compiled {p.calls} time{'s' if p.calls != 1 else ''} -> {where}")
         return "\n".join(lines)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -298,10 +298,26 @@ def envs_list(
     table = Table(caption=f"cache: {envs.cache_dir()}")
     keys = list(rows[0]) if rows else ["version", "path", "python_version", "size_bytes"]
     for key in keys:
-        table.add_column(key)
+        table.add_column({"size_bytes": "size", "python_version": "python version"}.get(key, key))
     for row in rows:
-        table.add_row(*(escape(str(row[k])) for k in keys))
+        table.add_row(*(escape(_env_cell(k, row[k])) for k in keys))
     out.print(table)
+
+
+def _env_cell(key: str, value: Any) -> str:
+    """A cell of ``envs list``'s table: sizes in GB, times local (the JSON keeps bytes and UTC)."""
+    import calendar
+    import time as time_module
+
+    from xlaprobe.cli.console import local_time
+    if key == "size_bytes" and isinstance(value, int):
+        return f"{value / 1e9:.2f} GB"
+    if key == "created" and isinstance(value, str) and value.endswith("Z"):
+        try:
+            return local_time(calendar.timegm(time_module.strptime(value, "%Y-%m-%dT%H:%M:%SZ")))
+        except ValueError:
+            return value
+    return str(value)
 
 
 @envs_app.command("add")
