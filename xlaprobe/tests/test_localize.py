@@ -351,6 +351,10 @@ def test_real_cases_name_the_op_of_their_kind(name, primitive, compiler_pass, lp
     assert set(loc.blame.disabled) <= set(loc.blame.candidates)
     assert loc.equation.primitive == primitive, loc
     assert loc.equation.index in loc.equation.segment
+    if loc.op.instruction and loc.op.equation not in (-1, loc.equation.index):
+        # Tier 4 blames another equation's instruction inside the kernel: the output says so.
+        assert any(f"equation {loc.op.equation}'s instruction, fused into the kernel of equation "
+                   f"{loc.equation.index}" in line for line in loc.tiers()), loc.tiers()
 
 
 def test_fastmath_masked_max_inside_the_kernel(lpool):

@@ -162,6 +162,11 @@ class Localization:
                          f"equation {op.equation} {op.primitive}"
                          + (f", with {', '.join(op.with_instructions)}"
                             if op.with_instructions else "") + f" ({op.cycles} compiles)")
+            if eq.index >= 0 and op.equation >= 0 and op.equation != eq.index:
+                # Tier 2 names the first equation whose value is wrong; inside the fused kernel
+                # the wrong instruction can be one another equation contributed.
+                lines.append(f"       (equation {op.equation}'s instruction, fused into the kernel "
+                             f"of equation {eq.index}, computes the first wrong value)")
         elif op.evidence.startswith("skipped"):
             lines.append(f"tier 4 op:       {op.evidence}")
         elif op.evidence:
