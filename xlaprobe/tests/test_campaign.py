@@ -192,7 +192,7 @@ def test_fuzz_command_rejects_bad_input(tmp_path):
     db = tmp_path / "fuzz.db"
     for kwargs, message in [({"time_s": 0}, "--time"), ({"jobs": 0}, "--jobs"),
                             ({"configs": "xla,nope"}, "unknown configuration kind"),
-                            ({"seed": -1}, "--seed"), ({"resume": True}, "no fuzz campaign")]:
+                            ({"seed": -1}, "--seed"), ({"resume": True}, "nothing to resume")]:
         args = dict(time_s=1.0, configs="xla,reference", jobs=1, seed=0, db=db, resume=False,
                     json_output=True)
         args.update(kwargs)

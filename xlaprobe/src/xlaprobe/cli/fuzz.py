@@ -111,18 +111,7 @@ def fuzz_command(*, time_s: float, configs: str, jobs: int, seed: int, db: Path,
         InvalidArgument: bad time, configurations, jobs, seed, shard, backend or db; nothing to
             resume; Ray missing or its address unreachable.
     """
-    if not (isinstance(time_s, (int, float)) and math.isfinite(time_s) and time_s > 0):
-        raise InvalidArgument(f"--time must be a positive number of seconds, got {time_s}")
-    parsed = [str(c) for c in parse_configs(configs)]
-    if REFERENCE not in parsed:
-        # As in `check`: without the float64 reference, configurations are only judged against
-        # each other at the bare dtype bound, and rounding differences become findings.
-        parsed.append(REFERENCE)
-    if campaign is not None and not Path(db).exists():  # opening would create an empty store
-        raise InvalidArgument(f"no fuzz campaign {campaign}: there is no store at {db}")
-    if resume and not Path(db).exists():
-        raise InvalidArgument(f"nothing to resume: there is no store at {db}; run without "
-                              "--resume to start a campaign (or pass the --db it used)")
+    parsed = _checked_request(time_s, configs, Path(db), resume, campaign)
     # `campaign` names the one to continue, then becomes it.
     campaign = Campaign(Path(db), parsed, seed=seed, resume=resume, campaign=campaign, jobs=jobs,
                         backend=backend, address=address, shard=shard, schedule=schedule)
@@ -164,6 +153,29 @@ def fuzz_command(*, time_s: float, configs: str, jobs: int, seed: int, db: Path,
                          "give more --time"), highlight=False, soft_wrap=True)
         return 1
     return 1 if summary.findings else 0
+
+
+def _checked_request(time_s: float, configs: str, db: Path, resume: bool,
+                     campaign: int | None) -> list[str]:
+    """The configuration specs of a fuzz request, the float64 reference added; refuses what
+    cannot run before a store is opened (opening one creates it).
+
+    Raises:
+        InvalidArgument: a bad time or configuration; a campaign or resume without a store.
+    """
+    if not (isinstance(time_s, (int, float)) and math.isfinite(time_s) and time_s > 0):
+        raise InvalidArgument(f"--time must be a positive number of seconds, got {time_s}")
+    parsed = [str(c) for c in parse_configs(configs)]
+    if REFERENCE not in parsed:
+        # As in `check`: without the float64 reference, configurations are only judged against
+        # each other at the bare dtype bound, and rounding differences become findings.
+        parsed.append(REFERENCE)
+    if campaign is not None and not db.exists():
+        raise InvalidArgument(f"no fuzz campaign {campaign}: there is no store at {db}")
+    if resume and not db.exists():
+        raise InvalidArgument(f"nothing to resume: there is no store at {db}; run without "
+                              "--resume to start a campaign (or pass the --db it used)")
+    return parsed
 
 
 def _print_end(summary: CampaignSummary, db: Path, interrupted: bool) -> None:
