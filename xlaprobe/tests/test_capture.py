@@ -23,7 +23,7 @@ def test_training_script_programs_are_captured_once_and_check_clean(tmp_path, ca
     dirs = sorted(p.name for p in tmp_path.iterdir())
     assert [d.split("-")[0] for d in dirs] == ["accuracy", "train_step"]
     # The train step compiled again for the jax arrays its first call returned: one program.
-    assert "train_step: 169 equations, 15 inputs, 2 calls" in printed
+    assert "train_step: 169 equations, 15 inputs, compiled 2 times" in printed
     metadata = json.loads((tmp_path / dirs[1] / "metadata.json").read_text())
     assert metadata["provenance"]["source"] == "capture"
     program = resolve(str(tmp_path / dirs[1])).program
