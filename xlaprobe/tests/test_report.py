@@ -202,6 +202,11 @@ def test_report_command_errors_are_one_line(tmp_path, capsys, monkeypatch):
     assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
     code, err = _report(capsys, monkeypatch, "--db", tmp_path / "x.db", "--out", tmp_path)
     assert code == 2 and "is a directory" in err
+    # Like the other tools, a missing folder is refused, not created.
+    code, err = _report(capsys, monkeypatch, "--db", tmp_path / "x.db",
+                        "--out", tmp_path / "no" / "such" / "r.html")
+    assert code == 2 and "does not exist" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "no").exists()
 
 
 def test_store_select_runs_queries_only(tmp_path):

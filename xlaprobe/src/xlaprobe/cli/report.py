@@ -30,6 +30,9 @@ def report_command(*, db: Path, out: Path) -> Path:
     if out.is_dir():
         raise InvalidArgument(f"--out {out} is a directory; give a file path, e.g. "
                               f"{out / 'report.html'}")
+    if not out.parent.is_dir():
+        raise InvalidArgument(f"--out {out}: the folder {out.parent} does not exist; create it "
+                              "first (nothing is created for you)")
     if out.exists() and (out.resolve() == db.resolve() or _is_sqlite(out)):
         what = "the store itself" if out.resolve() == db.resolve() else "an SQLite database"
         raise InvalidArgument(f"--out {out} is {what}; give the HTML file another path, e.g. "
