@@ -242,3 +242,23 @@ def test_a_freedom_finding_is_shown_with_its_label_and_why_it_has_no_error_map()
     assert StoredFinding(4, "p", "prog", "xla", "mismatch", "k", None, 0.0).label == "mismatch"
     maps, note = _error_maps(None, stored.freedom)
     assert maps == [] and "freedom:fma, freedom:ftz" in note and "honest run" in note
+
+
+def test_findings_of_one_check_print_their_verdict_table_once(tmp_path):
+    # xla and eager failing on one program are two findings of one check: one table, and the
+    # second finding points to it; a finding of another check keeps its own table.
+    _known_store(tmp_path / "x.db")
+    db = sqlite3.connect(tmp_path / "x.db", isolation_level=None)
+    db.execute("INSERT INTO findings (program_id, config, kind, fingerprint, artifact, check_id, "
+               "created) VALUES ('p1', 'eager', 'mismatch', 'abc124', NULL, 13, 6)")
+    db.execute("INSERT INTO findings (program_id, config, kind, fingerprint, artifact, check_id, "
+               "created) VALUES ('f0', 'xla', 'mismatch', 'abc125', NULL, 1, 7)")
+    db.close()
+    with Store(tmp_path / "x.db", readonly=True) as store:
+        data = gather(store)
+    ids = {f.stored.config + ":" + f.stored.program_id: f.stored.id for f in data.findings}
+    page = render(data)
+    assert page.count("Verdicts of every configuration of the check that stored it") == 2
+    assert page.count("Stored by the same check as") == 1
+    # Newest first: the eager finding is listed before the xla one, so xla's points to eager's.
+    assert (f'<a href="#finding-{ids["eager:p1"]}">finding {ids["eager:p1"]}</a>' in page)

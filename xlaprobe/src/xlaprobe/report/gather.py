@@ -41,6 +41,8 @@ class FindingView:
         repro: the reduced ``repro.py`` text ("" when absent).
         reduced_kernel: the reduced program's failing kernel (``fusion.hlo``; "" when absent).
         bisection: the newest stored release bisection's JSON, or None.
+        check_id: the store's id of the check that stored it (findings of one check share
+            their verdict table).
     """
 
     stored: StoredFinding
@@ -52,6 +54,7 @@ class FindingView:
     repro: str
     reduced_kernel: str
     bisection: dict[str, Any] | None
+    check_id: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -225,7 +228,7 @@ def _finding(store: Store, stored: StoredFinding) -> FindingView:
         error_note=note, localization=localization, reduction=reduction,
         repro=_read(directory / "repro.py") if directory else "",
         reduced_kernel=_read(directory / "fusion.hlo") if directory else "",
-        bisection=bisection)
+        bisection=bisection, check_id=check_id)
 
 
 def _error_maps(artifact: str | None, freedom: str = "") -> tuple[list[ErrorMap], str]:

@@ -58,12 +58,30 @@ def release_strip(bisection: dict[str, Any]) -> list[tuple[str, str]]:
     return [(r, verdicts.get(r, "not run")) for r in bisection.get("releases", [])]
 
 
+def same_table(findings: list[FindingView] | tuple[FindingView, ...]) -> dict[int, int]:
+    """Finding id -> the id of an earlier finding in `findings` whose verdict table is the same
+    (the findings of one check: xla, xla:O0 and eager failing on one program share one table), so
+    the page prints each table once."""
+    first: dict[int, int] = {}
+    same: dict[int, int] = {}
+    for finding in findings:
+        key = finding.check_id
+        if not key:  # unknown check: never shares
+            continue
+        if key in first:
+            same[finding.stored.id] = first[key]
+        else:
+            first[key] = finding.stored.id
+    return same
+
+
 def _figures(data: ReportData) -> dict[str, Any]:
     """Every figure of the page, keyed as the template reads them."""
     return {
         "heatmaps": {f.stored.id: [(m, plots.heatmap(m)) for m in f.error_maps] for f in data.findings},
         "rates": {c.id: plots.campaign_rate(c) for c in data.campaigns},
         "tunings": {t.id: plots.tuning_search(t) for t in data.tunings if t.measurements},
+        "same_table": same_table(data.findings[:DETAILED_FINDINGS]),
     }
 
 
