@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from xlaprobe.errors import InvalidArgument
-from xlaprobe.sources.targets import resolve
+from xlaprobe.sources.targets import TargetKind, parse_target, resolve
 from xlaprobe.sources.user import load_case, parse_input_spec, random_inputs, user_program
 
 
@@ -55,6 +55,33 @@ def test_user_function_from_module():
 def test_bad_targets(target, words):
     with pytest.raises(InvalidArgument, match=words):
         resolve(target)
+
+
+def test_a_target_is_parsed_once_into_what_it_names(tmp_path):
+    (tmp_path / "art").mkdir()
+    (tmp_path / "art" / "metadata.json").write_text("{}")
+    (tmp_path / "case.py").write_text("x = 1\n")
+    known = {
+        ("12", True): (TargetKind.FINDING, "12"), (" 007 ", True): (TargetKind.FINDING, "7"),
+        (str(tmp_path / "art"), True): (TargetKind.ARTIFACT, str(tmp_path / "art")),
+        (f"{tmp_path}/case.py:f", False): (TargetKind.FUNCTION, f"{tmp_path}/case.py:f"),
+        ("jax.numpy:sin", True): (TargetKind.FUNCTION, "jax.numpy:sin"),
+        (str(tmp_path / "case.py"), False): (TargetKind.CASE, str(tmp_path / "case.py")),
+        ("transformer_lm", True): (TargetKind.MODEL, "transformer_lm"),
+    }
+    for (text, findings), (kind, normal) in known.items():
+        spec = parse_target(text, findings=findings)
+        assert (spec.kind, spec.text) == (kind, normal), text
+    assert parse_target("12", findings=True).finding_id == 12
+    assert parse_target("transformer_lm").finding_id is None
+    # Where no finding is meant, a number is refused as one (the user meant a finding id).
+    for text in ("12", "-3"):
+        with pytest.raises(InvalidArgument, match="finding ids are whole numbers"):
+            parse_target(text)
+    with pytest.raises(InvalidArgument, match="directory but not an artifact"):
+        parse_target(str(tmp_path))
+    with pytest.raises(InvalidArgument, match="--inputs does not apply to zoo model"):
+        resolve("transformer_lm", input_spec="f32[2]")
 
 
 def test_case_module(tmp_path):

@@ -4,11 +4,92 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import enum
 from pathlib import Path
 
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.errors import InvalidArgument
 from xlaprobe.program import Program
+
+
+class TargetKind(enum.Enum):
+    """What a command-line target names."""
+
+    FINDING = "finding"      # a stored finding's id (commands that work on findings)
+    ARTIFACT = "artifact"    # a directory holding a saved Program (metadata.json)
+    FUNCTION = "function"    # path/to/file.py:fn or package.module:fn
+    CASE = "case"            # a case module path/to/case.py (fn, inputs(), FAULTY_CONFIG, KIND)
+    MODEL = "model"          # a zoo model name (our zoo or the third-party one)
+
+
+@dataclasses.dataclass(frozen=True)
+class TargetSpec:
+    """A command-line target parsed once into what it names; `resolve` builds its Program.
+
+    Attributes:
+        kind: what the text names.
+        text: the target, normalized (a finding id without sign or leading zeros, the rest
+            stripped).
+    """
+
+    kind: TargetKind
+    text: str
+
+    @property
+    def finding_id(self) -> int | None:
+        """The finding id of a FINDING target, else None."""
+        return int(self.text) if self.kind is TargetKind.FINDING else None
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def parse_target(target: str, *, findings: bool = False) -> TargetSpec:
+    """Tell what `target` names, tried in this order: a finding id (only where `findings`), an
+    artifact directory, ``X:FN`` (file or module), a case module path (``.py``), a zoo model.
+
+    >>> parse_target(" 007 ", findings=True)
+    TargetSpec(kind=<TargetKind.FINDING: 'finding'>, text='7')
+    >>> parse_target("pkg.mod:step").kind
+    <TargetKind.FUNCTION: 'function'>
+
+    Args:
+        target: what the user typed.
+        findings: whether a whole number means a stored finding (localize, reduce, bisect).
+
+    Raises:
+        InvalidArgument: empty, a directory that is not an artifact, a number where no finding
+            is meant, or nothing matches (the message lists the accepted forms and a close zoo
+            name).
+    """
+    from xlaprobe import artifact
+    from xlaprobe.sources import models  # the zoo's names; its libraries load only on a build
+
+    text = target.strip()
+    if not text:
+        raise InvalidArgument("empty target: give a zoo model, path/to/case.py, FILE.py:FN, "
+                              "module:fn or an artifact directory")
+    if findings and text.isdigit():
+        return TargetSpec(TargetKind.FINDING, str(int(text)))
+    if artifact.is_artifact(target):
+        return TargetSpec(TargetKind.ARTIFACT, target)
+    if ":" in target and not Path(target).exists():
+        return TargetSpec(TargetKind.FUNCTION, text)
+    if target.endswith(".py") or Path(target).exists():
+        if Path(target).is_dir():
+            raise InvalidArgument(f"{target} is a directory but not an artifact (no metadata.json)")
+        return TargetSpec(TargetKind.CASE, target)
+    everything = models.zoo()
+    if text in everything:
+        return TargetSpec(TargetKind.MODEL, text)
+    if text.lstrip("-+").isdigit():  # "-3", "+2": meant as a finding id
+        raise InvalidArgument(f"no finding {text}: finding ids are whole numbers from 1 "
+                              "(xlaprobe findings lists them)")
+    close = difflib.get_close_matches(target, list(everything), n=1)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    raise InvalidArgument(
+        f"unknown target '{target}'{hint}: give a zoo model (xlaprobe models lists them), "
+        "a case module path/to/case.py, path/to/file.py:fn, package.module:fn, or an artifact directory")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,56 +107,50 @@ class Target:
     kind: str = ""
 
 
-def resolve(target: str, *, seed: int = 0, input_spec: str = "") -> Target:
-    """Resolve `target`, tried in this order: artifact directory, ``X:FN`` (file or module), case
-    module path (``.py``), zoo model name.
+def resolve(target: str | TargetSpec, *, seed: int = 0, input_spec: str = "") -> Target:
+    """Build the Program `target` names (see `parse_target`; a finding id is not a target here:
+    `resolve_finding` looks it up).
 
     Args:
-        target: what the user typed.
+        target: what the user typed, or its parse.
         seed: seed of random weights/inputs (models, input specs).
         input_spec: input spec for ``X:FN`` targets (see `xlaprobe.sources.user.parse_input_spec`).
 
     Raises:
-        InvalidArgument: nothing matches (the message lists the zoo and the accepted forms).
+        InvalidArgument: nothing matches (the message lists the zoo and the accepted forms), or
+            `input_spec` given for a target that holds its own inputs.
     """
     from xlaprobe import artifact
-    from xlaprobe.sources import user
+    from xlaprobe.sources import models, user
 
-    if not target.strip():
-        raise InvalidArgument("empty target: give a zoo model, path/to/case.py, FILE.py:FN, "
-                              "module:fn or an artifact directory")
-    if artifact.is_artifact(target):
-        if input_spec:
-            raise InvalidArgument(f"--inputs does not apply to artifact {target}: it holds its inputs")
-        return Target(artifact.load_artifact(target))
-    if ":" in target and not Path(target).exists():
-        return Target(user.user_program(target, input_spec=input_spec, seed=seed))
-    if target.endswith(".py") or Path(target).exists():
-        if input_spec:
-            raise InvalidArgument(f"--inputs applies to FILE.py:FN targets; {target} is a case "
-                                  "module with its own inputs()")
-        if Path(target).is_dir():
-            raise InvalidArgument(f"{target} is a directory but not an artifact (no metadata.json)")
-        case = user.load_case(target)
-        # A bug the installed release fixed is shown under the newest release that has it.
-        from xlaprobe.releases.envs import installed_version
-        config = case.config_with_bug(installed_version())
-        extra = (config,) if config else ()
-        return Target(case.program, extra, case.kind)
-    from xlaprobe.sources import models
-    everything = models.zoo()
-    if target in everything:
-        if input_spec:
-            raise InvalidArgument(f"--inputs does not apply to zoo model '{target}'")
-        return Target(models.build_program(target, seed=seed))
-    if target.strip().lstrip("-+").isdigit():  # "-3", "+2": meant as a finding id
-        raise InvalidArgument(f"no finding {target.strip()}: finding ids are whole numbers from 1 "
-                              "(xlaprobe findings lists them)")
-    close = difflib.get_close_matches(target, list(everything), n=1)
-    hint = f" (did you mean '{close[0]}'?)" if close else ""
-    raise InvalidArgument(
-        f"unknown target '{target}'{hint}: give a zoo model (xlaprobe models lists them), "
-        "a case module path/to/case.py, path/to/file.py:fn, package.module:fn, or an artifact directory")
+    spec = target if isinstance(target, TargetSpec) else parse_target(target)
+    if input_spec and spec.kind is not TargetKind.FUNCTION:
+        raise InvalidArgument(_NO_INPUTS[spec.kind].format(target=spec.text))
+    match spec.kind:
+        case TargetKind.ARTIFACT:
+            return Target(artifact.load_artifact(spec.text))
+        case TargetKind.FUNCTION:
+            return Target(user.user_program(spec.text, input_spec=input_spec, seed=seed))
+        case TargetKind.CASE:
+            case = user.load_case(spec.text)
+            # A bug the installed release fixed is shown under the newest release that has it.
+            from xlaprobe.releases.envs import installed_version  # imports the release tooling
+            config = case.config_with_bug(installed_version())
+            return Target(case.program, (config,) if config else (), case.kind)
+        case TargetKind.MODEL:
+            return Target(models.build_program(spec.text, seed=seed))
+    raise InvalidArgument(f"finding {spec.text} is not a program to check; give its artifact "
+                          "directory (xlaprobe findings shows it)")
+
+
+#: Why --inputs does not apply, per kind of target.
+_NO_INPUTS = {
+    TargetKind.ARTIFACT: "--inputs does not apply to artifact {target}: it holds its inputs",
+    TargetKind.CASE: ("--inputs applies to FILE.py:FN targets; {target} is a case module with "
+                      "its own inputs()"),
+    TargetKind.MODEL: "--inputs does not apply to zoo model '{target}'",
+    TargetKind.FINDING: "--inputs does not apply to finding {target}: its artifact holds its inputs",
+}
 
 
 def resolve_finding(target: str, config: str, db: Path | str,
@@ -92,27 +167,27 @@ def resolve_finding(target: str, config: str, db: Path | str,
     """
     from xlaprobe import artifact
 
-    if target.strip().isdigit():
-        target = str(int(target.strip()))
-        from xlaprobe.store import Store
+    spec = parse_target(target, findings=True)
+    if spec.kind is TargetKind.FINDING:
+        from xlaprobe.store import Store  # SQLite only where a finding is looked up
         if not Path(db).exists():
-            raise InvalidArgument(f"no store at {db} to look finding {target} up in; run xlaprobe "
+            raise InvalidArgument(f"no store at {db} to look finding {spec} up in; run xlaprobe "
                                   "check first or pass --db")
         with Store(db) as store:
-            found = store.finding(int(target))
+            found = store.finding(spec.finding_id)
         if found is None:
-            raise InvalidArgument(f"no finding {target} in {db}; xlaprobe findings lists them")
+            raise InvalidArgument(f"no finding {spec} in {db}; xlaprobe findings lists them")
         rerun = f"xlaprobe check {found.name} --configs {found.config},reference"
         if not found.artifact:
-            raise InvalidArgument(f"finding {target} has no artifact directory to rerun; rerun "
+            raise InvalidArgument(f"finding {spec} has no artifact directory to rerun; rerun "
                                   f"{rerun}")
         if not artifact.is_artifact(found.artifact):
-            raise InvalidArgument(f"the artifact of finding {target} is gone "
+            raise InvalidArgument(f"the artifact of finding {spec} is gone "
                                   f"({found.artifact}); rerun {rerun}")
         return resolve(found.artifact).program, config or found.config, found.id
-    resolved = resolve(target, input_spec=input_spec)
-    if not config and artifact.is_artifact(target):
-        config = artifact.artifact_config(target)
+    resolved = resolve(spec, input_spec=input_spec)
+    if not config and spec.kind is TargetKind.ARTIFACT:
+        config = artifact.artifact_config(spec.text)
     if not config:
         if not resolved.extra_configs:
             raise InvalidArgument(f"which configuration fails on {target}? pass one, e.g. "
