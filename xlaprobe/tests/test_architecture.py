@@ -121,3 +121,31 @@ def test_leaf_modules_stay_low(name):
                 reach.add(nxt)
                 todo.append(nxt)
     assert not reach & middle
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The import graph with each subpackage (``xlaprobe.configs``) and top-level module as one
+    node: an edge between two of them is any import from a module of one to a module of the
+    other."""
+    def node(module: str) -> str:
+        return ".".join(module.split(".")[:2])
+    packages: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        packages.setdefault(node(module), set()).update(
+            node(t) for t in targets if node(t) != node(module))
+    return packages
+
+
+#: Package-level cycles not yet broken (issue 33); the list may only shrink.
+KNOWN_PACKAGE_CYCLES = [
+    ["xlaprobe.api", "xlaprobe.cli"],
+    ["xlaprobe.artifact", "xlaprobe.localization"],
+    ["xlaprobe.checking", "xlaprobe.configs", "xlaprobe.freedoms", "xlaprobe.releases"],
+]
+
+
+def test_package_level_cycles_only_shrink():
+    found = sorted(cycles(package_graph(import_graph())))
+    assert all(c in KNOWN_PACKAGE_CYCLES for c in found), found
+    assert package_graph({"p.a.x": {"p.b.y"}, "p.b.y": {"p.a.z"}, "p.a.z": set()}) == {
+        "p.a": {"p.b"}, "p.b": {"p.a"}}

@@ -16,7 +16,7 @@ from xlaprobe.errors import InvalidArgument
 from xlaprobe.store import Store
 from xlaprobe.tune import costmodel, space as space_mod
 from xlaprobe.tune.costmodel import CostModel, kendall_tau, relevance, top_k_slowdown
-from xlaprobe.tune.knobs import declared_knobs, knob, resolve_knobs
+from xlaprobe.knobs import declared_knobs, knob, resolve_knobs
 from xlaprobe.tune.measure import Protocol, measure, speedup_interval
 from xlaprobe.tune.search import ModelStrategy, RandomStrategy, TpeStrategy, tune, tune_target
 from xlaprobe.tune.space import SearchSpace

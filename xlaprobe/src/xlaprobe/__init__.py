@@ -6,7 +6,7 @@ findings -> store/report. See README.md for the command line.
 
 from typing import Any
 
-from xlaprobe.tune.knobs import Knob, knob
+from xlaprobe.knobs import Knob, knob
 from xlaprobe.version import __version__
 
 __all__ = ["Knob", "__version__", "bisect", "capture", "check", "knob", "localize", "reduce",

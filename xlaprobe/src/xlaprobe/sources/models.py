@@ -35,7 +35,7 @@ import numpy as np
 from xlaprobe.errors import InvalidArgument
 from xlaprobe.program import Program, Provenance
 from xlaprobe.sources.zoospec import BuildFn, ModelSpec
-from xlaprobe.tune.knobs import Knob, resolve_knobs
+from xlaprobe.knobs import Knob, resolve_knobs
 
 __all__ = ["MODELS", "SMALL", "BuildFn", "ModelSpec", "build_program", "get_model", "zoo"]
 

@@ -195,7 +195,7 @@ def user_program(target: str, *, input_spec: str = "", seed: int = 0,
         InvalidArgument: malformed target, missing module/function/factory, bad spec, unknown
             knob or value, or a function that does not trace with those inputs.
     """
-    from xlaprobe.tune.knobs import declared_knobs, resolve_knobs
+    from xlaprobe.knobs import declared_knobs, resolve_knobs
 
     module, fn = user_function(target)
     location, _, fn_name = target.rpartition(":")

@@ -22,7 +22,7 @@ class ModelSpec:
             outputs); `xlaprobe.sources.models` describes the arguments of each.
         build: ``seed -> (fn, args)``; all random initialization happens here, never in ``fn``.
             A model with knobs takes them as keyword arguments: ``build(seed, **knob_values)``.
-        knobs: program knobs the tuner may set (`xlaprobe.tune.knobs.Knob`), by name.
+        knobs: program knobs the tuner may set (`xlaprobe.knobs.Knob`), by name.
         large: a check takes minutes (benchmarks, ``-m slow`` tests); `SMALL` lists the others.
         library: the library the program is written with: ``"xlaprobe"`` for our own zoo,
             else the third-party library of an `xlaprobe.sources.ecosystem` workload.

@@ -1,5 +1,5 @@
 """The autotuner: compiler options and program knobs, a learned cost model, a correctness guard."""
 
-from xlaprobe.tune.knobs import Knob, knob
+from xlaprobe.knobs import Knob, knob
 
 __all__ = ["Knob", "knob"]

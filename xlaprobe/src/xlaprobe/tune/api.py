@@ -93,7 +93,7 @@ def tuned(fn: Any, name: str, *, db: Path | str = DEFAULT_DB) -> Any:
     """
     import jax
 
-    from xlaprobe.tune.knobs import declared_knobs, resolve_knobs
+    from xlaprobe.knobs import declared_knobs, resolve_knobs
 
     if not callable(fn):
         raise InvalidArgument(f"tuned() needs the function that was tuned, not {fn!r}: "

@@ -37,7 +37,7 @@ from xlaprobe.program import Program, Provenance
 from xlaprobe.tune import space as space_mod
 from xlaprobe.tune.costmodel import CostModel
 from xlaprobe.tune.features import candidate_features
-from xlaprobe.tune.knobs import Knob
+from xlaprobe.knobs import Knob
 from xlaprobe.tune.measure import GROUP, Measurement, Protocol, measure
 from xlaprobe.tune.space import Candidate, SearchSpace
 
@@ -89,7 +89,7 @@ def tune_target(target: str, *, seed: int = 0, input_spec: str = "") -> TuneTarg
         InvalidArgument: as `xlaprobe.sources.targets.resolve`.
     """
     from xlaprobe.sources import models, targets, user
-    from xlaprobe.tune.knobs import declared_knobs
+    from xlaprobe.knobs import declared_knobs
 
     if target in models.MODELS:
         spec = models.get_model(target)

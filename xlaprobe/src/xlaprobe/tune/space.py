@@ -6,7 +6,7 @@ A *candidate* is a dict ``dimension name -> value``. Three kinds of dimension:
   ``"LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"``) or ``None`` for XLA's default (option unset).
 * ``pass``: one HLO pass, ``True`` = disabled (all disabled passes join into one
   ``xla_disable_hlo_passes``).
-* ``knob``: a program knob (`xlaprobe.tune.knobs`); the value is one of its choices.
+* ``knob``: a program knob (`xlaprobe.knobs`); the value is one of its choices.
 * ``mutant`` (only to test the correctness guard): ``None`` or a planted miscompilation
   (`xlaprobe.configs.mutants`) that the candidate is compiled with.
 
@@ -29,7 +29,7 @@ import numpy as np
 
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.errors import InvalidArgument
-from xlaprobe.tune.knobs import Knob
+from xlaprobe.knobs import Knob
 
 Candidate = dict[str, Any]
 #: Log-prior cost of changing one value from its default (see `SearchSpace.prior_score`).
