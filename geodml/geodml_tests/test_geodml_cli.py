@@ -15,23 +15,6 @@ def _subprocess(*args, timeout=120):
                           capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.fixture()
-def geodml(capsys, monkeypatch):
-    """Run the CLI's main() in this process (a subprocess per case costs seconds of imports)."""
-    from geodml.cli import main
-
-    def call(*args):
-        monkeypatch.setattr(sys, "argv", ["geodml", *args])
-        code = 0
-        try:
-            main()
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-        out, err = capsys.readouterr()
-        return subprocess.CompletedProcess(args, code, out, err)
-    return call
-
-
 def test_compare_json_shape():
     r = _subprocess("compare", *SMALL, "--json")
     assert r.returncode == 0, r.stderr
@@ -131,8 +114,8 @@ def test_flower_not_installed_is_one_line_exit_2(geodml, monkeypatch):
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "flwr" else real(name, *a))
-    r = geodml("compare", "--data", "sklearn:breast_cancer", "--flower")
-    assert r.returncode == 2 and r.stderr.strip() == "geodml: error: --flower needs Flower: pip install 'geodml[flower]'", r.stderr
+    r = geodml("compare", "--data", "sklearn:breast_cancer", "--backend", "flower")
+    assert r.returncode == 2 and r.stderr.strip() == "geodml: error: --backend flower needs Flower: pip install 'geodml[flower]'", r.stderr
 
 
 def test_flower_without_ray_is_one_line_exit_2_before_any_work(geodml, monkeypatch):
@@ -144,9 +127,9 @@ def test_flower_without_ray_is_one_line_exit_2_before_any_work(geodml, monkeypat
     fake = {"flwr": object(), "ray": None}
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: fake[name] if name in fake else real(name, *a))
-    r = geodml("compare", "--data", "sklearn:breast_cancer", "--flower")
+    r = geodml("compare", "--data", "sklearn:breast_cancer", "--flower")  # the old spelling, a hidden alias
     assert r.returncode == 2 and r.stderr.strip() == (
-        "geodml: error: --flower needs Ray for Flower's simulation engine: pip install "
+        "geodml: error: --backend flower needs Ray for Flower's simulation engine: pip install "
         "'geodml[flower]'"), r.stderr
 
 

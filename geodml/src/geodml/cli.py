@@ -35,6 +35,7 @@ ClickException = _exception_types("ClickException")
 from rich.console import Console
 from rich.table import Table
 
+from geodml import registry
 from geodml.algorithms import Settings
 from geodml.errors import GeodmlError
 
@@ -84,6 +85,32 @@ def _fmt_bytes(b: float) -> str:
     return str(b)
 
 
+def _algos_help() -> str:
+    return f"comma-separated algorithms (default: every registered one: {','.join(registry.names())})"
+
+
+def _backend(backend: str, ray: bool, flower: bool) -> str:
+    """--backend, with the old spellings --ray and --flower (hidden aliases) folded in."""
+    if ray and flower:  # a contradiction, whatever is installed
+        raise GeodmlError("--ray and --flower are two ways to run the DCs: choose one")
+    old = "ray" if ray else "flower" if flower else None
+    if old and backend not in ("local", old):
+        raise GeodmlError(f"--{old} and --backend {backend} are two ways to run the DCs: choose one")
+    return old or backend
+
+
+def _progress(status, quiet: bool):
+    """A progress callback: the spinner's text on a terminal, one line per step on stderr
+    otherwise (logs); nothing with --quiet."""
+    def progress(msg: str) -> None:
+        if quiet:
+            return
+        status.update(msg)
+        if not sys.stderr.isatty():
+            print(f"geodml: {msg}", file=sys.stderr, flush=True)
+    return progress
+
+
 @app.command()
 def compare(
     data: str = typer.Option("ctr:rows=200000,features=16384,fields=20", help="sklearn:NAME, ctr[:rows=..,features=..,fields=..] or libsvm:PATH"),
@@ -91,7 +118,7 @@ def compare(
     partition: str = typer.Option("iid", help="iid, dirichlet:ALPHA, covariate:S, unequal:W1,..,WK"),
     wan: str = typer.Option(None, help="WAN YAML file (default: the packaged 4-region WAN)"),
     sovereign: str = typer.Option("", help="comma-separated sovereign regions (raw rows never leave them)"),
-    algos: str = typer.Option("centralize,lbfgs,fedavg,fedprox,diloco,oneshot,fadl", help="comma-separated algorithms"),
+    algos: str = typer.Option(None, help=_algos_help()),
     rounds: int = typer.Option(20, help="rounds of FedAvg, FedProx, DiLoCo"),
     local_steps: int = typer.Option(50, help="local SGD steps per round"),
     batch_size: int = typer.Option(256, help="local mini-batch rows (0: full batch)"),
@@ -102,38 +129,55 @@ def compare(
     compress_down: str = typer.Option("none", help="downlink (the hub's broadcast) of fedavg/fedprox/diloco: none, q8 or topk:FRACTION"),
     inner: str = typer.Option("sgd", help="local optimizer of fedavg/fedprox/diloco: sgd or adam"),
     seed: int = typer.Option(0, help="seed of the data, the partition and local sampling"),
-    report: str = typer.Option(None, help="also write an HTML report with plots to this file"),
-    ray: bool = typer.Option(False, "--ray", help="run each data center as a Ray actor (pip install 'geodml[ray]'); adds measured wall time and bytes"),
-    flower: bool = typer.Option(False, "--flower", help="run each data center as a Flower ClientApp on Flower's simulation engine (pip install 'geodml[flower]'); adds measured wall time and Flower's message bytes"),
-    flower_timeout: float = typer.Option(300.0, "--flower-timeout", help="seconds each data center's ClientApp has to answer one message under --flower; a hung one ends the run with an error"),
+    out: str = typer.Option(None, "--out", help="also write an HTML report with plots to this file"),
+    backend: str = typer.Option("local", "--backend", help="where the data centers compute: local (this process), ray (one Ray actor each; "
+                                "pip install 'geodml[ray]') or flower (one Flower ClientApp each on Flower's simulation engine; "
+                                "pip install 'geodml[flower]'); ray and flower add measured wall time and bytes"),
+    jobs: int = typer.Option(None, "--jobs", help="CPUs the ray or flower backend may use (default: Ray's default; Flower: 1)"),
+    flower_timeout: float = typer.Option(300.0, "--flower-timeout", help="seconds each data center's ClientApp has to answer one message under --backend flower; a hung one ends the run with an error"),
     as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress on stderr"),
+    report: str = typer.Option(None, "--report", hidden=True, help="old spelling of --out"),
+    ray: bool = typer.Option(False, "--ray", hidden=True, help="old spelling of --backend ray"),
+    flower: bool = typer.Option(False, "--flower", hidden=True, help="old spelling of --backend flower"),
 ):
     """Train with each algorithm on the same federation; report bytes, rounds, time, dollars, accuracy."""
     from geodml.compare import CompareConfig, compare as run_compare
 
-    err = Console(stderr=True)
     cfg = CompareConfig(data=data, k=dcs, partition=partition, wan=wan, sovereign=_split_names(sovereign),
-                        algos=_algo_names(algos), settings=_settings(l2, rounds, local_steps, batch_size, lr, seed, compress, inner, compress_down),
-                        seed=seed, hierarchical=not flat, ray=ray, flower=flower,
+                        algos=None if algos is None else _algo_names(algos),
+                        settings=_settings(l2, rounds, local_steps, batch_size, lr, seed, compress, inner, compress_down),
+                        seed=seed, hierarchical=not flat, backend=_backend(backend, ray, flower), jobs=jobs,
                         flower_timeout=flower_timeout)
-    if report:
+    target = out or report
+    if target:
         from geodml.report import check_target
 
-        check_target(report)
+        check_target(target)
     t0 = time.perf_counter()
-    with err.status("geodml compare") as status:
-        def progress(msg: str) -> None:
-            status.update(msg)
-            print(f"geodml: {msg}", file=sys.stderr, flush=True) if not sys.stderr.isatty() else None
-        res = run_compare(cfg, progress)
+    with Console(stderr=True, quiet=quiet).status("geodml compare") as status:
+        res = run_compare(cfg, _progress(status, quiet))
     res["wall_seconds"] = time.perf_counter() - t0
-    if report:
+    if target:
         from geodml.report import write
 
-        write(res, report)
+        write(res, target)
     if as_json:
         print(json.dumps(res, indent=2))
         return
+    _print_compare(res)
+
+
+def _crossover_line(a: str, c: dict) -> str:
+    """One line saying where centralizing moves fewer bytes than algorithm a."""
+    rb, rr = c["rows_bytes"], c["rounds_bytes"]
+    # Either can be None (fixed rounds: no rounds crossover; one data center: nothing crosses the WAN).
+    parts = ([f"from {rr} rounds on"] if rr is not None else []) + ([f"below {rb:.3g} total rows"] if rb else [])
+    return f"crossover {a}: centralizing moves fewer bytes {', or '.join(parts)}" if parts else f"crossover {a}: none in bytes"
+
+
+def _print_compare(res: dict) -> None:
+    """The human-readable compare result: a header, the table, notes, crossovers."""
     out = Console()
     d = res["data"]
     out.print(f"data {d['spec']}: {d['n_train']} train rows, {d['features']} features, raw {_fmt_bytes(d['raw_bytes'])}, model {_fmt_bytes(d['model_bytes'])}; "
@@ -166,12 +210,42 @@ def compare(
                       f"{_fmt_bytes(m['serialized_bytes'])}, arrays {_fmt_bytes(m['payload_bytes'])} "
                       f"(simulated WAN {_fmt_bytes(r['bytes'])}, intra-DC {_fmt_bytes(r['intra_bytes'])}){lo}", highlight=False)
     for a, c in res["crossover"].items():
-        rb, rr = c["rows_bytes"], c["rounds_bytes"]
-        # Either can be None (one data center: nothing crosses the WAN, no crossover exists).
-        parts = ([f"beyond {rr:.3g} rounds"] if rr is not None else []) + ([f"below {rb:.3g} total rows"] if rb else [])
-        out.print(f"crossover {a}: centralizing moves fewer bytes {', or '.join(parts)}" if parts else f"crossover {a}: none in bytes",
-                  highlight=False)
+        out.print(_crossover_line(a, c), highlight=False)
     out.print(f"wall {res['wall_seconds']:.1f} s")
+
+
+def _plan_sizes(data, rows, features, nnz_per_row, k, partition, w, sov, seed) -> tuple[list, int]:
+    """The DC sizes the planner sees and the feature count d: measured from --data, else from
+    --rows/--features/--nnz-per-row. Raises GeodmlError on bad input."""
+    from geodml.network import build_dcs
+    from geodml.planner import DCSize, csr_sizes
+
+    names = w.names[:k]
+    if data:
+        from geodml.data import load_dataset
+        from geodml.partition import partition as split
+        ds = load_dataset(data, seed=seed)
+        centers = build_dcs(ds.X_train, ds.y_train, split(partition, ds.X_train, ds.y_train, k, seed=seed), w, sov)
+        return [DCSize.of(c) for c in centers], ds.n_features
+    if rows < k or features < 1 or not 0 < nnz_per_row <= features:
+        raise GeodmlError(f"need --rows >= {k} (the data centers), --features >= 1 and 0 < --nnz-per-row <= --features "
+                          f"(got {rows}, {features}, {nnz_per_row})")
+    if partition == "iid":
+        weights = [1.0] * k
+    elif partition.startswith("unequal:"):
+        try:
+            weights = [float(x) for x in partition[8:].split(",")]
+        except ValueError:
+            raise GeodmlError(f"malformed partition spec {partition!r}") from None
+        if len(weights) != k or not all(0 < x < float("inf") for x in weights):
+            raise GeodmlError(f"partition {partition!r}: need {k} positive finite weights")
+        weights = [x / max(weights) for x in weights]  # sum() of huge weights overflowed to inf
+    else:
+        raise GeodmlError("without --data, --partition must be iid or unequal:W1,..,WK (label skew does not change sizes)")
+    per = [round(rows * x / sum(weights)) for x in weights]
+    if min(per) < 1:
+        raise GeodmlError(f"partition {partition!r} leaves a data center empty")
+    return csr_sizes(names, per, nnz_per_row, sov), features
 
 
 @app.command()
@@ -185,8 +259,7 @@ def plan(
     wan: str = typer.Option(None, help="WAN YAML file"),
     sovereign: str = typer.Option("", help="comma-separated sovereign regions"),
     objective: str = typer.Option("sim_seconds", help="bytes, sim_seconds or dollars"),
-    algos: str = typer.Option("centralize,lbfgs,fedavg,fedprox,diloco,oneshot,fadl",
-                              help="candidate strategies (the planner predicts costs, not accuracy: leave out oneshot where local data are skewed or small)"),
+    algos: str = typer.Option(None, help=_algos_help() + "; the planner predicts costs, not accuracy: leave out oneshot where local data are skewed or small"),
     lbfgs_rounds: int = typer.Option(100, help="assumed L-BFGS function evaluations"),
     local_passes: int = typer.Option(100, help="assumed passes of one-shot's local solves and of the centralized fit"),
     rounds: int = typer.Option(20, help="rounds of FedAvg, FedProx, DiLoCo"),
@@ -201,60 +274,29 @@ def plan(
     as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
 ):
     """Predict each strategy's bytes, time and dollars without training; recommend one; give the crossover."""
-    from geodml.network import build_dcs, central_hub, model_hub
-    from geodml.planner import DCSize, PlanCounts, csr_sizes, plan as run_plan
+    from geodml.network import central_hub, model_hub
+    from geodml.planner import PlanCounts, plan as run_plan
     from geodml.wan import load_wan
 
     s = _settings(l2, rounds, local_steps, batch_size, lr, seed, compress, compress_down=compress_down)
     for name, v in (("--lbfgs-rounds", lbfgs_rounds), ("--local-passes", local_passes)):
         if v < 1:
             raise GeodmlError(f"{name} must be >= 1, got {v}")
+    cands = registry.names() if algos is None else _algo_names(algos)
+    for a in cands:
+        registry.get(a)
     w = load_wan(wan)
     k = dcs if dcs is not None else len(w.regions)
     if k < 1 or k > len(w.regions):
         raise GeodmlError(f"--dcs must be between 1 and {len(w.regions)} (the WAN's regions), got {k}")
     sov = _split_names(sovereign)
-    names = w.names[:k]
     for x in sov:
-        if x not in names:
-            raise GeodmlError(f"sovereign data center {x!r} is not one of {', '.join(names)}")
-    if data:
-        from geodml.data import load_dataset
-        from geodml.partition import partition as split
-        ds = load_dataset(data, seed=seed)
-        centers = build_dcs(ds.X_train, ds.y_train, split(partition, ds.X_train, ds.y_train, k, seed=seed), w, sov)
-        sizes = [DCSize.of(c) for c in centers]
-        d = ds.n_features
-    else:
-        if rows < k or features < 1 or not 0 < nnz_per_row <= features:
-            raise GeodmlError(f"need --rows >= {k} (the data centers), --features >= 1 and 0 < --nnz-per-row <= --features "
-                              f"(got {rows}, {features}, {nnz_per_row})")
-        if partition == "iid":
-            weights = [1.0] * k
-        elif partition.startswith("unequal:"):
-            try:
-                weights = [float(x) for x in partition[8:].split(",")]
-            except ValueError:
-                raise GeodmlError(f"malformed partition spec {partition!r}") from None
-            if len(weights) != k or not all(0 < x < float("inf") for x in weights):
-                raise GeodmlError(f"partition {partition!r}: need {k} positive finite weights")
-            weights = [x / max(weights) for x in weights]  # sum() of huge weights overflowed to inf
-        else:
-            raise GeodmlError("without --data, --partition must be iid or unequal:W1,..,WK (label skew does not change sizes)")
-        per = [round(rows * x / sum(weights)) for x in weights]
-        if min(per) < 1:
-            raise GeodmlError(f"partition {partition!r} leaves a data center empty")
-        sizes = csr_sizes(names, per, nnz_per_row, sov)
-        d = features
-    hub_m = model_hub(w, names)
+        if x not in w.names[:k]:
+            raise GeodmlError(f"sovereign data center {x!r} is not one of {', '.join(w.names[:k])}")
+    sizes, d = _plan_sizes(data, rows, features, nnz_per_row, k, partition, w, sov, seed)
+    hub_m = model_hub(w, w.names[:k])
     hub_c = central_hub(w, sizes)  # needs only name, sovereign and raw_nbytes, which DCSize has
     counts = PlanCounts(lbfgs_rounds=lbfgs_rounds, oneshot_passes=local_passes, central_iters=local_passes)
-    from geodml.planner import STRATEGIES
-
-    cands = _algo_names(algos)
-    for a in cands:
-        if a not in STRATEGIES:
-            raise GeodmlError(f"unknown algorithm {a!r} (known: {', '.join(STRATEGIES)})")
     res = run_plan(sizes, d, w, s, hub_m, hub_c, strategies=cands, counts=counts, objective=objective, hierarchical=not flat)
     res["sizes"] = {"dcs": [z.__dict__ for z in sizes], "features": d, "model_bytes": 8 * (d + 1),
                     "raw_bytes": sum(z.raw_nbytes for z in sizes)}
@@ -262,8 +304,14 @@ def plan(
     if as_json:
         print(json.dumps(res, indent=2))
         return
+    _print_plan(res, objective)
+
+
+def _print_plan(res: dict, objective: str) -> None:
+    """The human-readable plan: sizes, the predictions table with crossovers, the recommendation."""
     out = Console()
-    out.print(f"{len(sizes)} data centers, {sum(z.n for z in sizes)} rows, raw {_fmt_bytes(res['sizes']['raw_bytes'])}, model {_fmt_bytes(8 * (d + 1))}")
+    sz = res["sizes"]
+    out.print(f"{len(sz['dcs'])} data centers, {sum(z['n'] for z in sz['dcs'])} rows, raw {_fmt_bytes(sz['raw_bytes'])}, model {_fmt_bytes(sz['model_bytes'])}")
     t = Table("strategy", "WAN bytes", "rounds", "sim s", "dollars", "centralize wins below rows (bytes / s / $)")
     for a, p in res["predictions"].items():
         if p["refused"]:

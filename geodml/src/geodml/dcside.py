@@ -6,6 +6,8 @@ takes and returns numpy arrays and numbers, so the same object runs in this proc
 
 from __future__ import annotations
 
+from typing import Protocol, runtime_checkable
+
 import numpy as np
 from scipy.optimize import minimize
 
@@ -220,16 +222,113 @@ class DCWorker:
         return vals
 
 
-class InProcessPool:
+class DCOperations:
+    """The operations every algorithm may ask of all data centers at once, typed, over one
+    transport method ``call(op, args)`` that a pool supplies (in this process, a Ray actor call,
+    a Flower message). Each operation is the DCWorker method of the same name run on every DC;
+    each returns {dc name: that method's result}. The names live only here and in DCWorker (a
+    test checks that every operation is a DCWorker method with the same parameters)."""
+
+    names: list[str]
+
+    def call(self, op: str, args: dict | tuple = ()) -> dict:  # pragma: no cover - supplied by each pool
+        """Run DCWorker.<op> on every DC (args: one tuple for all, or {name: tuple}); {name: result}."""
+        raise NotImplementedError
+
+    def reset(self, seed: int) -> dict:
+        """DCWorker.reset on every DC: forget a previous run's state."""
+        return self.call("reset", (seed,))
+
+    def loss_grad(self, theta: np.ndarray) -> dict:
+        """DCWorker.loss_grad on every DC: {name: (d+2,) float64}."""
+        return self.call("loss_grad", (theta,))
+
+    def local_train(self, theta: np.ndarray, lam: float, lr: float, steps: int, batch_size: int, mu: float,
+                    compress: str, inner: str = "sgd") -> dict:
+        """DCWorker.local_train on every DC: {name: (message, flops, lr)}."""
+        return self.call("local_train", (theta, lam, lr, steps, batch_size, mu, compress, inner))
+
+    def local_train_down(self, msg: np.ndarray, down: str, lam: float, lr: float, steps: int, batch_size: int,
+                         mu: float, compress: str, inner: str = "sgd") -> dict:
+        """DCWorker.local_train_down on every DC: {name: (message, flops, lr)}."""
+        return self.call("local_train_down", (msg, down, lam, lr, steps, batch_size, mu, compress, inner))
+
+    def solve_local(self, lam: float, maxiter: int, tol: float) -> dict:
+        """DCWorker.solve_local on every DC: {name: ([theta_k, n_k], passes)}."""
+        return self.call("solve_local", (lam, maxiter, tol))
+
+    def fadl_solve(self, theta: np.ndarray, g: np.ndarray, lam: float, maxiter: int, tol: float, mu: float = 0.0) -> dict:
+        """DCWorker.fadl_solve on every DC: {name: ([theta_k, n_k], passes)}."""
+        return self.call("fadl_solve", (theta, g, lam, maxiter, tol, mu))
+
+    def line_losses(self, theta: np.ndarray, direction: np.ndarray, steps: tuple) -> dict:
+        """DCWorker.line_losses on every DC: {name: (len(steps),) float64}."""
+        return self.call("line_losses", (theta, direction, steps))
+
+
+DC_OPERATIONS = tuple(k for k, v in vars(DCOperations).items() if callable(v) and not k.startswith("_") and k != "call")
+
+
+@runtime_checkable
+class Pool(Protocol):
+    """Where the data centers compute: in this process (InProcessPool), one Ray actor per DC
+    (ray_pool.RayPool) or one Flower ClientApp per DC (flower_bridge.FlowerPool). Every pool is a
+    DCOperations (the typed operations the algorithms call) whose call() is its transport.
+
+    Attributes:
+        names: DC names in index order.
+        executor: "local", "ray" or "flower".
+    """
+
+    names: list[str]
+    executor: str
+
+    def call(self, op: str, args: dict | tuple = ()) -> dict:
+        """Run DCWorker.<op> on every DC; {name: result}."""
+
+    def close(self) -> None:
+        """Release what the pool holds (actors, a Ray instance it started)."""
+
+    def reset(self, seed: int) -> dict:
+        """See DCOperations.reset."""
+
+    def loss_grad(self, theta: np.ndarray) -> dict:
+        """See DCOperations.loss_grad."""
+
+
+@runtime_checkable
+class MeasuredPool(Pool, Protocol):
+    """A pool whose DCs run in other processes, measuring what crosses to them.
+
+    Attributes:
+        payload_bytes: nbytes of every numpy array sent to or returned by a DC (bytes).
+        serialized_bytes: those messages as the transport writes them (bytes).
+        loopback_bytes: growth of the loopback interface's counter while the pool worked (bytes;
+            None where it is not measured).
+        wall_seconds: wall time spent in call() (seconds).
+    """
+
+    payload_bytes: int
+    serialized_bytes: int
+    wall_seconds: float
+
+    @property
+    def loopback_bytes(self) -> int | None:
+        """See the class docstring."""
+
+
+class InProcessPool(DCOperations):
     """Every DC's DCWorker in this process (the embedded default)."""
+
+    executor = "local"
 
     def __init__(self, dcs, seed: int = 0):
         self.names = [dc.name for dc in dcs]
         self.workers = {dc.name: DCWorker(dc.X, dc.y, dc.workers, i, seed) for i, dc in enumerate(dcs)}
 
-    def call(self, method: str, args: dict | tuple = ()) -> dict:
-        """Call method on every DC (args: one tuple for all, or {name: tuple}); {name: result}."""
-        return {n: getattr(self.workers[n], method)(*(args[n] if isinstance(args, dict) else args)) for n in self.names}
+    def call(self, op: str, args: dict | tuple = ()) -> dict:
+        """Call DCWorker.<op> on every DC (args: one tuple for all, or {name: tuple}); {name: result}."""
+        return {n: getattr(self.workers[n], op)(*(args[n] if isinstance(args, dict) else args)) for n in self.names}
 
     def close(self) -> None:
         """Nothing to release in process."""
