@@ -268,8 +268,12 @@ def test_refused_centralize_table_says_what_ratio_is_against(geodml):
     r = geodml("compare", "--data", "sklearn:breast_cancer", "--sovereign", "eu-west,us-east", "--algos", "centralize,oneshot")
     assert r.returncode == 0, r.stderr
     text = " ".join(r.stdout.split())
-    # breast_cancer: 455 training rows x 31 float64 (30 features + label) = 112,840 B; 3/4 leave
-    assert "ratio: WAN bytes over the 84.8 KB centralizing would move if sovereignty allowed it" in text
+    # the measured Parquet bytes of the three DCs that would ship to the hub (ap-southeast)
+    j = json.loads(geodml("compare", "--data", "sklearn:breast_cancer", "--algos", "oneshot", "--json").stdout)
+    moved = sum(dc["raw_bytes"] for dc in j["dcs"] if dc["name"] != "ap-southeast")
+    assert j["centralize_bytes_if_allowed"] == moved
+    from geodml.cli import _fmt_bytes
+    assert f"ratio: WAN bytes over the {_fmt_bytes(moved)} centralizing would move if sovereignty allowed it" in text
 
 
 def test_progress_prints_one_line_per_round_when_stderr_is_not_a_terminal(geodml):

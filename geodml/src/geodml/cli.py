@@ -85,6 +85,26 @@ def _fmt_bytes(b: float) -> str:
     return str(b)
 
 
+_DATA_HELP = ("sklearn:NAME, ctr[:rows=..,features=..,fields=..], libsvm:PATH, dataset:NAME, csv:FILE,label=COL,region=COL "
+              "or parquet:FILE,label=COL,region=COL (default: ctr:rows=200000,features=16384,fields=20)")
+_PARTITION_HELP = ("iid, dirichlet:ALPHA, covariate:S, unequal:W1,..,WK or place (by the data's place column; "
+                   "the default for --dataset, csv: and parquet: data, else iid)")
+
+
+def _data_spec(data: str | None, dataset: str | None, sample: int | None) -> str:
+    """The data spec from --data, --dataset and --sample. Raises GeodmlError for both or a bad sample."""
+    from geodml.compare import DEFAULT_DATA
+
+    if data and dataset:
+        raise GeodmlError("--data and --dataset name two data sets: choose one")
+    spec = f"dataset:{dataset}" if dataset else (data or DEFAULT_DATA)
+    if sample is not None:
+        if spec.split(":", 1)[0] not in ("dataset", "csv", "parquet"):
+            raise GeodmlError("--sample applies to --dataset, csv: and parquet: data")
+        spec += f",sample={sample}"
+    return spec
+
+
 def _algos_help() -> str:
     return f"comma-separated algorithms (default: every registered one: {','.join(registry.names())})"
 
@@ -113,10 +133,12 @@ def _progress(status, quiet: bool):
 
 @app.command()
 def compare(
-    data: str = typer.Option("ctr:rows=200000,features=16384,fields=20", help="sklearn:NAME, ctr[:rows=..,features=..,fields=..] or libsvm:PATH"),
-    dcs: int = typer.Option(None, "--dcs", help="number of data centers (default: every region of the WAN)"),
-    partition: str = typer.Option("iid", help="iid, dirichlet:ALPHA, covariate:S, unequal:W1,..,WK"),
-    wan: str = typer.Option(None, help="WAN YAML file (default: the packaged 4-region WAN)"),
+    data: str = typer.Option(None, help=_DATA_HELP),
+    dataset: str = typer.Option(None, "--dataset", help="a real dataset a package ships (geodml datasets lists them), split by its own place column"),
+    sample: int = typer.Option(None, "--sample", help="with --dataset or csv:/parquet: data, a seeded sample of this many rows"),
+    dcs: int = typer.Option(None, "--dcs", help="number of data centers (default: every region of the WAN, or one per place group)"),
+    partition: str = typer.Option(None, help=_PARTITION_HELP),
+    wan: str = typer.Option(None, help="WAN YAML file (default: the data's packaged WAN, else the 4-region default)"),
     sovereign: str = typer.Option("", help="comma-separated sovereign regions (raw rows never leave them)"),
     algos: str = typer.Option(None, help=_algos_help()),
     rounds: int = typer.Option(20, help="rounds of FedAvg, FedProx, DiLoCo"),
@@ -144,7 +166,7 @@ def compare(
     """Train with each algorithm on the same federation; report bytes, rounds, time, dollars, accuracy."""
     from geodml.compare import CompareConfig, compare as run_compare
 
-    cfg = CompareConfig(data=data, k=dcs, partition=partition, wan=wan, sovereign=_split_names(sovereign),
+    cfg = CompareConfig(data=_data_spec(data, dataset, sample), k=dcs, partition=partition, wan=wan, sovereign=_split_names(sovereign),
                         algos=None if algos is None else _algo_names(algos),
                         settings=_settings(l2, rounds, local_steps, batch_size, lr, seed, compress, inner, compress_down),
                         seed=seed, hierarchical=not flat, backend=_backend(backend, ray, flower), jobs=jobs,
@@ -214,22 +236,34 @@ def _print_compare(res: dict) -> None:
     out.print(f"wall {res['wall_seconds']:.1f} s")
 
 
-def _plan_sizes(data, rows, features, nnz_per_row, k, partition, w, sov, seed) -> tuple[list, int]:
-    """The DC sizes the planner sees and the feature count d: measured from --data, else from
-    --rows/--features/--nnz-per-row. Raises GeodmlError on bad input."""
-    from geodml.network import build_dcs
-    from geodml.planner import DCSize, csr_sizes
+def _plan_from_data(spec: str, partition: str | None, k: int | None, wan: str | None, sov: tuple, seed: int) -> tuple:
+    """(sizes, d, WAN, model hub, centralize hub) of a real federation (compare.build_federation)."""
+    from geodml.compare import build_federation
+    from geodml.data import load_dataset
 
-    names = w.names[:k]
-    if data:
-        from geodml.data import load_dataset
-        from geodml.partition import partition as split
-        ds = load_dataset(data, seed=seed)
-        centers = build_dcs(ds.X_train, ds.y_train, split(partition, ds.X_train, ds.y_train, k, seed=seed), w, sov)
-        return [DCSize.of(c) for c in centers], ds.n_features
+    fed = build_federation(load_dataset(spec, seed=seed), partition, k, wan, sov, seed)
+    return fed.sizes, fed.d, fed.wan, fed.hub_m, fed.hub_c
+
+
+def _plan_from_sizes(rows, features, nnz_per_row, k, partition, wan, sov, seed) -> tuple:
+    """(sizes, d, WAN, model hub, centralize hub) of CSR one-hot data given by size alone;
+    centralizing is charged the measured encoding of a make_ctr sample per row
+    (costs.ctr_encoding). Raises GeodmlError on bad input."""
+    from geodml.costs import csr_sizes, ctr_encoding
+    from geodml.network import central_hub, model_hub
+    from geodml.wan import load_wan
+
+    w = load_wan(wan)
+    k = k if k is not None else len(w.regions)
+    if k < 1 or k > len(w.regions):
+        raise GeodmlError(f"--dcs must be between 1 and {len(w.regions)} (the WAN's regions), got {k}")
+    for x in sov:
+        if x not in w.names[:k]:
+            raise GeodmlError(f"sovereign data center {x!r} is not one of {', '.join(w.names[:k])}")
     if rows < k or features < 1 or not 0 < nnz_per_row <= features:
         raise GeodmlError(f"need --rows >= {k} (the data centers), --features >= 1 and 0 < --nnz-per-row <= --features "
                           f"(got {rows}, {features}, {nnz_per_row})")
+    partition = partition or "iid"
     if partition == "iid":
         weights = [1.0] * k
     elif partition.startswith("unequal:"):
@@ -245,18 +279,21 @@ def _plan_sizes(data, rows, features, nnz_per_row, k, partition, w, sov, seed) -
     per = [round(rows * x / sum(weights)) for x in weights]
     if min(per) < 1:
         raise GeodmlError(f"partition {partition!r} leaves a data center empty")
-    return csr_sizes(names, per, nnz_per_row, sov), features
+    sizes = csr_sizes(w.names[:k], per, nnz_per_row, sov, ctr_encoding(features, nnz_per_row, min(sum(per), 20_000), seed))
+    return sizes, features, w, model_hub(w, w.names[:k]), central_hub(w, sizes)
 
 
 @app.command()
 def plan(
-    data: str = typer.Option(None, help="dataset spec to size from (else --rows/--features/--nnz-per-row)"),
+    data: str = typer.Option(None, help="data to size from, as compare's --data (else --rows/--features/--nnz-per-row)"),
+    dataset: str = typer.Option(None, "--dataset", help="a real dataset a package ships (geodml datasets), split by its place column"),
+    sample: int = typer.Option(None, "--sample", help="with --dataset or csv:/parquet: data, a seeded sample of this many rows"),
     rows: int = typer.Option(10_000_000, help="total training rows (without --data)"),
     features: int = typer.Option(65536, help="features d (without --data)"),
     nnz_per_row: float = typer.Option(20.0, help="non-zeros per row of CSR data (without --data)"),
-    dcs: int = typer.Option(None, "--dcs", help="number of data centers (default: every region)"),
-    partition: str = typer.Option("iid", help="with --data: any partition spec; else iid or unequal:W1,..,WK"),
-    wan: str = typer.Option(None, help="WAN YAML file"),
+    dcs: int = typer.Option(None, "--dcs", help="number of data centers (default: every region, or one per place group)"),
+    partition: str = typer.Option(None, help="with --data: " + _PARTITION_HELP + "; else iid or unequal:W1,..,WK"),
+    wan: str = typer.Option(None, help="WAN YAML file (default: the data's packaged WAN, else the 4-region default)"),
     sovereign: str = typer.Option("", help="comma-separated sovereign regions"),
     objective: str = typer.Option("sim_seconds", help="bytes, sim_seconds or dollars"),
     algos: str = typer.Option(None, help=_algos_help() + "; the planner predicts costs, not accuracy: leave out oneshot where local data are skewed or small"),
@@ -274,9 +311,7 @@ def plan(
     as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
 ):
     """Predict each strategy's bytes, time and dollars without training; recommend one; give the crossover."""
-    from geodml.network import central_hub, model_hub
     from geodml.planner import PlanCounts, plan as run_plan
-    from geodml.wan import load_wan
 
     s = _settings(l2, rounds, local_steps, batch_size, lr, seed, compress, compress_down=compress_down)
     for name, v in (("--lbfgs-rounds", lbfgs_rounds), ("--local-passes", local_passes)):
@@ -285,17 +320,11 @@ def plan(
     cands = registry.names() if algos is None else _algo_names(algos)
     for a in cands:
         registry.get(a)
-    w = load_wan(wan)
-    k = dcs if dcs is not None else len(w.regions)
-    if k < 1 or k > len(w.regions):
-        raise GeodmlError(f"--dcs must be between 1 and {len(w.regions)} (the WAN's regions), got {k}")
     sov = _split_names(sovereign)
-    for x in sov:
-        if x not in w.names[:k]:
-            raise GeodmlError(f"sovereign data center {x!r} is not one of {', '.join(w.names[:k])}")
-    sizes, d = _plan_sizes(data, rows, features, nnz_per_row, k, partition, w, sov, seed)
-    hub_m = model_hub(w, w.names[:k])
-    hub_c = central_hub(w, sizes)  # needs only name, sovereign and raw_nbytes, which DCSize has
+    if data or dataset:
+        sizes, d, w, hub_m, hub_c = _plan_from_data(_data_spec(data, dataset, sample), partition, dcs, wan, sov, seed)
+    else:
+        sizes, d, w, hub_m, hub_c = _plan_from_sizes(rows, features, nnz_per_row, dcs, partition, wan, sov, seed)
     counts = PlanCounts(lbfgs_rounds=lbfgs_rounds, oneshot_passes=local_passes, central_iters=local_passes)
     res = run_plan(sizes, d, w, s, hub_m, hub_c, strategies=cands, counts=counts, objective=objective, hierarchical=not flat)
     res["sizes"] = {"dcs": [z.__dict__ for z in sizes], "features": d, "model_bytes": 8 * (d + 1),
@@ -322,6 +351,26 @@ def _print_plan(res: dict, objective: str) -> None:
         t.add_row(a, _fmt_bytes(p["bytes"]), str(p["rounds"]), f"{p['sim_seconds']:.3g}", f"{p['dollars']:.4g}", cx)
     out.print(t)
     out.print(f"recommend: {res['recommend']} (least {objective})")
+
+
+@app.command()
+def datasets(as_json: bool = typer.Option(False, "--json", help="print JSON on stdout")):
+    """List the real datasets packages ship (rows, features, label, regions, package, licence)."""
+    from geodml import realdata
+
+    rows = [realdata.describe(n) for n in realdata.DATASETS]
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    out = Console()
+    t = Table("name", "rows", "features", "label (y = 1)", "data centers (region: places)", "package, licence")
+    for r in rows:
+        where = "; ".join(f"{reg}: {'+'.join(v)}" for reg, v in r["regions"].items())
+        t.add_row(r["name"], str(r.get("rows", "not installed")), str(r.get("features", "")), r["label"], where,
+                  f"{r['package']}, {r['licence']}")
+    out.print(t)
+    if not all(r["installed"] for r in rows):
+        out.print("not installed: pip install 'geodml[datasets]'", highlight=False)
 
 
 def main() -> None:

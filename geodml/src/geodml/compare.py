@@ -14,6 +14,7 @@ from sklearn.metrics import log_loss
 from geodml import backends, registry
 from geodml.algorithms import Settings, run
 from geodml.data import Dataset, load_dataset, raw_nbytes
+from geodml.encoding import ENCODING_NAME
 from geodml.errors import GeodmlError, SovereigntyError
 from geodml.network import Network, build_dcs, central_hub, model_hub
 from geodml.objective import predict_proba
@@ -26,8 +27,9 @@ DEFAULT_DATA = "ctr:rows=200000,features=16384,fields=20"
 
 @dataclass(frozen=True)
 class CompareConfig:
-    """Inputs of one comparison: data spec, number of data centers k (None: every WAN region),
-    partition spec, WAN file (None: the packaged default), sovereign region names, algorithms
+    """Inputs of one comparison: data spec, number of data centers k (None: every WAN region, or
+    one per place group), partition spec (None: by the data's place column where it has one, else
+    iid), WAN file (None: the data's packaged WAN or the default), sovereign region names, algorithms
     (None: every registered one), algorithm settings, seed, hierarchical aggregation on/off,
     backend (backends.BACKENDS: local, or ray / flower, which add measured wall time and bytes),
     jobs (CPUs of the ray or flower backend, None: its default), flower_timeout (seconds each
@@ -36,7 +38,7 @@ class CompareConfig:
 
     data: str = DEFAULT_DATA
     k: int | None = None
-    partition: str = "iid"
+    partition: str | None = None
     wan: str | None = None
     sovereign: tuple[str, ...] = ()
     algos: tuple[str, ...] | None = None
@@ -59,6 +61,7 @@ class Federation:
     planner's view of the DC sizes (d features, so models of d+1 parameters)."""
 
     ds: Dataset
+    partition: str
     dcs: list
     wan: Wan
     sizes: list[DCSize]
@@ -105,15 +108,38 @@ def _federation(cfg: CompareConfig) -> Federation:
     for a in cfg.algorithms:
         registry.get(a)
     backends.check(cfg.backend, cfg.jobs, cfg.flower_timeout)
-    wan = load_wan(cfg.wan)
-    k = cfg.k if cfg.k is not None else len(wan.regions)
+    ds = load_dataset(cfg.data, seed=cfg.seed)
+    return build_federation(ds, cfg.partition, cfg.k, cfg.wan, cfg.sovereign, cfg.seed)
+
+
+def default_partition(ds: Dataset) -> str:
+    """``place`` for data with a place column (split by its own geography), else ``iid``."""
+    return "place" if ds.place_train is not None else "iid"
+
+
+def build_federation(ds: Dataset, partition_spec: str | None, k: int | None, wan_path: str | None,
+                     sovereign: tuple[str, ...], seed: int) -> Federation:
+    """The data centers of ds under a partition spec (None: default_partition) over a WAN (None:
+    the data's packaged WAN, else the default). With ``place`` there is one DC per place group,
+    in the region its places map to when the WAN has it (else the WAN's regions in order).
+    Raises GeodmlError on bad input."""
+    spec = partition_spec or default_partition(ds)
+    wan = load_wan(wan_path, packaged=ds.wan or "wan_default.yaml")
+    regions = None
+    if spec == "place" and ds.place_train is not None:
+        if k is not None and k != len(ds.places):
+            raise GeodmlError(f"--dcs {k}: the data's place column makes {len(ds.places)} data centers")
+        k = len(ds.places)
+        if ds.regions is not None and all(r in wan.names for r in ds.regions):
+            regions = ds.regions
+    k = k if k is not None else len(wan.regions)
     if k < 1 or k > len(wan.regions):
         raise GeodmlError(f"--dcs must be between 1 and {len(wan.regions)} (the WAN's regions), got {k}")
-    ds = load_dataset(cfg.data, seed=cfg.seed)
-    parts = partition(cfg.partition, ds.X_train, ds.y_train, k, seed=cfg.seed)
-    dcs = build_dcs(ds.X_train, ds.y_train, parts, wan, cfg.sovereign)
+    parts = partition(spec, ds.X_train, ds.y_train, k, seed=seed, groups=ds.place_train)
+    places = ds.place_values if spec == "place" else ()
+    dcs = build_dcs(ds.X_train, ds.y_train, parts, wan, sovereign, ds.source_train, regions, places)
     sizes = [DCSize.of(dc) for dc in dcs]
-    return Federation(ds, dcs, wan, sizes, ds.n_features, model_hub(wan, [dc.name for dc in dcs]), central_hub(wan, dcs))
+    return Federation(ds, spec, dcs, wan, sizes, ds.n_features, model_hub(wan, [dc.name for dc in dcs]), central_hub(wan, dcs))
 
 
 def _compare(cfg: CompareConfig, progress: Callable[[str], None]) -> dict:
@@ -127,12 +153,13 @@ def _compare(cfg: CompareConfig, progress: Callable[[str], None]) -> dict:
     fed = _federation(cfg)
     ds, dcs, d = fed.ds, fed.dcs, fed.d
     # Progress starts only once every input is validated, so bad input stays a single line.
-    progress(f"loaded {cfg.data}: {len(ds.y_train)} training rows over {len(dcs)} data centers ({cfg.partition})")
+    progress(f"loaded {cfg.data}: {len(ds.y_train)} training rows over {len(dcs)} data centers ({fed.partition})")
     out: dict = {
         "data": {"spec": cfg.data, "n_train": int(len(ds.y_train)), "n_test": int(len(ds.y_test)), "features": d,
-                 "raw_bytes": raw_nbytes(ds.X_train, ds.y_train), "model_bytes": 8 * (d + 1)},
-        "partition": cfg.partition,
-        "dcs": [{"name": dc.name, "rows": dc.n, "raw_bytes": dc.raw_nbytes, "sovereign": dc.sovereign,
+                 "raw_bytes": sum(dc.raw_nbytes for dc in dcs), "raw_encoding": ENCODING_NAME,
+                 "memory_bytes": raw_nbytes(ds.X_train, ds.y_train), "model_bytes": 8 * (d + 1)},
+        "partition": fed.partition,
+        "dcs": [{"name": dc.name, "place": dc.place, "rows": dc.n, "raw_bytes": dc.raw_nbytes, "sovereign": dc.sovereign,
                  "positive_rate": float(dc.y.mean())} for dc in dcs],
         "hubs": {"model": fed.hub_m, "centralize": fed.hub_c},
         "hierarchical": cfg.hierarchical,
@@ -144,7 +171,7 @@ def _compare(cfg: CompareConfig, progress: Callable[[str], None]) -> dict:
     if cfg.backend == "flower":
         from geodml.flower_bridge import FederationSpec
 
-        spec = FederationSpec(cfg.data, cfg.partition, len(dcs), cfg.seed, tuple(dc.workers for dc in dcs))
+        spec = FederationSpec(cfg.data, fed.partition, len(dcs), cfg.seed, tuple(dc.workers for dc in dcs))
     # Algorithms that need no DC computation through the pool (centralize) run on the backend
     # too (in Flower's ServerApp), so the table keeps one order.
     backends.run_on(cfg.backend, dcs, cfg.seed, lambda pool: _run_all(cfg, fed, counts, pool, out, progress),

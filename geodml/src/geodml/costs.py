@@ -39,14 +39,34 @@ class DCSize:
         return replace(self, n=max(1, round(self.n * a)), nnz=round(self.nnz * a), raw_nbytes=round(self.raw_nbytes * a))
 
 
-def csr_sizes(names: list[str], rows: list[int], nnz_per_row: float, sovereign=()) -> list[DCSize]:
-    """DCSize list for CSR data with float32 values, int32 indices and int32 row pointers, float64
-    labels (the layout of data.make_ctr): raw = nnz*8 + (n+1)*4 + n*8 bytes."""
+def csr_sizes(names: list[str], rows: list[int], nnz_per_row: float, sovereign=(),
+              encoding: tuple[float, float] | None = None) -> list[DCSize]:
+    """DCSize list for CSR data. raw_nbytes: with ``encoding`` = (bytes per file, bytes per row)
+    (a measured Parquet encoding, see ctr_encoding) per_file + per_row * n; else the in-memory
+    layout of data.make_ctr (float32 values, int32 indices and row pointers, float64 labels):
+    nnz*8 + (n+1)*4 + n*8 bytes."""
     out = []
     for name, n in zip(names, rows):
         z = round(n * nnz_per_row)
-        out.append(DCSize(name, int(n), int(z), int(z * 8 + (n + 1) * 4 + n * 8), name in sovereign))
+        raw = round(encoding[0] + encoding[1] * n) if encoding is not None else z * 8 + (n + 1) * 4 + n * 8
+        out.append(DCSize(name, int(n), int(z), int(raw), name in sovereign))
     return out
+
+
+def ctr_encoding(features: int, nnz_per_row: float, sample_rows: int = 20_000, seed: int = 0) -> tuple[float, float]:
+    """(bytes per file, bytes per row) of the Parquet+zstd encoding (encoding.rows_nbytes) of
+    make_ctr rows with ``features`` features and round(nnz_per_row) fields, fitted through the
+    measured sizes of a sample of sample_rows rows and of its first quarter: what the planner
+    charges centralizing when it has sizes but no data."""
+    from geodml.data import make_ctr
+    from geodml.encoding import rows_nbytes
+
+    fields = max(1, min(features, round(nnz_per_row)))
+    n = max(sample_rows, 8)
+    X, y = make_ctr(n, features=features, fields=fields, seed=seed)
+    big, small = rows_nbytes(X, y), rows_nbytes(X[: n // 4], y[: n // 4])
+    per_row = (big - small) / (n - n // 4)
+    return max(0.0, big - per_row * n), per_row
 
 
 @dataclass(frozen=True)

@@ -98,7 +98,7 @@ def _worker(spec_json: str, index: int) -> DCWorker:
     if not 0 <= index < spec.k:
         raise GeodmlError(f"partition-id {index} is outside 0..{spec.k - 1}")
     ds = load_dataset(spec.data, seed=spec.seed)
-    parts = partition(spec.partition, ds.X_train, ds.y_train, spec.k, seed=spec.seed)
+    parts = partition(spec.partition, ds.X_train, ds.y_train, spec.k, seed=spec.seed, groups=ds.place_train)
     p = parts[index]
     return DCWorker(take_rows(ds.X_train, p), ds.y_train[p], spec.workers[index], index, spec.seed)
 
