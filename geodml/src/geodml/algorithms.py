@@ -16,10 +16,11 @@ from geodml import costs
 from geodml.compression import decode, encode
 from geodml.dcside import InProcessPool, Pool
 from geodml.errors import GeodmlError
+from geodml.models import get as get_model
 from geodml.network import Network
 from geodml.objective import nnz, pass_flops
 from geodml.registry import Algorithm, get, names, register
-from geodml.settings import FADL_STEPS, Settings
+from geodml.settings import FADL_STEPS, INNER_OPTIMIZERS, Settings
 
 # FADL's proximal strength after a line search that found no decrease: max(10 mu, FADL_MU_FLOOR).
 # F is an average over rows, so its curvature is O(1) or less for standardized or one-hot
@@ -69,11 +70,36 @@ def run_centralize(net: Network, s: Settings, pool=None) -> np.ndarray:
     X = sp.vstack(Xs, format="csr") if sp.issparse(Xs[0]) else np.vstack(Xs)
     y = np.concatenate([dc.y for dc in net.dcs])
     n = len(y)
+    if s.model != "logreg":
+        return _central_mlp(net, X, y, s)
     clf = LogisticRegression(C=1.0 / (s.lam * n), tol=s.tol, max_iter=max(s.lbfgs_maxiter, 1000), solver="lbfgs")
     clf.fit(X, y)
     net.notes["central_iters"] = int(clf.n_iter_[0])
     net.compute_at_hub(int(clf.n_iter_[0]) * pass_flops(n, nnz(X)))
     return np.concatenate([clf.coef_.ravel(), clf.intercept_]).astype(np.float64)
+
+
+def _central_mlp(net: Network, X, y: np.ndarray, s: Settings) -> np.ndarray:
+    """The centralized MLP: scikit-learn's MLPClassifier (one hidden ReLU layer, Adam at its
+    defaults, mini-batches of s.batch_size (or 200), alpha = lam B so its objective is models.MLP's,
+    at most s.lbfgs_maxiter epochs with its own stopping rule); compute accounted as one pass per
+    epoch. Returns theta in models.MLP's layout."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.neural_network import MLPClassifier
+
+    m = get_model(s.model)
+    batch = s.batch_size if 0 < s.batch_size < len(y) else min(200, len(y))
+    # scikit-learn divides its penalty 0.5 alpha ||W||^2 by the mini-batch's size: alpha = lam B is F's lam
+    clf = MLPClassifier(hidden_layer_sizes=(m.hidden,), activation="relu", alpha=s.lam * batch, batch_size=batch,
+                        max_iter=s.lbfgs_maxiter, random_state=s.seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # the epoch cap is a setting, not a failure
+        clf.fit(X, y)
+    net.notes["central_iters"] = int(clf.n_iter_)
+    net.compute_at_hub(int(clf.n_iter_) * m.pass_flops(len(y), nnz(X)))
+    return np.concatenate([clf.coefs_[0].ravel(), clf.intercepts_[0], clf.coefs_[1].ravel(), clf.intercepts_[1]])
 
 
 def run_lbfgs(net: Network, s: Settings, pool) -> np.ndarray:
@@ -103,7 +129,7 @@ def _local_round(net: Network, theta: np.ndarray, s: Settings, pool, mu: float,
     encoding drops stays in theta - replica and is sent in later rounds: error feedback on the
     downlink (DoubleSqueeze, Tang, Yu, Lian, Zhang, Liu, ICML 2019)."""
     d1 = len(theta)
-    rest = (s.lam, s.lr, s.local_steps, s.batch_size, mu, s.compress, s.inner)
+    rest = (s.lam, s.lr, s.local_steps, s.batch_size, mu, s.compress, s.inner, s.model, s.weight_decay)
     if s.compress_down == "none":
         start, msg = theta, theta.copy()
         res = pool.local_train(theta, *rest)
@@ -134,7 +160,7 @@ def _local_round(net: Network, theta: np.ndarray, s: Settings, pool, mu: float,
 def run_fedavg(net: Network, s: Settings, pool, mu: float = 0.0) -> np.ndarray:
     """FedAvg (McMahan et al. 2017): per round each DC runs local_steps SGD steps from the global
     model and the hub averages the local models weighted by n_k. mu > 0 gives FedProx."""
-    theta = np.zeros(_dims(net) + 1)
+    theta = get_model(s.model).init(_dims(net), s.seed)
     down: dict = {}
     for _ in range(s.rounds):
         theta, _ = _local_round(net, theta, s, pool, mu, down)
@@ -152,7 +178,7 @@ def run_diloco(net: Network, s: Settings, pool) -> np.ndarray:
     v = m v + delta; theta_g -= outer_lr (delta + m v). Inner optimizer: SGD, or Adam with
     per-DC moments kept across rounds (Settings.inner; the paper uses AdamW). With one full-batch inner step, m = 0 and outer_lr = 1 this is synchronous gradient
     descent."""
-    theta = np.zeros(_dims(net) + 1)
+    theta = get_model(s.model).init(_dims(net), s.seed)
     v = np.zeros_like(theta)
     down: dict = {}
     for _ in range(s.rounds):
@@ -258,17 +284,18 @@ def _fadl_warning(net: Network, s: Settings) -> str | None:
             "(local solutions overshoot under strong skew) and the proximal term was raised, costing 3 rounds each")
 
 
-_LOCAL = ("lam", "rounds", "local_steps", "batch_size", "lr", "inner", "compress", "compress_down", "seed")
+_LOCAL = ("lam", "rounds", "local_steps", "batch_size", "lr", "inner", "compress", "compress_down", "seed", "model", "weight_decay")
+_ANY_MODEL = ("logreg", "mlp")
 _BUILTINS = (
-    Algorithm("centralize", run_centralize, costs.predict_centralize_run, ("lam", "tol", "lbfgs_maxiter"), moves="raw",
+    Algorithm("centralize", run_centralize, costs.predict_centralize_run, ("lam", "tol", "lbfgs_maxiter", "model"), moves="raw", models=_ANY_MODEL,
               summary="move every DC's raw rows to one hub and fit there (scikit-learn's L-BFGS)"),
     Algorithm("lbfgs", run_lbfgs, costs.predict_lbfgs, ("lam", "tol", "lbfgs_maxiter"),
               summary="distributed L-BFGS on the summed per-DC losses and gradients"),
-    Algorithm("fedavg", run_fedavg, costs.predict_local_rounds, _LOCAL,
+    Algorithm("fedavg", run_fedavg, costs.predict_local_rounds, _LOCAL, models=_ANY_MODEL,
               summary="FedAvg: local steps, n_k-weighted model averaging"),
-    Algorithm("fedprox", run_fedprox, costs.predict_local_rounds, _LOCAL + ("mu",),
+    Algorithm("fedprox", run_fedprox, costs.predict_local_rounds, _LOCAL + ("mu",), models=_ANY_MODEL,
               summary="FedProx: FedAvg with a proximal term"),
-    Algorithm("diloco", run_diloco, costs.predict_local_rounds, _LOCAL + ("outer_lr", "outer_momentum"),
+    Algorithm("diloco", run_diloco, costs.predict_local_rounds, _LOCAL + ("outer_lr", "outer_momentum"), models=_ANY_MODEL,
               summary="DiLoCo: local inner steps, outer Nesterov momentum on the averaged change"),
     Algorithm("oneshot", run_oneshot, costs.predict_oneshot, ("lam", "tol", "lbfgs_maxiter"), fixed_rounds=1,
               summary="one-shot parameter averaging of local optima"),
@@ -288,8 +315,11 @@ def run(name: str, net: Network, s: Settings, pool: Pool | None = None) -> np.nd
     (d+1,) float64. Raises GeodmlError for an unknown name or inner optimizer, SovereigntyError
     where the algorithm would export a sovereign DC's raw rows."""
     algo = get(name)
-    if s.inner not in ("sgd", "adam"):
-        raise GeodmlError(f"unknown inner optimizer {s.inner!r} (use sgd or adam)")
+    if s.inner not in INNER_OPTIMIZERS:
+        raise GeodmlError(f"unknown inner optimizer {s.inner!r} (use {', '.join(INNER_OPTIMIZERS)})")
+    kind = get_model(s.model).name
+    if kind not in algo.models:
+        raise GeodmlError(f"{name} trains {' or '.join(algo.models)} only, not {s.model}")
     if pool is None:
         pool = InProcessPool(net.dcs, s.seed)
     else:

@@ -54,17 +54,23 @@ def _algo_names(s: str) -> tuple[str, ...]:
     return names
 
 
-def _settings(l2, rounds, local_steps, batch_size, lr, seed, compress="none", inner="sgd", compress_down="none") -> Settings:
+def _settings(l2, rounds, local_steps, batch_size, lr, seed, compress="none", inner="sgd", compress_down="none",
+              model="logreg", weight_decay=0.1) -> Settings:
     from geodml.compression import parse
+    from geodml.models import get as get_model
+    from geodml.settings import INNER_OPTIMIZERS
 
     parse(compress)
     parse(compress_down)
-    if inner not in ("sgd", "adam"):
-        raise GeodmlError(f"unknown inner optimizer {inner!r} (use sgd or adam)")
+    get_model(model)
+    if inner not in INNER_OPTIMIZERS:
+        raise GeodmlError(f"unknown inner optimizer {inner!r} (use {', '.join(INNER_OPTIMIZERS)})")
     if not l2 > 0:
         raise GeodmlError(f"--l2 must be > 0, got {l2}")
     if not 0 <= lr < float("inf"):
         raise GeodmlError(f"--lr must be >= 0 and finite (0: automatic), got {lr}")
+    if not 0 <= weight_decay < float("inf"):
+        raise GeodmlError(f"--weight-decay must be >= 0 and finite, got {weight_decay}")
     for name, v in (("--rounds", rounds), ("--local-steps", local_steps)):
         if v < 1:
             raise GeodmlError(f"{name} must be >= 1, got {v}")
@@ -74,7 +80,7 @@ def _settings(l2, rounds, local_steps, batch_size, lr, seed, compress="none", in
     if seed < 0:
         raise GeodmlError(f"--seed must be >= 0, got {seed}")
     return Settings(lam=l2, rounds=rounds, local_steps=local_steps, batch_size=batch_size, lr=lr, seed=seed, compress=compress, inner=inner,
-                    compress_down=compress_down)
+                    compress_down=compress_down, model=model, weight_decay=weight_decay)
 
 
 def _fmt_bytes(b: float) -> str:
@@ -149,8 +155,10 @@ def compare(
     flat: bool = typer.Option(False, "--flat", help="no hierarchical aggregation: every worker talks to the hub"),
     compress: str = typer.Option("none", help="uplink of fedavg/fedprox/diloco: none, q8 or topk:FRACTION (error feedback)"),
     compress_down: str = typer.Option("none", help="downlink (the hub's broadcast) of fedavg/fedprox/diloco: none, q8 or topk:FRACTION"),
-    inner: str = typer.Option("sgd", help="local optimizer of fedavg/fedprox/diloco: sgd or adam"),
-    seed: int = typer.Option(0, help="seed of the data, the partition and local sampling"),
+    inner: str = typer.Option("sgd", help="local optimizer of fedavg/fedprox/diloco: sgd, adam or adamw (decoupled weight decay)"),
+    model: str = typer.Option("logreg", help="logreg, or mlp[:HIDDEN] (one hidden ReLU layer, default 32 units; centralize, fedavg, fedprox, diloco)"),
+    weight_decay: float = typer.Option(0.1, "--weight-decay", help="AdamW's decoupled weight decay (--inner adamw)"),
+    seed: int = typer.Option(0, help="seed of the data, the partition, local sampling and the MLP's initial weights"),
     out: str = typer.Option(None, "--out", help="also write an HTML report with plots to this file"),
     backend: str = typer.Option("local", "--backend", help="where the data centers compute: local (this process), ray (one Ray actor each; "
                                 "pip install 'geodml[ray]') or flower (one Flower ClientApp each on Flower's simulation engine; "
@@ -168,7 +176,7 @@ def compare(
 
     cfg = CompareConfig(data=_data_spec(data, dataset, sample), k=dcs, partition=partition, wan=wan, sovereign=_split_names(sovereign),
                         algos=None if algos is None else _algo_names(algos),
-                        settings=_settings(l2, rounds, local_steps, batch_size, lr, seed, compress, inner, compress_down),
+                        settings=_settings(l2, rounds, local_steps, batch_size, lr, seed, compress, inner, compress_down, model, weight_decay),
                         seed=seed, hierarchical=not flat, backend=_backend(backend, ray, flower), jobs=jobs,
                         flower_timeout=flower_timeout)
     target = out or report
@@ -307,27 +315,33 @@ def plan(
     flat: bool = typer.Option(False, "--flat", help="no hierarchical aggregation: every worker talks to the hub"),
     compress: str = typer.Option("none", help="none, q8 or topk:FRACTION"),
     compress_down: str = typer.Option("none", help="downlink of fedavg/fedprox/diloco: none, q8 or topk:FRACTION"),
+    model: str = typer.Option("logreg", help="logreg or mlp[:HIDDEN]: message sizes and compute of the model"),
     seed: int = typer.Option(0, help="seed of the data and the partition (with --data)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
 ):
     """Predict each strategy's bytes, time and dollars without training; recommend one; give the crossover."""
     from geodml.planner import PlanCounts, plan as run_plan
 
-    s = _settings(l2, rounds, local_steps, batch_size, lr, seed, compress, compress_down=compress_down)
+    s = _settings(l2, rounds, local_steps, batch_size, lr, seed, compress, compress_down=compress_down, model=model)
     for name, v in (("--lbfgs-rounds", lbfgs_rounds), ("--local-passes", local_passes)):
         if v < 1:
             raise GeodmlError(f"{name} must be >= 1, got {v}")
-    cands = registry.names() if algos is None else _algo_names(algos)
+    from geodml.models import get as get_model
+
+    kind = get_model(model).name
+    cands = tuple(a for a in registry.names() if kind in registry.get(a).models) if algos is None else _algo_names(algos)
     for a in cands:
-        registry.get(a)
+        if kind not in registry.get(a).models:
+            raise GeodmlError(f"{a} trains {' or '.join(registry.get(a).models)} only, not {model}")
     sov = _split_names(sovereign)
     if data or dataset:
         sizes, d, w, hub_m, hub_c = _plan_from_data(_data_spec(data, dataset, sample), partition, dcs, wan, sov, seed)
     else:
         sizes, d, w, hub_m, hub_c = _plan_from_sizes(rows, features, nnz_per_row, dcs, partition, wan, sov, seed)
     counts = PlanCounts(lbfgs_rounds=lbfgs_rounds, oneshot_passes=local_passes, central_iters=local_passes)
-    res = run_plan(sizes, d, w, s, hub_m, hub_c, strategies=cands, counts=counts, objective=objective, hierarchical=not flat)
-    res["sizes"] = {"dcs": [z.__dict__ for z in sizes], "features": d, "model_bytes": 8 * (d + 1),
+    dm = get_model(model).n_params(d) - 1  # the cost model sees a P-parameter model as d = P - 1
+    res = run_plan(sizes, dm, w, s, hub_m, hub_c, strategies=cands, counts=counts, objective=objective, hierarchical=not flat)
+    res["sizes"] = {"dcs": [z.__dict__ for z in sizes], "features": d, "model_bytes": 8 * (dm + 1),
                     "raw_bytes": sum(z.raw_nbytes for z in sizes)}
     res["hubs"] = {"model": hub_m, "centralize": hub_c}
     if as_json:

@@ -17,7 +17,7 @@ from geodml.data import Dataset, load_dataset, raw_nbytes
 from geodml.encoding import ENCODING_NAME
 from geodml.errors import GeodmlError, SovereigntyError
 from geodml.network import Network, build_dcs, central_hub, model_hub
-from geodml.objective import predict_proba
+from geodml.models import get as get_model
 from geodml.partition import partition
 from geodml.planner import DCSize, PlanCounts, crossover, predict, unconstrained_central_hub
 from geodml.wan import Wan, load_wan
@@ -51,8 +51,11 @@ class CompareConfig:
 
     @property
     def algorithms(self) -> tuple[str, ...]:
-        """The algorithms to run: algos, or every registered one."""
-        return registry.names() if self.algos is None else self.algos
+        """The algorithms to run: algos, or every registered one that trains settings.model."""
+        if self.algos is not None:
+            return self.algos
+        kind = get_model(self.settings.model).name
+        return tuple(a for a in registry.names() if kind in registry.get(a).models)
 
 
 @dataclass
@@ -105,8 +108,10 @@ def compare(cfg: CompareConfig, progress: Callable[[str], None] = lambda msg: No
 
 def _federation(cfg: CompareConfig) -> Federation:
     """Validate cfg and build the federation. Raises GeodmlError on bad input."""
+    kind = get_model(cfg.settings.model).name
     for a in cfg.algorithms:
-        registry.get(a)
+        if kind not in registry.get(a).models:
+            raise GeodmlError(f"{a} trains {' or '.join(registry.get(a).models)} only, not {cfg.settings.model}")
     backends.check(cfg.backend, cfg.jobs, cfg.flower_timeout)
     ds = load_dataset(cfg.data, seed=cfg.seed)
     return build_federation(ds, cfg.partition, cfg.k, cfg.wan, cfg.sovereign, cfg.seed)
@@ -152,12 +157,13 @@ def _compare(cfg: CompareConfig, progress: Callable[[str], None]) -> dict:
     an empty data center)."""
     fed = _federation(cfg)
     ds, dcs, d = fed.ds, fed.dcs, fed.d
+    n_params = get_model(cfg.settings.model).n_params(d)
     # Progress starts only once every input is validated, so bad input stays a single line.
     progress(f"loaded {cfg.data}: {len(ds.y_train)} training rows over {len(dcs)} data centers ({fed.partition})")
     out: dict = {
         "data": {"spec": cfg.data, "n_train": int(len(ds.y_train)), "n_test": int(len(ds.y_test)), "features": d,
                  "raw_bytes": sum(dc.raw_nbytes for dc in dcs), "raw_encoding": ENCODING_NAME,
-                 "memory_bytes": raw_nbytes(ds.X_train, ds.y_train), "model_bytes": 8 * (d + 1)},
+                 "memory_bytes": raw_nbytes(ds.X_train, ds.y_train), "model": cfg.settings.model, "model_bytes": 8 * n_params},
         "partition": fed.partition,
         "dcs": [{"name": dc.name, "place": dc.place, "rows": dc.n, "raw_bytes": dc.raw_nbytes, "sovereign": dc.sovereign,
                  "positive_rate": float(dc.y.mean())} for dc in dcs],
@@ -180,11 +186,16 @@ def _compare(cfg: CompareConfig, progress: Callable[[str], None]) -> dict:
     return out
 
 
+def _planner_d(cfg: CompareConfig, fed: Federation) -> int:
+    """The d the cost model sees: a model of P parameters sends messages of a d = P - 1 model."""
+    return get_model(cfg.settings.model).n_params(fed.d) - 1
+
+
 def _planner_view(cfg: CompareConfig, fed: Federation, pc: PlanCounts, out: dict) -> None:
     """Add to out what the planner says with this run's iteration counts: centralizing's bytes
     (if sovereignty allowed it), each model-exchange algorithm's crossover, the scaling curves and
     every algorithm's bytes over centralizing's."""
-    sizes, d, wan = fed.sizes, fed.d, fed.wan
+    sizes, d, wan = fed.sizes, _planner_d(cfg, fed), fed.wan
     plain = [DCSize(x.name, x.n, x.nnz, x.raw_nbytes) for x in sizes]
     hub_c = fed.hub_c or unconstrained_central_hub(plain, wan)
     central = predict("centralize", plain, d, wan, cfg.settings, hub_c, pc)
@@ -221,10 +232,10 @@ def _run_one(algo: registry.Algorithm, cfg: CompareConfig, fed: Federation, coun
         return {"refused": str(e)}
     wall = time.perf_counter() - t0
     ds = fed.ds
-    p = np.clip(predict_proba(ds.X_test, theta), 1e-15, 1 - 1e-15)
+    p = np.clip(get_model(cfg.settings.model).predict_proba(ds.X_test, theta), 1e-15, 1 - 1e-15)
     summ = net.summary()
     counts.update(net.notes)
-    pred = predict(a, fed.sizes, fed.d, fed.wan, cfg.settings, hub, _counts(counts), cfg.hierarchical)
+    pred = predict(a, fed.sizes, _planner_d(cfg, fed), fed.wan, cfg.settings, hub, _counts(counts), cfg.hierarchical)
     row = {
         "bytes": summ["bytes"], "rounds": summ["rounds"], "sim_seconds": summ["sim_seconds"], "dollars": summ["dollars"],
         "test_accuracy": float(np.mean((p > 0.5) == ds.y_test)),

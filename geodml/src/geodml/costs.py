@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from geodml.compression import encoded_nbytes
+from geodml.models import get as get_model
 from geodml.network import DataCenter
 from geodml.objective import pass_flops
 from geodml.settings import FADL_STEPS, Settings
@@ -108,8 +109,9 @@ def _rate(wan: Wan, dc: DCSize) -> float:
     return _workers(wan, dc) * wan.region(dc.name).compute_gflops * 1e9
 
 
-def predict_centralize(sizes: list[DCSize], wan: Wan, hub: str | None, iters: int) -> Prediction:
-    """Cost of moving all raw rows to hub and fitting there for iters passes."""
+def predict_centralize(sizes: list[DCSize], wan: Wan, hub: str | None, iters: int, flops=pass_flops) -> Prediction:
+    """Cost of moving all raw rows to hub and fitting there for iters passes of flops(n, nnz)
+    flops each (default: logistic regression's pass)."""
     if hub is None or any(d.sovereign and d.name != hub for d in sizes):
         sov = [d.name for d in sizes if d.sovereign]
         return Prediction(0, 0, 0, 0.0, 0.0, refused=f"sovereign data centers {', '.join(sov)} may not export raw rows")
@@ -118,7 +120,7 @@ def predict_centralize(sizes: list[DCSize], wan: Wan, hub: str | None, iters: in
     t = max((wan.transfer_seconds(d.name, hub, d.raw_nbytes) for d in others), default=0.0)
     n, z = sum(d.n for d in sizes), sum(d.nnz for d in sizes)
     hubdc = next(d for d in sizes if d.name == hub)
-    t += iters * pass_flops(n, z) / _rate(wan, hubdc)
+    t += iters * flops(n, z) / _rate(wan, hubdc)
     return Prediction(nbytes, 0, 1, t, sum(wan.egress_usd(d.name, hub, d.raw_nbytes) for d in others))
 
 
@@ -165,8 +167,8 @@ def _round(sizes, wan, hub, d, hierarchical, down: bool, flops: dict, allreduces
 def predict_centralize_run(sizes: list[DCSize], d: int, wan: Wan, s: Settings, hub: str | None,
                            counts: PlanCounts = PlanCounts(), hierarchical: bool = True) -> Prediction:
     """Centralizing as a registry predictor: predict_centralize with counts.central_iters passes
-    (d, s and hierarchical do not change what moving the rows costs)."""
-    return predict_centralize(sizes, wan, hub, counts.central_iters)
+    of s.model (d and hierarchical do not change what moving the rows costs)."""
+    return predict_centralize(sizes, wan, hub, counts.central_iters, get_model(s.model).pass_flops)
 
 
 def _rounds_cost(sizes, d, wan, hub, hierarchical, rounds: int, down: bool, flops: dict, allreduces: dict,
@@ -196,13 +198,14 @@ def predict_local_rounds(sizes: list[DCSize], d: int, wan: Wan, s: Settings, hub
                          counts: PlanCounts = PlanCounts(), hierarchical: bool = True) -> Prediction:
     """FedAvg, FedProx, DiLoCo: s.rounds rounds of s.local_steps local steps (mini-batches of
     s.batch_size rows, or full passes), each step an intra-DC allreduce; the up and down messages
-    encoded by s.compress and s.compress_down."""
+    encoded by s.compress and s.compress_down. For an MLP pass d = n_params - 1 (message sizes)."""
     flops = {}
+    pf = get_model(s.model).pass_flops
     for dc in sizes:
         if s.batch_size <= 0 or s.batch_size >= dc.n:
-            flops[dc.name] = s.local_steps * pass_flops(dc.n, dc.nnz)
+            flops[dc.name] = s.local_steps * pf(dc.n, dc.nnz)
         else:
-            flops[dc.name] = s.local_steps * pass_flops(s.batch_size, s.batch_size * dc.nnz / dc.n)
+            flops[dc.name] = s.local_steps * pf(s.batch_size, s.batch_size * dc.nnz / dc.n)
     allreduces = {dc.name: s.local_steps for dc in sizes}
     up_b = None if s.compress == "none" else encoded_nbytes(s.compress, d + 1)
     down_b = None if s.compress_down == "none" else encoded_nbytes(s.compress_down, d + 1)

@@ -12,6 +12,8 @@ import numpy as np
 from scipy.optimize import minimize
 
 from geodml.compression import ErrorFeedback
+from geodml.models import LogReg
+from geodml.models import get as get_model
 from geodml.objective import loss_grad_sum, nnz, objective, pass_flops
 
 
@@ -20,14 +22,18 @@ ADAM_EPS = 1e-8
 
 
 def local_sgd(X, y: np.ndarray, theta0: np.ndarray, lam: float, lr: float, steps: int, batch_size: int,
-              rng: np.random.Generator, mu: float = 0.0, adam: dict | None = None) -> tuple[np.ndarray, float]:
+              rng: np.random.Generator, mu: float = 0.0, adam: dict | None = None, model=None,
+              decay: float = 0.0) -> tuple[np.ndarray, float]:
     """``steps`` mini-batch steps on one DC's local objective
         (1/|B|) sum_{i in B} loss_i + (lam/2)||w||^2 + (mu/2)||theta - theta0||^2
     (mu > 0: FedProx, Li et al. 2020). batch_size 0 or >= n means full-batch gradient descent.
     Batches walk a fresh permutation of the rows each pass. Plain SGD, or with ``adam`` (a dict
     holding m, v, t, updated in place so the state persists across rounds as DiLoCo's inner
     optimizer state does) Adam (Kingma and Ba, ICLR 2015; betas 0.9, 0.999, eps 1e-8, the L2
-    term inside the gradient). Returns (theta (d+1,), flops)."""
+    term inside the gradient); with decay > 0 AdamW's decoupled weight decay theta -= lr decay theta
+    (Loshchilov and Hutter, ICLR 2019). model: a models.py model (default logistic regression).
+    Returns (theta (n_params,), flops)."""
+    model = model or LogReg()
     n = len(y)
     theta = theta0.copy()
     flops = 0.0
@@ -42,7 +48,7 @@ def local_sgd(X, y: np.ndarray, theta0: np.ndarray, lam: float, lr: float, steps
                 Xp, yp, pos = X[perm], y[perm], 0
             Xb, yb = Xp[pos:pos + batch_size], yp[pos:pos + batch_size]
             pos += batch_size
-        _, g = objective(Xb, yb, theta, lam)
+        _, g = model.objective(Xb, yb, theta, lam)
         if mu:
             g += mu * (theta - theta0)
         if adam is None:
@@ -56,8 +62,8 @@ def local_sgd(X, y: np.ndarray, theta0: np.ndarray, lam: float, lr: float, steps
             adam["v"] = b2 * adam["v"] + (1 - b2) * g * g
             m_hat = adam["m"] / (1 - b1 ** adam["t"])
             v_hat = adam["v"] / (1 - b2 ** adam["t"])
-            theta -= lr * m_hat / (np.sqrt(v_hat) + ADAM_EPS)
-        flops += pass_flops(len(yb), nnz(Xb))
+            theta -= lr * (m_hat / (np.sqrt(v_hat) + ADAM_EPS) + decay * theta)
+        flops += model.pass_flops(len(yb), nnz(Xb))
     return theta, flops
 
 
@@ -156,19 +162,23 @@ class DCWorker:
         return msg
 
     def local_train(self, theta: np.ndarray, lam: float, lr: float, steps: int, batch_size: int, mu: float,
-                    compress: str, inner: str = "sgd") -> tuple[np.ndarray, float, float]:
-        """Local training from theta with inner 'sgd' (lr 0: this DC's 1/L) or 'adam' (lr 0:
-        0.01; its moments persist across rounds). Returns (message, flops, lr used): the message
-        is [theta_k, n_k] (float64) or, with compress != 'none', the error-feedback encoded update
+                    compress: str, inner: str = "sgd", model: str = "logreg", decay: float = 0.0) -> tuple[np.ndarray, float, float]:
+        """Local training of ``model`` (models.get) from theta with inner 'sgd' (lr 0: this DC's
+        1/L for logreg, 0.1 for an MLP), 'adam' or 'adamw' (lr 0: 0.01; moments persist across
+        rounds; adamw decays weights by decay). Returns (message, flops, lr used): the message is
+        [theta_k, n_k] (float64) or, with compress != 'none', the error-feedback encoded update
         theta_k - theta (uint8)."""
-        if lr <= 0 and inner == "adam":
+        m = get_model(model)
+        if lr <= 0 and inner in ("adam", "adamw"):
             lr = 0.01
+        elif lr <= 0 and model != "logreg":
+            lr = 0.1
         elif lr <= 0:
             if self.lr is None:
                 self.lr = local_lr(self.X, lam)
             lr = self.lr
         th, flops = local_sgd(self.X, self.y, theta, lam, lr, steps, batch_size, self.rng, mu,
-                              self.adam if inner == "adam" else None)
+                              self.adam if inner in ("adam", "adamw") else None, m, decay if inner == "adamw" else 0.0)
         if compress == "none":
             return np.concatenate([th, [float(self.n)]]), flops, lr
         if self.ef is None or self.ef.spec != compress:
@@ -176,7 +186,8 @@ class DCWorker:
         return self.ef.send("self", th - theta, float(self.n)), flops, lr
 
     def local_train_down(self, msg: np.ndarray, down: str, lam: float, lr: float, steps: int, batch_size: int,
-                         mu: float, compress: str, inner: str = "sgd") -> tuple[np.ndarray, float, float]:
+                         mu: float, compress: str, inner: str = "sgd", model: str = "logreg",
+                         decay: float = 0.0) -> tuple[np.ndarray, float, float]:
         """local_train from this DC's copy of the global model after applying the hub's
         compressed downlink msg (uint8, compression.encode with spec ``down``: the change of the
         hub's copy, starting from zeros). With compress != 'none' the uplink update is relative to
@@ -184,9 +195,9 @@ class DCWorker:
         from geodml.compression import decode
 
         if self.replica is None:
-            self.replica = np.zeros(self.X.shape[1] + 1)
+            self.replica = np.zeros(get_model(model).n_params(self.X.shape[1]))
         self.replica = self.replica + decode(down, msg, len(self.replica))[0]
-        return self.local_train(self.replica, lam, lr, steps, batch_size, mu, compress, inner)
+        return self.local_train(self.replica, lam, lr, steps, batch_size, mu, compress, inner, model, decay)
 
     def solve_local(self, lam: float, maxiter: int, tol: float) -> tuple[np.ndarray, int]:
         """Minimize the DC's own objective (1/n_k) L_k + (lam/2)||w||^2 with L-BFGS from zero.
@@ -244,14 +255,14 @@ class DCOperations:
         return self.call("loss_grad", (theta,))
 
     def local_train(self, theta: np.ndarray, lam: float, lr: float, steps: int, batch_size: int, mu: float,
-                    compress: str, inner: str = "sgd") -> dict:
+                    compress: str, inner: str = "sgd", model: str = "logreg", decay: float = 0.0) -> dict:
         """DCWorker.local_train on every DC: {name: (message, flops, lr)}."""
-        return self.call("local_train", (theta, lam, lr, steps, batch_size, mu, compress, inner))
+        return self.call("local_train", (theta, lam, lr, steps, batch_size, mu, compress, inner, model, decay))
 
     def local_train_down(self, msg: np.ndarray, down: str, lam: float, lr: float, steps: int, batch_size: int,
-                         mu: float, compress: str, inner: str = "sgd") -> dict:
+                         mu: float, compress: str, inner: str = "sgd", model: str = "logreg", decay: float = 0.0) -> dict:
         """DCWorker.local_train_down on every DC: {name: (message, flops, lr)}."""
-        return self.call("local_train_down", (msg, down, lam, lr, steps, batch_size, mu, compress, inner))
+        return self.call("local_train_down", (msg, down, lam, lr, steps, batch_size, mu, compress, inner, model, decay))
 
     def solve_local(self, lam: float, maxiter: int, tol: float) -> dict:
         """DCWorker.solve_local on every DC: {name: ([theta_k, n_k], passes)}."""

@@ -70,7 +70,7 @@ def crossover(strategy: str, sizes: list[DCSize], d: int, wan: Wan, s: Settings,
     it is refused."""
     plain = [replace(x, sovereign=False) for x in sizes]
     hub_c = central_hub or unconstrained_central_hub(plain, wan)
-    c = predict_centralize(plain, wan, hub_c, counts.central_iters)
+    c = predict("centralize", plain, d, wan, s, hub_c, counts)
     p = predict(strategy, sizes, d, wan, s, model_hub, counts, hierarchical)
     per_round = p.bytes / max(p.rounds, 1)
     n = sum(x.n for x in sizes)
@@ -81,7 +81,7 @@ def crossover(strategy: str, sizes: list[DCSize], d: int, wan: Wan, s: Settings,
     for metric in ("bytes", "sim_seconds", "dollars"):
         def f(a, metric=metric):
             sc = [x.scaled(a) for x in plain]
-            return getattr(predict_centralize(sc, wan, hub_c, counts.central_iters), metric) - getattr(predict(strategy, sc, d, wan, s, model_hub, counts, hierarchical), metric)
+            return getattr(predict("centralize", sc, d, wan, s, hub_c, counts), metric) - getattr(predict(strategy, sc, d, wan, s, model_hub, counts, hierarchical), metric)
         a = _tie_scale(f)
         out[f"rows_{metric}"] = None if a is None else a * n
     return out

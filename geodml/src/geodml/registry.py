@@ -47,6 +47,7 @@ class Algorithm:
             A strategy with fixed rounds has no "rounds beyond which centralizing wins".
         warn: optional ``warn(net, settings) -> str | None``: a line for the user when the run went
             wrong in a way its numbers alone hide.
+        models: the model kinds it trains (models.py names: "logreg", "mlp").
         summary: one line for help and listings.
     """
 
@@ -58,6 +59,7 @@ class Algorithm:
     fixed_rounds: int | None = None
     warn: Warner | None = None
     summary: str = ""
+    models: tuple[str, ...] = ("logreg",)
 
     def __post_init__(self):
         if self.moves not in ("model", "raw"):

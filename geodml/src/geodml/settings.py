@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+INNER_OPTIMIZERS = ("sgd", "adam", "adamw")
+
 # FADL's line search evaluates F at theta + a * direction for these a in one round.
 FADL_STEPS = tuple(2.0**-i for i in range(8))
 
@@ -24,7 +26,9 @@ class Settings:
     FedAvg/FedProx/DiLoCo updates with error feedback (compression.py: none, q8, topk:F); with
     none the reply is the local model and n_k as d+2 float64. compress_down: the same encodings for
     the hub's broadcast of FedAvg/FedProx/DiLoCo (_local_round). inner: local optimizer of
-    FedAvg/FedProx/DiLoCo, sgd or adam (dcside.local_sgd). seed: mini-batch order.
+    FedAvg/FedProx/DiLoCo, sgd, adam or adamw (dcside.local_sgd; adamw adds decoupled weight decay
+    weight_decay, Loshchilov and Hutter, ICLR 2019, as DiLoCo's inner optimizer). model: logreg
+    or mlp[:H] (models.py). seed: mini-batch order and the MLP's initial weights.
     """
 
     lam: float = 1e-4
@@ -43,5 +47,7 @@ class Settings:
     compress: str = "none"
     compress_down: str = "none"
     inner: str = "sgd"
+    model: str = "logreg"
+    weight_decay: float = 0.1
     fadl_local_iters: int = 10
     seed: int = 0
