@@ -143,7 +143,8 @@ def test_malformed_wan_file_one_line_exit_2(geodml, tmp_path):
 @pytest.mark.slow
 def test_default_compare_accuracy_claims(geodml):
     """The embedded default (ctr, 200k rows, 4 regions): exact-objective methods match
-    centralized accuracy within 0.5 points; one-shot averaging moves < 1/20 of centralizing's bytes."""
+    centralized accuracy within 0.5 points; one-shot averaging moves < 1/6 of centralizing's
+    Parquet bytes (0.147), every iterative algorithm more than centralizing (the README's table)."""
     r = geodml("compare", "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
@@ -151,7 +152,9 @@ def test_default_compare_accuracy_claims(geodml):
     central = algos["centralize"]["test_accuracy"]
     for a in ("lbfgs", "fadl", "diloco", "oneshot"):
         assert algos[a]["test_accuracy"] >= central - 0.005, (a, algos[a]["test_accuracy"], central)
-    assert out["bytes_ratio_vs_centralize"]["oneshot"] < 1 / 20
+    assert out["bytes_ratio_vs_centralize"]["oneshot"] < 1 / 6
+    for a in ("lbfgs", "fadl", "diloco", "fedavg", "fedprox"):
+        assert out["bytes_ratio_vs_centralize"][a] > 1, a
     for a, v in algos.items():
         assert v["predicted"]["bytes"] == v["bytes"]
 
