@@ -212,6 +212,9 @@ def _print_compare(res: dict) -> None:
     d = res["data"]
     out.print(f"data {d['spec']}: {d['n_train']} train rows, {d['features']} features, raw {_fmt_bytes(d['raw_bytes'])}, model {_fmt_bytes(d['model_bytes'])}; "
               f"partition {res['partition']}; hubs: model {res['hubs']['model']}, centralize {res['hubs']['centralize']}")
+    if any(dc.get("place") for dc in res["dcs"]):
+        out.print("data centers: " + ", ".join(f"{dc['name']} = {dc['place']} ({dc['rows']} rows, {_fmt_bytes(dc['raw_bytes'])})"
+                                               for dc in res["dcs"]), highlight=False)
     # Eight narrow columns fit an 80-column terminal; the planner's predictions are in --json.
     t = Table("algorithm", "WAN", "ratio", "rounds", "sim s", "$", "acc", "logloss")
     t.columns[0].min_width = 10
