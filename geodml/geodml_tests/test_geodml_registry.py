@@ -71,7 +71,8 @@ def test_every_dc_operation_is_a_dcworker_method_with_the_same_parameters():
     assert set(DC_OPERATIONS) == {"reset", "loss_grad", "local_train", "local_train_down", "solve_local", "fadl_solve", "line_losses"}
     for op in DC_OPERATIONS:
         mine = list(inspect.signature(getattr(DCOperations, op)).parameters)
-        theirs = list(inspect.signature(getattr(DCWorker, op)).parameters)
+        # Ray, once it has made DCWorker an actor in this process, adds a _ray_trace_ctx parameter
+        theirs = [p for p in inspect.signature(getattr(DCWorker, op)).parameters if not p.startswith("_ray")]
         assert mine == theirs, op
 
 
