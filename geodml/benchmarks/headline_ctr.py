@@ -38,8 +38,9 @@ def main(rows: int = 2_000_000, features: int = 65536) -> None:
               f"{r['sim_seconds']:8.2f} {r['dollars']:9.5f} {r['test_accuracy']:8.4f} "
               f"{100 * (r['test_accuracy'] - c['test_accuracy']):+9.2f} {r['wall_seconds']:7.1f}")
     for a, x in res["crossover"].items():
-        print(f"crossover {a}: centralizing moves fewer bytes beyond {x['rounds_bytes']:.0f} rounds, "
-              f"or below {x['rows_bytes']:.3g} rows (seconds: {_r(x['rows_sim_seconds'])} rows, "
+        rounds = "" if x["rounds_bytes"] is None else f"from {x['rounds_bytes']} rounds on, or "
+        print(f"crossover {a}: centralizing moves fewer bytes {rounds}"
+              f"below {x['rows_bytes']:.3g} rows (seconds: {_r(x['rows_sim_seconds'])} rows, "
               f"dollars: {_r(x['rows_dollars'])} rows)")
     print(f"total wall {time.perf_counter() - t:.0f} s")
 

@@ -1,5 +1,8 @@
 """Shared small fixtures: a 4-region WAN and small federations built from real data."""
 
+import subprocess
+import sys
+
 import pytest
 
 from geodml.data import load_dataset, make_ctr
@@ -44,3 +47,20 @@ def single_threaded_blas():
 
     with threadpool_limits(limits=1, user_api="blas"):
         yield
+
+
+@pytest.fixture()
+def geodml(capsys, monkeypatch):
+    """Run the CLI's main() in this process (a subprocess per case costs seconds of imports)."""
+    from geodml.cli import main
+
+    def call(*args):
+        monkeypatch.setattr(sys, "argv", ["geodml", *args])
+        code = 0
+        try:
+            main()
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(args, code, out, err)
+    return call

@@ -128,7 +128,7 @@ def test_compare_on_flower_equals_the_in_process_run():
     s = Settings(lam=1e-3, tol=1e-8, lbfgs_maxiter=40, rounds=4, local_steps=5, batch_size=32)
     cfg = dict(data="sklearn:breast_cancer", partition="dirichlet:1.0", algos=("lbfgs", "fedavg"), settings=s)
     local = compare(CompareConfig(**cfg))
-    remote = compare(CompareConfig(**cfg, flower=True))
+    remote = compare(CompareConfig(**cfg, backend="flower"))
     d = local["data"]["features"]
     K = len(local["dcs"])
     for a in cfg["algos"]:

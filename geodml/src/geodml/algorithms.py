@@ -9,20 +9,19 @@ sum and loss sum for gradient methods; local model and row count n_k for model-a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 from scipy.optimize import minimize
 
+from geodml import costs
 from geodml.compression import decode, encode
-from geodml.dcside import InProcessPool
+from geodml.dcside import InProcessPool, Pool
 from geodml.errors import GeodmlError
+from geodml.models import get as get_model
 from geodml.network import Network
 from geodml.objective import nnz, pass_flops
+from geodml.registry import Algorithm, get, names, register
+from geodml.settings import FADL_STEPS, INNER_OPTIMIZERS, Settings
 
-ALGORITHMS = ("centralize", "lbfgs", "fedavg", "fedprox", "diloco", "oneshot", "fadl")
-# FADL's line search evaluates F at theta + a * direction for these a in one round.
-FADL_STEPS = tuple(2.0**-i for i in range(8))
 # FADL's proximal strength after a line search that found no decrease: max(10 mu, FADL_MU_FLOOR).
 # F is an average over rows, so its curvature is O(1) or less for standardized or one-hot
 # features: 0.01 is a gentle first restraint, and each further stall multiplies it by ten.
@@ -30,43 +29,6 @@ FADL_MU_FLOOR = 1e-2
 FADL_MU_GROWTH = 10.0
 # A line search that accepts only a step below this (or none) means the direction overshoots.
 FADL_SHORT_STEP = 0.5
-
-
-@dataclass(frozen=True)
-class Settings:
-    """Hyper-parameters shared by the algorithms.
-
-    lam: L2 strength of F (objective.py). lbfgs_maxiter / tol: distributed L-BFGS (and the
-    centralized scikit-learn fit) stopping rules. rounds: communication rounds of FedAvg, FedProx
-    and DiLoCo. local_steps: SGD steps per round on each DC; batch_size: rows per step (0 = full
-    local batch); lr: local step size (0: each DC uses 1/L_k, see local_lr). mu: FedProx proximal strength. outer_lr, outer_momentum:
-    DiLoCo's outer Nesterov SGD (Douillard et al. 2023 use 0.7 and 0.9). fadl_iters: FADL outer iterations;
-    fadl_local_iters: L-BFGS iterations of each local solve; fadl_mu: FADL's starting proximal
-    strength, adapted during the run unless fadl_adapt is False (see run_fadl). compress: uplink encoding of
-    FedAvg/FedProx/DiLoCo updates with error feedback (compression.py: none, q8, topk:F); with
-    none the reply is the local model and n_k as d+2 float64. compress_down: the same encodings for
-    the hub's broadcast of FedAvg/FedProx/DiLoCo (_local_round). inner: local optimizer of
-    FedAvg/FedProx/DiLoCo, sgd or adam (dcside.local_sgd). seed: mini-batch order.
-    """
-
-    lam: float = 1e-4
-    lbfgs_maxiter: int = 200
-    tol: float = 1e-6
-    rounds: int = 20
-    local_steps: int = 50
-    batch_size: int = 256
-    lr: float = 0.0
-    mu: float = 0.01
-    outer_lr: float = 0.7
-    outer_momentum: float = 0.9
-    fadl_iters: int = 6
-    fadl_mu: float = 0.0
-    fadl_adapt: bool = True
-    compress: str = "none"
-    compress_down: str = "none"
-    inner: str = "sgd"
-    fadl_local_iters: int = 10
-    seed: int = 0
 
 
 def _n_total(net: Network) -> int:
@@ -85,7 +47,7 @@ def distributed_loss_grad(net: Network, theta: np.ndarray, lam: float, pool=None
     pool = pool or InProcessPool(net.dcs)
     d = len(theta) - 1
     w = theta[:-1]
-    up = pool.call("loss_grad", (theta,))
+    up = pool.loss_grad(theta)
     net.round(theta.copy(), up, {dc.name: pass_flops(dc.n, dc.nnz) for dc in net.dcs})
     total = np.zeros(d + 2)
     for dc in net.dcs:
@@ -108,6 +70,8 @@ def run_centralize(net: Network, s: Settings, pool=None) -> np.ndarray:
     X = sp.vstack(Xs, format="csr") if sp.issparse(Xs[0]) else np.vstack(Xs)
     y = np.concatenate([dc.y for dc in net.dcs])
     n = len(y)
+    if s.model != "logreg":
+        return _central_mlp(net, X, y, s)
     clf = LogisticRegression(C=1.0 / (s.lam * n), tol=s.tol, max_iter=max(s.lbfgs_maxiter, 1000), solver="lbfgs")
     clf.fit(X, y)
     net.notes["central_iters"] = int(clf.n_iter_[0])
@@ -115,11 +79,34 @@ def run_centralize(net: Network, s: Settings, pool=None) -> np.ndarray:
     return np.concatenate([clf.coef_.ravel(), clf.intercept_]).astype(np.float64)
 
 
+def _central_mlp(net: Network, X, y: np.ndarray, s: Settings) -> np.ndarray:
+    """The centralized MLP: scikit-learn's MLPClassifier (one hidden ReLU layer, Adam at its
+    defaults, mini-batches of s.batch_size (or 200), alpha = lam B so its objective is models.MLP's,
+    at most s.lbfgs_maxiter epochs with its own stopping rule); compute accounted as one pass per
+    epoch. Returns theta in models.MLP's layout."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.neural_network import MLPClassifier
+
+    m = get_model(s.model)
+    batch = s.batch_size if 0 < s.batch_size < len(y) else min(200, len(y))
+    # scikit-learn divides its penalty 0.5 alpha ||W||^2 by the mini-batch's size: alpha = lam B is F's lam
+    clf = MLPClassifier(hidden_layer_sizes=(m.hidden,), activation="relu", alpha=s.lam * batch, batch_size=batch,
+                        max_iter=s.lbfgs_maxiter, random_state=s.seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # the epoch cap is a setting, not a failure
+        clf.fit(X, y)
+    net.notes["central_iters"] = int(clf.n_iter_)
+    net.compute_at_hub(int(clf.n_iter_) * m.pass_flops(len(y), nnz(X)))
+    return np.concatenate([clf.coefs_[0].ravel(), clf.intercepts_[0], clf.coefs_[1].ravel(), clf.intercepts_[1]])
+
+
 def run_lbfgs(net: Network, s: Settings, pool) -> np.ndarray:
     """Distributed L-BFGS (scipy's L-BFGS-B at the hub) on the summed per-DC losses and gradients:
     every function evaluation is one round of distributed_loss_grad (Cano et al. 2016's
     statistical-query formulation). net.notes["objective_trace"]: (rounds so far, F) of every
-    evaluation."""
+    evaluation; net.notes["lbfgs_rounds"]: the rounds it took."""
     trace = net.notes.setdefault("objective_trace", [])
 
     def fg(th):
@@ -128,6 +115,7 @@ def run_lbfgs(net: Network, s: Settings, pool) -> np.ndarray:
         return f, g
     res = minimize(fg, np.zeros(_dims(net) + 1), jac=True, method="L-BFGS-B",
                    options={"maxiter": s.lbfgs_maxiter, "gtol": s.tol, "ftol": 1e-15})
+    net.notes["lbfgs_rounds"] = net.rounds  # the planner's count for this run (costs.predict_lbfgs)
     return res.x
 
 
@@ -141,15 +129,15 @@ def _local_round(net: Network, theta: np.ndarray, s: Settings, pool, mu: float,
     encoding drops stays in theta - replica and is sent in later rounds: error feedback on the
     downlink (DoubleSqueeze, Tang, Yu, Lian, Zhang, Liu, ICML 2019)."""
     d1 = len(theta)
-    rest = (s.lam, s.lr, s.local_steps, s.batch_size, mu, s.compress, s.inner)
+    rest = (s.lam, s.lr, s.local_steps, s.batch_size, mu, s.compress, s.inner, s.model, s.weight_decay)
     if s.compress_down == "none":
         start, msg = theta, theta.copy()
-        res = pool.call("local_train", (theta, *rest))
+        res = pool.local_train(theta, *rest)
     else:
         replica = down.setdefault("replica", np.zeros(d1))
         msg = encode(s.compress_down, theta - replica, 0.0)
         start = down["replica"] = replica + decode(s.compress_down, msg, d1)[0]
-        res = pool.call("local_train_down", (msg, s.compress_down, *rest))
+        res = pool.local_train_down(msg, s.compress_down, *rest)
     up = {k: r[0] for k, r in res.items()}
     if s.lr <= 0:
         net.notes["local_lr"] = {k: r[2] for k, r in res.items()}
@@ -172,7 +160,7 @@ def _local_round(net: Network, theta: np.ndarray, s: Settings, pool, mu: float,
 def run_fedavg(net: Network, s: Settings, pool, mu: float = 0.0) -> np.ndarray:
     """FedAvg (McMahan et al. 2017): per round each DC runs local_steps SGD steps from the global
     model and the hub averages the local models weighted by n_k. mu > 0 gives FedProx."""
-    theta = np.zeros(_dims(net) + 1)
+    theta = get_model(s.model).init(_dims(net), s.seed)
     down: dict = {}
     for _ in range(s.rounds):
         theta, _ = _local_round(net, theta, s, pool, mu, down)
@@ -190,7 +178,7 @@ def run_diloco(net: Network, s: Settings, pool) -> np.ndarray:
     v = m v + delta; theta_g -= outer_lr (delta + m v). Inner optimizer: SGD, or Adam with
     per-DC moments kept across rounds (Settings.inner; the paper uses AdamW). With one full-batch inner step, m = 0 and outer_lr = 1 this is synchronous gradient
     descent."""
-    theta = np.zeros(_dims(net) + 1)
+    theta = get_model(s.model).init(_dims(net), s.seed)
     v = np.zeros_like(theta)
     down: dict = {}
     for _ in range(s.rounds):
@@ -208,7 +196,7 @@ def run_oneshot(net: Network, s: Settings, pool) -> np.ndarray:
     own regularized objective to convergence (L-BFGS, data parallel inside the DC), sends its model
     once, and the hub averages weighted by n_k. One round, no broadcast."""
     d1 = _dims(net) + 1
-    res = pool.call("solve_local", (s.lam, s.lbfgs_maxiter, s.tol))
+    res = pool.solve_local(s.lam, s.lbfgs_maxiter, s.tol)
     up = {k: r[0] for k, r in res.items()}
     ar = {k: r[1] for k, r in res.items()}
     net.notes["oneshot_passes"] = ar
@@ -252,14 +240,14 @@ def run_fadl(net: Network, s: Settings, pool) -> np.ndarray:
         f0, g = distributed_loss_grad(net, theta, s.lam, pool)
         trace.append((net.rounds, f0))
         mus.append(mu)
-        res = pool.call("fadl_solve", (theta, g, s.lam, s.fadl_local_iters, s.tol * 1e-2, mu))
+        res = pool.fadl_solve(theta, g, s.lam, s.fadl_local_iters, s.tol * 1e-2, mu)
         up = {k: r[0] for k, r in res.items()}
         passes = {k: r[1] for k, r in res.items()}
         passes_log.append(passes)
         # g travels with mu: one more float64 in the broadcast
         net.round(np.concatenate([g, [mu]]), up, {dc.name: passes[dc.name] * pass_flops(dc.n, dc.nnz) for dc in net.dcs}, passes)
         direction = sum(up[dc.name][-1] * up[dc.name][:-1] for dc in net.dcs) / n_tot - theta
-        up = pool.call("line_losses", (theta, direction, FADL_STEPS))
+        up = pool.line_losses(theta, direction, FADL_STEPS)
         net.round(direction.copy(), up, {dc.name: len(FADL_STEPS) * pass_flops(dc.n, dc.nnz) for dc in net.dcs})
         total = sum(up[dc.name] for dc in net.dcs)
         slope = float(np.sum(g * direction))
@@ -288,28 +276,52 @@ def run_fadl(net: Network, s: Settings, pool) -> np.ndarray:
     return theta
 
 
-RUNNERS = {
-    "centralize": run_centralize,
-    "lbfgs": run_lbfgs,
-    "fedavg": run_fedavg,
-    "fedprox": run_fedprox,
-    "diloco": run_diloco,
-    "oneshot": run_oneshot,
-    "fadl": run_fadl,
-}
+def _fadl_warning(net: Network, s: Settings) -> str | None:
+    stalled = net.notes.get("fadl_stalled_iterations", 0)
+    if not stalled:
+        return None
+    return (f"line search found no decrease in {stalled} of {s.fadl_iters} iterations; the model did not move there "
+            "(local solutions overshoot under strong skew) and the proximal term was raised, costing 3 rounds each")
 
 
-def run(name: str, net: Network, s: Settings, pool=None) -> np.ndarray:
-    """Run algorithm ``name`` (one of ALGORITHMS) on net. pool: where the DCs compute
-    (dcside.InProcessPool, the default, or ray_pool.RayPool); it must hold net's DCs. Raises
-    GeodmlError for an unknown name, SovereigntyError where the algorithm would export a
-    sovereign DC's raw rows."""
-    if name not in RUNNERS:
-        raise GeodmlError(f"unknown algorithm {name!r} (known: {', '.join(ALGORITHMS)})")
-    if s.inner not in ("sgd", "adam"):
-        raise GeodmlError(f"unknown inner optimizer {s.inner!r} (use sgd or adam)")
+_LOCAL = ("lam", "rounds", "local_steps", "batch_size", "lr", "inner", "compress", "compress_down", "seed", "model", "weight_decay")
+_ANY_MODEL = ("logreg", "mlp")
+_BUILTINS = (
+    Algorithm("centralize", run_centralize, costs.predict_centralize_run, ("lam", "tol", "lbfgs_maxiter", "model"), moves="raw", models=_ANY_MODEL,
+              summary="move every DC's raw rows to one hub and fit there (scikit-learn's L-BFGS)"),
+    Algorithm("lbfgs", run_lbfgs, costs.predict_lbfgs, ("lam", "tol", "lbfgs_maxiter"),
+              summary="distributed L-BFGS on the summed per-DC losses and gradients"),
+    Algorithm("fedavg", run_fedavg, costs.predict_local_rounds, _LOCAL, models=_ANY_MODEL,
+              summary="FedAvg: local steps, n_k-weighted model averaging"),
+    Algorithm("fedprox", run_fedprox, costs.predict_local_rounds, _LOCAL + ("mu",), models=_ANY_MODEL,
+              summary="FedProx: FedAvg with a proximal term"),
+    Algorithm("diloco", run_diloco, costs.predict_local_rounds, _LOCAL + ("outer_lr", "outer_momentum"), models=_ANY_MODEL,
+              summary="DiLoCo: local inner steps, outer Nesterov momentum on the averaged change"),
+    Algorithm("oneshot", run_oneshot, costs.predict_oneshot, ("lam", "tol", "lbfgs_maxiter"), fixed_rounds=1,
+              summary="one-shot parameter averaging of local optima"),
+    Algorithm("fadl", run_fadl, costs.predict_fadl, ("lam", "tol", "fadl_iters", "fadl_mu", "fadl_adapt", "fadl_local_iters"),
+              warn=_fadl_warning, summary="FADL: local functional approximation with a proximal term and a line search"),
+)
+for _a in _BUILTINS:
+    register(_a)
+# The built-in algorithms, in the order compare shows them (registry.names() adds any registered later).
+ALGORITHMS = names()
+
+
+def run(name: str, net: Network, s: Settings, pool: Pool | None = None) -> np.ndarray:
+    """Run the registered algorithm ``name`` on net. pool: where the DCs compute (a dcside.Pool:
+    InProcessPool, the default, ray_pool.RayPool or flower_bridge.FlowerPool); it must hold net's
+    DCs, and is reset to s.seed first so a reused pool starts like a fresh one. Returns theta
+    (d+1,) float64. Raises GeodmlError for an unknown name or inner optimizer, SovereigntyError
+    where the algorithm would export a sovereign DC's raw rows."""
+    algo = get(name)
+    if s.inner not in INNER_OPTIMIZERS:
+        raise GeodmlError(f"unknown inner optimizer {s.inner!r} (use {', '.join(INNER_OPTIMIZERS)})")
+    kind = get_model(s.model).name
+    if kind not in algo.models:
+        raise GeodmlError(f"{name} trains {' or '.join(algo.models)} only, not {s.model}")
     if pool is None:
         pool = InProcessPool(net.dcs, s.seed)
     else:
-        pool.call("reset", (s.seed,))  # a reused pool starts like a fresh one
-    return RUNNERS[name](net, s, pool)
+        pool.reset(s.seed)
+    return algo.runner(net, s, pool)

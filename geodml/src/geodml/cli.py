@@ -35,6 +35,7 @@ ClickException = _exception_types("ClickException")
 from rich.console import Console
 from rich.table import Table
 
+from geodml import registry
 from geodml.algorithms import Settings
 from geodml.errors import GeodmlError
 
@@ -53,17 +54,23 @@ def _algo_names(s: str) -> tuple[str, ...]:
     return names
 
 
-def _settings(l2, rounds, local_steps, batch_size, lr, seed, compress="none", inner="sgd", compress_down="none") -> Settings:
+def _settings(l2, rounds, local_steps, batch_size, lr, seed, compress="none", inner="sgd", compress_down="none",
+              model="logreg", weight_decay=0.1) -> Settings:
     from geodml.compression import parse
+    from geodml.models import get as get_model
+    from geodml.settings import INNER_OPTIMIZERS
 
     parse(compress)
     parse(compress_down)
-    if inner not in ("sgd", "adam"):
-        raise GeodmlError(f"unknown inner optimizer {inner!r} (use sgd or adam)")
+    get_model(model)
+    if inner not in INNER_OPTIMIZERS:
+        raise GeodmlError(f"unknown inner optimizer {inner!r} (use {', '.join(INNER_OPTIMIZERS)})")
     if not l2 > 0:
         raise GeodmlError(f"--l2 must be > 0, got {l2}")
     if not 0 <= lr < float("inf"):
         raise GeodmlError(f"--lr must be >= 0 and finite (0: automatic), got {lr}")
+    if not 0 <= weight_decay < float("inf"):
+        raise GeodmlError(f"--weight-decay must be >= 0 and finite, got {weight_decay}")
     for name, v in (("--rounds", rounds), ("--local-steps", local_steps)):
         if v < 1:
             raise GeodmlError(f"{name} must be >= 1, got {v}")
@@ -73,7 +80,7 @@ def _settings(l2, rounds, local_steps, batch_size, lr, seed, compress="none", in
     if seed < 0:
         raise GeodmlError(f"--seed must be >= 0, got {seed}")
     return Settings(lam=l2, rounds=rounds, local_steps=local_steps, batch_size=batch_size, lr=lr, seed=seed, compress=compress, inner=inner,
-                    compress_down=compress_down)
+                    compress_down=compress_down, model=model, weight_decay=weight_decay)
 
 
 def _fmt_bytes(b: float) -> str:
@@ -84,14 +91,62 @@ def _fmt_bytes(b: float) -> str:
     return str(b)
 
 
+_DATA_HELP = ("sklearn:NAME, ctr[:rows=..,features=..,fields=..], libsvm:PATH, dataset:NAME, csv:FILE,label=COL,region=COL "
+              "or parquet:FILE,label=COL,region=COL (default: ctr:rows=200000,features=16384,fields=20)")
+_PARTITION_HELP = ("iid, dirichlet:ALPHA, covariate:S, unequal:W1,..,WK or place (by the data's place column; "
+                   "the default for --dataset, csv: and parquet: data, else iid)")
+
+
+def _data_spec(data: str | None, dataset: str | None, sample: int | None) -> str:
+    """The data spec from --data, --dataset and --sample. Raises GeodmlError for both or a bad sample."""
+    from geodml.compare import DEFAULT_DATA
+
+    if data and dataset:
+        raise GeodmlError("--data and --dataset name two data sets: choose one")
+    spec = f"dataset:{dataset}" if dataset else (data or DEFAULT_DATA)
+    if sample is not None:
+        if spec.split(":", 1)[0] not in ("dataset", "csv", "parquet"):
+            raise GeodmlError("--sample applies to --dataset, csv: and parquet: data")
+        spec += f",sample={sample}"
+    return spec
+
+
+def _algos_help() -> str:
+    return f"comma-separated algorithms (default: every registered one: {','.join(registry.names())})"
+
+
+def _backend(backend: str, ray: bool, flower: bool) -> str:
+    """--backend, with the old spellings --ray and --flower (hidden aliases) folded in."""
+    if ray and flower:  # a contradiction, whatever is installed
+        raise GeodmlError("--ray and --flower are two ways to run the DCs: choose one")
+    old = "ray" if ray else "flower" if flower else None
+    if old and backend not in ("local", old):
+        raise GeodmlError(f"--{old} and --backend {backend} are two ways to run the DCs: choose one")
+    return old or backend
+
+
+def _progress(status, quiet: bool):
+    """A progress callback: the spinner's text on a terminal, one line per step on stderr
+    otherwise (logs); nothing with --quiet."""
+    def progress(msg: str) -> None:
+        if quiet:
+            return
+        status.update(msg)
+        if not sys.stderr.isatty():
+            print(f"geodml: {msg}", file=sys.stderr, flush=True)
+    return progress
+
+
 @app.command()
 def compare(
-    data: str = typer.Option("ctr:rows=200000,features=16384,fields=20", help="sklearn:NAME, ctr[:rows=..,features=..,fields=..] or libsvm:PATH"),
-    dcs: int = typer.Option(None, "--dcs", help="number of data centers (default: every region of the WAN)"),
-    partition: str = typer.Option("iid", help="iid, dirichlet:ALPHA, covariate:S, unequal:W1,..,WK"),
-    wan: str = typer.Option(None, help="WAN YAML file (default: the packaged 4-region WAN)"),
+    data: str = typer.Option(None, help=_DATA_HELP),
+    dataset: str = typer.Option(None, "--dataset", help="a real dataset a package ships (geodml datasets lists them), split by its own place column"),
+    sample: int = typer.Option(None, "--sample", help="with --dataset or csv:/parquet: data, a seeded sample of this many rows"),
+    dcs: int = typer.Option(None, "--dcs", help="number of data centers (default: every region of the WAN, or one per place group)"),
+    partition: str = typer.Option(None, help=_PARTITION_HELP),
+    wan: str = typer.Option(None, help="WAN YAML file (default: the data's packaged WAN, else the 4-region default)"),
     sovereign: str = typer.Option("", help="comma-separated sovereign regions (raw rows never leave them)"),
-    algos: str = typer.Option("centralize,lbfgs,fedavg,fedprox,diloco,oneshot,fadl", help="comma-separated algorithms"),
+    algos: str = typer.Option(None, help=_algos_help()),
     rounds: int = typer.Option(20, help="rounds of FedAvg, FedProx, DiLoCo"),
     local_steps: int = typer.Option(50, help="local SGD steps per round"),
     batch_size: int = typer.Option(256, help="local mini-batch rows (0: full batch)"),
@@ -100,44 +155,66 @@ def compare(
     flat: bool = typer.Option(False, "--flat", help="no hierarchical aggregation: every worker talks to the hub"),
     compress: str = typer.Option("none", help="uplink of fedavg/fedprox/diloco: none, q8 or topk:FRACTION (error feedback)"),
     compress_down: str = typer.Option("none", help="downlink (the hub's broadcast) of fedavg/fedprox/diloco: none, q8 or topk:FRACTION"),
-    inner: str = typer.Option("sgd", help="local optimizer of fedavg/fedprox/diloco: sgd or adam"),
-    seed: int = typer.Option(0, help="seed of the data, the partition and local sampling"),
-    report: str = typer.Option(None, help="also write an HTML report with plots to this file"),
-    ray: bool = typer.Option(False, "--ray", help="run each data center as a Ray actor (pip install 'geodml[ray]'); adds measured wall time and bytes"),
-    flower: bool = typer.Option(False, "--flower", help="run each data center as a Flower ClientApp on Flower's simulation engine (pip install 'geodml[flower]'); adds measured wall time and Flower's message bytes"),
-    flower_timeout: float = typer.Option(300.0, "--flower-timeout", help="seconds each data center's ClientApp has to answer one message under --flower; a hung one ends the run with an error"),
+    inner: str = typer.Option("sgd", help="local optimizer of fedavg/fedprox/diloco: sgd, adam or adamw (decoupled weight decay)"),
+    model: str = typer.Option("logreg", help="logreg, or mlp[:HIDDEN] (one hidden ReLU layer, default 32 units; centralize, fedavg, fedprox, diloco)"),
+    weight_decay: float = typer.Option(0.1, "--weight-decay", help="AdamW's decoupled weight decay (--inner adamw)"),
+    seed: int = typer.Option(0, help="seed of the data, the partition, local sampling and the MLP's initial weights"),
+    out: str = typer.Option(None, "--out", help="also write an HTML report with plots to this file"),
+    backend: str = typer.Option("local", "--backend", help="where the data centers compute: local (this process), ray (one Ray actor each; "
+                                "pip install 'geodml[ray]') or flower (one Flower ClientApp each on Flower's simulation engine; "
+                                "pip install 'geodml[flower]'); ray and flower add measured wall time and bytes"),
+    jobs: int = typer.Option(None, "--jobs", help="CPUs the ray or flower backend may use (default: Ray's default; Flower: 1)"),
+    flower_timeout: float = typer.Option(300.0, "--flower-timeout", help="seconds each data center's ClientApp has to answer one message under --backend flower; a hung one ends the run with an error"),
     as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress on stderr"),
+    report: str = typer.Option(None, "--report", hidden=True, help="old spelling of --out"),
+    ray: bool = typer.Option(False, "--ray", hidden=True, help="old spelling of --backend ray"),
+    flower: bool = typer.Option(False, "--flower", hidden=True, help="old spelling of --backend flower"),
 ):
     """Train with each algorithm on the same federation; report bytes, rounds, time, dollars, accuracy."""
     from geodml.compare import CompareConfig, compare as run_compare
 
-    err = Console(stderr=True)
-    cfg = CompareConfig(data=data, k=dcs, partition=partition, wan=wan, sovereign=_split_names(sovereign),
-                        algos=_algo_names(algos), settings=_settings(l2, rounds, local_steps, batch_size, lr, seed, compress, inner, compress_down),
-                        seed=seed, hierarchical=not flat, ray=ray, flower=flower,
+    cfg = CompareConfig(data=_data_spec(data, dataset, sample), k=dcs, partition=partition, wan=wan, sovereign=_split_names(sovereign),
+                        algos=None if algos is None else _algo_names(algos),
+                        settings=_settings(l2, rounds, local_steps, batch_size, lr, seed, compress, inner, compress_down, model, weight_decay),
+                        seed=seed, hierarchical=not flat, backend=_backend(backend, ray, flower), jobs=jobs,
                         flower_timeout=flower_timeout)
-    if report:
+    target = out or report
+    if target:
         from geodml.report import check_target
 
-        check_target(report)
+        check_target(target)
     t0 = time.perf_counter()
-    with err.status("geodml compare") as status:
-        def progress(msg: str) -> None:
-            status.update(msg)
-            print(f"geodml: {msg}", file=sys.stderr, flush=True) if not sys.stderr.isatty() else None
-        res = run_compare(cfg, progress)
+    with Console(stderr=True, quiet=quiet).status("geodml compare") as status:
+        res = run_compare(cfg, _progress(status, quiet))
     res["wall_seconds"] = time.perf_counter() - t0
-    if report:
+    if target:
         from geodml.report import write
 
-        write(res, report)
+        write(res, target)
     if as_json:
         print(json.dumps(res, indent=2))
         return
+    _print_compare(res)
+
+
+def _crossover_line(a: str, c: dict) -> str:
+    """One line saying where centralizing moves fewer bytes than algorithm a."""
+    rb, rr = c["rows_bytes"], c["rounds_bytes"]
+    # Either can be None (fixed rounds: no rounds crossover; one data center: nothing crosses the WAN).
+    parts = ([f"from {rr} rounds on"] if rr is not None else []) + ([f"below {rb:.3g} total rows"] if rb else [])
+    return f"crossover {a}: centralizing moves fewer bytes {', or '.join(parts)}" if parts else f"crossover {a}: none in bytes"
+
+
+def _print_compare(res: dict) -> None:
+    """The human-readable compare result: a header, the table, notes, crossovers."""
     out = Console()
     d = res["data"]
     out.print(f"data {d['spec']}: {d['n_train']} train rows, {d['features']} features, raw {_fmt_bytes(d['raw_bytes'])}, model {_fmt_bytes(d['model_bytes'])}; "
               f"partition {res['partition']}; hubs: model {res['hubs']['model']}, centralize {res['hubs']['centralize']}")
+    if any(dc.get("place") for dc in res["dcs"]):
+        out.print("data centers: " + ", ".join(f"{dc['name']} = {dc['place']} ({dc['rows']} rows, {_fmt_bytes(dc['raw_bytes'])})"
+                                               for dc in res["dcs"]), highlight=False)
     # Eight narrow columns fit an 80-column terminal; the planner's predictions are in --json.
     t = Table("algorithm", "WAN", "ratio", "rounds", "sim s", "$", "acc", "logloss")
     t.columns[0].min_width = 10
@@ -166,27 +243,71 @@ def compare(
                       f"{_fmt_bytes(m['serialized_bytes'])}, arrays {_fmt_bytes(m['payload_bytes'])} "
                       f"(simulated WAN {_fmt_bytes(r['bytes'])}, intra-DC {_fmt_bytes(r['intra_bytes'])}){lo}", highlight=False)
     for a, c in res["crossover"].items():
-        rb, rr = c["rows_bytes"], c["rounds_bytes"]
-        # Either can be None (one data center: nothing crosses the WAN, no crossover exists).
-        parts = ([f"beyond {rr:.3g} rounds"] if rr is not None else []) + ([f"below {rb:.3g} total rows"] if rb else [])
-        out.print(f"crossover {a}: centralizing moves fewer bytes {', or '.join(parts)}" if parts else f"crossover {a}: none in bytes",
-                  highlight=False)
+        out.print(_crossover_line(a, c), highlight=False)
     out.print(f"wall {res['wall_seconds']:.1f} s")
+
+
+def _plan_from_data(spec: str, partition: str | None, k: int | None, wan: str | None, sov: tuple, seed: int) -> tuple:
+    """(sizes, d, WAN, model hub, centralize hub) of a real federation (compare.build_federation)."""
+    from geodml.compare import build_federation
+    from geodml.data import load_dataset
+
+    fed = build_federation(load_dataset(spec, seed=seed), partition, k, wan, sov, seed)
+    return fed.sizes, fed.d, fed.wan, fed.hub_m, fed.hub_c
+
+
+def _plan_from_sizes(rows, features, nnz_per_row, k, partition, wan, sov, seed) -> tuple:
+    """(sizes, d, WAN, model hub, centralize hub) of CSR one-hot data given by size alone;
+    centralizing is charged the measured encoding of a make_ctr sample per row
+    (costs.ctr_encoding). Raises GeodmlError on bad input."""
+    from geodml.costs import csr_sizes, ctr_encoding
+    from geodml.network import central_hub, model_hub
+    from geodml.wan import load_wan
+
+    w = load_wan(wan)
+    k = k if k is not None else len(w.regions)
+    if k < 1 or k > len(w.regions):
+        raise GeodmlError(f"--dcs must be between 1 and {len(w.regions)} (the WAN's regions), got {k}")
+    for x in sov:
+        if x not in w.names[:k]:
+            raise GeodmlError(f"sovereign data center {x!r} is not one of {', '.join(w.names[:k])}")
+    if rows < k or features < 1 or not 0 < nnz_per_row <= features:
+        raise GeodmlError(f"need --rows >= {k} (the data centers), --features >= 1 and 0 < --nnz-per-row <= --features "
+                          f"(got {rows}, {features}, {nnz_per_row})")
+    partition = partition or "iid"
+    if partition == "iid":
+        weights = [1.0] * k
+    elif partition.startswith("unequal:"):
+        try:
+            weights = [float(x) for x in partition[8:].split(",")]
+        except ValueError:
+            raise GeodmlError(f"malformed partition spec {partition!r}") from None
+        if len(weights) != k or not all(0 < x < float("inf") for x in weights):
+            raise GeodmlError(f"partition {partition!r}: need {k} positive finite weights")
+        weights = [x / max(weights) for x in weights]  # sum() of huge weights overflowed to inf
+    else:
+        raise GeodmlError("without --data, --partition must be iid or unequal:W1,..,WK (label skew does not change sizes)")
+    per = [round(rows * x / sum(weights)) for x in weights]
+    if min(per) < 1:
+        raise GeodmlError(f"partition {partition!r} leaves a data center empty")
+    sizes = csr_sizes(w.names[:k], per, nnz_per_row, sov, ctr_encoding(features, nnz_per_row, min(sum(per), 20_000), seed))
+    return sizes, features, w, model_hub(w, w.names[:k]), central_hub(w, sizes)
 
 
 @app.command()
 def plan(
-    data: str = typer.Option(None, help="dataset spec to size from (else --rows/--features/--nnz-per-row)"),
+    data: str = typer.Option(None, help="data to size from, as compare's --data (else --rows/--features/--nnz-per-row)"),
+    dataset: str = typer.Option(None, "--dataset", help="a real dataset a package ships (geodml datasets), split by its place column"),
+    sample: int = typer.Option(None, "--sample", help="with --dataset or csv:/parquet: data, a seeded sample of this many rows"),
     rows: int = typer.Option(10_000_000, help="total training rows (without --data)"),
     features: int = typer.Option(65536, help="features d (without --data)"),
     nnz_per_row: float = typer.Option(20.0, help="non-zeros per row of CSR data (without --data)"),
-    dcs: int = typer.Option(None, "--dcs", help="number of data centers (default: every region)"),
-    partition: str = typer.Option("iid", help="with --data: any partition spec; else iid or unequal:W1,..,WK"),
-    wan: str = typer.Option(None, help="WAN YAML file"),
+    dcs: int = typer.Option(None, "--dcs", help="number of data centers (default: every region, or one per place group)"),
+    partition: str = typer.Option(None, help="with --data: " + _PARTITION_HELP + "; else iid or unequal:W1,..,WK"),
+    wan: str = typer.Option(None, help="WAN YAML file (default: the data's packaged WAN, else the 4-region default)"),
     sovereign: str = typer.Option("", help="comma-separated sovereign regions"),
     objective: str = typer.Option("sim_seconds", help="bytes, sim_seconds or dollars"),
-    algos: str = typer.Option("centralize,lbfgs,fedavg,fedprox,diloco,oneshot,fadl",
-                              help="candidate strategies (the planner predicts costs, not accuracy: leave out oneshot where local data are skewed or small)"),
+    algos: str = typer.Option(None, help=_algos_help() + "; the planner predicts costs, not accuracy: leave out oneshot where local data are skewed or small"),
     lbfgs_rounds: int = typer.Option(100, help="assumed L-BFGS function evaluations"),
     local_passes: int = typer.Option(100, help="assumed passes of one-shot's local solves and of the centralized fit"),
     rounds: int = typer.Option(20, help="rounds of FedAvg, FedProx, DiLoCo"),
@@ -197,73 +318,46 @@ def plan(
     flat: bool = typer.Option(False, "--flat", help="no hierarchical aggregation: every worker talks to the hub"),
     compress: str = typer.Option("none", help="none, q8 or topk:FRACTION"),
     compress_down: str = typer.Option("none", help="downlink of fedavg/fedprox/diloco: none, q8 or topk:FRACTION"),
+    model: str = typer.Option("logreg", help="logreg or mlp[:HIDDEN]: message sizes and compute of the model"),
     seed: int = typer.Option(0, help="seed of the data and the partition (with --data)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
 ):
     """Predict each strategy's bytes, time and dollars without training; recommend one; give the crossover."""
-    from geodml.network import build_dcs, central_hub, model_hub
-    from geodml.planner import DCSize, PlanCounts, csr_sizes, plan as run_plan
-    from geodml.wan import load_wan
+    from geodml.planner import PlanCounts, plan as run_plan
 
-    s = _settings(l2, rounds, local_steps, batch_size, lr, seed, compress, compress_down=compress_down)
+    s = _settings(l2, rounds, local_steps, batch_size, lr, seed, compress, compress_down=compress_down, model=model)
     for name, v in (("--lbfgs-rounds", lbfgs_rounds), ("--local-passes", local_passes)):
         if v < 1:
             raise GeodmlError(f"{name} must be >= 1, got {v}")
-    w = load_wan(wan)
-    k = dcs if dcs is not None else len(w.regions)
-    if k < 1 or k > len(w.regions):
-        raise GeodmlError(f"--dcs must be between 1 and {len(w.regions)} (the WAN's regions), got {k}")
-    sov = _split_names(sovereign)
-    names = w.names[:k]
-    for x in sov:
-        if x not in names:
-            raise GeodmlError(f"sovereign data center {x!r} is not one of {', '.join(names)}")
-    if data:
-        from geodml.data import load_dataset
-        from geodml.partition import partition as split
-        ds = load_dataset(data, seed=seed)
-        centers = build_dcs(ds.X_train, ds.y_train, split(partition, ds.X_train, ds.y_train, k, seed=seed), w, sov)
-        sizes = [DCSize.of(c) for c in centers]
-        d = ds.n_features
-    else:
-        if rows < k or features < 1 or not 0 < nnz_per_row <= features:
-            raise GeodmlError(f"need --rows >= {k} (the data centers), --features >= 1 and 0 < --nnz-per-row <= --features "
-                              f"(got {rows}, {features}, {nnz_per_row})")
-        if partition == "iid":
-            weights = [1.0] * k
-        elif partition.startswith("unequal:"):
-            try:
-                weights = [float(x) for x in partition[8:].split(",")]
-            except ValueError:
-                raise GeodmlError(f"malformed partition spec {partition!r}") from None
-            if len(weights) != k or not all(0 < x < float("inf") for x in weights):
-                raise GeodmlError(f"partition {partition!r}: need {k} positive finite weights")
-            weights = [x / max(weights) for x in weights]  # sum() of huge weights overflowed to inf
-        else:
-            raise GeodmlError("without --data, --partition must be iid or unequal:W1,..,WK (label skew does not change sizes)")
-        per = [round(rows * x / sum(weights)) for x in weights]
-        if min(per) < 1:
-            raise GeodmlError(f"partition {partition!r} leaves a data center empty")
-        sizes = csr_sizes(names, per, nnz_per_row, sov)
-        d = features
-    hub_m = model_hub(w, names)
-    hub_c = central_hub(w, sizes)  # needs only name, sovereign and raw_nbytes, which DCSize has
-    counts = PlanCounts(lbfgs_rounds=lbfgs_rounds, oneshot_passes=local_passes, central_iters=local_passes)
-    from geodml.planner import STRATEGIES
+    from geodml.models import get as get_model
 
-    cands = _algo_names(algos)
+    kind = get_model(model).name
+    cands = tuple(a for a in registry.names() if kind in registry.get(a).models) if algos is None else _algo_names(algos)
     for a in cands:
-        if a not in STRATEGIES:
-            raise GeodmlError(f"unknown algorithm {a!r} (known: {', '.join(STRATEGIES)})")
-    res = run_plan(sizes, d, w, s, hub_m, hub_c, strategies=cands, counts=counts, objective=objective, hierarchical=not flat)
-    res["sizes"] = {"dcs": [z.__dict__ for z in sizes], "features": d, "model_bytes": 8 * (d + 1),
+        if kind not in registry.get(a).models:
+            raise GeodmlError(f"{a} trains {' or '.join(registry.get(a).models)} only, not {model}")
+    sov = _split_names(sovereign)
+    if data or dataset:
+        sizes, d, w, hub_m, hub_c = _plan_from_data(_data_spec(data, dataset, sample), partition, dcs, wan, sov, seed)
+    else:
+        sizes, d, w, hub_m, hub_c = _plan_from_sizes(rows, features, nnz_per_row, dcs, partition, wan, sov, seed)
+    counts = PlanCounts(lbfgs_rounds=lbfgs_rounds, oneshot_passes=local_passes, central_iters=local_passes)
+    dm = get_model(model).n_params(d) - 1  # the cost model sees a P-parameter model as d = P - 1
+    res = run_plan(sizes, dm, w, s, hub_m, hub_c, strategies=cands, counts=counts, objective=objective, hierarchical=not flat)
+    res["sizes"] = {"dcs": [z.__dict__ for z in sizes], "features": d, "model_bytes": 8 * (dm + 1),
                     "raw_bytes": sum(z.raw_nbytes for z in sizes)}
     res["hubs"] = {"model": hub_m, "centralize": hub_c}
     if as_json:
         print(json.dumps(res, indent=2))
         return
+    _print_plan(res, objective)
+
+
+def _print_plan(res: dict, objective: str) -> None:
+    """The human-readable plan: sizes, the predictions table with crossovers, the recommendation."""
     out = Console()
-    out.print(f"{len(sizes)} data centers, {sum(z.n for z in sizes)} rows, raw {_fmt_bytes(res['sizes']['raw_bytes'])}, model {_fmt_bytes(8 * (d + 1))}")
+    sz = res["sizes"]
+    out.print(f"{len(sz['dcs'])} data centers, {sum(z['n'] for z in sz['dcs'])} rows, raw {_fmt_bytes(sz['raw_bytes'])}, model {_fmt_bytes(sz['model_bytes'])}")
     t = Table("strategy", "WAN bytes", "rounds", "sim s", "dollars", "centralize wins below rows (bytes / s / $)")
     for a, p in res["predictions"].items():
         if p["refused"]:
@@ -274,6 +368,26 @@ def plan(
         t.add_row(a, _fmt_bytes(p["bytes"]), str(p["rounds"]), f"{p['sim_seconds']:.3g}", f"{p['dollars']:.4g}", cx)
     out.print(t)
     out.print(f"recommend: {res['recommend']} (least {objective})")
+
+
+@app.command()
+def datasets(as_json: bool = typer.Option(False, "--json", help="print JSON on stdout")):
+    """List the real datasets packages ship (rows, features, label, regions, package, licence)."""
+    from geodml import realdata
+
+    rows = [realdata.describe(n) for n in realdata.DATASETS]
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    out = Console()
+    t = Table("name", "rows", "features", "label (y = 1)", "data centers (region: places)", "package, licence")
+    for r in rows:
+        where = "; ".join(f"{reg}: {'+'.join(v)}" for reg, v in r["regions"].items())
+        t.add_row(r["name"], str(r.get("rows", "not installed")), str(r.get("features", "")), r["label"], where,
+                  f"{r['package']}, {r['licence']}")
+    out.print(t)
+    if not all(r["installed"] for r in rows):
+        out.print("not installed: pip install 'geodml[datasets]'", highlight=False)
 
 
 def main() -> None:

@@ -26,7 +26,8 @@ class Dataset:
     """A train/test split.
 
     X_train: (n_train, d) dense float64 or CSR; y_train: (n_train,) float64 in {0, 1};
-    X_test, y_test likewise. ``name`` is the spec it was loaded from.
+    X_test, y_test likewise. ``name`` is the spec it was loaded from. Tables with a place column
+    (``dataset:``, ``csv:``, ``parquet:``) also carry the fields below (see realdata.split_table).
     """
 
     name: str
@@ -34,6 +35,16 @@ class Dataset:
     y_train: np.ndarray
     X_test: Matrix
     y_test: np.ndarray
+    # A table with a place column (realdata.py): the training rows in source form (a pyarrow
+    # Table, what centralizing ships, encoding.py), each training row's place group (int index
+    # into places), the groups' names, the place values in each group, the WAN region of each group
+    # (None: the WAN's regions in order) and the packaged WAN to use (None: the default).
+    source_train: object = None
+    place_train: np.ndarray | None = None
+    places: tuple[str, ...] = ()
+    place_values: tuple[str, ...] = ()
+    regions: tuple[str, ...] | None = None
+    wan: str | None = None
 
     @property
     def n_features(self) -> int:
@@ -163,12 +174,18 @@ def load_dataset(spec: str, seed: int = 0, test_fraction: float = 0.2) -> Datase
       features=65536, fields=20).
       ``libsvm:PATH`` - a LIBSVM/SVMlight file (sklearn.datasets.load_svmlight_file); labels > 0
       (or the larger of two values) become 1, others 0.
+      ``dataset:NAME[,sample=N]`` - a real dataset a package ships (realdata.DATASETS), with its
+      place column.
+      ``csv:FILE,label=COL,region=COL[,positive=VALUE][,sample=N]`` (or ``parquet:``) - a user's
+      table; every other column a feature (realdata.read_user_table).
 
     Returns a Dataset. Raises GeodmlError on an unknown or malformed spec, an unreadable file, or
     labels that are not two classes.
     """
     kind, _, body = spec.partition(":")
     kind = kind.strip().lower()
+    if kind in ("dataset", "csv", "parquet"):
+        return _load_table(kind, body, seed, test_fraction, spec)
     if kind == "sklearn":
         return _load_sklearn(body.strip(), seed, test_fraction, spec)
     if kind == "ctr":
@@ -179,11 +196,33 @@ def load_dataset(spec: str, seed: int = 0, test_fraction: float = 0.2) -> Datase
         return _split(X, y, test_fraction, seed, spec)
     if kind == "libsvm":
         return _load_libsvm(body, seed, test_fraction, spec)
-    raise GeodmlError(f"unknown data spec {spec!r} (use sklearn:NAME, ctr[:k=v,...] or libsvm:PATH)")
+    raise GeodmlError(f"unknown data spec {spec!r} (use sklearn:NAME, ctr[:k=v,...], libsvm:PATH, dataset:NAME, "
+                      "csv:FILE,label=COL,region=COL or parquet:FILE,label=COL,region=COL)")
+
+
+def _load_table(kind: str, body: str, seed: int, test_fraction: float, spec: str) -> Dataset:
+    """``dataset:NAME``, ``csv:FILE,label=COL,region=COL[,positive=V]`` or ``parquet:...``, each
+    with an optional ``,sample=N`` (a seeded sample of N rows, before the split)."""
+    from geodml import realdata
+
+    items = [x for x in body.split(",")]
+    sample = None
+    for x in list(items):
+        if x.strip().startswith("sample="):
+            try:
+                sample = int(x.strip()[7:])
+            except ValueError:
+                raise GeodmlError(f"malformed data spec {spec!r}: sample must be a row count") from None
+            items.remove(x)
+    body = ",".join(items)
+    tab = realdata.dataset_table(body.strip()) if kind == "dataset" else realdata.read_user_table(kind, body, spec)
+    return realdata.split_table(tab, spec, seed, test_fraction, sample)
 
 
 def _load_sklearn(name: str, seed: int, test_fraction: float, spec: str) -> Dataset:
     from sklearn import datasets
+
+    from geodml.encoding import matrix_table
 
     if name not in _SKLEARN_SETS:
         raise GeodmlError(f"unknown scikit-learn dataset {name!r} (known: {', '.join(_SKLEARN_SETS)})")
@@ -198,7 +237,9 @@ def _load_sklearn(name: str, seed: int, test_fraction: float, spec: str) -> Data
     mu = ds.X_train.mean(axis=0)
     sd = ds.X_train.std(axis=0)
     sd[sd == 0] = 1.0
-    return Dataset(spec, (ds.X_train - mu) / sd, ds.y_train, (ds.X_test - mu) / sd, ds.y_test)
+    # what centralizing ships: the values as published; the hub standardizes them
+    source = matrix_table(ds.X_train, ds.y_train)
+    return Dataset(spec, (ds.X_train - mu) / sd, ds.y_train, (ds.X_test - mu) / sd, ds.y_test, source_train=source)
 
 
 def _load_libsvm(path: str, seed: int, test_fraction: float, spec: str) -> Dataset:

@@ -6,10 +6,14 @@ takes and returns numpy arrays and numbers, so the same object runs in this proc
 
 from __future__ import annotations
 
+from typing import Protocol, runtime_checkable
+
 import numpy as np
 from scipy.optimize import minimize
 
 from geodml.compression import ErrorFeedback
+from geodml.models import LogReg
+from geodml.models import get as get_model
 from geodml.objective import loss_grad_sum, nnz, objective, pass_flops
 
 
@@ -18,14 +22,18 @@ ADAM_EPS = 1e-8
 
 
 def local_sgd(X, y: np.ndarray, theta0: np.ndarray, lam: float, lr: float, steps: int, batch_size: int,
-              rng: np.random.Generator, mu: float = 0.0, adam: dict | None = None) -> tuple[np.ndarray, float]:
+              rng: np.random.Generator, mu: float = 0.0, adam: dict | None = None, model=None,
+              decay: float = 0.0) -> tuple[np.ndarray, float]:
     """``steps`` mini-batch steps on one DC's local objective
         (1/|B|) sum_{i in B} loss_i + (lam/2)||w||^2 + (mu/2)||theta - theta0||^2
     (mu > 0: FedProx, Li et al. 2020). batch_size 0 or >= n means full-batch gradient descent.
     Batches walk a fresh permutation of the rows each pass. Plain SGD, or with ``adam`` (a dict
     holding m, v, t, updated in place so the state persists across rounds as DiLoCo's inner
     optimizer state does) Adam (Kingma and Ba, ICLR 2015; betas 0.9, 0.999, eps 1e-8, the L2
-    term inside the gradient). Returns (theta (d+1,), flops)."""
+    term inside the gradient); with decay > 0 AdamW's decoupled weight decay theta -= lr decay theta
+    (Loshchilov and Hutter, ICLR 2019). model: a models.py model (default logistic regression).
+    Returns (theta (n_params,), flops)."""
+    model = model or LogReg()
     n = len(y)
     theta = theta0.copy()
     flops = 0.0
@@ -40,7 +48,7 @@ def local_sgd(X, y: np.ndarray, theta0: np.ndarray, lam: float, lr: float, steps
                 Xp, yp, pos = X[perm], y[perm], 0
             Xb, yb = Xp[pos:pos + batch_size], yp[pos:pos + batch_size]
             pos += batch_size
-        _, g = objective(Xb, yb, theta, lam)
+        _, g = model.objective(Xb, yb, theta, lam)
         if mu:
             g += mu * (theta - theta0)
         if adam is None:
@@ -54,8 +62,8 @@ def local_sgd(X, y: np.ndarray, theta0: np.ndarray, lam: float, lr: float, steps
             adam["v"] = b2 * adam["v"] + (1 - b2) * g * g
             m_hat = adam["m"] / (1 - b1 ** adam["t"])
             v_hat = adam["v"] / (1 - b2 ** adam["t"])
-            theta -= lr * m_hat / (np.sqrt(v_hat) + ADAM_EPS)
-        flops += pass_flops(len(yb), nnz(Xb))
+            theta -= lr * (m_hat / (np.sqrt(v_hat) + ADAM_EPS) + decay * theta)
+        flops += model.pass_flops(len(yb), nnz(Xb))
     return theta, flops
 
 
@@ -154,19 +162,23 @@ class DCWorker:
         return msg
 
     def local_train(self, theta: np.ndarray, lam: float, lr: float, steps: int, batch_size: int, mu: float,
-                    compress: str, inner: str = "sgd") -> tuple[np.ndarray, float, float]:
-        """Local training from theta with inner 'sgd' (lr 0: this DC's 1/L) or 'adam' (lr 0:
-        0.01; its moments persist across rounds). Returns (message, flops, lr used): the message
-        is [theta_k, n_k] (float64) or, with compress != 'none', the error-feedback encoded update
+                    compress: str, inner: str = "sgd", model: str = "logreg", decay: float = 0.0) -> tuple[np.ndarray, float, float]:
+        """Local training of ``model`` (models.get) from theta with inner 'sgd' (lr 0: this DC's
+        1/L for logreg, 0.1 for an MLP), 'adam' or 'adamw' (lr 0: 0.01; moments persist across
+        rounds; adamw decays weights by decay). Returns (message, flops, lr used): the message is
+        [theta_k, n_k] (float64) or, with compress != 'none', the error-feedback encoded update
         theta_k - theta (uint8)."""
-        if lr <= 0 and inner == "adam":
+        m = get_model(model)
+        if lr <= 0 and inner in ("adam", "adamw"):
             lr = 0.01
+        elif lr <= 0 and model != "logreg":
+            lr = 0.1
         elif lr <= 0:
             if self.lr is None:
                 self.lr = local_lr(self.X, lam)
             lr = self.lr
         th, flops = local_sgd(self.X, self.y, theta, lam, lr, steps, batch_size, self.rng, mu,
-                              self.adam if inner == "adam" else None)
+                              self.adam if inner in ("adam", "adamw") else None, m, decay if inner == "adamw" else 0.0)
         if compress == "none":
             return np.concatenate([th, [float(self.n)]]), flops, lr
         if self.ef is None or self.ef.spec != compress:
@@ -174,7 +186,8 @@ class DCWorker:
         return self.ef.send("self", th - theta, float(self.n)), flops, lr
 
     def local_train_down(self, msg: np.ndarray, down: str, lam: float, lr: float, steps: int, batch_size: int,
-                         mu: float, compress: str, inner: str = "sgd") -> tuple[np.ndarray, float, float]:
+                         mu: float, compress: str, inner: str = "sgd", model: str = "logreg",
+                         decay: float = 0.0) -> tuple[np.ndarray, float, float]:
         """local_train from this DC's copy of the global model after applying the hub's
         compressed downlink msg (uint8, compression.encode with spec ``down``: the change of the
         hub's copy, starting from zeros). With compress != 'none' the uplink update is relative to
@@ -182,9 +195,9 @@ class DCWorker:
         from geodml.compression import decode
 
         if self.replica is None:
-            self.replica = np.zeros(self.X.shape[1] + 1)
+            self.replica = np.zeros(get_model(model).n_params(self.X.shape[1]))
         self.replica = self.replica + decode(down, msg, len(self.replica))[0]
-        return self.local_train(self.replica, lam, lr, steps, batch_size, mu, compress, inner)
+        return self.local_train(self.replica, lam, lr, steps, batch_size, mu, compress, inner, model, decay)
 
     def solve_local(self, lam: float, maxiter: int, tol: float) -> tuple[np.ndarray, int]:
         """Minimize the DC's own objective (1/n_k) L_k + (lam/2)||w||^2 with L-BFGS from zero.
@@ -220,16 +233,113 @@ class DCWorker:
         return vals
 
 
-class InProcessPool:
+class DCOperations:
+    """The operations every algorithm may ask of all data centers at once, typed, over one
+    transport method ``call(op, args)`` that a pool supplies (in this process, a Ray actor call,
+    a Flower message). Each operation is the DCWorker method of the same name run on every DC;
+    each returns {dc name: that method's result}. The names live only here and in DCWorker (a
+    test checks that every operation is a DCWorker method with the same parameters)."""
+
+    names: list[str]
+
+    def call(self, op: str, args: dict | tuple = ()) -> dict:  # pragma: no cover - supplied by each pool
+        """Run DCWorker.<op> on every DC (args: one tuple for all, or {name: tuple}); {name: result}."""
+        raise NotImplementedError
+
+    def reset(self, seed: int) -> dict:
+        """DCWorker.reset on every DC: forget a previous run's state."""
+        return self.call("reset", (seed,))
+
+    def loss_grad(self, theta: np.ndarray) -> dict:
+        """DCWorker.loss_grad on every DC: {name: (d+2,) float64}."""
+        return self.call("loss_grad", (theta,))
+
+    def local_train(self, theta: np.ndarray, lam: float, lr: float, steps: int, batch_size: int, mu: float,
+                    compress: str, inner: str = "sgd", model: str = "logreg", decay: float = 0.0) -> dict:
+        """DCWorker.local_train on every DC: {name: (message, flops, lr)}."""
+        return self.call("local_train", (theta, lam, lr, steps, batch_size, mu, compress, inner, model, decay))
+
+    def local_train_down(self, msg: np.ndarray, down: str, lam: float, lr: float, steps: int, batch_size: int,
+                         mu: float, compress: str, inner: str = "sgd", model: str = "logreg", decay: float = 0.0) -> dict:
+        """DCWorker.local_train_down on every DC: {name: (message, flops, lr)}."""
+        return self.call("local_train_down", (msg, down, lam, lr, steps, batch_size, mu, compress, inner, model, decay))
+
+    def solve_local(self, lam: float, maxiter: int, tol: float) -> dict:
+        """DCWorker.solve_local on every DC: {name: ([theta_k, n_k], passes)}."""
+        return self.call("solve_local", (lam, maxiter, tol))
+
+    def fadl_solve(self, theta: np.ndarray, g: np.ndarray, lam: float, maxiter: int, tol: float, mu: float = 0.0) -> dict:
+        """DCWorker.fadl_solve on every DC: {name: ([theta_k, n_k], passes)}."""
+        return self.call("fadl_solve", (theta, g, lam, maxiter, tol, mu))
+
+    def line_losses(self, theta: np.ndarray, direction: np.ndarray, steps: tuple) -> dict:
+        """DCWorker.line_losses on every DC: {name: (len(steps),) float64}."""
+        return self.call("line_losses", (theta, direction, steps))
+
+
+DC_OPERATIONS = tuple(k for k, v in vars(DCOperations).items() if callable(v) and not k.startswith("_") and k != "call")
+
+
+@runtime_checkable
+class Pool(Protocol):
+    """Where the data centers compute: in this process (InProcessPool), one Ray actor per DC
+    (ray_pool.RayPool) or one Flower ClientApp per DC (flower_bridge.FlowerPool). Every pool is a
+    DCOperations (the typed operations the algorithms call) whose call() is its transport.
+
+    Attributes:
+        names: DC names in index order.
+        executor: "local", "ray" or "flower".
+    """
+
+    names: list[str]
+    executor: str
+
+    def call(self, op: str, args: dict | tuple = ()) -> dict:
+        """Run DCWorker.<op> on every DC; {name: result}."""
+
+    def close(self) -> None:
+        """Release what the pool holds (actors, a Ray instance it started)."""
+
+    def reset(self, seed: int) -> dict:
+        """See DCOperations.reset."""
+
+    def loss_grad(self, theta: np.ndarray) -> dict:
+        """See DCOperations.loss_grad."""
+
+
+@runtime_checkable
+class MeasuredPool(Pool, Protocol):
+    """A pool whose DCs run in other processes, measuring what crosses to them.
+
+    Attributes:
+        payload_bytes: nbytes of every numpy array sent to or returned by a DC (bytes).
+        serialized_bytes: those messages as the transport writes them (bytes).
+        loopback_bytes: growth of the loopback interface's counter while the pool worked (bytes;
+            None where it is not measured).
+        wall_seconds: wall time spent in call() (seconds).
+    """
+
+    payload_bytes: int
+    serialized_bytes: int
+    wall_seconds: float
+
+    @property
+    def loopback_bytes(self) -> int | None:
+        """See the class docstring."""
+
+
+class InProcessPool(DCOperations):
     """Every DC's DCWorker in this process (the embedded default)."""
+
+    executor = "local"
 
     def __init__(self, dcs, seed: int = 0):
         self.names = [dc.name for dc in dcs]
         self.workers = {dc.name: DCWorker(dc.X, dc.y, dc.workers, i, seed) for i, dc in enumerate(dcs)}
 
-    def call(self, method: str, args: dict | tuple = ()) -> dict:
-        """Call method on every DC (args: one tuple for all, or {name: tuple}); {name: result}."""
-        return {n: getattr(self.workers[n], method)(*(args[n] if isinstance(args, dict) else args)) for n in self.names}
+    def call(self, op: str, args: dict | tuple = ()) -> dict:
+        """Call DCWorker.<op> on every DC (args: one tuple for all, or {name: tuple}); {name: result}."""
+        return {n: getattr(self.workers[n], op)(*(args[n] if isinstance(args, dict) else args)) for n in self.names}
 
     def close(self) -> None:
         """Nothing to release in process."""

@@ -41,7 +41,7 @@ from typing import Callable
 
 import numpy as np
 
-from geodml.dcside import DCWorker
+from geodml.dcside import DC_OPERATIONS, DCOperations, DCWorker
 from geodml.errors import GeodmlError
 
 MESSAGE_TYPE = "query.geodml"
@@ -98,7 +98,7 @@ def _worker(spec_json: str, index: int) -> DCWorker:
     if not 0 <= index < spec.k:
         raise GeodmlError(f"partition-id {index} is outside 0..{spec.k - 1}")
     ds = load_dataset(spec.data, seed=spec.seed)
-    parts = partition(spec.partition, ds.X_train, ds.y_train, spec.k, seed=spec.seed)
+    parts = partition(spec.partition, ds.X_train, ds.y_train, spec.k, seed=spec.seed, groups=ds.place_train)
     p = parts[index]
     return DCWorker(take_rows(ds.X_train, p), ds.y_train[p], spec.workers[index], index, spec.seed)
 
@@ -203,7 +203,7 @@ def handle(message, context):
     scalars = {k: st[k] for k in ("rng", "lr", "adam_t", "ef_spec") if k in st}
     worker.set_state(scalars, {k: a.numpy() for k, a in context.state[_STATE_ARRAYS].items()})
     method = str(call["method"])
-    if method.startswith("_") or not callable(getattr(worker, method, None)):
+    if method not in DC_OPERATIONS:  # only the declared operations (dcside.DCOperations)
         raise GeodmlError(f"unknown DC method {method!r}")
     result = getattr(worker, method)(*from_recorddict(message.content))
     _save_state(context, spec_json, worker)
@@ -270,7 +270,7 @@ def _is_ray_worker(pid: int) -> bool:
     return cmd.startswith(b"ray::") or b"ray/_private/workers/default_worker.py" in cmd
 
 
-class FlowerPool:
+class FlowerPool(DCOperations):
     """The DCs as Flower ClientApps, called from a ServerApp through its Grid (same interface as
     dcside.InProcessPool and ray_pool.RayPool). names: DC names in index order; the node whose
     ClientApp holds partition i plays DC names[i]. call_timeout: seconds to wait for every DC's

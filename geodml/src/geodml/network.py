@@ -19,6 +19,7 @@ from typing import Callable
 import numpy as np
 
 from geodml.data import raw_nbytes
+from geodml.encoding import rows_nbytes
 from geodml.errors import GeodmlError, SovereigntyError
 from geodml.objective import nnz
 from geodml.wan import Region, Wan
@@ -33,6 +34,11 @@ class DataCenter:
     X: object
     y: np.ndarray
     sovereign: bool = False
+    # The rows in their source form (a pyarrow Table, data.Dataset.source_train) and the place
+    # values this DC holds (e.g. "EWR"); None for data without a place column.
+    source: object = None
+    place: str | None = None
+    _encoded: int | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -51,7 +57,15 @@ class DataCenter:
 
     @property
     def raw_nbytes(self) -> int:
-        """Bytes of the raw rows (see data.raw_nbytes)."""
+        """Bytes of shipping the raw rows, measured: Parquet with zstd of the source rows, or of
+        the matrix rows where there is no source (encoding.rows_nbytes); computed once."""
+        if self._encoded is None:
+            self._encoded = rows_nbytes(self.X, self.y, self.source)
+        return self._encoded
+
+    @property
+    def memory_nbytes(self) -> int:
+        """Bytes of the rows as held in memory (data.raw_nbytes: the arrays' nbytes)."""
         return raw_nbytes(self.X, self.y)
 
     @property
@@ -221,22 +235,35 @@ class Network:
         }
 
 
-def build_dcs(X, y: np.ndarray, parts: list[np.ndarray], wan: Wan, sovereign: list[str] | tuple[str, ...] = ()) -> list[DataCenter]:
-    """One DataCenter per partition, placed in the WAN's regions in file order.
+def build_dcs(X, y: np.ndarray, parts: list[np.ndarray], wan: Wan, sovereign: list[str] | tuple[str, ...] = (),
+              source=None, regions: tuple[str, ...] | None = None, places: tuple[str, ...] = ()) -> list[DataCenter]:
+    """One DataCenter per partition, placed in the WAN's regions in file order, or in ``regions``.
 
     X: (n, d) dense or CSR; y: (n,); parts: index arrays (partition.partition). sovereign: region
-    names whose raw rows may not leave. Raises GeodmlError if there are more partitions than
-    regions or a sovereign name is not one of the chosen data centers."""
+    names whose raw rows may not leave. source: the rows in source form (a pyarrow Table aligned
+    with X) or None; places: the place values of each partition (labels only). Raises GeodmlError
+    if there are more partitions than regions, a named region is not in the WAN, or a sovereign
+    name is not one of the chosen data centers."""
     from geodml.partition import take_rows
 
-    if len(parts) > len(wan.regions):
-        raise GeodmlError(f"{len(parts)} data centers but the WAN has only {len(wan.regions)} regions")
-    regions = wan.regions[: len(parts)]
-    names = [r.name for r in regions]
+    if regions is not None:
+        known = set(wan.names)
+        missing = [r for r in regions if r not in known]
+        if missing:
+            raise GeodmlError(f"the data's places live in regions {', '.join(missing)}, which the WAN lacks "
+                              f"(its regions: {', '.join(wan.names)}); give a WAN with them or partition otherwise")
+        chosen = [wan.region(r) for r in regions]
+    else:
+        if len(parts) > len(wan.regions):
+            raise GeodmlError(f"{len(parts)} data centers but the WAN has only {len(wan.regions)} regions")
+        chosen = list(wan.regions[: len(parts)])
+    names = [r.name for r in chosen]
     for s in sovereign:
         if s not in names:
             raise GeodmlError(f"sovereign data center {s!r} is not one of {', '.join(names)}")
-    return [DataCenter(r, take_rows(X, p), y[p], r.name in sovereign) for r, p in zip(regions, parts)]
+    return [DataCenter(r, take_rows(X, p), y[p], r.name in sovereign, None if source is None else source.take(p),
+                       places[i] if i < len(places) else None)
+            for i, (r, p) in enumerate(zip(chosen, parts))]
 
 
 def model_hub(wan: Wan, names: list[str], probe_nbytes: float = 1e6) -> str:

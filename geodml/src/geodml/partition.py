@@ -19,7 +19,7 @@ def _check_nonempty(parts: list[np.ndarray], spec: str) -> list[np.ndarray]:
     return [np.sort(p) for p in parts]
 
 
-def partition(spec: str, X, y: np.ndarray, k: int, seed: int = 0) -> list[np.ndarray]:
+def partition(spec: str, X, y: np.ndarray, k: int, seed: int = 0, groups: np.ndarray | None = None) -> list[np.ndarray]:
     """Split n rows over k data centers.
 
     spec:
@@ -30,8 +30,10 @@ def partition(spec: str, X, y: np.ndarray, k: int, seed: int = 0) -> list[np.nda
       ``covariate:S`` with S in [0, 1] - covariate shift: rows ranked by a seeded random projection
       of their features mixed with noise (weight S on the projection), cut into k equal ranges.
       ``unequal:W1,W2,...`` - IID rows with sizes proportional to the k positive weights.
+      ``place`` - by the data's own geography: data center j holds the rows whose place group
+      (``groups``, an int per row, e.g. data.Dataset.place_train) is j; k must be the number of groups.
     X: (n, d) dense or CSR; y: (n,) labels. Returns k sorted int64 index arrays.
-    Raises GeodmlError on a malformed spec, k < 1, or an empty data center.
+    Raises GeodmlError on a malformed spec, k < 1, place without groups, or an empty data center.
     """
     n = len(y)
     if k < 1:
@@ -39,6 +41,10 @@ def partition(spec: str, X, y: np.ndarray, k: int, seed: int = 0) -> list[np.nda
     rng = np.random.default_rng(seed + 104729)
     kind, _, arg = spec.partition(":")
     kind = kind.strip().lower()
+    if kind == "place" and not arg:
+        if groups is None:
+            raise GeodmlError("partition 'place' needs data with a place column (--dataset NAME, csv: or parquet: with region=COL)")
+        return _check_nonempty([np.flatnonzero(groups == j).astype(np.int64) for j in range(k)], spec)
     try:
         if kind == "iid" and not arg:
             return _check_nonempty([np.asarray(a, dtype=np.int64) for a in np.array_split(rng.permutation(n), k)], spec)
@@ -87,7 +93,7 @@ def partition(spec: str, X, y: np.ndarray, k: int, seed: int = 0) -> list[np.nda
         if isinstance(e, GeodmlError):
             raise
         raise GeodmlError(f"malformed partition spec {spec!r}") from None
-    raise GeodmlError(f"unknown partition spec {spec!r} (use iid, dirichlet:ALPHA, covariate:S in [0,1] or unequal:W1,...,WK)")
+    raise GeodmlError(f"unknown partition spec {spec!r} (use iid, dirichlet:ALPHA, covariate:S in [0,1], unequal:W1,...,WK or place)")
 
 
 def take_rows(X, idx: np.ndarray):

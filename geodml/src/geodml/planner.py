@@ -2,212 +2,30 @@
 from data sizes, model size, the WAN and sovereignty alone (no training), recommend the cheapest
 allowed strategy, and locate the crossover to centralizing.
 
-The predictions use the same cost model as network.Network (message sizes 8(d+1) down and
-8(d+2) up, per-round time max_k of down + compute + up); given the round and pass counts a run
-actually used they reproduce its ledger exactly, which the tests check. Without them the planner
-uses the counts in PlanCounts (the iteration counts of L-BFGS are not known before running it).
+Each strategy's cost model is its registry record's predictor (costs.py); given the round and pass
+counts a run actually used the predictions reproduce its ledger exactly, which the tests check.
+Without them the planner uses the counts in PlanCounts (the iteration counts of L-BFGS are not
+known before running it).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from geodml.algorithms import Settings
+from geodml import registry
+from geodml.algorithms import Settings  # noqa: F401 - also registers the built-in algorithms
+from geodml.costs import DCSize, PlanCounts, Prediction, csr_sizes, predict_centralize  # noqa: F401 - the planner's API
 from geodml.errors import GeodmlError
-from geodml.network import DataCenter
-from geodml.objective import pass_flops
 from geodml.wan import Wan
-
-STRATEGIES = ("centralize", "lbfgs", "fedavg", "fedprox", "diloco", "oneshot", "fadl")
-
-
-@dataclass(frozen=True)
-class DCSize:
-    """What the planner knows of one data center: region name, rows n, stored non-zeros nnz, raw
-    bytes of its rows (data.raw_nbytes), sovereign flag."""
-
-    name: str
-    n: int
-    nnz: int
-    raw_nbytes: int
-    sovereign: bool = False
-
-    @classmethod
-    def of(cls, dc: DataCenter) -> DCSize:
-        """The sizes of a DataCenter."""
-        return cls(dc.name, dc.n, dc.nnz, dc.raw_nbytes, dc.sovereign)
-
-    def scaled(self, a: float) -> DCSize:
-        """This DC with a times the rows (non-zeros and raw bytes scale linearly)."""
-        return replace(self, n=max(1, round(self.n * a)), nnz=round(self.nnz * a), raw_nbytes=round(self.raw_nbytes * a))
-
-
-def csr_sizes(names: list[str], rows: list[int], nnz_per_row: float, sovereign=()) -> list[DCSize]:
-    """DCSize list for CSR data with float32 values, int32 indices and int32 row pointers, float64
-    labels (the layout of data.make_ctr): raw = nnz*8 + (n+1)*4 + n*8 bytes."""
-    out = []
-    for name, n in zip(names, rows):
-        z = round(n * nnz_per_row)
-        out.append(DCSize(name, int(n), int(z), int(z * 8 + (n + 1) * 4 + n * 8), name in sovereign))
-    return out
-
-
-@dataclass(frozen=True)
-class PlanCounts:
-    """Iteration counts the planner cannot know before training: function evaluations (= rounds)
-    of distributed L-BFGS, local passes of one-shot's local solves (per DC), and iterations of the
-    centralized fit."""
-
-    lbfgs_rounds: int = 100
-    oneshot_passes: int | dict = 100
-    central_iters: int = 100
-    # FADL: passes of each local solve, one int for all, or per outer iteration a {dc: passes}.
-    fadl_passes: int | list = 10
-
-
-@dataclass(frozen=True)
-class Prediction:
-    """Predicted cost of one strategy: WAN bytes, intra-DC bytes, rounds, simulated seconds,
-    dollars; refused is a reason string when sovereignty forbids the strategy."""
-
-    bytes: int
-    intra_bytes: int
-    rounds: int
-    sim_seconds: float
-    dollars: float
-    refused: str | None = None
-
-    def as_dict(self) -> dict:
-        """JSON-ready dict."""
-        return {"bytes": self.bytes, "intra_bytes": self.intra_bytes, "rounds": self.rounds,
-                "sim_seconds": self.sim_seconds, "dollars": self.dollars, "refused": self.refused}
-
-
-def _workers(wan: Wan, dc: DCSize) -> int:
-    return max(1, min(wan.region(dc.name).workers, dc.n))
-
-
-def _rate(wan: Wan, dc: DCSize) -> float:
-    return _workers(wan, dc) * wan.region(dc.name).compute_gflops * 1e9
-
-
-def predict_centralize(sizes: list[DCSize], wan: Wan, hub: str | None, iters: int) -> Prediction:
-    """Cost of moving all raw rows to hub and fitting there for iters passes."""
-    if hub is None or any(d.sovereign and d.name != hub for d in sizes):
-        sov = [d.name for d in sizes if d.sovereign]
-        return Prediction(0, 0, 0, 0.0, 0.0, refused=f"sovereign data centers {', '.join(sov)} may not export raw rows")
-    others = [d for d in sizes if d.name != hub]
-    nbytes = sum(d.raw_nbytes for d in others)
-    t = max((wan.transfer_seconds(d.name, hub, d.raw_nbytes) for d in others), default=0.0)
-    n, z = sum(d.n for d in sizes), sum(d.nnz for d in sizes)
-    hubdc = next(d for d in sizes if d.name == hub)
-    t += iters * pass_flops(n, z) / _rate(wan, hubdc)
-    return Prediction(nbytes, 0, 1, t, sum(wan.egress_usd(d.name, hub, d.raw_nbytes) for d in others))
-
-
-def _round(sizes, wan, hub, d, hierarchical, down: bool, flops: dict, allreduces: dict,
-           up_b: int | None = None, down_b: int | None = None) -> tuple[int, int, float, float]:
-    """(wan bytes, intra bytes, seconds, dollars) of one round, as Network.round accounts it:
-    broadcast down_b bytes (default 8(d+1)) if down, replies of up_b bytes (default 8(d+2))."""
-    down_b = (8 * (d + 1) if down_b is None else down_b) if down else 0
-    up_b = 8 * (d + 2) if up_b is None else up_b
-    wan_b = intra_b = 0
-    dollars = 0.0
-    worst = 0.0
-    for dc in sizes:
-        W = _workers(wan, dc)
-        remote = dc.name != hub
-        flows = 1 if hierarchical else W
-        intra_msgs = W - 1 if (hierarchical or not remote) else 0
-        t = 0.0
-        if down_b:
-            if remote:
-                t += wan.transfer_seconds(hub, dc.name, down_b, flows)
-                wan_b += flows * down_b
-                dollars += flows * wan.egress_usd(hub, dc.name, down_b)
-            if intra_msgs:
-                t += wan.intra_seconds(dc.name, down_b)
-                intra_b += intra_msgs * down_b
-        t += flops[dc.name] / _rate(wan, dc)
-        a = allreduces.get(dc.name, 0)
-        if a and W > 1:
-            ar_b = 8 * (d + 2)
-            t += a * 2 * wan.intra_seconds(dc.name, ar_b)
-            intra_b += 2 * (W - 1) * a * ar_b
-        if intra_msgs:
-            t += wan.intra_seconds(dc.name, up_b)
-            intra_b += intra_msgs * up_b
-        if remote:
-            t += wan.transfer_seconds(dc.name, hub, up_b, flows)
-            wan_b += flows * up_b
-            dollars += flows * wan.egress_usd(dc.name, hub, up_b)
-        worst = max(worst, t)
-    return wan_b, intra_b, worst, dollars
 
 
 def predict(strategy: str, sizes: list[DCSize], d: int, wan: Wan, s: Settings, hub: str | None,
             counts: PlanCounts = PlanCounts(), hierarchical: bool = True) -> Prediction:
-    """Predict one strategy's cost. sizes: the DCs; d: features (model has d+1 parameters); hub:
-    the aggregation (or, for centralize, gathering) region. Raises GeodmlError for an unknown
-    strategy."""
-    if strategy == "centralize":
-        return predict_centralize(sizes, wan, hub, counts.central_iters)
-    if strategy not in STRATEGIES:
-        raise GeodmlError(f"unknown algorithm {strategy!r} (known: {', '.join(STRATEGIES)})")
-    if strategy == "fadl":
-        return _predict_fadl(sizes, d, wan, s, hub, counts, hierarchical)
-    if strategy == "lbfgs":
-        rounds, down = counts.lbfgs_rounds, True
-        flops = {dc.name: pass_flops(dc.n, dc.nnz) for dc in sizes}
-        allreduces: dict = {}
-    elif strategy == "oneshot":
-        rounds, down = 1, False
-        p = counts.oneshot_passes
-        passes = {dc.name: (p[dc.name] if isinstance(p, dict) else p) for dc in sizes}
-        flops = {dc.name: passes[dc.name] * pass_flops(dc.n, dc.nnz) for dc in sizes}
-        allreduces = passes
-    else:
-        rounds, down = s.rounds, True
-        flops = {}
-        for dc in sizes:
-            if s.batch_size <= 0 or s.batch_size >= dc.n:
-                flops[dc.name] = s.local_steps * pass_flops(dc.n, dc.nnz)
-            else:
-                flops[dc.name] = s.local_steps * pass_flops(s.batch_size, s.batch_size * dc.nnz / dc.n)
-        allreduces = {dc.name: s.local_steps for dc in sizes}
-    up_b = None
-    if strategy in ("fedavg", "fedprox", "diloco") and s.compress != "none":
-        from geodml.compression import encoded_nbytes
-        up_b = encoded_nbytes(s.compress, d + 1)
-    down_b = None
-    if strategy in ("fedavg", "fedprox", "diloco") and s.compress_down != "none":
-        from geodml.compression import encoded_nbytes
-        down_b = encoded_nbytes(s.compress_down, d + 1)
-    wb, ib, t, usd = _round(sizes, wan, hub, d, hierarchical, down, flops, allreduces, up_b, down_b)
-    return Prediction(wb * rounds, ib * rounds, rounds, t * rounds, usd * rounds)
-
-
-def _predict_fadl(sizes, d, wan, s: Settings, hub, counts: PlanCounts, hierarchical) -> Prediction:
-    """FADL: per outer iteration a gradient round, a local-solve round and a line-search round
-    (algorithms.run_fadl)."""
-    from geodml.algorithms import FADL_STEPS
-
-    tot = [0, 0, 0.0, 0.0]
-    grad = {dc.name: pass_flops(dc.n, dc.nnz) for dc in sizes}
-    for it in range(s.fadl_iters):
-        p = counts.fadl_passes
-        passes = p[it] if isinstance(p, list) else {dc.name: p for dc in sizes}
-        for flops, ar, up_b, down_b in (
-            (grad, {}, None, None),
-            # the gradient travels with the proximal strength mu: d+2 float64
-            ({k: passes[k] * grad[k] for k in grad}, passes, None, 8 * (d + 2)),
-            ({k: len(FADL_STEPS) * grad[k] for k in grad}, {}, 8 * len(FADL_STEPS), None),
-        ):
-            r = _round(sizes, wan, hub, d, hierarchical, True, flops, ar, up_b, down_b)
-            for i in range(4):
-                tot[i] += r[i]
-    return Prediction(tot[0], tot[1], 3 * s.fadl_iters, tot[2], tot[3])
+    """Predict one strategy's cost with its registry record's predictor. sizes: the DCs; d:
+    features (model has d+1 parameters); hub: the aggregation (or, for a strategy that moves raw
+    rows, gathering) region. Raises GeodmlError for an unknown strategy."""
+    return registry.get(strategy).predict(sizes, d, wan, s, hub, counts, hierarchical)
 
 
 def _tie_scale(f, lo: float = 1e-6, hi: float = 1e6) -> float | None:
@@ -243,38 +61,46 @@ def crossover(strategy: str, sizes: list[DCSize], d: int, wan: Wan, s: Settings,
               central_hub: str | None, counts: PlanCounts = PlanCounts(), hierarchical: bool = True) -> dict:
     """Where centralizing starts to win against ``strategy``.
 
-    Returns {"rounds_bytes": rounds beyond which centralizing moves fewer WAN bytes (at the
-    current data size), and for each of bytes, sim_seconds, dollars: "rows_<metric>": the total
-    row count below which centralizing is cheaper on that metric (all DCs scaled together,
-    rounds fixed), or None where one side wins at every scale from 1e-6x to 1e6x}.
-    Centralizing is costed at the hub it would use without sovereignty when it is refused."""
+    Returns {"rounds_bytes": the fewest whole rounds (an int) at which centralizing moves fewer
+    WAN bytes (at the current data size; None for a strategy whose rounds are fixed, such as
+    one-shot averaging, or that moves nothing per round), and for each of bytes, sim_seconds,
+    dollars: "rows_<metric>": the total row count below which centralizing is cheaper on that
+    metric (all DCs scaled together, rounds fixed), or None where one side wins at every scale
+    from 1e-6x to 1e6x}. Centralizing is costed at the hub it would use without sovereignty when
+    it is refused."""
     plain = [replace(x, sovereign=False) for x in sizes]
     hub_c = central_hub or unconstrained_central_hub(plain, wan)
-    c = predict_centralize(plain, wan, hub_c, counts.central_iters)
+    c = predict("centralize", plain, d, wan, s, hub_c, counts)
     p = predict(strategy, sizes, d, wan, s, model_hub, counts, hierarchical)
     per_round = p.bytes / max(p.rounds, 1)
     n = sum(x.n for x in sizes)
-    out: dict = {"strategy": strategy, "rounds_bytes": c.bytes / per_round if per_round else None}
+    fixed = registry.get(strategy).fixed_rounds is not None
+    # A fraction of a round is no answer to "after how many rounds": the first whole round past the tie.
+    rounds = math.floor(c.bytes / per_round) + 1 if per_round and not fixed else None
+    out: dict = {"strategy": strategy, "rounds_bytes": rounds}
     for metric in ("bytes", "sim_seconds", "dollars"):
         def f(a, metric=metric):
             sc = [x.scaled(a) for x in plain]
-            return getattr(predict_centralize(sc, wan, hub_c, counts.central_iters), metric) - getattr(predict(strategy, sc, d, wan, s, model_hub, counts, hierarchical), metric)
+            return getattr(predict("centralize", sc, d, wan, s, hub_c, counts), metric) - getattr(predict(strategy, sc, d, wan, s, model_hub, counts, hierarchical), metric)
         a = _tie_scale(f)
         out[f"rows_{metric}"] = None if a is None else a * n
     return out
 
 
 def plan(sizes: list[DCSize], d: int, wan: Wan, s: Settings, model_hub: str, central_hub: str | None,
-         strategies=STRATEGIES, counts: PlanCounts = PlanCounts(), objective: str = "sim_seconds",
+         strategies: tuple[str, ...] | None = None, counts: PlanCounts = PlanCounts(), objective: str = "sim_seconds",
          hierarchical: bool = True) -> dict:
-    """Predict every strategy, recommend the allowed one with the least ``objective`` (bytes,
-    sim_seconds or dollars) and give each model-exchange strategy's crossover to centralizing.
+    """Predict every strategy (default: every registered one), recommend the allowed one with the
+    least ``objective`` (bytes, sim_seconds or dollars) and give each model-exchange strategy's
+    crossover to centralizing. A strategy that moves raw rows is costed at central_hub, the others
+    at model_hub.
     Returns {"predictions": {name: Prediction.as_dict()}, "recommend": name, "objective": ...,
     "crossover": {name: crossover(...)}}. Raises GeodmlError for an unknown objective."""
     if objective not in ("bytes", "sim_seconds", "dollars"):
         raise GeodmlError(f"unknown objective {objective!r} (use bytes, sim_seconds or dollars)")
-    preds = {a: predict(a, sizes, d, wan, s, central_hub if a == "centralize" else model_hub, counts, hierarchical) for a in strategies}
+    algos = [registry.get(a) for a in (registry.names() if strategies is None else strategies)]
+    preds = {a.name: a.predict(sizes, d, wan, s, central_hub if a.moves == "raw" else model_hub, counts, hierarchical) for a in algos}
     allowed = {a: p for a, p in preds.items() if p.refused is None}
     best = min(allowed, key=lambda a: getattr(allowed[a], objective)) if allowed else None
-    cross = {a: crossover(a, sizes, d, wan, s, model_hub, central_hub, counts, hierarchical) for a in strategies if a != "centralize"}
+    cross = {a.name: crossover(a.name, sizes, d, wan, s, model_hub, central_hub, counts, hierarchical) for a in algos if a.moves == "model"}
     return {"predictions": {a: p.as_dict() for a, p in preds.items()}, "objective": objective, "recommend": best, "crossover": cross}

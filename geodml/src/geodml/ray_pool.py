@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from geodml.dcside import DCWorker
+from geodml.dcside import DCOperations, DCWorker
 from geodml.errors import GeodmlError
 
 
@@ -54,7 +54,7 @@ def _nbytes(x) -> int:
     return 0
 
 
-class RayPool:
+class RayPool(DCOperations):
     """One Ray actor per DC (num_cpus=0 each, so K actors fit on a small machine). Starts a local
     Ray instance if none is running and shuts it down on close(). Raises GeodmlError if Ray is not
     installed. num_cpus: the CPUs a Ray started here may use (None: Ray's default, every core)."""
@@ -99,15 +99,15 @@ class RayPool:
         now = loopback_rx_bytes()
         return None if now is None or self._lo0 is None else now - self._lo0
 
-    def call(self, method: str, args: dict | tuple = ()) -> dict:
-        """Call method on every DC's actor in parallel; {name: result}."""
+    def call(self, op: str, args: dict | tuple = ()) -> dict:
+        """Call DCWorker.<op> on every DC's actor in parallel; {name: result}."""
         t0 = time.perf_counter()
         refs = {}
         for n in self.names:
             a = args[n] if isinstance(args, dict) else args
             self.payload_bytes += _nbytes(a)
             self.serialized_bytes += self._serialize(tuple(a))
-            refs[n] = getattr(self.actors[n], method).remote(*a)
+            refs[n] = getattr(self.actors[n], op).remote(*a)
         results = self._ray.get(list(refs.values()))
         self.payload_bytes += sum(_nbytes(r) for r in results)
         self.serialized_bytes += sum(self._serialize(r) for r in results)

@@ -153,14 +153,20 @@ def parse_wan(doc) -> Wan:
     return Wan(tuple(regions), links)
 
 
-def load_wan(path: str | Path | None = None) -> Wan:
-    """Load a WAN YAML file (or the packaged 4-region default when path is None).
+PACKAGED_WANS = ("wan_default.yaml", "wan_us.yaml")
+
+
+def load_wan(path: str | Path | None = None, packaged: str = "wan_default.yaml") -> Wan:
+    """Load a WAN YAML file, or when path is None the packaged WAN ``packaged`` (one of
+    PACKAGED_WANS: the 4-region default, or four US regions for data placed by US region).
 
     Uses yaml.safe_load (no code execution). Raises GeodmlError if the file is missing, is not
     YAML, or fails validation.
     """
     if path is None:
-        text = resources.files("geodml").joinpath("wan_default.yaml").read_text()
+        if packaged not in PACKAGED_WANS:
+            raise GeodmlError(f"no packaged WAN {packaged!r} (known: {', '.join(PACKAGED_WANS)})")
+        text = resources.files("geodml").joinpath(packaged).read_text()
     else:
         p = Path(path)
         if p.is_dir():

