@@ -533,3 +533,242 @@ def read_blkparse(path: str | Path, lenient: bool = False, report: ReadReport | 
     table = table.set_column(table.schema.get_field_index("application"), "application", process)
     report.rows += table.num_rows
     return table
+
+
+#: One line of ``strace -f -ttt -T -y`` for a positioned read or write: pid, absolute time,
+#: call, fd with its path, the buffer (``-s 0`` prints ``""...``), count, offset, result, duration.
+#: A call interrupted by another thread's line is split into ``<unfinished ...>`` and
+#: ``<... pread64 resumed>`` halves (strace(1), ``-f``).
+_STRACE_CALL = (
+    r"^(?P<pid>\d+)\s+(?P<t>\d+\.\d+)\s+(?P<call>pread64|pwrite64)\((?P<fd>\d+)<(?P<path>[^>]*)>,\s*"
+    r"(?P<rest>.*)$"
+)
+_STRACE_RESUMED = r"^(?P<pid>\d+)\s+(?P<t>\d+\.\d+)\s+<\.\.\. (?P<call>pread64|pwrite64) resumed>(?P<rest>.*)$"
+_STRACE_TAIL = r'(?:"[^"]*"(?:\.\.\.)?|0x[0-9a-f]+|NULL),\s*(?P<count>\d+),\s*(?P<offset>\d+)\)\s*=\s*(?P<ret>-?\d+)(?:\s+\w+\s+\([^)]*\))?\s*<(?P<dur>\d+\.\d+)>$'
+
+
+def read_strace(path: str | Path, lenient: bool = False, report: ReadReport | None = None) -> pa.Table:
+    """Read ``strace -f -ttt -T -y`` output of ``pread64``/``pwrite64`` calls into a trace.
+
+    Each completed call is one request: ``start_time`` = the call's entry time (s, as strace
+    printed it), ``latency`` (and ``disk_time`` of reads) = its duration from ``-T`` (s),
+    ``filename`` = the file's path from ``-y``, ``file_offset`` and sizes = the call's offset and
+    count (bytes), ``op_type`` READ for ``pread64``; ``application`` = ``pid <n>`` (the thread).
+    Reads count as cache misses (``cache_hit`` 0): trace programs that open their files with
+    ``O_DIRECT`` so the page cache does not answer. Calls that failed (negative result) are
+    dropped and counted in ``report.skipped``; other system calls, signals and exit lines are
+    ignored. Rows come in entry-time order.
+
+    Raises:
+        TraceFormatError: ``file:line: reason`` for a ``pread64``/``pwrite64`` line whose
+            arguments do not parse, a ``resumed`` line without its start, or a file with no
+            completed call (unless lenient for the first two).
+    """
+    import re
+
+    path = Path(path)
+    report = report if report is not None else ReadReport()
+    lines = _read_bytes(path).decode("utf-8", "replace").split("\n")
+    call_re, resumed_re, tail_re = re.compile(_STRACE_CALL), re.compile(_STRACE_RESUMED), re.compile(_STRACE_TAIL)
+    pending: dict[str, tuple[float, str, str, str]] = {}  # pid -> (time, call, path, args so far)
+    rows: list[tuple[float, str, bool, int, int, float, str]] = []
+    errors: list[tuple[int, str]] = []
+    for no, line in enumerate(lines, 1):
+        m = call_re.match(line)
+        if m is not None:
+            if m["rest"].endswith("<unfinished ...>"):
+                pending[m["pid"]] = (float(m["t"]), m["call"], m["path"], m["rest"][: -len("<unfinished ...>")].rstrip())
+                continue
+            t, call, fpath, rest, pid = float(m["t"]), m["call"], m["path"], m["rest"], m["pid"]
+        else:
+            r = resumed_re.match(line)
+            if r is None:
+                continue
+            if r["pid"] not in pending:
+                errors.append((no, f"{r['call']} resumed without its start"))
+                continue
+            t, call, fpath, head = pending.pop(r["pid"])
+            # strace splits the arguments anywhere: the halves joined are one call's text.
+            tail_text = r["rest"].lstrip()
+            glue = ", " if head and not head.endswith(",") and not tail_text.startswith((")", ",")) else ""
+            rest, pid = head + glue + tail_text, r["pid"]
+        tail = tail_re.search(rest)
+        if tail is None:
+            errors.append((no, f"{call}: arguments do not parse"))
+            continue
+        if int(tail["ret"]) < 0:
+            report.skipped += 1
+            continue
+        rows.append((t, fpath, call == "pread64", int(tail["offset"]), int(tail["count"]), float(tail["dur"]), f"pid {pid}"))
+    if errors and not lenient:
+        line, reason = errors[0]
+        more = f" (and {len(errors) - 1} more bad lines)" if len(errors) > 1 else ""
+        raise TraceFormatError(f"{path}:{line}: {reason}{more}")
+    report.skipped += len(errors)
+    report.examples.extend(f"{path}:{line}: {reason}" for line, reason in errors[: max(0, 5 - len(report.examples))])
+    if not rows:
+        raise TraceFormatError(f"{path}:1: no completed pread64/pwrite64 call (trace with strace -f -ttt -T -y -e trace=pread64,pwrite64)")
+    rows.sort(key=lambda r: r[0])
+    t, fpath, is_read, offset, size, dur, app = (list(c) for c in zip(*rows))
+    table = _block_table(pa.array(fpath, pa.string()), np.array(offset, np.int64), np.array(size, np.int64),
+                         np.array(is_read, bool), np.array(t, np.float64), np.array(dur, np.float64))
+    table = table.set_column(table.schema.get_field_index("application"), "application", pa.array(app, pa.string()))
+    report.rows += table.num_rows
+    return table
+
+
+def read_parquet_trace(path: str | Path, lenient: bool = False, report: ReadReport | None = None) -> pa.Table:
+    """Read a Parquet trace (thesios's own schema, optionally with ``latency``, ``disk_id`` and more).
+
+    ``lenient`` has no effect (a Parquet file has no malformed rows to skip).
+
+    Raises:
+        TraceFormatError: a missing, corrupt or foreign file, or one without the 17 trace columns.
+    """
+    from thesios.writers import read_parquet
+
+    path = Path(path)
+    report = report if report is not None else ReadReport()
+    if path.is_dir():
+        raise TraceFormatError(f"{path}: is a folder, not a trace file")
+    if not path.exists():
+        raise TraceFormatError(f"{path}: no such file")
+    try:
+        table = read_parquet(path)
+    except (OSError, ValueError, pa.ArrowException) as err:  # a corrupt or foreign file
+        # pyarrow's message repeats the path ("Could not open Parquet input source '...': ").
+        reason = str(err).splitlines()[0].split("': ", 1)[-1].split(". ")[0][:120]
+        raise TraceFormatError(f"{path}: not a readable Parquet trace ({reason})") from None
+    missing = [c for c in THESIOS_COLUMNS if c not in table.column_names]
+    if missing:
+        raise TraceFormatError(f"{path}: missing trace columns {missing[:4]}")
+    report.rows += table.num_rows
+    return table
+
+
+# ---------------------------------------------------------------------------------------------
+# The registry: every command finds a trace format here, by name or by sniffing a file.
+
+#: ``reader(path, lenient, report) -> pa.Table`` in the trace schema (optionally + ``latency``).
+Reader = Callable[[Path, bool, ReadReport], pa.Table]
+#: ``sniffer(path, head) -> bool``: whether a file is of the format, from its name and first 4 KiB.
+Sniffer = Callable[[Path, bytes], bool]
+
+
+@dataclass(frozen=True)
+class TraceFormat:
+    """One trace format: how to read it and how to recognize it.
+
+    Attributes:
+        name: the ``--format`` value.
+        reader: reads one file (see :data:`Reader`); raises ``TraceFormatError`` on bad input.
+        sniffer: recognizes a file of the format (see :data:`Sniffer`), or None when the format
+            cannot be told from its content (header-less CSV): then ``--format`` names it.
+        block: True when ``filename`` names a device (a block trace): a file of several devices
+            needs ``--device`` where one disk is wanted.
+        summary: one line for ``--help``.
+    """
+
+    name: str
+    reader: Reader
+    sniffer: Sniffer | None = None
+    block: bool = False
+    summary: str = ""
+
+
+FORMATS: dict[str, TraceFormat] = {}
+
+
+def register_format(fmt: TraceFormat) -> TraceFormat:
+    """Add (or replace) a format; sniffers are tried in registration order. Returns ``fmt``."""
+    FORMATS[fmt.name] = fmt
+    return fmt
+
+
+def _first_line(head: bytes) -> str:
+    return head.decode("utf-8", "replace").lstrip("\n").split("\n", 1)[0]
+
+
+def _sniff_parquet(path: Path, head: bytes) -> bool:
+    return path.suffix == ".parquet" or head.startswith(b"PAR1")
+
+
+def _sniff_blkparse(path: Path, head: bytes) -> bool:
+    import re
+
+    return re.match(_BLK_EVENT, _first_line(head)) is not None
+
+
+def _sniff_strace(path: Path, head: bytes) -> bool:
+    import re
+
+    return re.match(r"^\d+\s+\d+\.\d+\s+(?:[a-z_0-9]+\(|<\.\.\. )", _first_line(head)) is not None
+
+
+def _sniff_thesios(path: Path, head: bytes) -> bool:
+    return _first_line(head).startswith("filename,")
+
+
+register_format(TraceFormat("thesios", read_thesios_csv, _sniff_thesios, summary="Thesios CSV shard (.csv, .csv.gz)"))
+register_format(TraceFormat("parquet", read_parquet_trace, _sniff_parquet, summary="thesios's Parquet trace"))
+register_format(TraceFormat("blkparse", read_blkparse, _sniff_blkparse, block=True, summary="blkparse's default text output"))
+register_format(TraceFormat("strace", read_strace, _sniff_strace, summary="strace -f -ttt -T -y of pread64/pwrite64"))
+register_format(TraceFormat("msr", read_msr_csv, block=True, summary="MSR Cambridge CSV"))
+register_format(TraceFormat("alibaba", read_alibaba_csv, block=True, summary="Alibaba block trace CSV"))
+register_format(TraceFormat("tencent", read_tencent_csv, block=True, summary="Tencent CBS CSV"))
+
+#: What an unrecognized file is read as: its reader then names the problem in one line.
+FALLBACK_FORMAT = "thesios"
+
+
+def format_names() -> list[str]:
+    """The registered format names, ``auto`` first (for ``--format`` help and errors)."""
+    return ["auto", *FORMATS]
+
+
+def sniff_format(path: str | Path) -> str:
+    """The name of the first registered format whose sniffer accepts ``path`` (else the fallback)."""
+    path = Path(path)
+    try:
+        with pa.input_stream(str(path), compression="detect") as stream:
+            head = stream.read(4096)
+    except (OSError, pa.ArrowInvalid):
+        head = b""  # the reader names the problem (a missing file, a folder) in one line
+    if path.suffix == ".parquet":
+        return "parquet"
+    for fmt in FORMATS.values():
+        if fmt.sniffer is not None and head and fmt.sniffer(path, head):
+            return fmt.name
+    return FALLBACK_FORMAT
+
+
+def get_format(name: str) -> TraceFormat:
+    """The registered format ``name`` (``auto`` is resolved by the caller with :func:`sniff_format`).
+
+    Raises:
+        ThesiosInputError: an unknown name (the message lists the known ones).
+    """
+    from thesios.errors import ThesiosInputError
+
+    if name not in FORMATS:
+        raise ThesiosInputError(f"--format must be one of {', '.join(format_names())}, got {name!r}")
+    return FORMATS[name]
+
+
+def read_trace(path: str | Path, fmt: str = "auto", lenient: bool = False, report: ReadReport | None = None) -> tuple[pa.Table, TraceFormat]:
+    """Read one trace file in format ``fmt`` (``auto``: sniffed) with the registry's reader.
+
+    Returns:
+        ``(table, format)``: the rows in the trace schema (plus whatever columns the format adds)
+        and the format that read them.
+
+    Raises:
+        ThesiosInputError: an unknown format; TraceFormatError from the reader on a bad file.
+    """
+    path = Path(path)
+    if fmt != "auto":
+        get_format(fmt)  # an unknown name before the file is opened
+    fmt = sniff_format(path) if fmt == "auto" else fmt
+    spec = get_format(fmt)
+    report = report if report is not None else ReadReport()
+    return spec.reader(path, lenient, report), spec

@@ -244,12 +244,12 @@ def group_whatifs(
     say = progress or (lambda _msg: None)
     gen = FleetGenerator(spec)
     rpm0 = spec.hdd.rpm
-    say(f"group {group + 1}/{n_groups} ({len(members)} disks): baseline")
+    say(f"group {group} of {n_groups} (0-{n_groups - 1}; {len(members)} disks): baseline")
     base = synthesize(samples, members, rate, days=spec.days)
     entry: dict = {"group": group, "disks": len(members), "coverage": base.coverage,
                    "baseline": serve_metrics(base.trace), "scenarios": {}}
     for sc in scenarios:
-        say(f"group {group + 1}/{n_groups}: {sc.spec}")
+        say(f"group {group} of {n_groups}: {sc.spec}")
         if sc.kind == "capacity":
             res = synthesize(samples, members, rate, days=spec.days, scale=sc.factor)
             out = serve_metrics(res.trace) | {"coverage": res.coverage}
@@ -292,10 +292,10 @@ def run_scenarios(
     samples = sample_fleet(spec, rate, seed, backend)
     say(f"identifying groups from {len(samples)} samples")
     grouping = identify(disk_features(samples, spec.n_disks, spec.days), seed=seed)
-    # In process the steps of each group are shown as they run; a Ray task's would be lost.
-    step = say if isinstance(backend, LocalBackend) else None
+    # In process the steps of each group are shown as they run; a worker's would be lost.
+    step = say if getattr(backend, "in_process", False) else None
     if step is None:
-        say(f"{grouping.k} groups: baseline and {len(scenarios)} what-ifs each, one Ray task per group")
+        say(f"{grouping.k} groups: baseline and {len(scenarios)} what-ifs each, one {backend.name} task per group")
     items = [(g, np.flatnonzero(grouping.labels == g), grouping.k, step) for g in range(grouping.k)]
     groups = backend.map(group_whatifs, items, shared=(samples, spec, rate, scenarios, seed, power, cache_blocks, shards_rate))
     return {"rate": rate, "disks": spec.n_disks, "groups": groups}
