@@ -63,6 +63,7 @@ def validate_cmd(
     traces: Annotated[list[Path] | None, typer.Option(help="validate on these full-rate traces (files or folders; repeat the option) instead of the embedded fleet")] = None,
     fmt: Annotated[str, typer.Option("--format", help="format of the --traces files: " + ", ".join(format_names()))] = "auto",
     group_by: Annotated[str | None, typer.Option(help="--traces: group disks by this column (e.g. workload); default: thesios's identification")] = None,
+    identify_groups: Annotated[bool, typer.Option("--identify", help="--traces: group by thesios's identification (purity against --group-by when given)")] = False,
     window: Annotated[float | None, typer.Option(help="--traces: window of the metrics, s (default: an hour, or a tenth of a shorter trace)")] = None,
     report: Annotated[Path | None, typer.Option(help="also write an HTML report with plots here")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
@@ -74,9 +75,9 @@ def validate_cmd(
     p = parse_rate(rate)
     _check_backend(backend, jobs)
     if traces:
-        return _validate_traces(traces, fmt, p, group_by, window, held_out, seed, as_json, report, quiet)
-    if group_by is not None or window is not None or fmt != "auto":
-        raise ThesiosInputError("--format, --group-by and --window describe --traces; none was given")
+        return _validate_traces(traces, fmt, p, group_by, identify_groups, window, held_out, seed, as_json, report, quiet)
+    if group_by is not None or window is not None or fmt != "auto" or identify_groups:
+        raise ThesiosInputError("--format, --group-by, --identify and --window describe --traces; none was given")
     if report is not None:
         check_writable(report)  # before minutes of work, not after
     spec = _fleet_spec(fleet, p, days, seed, held_out)
@@ -111,16 +112,19 @@ def _print_accuracy(title: str, accuracy: dict[str, float]) -> None:
     Console().print(table)
 
 
-def _validate_traces(paths: list[Path], fmt: str, rate: float, group_by: str | None, window: float | None,
-                     held_out: int, seed: int, as_json: bool, report: Path | None, quiet: bool) -> None:
+def _validate_traces(paths: list[Path], fmt: str, rate: float, group_by: str | None, identify_groups: bool,
+                     window: float | None, held_out: int, seed: int, as_json: bool, report: Path | None, quiet: bool) -> None:
     """``validate --traces``: the held-out disks of real traces against syntheses from the others."""
     from thesios.trace_validation import load_disks, validate_traces
 
     if report is not None:
         raise ThesiosInputError("--report is for the embedded fleet; with --traces use --json")
+    if window is not None and not (math.isfinite(window) and window > 0):
+        raise ThesiosInputError(f"--window must be a positive number of seconds, got {window}")
     with _progress(quiet, "validating on traces") as say:
-        disks = load_disks(paths, fmt, group_by, progress=say)
-        result = validate_traces(disks, rate, held_out=held_out, seed=seed, window_s=window, progress=say)
+        disks = load_disks(paths, fmt, group_by)
+        result = validate_traces(disks, rate, held_out=held_out, seed=seed, window_s=window,
+                                 identify_groups=identify_groups or group_by is None, progress=say)
     if as_json:
         print(json.dumps(result, indent=2))
         return
