@@ -130,39 +130,57 @@ def read_thesios_csv(path: str | Path, lenient: bool = False, report: ReadReport
         schema = THESIOS_SCHEMA_WITH_LATENCY
     else:
         raise TraceFormatError(f"{path}:{lines[0]}: {_header_mismatch(names)}")
+    raw, row_lines, errors, n_invalid = _parse_rows(data, path, lines, names, skip_header=True)
+    is_header = pc.equal(raw.column("filename"), "filename")
+    header_repeats = pc.sum(is_header).as_py() or 0
+    ok = pc.fill_null(pc.invert(is_header), True)
+    columns, ok = _thesios_columns(raw, schema, ok, row_lines, errors)
+    ok = _thesios_value_checks(columns, ok, row_lines, errors)
+    # A shard cut inside its last field still parses (0.009858898 -> 0.009858); a last line
+    # without a line end is the one sign of it left, so that row counts as malformed.
+    if not data.endswith(b"\n") and raw.num_rows and int(row_lines[-1]) == int(lines[-1]):
+        last = np.zeros(raw.num_rows, dtype=bool)
+        last[-1] = True
+        if ok.to_numpy(zero_copy_only=False)[-1]:
+            errors.append((int(lines[-1]), "last line has no line end: the file looks truncated"))
+            ok = pc.and_(ok, pa.chunked_array([pa.array(~last)]))
+    n_bad = n_invalid + int(raw.num_rows - header_repeats - (pc.sum(ok).as_py() or 0))
+    _raise_or_count(path, data, lines, errors, n_bad, lenient, report, "rows")
+    table = pa.table(columns, schema=schema).filter(ok)
+    report.rows += table.num_rows
+    report.header_repeats += header_repeats
+    return table
 
+
+def _parse_rows(data: bytes, path: Path, lines: np.ndarray, names: list[str], skip_header: bool) -> tuple[pa.Table, np.ndarray, list[tuple[int, str]], int]:
+    """Parse CSV text as strings: ``(rows, each row's physical line, errors, rows of a wrong
+    field count)``; a row with the wrong number of fields is dropped and becomes an error."""
     bad_rows: list[tuple[int, str]] = []  # (1-based non-empty row number, reason)
-    on_invalid = _collect_invalid(bad_rows)
-
     try:
         raw = pcsv.read_csv(
             io.BytesIO(data),
-            read_options=pcsv.ReadOptions(use_threads=False, column_names=names, skip_rows=1),
-            parse_options=pcsv.ParseOptions(invalid_row_handler=on_invalid, newlines_in_values=False),
-            convert_options=pcsv.ConvertOptions(
-                column_types={n: pa.string() for n in names}, strings_can_be_null=False
-            ),
+            read_options=pcsv.ReadOptions(use_threads=False, column_names=names, skip_rows=1 if skip_header else 0),
+            parse_options=pcsv.ParseOptions(invalid_row_handler=_collect_invalid(bad_rows), newlines_in_values=False),
+            convert_options=pcsv.ConvertOptions(column_types={n: pa.string() for n in names}, strings_can_be_null=False),
         )
     except pa.ArrowInvalid as err:
         raise TraceFormatError(f"{path}: {err}") from None
-    # The handler numbers non-empty rows from 1, the header included: row n is lines[n - 1].
-    invalid_idx = np.array([n - 1 for n, _ in bad_rows], dtype=np.int64)
+    # The handler numbers non-empty rows from 1 (the header included): row n is lines[n - 1].
     keep_mask = np.ones(len(lines), dtype=bool)
-    keep_mask[0] = False
-    if len(invalid_idx):
-        keep_mask[np.clip(invalid_idx, 0, len(lines) - 1)] = False
+    if skip_header:
+        keep_mask[0] = False
+    for n, _ in bad_rows:
+        keep_mask[min(n - 1, len(lines) - 1)] = False
     row_lines = lines[keep_mask]
     if len(row_lines) != raw.num_rows:  # defensive: never report a wrong line number
         row_lines = np.full(raw.num_rows, -1, dtype=np.int64)
-    errors: list[tuple[int, str]] = [
-        (int(lines[min(n - 1, len(lines) - 1)]), reason) for n, reason in bad_rows
-    ]
+    errors = [(int(lines[min(n - 1, len(lines) - 1)]), reason) for n, reason in bad_rows]
+    return raw, row_lines, errors, len(bad_rows)
 
-    is_header = pc.equal(raw.column("filename"), "filename")
-    header_repeats = pc.sum(is_header).as_py() or 0
-    ok = pc.invert(is_header)
-    ok = pc.fill_null(ok, True)
 
+def _thesios_columns(raw: pa.Table, schema: pa.Schema, ok: pa.ChunkedArray, row_lines: np.ndarray,
+                     errors: list[tuple[int, str]]) -> tuple[dict[str, pa.Array], pa.ChunkedArray]:
+    """Typed columns of a shard's string rows; a non-number is an error and its row not ``ok``."""
     columns: dict[str, pa.Array] = {}
     for f in schema:
         col = raw.column(f.name)
@@ -185,7 +203,12 @@ def read_thesios_csv(path: str | Path, lenient: bool = False, report: ReadReport
         columns[f.name] = pc.cast(cleaned, f.type) if not pa.types.is_integer(f.type) else pc.cast(
             pc.cast(cleaned, pa.int64()), f.type
         )
+    return columns, ok
 
+
+def _thesios_value_checks(columns: dict[str, pa.Array], ok: pa.ChunkedArray, row_lines: np.ndarray,
+                          errors: list[tuple[int, str]]) -> pa.ChunkedArray:
+    """The rows of a shard whose values are in range; the first five of each fault become errors."""
     checks: list[tuple[str, pa.ChunkedArray]] = [
         ("op_type not READ/WRITE", pc.is_in(columns["op_type"], pa.array(OP_TYPES))),
         ("io_zone not WARM/COLD/UNKNOWN", pc.is_in(columns["io_zone"], pa.array(IO_ZONES))),
@@ -201,29 +224,21 @@ def read_thesios_csv(path: str | Path, lenient: bool = False, report: ReadReport
             idx = np.flatnonzero(bad.to_numpy(zero_copy_only=False))
             errors.extend((int(row_lines[i]), reason) for i in idx[:5])
             ok = pc.and_(ok, pc.invert(bad))
+    return ok
 
-    # A shard cut inside its last field still parses (0.009858898 -> 0.009858); a last line
-    # without a line end is the one sign of it left, so that row counts as malformed.
-    if not data.endswith(b"\n") and raw.num_rows and int(row_lines[-1]) == int(lines[-1]):
-        last = np.zeros(raw.num_rows, dtype=bool)
-        last[-1] = True
-        if ok.to_numpy(zero_copy_only=False)[-1]:
-            errors.append((int(lines[-1]), "last line has no line end: the file looks truncated"))
-            ok = pc.and_(ok, pa.chunked_array([pa.array(~last)]))
-    n_bad = len(bad_rows) + int(raw.num_rows - header_repeats - (pc.sum(ok).as_py() or 0))
+
+def _raise_or_count(path: Path, data: bytes, lines: np.ndarray, errors: list[tuple[int, str]], n_bad: int,
+                    lenient: bool, report: ReadReport, unit: str) -> None:
+    """Raise the first error as ``file:line: reason`` (strict), or count the bad ``unit`` (lenient)."""
     errors.sort()
     if errors and not lenient:
         line, reason = errors[0]
-        more = f" (and {n_bad - 1} more bad rows)" if n_bad > 1 else ""
+        more = f" (and {n_bad - 1} more bad {unit})" if n_bad > 1 else ""
         if line == int(lines[-1]) and not data.endswith(b"\n") and "truncated" not in reason:
             more += "; the last line has no line end: the file looks truncated"
         raise TraceFormatError(f"{path}:{line}: {reason}{more}")
-    table = pa.table(columns, schema=schema).filter(ok)
-    report.rows += table.num_rows
     report.skipped += n_bad
-    report.header_repeats += header_repeats
     report.examples.extend(f"{path}:{line}: {reason}" for line, reason in errors[: max(0, 5 - len(report.examples))])
-    return table
 
 
 #: Column names of the MSR Cambridge block traces (SNIA IOTTA; Narayanan, Donnelly, Rowstron,
@@ -244,23 +259,7 @@ def _parse_headerless(
     lines = _nonempty_line_numbers(data)
     if len(lines) == 0:
         raise TraceFormatError(f"{path}:1: empty file")
-    bad_rows: list[tuple[int, str]] = []
-    on_invalid = _collect_invalid(bad_rows)
-
-    try:
-        raw = pcsv.read_csv(
-            io.BytesIO(data),
-            read_options=pcsv.ReadOptions(use_threads=False, column_names=list(columns)),
-            parse_options=pcsv.ParseOptions(invalid_row_handler=on_invalid, newlines_in_values=False),
-            convert_options=pcsv.ConvertOptions(column_types={n: pa.string() for n in columns}),
-        )
-    except pa.ArrowInvalid as err:
-        raise TraceFormatError(f"{path}: {err}") from None
-    keep_mask = np.ones(len(lines), dtype=bool)
-    for n, _ in bad_rows:
-        keep_mask[min(n - 1, len(lines) - 1)] = False
-    row_lines = lines[keep_mask]
-    errors = [(int(lines[min(n - 1, len(lines) - 1)]), reason) for n, reason in bad_rows]
+    raw, row_lines, errors, n_invalid = _parse_rows(data, path, lines, list(columns), skip_header=False)
     ok = pa.chunked_array([pa.array(np.ones(raw.num_rows, dtype=bool))])
     for name in int_columns:
         bad = pc.invert(pc.match_substring_regex(raw.column(name), r"^\s*\d+\s*$"))
@@ -276,18 +275,10 @@ def _parse_headerless(
         idx = np.flatnonzero(bad_op.to_numpy(zero_copy_only=False))
         errors.extend((int(row_lines[i]), f"{op_column} not one of {'/'.join(op_values)}") for i in idx[:5])
         ok = pc.and_(ok, pc.invert(bad_op))
-    n_bad = len(bad_rows) + raw.num_rows - (pc.sum(ok).as_py() or 0)
-    errors.sort()
-    if errors and not lenient:
-        line, reason = errors[0]
-        more = f" (and {n_bad - 1} more bad rows)" if n_bad > 1 else ""
-        if line == int(lines[-1]) and not data.endswith(b"\n") and "truncated" not in reason:
-            more += "; the last line has no line end: the file looks truncated"
-        raise TraceFormatError(f"{path}:{line}: {reason}{more}")
+    n_bad = n_invalid + raw.num_rows - (pc.sum(ok).as_py() or 0)
+    _raise_or_count(path, data, lines, errors, n_bad, lenient, report, "rows")
     read_keys = [k.upper() for k, v in op_values.items() if v]
     is_read = np.asarray(pc.is_in(op.filter(ok), pa.array(read_keys)).to_numpy(zero_copy_only=False), dtype=bool)
-    report.skipped += n_bad
-    report.examples.extend(f"{path}:{line}: {reason}" for line, reason in errors[: max(0, 5 - len(report.examples))])
     return raw.filter(ok), is_read
 
 
@@ -490,16 +481,16 @@ def read_blkparse(path: str | Path, lenient: bool = False, report: ReadReport | 
         # Cut anywhere: inside the header (no event) or inside the sectors (a wrong size).
         errors = [e for e in errors if e[0] != n_lines] + [(n_lines, "last line has no line end: the file looks truncated")]
         data[-1] = False
-    errors.sort()
-    n_bad = len(errors)
-    if errors and not lenient:
-        line, reason = errors[0]
-        more = f" (and {n_bad - 1} more bad lines)" if n_bad > 1 else ""
-        raise TraceFormatError(f"{path}:{line}: {reason}{more}")
-    report.skipped += n_bad
-    report.examples.extend(f"{path}:{line}: {reason}" for line, reason in errors[: max(0, 5 - len(report.examples))])
+    _raise_or_count(path, b"" if truncated else b"\n", np.array([n_lines]), errors, len(errors), lenient, report, "lines")
+    table = _blk_pairs(path, ev, sec, direction, np.flatnonzero(data & has_sectors), report)
+    report.rows += table.num_rows
+    return table
 
-    use = np.flatnonzero(data & has_sectors)
+
+def _blk_pairs(path: Path, ev: pa.StructArray, sec: pa.StructArray, direction: np.ndarray, use: np.ndarray,
+               report: ReadReport) -> pa.Table:
+    """The requests of blkparse's data events ``use``: each C paired with the D just before it on
+    the same device, sector, size and direction; unpaired events are counted in ``report``."""
     take = pa.array(use)
     ev_u, sec_u = ev.take(take), sec.take(take)
 
@@ -530,9 +521,7 @@ def read_blkparse(path: str | Path, lenient: bool = False, report: ReadReport | 
     table = _block_table(device, sector[d_idx] * SECTOR_BYTES, blocks[d_idx] * SECTOR_BYTES, is_read[d_idx],
                          time_ns[d_idx] / 1e9, latency)
     process = sec_u.field("tail").take(pa.array(d_idx))
-    table = table.set_column(table.schema.get_field_index("application"), "application", process)
-    report.rows += table.num_rows
-    return table
+    return table.set_column(table.schema.get_field_index("application"), "application", process)
 
 
 #: One line of ``strace -f -ttt -T -y`` for a positioned read or write: pid, absolute time,
@@ -600,12 +589,7 @@ def read_strace(path: str | Path, lenient: bool = False, report: ReadReport | No
             report.skipped += 1
             continue
         rows.append((t, fpath, call == "pread64", int(tail["offset"]), int(tail["count"]), float(tail["dur"]), f"pid {pid}"))
-    if errors and not lenient:
-        line, reason = errors[0]
-        more = f" (and {len(errors) - 1} more bad lines)" if len(errors) > 1 else ""
-        raise TraceFormatError(f"{path}:{line}: {reason}{more}")
-    report.skipped += len(errors)
-    report.examples.extend(f"{path}:{line}: {reason}" for line, reason in errors[: max(0, 5 - len(report.examples))])
+    _raise_or_count(path, b"\n", np.array([len(lines)]), errors, len(errors), lenient, report, "lines")
     if not rows:
         raise TraceFormatError(f"{path}:1: no completed pread64/pwrite64 call (trace with strace -f -ttt -T -y -e trace=pread64,pwrite64)")
     rows.sort(key=lambda r: r[0])
