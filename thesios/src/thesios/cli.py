@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import shutil
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -217,7 +218,7 @@ def whatif_cmd(
             raise ThesiosInputError(f"{', '.join(fleet_only)}: only for the embedded fleet, not with a TRACE")
         if not 0 < rpm <= 30000:
             raise ThesiosInputError("--rpm must be in (0, 30000]")
-        result = {"trace": str(trace)} | run_trace_scenarios(_load_trace(trace, fmt, device), scenarios, rpm=rpm, seed=seed)
+        result = {"trace": str(trace)} | run_trace_scenarios(_load_served_trace(trace, fmt, device), scenarios, rpm=rpm, seed=seed)
         _maybe_whatif_report({"trace": str(trace), "groups": [{"group": str(trace), "disks": 1} | result]}, report)
         if as_json:
             print(json.dumps(result, indent=2))
@@ -247,12 +248,12 @@ def _maybe_whatif_report(result: dict, report: Path | None) -> None:
 
 
 def _load_trace(path: Path, fmt: str = "auto", device: str | None = None) -> Requests:
-    """A one-disk trace for whatif: read with the registry's reader for ``fmt`` (``auto``:
-    sniffed), one device kept.
+    """A one-disk trace: read with the registry's reader for ``fmt`` (``auto``: sniffed), one
+    device kept.
 
     Raises:
         ThesiosInputError: an unknown format, an unreadable or malformed file, a trace of several
-            disks (without ``device``), an unknown ``device``, or no service times at all.
+            disks (without ``device``) or an unknown ``device``.
     """
     from thesios.readers import FORMATS
 
@@ -275,7 +276,12 @@ def _load_trace(path: Path, fmt: str = "auto", device: str | None = None) -> Req
             raise ThesiosInputError(f"{path}: holds {disks} disks (column disk_id); whatif takes a one-disk trace")
     if spec.block:
         table = _one_device(table, path, device)
-    requests = Requests.from_table(table)[0]
+    return Requests.from_table(table)[0]
+
+
+def _load_served_trace(path: Path, fmt: str = "auto", device: str | None = None) -> Requests:
+    """:func:`_load_trace` for what-ifs, which re-serve reads: refuses a trace without service times."""
+    requests = _load_trace(path, fmt, device)
     miss = requests.is_miss_read
     if miss.any() and not (requests.disk_time[miss] > 0).any():
         raise ThesiosInputError(f"{path}: no read has a service time (disk_time or latency); whatif re-serves reads on a disk")
@@ -463,6 +469,40 @@ def sample_cmd(
         print(json.dumps({"out": str(out), "samples": len(samples), "disks": gen.spec.n_disks, "days": days, "rate": p}, indent=2))
     elif not quiet:
         Console(stderr=True).print(f"{len(samples)} samples of {gen.spec.n_disks} disks x {days} days -> {out}")
+
+
+@app.command("replay")
+def replay_cmd(
+    trace: Annotated[Path, typer.Argument(help="a one-disk trace (any --format of the registry)")],
+    target: Annotated[Path, typer.Option(help="file to replay on (laid out with data first when smaller than --size-mib)")],
+    fmt: Annotated[str, typer.Option("--format", help="TRACE's format: " + ", ".join(format_names()))] = "auto",
+    device: Annotated[str | None, typer.Option(help="the device of a block TRACE to replay when it holds several")] = None,
+    size_mib: Annotated[int, typer.Option(help="size of the target file, MiB (each file of the trace gets a 64 MiB region)")] = 1024,
+    seconds: Annotated[float | None, typer.Option(help="replay only the first SECONDS of the trace")] = None,
+    jobs: Annotated[int, typer.Option(help="fio jobs replaying side by side: the most requests in flight")] = 4,
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", help=QUIET_HELP)] = False,
+) -> None:
+    """Replay a trace on a real device with fio (direct I/O) and report the latencies it measured."""
+    from thesios.replay import replay
+
+    if size_mib < 64 or jobs < 1 or (seconds is not None and not seconds > 0):
+        raise ThesiosInputError("--size-mib must be >= 64, --jobs >= 1 and --seconds > 0")
+    if shutil.which("fio") is None:
+        raise ThesiosInputError("replay needs fio on PATH (Debian: apt-get install fio)")
+    req = _load_trace(trace, fmt, device).sorted_by_time()
+    if seconds is not None:
+        req = req.take(req.start_time < req.start_time[0] + seconds) if len(req) else req
+    with _progress(quiet, "replaying") as say:
+        say(f"replaying {len(req)} requests of {trace} on {target} with fio ({jobs} jobs, direct I/O)")
+        result = replay(req.start_time, req.is_read, req.file_id, req.file_offset, req.size, target,
+                        target_bytes=size_mib << 20, jobs=jobs)
+    summary = {"trace": str(trace), "target": str(target)} | result.summary()
+    if as_json:
+        print(json.dumps(summary, indent=2))
+        return
+    Console().print(", ".join(f"{k} {v * 1e3:.3f} ms" if k.endswith("_s") and k != "seconds" else f"{k} {v}"
+                              for k, v in summary.items()), highlight=False, soft_wrap=True)
 
 
 def _with_aliases(args: list[str]) -> list[str]:
