@@ -42,12 +42,13 @@ def test_window_metrics_known_answer():
 
 def _disk(name: str, group: str, rng: np.random.Generator, n: int = 4000, rate: float = 400.0) -> Disk:
     t = np.sort(rng.uniform(0, n / rate, n))
-    return Disk(name, group, t - t[0], rng.random(n) < 0.7, np.full(n, 4096), rng.lognormal(-7, 0.5, n))
+    return Disk(name, group, t - t[0], rng.random(n) < 0.7, np.full(n, 4096), rng.lognormal(-7, 0.5, n),
+                rng.integers(0, 8, n), rng.integers(0, 1 << 20, n))
 
 
 def test_copies_of_one_disk_at_p_1_synthesize_it_exactly():
     d = _disk("a", "g", np.random.default_rng(0))
-    copies = [Disk(f"c{i}", "g", d.start_s, d.is_read, d.size, d.latency_s) for i in range(3)]
+    copies = [Disk(f"c{i}", "g", d.start_s, d.is_read, d.size, d.latency_s, d.file_id, d.offset) for i in range(3)]
     doc = validate_traces(copies, rate=1.0, held_out=1)
     assert doc["accuracy"] == {m: 1.0 for m in doc["accuracy"]}
     assert doc["groups"]["g"]["donors"] == 1 and doc["groups"]["g"]["p"] == 1.0

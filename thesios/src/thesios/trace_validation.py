@@ -49,6 +49,8 @@ class Disk:
         is_read: bool, shape (n,).
         size: int64 bytes, shape (n,).
         latency_s: float64 measured latency of each request, seconds (NaN where unknown).
+        file_id: int64 file of each request (codes unique within the disk; replay maps them to regions).
+        offset: int64 byte offset of each request within its file.
     """
 
     name: str
@@ -57,6 +59,8 @@ class Disk:
     is_read: np.ndarray
     size: np.ndarray
     latency_s: np.ndarray
+    file_id: np.ndarray
+    offset: np.ndarray
 
     @property
     def span_s(self) -> float:
@@ -109,6 +113,8 @@ def _split(table: pa.Table, path: Path, block: bool, group_by: str | None) -> li
     start = np.asarray(table.column("start_time").to_numpy(), dtype=np.float64)
     is_read = np.asarray(pc.equal(table.column("op_type"), "READ").to_numpy(zero_copy_only=False), dtype=bool)
     size = np.asarray(table.column("request_io_size_bytes").to_numpy(), dtype=np.int64)
+    files = np.asarray(pc.dictionary_encode(table.column("filename").combine_chunks()).indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+    offset = np.asarray(table.column("file_offset").to_numpy(), dtype=np.int64)
     ids = np.zeros(table.num_rows, dtype=np.int64) if key is None else \
         np.asarray(pc.dictionary_encode(table.column(key).combine_chunks()).indices.to_numpy(zero_copy_only=False))
     names = [""] if key is None else pc.unique(table.column(key).combine_chunks()).to_pylist()
@@ -124,7 +130,7 @@ def _split(table: pa.Table, path: Path, block: bool, group_by: str | None) -> li
         order = rows[np.argsort(start[rows], kind="stable")]
         t = start[order] - start[order[0]]
         disks.append(Disk(f"{path.name}#{name}" if key else path.name, None if group_by is None else str(values.pop()),
-                          t, is_read[order], size[order], lat[order]))
+                          t, is_read[order], size[order], lat[order], files[order], offset[order]))
     return disks
 
 
@@ -243,9 +249,12 @@ def synthesize_from(donors: list[Disk], rate: float, rng: np.random.Generator, h
     for d in donors:
         keep = (rng.random(len(d.start_s)) < rate) & (d.start_s < horizon_s)
         parts.append(np.flatnonzero(keep))
-    cat = {f: np.concatenate([getattr(d, f)[k] for d, k in zip(donors, parts)]) for f in ("start_s", "is_read", "size", "latency_s")}
+    fields = ("start_s", "is_read", "size", "latency_s", "file_id", "offset")
+    cat = {f: np.concatenate([getattr(d, f)[k] for d, k in zip(donors, parts)]) for f in fields}
+    # Each donor's files stay its own: file codes are namespaced by the donor.
+    cat["file_id"] = cat["file_id"] + np.repeat(np.arange(len(donors), dtype=np.int64) << 32, [len(k) for k in parts])
     order = np.argsort(cat["start_s"], kind="stable")
-    return Disk("synthesized", donors[0].group, *(cat[f][order] for f in ("start_s", "is_read", "size", "latency_s")))
+    return Disk("synthesized", donors[0].group, *(cat[f][order] for f in fields))
 
 
 def _validate_group(name: str, disks: list[Disk], rate: float, held_out: int, seed: int, window_s: float | None) -> dict:
