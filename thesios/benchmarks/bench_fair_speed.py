@@ -22,15 +22,6 @@ from thesios.positional import PositionalDisk, serve
 from thesios.reorganizer import fifo_schedule, to_ns
 
 
-def best_of(fn, repeat: int = 3) -> float:
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
-
-
 def numba_fifo():
     """Lindley's recursion as a per-request loop compiled by numba (None if numba is missing)."""
     try:
@@ -56,7 +47,7 @@ def numba_fifo():
 
 def main() -> None:
     """Time each alternative on the same 1 M requests and print the ratios."""
-    from bench_thesios import simpy_fifo
+    from bench_thesios import best_of, simpy_fifo
 
     out: dict = {"load_average_1min": os.getloadavg()[0]}
     rng = np.random.default_rng(0)

@@ -20,11 +20,11 @@ a generator seeded by (class, instance)):
 Each instance is saved as ``CLASS-NN.parquet`` in thesios's trace schema plus ``latency`` (s),
 ``disk_id`` (int32, unique over the fleet) and ``workload`` (the class); ``start_time`` counts
 seconds from the instance's start, ``filename`` is relative to its folder. Instances already
-recorded are skipped, so an interrupted recording resumes. ``--subset DIR`` then writes the first
-``--subset-seconds`` of every instance, one file per class, for the tests.
+recorded are skipped, so an interrupted recording resumes. ``--subset DIR`` then writes seconds
+[``--subset-from``, + ``--subset-seconds``) of every instance, one file per class, for the tests.
 
     python benchmarks/record_fleet.py --out out/recorded            # ~30 min on a quiet machine
-    python benchmarks/record_fleet.py --out out/recorded --subset data/recorded --subset-seconds 3
+    python benchmarks/record_fleet.py --out out/recorded --subset data/recorded --subset-from 4 --subset-seconds 1
 
 Needs ``db_bench`` (Debian: rocksdb-tools), ``fio`` and ``strace`` on PATH.
 """
@@ -118,18 +118,24 @@ def record(cls: str, i: int, disk_id: int, work: Path, out: Path) -> int:
     return n
 
 
-def write_subset(out: Path, subset: Path, seconds: float) -> None:
-    """The first ``seconds`` of every recorded instance, one Parquet file per class, in ``subset``."""
+def write_subset(out: Path, subset: Path, begin: float, seconds: float) -> None:
+    """Seconds [begin, begin + seconds) of every recorded instance (after the software's start-up),
+    times and latencies rounded to the microsecond strace measures, one Parquet file per class."""
     subset.mkdir(parents=True, exist_ok=True)
     for cls in CLASSES:
         parts = sorted(out.glob(f"{cls}-*.parquet"))
         if not parts:
             continue
-        tables = [read_parquet(p) for p in parts]
-        tables = [t.replace_schema_metadata(None).filter(pc.less(t.column("start_time"), seconds)) for t in tables]
+        tables = []
+        for p in parts:
+            t = read_parquet(p).replace_schema_metadata(None)
+            t = t.filter(pc.and_(pc.greater_equal(t.column("start_time"), begin), pc.less(t.column("start_time"), begin + seconds)))
+            for name in ("start_time", "disk_time", "latency"):
+                t = t.set_column(t.schema.get_field_index(name), name, pc.round(t.column(name), 6))
+            tables.append(t)
         table = pa.concat_tables(tables)
-        write_parquet(table, subset / f"{cls}.parquet")
-        print(f"{cls}: {len(parts)} instances, {table.num_rows} requests in their first {seconds:g} s -> {subset}")
+        write_parquet(table, subset / f"{cls}.parquet", compression_level=19)  # committed: as small as it can be
+        print(f"{cls}: {len(parts)} instances, {table.num_rows} requests in [{begin:g}, {begin + seconds:g}) s -> {subset}")
 
 
 def main() -> None:
@@ -140,7 +146,8 @@ def main() -> None:
     ap.add_argument("--instances", type=int, default=24, help="instances per class")
     ap.add_argument("--classes", default=",".join(CLASSES), help="comma-separated classes to record")
     ap.add_argument("--subset", type=Path, help="also write the first --subset-seconds of each instance here")
-    ap.add_argument("--subset-seconds", type=float, default=3.0)
+    ap.add_argument("--subset-from", type=float, default=4.0, help="where the subset's window begins, s")
+    ap.add_argument("--subset-seconds", type=float, default=1.0)
     args = ap.parse_args()
     missing = [t for t in ("db_bench", "fio", "strace") if shutil.which(t) is None]
     if missing:
@@ -157,7 +164,7 @@ def main() -> None:
             n = record(cls, i, CLASSES.index(cls) * 1000 + i, args.work, args.out)
             print(f"{cls} {i + 1}/{args.instances}: {n} requests, {time.perf_counter() - t0:.1f} s", flush=True)
     if args.subset is not None:
-        write_subset(args.out, args.subset, args.subset_seconds)
+        write_subset(args.out, args.subset, args.subset_from, args.subset_seconds)
 
 
 if __name__ == "__main__":

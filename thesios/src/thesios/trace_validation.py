@@ -283,8 +283,16 @@ def _validate_group(name: str, disks: list[Disk], rate: float, held_out: int, se
         per_disk[d.name] = {m: accuracy(m_syn[m], m_real[m]) for m in METRICS}
     acc = {m: _nanmean([v[m] for v in per_disk.values()]) for m in METRICS}
     out = {"disks": n, "held_out": list(per_disk), "donors": len(donors), "p": rate, "window_s": win,
-           "horizon_s": horizon, "accuracy": acc, "per_disk": per_disk}
+           "horizon_s": horizon, "accuracy": acc, "per_disk": per_disk, "heterogeneity": heterogeneity(disks, horizon)}
     return out | ({"note": note} if note else {})
+
+
+def heterogeneity(disks: list[Disk], horizon_s: float) -> dict[str, float]:
+    """How alike a group's disks are, in the generator's terms: ``rate_sigma`` (s.d. of the log
+    request rate over ``[0, horizon_s)``) and ``read_jitter`` (s.d. of the read fraction)."""
+    rates = np.array([max(int((d.start_s < horizon_s).sum()), 1) / horizon_s for d in disks])
+    reads = np.array([float(d.is_read[d.start_s < horizon_s].mean()) if (d.start_s < horizon_s).any() else 0.0 for d in disks])
+    return {"rate_sigma": float(np.std(np.log(rates))), "read_jitter": float(np.std(reads))}
 
 
 def _nanmean(values: list[float]) -> float:

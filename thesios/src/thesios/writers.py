@@ -57,8 +57,9 @@ def check_writable(path: str | Path) -> Path:
     return path
 
 
-def write_parquet(table: pa.Table, path: str | Path) -> Path:
-    """Write ``table`` to Parquet at ``path`` atomically; return the path.
+def write_parquet(table: pa.Table, path: str | Path, compression_level: int | None = None) -> Path:
+    """Write ``table`` to Parquet (zstd, at ``compression_level`` when given) at ``path``
+    atomically; return the path.
 
     The bytes go to a temporary file beside ``path`` which is renamed over it only once complete, so
     a crash or a bad input never leaves a half-written file behind.
@@ -70,7 +71,7 @@ def write_parquet(table: pa.Table, path: str | Path) -> Path:
     path = Path(path)
     if not isinstance(table, pa.Table):
         raise TypeError("write_parquet takes a pyarrow.Table")
-    return _atomic(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
+    return _atomic(path, lambda tmp: pq.write_table(table, tmp, compression="zstd", compression_level=compression_level))
 
 
 def read_parquet(path: str | Path) -> pa.Table:
