@@ -154,7 +154,11 @@ def test_whatif_refuses_a_many_disk_trace(tmp_path, capsys):
     main(["sample", "-o", str(samples), "--disks-per-class", "1", "--rate", "1/1000"])
     capsys.readouterr()
     err = fails(["whatif", str(samples), "-s", "rpm:5400"], capsys)
-    assert err == f"thesios: error: {samples}: holds 4 disks (column disk_id); whatif takes a one-disk trace"
+    assert err == f"thesios: error: {samples}: holds 4 disks (column disk_id); pick one with --device DISK_ID"
+    assert fails(["whatif", str(samples), "-s", "rpm:5400", "--device", "9"], capsys) == \
+        f"thesios: error: {samples}: no disk_id '9' (disk_ids: 0, 1, 2, 3)"
+    main(["whatif", str(samples), "-s", "rpm:5400", "--device", "2", "--json"])
+    assert json.loads(capsys.readouterr().out)["requests"] > 0
 
 
 def test_sample_refuses_a_draw_too_big_for_memory(tmp_path, capsys):

@@ -91,7 +91,4 @@ def test_validate_on_the_committed_recording_of_real_software(capsys):
     for g in doc["groups"].values():
         assert g["p"] == 1 / g["donors"] and g["donors"] == g["disks"] - 2  # never extrapolated
         assert all(0.0 <= v <= 1.0 for v in g["accuracy"].values() if v == v)
-    # Grouping by identification reports its purity against the named column.
-    main(["validate", "--traces", str(RECORDED), "--group-by", "workload", "--identify", "--json", "--quiet"])
-    doc = json.loads(capsys.readouterr().out)
-    assert doc["grouping"]["by"] == "identification" and 0.0 < doc["grouping"]["purity"] <= 1.0
+    # Grouping by identification (purity against the column): test_thesios_vocabulary.

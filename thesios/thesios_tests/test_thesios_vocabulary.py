@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import json
 
+from pathlib import Path
+
 import numpy as np
+import pytest
 
 from thesios.cli import main
 from thesios.fleet import default_fleet
 from thesios.partitions import LocalBackend, sample_fleet
+
+RECORDED = Path(__file__).parents[1] / "data" / "recorded"
 
 
 def test_out_and_its_hidden_old_spelling_write_the_same_file(tmp_path, capsys):
@@ -23,14 +28,19 @@ def test_out_and_its_hidden_old_spelling_write_the_same_file(tmp_path, capsys):
     assert "--output" not in capsys.readouterr().out
 
 
-def test_progress_off_a_terminal_is_one_plain_unwrapped_line_per_step(tmp_path, capsys):
-    main(["synth", "-o", str(tmp_path / "t.parquet"), "--rate", "1/20", "--days", "1", "--json"])
-    err = capsys.readouterr().err.splitlines()
-    assert err[0].startswith("thesios: sampling ") and all(line.startswith("thesios: ") for line in err)
-    assert not any(".py:" in line for line in err)
-    # Never wrapped at 80 columns: the step naming the group is one line however long.
-    assert any(line.startswith("thesios: synthesizing a disk like 0 from its group's ") and line.endswith(" other disks") for line in err)
-    assert err[-1] == f"thesios: writing {tmp_path / 't.parquet'}"
+@pytest.mark.skipif(not RECORDED.is_dir(), reason="the committed recording is missing")
+def test_progress_off_a_terminal_is_one_plain_unwrapped_line_per_step(capsys):
+    """Off a terminal: one plain ``thesios: step`` line per step, never wrapped, no source locations;
+    groups counted from 0 as in the JSON. (Also: identification on real traces reports its purity.)"""
+    main(["validate", "--traces", str(RECORDED), "--group-by", "workload", "--identify", "--json"])
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    err = captured.err.splitlines()
+    assert doc["grouping"]["by"] == "identification" and 0.0 < doc["grouping"]["purity"] <= 1.0
+    assert err[0] == f"thesios: 96 disks in {doc['grouping']['groups']} groups (identification)"
+    assert all(line.startswith("thesios: ") and ".py:" not in line for line in err)
+    first = min(doc["groups"])
+    assert first == "group 0" and any(line.startswith("thesios: group 0: ") for line in err)
 
 
 def test_jobs_give_the_same_samples_as_one_process():

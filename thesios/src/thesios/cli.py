@@ -188,7 +188,7 @@ def whatif_cmd(
     scenario: Annotated[list[str], typer.Option("--scenario", "-s", help="capacity:x2, rpm:5400, spin-down:zone=COLD,timeout=300s, cache:x2")],
     trace: Annotated[Path | None, typer.Argument(help="a one-disk trace (.parquet, Thesios .csv[.gz], blkparse text, or --format); default: the embedded fleet")] = None,
     fmt: Annotated[str, typer.Option("--format", help="TRACE's format: " + ", ".join(format_names()) + " (auto: sniffed; else a Thesios shard)")] = "auto",
-    device: Annotated[str | None, typer.Option(help="the device of a block TRACE to use (filename column, e.g. 8,0 for blkparse) when it holds several")] = None,
+    device: Annotated[str | None, typer.Option(help="the device of a block TRACE to use (filename column, e.g. 8,0 for blkparse), or the disk_id of a many-disk Parquet TRACE")] = None,
     rpm: Annotated[float, typer.Option(help="the TRACE's disk RPM")] = 7200.0,
     rate: Annotated[str, typer.Option(help="sampling rate p (1/1000: one synthesized disk per group; see README)")] = QUICK_RATE,
     days: Annotated[int, typer.Option(help="days of samples per disk")] = 4,
@@ -258,9 +258,9 @@ def _load_trace(path: Path, fmt: str = "auto", device: str | None = None) -> Req
     from thesios.readers import FORMATS
 
     spec = get_format(sniff_format(path) if fmt == "auto" else fmt)
-    if device is not None and not spec.block:
+    if device is not None and not spec.block and spec.name != "parquet":
         blocks = ", ".join(f.name for f in FORMATS.values() if f.block)
-        raise ThesiosInputError(f"--device picks a device of a block trace ({blocks}), not of a {spec.name} trace")
+        raise ThesiosInputError(f"--device picks a device of a block trace ({blocks}) or a disk_id of a Parquet trace, not of a {spec.name} trace")
     try:
         table, spec = read_trace(path, spec.name)
     except ThesiosInputError as err:
@@ -270,10 +270,10 @@ def _load_trace(path: Path, fmt: str = "auto", device: str | None = None) -> Req
         headerless = "|".join(f.name for f in FORMATS.values() if f.sniffer is None)
         raise ThesiosInputError(f"{err}; for other trace formats give --format {headerless}") from None
     # A many-disk trace (`thesios sample` output) would be served as one disk, silently.
-    if "disk_id" in table.column_names:
-        disks = pc.count_distinct(table.column("disk_id")).as_py()
-        if disks > 1:
-            raise ThesiosInputError(f"{path}: holds {disks} disks (column disk_id); whatif takes a one-disk trace")
+    if "disk_id" in table.column_names and not spec.block:
+        table = _one_disk_id(table, path, device)
+    elif device is not None and not spec.block:
+        raise ThesiosInputError(f"{path}: has no disk_id column for --device to pick from")
     if spec.block:
         table = _one_device(table, path, device)
     return Requests.from_table(table)[0]
@@ -286,6 +286,19 @@ def _load_served_trace(path: Path, fmt: str = "auto", device: str | None = None)
     if miss.any() and not (requests.disk_time[miss] > 0).any():
         raise ThesiosInputError(f"{path}: no read has a service time (disk_time or latency); whatif re-serves reads on a disk")
     return requests
+
+
+def _one_disk_id(table: pa.Table, path: Path, device: str | None) -> pa.Table:
+    """The rows of disk ``device`` (a disk_id) of a many-disk Parquet trace; refuses several without one."""
+    ids = pc.unique(table.column("disk_id")).to_pylist()
+    if device is None:
+        if len(ids) > 1:
+            raise ThesiosInputError(f"{path}: holds {len(ids)} disks (column disk_id); pick one with --device DISK_ID")
+        return table
+    if not device.lstrip("-").isdigit() or int(device) not in ids:
+        shown = ", ".join(map(str, sorted(ids)[:5])) + (", ..." if len(ids) > 5 else "")
+        raise ThesiosInputError(f"{path}: no disk_id {device!r} (disk_ids: {shown})")
+    return table.filter(pc.equal(table.column("disk_id"), int(device)))
 
 
 def _one_device(table: pa.Table, path: Path, device: str | None) -> pa.Table:
@@ -476,7 +489,7 @@ def replay_cmd(
     trace: Annotated[Path, typer.Argument(help="a one-disk trace (any --format of the registry)")],
     target: Annotated[Path, typer.Option(help="file to replay on (laid out with data first when smaller than --size-mib)")],
     fmt: Annotated[str, typer.Option("--format", help="TRACE's format: " + ", ".join(format_names()))] = "auto",
-    device: Annotated[str | None, typer.Option(help="the device of a block TRACE to replay when it holds several")] = None,
+    device: Annotated[str | None, typer.Option(help="the device of a block TRACE, or the disk_id of a many-disk Parquet TRACE, to replay")] = None,
     size_mib: Annotated[int, typer.Option(help="size of the target file, MiB (each file of the trace gets a 64 MiB region)")] = 1024,
     seconds: Annotated[float | None, typer.Option(help="replay only the first SECONDS of the trace")] = None,
     jobs: Annotated[int, typer.Option(help="fio jobs replaying side by side: the most requests in flight")] = 4,
