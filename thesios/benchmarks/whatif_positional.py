@@ -21,13 +21,12 @@ import time
 
 import numpy as np
 
-from thesios.diskmodel import HDDModel
 from thesios.identify import disk_features, identify
 from thesios.partitions import sample_fleet
-from thesios.positional import PositionalDisk, lba_of, serve
 from thesios.reorganizer import reorganize
 from thesios.requests import Requests
 from thesios.samplers import parse_rate
+from thesios.scenarios import positional_metrics as _metrics
 from thesios.synth import synthesize
 from thesios.validate import auto_fleet
 from thesios.whatif import rpm_whatif
@@ -35,16 +34,10 @@ from thesios.whatif import rpm_whatif
 DAY = 86_400.0
 
 
-def positional_metrics(trace: Requests, disk: PositionalDisk, scheduler: str = "fifo") -> dict:
-    """Utilization and read latency p50/p99 (ms) of a trace's miss reads and writes on ``disk``."""
-    served = trace.is_miss_read | ~trace.is_read
-    tr = trace.take(served).sorted_by_time()
-    fid = tr.disk_id.astype(np.int64) * 1_000_003 + tr.file_id
-    sched = serve(tr.start_time, lba_of(fid, tr.file_offset, disk.capacity_bytes), tr.size, ~tr.is_read, disk, scheduler,
-                  priority=tr.service_class)
-    lat = sched.latency[tr.is_read]
-    return {"utilization": sched.busy_s / DAY, "read_p50_ms": float(np.percentile(lat, 50)) * 1e3,
-            "read_p99_ms": float(np.percentile(lat, 99)) * 1e3}
+def positional_metrics(trace: Requests, hdd, scheduler: str = "fifo", cache_bytes: int = 0) -> dict:
+    """Utilization and read latency p50/p99 (ms) on the positional disk (``whatif -s disk:...``)."""
+    m = _metrics(trace, hdd, scheduler, cache_bytes)
+    return {"utilization": m["utilization"], "read_p50_ms": m["read_latency_p50_s"] * 1e3, "read_p99_ms": m["read_latency_p99_s"] * 1e3}
 
 
 def reorganizer_metrics(trace: Requests) -> dict:
@@ -66,9 +59,9 @@ def main() -> None:
     spec = auto_fleet(p, days=1, seed=args.seed, held_out_per_class=1, scale=2.0)
     samples = sample_fleet(spec, p, args.seed)
     labels = identify(disk_features(samples, spec.n_disks, spec.days), seed=args.seed).labels
-    base_disk = PositionalDisk(hdd=spec.hdd)
-    slow = PositionalDisk(hdd=dataclasses.replace(spec.hdd, rpm=5400.0, outer_rate_bps=spec.hdd.outer_rate_bps * 0.75,
-                                                  inner_rate_bps=spec.hdd.inner_rate_bps * 0.75))
+    base_disk = spec.hdd
+    slow = dataclasses.replace(spec.hdd, rpm=5400.0, outer_rate_bps=spec.hdd.outer_rate_bps * 0.75,
+                               inner_rate_bps=spec.hdd.inner_rate_bps * 0.75)
     rows = {}
     for g in np.unique(labels):
         t0 = time.perf_counter()
@@ -83,7 +76,7 @@ def main() -> None:
             "elevator": positional_metrics(one, base_disk, "elevator"),
             "deadline": positional_metrics(one, base_disk, "deadline"),
             "priority": positional_metrics(one, base_disk, "priority"),
-            "write-back 64 MiB": positional_metrics(one, dataclasses.replace(base_disk, write_cache_bytes=64 << 20)),
+            "write-back 64 MiB": positional_metrics(one, base_disk, cache_bytes=64 << 20),
             "reorganizer baseline": reorganizer_metrics(one),
             "reorganizer rpm:5400": reorganizer_metrics(rpm_whatif(one, 7200.0, 5400.0)),
             "seconds": time.perf_counter() - t0,

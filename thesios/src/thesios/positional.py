@@ -78,7 +78,8 @@ class PositionalSchedule:
 
     ``start``/``finish``: service on the disk (a write absorbed by the cache: its arrival, twice),
     ``latency`` = finish - arrival, ``absorbed`` (bool) writes completed by the cache,
-    ``busy_s`` the disk's total busy time (destages included), ``destages`` their count.
+    ``busy_s`` the disk's total busy time (destages included), ``destages`` their count,
+    ``job_start``/``job_service`` every disk operation's begin and length (s, destages included).
     """
 
     start: np.ndarray
@@ -87,6 +88,8 @@ class PositionalSchedule:
     absorbed: np.ndarray
     busy_s: float
     destages: int
+    job_start: np.ndarray
+    job_service: np.ndarray
 
 
 class _Queue:
@@ -175,6 +178,7 @@ def _run(a: np.ndarray, lba: np.ndarray, size: np.ndarray, is_write: np.ndarray,
     absorbed = np.zeros(n, dtype=bool)
     dirty, destage = 0, deque()
     t, head, head_lba, busy, destages, i = 0.0, 0.0, 0, 0.0, 0, 0
+    jobs: list[tuple[float, float]] = []
     al, ll, sl, wl = a.tolist(), lba.tolist(), size.tolist(), is_write.tolist()
     while i < n or queue.n or destage:
         if not queue.n and not destage:
@@ -198,11 +202,13 @@ def _run(a: np.ndarray, lba: np.ndarray, size: np.ndarray, is_write: np.ndarray,
             continue
         svc, head = disk.service(t, head, ll[j], sl[j])
         head_lba = ll[j]
+        jobs.append((t, svc))
         t += svc
         busy += svc
         if job is not None:
             finish[job] = t
-    return PositionalSchedule(start, finish, finish - a, absorbed, busy, destages)
+    job = np.array(jobs, dtype=np.float64).reshape(-1, 2)
+    return PositionalSchedule(start, finish, finish - a, absorbed, busy, destages, job[:, 0], job[:, 1])
 
 
 def lba_of(file_id: np.ndarray, offset: np.ndarray, capacity_bytes: int, region_bytes: int = 256 << 20) -> np.ndarray:

@@ -4,7 +4,10 @@ Spec strings (the CLI's ``--scenario``):
 ``capacity:x2`` (merge twice the disk-days: a disk with twice the data and load), ``rpm:5400``
 (spindle speed), ``spin-down:zone=COLD,timeout=300s`` (a disk holding only that zone's data, spun
 down after the timeout), ``cache:x2`` (buffer cache twice the baseline, LRU against Belady, on a
-spatially hash-sampled block stream: SHARDS, Waldspurger et al., FAST 2015).
+spatially hash-sampled block stream: SHARDS, Waldspurger et al., FAST 2015),
+``disk:elevator[,writeback=64MiB]`` (the disk where order matters, :mod:`thesios.positional`, with
+a scheduler, fifo, elevator, deadline or priority, and optionally a write-back cache: the miss reads
+and the writes served by seek, rotation and transfer; compare with ``disk:fifo``).
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ class Scenario:
     zone: str | None = None
     timeout_s: float = 300.0
     spec: str = ""
+    scheduler: str = "fifo"
+    cache_bytes: int = 0
 
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h)?$")
@@ -99,7 +104,53 @@ def parse_scenario(spec: str) -> Scenario:
         except ThesiosInputError as err:
             raise ThesiosInputError(f"scenario {spec!r}: timeout {err}") from None
         return Scenario("spin-down", zone=zone, timeout_s=timeout_s, spec=spec)
-    raise ThesiosInputError(f"unknown scenario {spec!r} (capacity:xK, rpm:R, spin-down:zone=Z,timeout=T, cache:xK)")
+    if kind == "disk":
+        return _disk_scenario(arg, spec)
+    raise ThesiosInputError(f"unknown scenario {spec!r} (capacity:xK, rpm:R, spin-down:zone=Z,timeout=T, cache:xK, disk:SCHEDULER[,writeback=SIZE])")
+
+
+def _disk_scenario(arg: str, spec: str) -> Scenario:
+    """``disk:SCHEDULER[,writeback=SIZE]`` with SIZE like 64MiB (KiB, MiB, GiB or bytes)."""
+    from thesios.positional import SCHEDULERS
+
+    scheduler, *params = [p.strip() for p in arg.split(",")]
+    if scheduler not in SCHEDULERS:
+        raise ThesiosInputError(f"scenario {spec!r}: the scheduler must be one of {', '.join(SCHEDULERS)}")
+    cache = 0
+    for p in params:
+        m = re.match(r"^writeback=(\d+)(KiB|MiB|GiB)?$", p)
+        if not m:
+            raise ThesiosInputError(f"scenario {spec!r}: expected writeback=SIZE like 64MiB, got {p!r}")
+        cache = int(m.group(1)) << {None: 0, "KiB": 10, "MiB": 20, "GiB": 30}[m.group(2)]
+    return Scenario("disk", scheduler=scheduler, cache_bytes=cache, spec=spec)
+
+
+def positional_metrics(trace: Requests, hdd, scheduler: str = "fifo", cache_bytes: int = 0,
+                       horizon: tuple[float, float] = (0.0, DAY_S)) -> dict[str, float]:
+    """:func:`serve_metrics` on the disk where order matters: the miss reads and the writes of
+    ``trace`` served by :func:`thesios.positional.serve` (each file in a region at a hashed place of
+    a 4 TB disk, :func:`thesios.positional.lba_of`), with ``scheduler`` and a write-back cache of
+    ``cache_bytes``; utilization counts destages too."""
+    from thesios.positional import PositionalDisk, lba_of, serve
+
+    t0, t1 = horizon
+    tr = trace.take(trace.is_miss_read | ~trace.is_read).sorted_by_time()
+    disk = PositionalDisk(hdd=hdd, write_cache_bytes=cache_bytes)
+    fid = tr.disk_id.astype(np.int64) * 1_000_003 + tr.file_id
+    sched = serve(tr.start_time, lba_of(fid, tr.file_offset, disk.capacity_bytes), tr.size, ~tr.is_read, disk,
+                  scheduler, priority=tr.service_class)
+    n_hours = max(1, math.ceil((t1 - t0) / 3600.0))
+    hours = np.bincount(np.clip(((sched.job_start - t0) // 3600).astype(int), 0, n_hours - 1),
+                        weights=sched.job_service, minlength=n_hours)
+    lat = sched.latency[tr.is_read]
+    return {
+        "requests": float(len(trace)),
+        "utilization": float(sched.busy_s / max(t1 - t0, 1e-9)),
+        "peak_hour_utilization": float(hours.max() / min(3600.0, max(t1 - t0, 1e-9))),
+        "read_latency_p50_s": float(np.percentile(lat, 50)) if len(lat) else float("nan"),
+        "read_latency_p99_s": float(np.percentile(lat, 99)) if len(lat) else float("nan"),
+        "scheduler": scheduler, "write_cache_bytes": cache_bytes, "destages": sched.destages,
+    }
 
 
 def serve_metrics(trace: Requests, horizon: tuple[float, float] = (0.0, DAY_S)) -> dict[str, float]:
@@ -226,6 +277,10 @@ def run_trace_scenarios(
         elif sc.kind == "spin-down":
             sub = trace if sc.zone is None else trace.take(trace.zone == IO_ZONES.index(sc.zone))
             out["scenarios"][sc.spec] = _spin_down(sub, sc, power, horizon)
+        elif sc.kind == "disk":
+            from thesios.diskmodel import HDDModel
+
+            out["scenarios"][sc.spec] = positional_metrics(trace, HDDModel(rpm=rpm), sc.scheduler, sc.cache_bytes, horizon)
         else:
             out["scenarios"][sc.spec] = _cache(trace, sc, cache_blocks, shards_rate, seed)
     return out
@@ -259,6 +314,8 @@ def group_whatifs(
             sub = samples if sc.zone is None else samples.take(samples.zone == IO_ZONES.index(sc.zone))
             res = synthesize(sub, members, rate, days=spec.days)
             out = _spin_down(res.trace, sc, power, (0.0, DAY_S))
+        elif sc.kind == "disk":
+            out = positional_metrics(base.trace, spec.hdd, sc.scheduler, sc.cache_bytes)
         else:
             out = _cache(_one_namespace(base.trace), sc, cache_blocks, shards_rate, seed)
             # The fleet is synthetic, so the what-if can be checked against a member's real
