@@ -36,6 +36,12 @@ FLEET_HELP = "fleet spec (JSON); default: the embedded fleet sized to 1/p disk-d
 BACKEND_HELP = "where the (class, day) partitions run: local (this machine) or ray (pip install 'thesios\\[ray]'; RAY_ADDRESS or a local Ray)"
 JOBS_HELP = "worker processes of the local backend (1: in this process), CPUs of a Ray started here"
 QUIET_HELP = "no progress lines on stderr"
+#: The shared vocabulary, declared once and used by every command that takes it.
+JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON document on stdout")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", help=QUIET_HELP)]
+BackendOpt = Annotated[str, typer.Option(help=BACKEND_HELP)]
+JobsOpt = Annotated[int, typer.Option(help=JOBS_HELP)]
+FleetOpt = Annotated[Path | None, typer.Option(help=FLEET_HELP)]
 #: Old spellings of options, kept working (not shown in --help) for one release.
 HIDDEN_ALIASES = {"--output": "--out"}
 
@@ -60,17 +66,17 @@ def validate_cmd(
     days: Annotated[int, typer.Option(help="days of samples per disk (disk-days merged across days)")] = 4,
     seed: Annotated[int, typer.Option(help="seed of the fleet and of the sampler")] = 0,
     held_out: Annotated[int, typer.Option(help="held-out disks per class (per group with --traces)")] = 2,
-    fleet: Annotated[Path | None, typer.Option(help=FLEET_HELP)] = None,
+    fleet: FleetOpt = None,
     traces: Annotated[list[Path] | None, typer.Option(help="validate on these full-rate traces (files or folders; repeat the option) instead of the embedded fleet")] = None,
     fmt: Annotated[str, typer.Option("--format", help="format of the --traces files: " + ", ".join(format_names()))] = "auto",
     group_by: Annotated[str | None, typer.Option(help="--traces: group disks by this column (e.g. workload); default: thesios's identification")] = None,
     identify_groups: Annotated[bool, typer.Option("--identify", help="--traces: group by thesios's identification (purity against --group-by when given)")] = False,
     window: Annotated[float | None, typer.Option(help="--traces: window of the metrics, s (default: an hour, or a tenth of a shorter trace)")] = None,
     report: Annotated[Path | None, typer.Option(help="also write an HTML report with plots here")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
-    backend: Annotated[str, typer.Option(help=BACKEND_HELP)] = "local",
-    jobs: Annotated[int, typer.Option(help=JOBS_HELP)] = 1,
-    quiet: Annotated[bool, typer.Option("--quiet", help=QUIET_HELP)] = False,
+    as_json: JsonOpt = False,
+    backend: BackendOpt = "local",
+    jobs: JobsOpt = 1,
+    quiet: QuietOpt = False,
 ) -> None:
     """Synthesize held-out disks from samples of the others; compare with their real traces."""
     p = parse_rate(rate)
@@ -193,12 +199,12 @@ def whatif_cmd(
     rate: Annotated[str, typer.Option(help="sampling rate p (1/1000: one synthesized disk per group; see README)")] = QUICK_RATE,
     days: Annotated[int, typer.Option(help="days of samples per disk")] = 4,
     seed: Annotated[int, typer.Option(help="seed")] = 0,
-    fleet: Annotated[Path | None, typer.Option(help=FLEET_HELP)] = None,
+    fleet: FleetOpt = None,
     report: Annotated[Path | None, typer.Option(help="also write an HTML report with a section and plot per what-if")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
-    backend: Annotated[str, typer.Option(help=BACKEND_HELP)] = "local",
-    jobs: Annotated[int, typer.Option(help=JOBS_HELP)] = 1,
-    quiet: Annotated[bool, typer.Option("--quiet", help=QUIET_HELP)] = False,
+    as_json: JsonOpt = False,
+    backend: BackendOpt = "local",
+    jobs: JobsOpt = 1,
+    quiet: QuietOpt = False,
 ) -> None:
     """What-ifs on a TRACE, or on one synthesized disk per group of the embedded fleet, beside the baseline."""
     from thesios.scenarios import parse_scenario, run_scenarios, run_trace_scenarios
@@ -361,9 +367,9 @@ def synth_cmd(
     seed: Annotated[int, typer.Option(help="seed")] = 0,
     discipline: Annotated[str, typer.Option(help="queue of the reorganizer: fifo or priority")] = "fifo",
     fio_device: Annotated[str, typer.Option(help="device named in a .iolog output")] = "/dev/sdX",
-    fleet: Annotated[Path | None, typer.Option(help=FLEET_HELP)] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="print one JSON summary on stdout")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", help=QUIET_HELP)] = False,
+    fleet: FleetOpt = None,
+    as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Synthesize one day of a full-rate disk trace from samples of the embedded fleet."""
     from thesios.fleet import FleetGenerator
@@ -408,8 +414,8 @@ def convert_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="Parquet file to write (atomically)")],
     lenient: Annotated[bool, typer.Option(help="skip and count malformed rows instead of failing")] = False,
     fmt: Annotated[str, typer.Option("--format", help="input format: " + ", ".join(format_names()) + " (auto: sniffed per file)")] = "thesios",
-    as_json: Annotated[bool, typer.Option("--json", help="print one JSON summary on stdout")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", help=QUIET_HELP)] = False,
+    as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Convert trace files (Thesios CSV shards, block traces, blkparse or strace text) into one Parquet trace."""
     if fmt != "auto":
@@ -457,8 +463,8 @@ def sample_cmd(
     disks_per_class: Annotated[int, typer.Option(help="disks per class of the default fleet")] = 100,
     days: Annotated[int, typer.Option(help="days")] = 1,
     seed: Annotated[int, typer.Option(help="seed")] = 0,
-    as_json: Annotated[bool, typer.Option("--json", help="print one JSON summary on stdout")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", help=QUIET_HELP)] = False,
+    as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Write Bernoulli samples of the embedded default fleet as a Parquet trace with ``disk_id``."""
     from thesios.fleet import FleetGenerator, default_fleet
@@ -493,8 +499,8 @@ def replay_cmd(
     size_mib: Annotated[int, typer.Option(help="size of the target file, MiB (each file of the trace gets a 64 MiB region)")] = 1024,
     seconds: Annotated[float | None, typer.Option(help="replay only the first SECONDS of the trace")] = None,
     jobs: Annotated[int, typer.Option(help="fio jobs replaying side by side: the most requests in flight")] = 4,
-    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", help=QUIET_HELP)] = False,
+    as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Replay a trace on a real device with fio (direct I/O) and report the latencies it measured."""
     from thesios.replay import replay
