@@ -118,13 +118,13 @@ def _split(table: pa.Table, path: Path, block: bool, group_by: str | None) -> li
     ids = np.zeros(table.num_rows, dtype=np.int64) if key is None else \
         np.asarray(pc.dictionary_encode(table.column(key).combine_chunks()).indices.to_numpy(zero_copy_only=False))
     names = [""] if key is None else pc.unique(table.column(key).combine_chunks()).to_pylist()
-    groups = None if group_by is None else table.column(group_by).to_pylist()
+    groups = None if group_by is None else table.column(group_by).combine_chunks()
     disks = []
     for i, name in enumerate(names):
         rows = np.flatnonzero(ids == i)
         if len(rows) == 0:
             continue
-        values = {groups[r] for r in rows[:: max(1, len(rows) // 1000)]} | {groups[rows[0]], groups[rows[-1]]} if groups else {None}
+        values = {None} if groups is None else set(pc.unique(groups.take(pa.array(rows))).to_pylist())
         if len(values) > 1:
             raise ThesiosInputError(f"{path}: disk {name} has several values of {group_by!r} ({', '.join(map(str, sorted(values, key=str)[:3]))})")
         order = rows[np.argsort(start[rows], kind="stable")]
