@@ -61,6 +61,9 @@ def test_similar_disks_validate_well_and_p_is_raised_to_what_the_group_supports(
     g = doc["groups"]["g"]
     assert g["p"] == 1 / 10 and g["donors"] == 10 and "1/10" in g["note"]
     assert "skipped" in doc["groups"]["h"]["note"]  # 2 disks cannot hold 2 out
+    assert "samples in" not in g["note"]  # ~4,000 samples over 10 windows
+    sparse = validate_traces(disks[:12], rate=1e-4, held_out=2, window_s=0.05)["groups"]["g"]["note"]
+    assert "samples in 199 windows (< 20 a window): widen --window or raise --rate" in sparse
     assert doc["accuracy"]["read_count"] > 0.85 and doc["accuracy"]["read_latency_p50"] > 0.85
 
 

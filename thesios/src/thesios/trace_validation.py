@@ -34,6 +34,8 @@ from thesios.readers import EXTRA_LATENCY, read_trace
 from thesios.samplers import check_rate
 from thesios.validate import METRICS, PAPER_BANDS, accuracy
 
+#: Fewer synthesized requests than this per window and a group's result says so.
+MIN_SAMPLES_PER_WINDOW = 20
 #: Files in a folder of traces that are documentation, not traces.
 _NOT_TRACES = (".md", ".txt.md", ".json", ".html")
 
@@ -275,15 +277,21 @@ def _validate_group(name: str, disks: list[Disk], rate: float, held_out: int, se
     win = window_s or (3600.0 if horizon >= 36_000 else horizon / 10)
     edges = np.arange(0.0, horizon + 1e-12, win)
     edges = edges if len(edges) > 1 else np.array([0.0, horizon])
-    per_disk = {}
+    per_disk, sparse = {}, []
     for d in held:
         syn = synthesize_from(donors, rate, np.random.default_rng([seed, 50, len(per_disk)]), horizon)
+        if len(syn.start_s) < MIN_SAMPLES_PER_WINDOW * (len(edges) - 1):
+            sparse.append(len(syn.start_s))
         m_real = trace_window_metrics(d.start_s, d.is_read, d.latency_s, edges)
         m_syn = trace_window_metrics(syn.start_s, syn.is_read, syn.latency_s, edges)
         per_disk[d.name] = {m: accuracy(m_syn[m], m_real[m]) for m in METRICS}
     acc = {m: _nanmean([v[m] for v in per_disk.values()]) for m in METRICS}
     out = {"disks": n, "held_out": list(per_disk), "donors": len(donors), "p": rate, "window_s": win,
            "horizon_s": horizon, "accuracy": acc, "per_disk": per_disk, "heterogeneity": heterogeneity(disks, horizon)}
+    if sparse:  # the metrics of a window of a few samples are noise, not the method
+        counts = f"{min(sparse)}" if min(sparse) == max(sparse) else f"{min(sparse)}-{max(sparse)}"
+        few = f"only {counts} samples in {len(edges) - 1} windows (< {MIN_SAMPLES_PER_WINDOW} a window): widen --window or raise --rate"
+        note = f"{note}; {few}" if note else few
     return out | ({"note": note} if note else {})
 
 
