@@ -164,3 +164,19 @@ def test_disk_what_if_parses_and_serves_a_trace_on_the_positional_disk():
     assert fifo["destages"] == 0 and back["destages"] == int((~trace.is_read).sum())
     assert back["utilization"] == pytest.approx(fifo["utilization"], rel=0.5)
     assert 0 < fifo["read_latency_p50_s"] < 0.1
+
+
+def test_spin_down_by_hand_and_as_a_what_if():
+    a, lba, size, w = np.array([0.0, 20.0, 100.0]), np.zeros(3, np.int64), np.zeros(3, np.int64), np.zeros(3, bool)
+    sleepy = PositionalDisk(HDD, GB, 1_000_000, spindown_s=30.0, spinup_s=10.0)
+    sched = serve(a, lba, size, w, sleepy)
+    # 0 -> 20 s idle: still spinning; 20 -> 100 s idle: spun down, the third waits 10 s first.
+    assert sched.spin_ups == 1
+    assert sched.finish[1] == pytest.approx(20.0 + DISK.service(20.0, 0.0, 0, 0)[0])
+    assert sched.finish[2] == pytest.approx(110.0 + DISK.service(110.0, 0.0, 0, 0)[0])
+    from thesios.scenarios import parse_scenario
+
+    sc = parse_scenario("disk:fifo,spindown=5m,zone=COLD")
+    assert (sc.timeout_s, sc.zone) == (300.0, "COLD")
+    with pytest.raises(ThesiosInputError, match="spindown"):
+        parse_scenario("disk:fifo,spindown=soon")

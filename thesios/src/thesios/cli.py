@@ -339,6 +339,9 @@ def _print_whatif_groups(groups: list[dict]) -> None:
             if "utilization" in m:
                 table.add_row(name, _pct(m["utilization"]), _pct(m["peak_hour_utilization"]),
                               f"{m['read_latency_p50_s'] * 1e3:.1f}", f"{m['read_latency_p99_s'] * 1e3:.1f}")
+                if "spin_ups" in m:
+                    notes.append(f"{name}: energy saving {m['saving']:.1%}, {m['spin_ups']} spin-ups "
+                                 f"(break-even idle gap {m['break_even_s']:.1f} s)")
             elif "saving" in m:
                 notes.append(f"{name}: energy saving {m['saving']:.1%}, {m['spin_ups']} spin-ups, "
                              f"mean idle gap {m['mean_idle_gap_s']:.1f} s vs break-even {m['break_even_s']:.1f} s; "

@@ -49,6 +49,9 @@ class PositionalDisk:
         track_bytes: bytes per track: sets the angle of an LBA, ``(lba / track_bytes) mod 1``.
         write_cache_bytes: write-back cache size (0: every write is served synchronously).
         read_expire_s, write_expire_s: the deadline scheduler's expiry times (Linux's defaults).
+        spindown_s: spin the platters down after this long idle (None: never); the next operation
+            then waits ``spinup_s`` first, and so does everything queued behind it.
+        spinup_s: the spin-up time, s.
     """
 
     hdd: HDDModel = field(default_factory=HDDModel)
@@ -57,6 +60,8 @@ class PositionalDisk:
     write_cache_bytes: int = 0
     read_expire_s: float = 0.5
     write_expire_s: float = 5.0
+    spindown_s: float | None = None
+    spinup_s: float = 10.0
 
     def service(self, t_start: float, head: float, lba: int, size: int) -> tuple[float, float]:
         """``(service_s, position)`` of a request begun at ``t_start`` (s) with the head at radial
@@ -79,7 +84,8 @@ class PositionalSchedule:
     ``start``/``finish``: service on the disk (a write absorbed by the cache: its arrival, twice),
     ``latency`` = finish - arrival, ``absorbed`` (bool) writes completed by the cache,
     ``busy_s`` the disk's total busy time (destages included), ``destages`` their count,
-    ``job_start``/``job_service`` every disk operation's begin and length (s, destages included).
+    ``job_start``/``job_service`` every disk operation's begin and length (s, destages included;
+    a spin-up counts in the service of the operation that waited for it), ``spin_ups`` their count.
     """
 
     start: np.ndarray
@@ -90,6 +96,7 @@ class PositionalSchedule:
     destages: int
     job_start: np.ndarray
     job_service: np.ndarray
+    spin_ups: int = 0
 
 
 class _Queue:
@@ -179,6 +186,7 @@ def _run(a: np.ndarray, lba: np.ndarray, size: np.ndarray, is_write: np.ndarray,
     dirty, destage = 0, deque()
     t, head, head_lba, busy, destages, i = 0.0, 0.0, 0, 0.0, 0, 0
     jobs: list[tuple[float, float]] = []
+    idle_since, spin_ups = 0.0, 0
     al, ll, sl, wl = a.tolist(), lba.tolist(), size.tolist(), is_write.tolist()
     while i < n or queue.n or destage:
         if not queue.n and not destage:
@@ -200,15 +208,19 @@ def _run(a: np.ndarray, lba: np.ndarray, size: np.ndarray, is_write: np.ndarray,
             start[j] = t
         else:
             continue
-        svc, head = disk.service(t, head, ll[j], sl[j])
+        up = disk.spindown_s is not None and t - idle_since > disk.spindown_s
+        spin_ups += up
+        svc, head = disk.service(t + disk.spinup_s * up, head, ll[j], sl[j])
+        svc += disk.spinup_s * up
         head_lba = ll[j]
         jobs.append((t, svc))
         t += svc
         busy += svc
         if job is not None:
             finish[job] = t
+        idle_since = t
     job = np.array(jobs, dtype=np.float64).reshape(-1, 2)
-    return PositionalSchedule(start, finish, finish - a, absorbed, busy, destages, job[:, 0], job[:, 1])
+    return PositionalSchedule(start, finish, finish - a, absorbed, busy, destages, job[:, 0], job[:, 1], spin_ups)
 
 
 def lba_of(file_id: np.ndarray, offset: np.ndarray, capacity_bytes: int, region_bytes: int = 256 << 20) -> np.ndarray:
