@@ -31,7 +31,7 @@ def test_ctrl_c_exits_130_with_one_line_and_no_file(tmp_path, capsys, monkeypatc
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("thesios.cli.read_thesios_csv", interrupted)
+    monkeypatch.setattr("thesios.cli.read_trace", interrupted)
     out = tmp_path / "t.parquet"
     assert fails(["convert", str(SHARD), "-o", str(out)], capsys, code=130) == "thesios: interrupted"
     assert list(tmp_path.iterdir()) == []
@@ -88,7 +88,7 @@ def test_every_output_in_a_missing_folder_is_refused_before_any_work(tmp_path, c
     def never(*args, **kwargs):
         raise AssertionError("work started although the output's folder does not exist")
 
-    for name in ("validate", "_fleet_spec", "_load_trace", "read_thesios_csv"):
+    for name in ("validate", "_fleet_spec", "_load_trace", "read_trace"):
         monkeypatch.setattr(f"thesios.cli.{name}", never)
     monkeypatch.setattr("thesios.fleet.FleetGenerator", never)
     typo = tmp_path / "reprots" / "deeper"
@@ -154,7 +154,11 @@ def test_whatif_refuses_a_many_disk_trace(tmp_path, capsys):
     main(["sample", "-o", str(samples), "--disks-per-class", "1", "--rate", "1/1000"])
     capsys.readouterr()
     err = fails(["whatif", str(samples), "-s", "rpm:5400"], capsys)
-    assert err == f"thesios: error: {samples}: holds 4 disks (column disk_id); whatif takes a one-disk trace"
+    assert err == f"thesios: error: {samples}: holds 4 disks (column disk_id); pick one with --device DISK_ID"
+    assert fails(["whatif", str(samples), "-s", "rpm:5400", "--device", "9"], capsys) == \
+        f"thesios: error: {samples}: no disk_id '9' (disk_ids: 0, 1, 2, 3)"
+    main(["whatif", str(samples), "-s", "rpm:5400", "--device", "2", "--json"])
+    assert json.loads(capsys.readouterr().out)["requests"] > 0
 
 
 def test_sample_refuses_a_draw_too_big_for_memory(tmp_path, capsys):

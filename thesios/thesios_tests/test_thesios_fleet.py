@@ -8,7 +8,8 @@ from scipy import stats
 
 from thesios.diskmodel import HDDModel
 from thesios.errors import ThesiosInputError
-from thesios.fleet import DAY_S, FleetGenerator, bernoulli_sample, default_fleet
+from thesios.fleet import DAY_S, FleetGenerator, default_fleet
+from thesios.samplers import bernoulli_sample
 from thesios.identify import disk_features, identify, purity
 from thesios.synth import synthesize
 

@@ -73,7 +73,7 @@ def test_whatif_scenarios_on_a_light_fleet():
     assert len(doc["groups"]) == 4
     # one progress line per step: sampling, grouping, then per group its baseline and each scenario
     assert steps[0].startswith("sampling 404 disks") and steps[1].startswith("identifying groups")
-    assert len(steps) == 2 + 4 * (1 + len(scenarios)) and steps[-1] == "group 4/4: cache:x2"
+    assert len(steps) == 2 + 4 * (1 + len(scenarios)) and steps[-1] == "group 3 of 4: cache:x2"
     for g in doc["groups"]:
         base, sc = g["baseline"], g["scenarios"]
         # twice the disk-days merged: twice the load, within Poisson noise

@@ -96,7 +96,7 @@ def test_whatif_on_blkparse_of_two_devices_needs_a_device(tmp_path: Path, capsys
     assert _whatif([str(path), "--device", "8,0"], capsys) == _expected(reqs)
     for args, msg in [
         (["--device", "8,32"], f"{path}: no device '8,32' (devices: 8,0, 8,16)"),
-        (["--format", "spc"], "--format must be one of auto, thesios, parquet, blkparse, msr, alibaba, tencent, got 'spc'"),
+        (["--format", "spc"], "--format must be one of auto, thesios, parquet, blkparse, strace, msr, alibaba, tencent, got 'spc'"),
     ]:
         with pytest.raises(SystemExit) as exc:
             main(["whatif", str(path), "-s", "rpm:5400", *args])

@@ -1,6 +1,8 @@
 """Command line: ``thesios validate``, ``thesios whatif``, ``thesios synth``, ``thesios convert``, ``thesios sample``.
 
-Bad input prints one line on stderr and exits with code 2 (never a traceback).
+Bad input prints one line on stderr and exits with code 2 (never a traceback). Every command
+shares one vocabulary: ``--out``/``-o``, ``--json``, ``--seed``, ``--quiet``, ``--backend local|ray``
+and ``--jobs``; ``--output`` is kept as a hidden alias of ``--out`` for one release.
 """
 
 from __future__ import annotations
@@ -8,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import shutil
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -20,8 +23,9 @@ from rich.console import Console
 from rich.table import Table
 
 from thesios.errors import ThesiosInputError
-from thesios.readers import ReadReport, read_thesios_csv
+from thesios.readers import ReadReport, format_names, get_format, read_trace, sniff_format
 from thesios.requests import Requests
+from thesios.samplers import PAPER_RATE, QUICK_RATE, parse_rate
 from thesios.validate import METRICS, PAPER_BANDS, auto_fleet, validate
 from thesios.writers import check_writable, write_parquet
 
@@ -29,80 +33,131 @@ app = typer.Typer(add_completion=False, help=__doc__)
 #: Most rows ``thesios sample`` draws (~60 bytes each in memory, more while writing).
 MAX_SAMPLE_ROWS = 20_000_000
 FLEET_HELP = "fleet spec (JSON); default: the embedded fleet sized to 1/p disk-days per class"
-BACKEND_HELP = "where the (class, day) partitions run: local (this process) or ray (pip install 'thesios\\[ray]'; RAY_ADDRESS or a local Ray)"
+BACKEND_HELP = "where the (class, day) partitions run: local (this machine) or ray (pip install 'thesios\\[ray]'; RAY_ADDRESS or a local Ray)"
+JOBS_HELP = "worker processes of the local backend (1: in this process), CPUs of a Ray started here"
+QUIET_HELP = "no progress lines on stderr"
+#: The shared vocabulary, declared once and used by every command that takes it.
+JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON document on stdout")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", help=QUIET_HELP)]
+BackendOpt = Annotated[str, typer.Option(help=BACKEND_HELP)]
+JobsOpt = Annotated[int, typer.Option(help=JOBS_HELP)]
+FleetOpt = Annotated[Path | None, typer.Option(help=FLEET_HELP)]
+#: Old spellings of options, kept working (not shown in --help) for one release.
+HIDDEN_ALIASES = {"--output": "--out"}
 
 
-def _parse_rate(rate: str) -> float:
-    try:
-        value = float(rate.split("/")[0]) / float(rate.split("/")[1]) if "/" in rate else float(rate)
-    except (ValueError, ZeroDivisionError):
-        raise ThesiosInputError(f"--rate: {rate!r} is not a number or a fraction like 1/10000") from None
-    if not (math.isfinite(value) and 0.0 < value <= 1.0):
-        raise ThesiosInputError(f"--rate must be in (0, 1], got {rate}")
-    return value
+@contextlib.contextmanager
+def _progress(quiet: bool, title: str):
+    """A ``say(line)`` for the length of a command: a spinner and log lines on a terminal, one plain
+    ``thesios: line`` per step elsewhere (never wrapped, no source locations), nothing if quiet."""
+    if quiet:
+        yield lambda _msg: None
+    elif sys.stderr.isatty():
+        err = Console(stderr=True, log_path=False)
+        with err.status(title) as status:
+            yield lambda msg: (status.update(msg), err.log(msg))
+    else:
+        yield lambda msg: print(f"thesios: {msg}", file=sys.stderr, flush=True)
 
 
 @app.command("validate")
 def validate_cmd(
-    rate: Annotated[str, typer.Option(help="sampling rate p, e.g. 1e-4 or 1/10000")] = "1/10000",
+    rate: Annotated[str, typer.Option(help="sampling rate p, e.g. 1e-4 or 1/10000 (the paper's)")] = PAPER_RATE,
     days: Annotated[int, typer.Option(help="days of samples per disk (disk-days merged across days)")] = 4,
     seed: Annotated[int, typer.Option(help="seed of the fleet and of the sampler")] = 0,
-    held_out: Annotated[int, typer.Option(help="held-out disks per class (full traces)")] = 2,
-    fleet: Annotated[Path | None, typer.Option(help=FLEET_HELP)] = None,
+    held_out: Annotated[int, typer.Option(help="held-out disks per class (per group with --traces)")] = 2,
+    fleet: FleetOpt = None,
+    traces: Annotated[list[Path] | None, typer.Option(help="validate on these full-rate traces (files or folders; repeat the option) instead of the embedded fleet")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="format of the --traces files: " + ", ".join(format_names()))] = "auto",
+    group_by: Annotated[str | None, typer.Option(help="--traces: group disks by this column (e.g. workload); default: thesios's identification")] = None,
+    identify_groups: Annotated[bool, typer.Option("--identify", help="--traces: group by thesios's identification (purity against --group-by when given)")] = False,
+    window: Annotated[float | None, typer.Option(help="--traces: window of the metrics, s (default: an hour, or a tenth of a shorter trace)")] = None,
     report: Annotated[Path | None, typer.Option(help="also write an HTML report with plots here")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
-    backend: Annotated[str, typer.Option(help=BACKEND_HELP)] = "local",
+    as_json: JsonOpt = False,
+    backend: BackendOpt = "local",
+    jobs: JobsOpt = 1,
+    quiet: QuietOpt = False,
 ) -> None:
-    """Synthesize held-out disks of the embedded fleet from samples; compare with their real traces."""
-    p = _parse_rate(rate)
-    _check_backend(backend)
+    """Synthesize held-out disks from samples of the others; compare with their real traces."""
+    p = parse_rate(rate)
+    _check_backend(backend, jobs)
+    if traces:
+        return _validate_traces(traces, fmt, p, group_by, identify_groups, window, held_out, seed, as_json, report, quiet)
+    if group_by is not None or window is not None or fmt != "auto" or identify_groups:
+        raise ThesiosInputError("--format, --group-by, --identify and --window describe --traces; none was given")
     if report is not None:
         check_writable(report)  # before minutes of work, not after
     spec = _fleet_spec(fleet, p, days, seed, held_out)
-    err = Console(stderr=True, log_path=False)  # the source line of each log is noise to a user
+    with _backend(backend, jobs) as be, _progress(quiet, "validating") as say:
+        result = validate(spec, rate=p, seed=seed, held_out_per_class=held_out, progress=say, backend=be)
+    _maybe_report(result, report)
     if as_json:
-        with _backend(backend) as be:
-            result = validate(spec, rate=p, seed=seed, held_out_per_class=held_out,
-                              progress=lambda m: print(m, file=sys.stderr), backend=be)
-        _maybe_report(result, report)
         print(json.dumps(result.to_json() | {"backend": backend}, indent=2))
         return
-    with _backend(backend) as be, err.status("validating") as status:
-        result = validate(spec, rate=p, seed=seed, held_out_per_class=held_out,
-                          progress=lambda m: (status.update(m), err.log(m)), backend=be)
-    table = Table(title=f"thesios validate: p={p:g}, {result.disks} sampled disks x {result.days} days, "
-                        f"{result.sampled_requests} samples, {result.seconds:.1f} s")
-    table.add_column("metric")
-    table.add_column("ours", justify="right")
-    table.add_column("paper band", justify="right")
-    table.add_column("at/above paper's lower bound")
-    for m in METRICS:
-        lo, hi = PAPER_BANDS[m]
-        ours = result.accuracy[m]
-        table.add_row(m, f"{ours:.1%}", f"{lo:.1%}-{hi:.1%}", "yes" if ours >= lo else "NO")
-    Console().print(table)
+    _print_accuracy(f"thesios validate: p={p:g}, {result.disks} sampled disks x {result.days} days, "
+                    f"{result.sampled_requests} samples, {result.seconds:.1f} s", result.accuracy)
     Console().print(f"groups found: {result.groups}, purity vs generator classes: {result.purity:.1%}; "
                     f"disk-days merged per synthesized disk: {result.coverage:.2f}/p")
-    _maybe_report(result, report)
     if report is not None:
         Console(stderr=True).print(f"report -> {report}")
     if result.coverage < 0.999:
         Console(stderr=True).print(f"warning: the fleet has too few disk-days for 1/p per group (coverage {result.coverage:.2f})")
 
 
-def _check_backend(name: str) -> None:
+def _print_accuracy(title: str, accuracy: dict[str, float]) -> None:
+    """Our accuracy per metric beside the paper's band, as a table on stdout."""
+    table = Table(title=title)
+    table.add_column("metric")
+    table.add_column("ours", justify="right")
+    table.add_column("paper band", justify="right")
+    table.add_column("at/above paper's lower bound")
+    for m in METRICS:
+        lo, hi = PAPER_BANDS[m]
+        ours = accuracy.get(m, float("nan"))
+        table.add_row(m, "n/a" if math.isnan(ours) else f"{ours:.1%}", f"{lo:.1%}-{hi:.1%}",
+                      "n/a" if math.isnan(ours) else ("yes" if ours >= lo else "NO"))
+    Console().print(table)
+
+
+def _validate_traces(paths: list[Path], fmt: str, rate: float, group_by: str | None, identify_groups: bool,
+                     window: float | None, held_out: int, seed: int, as_json: bool, report: Path | None, quiet: bool) -> None:
+    """``validate --traces``: the held-out disks of real traces against syntheses from the others."""
+    from thesios.trace_validation import load_disks, validate_traces
+
+    if report is not None:
+        raise ThesiosInputError("--report is for the embedded fleet; with --traces use --json")
+    if window is not None and not (math.isfinite(window) and window > 0):
+        raise ThesiosInputError(f"--window must be a positive number of seconds, got {window}")
+    with _progress(quiet, "validating on traces") as say:
+        disks = load_disks(paths, fmt, group_by)
+        result = validate_traces(disks, rate, held_out=held_out, seed=seed, window_s=window,
+                                 identify_groups=identify_groups or group_by is None, progress=say)
+    if as_json:
+        print(json.dumps(result, indent=2))
+        return
+    _print_accuracy(f"thesios validate --traces: {result['disks']} disks in {len(result['groups'])} groups, "
+                    f"{result['seconds']:.1f} s", result["accuracy"])
+    for name, g in result["groups"].items():
+        acc = ", ".join(f"{m} {v:.1%}" for m, v in g["accuracy"].items() if v == v)
+        Console().print(f"{name}: {g['disks']} disks, p = 1/{round(1 / g['p'])}{' (' + g['note'] + ')' if g.get('note') else ''}: {acc}",
+                        highlight=False, soft_wrap=True)
+
+
+def _check_backend(name: str, jobs: int = 1) -> None:
     from thesios.partitions import BACKENDS
 
     if name not in BACKENDS:
         raise ThesiosInputError(f"--backend must be one of {', '.join(BACKENDS)}, got {name!r}")
+    if jobs < 1:
+        raise ThesiosInputError(f"--jobs must be >= 1, got {jobs}")
 
 
 @contextlib.contextmanager
-def _backend(name: str):
+def _backend(name: str, jobs: int = 1):
     """The named backend for the length of a command; a Ray instance started here is shut down."""
     from thesios.partitions import make_backend
 
-    be = make_backend(name)
+    be = make_backend(name, jobs=jobs)
     try:
         yield be
     finally:
@@ -138,22 +193,24 @@ def whatif_cmd(
     ctx: typer.Context,
     scenario: Annotated[list[str], typer.Option("--scenario", "-s", help="capacity:x2, rpm:5400, spin-down:zone=COLD,timeout=300s, cache:x2")],
     trace: Annotated[Path | None, typer.Argument(help="a one-disk trace (.parquet, Thesios .csv[.gz], blkparse text, or --format); default: the embedded fleet")] = None,
-    fmt: Annotated[str, typer.Option("--format", help="TRACE's format: auto (.parquet, blkparse text, else a Thesios shard), thesios, parquet, blkparse, msr, alibaba, tencent")] = "auto",
-    device: Annotated[str | None, typer.Option(help="the device of a block TRACE to use (filename column, e.g. 8,0 for blkparse) when it holds several")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="TRACE's format: " + ", ".join(format_names()) + " (auto: sniffed; else a Thesios shard)")] = "auto",
+    device: Annotated[str | None, typer.Option(help="the device of a block TRACE to use (filename column, e.g. 8,0 for blkparse), or the disk_id of a many-disk Parquet TRACE")] = None,
     rpm: Annotated[float, typer.Option(help="the TRACE's disk RPM")] = 7200.0,
-    rate: Annotated[str, typer.Option(help="sampling rate p")] = "1/1000",
+    rate: Annotated[str, typer.Option(help="sampling rate p (1/1000: one synthesized disk per group; see README)")] = QUICK_RATE,
     days: Annotated[int, typer.Option(help="days of samples per disk")] = 4,
     seed: Annotated[int, typer.Option(help="seed")] = 0,
-    fleet: Annotated[Path | None, typer.Option(help=FLEET_HELP)] = None,
+    fleet: FleetOpt = None,
     report: Annotated[Path | None, typer.Option(help="also write an HTML report with a section and plot per what-if")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
-    backend: Annotated[str, typer.Option(help=BACKEND_HELP)] = "local",
+    as_json: JsonOpt = False,
+    backend: BackendOpt = "local",
+    jobs: JobsOpt = 1,
+    quiet: QuietOpt = False,
 ) -> None:
     """What-ifs on a TRACE, or on one synthesized disk per group of the embedded fleet, beside the baseline."""
     from thesios.scenarios import parse_scenario, run_scenarios, run_trace_scenarios
 
-    p = _parse_rate(rate)
-    _check_backend(backend)
+    p = parse_rate(rate)
+    _check_backend(backend, jobs)
     scenarios = [parse_scenario(s) for s in scenario]
     if report is not None:
         check_writable(report)  # before minutes of work, not after
@@ -161,13 +218,13 @@ def whatif_cmd(
         raise ThesiosInputError("--format and --device describe a TRACE; none was given")
     if trace is not None:
         # These shape the embedded fleet; with a TRACE they would be ignored without a word.
-        fleet_only = [f"--{n}" for n in ("rate", "days", "fleet", "backend")
+        fleet_only = [f"--{n}" for n in ("rate", "days", "fleet", "backend", "jobs")
                       if ctx.get_parameter_source(n) is not None and ctx.get_parameter_source(n).name != "DEFAULT"]
         if fleet_only:
             raise ThesiosInputError(f"{', '.join(fleet_only)}: only for the embedded fleet, not with a TRACE")
         if not 0 < rpm <= 30000:
             raise ThesiosInputError("--rpm must be in (0, 30000]")
-        result = {"trace": str(trace)} | run_trace_scenarios(_load_trace(trace, fmt, device), scenarios, rpm=rpm, seed=seed)
+        result = {"trace": str(trace)} | run_trace_scenarios(_load_served_trace(trace, fmt, device), scenarios, rpm=rpm, seed=seed)
         _maybe_whatif_report({"trace": str(trace), "groups": [{"group": str(trace), "disks": 1} | result]}, report)
         if as_json:
             print(json.dumps(result, indent=2))
@@ -178,19 +235,15 @@ def whatif_cmd(
         return
     scale = max([sc.factor for sc in scenarios if sc.kind == "capacity"], default=1.0)
     spec = _fleet_spec(fleet, p, days, seed, 1, scale)
+    with _backend(backend, jobs) as be, _progress(quiet, "sampling, grouping, synthesizing") as say:
+        result = run_scenarios(spec, p, scenarios, seed=seed, progress=say, backend=be)
+    _maybe_whatif_report(result, report)
     if as_json:
-        with _backend(backend) as be:
-            result = run_scenarios(spec, p, scenarios, seed=seed, progress=lambda m: print(m, file=sys.stderr), backend=be)
-        _maybe_whatif_report(result, report)
         print(json.dumps(result, indent=2))
         return
-    err = Console(stderr=True, log_path=False)  # the source line of each log is noise to a user
-    with _backend(backend) as be, err.status("sampling, grouping, synthesizing") as status:
-        result = run_scenarios(spec, p, scenarios, seed=seed, progress=lambda m: (status.update(m), err.log(m)), backend=be)
-    _maybe_whatif_report(result, report)
     _print_whatif_groups(result["groups"])
     if report is not None:
-        err.print(f"report -> {report}")
+        Console(stderr=True).print(f"report -> {report}")
 
 
 def _maybe_whatif_report(result: dict, report: Path | None) -> None:
@@ -200,90 +253,71 @@ def _maybe_whatif_report(result: dict, report: Path | None) -> None:
         write_whatif_report(result, report)
 
 
-#: Formats of a whatif TRACE; the block formats name the device in ``filename``.
-TRACE_FORMATS = ("auto", "thesios", "parquet", "blkparse", "msr", "alibaba", "tencent")
-_BLOCK_FORMATS = ("blkparse", "msr", "alibaba", "tencent")
-
-
-def _sniff_format(path: Path) -> str:
-    """``parquet`` by name, ``blkparse`` when the first line is a blkparse event, else ``thesios``."""
-    import re
-
-    from thesios.readers import _BLK_EVENT
-
-    if path.suffix == ".parquet":
-        return "parquet"
-    try:
-        with pa.input_stream(str(path), compression="detect") as stream:
-            raw = stream.read(4096)
-    except (OSError, pa.ArrowInvalid):
-        return "thesios"  # its reader names the problem in one line
-    if raw.startswith(b"PAR1"):
-        return "parquet"
-    head = raw.decode("utf-8", "replace").lstrip("\n").split("\n", 1)[0]
-    return "blkparse" if re.match(_BLK_EVENT, head) else "thesios"
-
-
 def _load_trace(path: Path, fmt: str = "auto", device: str | None = None) -> Requests:
-    """A one-disk trace for whatif: read in ``fmt`` (``auto``: :func:`_sniff_format`), one device kept.
+    """A one-disk trace: read with the registry's reader for ``fmt`` (``auto``: sniffed), one
+    device kept.
 
     Raises:
         ThesiosInputError: an unknown format, an unreadable or malformed file, a trace of several
-            disks (without ``device``), an unknown ``device``, or no service times at all.
+            disks (without ``device``) or an unknown ``device``.
     """
-    from thesios.readers import (
-        read_alibaba_csv,
-        read_blkparse,
-        read_msr_csv,
-        read_tencent_csv,
-    )
-    from thesios.schema import THESIOS_COLUMNS
-    from thesios.writers import read_parquet
+    from thesios.readers import FORMATS
 
-    if fmt not in TRACE_FORMATS:
-        raise ThesiosInputError(f"--format must be one of {', '.join(TRACE_FORMATS)}, got {fmt!r}")
-    fmt = _sniff_format(path) if fmt == "auto" else fmt
-    if device is not None and fmt not in _BLOCK_FORMATS:
-        raise ThesiosInputError(f"--device picks a device of a block trace ({', '.join(_BLOCK_FORMATS)}), not of a {fmt} trace")
-    if fmt == "parquet":
-        try:
-            table = read_parquet(path)
-        except (OSError, ValueError, pa.ArrowException) as err:  # a corrupt or foreign file
-            # pyarrow's message repeats the path ("Could not open Parquet input source '...': ").
-            reason = str(err).splitlines()[0].split("': ", 1)[-1].split(". ")[0][:120]
-            raise ThesiosInputError(f"{path}: not a readable Parquet trace ({reason})") from None
-        missing = [c for c in THESIOS_COLUMNS if c not in table.column_names]
-        if missing:
-            raise ThesiosInputError(f"{path}: missing trace columns {missing[:4]}")
-        # A many-disk trace (`thesios sample` output) would be served as one disk, silently.
-        if "disk_id" in table.column_names:
-            disks = pc.count_distinct(table.column("disk_id")).as_py()
-            if disks > 1:
-                raise ThesiosInputError(f"{path}: holds {disks} disks (column disk_id); whatif takes a one-disk trace")
-    elif fmt == "thesios":
-        try:
-            table = read_thesios_csv(path)
-        except ThesiosInputError as err:
-            if ": header " not in str(err):
-                raise
-            # Most likely another trace format: say how to bring it in.
-            raise ThesiosInputError(f"{err}; for MSR, Alibaba or Tencent traces give --format msr|alibaba|tencent") from None
-    else:
-        readers = {"blkparse": read_blkparse, "msr": read_msr_csv, "alibaba": read_alibaba_csv, "tencent": read_tencent_csv}
-        table = readers[fmt](path)
-        devices = pc.unique(table.column("filename")).to_pylist()
-        if device is not None:
-            if device not in devices:
-                raise ThesiosInputError(f"{path}: no device {device!r} (devices: {', '.join(map(str, devices[:5]))})")
-            table = table.filter(pc.equal(table.column("filename"), device))
-        elif len(devices) > 1:
-            shown = ", ".join(map(str, devices[:3])) + (", ..." if len(devices) > 3 else "")
-            raise ThesiosInputError(f"{path}: holds {len(devices)} devices ({shown}); pick one with --device")
-    requests = Requests.from_table(table)[0]
+    spec = get_format(sniff_format(path) if fmt == "auto" else fmt)
+    if device is not None and not spec.block and spec.name != "parquet":
+        blocks = ", ".join(f.name for f in FORMATS.values() if f.block)
+        raise ThesiosInputError(f"--device picks a device of a block trace ({blocks}) or a disk_id of a Parquet trace, not of a {spec.name} trace")
+    try:
+        table, spec = read_trace(path, spec.name)
+    except ThesiosInputError as err:
+        if spec.name != "thesios" or ": header " not in str(err):
+            raise
+        # Most likely another trace format: say how to bring it in.
+        headerless = "|".join(f.name for f in FORMATS.values() if f.sniffer is None)
+        raise ThesiosInputError(f"{err}; for other trace formats give --format {headerless}") from None
+    # A many-disk trace (`thesios sample` output) would be served as one disk, silently.
+    if "disk_id" in table.column_names and not spec.block:
+        table = _one_disk_id(table, path, device)
+    elif device is not None and not spec.block:
+        raise ThesiosInputError(f"{path}: has no disk_id column for --device to pick from")
+    if spec.block:
+        table = _one_device(table, path, device)
+    return Requests.from_table(table)[0]
+
+
+def _load_served_trace(path: Path, fmt: str = "auto", device: str | None = None) -> Requests:
+    """:func:`_load_trace` for what-ifs, which re-serve reads: refuses a trace without service times."""
+    requests = _load_trace(path, fmt, device)
     miss = requests.is_miss_read
     if miss.any() and not (requests.disk_time[miss] > 0).any():
         raise ThesiosInputError(f"{path}: no read has a service time (disk_time or latency); whatif re-serves reads on a disk")
     return requests
+
+
+def _one_disk_id(table: pa.Table, path: Path, device: str | None) -> pa.Table:
+    """The rows of disk ``device`` (a disk_id) of a many-disk Parquet trace; refuses several without one."""
+    ids = pc.unique(table.column("disk_id")).to_pylist()
+    if device is None:
+        if len(ids) > 1:
+            raise ThesiosInputError(f"{path}: holds {len(ids)} disks (column disk_id); pick one with --device DISK_ID")
+        return table
+    if not device.lstrip("-").isdigit() or int(device) not in ids:
+        shown = ", ".join(map(str, sorted(ids)[:5])) + (", ..." if len(ids) > 5 else "")
+        raise ThesiosInputError(f"{path}: no disk_id {device!r} (disk_ids: {shown})")
+    return table.filter(pc.equal(table.column("disk_id"), int(device)))
+
+
+def _one_device(table: pa.Table, path: Path, device: str | None) -> pa.Table:
+    """The rows of ``device`` of a block trace; refuses a trace of several devices without one."""
+    devices = pc.unique(table.column("filename")).to_pylist()
+    if device is not None:
+        if device not in devices:
+            raise ThesiosInputError(f"{path}: no device {device!r} (devices: {', '.join(map(str, devices[:5]))})")
+        return table.filter(pc.equal(table.column("filename"), device))
+    if len(devices) > 1:
+        shown = ", ".join(map(str, devices[:3])) + (", ..." if len(devices) > 3 else "")
+        raise ThesiosInputError(f"{path}: holds {len(devices)} devices ({shown}); pick one with --device")
+    return table
 
 
 def _pct(x: float) -> str:
@@ -305,6 +339,9 @@ def _print_whatif_groups(groups: list[dict]) -> None:
             if "utilization" in m:
                 table.add_row(name, _pct(m["utilization"]), _pct(m["peak_hour_utilization"]),
                               f"{m['read_latency_p50_s'] * 1e3:.1f}", f"{m['read_latency_p99_s'] * 1e3:.1f}")
+                if "spin_ups" in m:
+                    notes.append(f"{name}: energy saving {m['saving']:.1%}, {m['spin_ups']} spin-ups "
+                                 f"(break-even idle gap {m['break_even_s']:.1f} s)")
             elif "saving" in m:
                 notes.append(f"{name}: energy saving {m['saving']:.1%}, {m['spin_ups']} spin-ups, "
                              f"mean idle gap {m['mean_idle_gap_s']:.1f} s vs break-even {m['break_even_s']:.1f} s; "
@@ -321,97 +358,89 @@ def _print_whatif_groups(groups: list[dict]) -> None:
             console.print(note, highlight=False, soft_wrap=False)
 
 
+OUT_HELP = "the file to write (atomically)"
+
+
 @app.command("synth")
 def synth_cmd(
-    output: Annotated[Path, typer.Option("--output", "-o", help="trace to write: .parquet, .csv (Thesios shard) or .iolog (fio replay log v3)")],
-    rate: Annotated[str, typer.Option(help="sampling rate p")] = "1/1000",
+    out: Annotated[Path, typer.Option("--out", "-o", help="trace to write: .parquet, .csv (Thesios shard) or .iolog (fio replay log v3)")],
+    rate: Annotated[str, typer.Option(help="sampling rate p (1/1000: one synthesized disk; see README)")] = QUICK_RATE,
     disk: Annotated[int, typer.Option(help="synthesize a disk like this one (its group, itself excluded)")] = 0,
     days: Annotated[int, typer.Option(help="days of samples per disk")] = 4,
     seed: Annotated[int, typer.Option(help="seed")] = 0,
     discipline: Annotated[str, typer.Option(help="queue of the reorganizer: fifo or priority")] = "fifo",
     fio_device: Annotated[str, typer.Option(help="device named in a .iolog output")] = "/dev/sdX",
-    fleet: Annotated[Path | None, typer.Option(help=FLEET_HELP)] = None,
+    fleet: FleetOpt = None,
+    as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Synthesize one day of a full-rate disk trace from samples of the embedded fleet."""
     from thesios.fleet import FleetGenerator
-    from thesios.identify import disk_features, identify
-    from thesios.partitions import sample_fleet
-    from thesios.synth import synthesize, trace_table
+    from thesios.synth import synth
     from thesios.writers import write_thesios_csv
 
-    p = _parse_rate(rate)
+    p = parse_rate(rate)
     if discipline not in ("fifo", "priority"):
         raise ThesiosInputError(f"--discipline must be fifo or priority, got {discipline!r}")
-    if output.suffix not in (".parquet", ".csv", ".iolog"):
-        raise ThesiosInputError(f"{output}: the output must end in .parquet, .csv or .iolog")
+    if out.suffix not in (".parquet", ".csv", ".iolog"):
+        raise ThesiosInputError(f"{out}: the output must end in .parquet, .csv or .iolog")
     if not fio_device or any(c.isspace() for c in fio_device):
         raise ThesiosInputError("--fio-device must be a name without spaces")
-    check_writable(output)
+    check_writable(out)
     spec = _fleet_spec(fleet, p, days, seed, 1)
     if not 0 <= disk < spec.n_disks:
         raise ThesiosInputError(f"--disk must be in [0, {spec.n_disks})")
-    err = Console(stderr=True, log_path=False)  # the source line of each log is noise to a user
-    gen = FleetGenerator(spec)
-    with err.status("sampling") as status:
-        def step(msg: str) -> None:
-            status.update(msg)
-            err.log(msg)
-
-        step(f"sampling {spec.n_disks} disks x {spec.days} days at p={p:g}")
-        samples = sample_fleet(spec, p, seed)
-        step(f"identifying groups from {len(samples)} samples")
-        labels = identify(disk_features(samples, spec.n_disks, spec.days), seed=seed).labels
-        members = np.flatnonzero(labels == labels[disk])
-        step(f"synthesizing a disk like {disk} from its group's {len(members) - 1} other disks")
-        result = synthesize(samples, members[members != disk], p, days=spec.days)
-        step(f"reorganizing {len(result.trace)} requests ({discipline})")
-        table = trace_table(result.trace, gen.applications, discipline)
-        step(f"writing {output}")
-    if output.suffix == ".csv":
-        write_thesios_csv(table, output)
-    elif output.suffix == ".iolog":
+    FleetGenerator(spec)  # checks the spec before the work starts
+    with _progress(quiet, "sampling") as say:
+        table, result = synth(spec, p, disk=disk, seed=seed, discipline=discipline, progress=say)
+        say(f"writing {out}")
+    if out.suffix == ".csv":
+        write_thesios_csv(table, out)
+    elif out.suffix == ".iolog":
         from thesios.writers import write_fio_iolog
 
         tr = result.trace
         write_fio_iolog(tr.start_time, tr.is_read, tr.disk_id.astype(np.int64) * 1_000_003 + tr.file_id,
-                        tr.file_offset, tr.size, output, device=fio_device)
+                        tr.file_offset, tr.size, out, device=fio_device)
     else:
-        write_parquet(table, output)
-    err.print(f"{table.num_rows} requests from {len(result.disk_days)} disk-days (coverage {result.coverage:.2f}/p) -> {output}")
+        write_parquet(table, out)
+    summary = {"out": str(out), "requests": table.num_rows, "disk_days": len(result.disk_days), "coverage": result.coverage}
+    if as_json:
+        print(json.dumps(summary, indent=2))
+    elif not quiet:
+        Console(stderr=True).print(f"{table.num_rows} requests from {len(result.disk_days)} disk-days (coverage {result.coverage:.2f}/p) -> {out}")
 
 
 @app.command("convert")
 def convert_cmd(
     inputs: Annotated[list[Path], typer.Argument(help="trace files (Thesios CSV shards .csv, .csv.gz by default)")],
-    output: Annotated[Path, typer.Option("--output", "-o", help="Parquet file to write (atomically)")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Parquet file to write (atomically)")],
     lenient: Annotated[bool, typer.Option(help="skip and count malformed rows instead of failing")] = False,
-    fmt: Annotated[str, typer.Option("--format", help="input format: thesios, msr, alibaba, tencent, blkparse")] = "thesios",
+    fmt: Annotated[str, typer.Option("--format", help="input format: " + ", ".join(format_names()) + " (auto: sniffed per file)")] = "thesios",
+    as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
-    """Convert trace files (Thesios CSV shards by default) into one Parquet trace."""
-    from thesios.readers import (
-        read_alibaba_csv,
-        read_blkparse,
-        read_msr_csv,
-        read_tencent_csv,
-    )
-
-    readers = {"thesios": read_thesios_csv, "msr": read_msr_csv, "alibaba": read_alibaba_csv, "tencent": read_tencent_csv,
-               "blkparse": read_blkparse}
-    if fmt not in readers:
-        raise ThesiosInputError(f"--format must be one of {', '.join(readers)}, got {fmt!r}")
-    _require_parquet(output)
-    check_writable(output)
+    """Convert trace files (Thesios CSV shards, block traces, blkparse or strace text) into one Parquet trace."""
+    if fmt != "auto":
+        get_format(fmt)
+    _require_parquet(out)
+    check_writable(out)
     report = ReadReport()
-    tables = [readers[fmt](path, lenient=lenient, report=report) for path in inputs]
-    write_parquet(_concat_shards(tables), output)
-    msg = f"{report.rows} rows -> {output}"
-    if fmt == "thesios":
+    read = [read_trace(path, fmt, lenient=lenient, report=report) for path in inputs]
+    write_parquet(_concat_shards([table for table, _ in read]), out)
+    formats = sorted({spec.name for _, spec in read})
+    msg = f"{report.rows} rows -> {out}"
+    if "thesios" in formats:
         msg += f"; {report.header_repeats} repeated headers dropped"
     if report.unpaired:
         msg += f"; {report.unpaired} issue/complete events without their partner dropped"
     if report.skipped:
-        msg += f"; {report.skipped} malformed rows skipped (first: {report.examples[0]})"
-    Console(stderr=True).print(msg)
+        msg += f"; {report.skipped} malformed rows skipped (first: {report.examples[0] if report.examples else 'failed calls'})"
+    if as_json:
+        print(json.dumps({"out": str(out), "rows": report.rows, "formats": formats, "skipped": report.skipped,
+                          "header_repeats": report.header_repeats, "unpaired": report.unpaired}, indent=2))
+    elif not quiet:
+        Console(stderr=True).print(msg)
 
 
 def _require_parquet(output: Path) -> None:
@@ -432,21 +461,23 @@ def _concat_shards(tables: list[pa.Table]) -> pa.Table:
 
 @app.command("sample")
 def sample_cmd(
-    output: Annotated[Path, typer.Option("--output", "-o", help="Parquet file of samples (+ disk_id)")],
-    rate: Annotated[str, typer.Option(help="sampling rate p")] = "1/10000",
+    out: Annotated[Path, typer.Option("--out", "-o", help="Parquet file of samples (+ disk_id)")],
+    rate: Annotated[str, typer.Option(help="sampling rate p (the paper's 1/10000)")] = PAPER_RATE,
     disks_per_class: Annotated[int, typer.Option(help="disks per class of the default fleet")] = 100,
     days: Annotated[int, typer.Option(help="days")] = 1,
     seed: Annotated[int, typer.Option(help="seed")] = 0,
+    as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Write Bernoulli samples of the embedded default fleet as a Parquet trace with ``disk_id``."""
     from thesios.fleet import FleetGenerator, default_fleet
     from thesios.partitions import sample_fleet
 
-    p = _parse_rate(rate)
+    p = parse_rate(rate)
     if disks_per_class < 1 or days < 1:
         raise ThesiosInputError("--disks-per-class and --days must be >= 1")
-    _require_parquet(output)
-    check_writable(output)
+    _require_parquet(out)
+    check_writable(out)
     gen = FleetGenerator(default_fleet(disks_per_class=disks_per_class, days=days, seed=seed))
     # p = 1 of the default 400 disks is ~350 M requests: refuse before memory runs out, not after.
     disks = np.arange(gen.spec.n_disks)
@@ -455,13 +486,59 @@ def sample_cmd(
         raise ThesiosInputError(f"p={p:g} of {gen.spec.n_disks} disks x {days} days is about {expected:,.0f} samples "
                                 f"(limit {MAX_SAMPLE_ROWS:,}); lower --rate, --disks-per-class or --days")
     samples = sample_fleet(gen.spec, p, seed).sorted_by_time()
-    write_parquet(samples.to_table(gen.applications), output)
-    Console(stderr=True).print(f"{len(samples)} samples of {gen.spec.n_disks} disks x {days} days -> {output}")
+    write_parquet(samples.to_table(gen.applications), out)
+    if as_json:
+        print(json.dumps({"out": str(out), "samples": len(samples), "disks": gen.spec.n_disks, "days": days, "rate": p}, indent=2))
+    elif not quiet:
+        Console(stderr=True).print(f"{len(samples)} samples of {gen.spec.n_disks} disks x {days} days -> {out}")
+
+
+@app.command("replay")
+def replay_cmd(
+    trace: Annotated[Path, typer.Argument(help="a one-disk trace (any --format of the registry)")],
+    target: Annotated[Path, typer.Option(help="file to replay on (laid out with data first when smaller than --size-mib)")],
+    fmt: Annotated[str, typer.Option("--format", help="TRACE's format: " + ", ".join(format_names()))] = "auto",
+    device: Annotated[str | None, typer.Option(help="the device of a block TRACE, or the disk_id of a many-disk Parquet TRACE, to replay")] = None,
+    size_mib: Annotated[int, typer.Option(help="size of the target file, MiB (each file of the trace gets a 64 MiB region)")] = 1024,
+    seconds: Annotated[float | None, typer.Option(help="replay only the first SECONDS of the trace")] = None,
+    jobs: Annotated[int, typer.Option(help="fio jobs replaying side by side: the most requests in flight")] = 4,
+    as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Replay a trace on a real device with fio (direct I/O) and report the latencies it measured."""
+    from thesios.replay import replay
+
+    if size_mib < 64 or jobs < 1 or (seconds is not None and not seconds > 0):
+        raise ThesiosInputError("--size-mib must be >= 64, --jobs >= 1 and --seconds > 0")
+    if shutil.which("fio") is None:
+        raise ThesiosInputError("replay needs fio on PATH (Debian: apt-get install fio)")
+    req = _load_trace(trace, fmt, device).sorted_by_time()
+    if seconds is not None:
+        req = req.take(req.start_time < req.start_time[0] + seconds) if len(req) else req
+    with _progress(quiet, "replaying") as say:
+        say(f"replaying {len(req)} requests of {trace} on {target} with fio ({jobs} jobs, direct I/O)")
+        result = replay(req.start_time, req.is_read, req.file_id, req.file_offset, req.size, target,
+                        target_bytes=size_mib << 20, jobs=jobs)
+    summary = {"trace": str(trace), "target": str(target)} | result.summary()
+    if as_json:
+        print(json.dumps(summary, indent=2))
+        return
+    Console().print(", ".join(f"{k} {v * 1e3:.3f} ms" if k.endswith("_s") and k != "seconds" else f"{k} {v}"
+                              for k, v in summary.items()), highlight=False, soft_wrap=True)
+
+
+def _with_aliases(args: list[str]) -> list[str]:
+    """``args`` with the old spellings of :data:`HIDDEN_ALIASES` (``--output``, ``--output=X``) renamed."""
+    out = []
+    for a in args:
+        name, eq, value = a.partition("=")
+        out.append(HIDDEN_ALIASES.get(name, name) + eq + value if name in HIDDEN_ALIASES else a)
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app; bad input becomes one line on stderr and exit code 2."""
-    args = list(sys.argv[1:] if argv is None else argv) or ["--help"]
+    args = _with_aliases(list(sys.argv[1:] if argv is None else argv)) or ["--help"]
     try:
         code = app(args=args, standalone_mode=False)
     except KeyboardInterrupt:

@@ -19,6 +19,7 @@ import numpy as np
 from thesios.diskmodel import HDDModel
 from thesios.errors import ThesiosInputError
 from thesios.requests import ZONE_COLD, ZONE_WARM, Requests
+from thesios.samplers import check_rate
 
 DAY_S = 86400.0
 _BIN_S = 60.0  # intensity grid: one-minute bins, uniform inside a bin
@@ -170,8 +171,7 @@ class FleetGenerator:
         Raises:
             ThesiosInputError: p outside (0, 1], a day outside the fleet, an unknown disk id.
         """
-        if not 0.0 < rate <= 1.0:
-            raise ThesiosInputError(f"sampling rate must be in (0, 1], got {rate}")
+        check_rate(rate)
         if not 0 <= day < self.spec.days:
             raise ThesiosInputError(f"day {day} outside the fleet's {self.spec.days} days")
         disk_ids = np.asarray(disk_ids, dtype=np.int64)
@@ -236,13 +236,6 @@ class FleetGenerator:
         """Bernoulli samples at ``rate`` of every disk-day of the fleet (or of ``disk_ids``)."""
         ids = np.arange(self.spec.n_disks) if disk_ids is None else np.asarray(disk_ids)
         return Requests.concat([self.generate(ids, d, rate, rng) for d in range(self.spec.days)])
-
-
-def bernoulli_sample(requests: Requests, rate: float, rng: np.random.Generator) -> Requests:
-    """Keep each request independently with probability ``rate`` (per-request Bernoulli sampler)."""
-    if not 0.0 < rate <= 1.0:
-        raise ThesiosInputError(f"sampling rate must be in (0, 1], got {rate}")
-    return requests.take(rng.random(len(requests)) < rate)
 
 
 def fleet_from_json(text: str, source: str = "fleet spec") -> FleetSpec:

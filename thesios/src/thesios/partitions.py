@@ -56,17 +56,53 @@ class Backend(Protocol):
         ...
 
 
+_SHARED: tuple = ()  # a pool worker's copy of the shared arguments, sent once per worker
+
+
+def _set_shared(fn: Callable[..., Any], shared: tuple) -> None:
+    global _SHARED
+    _SHARED = (fn, shared)
+
+
+def _call_shared(item: tuple) -> Any:
+    fn, shared = _SHARED
+    return fn(*shared, *item)
+
+
 class LocalBackend:
-    """In this process, one item after the other (the default; no cluster)."""
+    """On this machine: in this process, one item after the other (``jobs=1``, the default; no
+    cluster), or in a pool of ``jobs`` worker processes, ``shared`` sent once to each worker.
+
+    Raises:
+        ThesiosInputError: ``jobs < 1``.
+    """
 
     name = "local"
 
+    def __init__(self, jobs: int = 1) -> None:
+        if jobs < 1:
+            raise ThesiosInputError(f"--jobs must be >= 1, got {jobs}")
+        self.jobs = jobs
+
+    @property
+    def in_process(self) -> bool:
+        """Whether items run in this process (so a progress callback in an item is seen)."""
+        return self.jobs == 1
+
     def map(self, fn: Callable[..., Any], items: Sequence[tuple], shared: tuple = ()) -> list:
-        """``[fn(*shared, *item) for item in items]``."""
-        return [fn(*shared, *item) for item in items]
+        """``[fn(*shared, *item) for item in items]``, in item order."""
+        if self.jobs == 1 or len(items) <= 1:
+            return [fn(*shared, *item) for item in items]
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        # forkserver: fork() of a process with threads (numpy's, pyarrow's) can deadlock.
+        ctx = multiprocessing.get_context("forkserver")
+        with ProcessPoolExecutor(min(self.jobs, len(items)), mp_context=ctx, initializer=_set_shared, initargs=(fn, shared)) as pool:
+            return list(pool.map(_call_shared, items))
 
     def close(self) -> None:
-        """Nothing to release."""
+        """Nothing to release (a pool lives for one map)."""
 
 
 class RayBackend:
@@ -107,16 +143,16 @@ class RayBackend:
             self._started = False
 
 
-def make_backend(name: str, num_cpus: int | None = None) -> Backend:
-    """The backend called ``name`` (``local`` or ``ray``).
+def make_backend(name: str, num_cpus: int | None = None, jobs: int = 1) -> Backend:
+    """The backend called ``name`` (``local`` with ``jobs`` processes, or ``ray``).
 
     Raises:
-        ThesiosInputError: an unknown name, or ``ray`` without Ray installed.
+        ThesiosInputError: an unknown name, ``jobs < 1``, or ``ray`` without Ray installed.
     """
     if name == "local":
-        return LocalBackend()
+        return LocalBackend(jobs)
     if name == "ray":
-        return RayBackend(num_cpus=num_cpus)
+        return RayBackend(num_cpus=num_cpus or (jobs if jobs > 1 else None))
     raise ThesiosInputError(f"--backend must be one of {', '.join(BACKENDS)}, got {name!r}")
 
 

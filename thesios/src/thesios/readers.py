@@ -130,39 +130,57 @@ def read_thesios_csv(path: str | Path, lenient: bool = False, report: ReadReport
         schema = THESIOS_SCHEMA_WITH_LATENCY
     else:
         raise TraceFormatError(f"{path}:{lines[0]}: {_header_mismatch(names)}")
+    raw, row_lines, errors, n_invalid = _parse_rows(data, path, lines, names, skip_header=True)
+    is_header = pc.equal(raw.column("filename"), "filename")
+    header_repeats = pc.sum(is_header).as_py() or 0
+    ok = pc.fill_null(pc.invert(is_header), True)
+    columns, ok = _thesios_columns(raw, schema, ok, row_lines, errors)
+    ok = _thesios_value_checks(columns, ok, row_lines, errors)
+    # A shard cut inside its last field still parses (0.009858898 -> 0.009858); a last line
+    # without a line end is the one sign of it left, so that row counts as malformed.
+    if not data.endswith(b"\n") and raw.num_rows and int(row_lines[-1]) == int(lines[-1]):
+        last = np.zeros(raw.num_rows, dtype=bool)
+        last[-1] = True
+        if ok.to_numpy(zero_copy_only=False)[-1]:
+            errors.append((int(lines[-1]), "last line has no line end: the file looks truncated"))
+            ok = pc.and_(ok, pa.chunked_array([pa.array(~last)]))
+    n_bad = n_invalid + int(raw.num_rows - header_repeats - (pc.sum(ok).as_py() or 0))
+    _raise_or_count(path, data, lines, errors, n_bad, lenient, report, "rows")
+    table = pa.table(columns, schema=schema).filter(ok)
+    report.rows += table.num_rows
+    report.header_repeats += header_repeats
+    return table
 
+
+def _parse_rows(data: bytes, path: Path, lines: np.ndarray, names: list[str], skip_header: bool) -> tuple[pa.Table, np.ndarray, list[tuple[int, str]], int]:
+    """Parse CSV text as strings: ``(rows, each row's physical line, errors, rows of a wrong
+    field count)``; a row with the wrong number of fields is dropped and becomes an error."""
     bad_rows: list[tuple[int, str]] = []  # (1-based non-empty row number, reason)
-    on_invalid = _collect_invalid(bad_rows)
-
     try:
         raw = pcsv.read_csv(
             io.BytesIO(data),
-            read_options=pcsv.ReadOptions(use_threads=False, column_names=names, skip_rows=1),
-            parse_options=pcsv.ParseOptions(invalid_row_handler=on_invalid, newlines_in_values=False),
-            convert_options=pcsv.ConvertOptions(
-                column_types={n: pa.string() for n in names}, strings_can_be_null=False
-            ),
+            read_options=pcsv.ReadOptions(use_threads=False, column_names=names, skip_rows=1 if skip_header else 0),
+            parse_options=pcsv.ParseOptions(invalid_row_handler=_collect_invalid(bad_rows), newlines_in_values=False),
+            convert_options=pcsv.ConvertOptions(column_types={n: pa.string() for n in names}, strings_can_be_null=False),
         )
     except pa.ArrowInvalid as err:
         raise TraceFormatError(f"{path}: {err}") from None
-    # The handler numbers non-empty rows from 1, the header included: row n is lines[n - 1].
-    invalid_idx = np.array([n - 1 for n, _ in bad_rows], dtype=np.int64)
+    # The handler numbers non-empty rows from 1 (the header included): row n is lines[n - 1].
     keep_mask = np.ones(len(lines), dtype=bool)
-    keep_mask[0] = False
-    if len(invalid_idx):
-        keep_mask[np.clip(invalid_idx, 0, len(lines) - 1)] = False
+    if skip_header:
+        keep_mask[0] = False
+    for n, _ in bad_rows:
+        keep_mask[min(n - 1, len(lines) - 1)] = False
     row_lines = lines[keep_mask]
     if len(row_lines) != raw.num_rows:  # defensive: never report a wrong line number
         row_lines = np.full(raw.num_rows, -1, dtype=np.int64)
-    errors: list[tuple[int, str]] = [
-        (int(lines[min(n - 1, len(lines) - 1)]), reason) for n, reason in bad_rows
-    ]
+    errors = [(int(lines[min(n - 1, len(lines) - 1)]), reason) for n, reason in bad_rows]
+    return raw, row_lines, errors, len(bad_rows)
 
-    is_header = pc.equal(raw.column("filename"), "filename")
-    header_repeats = pc.sum(is_header).as_py() or 0
-    ok = pc.invert(is_header)
-    ok = pc.fill_null(ok, True)
 
+def _thesios_columns(raw: pa.Table, schema: pa.Schema, ok: pa.ChunkedArray, row_lines: np.ndarray,
+                     errors: list[tuple[int, str]]) -> tuple[dict[str, pa.Array], pa.ChunkedArray]:
+    """Typed columns of a shard's string rows; a non-number is an error and its row not ``ok``."""
     columns: dict[str, pa.Array] = {}
     for f in schema:
         col = raw.column(f.name)
@@ -185,7 +203,12 @@ def read_thesios_csv(path: str | Path, lenient: bool = False, report: ReadReport
         columns[f.name] = pc.cast(cleaned, f.type) if not pa.types.is_integer(f.type) else pc.cast(
             pc.cast(cleaned, pa.int64()), f.type
         )
+    return columns, ok
 
+
+def _thesios_value_checks(columns: dict[str, pa.Array], ok: pa.ChunkedArray, row_lines: np.ndarray,
+                          errors: list[tuple[int, str]]) -> pa.ChunkedArray:
+    """The rows of a shard whose values are in range; the first five of each fault become errors."""
     checks: list[tuple[str, pa.ChunkedArray]] = [
         ("op_type not READ/WRITE", pc.is_in(columns["op_type"], pa.array(OP_TYPES))),
         ("io_zone not WARM/COLD/UNKNOWN", pc.is_in(columns["io_zone"], pa.array(IO_ZONES))),
@@ -201,29 +224,21 @@ def read_thesios_csv(path: str | Path, lenient: bool = False, report: ReadReport
             idx = np.flatnonzero(bad.to_numpy(zero_copy_only=False))
             errors.extend((int(row_lines[i]), reason) for i in idx[:5])
             ok = pc.and_(ok, pc.invert(bad))
+    return ok
 
-    # A shard cut inside its last field still parses (0.009858898 -> 0.009858); a last line
-    # without a line end is the one sign of it left, so that row counts as malformed.
-    if not data.endswith(b"\n") and raw.num_rows and int(row_lines[-1]) == int(lines[-1]):
-        last = np.zeros(raw.num_rows, dtype=bool)
-        last[-1] = True
-        if ok.to_numpy(zero_copy_only=False)[-1]:
-            errors.append((int(lines[-1]), "last line has no line end: the file looks truncated"))
-            ok = pc.and_(ok, pa.chunked_array([pa.array(~last)]))
-    n_bad = len(bad_rows) + int(raw.num_rows - header_repeats - (pc.sum(ok).as_py() or 0))
+
+def _raise_or_count(path: Path, data: bytes, lines: np.ndarray, errors: list[tuple[int, str]], n_bad: int,
+                    lenient: bool, report: ReadReport, unit: str) -> None:
+    """Raise the first error as ``file:line: reason`` (strict), or count the bad ``unit`` (lenient)."""
     errors.sort()
     if errors and not lenient:
         line, reason = errors[0]
-        more = f" (and {n_bad - 1} more bad rows)" if n_bad > 1 else ""
+        more = f" (and {n_bad - 1} more bad {unit})" if n_bad > 1 else ""
         if line == int(lines[-1]) and not data.endswith(b"\n") and "truncated" not in reason:
             more += "; the last line has no line end: the file looks truncated"
         raise TraceFormatError(f"{path}:{line}: {reason}{more}")
-    table = pa.table(columns, schema=schema).filter(ok)
-    report.rows += table.num_rows
     report.skipped += n_bad
-    report.header_repeats += header_repeats
     report.examples.extend(f"{path}:{line}: {reason}" for line, reason in errors[: max(0, 5 - len(report.examples))])
-    return table
 
 
 #: Column names of the MSR Cambridge block traces (SNIA IOTTA; Narayanan, Donnelly, Rowstron,
@@ -244,23 +259,7 @@ def _parse_headerless(
     lines = _nonempty_line_numbers(data)
     if len(lines) == 0:
         raise TraceFormatError(f"{path}:1: empty file")
-    bad_rows: list[tuple[int, str]] = []
-    on_invalid = _collect_invalid(bad_rows)
-
-    try:
-        raw = pcsv.read_csv(
-            io.BytesIO(data),
-            read_options=pcsv.ReadOptions(use_threads=False, column_names=list(columns)),
-            parse_options=pcsv.ParseOptions(invalid_row_handler=on_invalid, newlines_in_values=False),
-            convert_options=pcsv.ConvertOptions(column_types={n: pa.string() for n in columns}),
-        )
-    except pa.ArrowInvalid as err:
-        raise TraceFormatError(f"{path}: {err}") from None
-    keep_mask = np.ones(len(lines), dtype=bool)
-    for n, _ in bad_rows:
-        keep_mask[min(n - 1, len(lines) - 1)] = False
-    row_lines = lines[keep_mask]
-    errors = [(int(lines[min(n - 1, len(lines) - 1)]), reason) for n, reason in bad_rows]
+    raw, row_lines, errors, n_invalid = _parse_rows(data, path, lines, list(columns), skip_header=False)
     ok = pa.chunked_array([pa.array(np.ones(raw.num_rows, dtype=bool))])
     for name in int_columns:
         bad = pc.invert(pc.match_substring_regex(raw.column(name), r"^\s*\d+\s*$"))
@@ -276,18 +275,10 @@ def _parse_headerless(
         idx = np.flatnonzero(bad_op.to_numpy(zero_copy_only=False))
         errors.extend((int(row_lines[i]), f"{op_column} not one of {'/'.join(op_values)}") for i in idx[:5])
         ok = pc.and_(ok, pc.invert(bad_op))
-    n_bad = len(bad_rows) + raw.num_rows - (pc.sum(ok).as_py() or 0)
-    errors.sort()
-    if errors and not lenient:
-        line, reason = errors[0]
-        more = f" (and {n_bad - 1} more bad rows)" if n_bad > 1 else ""
-        if line == int(lines[-1]) and not data.endswith(b"\n") and "truncated" not in reason:
-            more += "; the last line has no line end: the file looks truncated"
-        raise TraceFormatError(f"{path}:{line}: {reason}{more}")
+    n_bad = n_invalid + raw.num_rows - (pc.sum(ok).as_py() or 0)
+    _raise_or_count(path, data, lines, errors, n_bad, lenient, report, "rows")
     read_keys = [k.upper() for k, v in op_values.items() if v]
     is_read = np.asarray(pc.is_in(op.filter(ok), pa.array(read_keys)).to_numpy(zero_copy_only=False), dtype=bool)
-    report.skipped += n_bad
-    report.examples.extend(f"{path}:{line}: {reason}" for line, reason in errors[: max(0, 5 - len(report.examples))])
     return raw.filter(ok), is_read
 
 
@@ -490,16 +481,16 @@ def read_blkparse(path: str | Path, lenient: bool = False, report: ReadReport | 
         # Cut anywhere: inside the header (no event) or inside the sectors (a wrong size).
         errors = [e for e in errors if e[0] != n_lines] + [(n_lines, "last line has no line end: the file looks truncated")]
         data[-1] = False
-    errors.sort()
-    n_bad = len(errors)
-    if errors and not lenient:
-        line, reason = errors[0]
-        more = f" (and {n_bad - 1} more bad lines)" if n_bad > 1 else ""
-        raise TraceFormatError(f"{path}:{line}: {reason}{more}")
-    report.skipped += n_bad
-    report.examples.extend(f"{path}:{line}: {reason}" for line, reason in errors[: max(0, 5 - len(report.examples))])
+    _raise_or_count(path, b"" if truncated else b"\n", np.array([n_lines]), errors, len(errors), lenient, report, "lines")
+    table = _blk_pairs(path, ev, sec, direction, np.flatnonzero(data & has_sectors), report)
+    report.rows += table.num_rows
+    return table
 
-    use = np.flatnonzero(data & has_sectors)
+
+def _blk_pairs(path: Path, ev: pa.StructArray, sec: pa.StructArray, direction: np.ndarray, use: np.ndarray,
+               report: ReadReport) -> pa.Table:
+    """The requests of blkparse's data events ``use``: each C paired with the D just before it on
+    the same device, sector, size and direction; unpaired events are counted in ``report``."""
     take = pa.array(use)
     ev_u, sec_u = ev.take(take), sec.take(take)
 
@@ -530,6 +521,238 @@ def read_blkparse(path: str | Path, lenient: bool = False, report: ReadReport | 
     table = _block_table(device, sector[d_idx] * SECTOR_BYTES, blocks[d_idx] * SECTOR_BYTES, is_read[d_idx],
                          time_ns[d_idx] / 1e9, latency)
     process = sec_u.field("tail").take(pa.array(d_idx))
-    table = table.set_column(table.schema.get_field_index("application"), "application", process)
+    return table.set_column(table.schema.get_field_index("application"), "application", process)
+
+
+#: One line of ``strace -f -ttt -T -y`` for a positioned read or write: pid, absolute time,
+#: call, fd with its path, the buffer (``-s 0`` prints ``""...``), count, offset, result, duration.
+#: A call interrupted by another thread's line is split into ``<unfinished ...>`` and
+#: ``<... pread64 resumed>`` halves (strace(1), ``-f``).
+_STRACE_CALL = (
+    r"^(?P<pid>\d+)\s+(?P<t>\d+\.\d+)\s+(?P<call>pread64|pwrite64)\((?P<fd>\d+)<(?P<path>[^>]*)>,\s*"
+    r"(?P<rest>.*)$"
+)
+_STRACE_RESUMED = r"^(?P<pid>\d+)\s+(?P<t>\d+\.\d+)\s+<\.\.\. (?P<call>pread64|pwrite64) resumed>(?P<rest>.*)$"
+_STRACE_TAIL = r'(?:"[^"]*"(?:\.\.\.)?|0x[0-9a-f]+|NULL),\s*(?P<count>\d+),\s*(?P<offset>\d+)\)\s*=\s*(?P<ret>-?\d+)(?:\s+\w+\s+\([^)]*\))?\s*<(?P<dur>\d+\.\d+)>$'
+
+
+def read_strace(path: str | Path, lenient: bool = False, report: ReadReport | None = None) -> pa.Table:
+    """Read ``strace -f -ttt -T -y`` output of ``pread64``/``pwrite64`` calls into a trace.
+
+    Each completed call is one request: ``start_time`` = the call's entry time (s, as strace
+    printed it), ``latency`` (and ``disk_time`` of reads) = its duration from ``-T`` (s),
+    ``filename`` = the file's path from ``-y``, ``file_offset`` and sizes = the call's offset and
+    count (bytes), ``op_type`` READ for ``pread64``; ``application`` = ``pid <n>`` (the thread).
+    Reads count as cache misses (``cache_hit`` 0): trace programs that open their files with
+    ``O_DIRECT`` so the page cache does not answer. Calls that failed (negative result) are
+    dropped and counted in ``report.skipped``; other system calls, signals and exit lines are
+    ignored. Rows come in entry-time order.
+
+    Raises:
+        TraceFormatError: ``file:line: reason`` for a ``pread64``/``pwrite64`` line whose
+            arguments do not parse, a ``resumed`` line without its start, or a file with no
+            completed call (unless lenient for the first two).
+    """
+    import re
+
+    path = Path(path)
+    report = report if report is not None else ReadReport()
+    lines = _read_bytes(path).decode("utf-8", "replace").split("\n")
+    call_re, resumed_re, tail_re = re.compile(_STRACE_CALL), re.compile(_STRACE_RESUMED), re.compile(_STRACE_TAIL)
+    pending: dict[str, tuple[float, str, str, str]] = {}  # pid -> (time, call, path, args so far)
+    rows: list[tuple[float, str, bool, int, int, float, str]] = []
+    errors: list[tuple[int, str]] = []
+    for no, line in enumerate(lines, 1):
+        m = call_re.match(line)
+        if m is not None:
+            if m["rest"].endswith("<unfinished ...>"):
+                pending[m["pid"]] = (float(m["t"]), m["call"], m["path"], m["rest"][: -len("<unfinished ...>")].rstrip())
+                continue
+            t, call, fpath, rest, pid = float(m["t"]), m["call"], m["path"], m["rest"], m["pid"]
+        else:
+            r = resumed_re.match(line)
+            if r is None:
+                continue
+            if r["pid"] not in pending:
+                errors.append((no, f"{r['call']} resumed without its start"))
+                continue
+            t, call, fpath, head = pending.pop(r["pid"])
+            # strace splits the arguments anywhere: the halves joined are one call's text.
+            tail_text = r["rest"].lstrip()
+            glue = ", " if head and not head.endswith(",") and not tail_text.startswith((")", ",")) else ""
+            rest, pid = head + glue + tail_text, r["pid"]
+        tail = tail_re.search(rest)
+        if tail is None:
+            errors.append((no, f"{call}: arguments do not parse"))
+            continue
+        if int(tail["ret"]) < 0:
+            report.skipped += 1
+            continue
+        rows.append((t, fpath, call == "pread64", int(tail["offset"]), int(tail["count"]), float(tail["dur"]), f"pid {pid}"))
+    _raise_or_count(path, b"\n", np.array([len(lines)]), errors, len(errors), lenient, report, "lines")
+    if not rows:
+        raise TraceFormatError(f"{path}:1: no completed pread64/pwrite64 call (trace with strace -f -ttt -T -y -e trace=pread64,pwrite64)")
+    rows.sort(key=lambda r: r[0])
+    t, fpath, is_read, offset, size, dur, app = (list(c) for c in zip(*rows))
+    table = _block_table(pa.array(fpath, pa.string()), np.array(offset, np.int64), np.array(size, np.int64),
+                         np.array(is_read, bool), np.array(t, np.float64), np.array(dur, np.float64))
+    table = table.set_column(table.schema.get_field_index("application"), "application", pa.array(app, pa.string()))
     report.rows += table.num_rows
     return table
+
+
+def read_parquet_trace(path: str | Path, lenient: bool = False, report: ReadReport | None = None) -> pa.Table:
+    """Read a Parquet trace (thesios's own schema, optionally with ``latency``, ``disk_id`` and more).
+
+    ``lenient`` has no effect (a Parquet file has no malformed rows to skip).
+
+    Raises:
+        TraceFormatError: a missing, corrupt or foreign file, or one without the 17 trace columns.
+    """
+    from thesios.writers import read_parquet
+
+    path = Path(path)
+    report = report if report is not None else ReadReport()
+    if path.is_dir():
+        raise TraceFormatError(f"{path}: is a folder, not a trace file")
+    if not path.exists():
+        raise TraceFormatError(f"{path}: no such file")
+    try:
+        table = read_parquet(path)
+    except (OSError, ValueError, pa.ArrowException) as err:  # a corrupt or foreign file
+        # pyarrow's message repeats the path ("Could not open Parquet input source '...': ").
+        reason = str(err).splitlines()[0].split("': ", 1)[-1].split(". ")[0][:120]
+        raise TraceFormatError(f"{path}: not a readable Parquet trace ({reason})") from None
+    missing = [c for c in THESIOS_COLUMNS if c not in table.column_names]
+    if missing:
+        raise TraceFormatError(f"{path}: missing trace columns {missing[:4]}")
+    report.rows += table.num_rows
+    return table
+
+
+# ---------------------------------------------------------------------------------------------
+# The registry: every command finds a trace format here, by name or by sniffing a file.
+
+#: ``reader(path, lenient, report) -> pa.Table`` in the trace schema (optionally + ``latency``).
+Reader = Callable[[Path, bool, ReadReport], pa.Table]
+#: ``sniffer(path, head) -> bool``: whether a file is of the format, from its name and first 4 KiB.
+Sniffer = Callable[[Path, bytes], bool]
+
+
+@dataclass(frozen=True)
+class TraceFormat:
+    """One trace format: how to read it and how to recognize it.
+
+    Attributes:
+        name: the ``--format`` value.
+        reader: reads one file (see :data:`Reader`); raises ``TraceFormatError`` on bad input.
+        sniffer: recognizes a file of the format (see :data:`Sniffer`), or None when the format
+            cannot be told from its content (header-less CSV): then ``--format`` names it.
+        block: True when ``filename`` names a device (a block trace): a file of several devices
+            needs ``--device`` where one disk is wanted.
+        summary: one line for ``--help``.
+    """
+
+    name: str
+    reader: Reader
+    sniffer: Sniffer | None = None
+    block: bool = False
+    summary: str = ""
+
+
+FORMATS: dict[str, TraceFormat] = {}
+
+
+def register_format(fmt: TraceFormat) -> TraceFormat:
+    """Add (or replace) a format; sniffers are tried in registration order. Returns ``fmt``."""
+    FORMATS[fmt.name] = fmt
+    return fmt
+
+
+def _first_line(head: bytes) -> str:
+    return head.decode("utf-8", "replace").lstrip("\n").split("\n", 1)[0]
+
+
+def _sniff_parquet(path: Path, head: bytes) -> bool:
+    return path.suffix == ".parquet" or head.startswith(b"PAR1")
+
+
+def _sniff_blkparse(path: Path, head: bytes) -> bool:
+    import re
+
+    return re.match(_BLK_EVENT, _first_line(head)) is not None
+
+
+def _sniff_strace(path: Path, head: bytes) -> bool:
+    import re
+
+    return re.match(r"^\d+\s+\d+\.\d+\s+(?:[a-z_0-9]+\(|<\.\.\. )", _first_line(head)) is not None
+
+
+def _sniff_thesios(path: Path, head: bytes) -> bool:
+    return _first_line(head).startswith("filename,")
+
+
+register_format(TraceFormat("thesios", read_thesios_csv, _sniff_thesios, summary="Thesios CSV shard (.csv, .csv.gz)"))
+register_format(TraceFormat("parquet", read_parquet_trace, _sniff_parquet, summary="thesios's Parquet trace"))
+register_format(TraceFormat("blkparse", read_blkparse, _sniff_blkparse, block=True, summary="blkparse's default text output"))
+register_format(TraceFormat("strace", read_strace, _sniff_strace, summary="strace -f -ttt -T -y of pread64/pwrite64"))
+register_format(TraceFormat("msr", read_msr_csv, block=True, summary="MSR Cambridge CSV"))
+register_format(TraceFormat("alibaba", read_alibaba_csv, block=True, summary="Alibaba block trace CSV"))
+register_format(TraceFormat("tencent", read_tencent_csv, block=True, summary="Tencent CBS CSV"))
+
+#: What an unrecognized file is read as: its reader then names the problem in one line.
+FALLBACK_FORMAT = "thesios"
+
+
+def format_names() -> list[str]:
+    """The registered format names, ``auto`` first (for ``--format`` help and errors)."""
+    return ["auto", *FORMATS]
+
+
+def sniff_format(path: str | Path) -> str:
+    """The name of the first registered format whose sniffer accepts ``path`` (else the fallback)."""
+    path = Path(path)
+    try:
+        with pa.input_stream(str(path), compression="detect") as stream:
+            head = stream.read(4096)
+    except (OSError, pa.ArrowInvalid):
+        head = b""  # the reader names the problem (a missing file, a folder) in one line
+    if path.suffix == ".parquet":
+        return "parquet"
+    for fmt in FORMATS.values():
+        if fmt.sniffer is not None and head and fmt.sniffer(path, head):
+            return fmt.name
+    return FALLBACK_FORMAT
+
+
+def get_format(name: str) -> TraceFormat:
+    """The registered format ``name`` (``auto`` is resolved by the caller with :func:`sniff_format`).
+
+    Raises:
+        ThesiosInputError: an unknown name (the message lists the known ones).
+    """
+    from thesios.errors import ThesiosInputError
+
+    if name not in FORMATS:
+        raise ThesiosInputError(f"--format must be one of {', '.join(format_names())}, got {name!r}")
+    return FORMATS[name]
+
+
+def read_trace(path: str | Path, fmt: str = "auto", lenient: bool = False, report: ReadReport | None = None) -> tuple[pa.Table, TraceFormat]:
+    """Read one trace file in format ``fmt`` (``auto``: sniffed) with the registry's reader.
+
+    Returns:
+        ``(table, format)``: the rows in the trace schema (plus whatever columns the format adds)
+        and the format that read them.
+
+    Raises:
+        ThesiosInputError: an unknown format; TraceFormatError from the reader on a bad file.
+    """
+    path = Path(path)
+    if fmt != "auto":
+        get_format(fmt)  # an unknown name before the file is opened
+    fmt = sniff_format(path) if fmt == "auto" else fmt
+    spec = get_format(fmt)
+    report = report if report is not None else ReadReport()
+    return spec.reader(path, lenient, report), spec

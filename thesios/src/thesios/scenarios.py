@@ -4,7 +4,11 @@ Spec strings (the CLI's ``--scenario``):
 ``capacity:x2`` (merge twice the disk-days: a disk with twice the data and load), ``rpm:5400``
 (spindle speed), ``spin-down:zone=COLD,timeout=300s`` (a disk holding only that zone's data, spun
 down after the timeout), ``cache:x2`` (buffer cache twice the baseline, LRU against Belady, on a
-spatially hash-sampled block stream: SHARDS, Waldspurger et al., FAST 2015).
+spatially hash-sampled block stream: SHARDS, Waldspurger et al., FAST 2015),
+``disk:elevator[,writeback=64MiB][,spindown=300s][,zone=COLD]`` (the disk where order matters,
+:mod:`thesios.positional`, with a scheduler, fifo, elevator, deadline or priority, optionally a
+write-back cache, spin-down after an idle timeout, and only one zone's data: the miss reads and the
+writes served by seek, rotation and transfer; compare with ``disk:fifo``).
 """
 
 from __future__ import annotations
@@ -47,6 +51,8 @@ class Scenario:
     zone: str | None = None
     timeout_s: float = 300.0
     spec: str = ""
+    scheduler: str = "fifo"
+    cache_bytes: int = 0
 
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h)?$")
@@ -99,7 +105,83 @@ def parse_scenario(spec: str) -> Scenario:
         except ThesiosInputError as err:
             raise ThesiosInputError(f"scenario {spec!r}: timeout {err}") from None
         return Scenario("spin-down", zone=zone, timeout_s=timeout_s, spec=spec)
-    raise ThesiosInputError(f"unknown scenario {spec!r} (capacity:xK, rpm:R, spin-down:zone=Z,timeout=T, cache:xK)")
+    if kind == "disk":
+        return _disk_scenario(arg, spec)
+    raise ThesiosInputError(f"unknown scenario {spec!r} (capacity:xK, rpm:R, spin-down:zone=Z,timeout=T, cache:xK, disk:SCHEDULER[,writeback=SIZE])")
+
+
+def _disk_scenario(arg: str, spec: str) -> Scenario:
+    """``disk:SCHEDULER[,writeback=SIZE]`` with SIZE like 64MiB (KiB, MiB, GiB or bytes)."""
+    from thesios.positional import SCHEDULERS
+
+    scheduler, *params = [p.strip() for p in arg.split(",")]
+    if scheduler not in SCHEDULERS:
+        raise ThesiosInputError(f"scenario {spec!r}: the scheduler must be one of {', '.join(SCHEDULERS)}")
+    cache, spindown, zone = 0, None, None
+    for p in params:
+        key, _, value = p.partition("=")
+        m = re.match(r"^(\d+)(KiB|MiB|GiB)?$", value)
+        if key == "writeback" and m:
+            cache = int(m.group(1)) << {None: 0, "KiB": 10, "MiB": 20, "GiB": 30}[m.group(2)]
+        elif key == "spindown":
+            try:
+                spindown = _duration(value)
+            except ThesiosInputError as err:
+                raise ThesiosInputError(f"scenario {spec!r}: spindown {err}") from None
+        elif key == "zone" and value in IO_ZONES:
+            zone = value
+        else:
+            raise ThesiosInputError(f"scenario {spec!r}: expected writeback=SIZE like 64MiB, spindown=DURATION "
+                                    f"like 300s or zone={'|'.join(IO_ZONES)}, got {p!r}")
+    return Scenario("disk", scheduler=scheduler, cache_bytes=cache, spec=spec, zone=zone,
+                    timeout_s=spindown if spindown is not None else -1.0)
+
+
+def _spindown(sc: Scenario) -> float | None:
+    return sc.timeout_s if sc.kind == "disk" and sc.timeout_s >= 0 else None
+
+
+def positional_metrics(trace: Requests, hdd, scheduler: str = "fifo", cache_bytes: int = 0,
+                       horizon: tuple[float, float] = (0.0, DAY_S), spindown_s: float | None = None,
+                       power: PowerModel | None = None) -> dict[str, float]:
+    """:func:`serve_metrics` on the disk where order matters: the miss reads and the writes of
+    ``trace`` served by :func:`thesios.positional.serve` (each file in a region at a hashed place of
+    a 4 TB disk, :func:`thesios.positional.lba_of`), with ``scheduler`` and a write-back cache of
+    ``cache_bytes``; utilization counts destages too. With ``spindown_s`` the platters spin down
+    after that long idle (spin-up ``power.spinup_s``, fed back into the queue) and the idle energy
+    over the schedule's gaps is given beside the always-spinning disk's."""
+    from thesios.positional import PositionalDisk, lba_of, serve
+
+    t0, t1 = horizon
+    tr = trace.take(trace.is_miss_read | ~trace.is_read).sorted_by_time()
+    power = power or PowerModel()
+    disk = PositionalDisk(hdd=hdd, write_cache_bytes=cache_bytes, spindown_s=spindown_s, spinup_s=power.spinup_s)
+    fid = tr.disk_id.astype(np.int64) * 1_000_003 + tr.file_id
+    sched = serve(tr.start_time, lba_of(fid, tr.file_offset, disk.capacity_bytes), tr.size, ~tr.is_read, disk,
+                  scheduler, priority=tr.service_class)
+    n_hours = max(1, math.ceil((t1 - t0) / 3600.0))
+    hours = np.bincount(np.clip(((sched.job_start - t0) // 3600).astype(int), 0, n_hours - 1),
+                        weights=sched.job_service, minlength=n_hours)
+    lat = sched.latency[tr.is_read]
+    return {
+        "requests": float(len(trace)),
+        "utilization": float(sched.busy_s / max(t1 - t0, 1e-9)),
+        "peak_hour_utilization": float(hours.max() / min(3600.0, max(t1 - t0, 1e-9))),
+        "read_latency_p50_s": float(np.percentile(lat, 50)) if len(lat) else float("nan"),
+        "read_latency_p99_s": float(np.percentile(lat, 99)) if len(lat) else float("nan"),
+        "scheduler": scheduler, "write_cache_bytes": cache_bytes, "destages": sched.destages,
+    } | ({} if spindown_s is None else _positional_energy(sched, spindown_s, power, horizon))
+
+
+def _positional_energy(sched, spindown_s: float, power: PowerModel, horizon: tuple[float, float]) -> dict:
+    """Idle energy over the gaps of a positional schedule with spin-down (closed form,
+    :func:`thesios.whatif.spin_down_energy`), spin-ups counted by the schedule."""
+    ends = np.concatenate(([horizon[0]], sched.job_start + sched.job_service))
+    begins = np.concatenate((sched.job_start, [max(horizon[1], float(ends[-1]))]))
+    gaps = np.clip(begins - ends, 0.0, None)
+    e = spin_down_energy(gaps[gaps > 0], spindown_s, power)
+    return {"spindown_s": spindown_s, "spin_ups": sched.spin_ups, "idle_energy_j": e.energy_j,
+            "always_on_idle_energy_j": e.always_on_j, "saving": e.saving, "break_even_s": power.break_even_s}
 
 
 def serve_metrics(trace: Requests, horizon: tuple[float, float] = (0.0, DAY_S)) -> dict[str, float]:
@@ -226,6 +308,12 @@ def run_trace_scenarios(
         elif sc.kind == "spin-down":
             sub = trace if sc.zone is None else trace.take(trace.zone == IO_ZONES.index(sc.zone))
             out["scenarios"][sc.spec] = _spin_down(sub, sc, power, horizon)
+        elif sc.kind == "disk":
+            from thesios.diskmodel import HDDModel
+
+            sub = trace if sc.zone is None else trace.take(trace.zone == IO_ZONES.index(sc.zone))
+            out["scenarios"][sc.spec] = positional_metrics(sub, HDDModel(rpm=rpm), sc.scheduler, sc.cache_bytes, horizon,
+                                                           _spindown(sc), power)
         else:
             out["scenarios"][sc.spec] = _cache(trace, sc, cache_blocks, shards_rate, seed)
     return out
@@ -244,12 +332,12 @@ def group_whatifs(
     say = progress or (lambda _msg: None)
     gen = FleetGenerator(spec)
     rpm0 = spec.hdd.rpm
-    say(f"group {group + 1}/{n_groups} ({len(members)} disks): baseline")
+    say(f"group {group} of {n_groups} (0-{n_groups - 1}; {len(members)} disks): baseline")
     base = synthesize(samples, members, rate, days=spec.days)
     entry: dict = {"group": group, "disks": len(members), "coverage": base.coverage,
                    "baseline": serve_metrics(base.trace), "scenarios": {}}
     for sc in scenarios:
-        say(f"group {group + 1}/{n_groups}: {sc.spec}")
+        say(f"group {group} of {n_groups}: {sc.spec}")
         if sc.kind == "capacity":
             res = synthesize(samples, members, rate, days=spec.days, scale=sc.factor)
             out = serve_metrics(res.trace) | {"coverage": res.coverage}
@@ -259,6 +347,10 @@ def group_whatifs(
             sub = samples if sc.zone is None else samples.take(samples.zone == IO_ZONES.index(sc.zone))
             res = synthesize(sub, members, rate, days=spec.days)
             out = _spin_down(res.trace, sc, power, (0.0, DAY_S))
+        elif sc.kind == "disk":
+            disk_trace = base.trace if sc.zone is None else \
+                synthesize(samples.take(samples.zone == IO_ZONES.index(sc.zone)), members, rate, days=spec.days).trace
+            out = positional_metrics(disk_trace, spec.hdd, sc.scheduler, sc.cache_bytes, (0.0, DAY_S), _spindown(sc), power)
         else:
             out = _cache(_one_namespace(base.trace), sc, cache_blocks, shards_rate, seed)
             # The fleet is synthetic, so the what-if can be checked against a member's real
@@ -292,10 +384,10 @@ def run_scenarios(
     samples = sample_fleet(spec, rate, seed, backend)
     say(f"identifying groups from {len(samples)} samples")
     grouping = identify(disk_features(samples, spec.n_disks, spec.days), seed=seed)
-    # In process the steps of each group are shown as they run; a Ray task's would be lost.
-    step = say if isinstance(backend, LocalBackend) else None
+    # In process the steps of each group are shown as they run; a worker's would be lost.
+    step = say if getattr(backend, "in_process", False) else None
     if step is None:
-        say(f"{grouping.k} groups: baseline and {len(scenarios)} what-ifs each, one Ray task per group")
+        say(f"{grouping.k} groups: baseline and {len(scenarios)} what-ifs each, one {backend.name} task per group")
     items = [(g, np.flatnonzero(grouping.labels == g), grouping.k, step) for g in range(grouping.k)]
     groups = backend.map(group_whatifs, items, shared=(samples, spec, rate, scenarios, seed, power, cache_blocks, shards_rate))
     return {"rate": rate, "disks": spec.n_disks, "groups": groups}

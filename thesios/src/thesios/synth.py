@@ -8,6 +8,7 @@ over disk-days (days folded onto one day's clock), same day first.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,6 +17,7 @@ import pyarrow as pa
 from thesios.errors import ThesiosInputError
 from thesios.fleet import DAY_S
 from thesios.requests import Requests
+from thesios.samplers import check_rate
 
 
 @dataclass(frozen=True)
@@ -57,8 +59,7 @@ def synthesize(
     Raises:
         ThesiosInputError: p outside (0, 1], no members, or ``scale <= 0``.
     """
-    if not 0.0 < rate <= 1.0:
-        raise ThesiosInputError(f"sampling rate must be in (0, 1], got {rate}")
+    check_rate(rate)
     if scale <= 0:
         raise ThesiosInputError("scale must be positive")
     members = np.unique(np.asarray(members, dtype=np.int64))
@@ -93,3 +94,57 @@ def trace_table(trace: Requests, applications: tuple[str, ...], discipline: str 
     table = trace.to_table(applications, with_disk_id=False)
     table = table.set_column(15, "simulated_disk_start_time", pa.array(sim_start))
     return table.set_column(16, "simulated_latency", pa.array(sim_lat))
+
+
+def synth(
+    spec,
+    rate: float,
+    disk: int = 0,
+    seed: int = 0,
+    discipline: str = "fifo",
+    progress: Callable[[str], None] | None = None,
+    backend=None,
+) -> tuple[pa.Table, SynthResult]:
+    """One day of a full-rate trace of a disk like ``disk`` of the fleet ``spec``, from samples.
+
+    Samples the fleet at ``rate`` (one task per (class, day) partition on ``backend``), groups its
+    disks from their samples alone (:mod:`thesios.identify`), merges the samples of ~1/p
+    disk-days of ``disk``'s group, itself excluded (:func:`synthesize`), and reorganizes them
+    (:func:`trace_table`).
+
+    Args:
+        spec: a :class:`thesios.fleet.FleetSpec`.
+        rate: sampling rate p in (0, 1].
+        disk: the disk whose likeness is synthesized, in [0, spec.n_disks).
+        seed: seed of the sampler and the grouping.
+        discipline: the reorganizer's queue, ``fifo`` or ``priority``.
+        progress: called with one line per step.
+        backend: a :class:`thesios.partitions.Backend` (default: in process).
+
+    Returns:
+        ``(table, result)``: the trace in the Thesios schema with ``simulated_*`` filled, and the
+        merged requests with the disk-days that went into them.
+
+    Raises:
+        ThesiosInputError: p outside (0, 1], a disk outside the fleet, an unknown discipline.
+    """
+    from thesios.fleet import FleetGenerator
+    from thesios.identify import disk_features, identify
+    from thesios.partitions import sample_fleet
+
+    check_rate(rate)
+    if discipline not in ("fifo", "priority"):
+        raise ThesiosInputError(f"--discipline must be fifo or priority, got {discipline!r}")
+    if not 0 <= disk < spec.n_disks:
+        raise ThesiosInputError(f"--disk must be in [0, {spec.n_disks})")
+    say = progress or (lambda _msg: None)
+    gen = FleetGenerator(spec)
+    say(f"sampling {spec.n_disks} disks x {spec.days} days at p={rate:g}")
+    samples = sample_fleet(spec, rate, seed, backend)
+    say(f"identifying groups from {len(samples)} samples")
+    labels = identify(disk_features(samples, spec.n_disks, spec.days), seed=seed).labels
+    members = np.flatnonzero(labels == labels[disk])
+    say(f"synthesizing a disk like {disk} from its group's {len(members) - 1} other disks")
+    result = synthesize(samples, members[members != disk], rate, days=spec.days)
+    say(f"reorganizing {len(result.trace)} requests ({discipline})")
+    return trace_table(result.trace, gen.applications, discipline), result

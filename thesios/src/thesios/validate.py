@@ -25,6 +25,7 @@ from thesios.identify import disk_features, identify, purity
 from thesios.partitions import Backend, LocalBackend, sample_fleet
 from thesios.reorganizer import NS_PER_S, fifo_schedule, reorganize, to_ns
 from thesios.requests import Requests
+from thesios.samplers import check_rate
 from thesios.synth import synthesize
 
 #: Accuracy bands the Thesios paper reports against real disks (ASPLOS 2024, abstract and sec. 6).
@@ -132,8 +133,7 @@ def auto_fleet(rate: float, days: int = 4, seed: int = 0, held_out_per_class: in
 
     At p = 1/10,000 over 4 days that is 2,502 disks per class, 10,008 sampled disks.
     """
-    if not 0.0 < rate <= 1.0:
-        raise ThesiosInputError(f"sampling rate must be in (0, 1], got {rate}")
+    check_rate(rate)
     if days < 1 or held_out_per_class < 1:
         raise ThesiosInputError("days and held-out disks per class must be >= 1")
     per_class = math.ceil(scale / (rate * days)) + held_out_per_class

@@ -57,8 +57,9 @@ def check_writable(path: str | Path) -> Path:
     return path
 
 
-def write_parquet(table: pa.Table, path: str | Path) -> Path:
-    """Write ``table`` to Parquet at ``path`` atomically; return the path.
+def write_parquet(table: pa.Table, path: str | Path, compression_level: int | None = None) -> Path:
+    """Write ``table`` to Parquet (zstd, at ``compression_level`` when given) at ``path``
+    atomically; return the path.
 
     The bytes go to a temporary file beside ``path`` which is renamed over it only once complete, so
     a crash or a bad input never leaves a half-written file behind.
@@ -70,7 +71,7 @@ def write_parquet(table: pa.Table, path: str | Path) -> Path:
     path = Path(path)
     if not isinstance(table, pa.Table):
         raise TypeError("write_parquet takes a pyarrow.Table")
-    return _atomic(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
+    return _atomic(path, lambda tmp: pq.write_table(table, tmp, compression="zstd", compression_level=compression_level))
 
 
 def read_parquet(path: str | Path) -> pa.Table:
@@ -124,7 +125,7 @@ def write_thesios_csv(table: pa.Table, path: str | Path) -> Path:
 
 def write_fio_iolog(
     start_time_s, is_read, file_id, file_offset, size, path: str | Path,
-    device: str = "/dev/sdX", device_bytes: int = 1 << 40, file_span_bytes: int = 64 << 20,
+    device: str = "/dev/sdX", device_bytes: int = 1 << 40, file_span_bytes: int = 64 << 20, t0_s: float | None = None,
 ) -> Path:
     """Write requests as a fio replay log, iolog version 3, atomically; return the path.
 
@@ -138,6 +139,8 @@ def write_fio_iolog(
     Args:
         start_time_s: float64 arrival times (s), any order (the log is sorted).
         is_read: bool array; file_id, file_offset, size: int64 arrays (bytes).
+        t0_s: the time (s) the log's clock starts at (default: its first request), so several
+            logs replayed side by side by one fio run keep one clock.
 
     Raises:
         ValueError: arrays of different lengths, a device name with spaces, sizes beyond the span.
@@ -156,7 +159,7 @@ def write_fio_iolog(
     if len(size) and (size.max() > file_span_bytes or size.min() < 0):
         raise ValueError("request sizes must be in [0, file_span_bytes]")
     order = np.argsort(t, kind="stable")
-    t0 = t[order[0]] if len(t) else 0.0
+    t0 = t0_s if t0_s is not None else (t[order[0]] if len(t) else 0.0)
     us = np.rint((t[order] - t0) * 1e6).astype(np.int64)
     regions = max(device_bytes // file_span_bytes, 1)
     within = (file_offset[order].astype(np.int64) % file_span_bytes) // 4096 * 4096
