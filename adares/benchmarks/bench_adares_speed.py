@@ -15,7 +15,7 @@ import time
 
 from adares.cluster import parse_cluster
 from adares.policies.bandit import Adares
-from adares.replay import POLICY_NAMES, make_policy
+from adares.policies import make_policy, policy_names
 from adares.simulator import simulate
 from adares.synthetic import generate
 
@@ -24,7 +24,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--vms", type=int, default=500)
     ap.add_argument("--days", type=float, default=8.0)
-    ap.add_argument("--policies", default=",".join(POLICY_NAMES))
+    ap.add_argument("--policies", default=",".join(policy_names()))
     ap.add_argument("--cluster", default="")
     args = ap.parse_args()
     t0 = time.perf_counter()

@@ -32,10 +32,11 @@ import numpy as np
 
 from adares.errors import InputError
 from adares.files import write_atomic
-from adares.learner import CBLearner, RidgeCB
+from adares.learner import CBLearner, RidgeCB, check_backend
+from adares.costs import CostModel
+from adares.policies.base import Observation, TraceInfo
 from adares.policies.baselines import MIN_CPU, MIN_MEM
 from adares.policies.common import Window
-from adares.simulator import CostModel, Observation, TraceInfo
 from adares.trace import GIB
 
 MULTIPLIERS = (0.9, 1.0, 1.1, 1.25, 1.5, 1.75, 2.0, 2.5)
@@ -136,7 +137,8 @@ class Adares:
                  cpu_floor_quantile: float | None = None, exploration: str | None = None,
                  warm_start: DecisionLog | None = None, warm_rows: int = 40_000,
                  backend: str = "numpy", cpu_window_steps: int | None = None,
-                 mem_window_steps: int | None = None) -> None:
+                 mem_window_steps: int | None = None, name: str = "adares") -> None:
+        self.name = name
         self.period = period_steps
         # The base levels and the safety floors follow the last decision period by default
         # (None), not the whole day: a day's p95 or peak kept every night's allocation at the
@@ -154,9 +156,7 @@ class Adares:
                                    if cpu_floor_quantile is None else cpu_floor_quantile)
         self.exploration = exploration
         self.warm_start, self.warm_rows = warm_start, warm_rows
-        if backend not in ("vw", "numpy"):
-            raise ValueError(f"unknown bandit backend {backend!r} (vw, numpy)")
-        self.backend = backend
+        self.backend = check_backend(backend)
 
     def reset(self, info: TraceInfo) -> None:
         """Start a replay with fresh models."""
