@@ -29,6 +29,9 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 TRACE_HELP = ("synthetic[:vms=N,days=D,seed=S], shaped:SOURCE[,...], "
               "alibaba:USAGE.csv[,meta=META.csv], google2019:USAGE.parquet "
               "or azure:READINGS.csv[,vmtable=VMTABLE.csv]")
+PRICE_HELP = ("P or CPU,MEM: money per resize of a VM's CPU / memory allocation "
+              "(a vCPU-hour costs 1)")
+CAP_HELP = "resizes allowed per VM-hour (a resize sooner is refused); 0: no cap"
 KNOB_HELP = ("POLICY.KNOB=VALUE, repeatable: set a policy's knob (e.g. vpa.safety_margin=0.3; "
              "each knob's range is checked)")
 
@@ -106,7 +109,7 @@ def _run_replay(req, say: Reporter):
     t0 = time.perf_counter()
     with say.bars() as bars:
         results, logs = fl.replay_fleet(
-            flt, req.names, seed=req.seed, warm_start=warm, keep_log=bool(req.save_log),
+            flt, req.names, seed=req.seed, costs=req.costs, warm_start=warm, keep_log=bool(req.save_log),
             record_vms=vms, resize_mode=req.resize, bandit=req.bandit, margin=req.margins,
             backend=req.backend, workers=req.jobs or None, progress=bars, knobs=req.knobs,
             on_done=lambda r: say.line(f"{r.policy}: reward {r.reward:.4f}, {r.seconds:.1f} s"))
@@ -159,6 +162,8 @@ def replay(
                              help="CPUs of the Ray instance started for --backend ray "
                                   "(0: every core)"),
     workers: int = typer.Option(0, "--workers", hidden=True, help="old spelling of --jobs"),
+    resize_price: str = typer.Option("0.01,0.05", "--resize-price", help=PRICE_HELP),
+    resize_cap: float = typer.Option(0.0, "--resize-cap", help=CAP_HELP),
     as_json: bool = typer.Option(False, "--json", help="print JSON for machines"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress lines or bars"),
 ) -> None:
@@ -173,7 +178,7 @@ def replay(
         req = check_replay(trace, policies, seed, bandit, resize, cluster, margin, clusters,
                            backend, alias(jobs, workers, 0, "--jobs", "--workers"),
                            alias(out, report, "", "--out", "--report"), save_log,
-                           transfer_from, knob)
+                           transfer_from, knob, resize_price, resize_cap)
         tr, flt, results = _run_replay(req, say)
     sav = savings(results)
     if as_json:
@@ -200,7 +205,7 @@ def _run_compare(req, say: Reporter) -> tuple:
     res: dict = {}
     extra: dict = {}
     for n in req.names:
-        opts = PolicyOptions(req.seed, knobs=req.knobs.get(n, {}), bandit=req.bandit)
+        opts = PolicyOptions(req.seed, req.costs, req.knobs.get(n, {}), bandit=req.bandit)
 
         def make(n: str = n, opts: PolicyOptions = opts):
             return make_policy(n, tr, opts)
@@ -212,10 +217,10 @@ def _run_compare(req, say: Reporter) -> tuple:
 
         with say.bars() as bars:
             res[n] = fr.equal_violation(tr, make, req.target_throttle, req.target_oom, req.lo,
-                                        req.hi, req.iters, cluster=cl, on_point=log,
+                                        req.hi, req.iters, req.costs, cluster=cl, on_point=log,
                                         progress=bars)
             if req.sweep:
-                extra[n] = fr.sweep(tr, make, req.sweep, cluster=cl, on_point=log,
+                extra[n] = fr.sweep(tr, make, req.sweep, req.costs, cluster=cl, on_point=log,
                                     progress=bars)
     sav = fr.savings_at_equal_violation(res)
     if req.out:
@@ -247,6 +252,8 @@ def compare(
     cluster: str = typer.Option("", "--cluster", help="nodes=K,cpu=CORES,mem=GIB[,overcommit=R]"),
     out: str = typer.Option("", "--out", help="write an HTML report with the frontier here"),
     report: str = typer.Option("", "--report", hidden=True, help="old spelling of --out"),
+    resize_price: str = typer.Option("0.01,0.05", "--resize-price", help=PRICE_HELP),
+    resize_cap: float = typer.Option(0.0, "--resize-cap", help=CAP_HELP),
     as_json: bool = typer.Option(False, "--json", help="print JSON for machines"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress lines or bars"),
 ) -> None:
@@ -260,7 +267,8 @@ def compare(
     with _guarded():
         req = check_compare(trace, policies, seed, bandit, target_throttle, target_oom,
                             margin_range, iters, sweep_margin, cluster,
-                            alias(out, report, "", "--out", "--report"), knob)
+                            alias(out, report, "", "--out", "--report"), knob, resize_price,
+                            resize_cap)
         tr, res, extra, sav = _run_compare(req, say)
     if as_json:
         sys.stdout.write(render.compare_json(trace, tr, res, sav, target_throttle, target_oom,

@@ -9,6 +9,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from adares.costs import CostModel
 from adares.errors import InputError
 from adares.learner import check_backend
 from adares.policies import get, parse_knobs, parse_policies
@@ -79,6 +80,26 @@ def check_backend_jobs(backend: str, jobs: int, jobs_flag: str = "--jobs") -> tu
     return backend, jobs
 
 
+def parse_resize_costs(price: str, cap: float) -> CostModel:
+    """The CostModel of ``--resize-price CPU,MEM`` (money per resize of each resource; one
+    number: both) and ``--resize-cap`` (resizes per VM-hour, 0: none). InputError on a
+    negative or non-finite price or a negative cap."""
+    from adares.costs import CostModel
+
+    try:
+        vals = [float(v) for v in price.split(",")]
+    except ValueError:
+        raise InputError(f"--resize-price {price!r}: expected P or CPU,MEM (numbers)") from None
+    if len(vals) == 1:
+        vals *= 2
+    if len(vals) != 2 or not all(math.isfinite(v) and v >= 0 for v in vals):
+        raise InputError(f"--resize-price {price!r}: expected P or CPU,MEM, finite and >= 0")
+    if not (math.isfinite(cap) and cap >= 0):
+        raise InputError(f"--resize-cap must be a finite number >= 0 (0: no cap), got {cap}")
+    return CostModel(cpu_resize_cost=vals[0], mem_resize_cost=vals[1],
+                     resize_cap=cap if cap > 0 else float("inf"))
+
+
 @dataclass(frozen=True)
 class ReplayRequest:
     """A checked ``adares replay``: what to replay and where to write. Paths are "" when unset;
@@ -98,11 +119,13 @@ class ReplayRequest:
     save_log: str
     transfer_from: str
     knobs: dict[str, dict[str, float | int]] = field(default_factory=dict)
+    costs: CostModel = CostModel()
 
 
 def check_replay(trace: str, policies: str, seed: int, bandit: str, resize: str, cluster: str,
                  margin: str, clusters: int, backend: str, jobs: Flag, out: Flag, save_log: str,
-                 transfer_from: str, knobs: list[str]) -> ReplayRequest:
+                 transfer_from: str, knobs: list[str], resize_price: str = "0.01,0.05",
+                 resize_cap: float = 0.0) -> ReplayRequest:
     """Every ``adares replay`` option that the spec alone can check. Raises InputError."""
     from adares import replay as rp
     from adares.simulator import RESIZE_MODES
@@ -113,6 +136,7 @@ def check_replay(trace: str, policies: str, seed: int, bandit: str, resize: str,
         raise InputError(f"unknown resize mode {resize!r} ({', '.join(RESIZE_MODES)})")
     check_seed(seed)
     margins = rp.parse_margin(margin)
+    costs = parse_resize_costs(resize_price, resize_cap)
     check_backend_jobs(backend, int(jobs.value), jobs.flag)
     if clusters < 1:
         raise InputError(f"--clusters must be >= 1, got {clusters}")
@@ -130,7 +154,7 @@ def check_replay(trace: str, policies: str, seed: int, bandit: str, resize: str,
         raise InputError(f"--clusters must be in 1..{n_vms} (the VMs), got {clusters}")
     return ReplayRequest(trace, names, seed, bandit, resize, cluster, margins, clusters, backend,
                          int(jobs.value), str(out.value), save_log, transfer_from,
-                         parse_knobs(knobs))
+                         parse_knobs(knobs), costs)
 
 
 def check_save_log(save_log: str, steps: int) -> None:
@@ -174,6 +198,7 @@ class CompareRequest:
     cluster: str
     out: str
     knobs: dict[str, dict[str, float | int]] = field(default_factory=dict)
+    costs: CostModel = CostModel()
 
 
 def _check_sweep(sweep_margin: str) -> list[float]:
@@ -190,7 +215,8 @@ def _check_sweep(sweep_margin: str) -> list[float]:
 
 def check_compare(trace: str, policies: str, seed: int, bandit: str, target_throttle: float,
                   target_oom: float, margin_range: str, iters: int, sweep_margin: str,
-                  cluster: str, out: Flag, knobs: list[str]) -> CompareRequest:
+                  cluster: str, out: Flag, knobs: list[str], resize_price: str = "0.01,0.05",
+                  resize_cap: float = 0.0) -> CompareRequest:
     """Every ``adares compare`` option. Raises InputError."""
     from adares import replay as rp
 
@@ -203,6 +229,7 @@ def check_compare(trace: str, policies: str, seed: int, bandit: str, target_thro
     for v, flag in ((target_throttle, "--target-throttle"), (target_oom, "--target-oom")):
         if not (math.isfinite(v) and v >= 0):
             raise InputError(f"{flag} must be a finite number >= 0, got {v}")
+    costs = parse_resize_costs(resize_price, resize_cap)
     lo, hi = rp.parse_margin(margin_range, "--range")
     if not lo < hi:
         raise InputError(f"--range {margin_range!r}: LO must be below HI")
@@ -215,4 +242,4 @@ def check_compare(trace: str, policies: str, seed: int, bandit: str, target_thro
         parse_node_spec(cluster)
     check_out(str(out.value), out.flag)
     return CompareRequest(trace, names, seed, bandit, target_throttle, target_oom, lo, hi, iters,
-                          sweep, cluster, str(out.value), parse_knobs(knobs))
+                          sweep, cluster, str(out.value), parse_knobs(knobs), costs)

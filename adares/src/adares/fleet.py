@@ -29,6 +29,8 @@ BACKENDS = ("local", "ray")
 # Seeds of cluster c's bandit: seed + c * stride; the bandit seeds its two resources seed and
 # seed + 1, so a stride > 1 keeps every cluster's random streams apart (cluster 0 keeps seed).
 CLUSTER_SEED_STRIDE = 1_000_003
+# Result.extra entries that add up over clusters.
+SUMMED = ("restarts", "cpu_resizes", "mem_resizes", "capped_resizes", "resize_cost")
 __all__ = ["BACKENDS", "Fleet", "split", "replay_part", "merge", "merge_logs", "replay_fleet"]
 
 
@@ -114,7 +116,7 @@ def merge(fleet: Fleet, parts: list[Result], record_vms: tuple[int, ...] = ()) -
         "first_day_cpu_throttled_share": share("first_day_cpu_throttled_share", dem_day),
         "first_day_oom_events": int(sum(r.extra["first_day_oom_events"] for r in parts)),
         "first_day_reward": -float(step_cost[:day].sum()) / (n * day * tr0.step_h),
-        "restarts": int(sum(r.extra["restarts"] for r in parts))}
+        **{k: sum(r.extra[k] for r in parts) for k in SUMMED}}
     node_stats = np.vstack([r.node_stats for r in parts])
     if "refused_resizes" in parts[0].extra:
         means = node_stats.mean(axis=0)

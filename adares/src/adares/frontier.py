@@ -30,7 +30,8 @@ def oom_per_vm_day(r: Result) -> float:
 
 @dataclass
 class Point:
-    """One replay of a policy at margins (cpu_margin, mem_margin) (fractions)."""
+    """One replay of a policy at margins (cpu_margin, mem_margin) (fractions): allocated
+    vCPU-hours and GiB-hours, violations, reward per VM-hour, resizes and their cost (money)."""
 
     cpu_margin: float
     mem_margin: float
@@ -40,12 +41,14 @@ class Point:
     oom_per_vm_day: float
     oom_events: int
     reward: float
+    resizes: int = 0
+    resize_cost: float = 0.0
 
     @classmethod
     def of(cls, mc: float, mm: float, r: Result) -> Point:
         """The point of result ``r``."""
         return cls(mc, mm, r.vcpu_hours, r.gb_hours, r.cpu_throttled_share, oom_per_vm_day(r),
-                   r.oom_events, r.reward)
+                   r.oom_events, r.reward, r.resizes, r.extra.get("resize_cost", 0.0))
 
 
 @dataclass

@@ -124,22 +124,25 @@ def compare_json(spec: str, tr: Trace, res: dict, sav: dict, target_throttle: fl
 def compare_table(res: dict, sav: dict, target_throttle: float, target_oom: float) -> Table:
     """The equal-violation table: margins, hours, violations and savings per baseline."""
     base = [b for b in baseline_names() if b in res]
+    # "vs adare" would not say which: the ablation's column is "vs nolea".
+    short = {b: b.rpartition("-")[2] if "-" in b else b for b in base}
     table = Table(title=f"at equal violation: <= {100 * target_throttle:g}% CPU throttled, "
                         f"<= {target_oom:g} OOM kills / VM-day", box=box.SIMPLE, pad_edge=False,
                   caption="margins: CPU/mem fractions added; vs: vCPU-hours/GB-hours saved, % "
                           "(1 - policy/baseline); * target not reached in --range")
-    for col in ("policy", "margins", "vCPU-h", "GB-h", "thr.", "OOM/VM-d",
-                *(f"vs {b[:5]}" for b in base)):
+    for col in ("policy", "margins", "vCPU-h", "GB-h", "thr.", "OOM/VM-d", "resizes",
+                "rsz cost", *(f"vs {short[b][:5]}" for b in base)):
         table.add_column(col, justify="right", no_wrap=True)
     for n, ev in res.items():
         a = ev.at
         star = "" if ev.reached_cpu and ev.reached_mem else "*"
         table.add_row(n + star, f"{a.cpu_margin:+.2f}/{a.mem_margin:+.2f}", f"{a.vcpu_hours:.0f}",
                       f"{a.gb_hours:.0f}", f"{100 * a.cpu_throttled_share:.2f}%",
-                      f"{a.oom_per_vm_day:.4f}", *(_pct(sav[n], f"vs_{b}") for b in base))
+                      f"{a.oom_per_vm_day:.4f}", f"{a.resizes}", f"{a.resize_cost:.0f}",
+                      *(_pct(sav[n], f"vs_{b}") for b in base))
     return table
 
 
 def print_compare(res: dict, sav: dict, target_throttle: float, target_oom: float) -> None:
-    """Print the equal-violation table to stdout (110 columns off a terminal)."""
-    _out(110).print(compare_table(res, sav, target_throttle, target_oom))
+    """Print the equal-violation table to stdout (150 columns off a terminal)."""
+    _out(150).print(compare_table(res, sav, target_throttle, target_oom))

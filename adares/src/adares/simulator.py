@@ -35,7 +35,9 @@ class Result:
     reward: minus the cost per VM-hour (money units, CostModel); cost: total money;
     cpu_throttled_share: throttled core-hours / demanded core-hours; extra: the same violations
     over the first simulated day (first_day_cpu_throttled_share, first_day_oom_events,
-    first_day_reward). With a cluster (``simulate(cluster=...)``), extra also has
+    first_day_reward), restarts, cpu_resizes / mem_resizes (changes of each allocation),
+    capped_resizes (refused by ``CostModel.resize_cap``) and resize_cost (money; in ``cost``).
+    With a cluster (``simulate(cluster=...)``), extra also has
     refused_resizes (refused growths, one per VM and resource), cpu_contention_share (core-hours
     lost to node contention / demanded core-hours, included in cpu_throttled_share) and the
     node-level means over nodes and steps node_cpu_utilization / node_mem_utilization (served
@@ -102,8 +104,10 @@ def simulate(trace: Trace, policy: Policy, costs: CostModel = CostModel(),
     policy.reset(TraceInfo.of(trace))
     prev_c, prev_m = trace.cpu_request, trace.mem_request
     # Per step: allocated cores, allocated bytes, throttled cores, demanded cores, missing
-    # bytes, OOM kills, restarts to shrink.
-    sums = np.zeros((steps, 7))
+    # bytes, OOM kills, restarts to shrink, CPU resizes, memory resizes, capped resizes.
+    sums = np.zeros((steps, len(_SUMS)))
+    gap = 3600.0 / (costs.resize_cap * trace.step_s)  # steps between a VM's resizes
+    last = np.full(n, -np.inf)
     resizes = 0
     rec = list(record_vms)
     rec_c = np.zeros((steps, len(rec)))
@@ -114,6 +118,9 @@ def simulate(trace: Trace, policy: Policy, costs: CostModel = CostModel(),
         if progress is not None and t % every == 0:
             progress(t, steps)
         a_c, a_m = _checked(policy, *policy.allocate(t), n)
+        capped = 0
+        if gap > 1:
+            a_c, a_m, capped = _cap(prev_c, prev_m, a_c, a_m, t - last < gap)
         d_c, d_m = trace.cpu[t], trace.mem[t]
         if cl is not None:
             a_c, a_m, used_c = cl.serve(prev_c, prev_m, a_c, a_m, d_c)
@@ -122,9 +129,13 @@ def simulate(trace: Trace, policy: Policy, costs: CostModel = CostModel(),
         throttled = d_c - used_c
         oom = d_m > a_m
         used_m = np.minimum(d_m, a_m)
-        resizes += int(((a_c != prev_c) | (a_m != prev_m)).sum())
+        ch_c, ch_m = a_c != prev_c, a_m != prev_m
+        changed = ch_c | ch_m
+        last[changed] = t
+        resizes += int(changed.sum())
         sums[t] = (a_c.sum(), a_m.sum(), throttled.sum(), d_c.sum(), (d_m - used_m).sum(),
-                   oom.sum(), (a_m < prev_m).sum() if shrink_restarts else 0)
+                   oom.sum(), (a_m < prev_m).sum() if shrink_restarts else 0, ch_c.sum(),
+                   ch_m.sum(), capped)
         if cl is not None:
             cl.account(used_c, used_m, a_c, a_m)
         if rec:
@@ -138,6 +149,21 @@ def simulate(trace: Trace, policy: Policy, costs: CostModel = CostModel(),
     res.seconds = time.perf_counter() - t0
     res.alloc_cpu, res.alloc_mem = rec_c, rec_m
     return res
+
+
+_SUMS = ("cpu", "mem", "throttled", "demand", "missing", "oom", "restarts", "cpu_resizes",
+         "mem_resizes", "capped_resizes")
+
+
+def _cap(prev_c: np.ndarray, prev_m: np.ndarray, a_c: np.ndarray, a_m: np.ndarray,
+         too_soon: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """The resize cap: VMs resized too soon after their last resize keep their allocations.
+    Returns the allocations and how many resizes were refused."""
+    refused = too_soon & ((a_c != prev_c) | (a_m != prev_m))
+    if not refused.any():
+        return a_c, a_m, 0
+    return (np.where(refused, prev_c, a_c), np.where(refused, prev_m, a_m),
+            int(refused.sum()))
 
 
 def _checked(policy: Policy, a_c: np.ndarray, a_m: np.ndarray,
@@ -198,13 +224,15 @@ class _Nodes:
 
 def _totals(trace: Trace, name: str, costs: CostModel, sums: np.ndarray, resizes: int,
             nodes: _Nodes | None) -> Result:
-    """The Result of a replay from its per-step sums (T, 7): allocated cores, allocated bytes,
-    throttled cores, demanded cores, missing bytes, OOM kills, restarts to shrink."""
+    """The Result of a replay from its per-step sums (T, len(_SUMS)): allocated cores,
+    allocated bytes, throttled cores, demanded cores, missing bytes, OOM kills, restarts to
+    shrink, CPU resizes, memory resizes, resizes refused by the cap."""
     n, steps, dh = trace.n_vms, trace.n_steps, trace.step_h
     step_cost = (costs.vcpu_hour * sums[:, 0] * dh + costs.gb_hour * sums[:, 1] / GIB * dh
                  + costs.throttle_penalty * sums[:, 2] * dh
                  + costs.mem_shortfall_penalty * sums[:, 4] / GIB * dh + costs.oom_cost * sums[:, 5]
-                 + costs.restart_cost * sums[:, 6])
+                 + costs.restart_cost * sums[:, 6] + costs.cpu_resize_cost * sums[:, 7]
+                 + costs.mem_resize_cost * sums[:, 8])
     tot = sums.sum(axis=0)
     day = min(steps, max(1, int(round(86400 / trace.step_s))))
     first = sums[:day].sum(axis=0)
@@ -213,7 +241,9 @@ def _totals(trace: Trace, name: str, costs: CostModel, sums: np.ndarray, resizes
     extra = {"first_day_cpu_throttled_share": float(first[2] / first[3]) if first[3] > 0 else 0.0,
              "first_day_oom_events": int(first[5]),  # counts, like oom_events
              "first_day_reward": -float(step_cost[:day].sum()) / (n * day * dh),
-             "restarts": int(tot[6])}
+             "restarts": int(tot[6]), "cpu_resizes": int(tot[7]), "mem_resizes": int(tot[8]),
+             "capped_resizes": int(tot[9]),
+             "resize_cost": float(costs.cpu_resize_cost * tot[7] + costs.mem_resize_cost * tot[8])}
     node_stats = np.zeros((0, 4))
     if nodes is not None:
         more, node_stats = nodes.extra(steps, tot[3])

@@ -207,5 +207,8 @@ for _spec in (
     PolicySpec("autopilot", _autopilot, "Autopilot-like ensemble of moving-window recommenders",
                _AUTOPILOT_KNOBS, baseline=True),
     PolicySpec("adares", _adares, "ADARES contextual bandit", _ADARES_KNOBS, learns=True),
+    PolicySpec("adares-nolearn", _adares_nolearn,
+               "ADARES without learning: its base level and floors, one action (the ablation)",
+               _FLOOR_KNOBS, baseline=True),
 ):
     register(_spec)
