@@ -68,7 +68,7 @@ def planned_size(spec: str) -> tuple[int | None, int | None]:
     from adares.trace import STEP_S
 
     kind = spec.partition(":")[0]
-    if kind not in ("synthetic", "shaped"):
+    if kind not in ("synthetic", "shaped", "population"):
         return None, None
     vms, days, _, source = _synthetic_spec(spec)
     if days is None and source is None:
@@ -78,6 +78,7 @@ def planned_size(spec: str) -> tuple[int | None, int | None]:
 
 def load_trace(spec: str) -> Trace:
     """A trace from a spec: ``synthetic[:vms=500,days=8,seed=0]``,
+    ``population[:vms=500,days=8,seed=0]`` (heterogeneous workload kinds, ``adares.population``),
     ``shaped:SOURCE[,vms=..,days=..,seed=..]`` (SOURCE: alibaba2018, google2019, azure_v2: the
     synthetic VMs' total demand follows that real cluster series), or
     ``alibaba:USAGE.csv[,meta=META.csv]`` (Alibaba v2018 container_usage/container_meta), or
@@ -89,6 +90,11 @@ def load_trace(spec: str) -> Trace:
     from adares.synthetic import generate
 
     kind, _, rest = spec.partition(":")
+    if kind == "population":
+        from adares.population import generate_population
+
+        vms, days, seed, _ = _synthetic_spec(spec)
+        return generate_population(vms, 8.0 if days is None else days, seed)
     if kind in ("synthetic", "shaped"):
         vms, days, seed, source = _synthetic_spec(spec)
         shape = None
@@ -128,8 +134,8 @@ def load_trace(spec: str) -> Trace:
             raise InputError(f"trace spec {spec!r}: unknown keys {', '.join(sorted(unknown))}")
         return load_vm_cpu_readings(Path(parts[0]), kv.get("vmtable"),
                                     cpu_column=kv.get("cpu", "avgcpu"))
-    raise InputError(f"trace spec {spec!r}: unknown kind {kind!r} (synthetic, shaped, alibaba, "
-                     "google2019, azure)")
+    raise InputError(f"trace spec {spec!r}: unknown kind {kind!r} (synthetic, population, "
+                     "shaped, alibaba, google2019, azure)")
 
 
 def replay(trace: Trace, names: list[str], seed: int = 0, costs: CostModel = CostModel(),
