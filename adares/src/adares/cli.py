@@ -204,6 +204,8 @@ def _run_compare(req, say: Reporter) -> tuple:
         cl = parse_cluster(req.cluster, tr)
     res: dict = {}
     extra: dict = {}
+    if req.tune:
+        return tr, *_tune_all(req, tr, say)
     for n in req.names:
         opts = PolicyOptions(req.seed, req.costs, req.knobs.get(n, {}), bandit=req.bandit)
 
@@ -222,6 +224,31 @@ def _run_compare(req, say: Reporter) -> tuple:
             if req.sweep:
                 extra[n] = fr.sweep(tr, make, req.sweep, req.costs, cluster=cl, on_point=log,
                                     progress=bars)
+    return tr, res, extra, _finish_compare(req, tr, res, extra, say)
+
+
+def _tune_all(req, tr, say: Reporter) -> tuple:
+    """``compare --tune N``: each policy's knobs searched (``adares.tuning``); returns
+    (results, sweeps (none), savings) with each policy's best knobs in ``req.knobs``."""
+    from adares.tuning import tune
+
+    res: dict = {}
+    for n in req.names:
+        def log(knobs: dict, s: float, n: str = n) -> None:
+            shown = ", ".join(f"{k}={v:.3g}" for k, v in knobs.items()) or "no knobs"
+            say.line(f"{n} tuning: {shown}: {s:.0f} money at the targets")
+
+        best = tune(tr, n, req.tune, req.target_throttle, req.target_oom, req.lo, req.hi,
+                    req.iters, req.costs, req.seed, req.bandit, on_trial=log)
+        res[n] = best.result
+        req.knobs[n] = best.knobs
+    return res, {}, _finish_compare(req, tr, res, {}, say)
+
+
+def _finish_compare(req, tr, res: dict, extra: dict, say: Reporter) -> dict:
+    """Savings at equal violation; the report when ``--out`` is given."""
+    from adares import frontier as fr
+
     sav = fr.savings_at_equal_violation(res)
     if req.out:
         from adares.report import write_compare_report
@@ -229,7 +256,7 @@ def _run_compare(req, say: Reporter) -> tuple:
         _write(req.out, "--out", lambda p: write_compare_report(
             p, req.trace, tr, res, sav, req.target_throttle, req.target_oom, extra))
         say.line(f"report: {req.out}")
-    return tr, res, extra, sav
+    return sav
 
 
 @app.command(short_help="Savings at equal violation rate: bisect each policy's margins to "
@@ -254,6 +281,9 @@ def compare(
     report: str = typer.Option("", "--report", hidden=True, help="old spelling of --out"),
     resize_price: str = typer.Option("0.01,0.05", "--resize-price", help=PRICE_HELP),
     resize_cap: float = typer.Option(0.0, "--resize-cap", help=CAP_HELP),
+    tune: int = typer.Option(0, "--tune",
+                             help="search each policy's own knobs with this many trials "
+                                  "(Optuna TPE; each trial one bisection); 0: defaults"),
     as_json: bool = typer.Option(False, "--json", help="print JSON for machines"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress lines or bars"),
 ) -> None:
@@ -268,11 +298,11 @@ def compare(
         req = check_compare(trace, policies, seed, bandit, target_throttle, target_oom,
                             margin_range, iters, sweep_margin, cluster,
                             alias(out, report, "", "--out", "--report"), knob, resize_price,
-                            resize_cap)
+                            resize_cap, tune)
         tr, res, extra, sav = _run_compare(req, say)
     if as_json:
         sys.stdout.write(render.compare_json(trace, tr, res, sav, target_throttle, target_oom,
-                                             extra))
+                                             extra, req.knobs))
         return
     render.print_compare(res, sav, target_throttle, target_oom)
 

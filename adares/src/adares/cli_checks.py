@@ -199,6 +199,7 @@ class CompareRequest:
     out: str
     knobs: dict[str, dict[str, float | int]] = field(default_factory=dict)
     costs: CostModel = CostModel()
+    tune: int = 0
 
 
 def _check_sweep(sweep_margin: str) -> list[float]:
@@ -216,7 +217,7 @@ def _check_sweep(sweep_margin: str) -> list[float]:
 def check_compare(trace: str, policies: str, seed: int, bandit: str, target_throttle: float,
                   target_oom: float, margin_range: str, iters: int, sweep_margin: str,
                   cluster: str, out: Flag, knobs: list[str], resize_price: str = "0.01,0.05",
-                  resize_cap: float = 0.0) -> CompareRequest:
+                  resize_cap: float = 0.0, tune: int = 0) -> CompareRequest:
     """Every ``adares compare`` option. Raises InputError."""
     from adares import replay as rp
 
@@ -241,5 +242,12 @@ def check_compare(trace: str, policies: str, seed: int, bandit: str, target_thro
 
         parse_node_spec(cluster)
     check_out(str(out.value), out.flag)
+    if not 0 <= tune <= 500:
+        raise InputError(f"--tune must be in 0..500 trials, got {tune}")
+    parsed = parse_knobs(knobs)
+    if tune and parsed:
+        raise InputError("--tune searches every knob: drop --knob, or --tune")
+    if tune and (sweep or cluster):
+        raise InputError("--tune runs without --sweep-margin and --cluster")
     return CompareRequest(trace, names, seed, bandit, target_throttle, target_oom, lo, hi, iters,
-                          sweep, cluster, str(out.value), parse_knobs(knobs), costs)
+                          sweep, cluster, str(out.value), parsed, costs, tune)

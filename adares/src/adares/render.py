@@ -106,13 +106,16 @@ def print_replay(tr: Trace, results: dict[str, Result], sav: dict, n_nodes: int 
 
 
 def compare_json(spec: str, tr: Trace, res: dict, sav: dict, target_throttle: float,
-                 target_oom: float, extra: dict) -> str:
+                 target_oom: float, extra: dict, knobs: dict | None = None) -> str:
     """The equal-violation comparison as JSON: per policy the point at the targets (margins,
-    hours, violations, resizes, resize cost), whether each target was reached, every replay
-    made (``points``), and the savings against each baseline."""
+    hours, violations, resizes, resize cost), its knobs (given or tuned; {}: defaults), whether
+    each target was reached, every replay made (``points``), and the savings against each
+    baseline."""
+    knobs = knobs or {}
     doc = {"trace": _trace_doc(spec, tr),
            "targets": {"cpu_throttled_share": target_throttle, "oom_per_vm_day": target_oom},
-           "policies": {n: asdict(ev.at) | {"reached_cpu": ev.reached_cpu,
+           "policies": {n: asdict(ev.at) | {"knobs": knobs.get(n, {}),
+                                            "reached_cpu": ev.reached_cpu,
                                             "reached_mem": ev.reached_mem,
                                             "points": [asdict(p) for p in
                                                        ev.points + extra.get(n, [])]}

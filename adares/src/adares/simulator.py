@@ -101,7 +101,7 @@ def simulate(trace: Trace, policy: Policy, costs: CostModel = CostModel(),
     shrink_restarts = resize_mode == "restart-to-shrink"
     t0 = time.perf_counter()
     n, steps = trace.n_vms, trace.n_steps
-    policy.reset(TraceInfo.of(trace))
+    policy.reset(TraceInfo.of(trace, cluster))
     prev_c, prev_m = trace.cpu_request, trace.mem_request
     # Per step: allocated cores, allocated bytes, throttled cores, demanded cores, missing
     # bytes, OOM kills, restarts to shrink, CPU resizes, memory resizes, capped resizes.

@@ -21,7 +21,9 @@ from adares.trace import Trace
 
 @dataclass(frozen=True)
 class TraceInfo:
-    """What a policy may know up front: sizes, step, start time and the VMs' requests."""
+    """What a policy may know up front: sizes, step, start time and the VMs' requests; on
+    nodes, the placement: node_of (N,) int node of each VM, node_cpu / node_mem (K,) physical
+    cores and bytes of each node (None without nodes)."""
 
     n_vms: int
     n_steps: int
@@ -29,12 +31,19 @@ class TraceInfo:
     start_s: float
     cpu_request: np.ndarray
     mem_request: np.ndarray
+    node_of: np.ndarray | None = None
+    node_cpu: np.ndarray | None = None
+    node_mem: np.ndarray | None = None
 
     @classmethod
-    def of(cls, trace: Trace) -> TraceInfo:
-        """The info of ``trace`` (no demand)."""
+    def of(cls, trace: Trace, cluster: Any = None) -> TraceInfo:
+        """The info of ``trace`` (no demand), with the placement of ``cluster``
+        (an ``adares.cluster.Cluster``) when given."""
+        nodes = ((None, None, None) if cluster is None else
+                 (cluster.node_of.copy(), cluster.cpu_capacity.copy(),
+                  cluster.mem_capacity.copy()))
         return cls(trace.n_vms, trace.n_steps, trace.step_s, trace.start_s,
-                   trace.cpu_request.copy(), trace.mem_request.copy())
+                   trace.cpu_request.copy(), trace.mem_request.copy(), *nodes)
 
 
 @dataclass(frozen=True)
