@@ -16,6 +16,7 @@ from adares.policies.autopilot import AutopilotLike
 from adares.policies.bandit import Adares
 from adares.policies.base import Knob, Policy, PolicyOptions
 from adares.policies.baselines import Clairvoyant, Predictive, Static, Threshold
+from adares.policies.resource_central import ResourceCentral
 from adares.policies.vpa import VPA
 from adares.trace import Trace
 from adares.vpa.recommender import RecommenderConfig
@@ -161,6 +162,11 @@ _AUTOPILOT_KNOBS = (
          log=True),
     Knob("switch_margin", 0.0, 0.5, 0.05, "hysteresis: the cost advantage needed to switch"),
     Knob("warmup_h", 1.0, 48.0, 24.0, "hours on the most conservative recommender first"))
+_RC_KNOBS = (
+    Knob("learn_steps", 72, 576, 288, "steps of history before sizing, and between re-sizings",
+         integer=True),
+    Knob("vm_quantile", 0.5, 1.0, 0.95, "per-VM CPU utilization quantile"),
+    Knob("class_quantile", 0.5, 1.0, 0.9, "quantile over the VMs of a flavor class"))
 _FLOOR_KNOBS = (
     Knob("margin", 0.0, 1.0, 0.05, "safety floor above the period's CPU quantile / memory peak"),
     Knob("cpu_floor_quantile", 0.5, 0.999, 0.9, "CPU demand quantile of the safety floor"))
@@ -206,6 +212,9 @@ for _spec in (
                baseline=True),
     PolicySpec("autopilot", _autopilot, "Autopilot-like ensemble of moving-window recommenders",
                _AUTOPILOT_KNOBS, baseline=True),
+    PolicySpec("resource-central", lambda tr, o: ResourceCentral(**o.knobs),
+               "sized from the VM's flavor class's history (Resource Central-style)", _RC_KNOBS,
+               baseline=True),
     PolicySpec("adares", _adares, "ADARES contextual bandit", _ADARES_KNOBS, learns=True),
     PolicySpec("adares-nolearn", _adares_nolearn,
                "ADARES without learning: its base level and floors, one action (the ablation)",
