@@ -10,9 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from adares.cli import main
 from adares.policies import PolicySpec, get, register, unregister
 from adares.trace import GIB
+
+from .test_adares_usage_errors import _run
 
 SMALL = ["--trace", "synthetic:vms=6,days=1,seed=0"]
 STEPS = 288
@@ -38,14 +39,6 @@ def toy():
     register(PolicySpec("toy-fixed", lambda tr, o: Fixed(), "two cores, three GiB"))
     yield
     unregister("toy-fixed")
-
-
-def _run(monkeypatch, capsys, *args):
-    monkeypatch.setattr("sys.argv", ["adares", *args])
-    with pytest.raises(SystemExit) as exc:
-        main()
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
 
 
 def test_toy_policy_end_to_end(monkeypatch, capsys, toy, tmp_path):

@@ -84,16 +84,9 @@ def parse_resize_costs(price: str, cap: float) -> CostModel:
     """The CostModel of ``--resize-price CPU,MEM`` (money per resize of each resource; one
     number: both) and ``--resize-cap`` (resizes per VM-hour, 0: none). InputError on a
     negative or non-finite price or a negative cap."""
-    from adares.costs import CostModel
+    from adares.replay import parse_pair
 
-    try:
-        vals = [float(v) for v in price.split(",")]
-    except ValueError:
-        raise InputError(f"--resize-price {price!r}: expected P or CPU,MEM (numbers)") from None
-    if len(vals) == 1:
-        vals *= 2
-    if len(vals) != 2 or not all(math.isfinite(v) and v >= 0 for v in vals):
-        raise InputError(f"--resize-price {price!r}: expected P or CPU,MEM, finite and >= 0")
+    vals = parse_pair(price, "--resize-price", "P", 0.0, inclusive=True)
     if not (math.isfinite(cap) and cap >= 0):
         raise InputError(f"--resize-cap must be a finite number >= 0 (0: no cap), got {cap}")
     return CostModel(cpu_resize_cost=vals[0], mem_resize_cost=vals[1],

@@ -174,18 +174,28 @@ def replay(trace: Trace, names: list[str], seed: int = 0, costs: CostModel = Cos
     return out
 
 
-def parse_margin(spec: str, flag: str = "--margin") -> tuple[float, float]:
-    """``M`` (both resources) or ``CPU,MEM`` margins as fractions (0.15 = 15% above what the
-    policy allocates; > -1). InputError otherwise."""
+def parse_pair(spec: str, flag: str, letter: str, lowest: float,
+               inclusive: bool) -> tuple[float, float]:
+    """``X`` (both resources) or ``CPU,MEM`` as two finite numbers above ``lowest`` (or equal
+    to it when ``inclusive``). InputError naming ``flag`` otherwise; ``letter`` names the single
+    value in the message (M for margins, P for prices)."""
     try:
         vals = [float(v) for v in spec.split(",")]
     except ValueError:
-        raise InputError(f"{flag} {spec!r}: expected M or CPU,MEM (numbers)") from None
+        raise InputError(f"{flag} {spec!r}: expected {letter} or CPU,MEM (numbers)") from None
     if len(vals) == 1:
         vals *= 2
-    if len(vals) != 2 or not all(math.isfinite(v) and v > -1 for v in vals):
-        raise InputError(f"{flag} {spec!r}: expected M or CPU,MEM, finite and > -1")
+    ok = (lambda v: v >= lowest) if inclusive else (lambda v: v > lowest)
+    if len(vals) != 2 or not all(math.isfinite(v) and ok(v) for v in vals):
+        raise InputError(f"{flag} {spec!r}: expected {letter} or CPU,MEM, finite and "
+                         f"{'>=' if inclusive else '>'} {lowest:g}")
     return vals[0], vals[1]
+
+
+def parse_margin(spec: str, flag: str = "--margin") -> tuple[float, float]:
+    """``M`` (both resources) or ``CPU,MEM`` margins as fractions (0.15 = 15% above what the
+    policy allocates; > -1). InputError otherwise."""
+    return parse_pair(spec, flag, "M", -1.0, inclusive=False)
 
 
 def savings(results: dict[str, Result]) -> dict[str, dict[str, dict[str, float]]]:
