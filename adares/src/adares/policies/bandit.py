@@ -116,6 +116,12 @@ def load_log(path: str | Path, context_dim: int | None = None) -> DecisionLog:
                        a["cost"].tolist())
 
 
+def _rows_quantile(x: np.ndarray, q: float) -> np.ndarray:
+    """``np.quantile(x, q, axis=0)`` of a (k, N) window, the same values: partitioning each VM's
+    k values as one contiguous row is several times faster than along the strided axis 0."""
+    return np.quantile(np.ascontiguousarray(x.T), q, axis=1)
+
+
 #: Steps of one decision period of :class:`Adares` (an hour of 300 s steps).
 PERIOD_STEPS = 12
 
@@ -206,7 +212,7 @@ class Adares:
         cols = [np.full(x.shape[1], math.sin(2 * math.pi * hour / 24)),
                 np.full(x.shape[1], math.cos(2 * math.pi * hour / 24)),
                 x.std(axis=0) / np.maximum(mean, 1e-12),
-                np.quantile(x, 0.99, axis=0) / b, peak / b, mean / b,
+                _rows_quantile(x, 0.99) / b, peak / b, mean / b,
                 x[-k:].max(axis=0) / b, np.log(np.maximum(recent, 1e-12) / np.maximum(before, 1e-12)),
                 thr, np.minimum(ooms, 5.0),
                 np.log(np.maximum(request, 1e-12) / b), (x < 0.2 * peak).mean(axis=0),
@@ -309,10 +315,10 @@ class Adares:
         thr_share = self._w.thr(k).sum(axis=0) / np.maximum(cpu[-k:].sum(axis=0), 1e-12)
         ooms = self._w.oom().sum(axis=0).astype(np.float64)
         cw = cpu[-self.cpu_window:]
-        base_c = np.maximum(np.quantile(cw, 0.95, axis=0), MIN_CPU)
+        base_c = np.maximum(_rows_quantile(cw, 0.95), MIN_CPU)
         peak_m = mem[-self.mem_window:].max(axis=0)
         base_m = np.maximum(peak_m, MIN_MEM)
-        floor_c = np.quantile(cw, self.cpu_floor_quantile, axis=0) * (1 + self.margin)
+        floor_c = _rows_quantile(cw, self.cpu_floor_quantile) * (1 + self.margin)
         floor_m = peak_m * (1 + self.margin)
         self._pending = {"cpu_base": base_c, "mem_base": base_m}
         for r, base, floor, x, req in (("cpu", base_c, floor_c, cpu, info.cpu_request),
