@@ -78,6 +78,9 @@ def test_registered_names_are_the_cli_defaults(toy):
     (["replay", "--out", "a.html", "--report", "b.html"], "--out and --report are one option"),
     (["replay", "--workers", "4"], "--workers sets the CPUs of the Ray instance"),
     (["replay", "--jobs", "-1"], "--jobs must be >= 0"),
+    (["compare", "--resize-price", "-1"], "--resize-price '-1': expected P or CPU,MEM, finite"),
+    (["replay", "--resize-cap", "-2"], "--resize-cap must be a finite number >= 0"),
+    (["compare", "--tune", "3", "--knob", "vpa.safety_margin=0.2"], "--tune searches every knob"),
 ])
 def test_bad_knobs_and_aliases_one_line_exit_2(monkeypatch, capsys, args, line):
     code, out, err = _run(monkeypatch, capsys, *args, "--trace", "alibaba:/nonexistent.csv")
