@@ -311,11 +311,13 @@ def compare(
 def recommend(
     trace: str = typer.Option("synthetic:vms=20,days=8,seed=0", "--trace", help=TRACE_HELP),
     policy: str = typer.Option("vpa", "--policy", help=f"one of: {', '.join(policy_names())}"),
-    yaml_out: str = typer.Option("", "--yaml",
-                                 help="write VPA objects here (default: stdout, unless --plan is given)"),
+    out: str = typer.Option("", "--out",
+                            help="write VPA objects here (default: stdout, unless --plan is given)"),
+    yaml_old: str = typer.Option("", "--yaml", hidden=True, help="old spelling of --out"),
     plan_out: str = typer.Option("", "--plan", help="write a per-VM resize plan here"),
     plan_format: str = typer.Option("csv", "--format", help="plan format: csv or json"),
     seed: int = typer.Option(0, "--seed", help="bandit exploration seed"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no lines saying what was written"),
 ) -> None:
     """Replay a trace under one policy and emit its final recommendations: VPA
     status.recommendation objects (YAML) and a resize plan (CSV/JSON)."""
@@ -334,21 +336,23 @@ def recommend(
             raise InputError(f"{name} knows each step's demand and has no recommendation past "
                              "the trace; pick another --policy")
         check_seed(seed)
-        check_out(yaml_out, "--yaml")
+        given = alias(out, yaml_old, "", "--out", "--yaml")
+        yaml_out, yaml_flag = str(given.value), given.flag
+        check_out(yaml_out, yaml_flag)
         check_out(plan_out, "--plan")
         tr = rp.load_trace(trace)
         rec = rc.recommend(tr, name, seed)
         text = rc.vpa_yaml(rec)
         if yaml_out:
-            _write(yaml_out, "--yaml", lambda p: write_atomic(p, text))
+            _write(yaml_out, yaml_flag, lambda p: write_atomic(p, text))
         elif not plan_out:
             sys.stdout.write(text)
         if plan_out:
             plan = rc.plan_text(rc.resize_plan(rec), plan_format)
             _write(plan_out, "--plan", lambda p: write_atomic(p, plan))
-        for out, what in ((yaml_out, "VPA objects"), (plan_out, "resize plan")):
-            if out:
-                typer.echo(f"adares: {what} for {len(rec.vm_ids)} VMs: {out}", err=True)
+        for path, what in ((yaml_out, "VPA objects"), (plan_out, "resize plan")):
+            if path and not quiet:
+                typer.echo(f"adares: {what} for {len(rec.vm_ids)} VMs: {path}", err=True)
 
 
 @app.command(short_help="Off-policy evaluation (IPS, SNIPS, DR) of fixed sizes from a decision log.")
