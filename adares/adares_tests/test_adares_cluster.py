@@ -62,7 +62,9 @@ def test_two_nodes_by_hand():
     assert r.cpu_throttled_share == pytest.approx(4.0 / 14.0)
     assert r.extra["cpu_contention_share"] == pytest.approx(2.5 / 14.0)
     assert r.oom_events == 0
-    assert r.cost == pytest.approx(14.5 * 1.0 + 28 * 0.125 + 4.0 * 10.0)
+    # Resizes at their default prices: CPU changes a (step 0), a, b, c (step 1); memory c.
+    assert r.extra["cpu_resizes"] == 4 and r.extra["mem_resizes"] == 1
+    assert r.cost == pytest.approx(14.5 * 1.0 + 28 * 0.125 + 4.0 * 10.0 + 4 * 0.01 + 1 * 0.05)
     # Per node, means over the two steps: served / cores, used / bytes, allocated / capacity.
     np.testing.assert_allclose(r.node_stats, [[1.0, 0.5, 1.375, 1.0], [0.75, 0.875, 1.125, 1.25]])
     assert r.extra["node_cpu_utilization"] == pytest.approx(0.875)

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from adares.cli import app
 from adares.errors import InputError
 from adares.learner import CBLearner
-from adares.policies.bandit import MULTIPLIERS, Adares, DecisionLog, load_log, save_log
+from adares.policies.bandit import CONTEXT_DIM, MULTIPLIERS, Adares, DecisionLog, load_log, save_log
 from adares.simulator import TraceInfo
 
 runner = CliRunner()
@@ -23,7 +23,7 @@ def _log(n=600, best=3, seed=0):
     for i in range(n):
         a = int(rng.integers(0, K))
         log.resource.append("cpu" if i % 2 else "mem")
-        log.context.append(rng.normal(size=10))
+        log.context.append(rng.normal(size=CONTEXT_DIM))
         log.allowed.append(np.ones(K, dtype=bool))
         log.action.append(a)
         log.prob.append(1.0 / K)
@@ -61,13 +61,13 @@ def _corrupt(log, how):
     if how == "width":
         log.context = [c[:3] for c in log.context]
     elif how == "nan":
-        log.context[4] = np.full(10, np.nan)
+        log.context[4] = np.full(CONTEXT_DIM, np.nan)
     else:
         log.allowed[2] = np.zeros(K, dtype=bool)
     return log
 
 
-@pytest.mark.parametrize("how, needle", [("width", "3 features, the bandit uses 10"),
+@pytest.mark.parametrize("how, needle", [("width", "3 features, the bandit uses 18"),
                                          ("nan", "non-finite contexts"),
                                          ("allowed", "outside their allowed set")])
 def test_corrupt_logs_are_refused_by_replay_and_evaluate(tmp_path, how, needle):
@@ -85,7 +85,7 @@ def test_warm_start_learns_the_logged_best_action():
     pol = Adares(warm_start=_log(), seed=0)
     pol.reset(TraceInfo(1, 10, 300, 0.0, np.ones(1), np.ones(1) * 2**30))
     cold = CBLearner(K, np.log(MULTIPLIERS)[:, None], seed=0)
-    ctx = np.random.default_rng(5).normal(size=(50, 10))
+    ctx = np.random.default_rng(5).normal(size=(50, CONTEXT_DIM))
     for r in ("cpu", "mem"):
         cb = pol._cb[r]
         assert (cb.greedy(cb.shared_lines(ctx)) == 3).all()

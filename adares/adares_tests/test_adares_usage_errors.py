@@ -19,7 +19,7 @@ def _run(monkeypatch, capsys, *args):
 @pytest.mark.parametrize("args, line", [
     (["replay", "--seed", "x"], "adares: error: Invalid value for '--seed': "),
     (["compare", "--iters", "1.5"], "adares: error: Invalid value for '--iters': "),
-    (["replay", "--nope"], "adares: error: No such option: --nope (see adares replay --help)"),
+    (["replay", "--xyzzy"], "adares: error: No such option: --xyzzy (see adares replay --help)"),
     (["nope"], "adares: error: No such command 'nope'. (see adares --help)"),
     (["evaluate"], "adares: error: Missing argument 'log'. (see adares evaluate --help)"),
     (["replay", "--json", "extra"], "adares: error: Got unexpected extra argument(s) (extra)"),

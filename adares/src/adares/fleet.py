@@ -20,6 +20,7 @@ import numpy as np
 
 from adares.cluster import Cluster
 from adares.errors import InputError
+from adares.policies import get
 from adares.policies.bandit import DecisionLog
 from adares.simulator import CostModel, Result
 from adares.trace import Trace
@@ -28,6 +29,8 @@ BACKENDS = ("local", "ray")
 # Seeds of cluster c's bandit: seed + c * stride; the bandit seeds its two resources seed and
 # seed + 1, so a stride > 1 keeps every cluster's random streams apart (cluster 0 keeps seed).
 CLUSTER_SEED_STRIDE = 1_000_003
+# Result.extra entries that add up over clusters.
+SUMMED = ("restarts", "cpu_resizes", "mem_resizes", "capped_resizes", "resize_cost")
 __all__ = ["BACKENDS", "Fleet", "split", "replay_part", "merge", "merge_logs", "replay_fleet"]
 
 
@@ -71,6 +74,7 @@ def replay_part(trace: Trace, name: str, seed: int, costs: CostModel,
                 warm_start: DecisionLog | None, keep_log: bool, record_vms: tuple[int, ...],
                 resize_mode: str, bandit: str, nodes: Cluster | None,
                 margin: tuple[float, float],
+                knobs: dict[str, dict[str, float | int]] | None = None,
                 progress: Callable[[int, int], None] | None = None
                 ) -> tuple[Result, DecisionLog | None]:
     """One cluster under one policy: ``adares.replay.replay`` of that policy alone; returns its
@@ -81,7 +85,7 @@ def replay_part(trace: Trace, name: str, seed: int, costs: CostModel,
     logs: dict[str, DecisionLog] | None = {} if keep_log else None
     res = replay(trace, [name], seed, costs, warm_start=warm_start, logs=logs,
                  record_vms=record_vms, resize_mode=resize_mode, bandit=bandit, cluster=nodes,
-                 margin=margin,
+                 margin=margin, knobs=knobs,
                  progress=None if progress is None else (lambda _n, d, t: progress(d, t)))[name]
     return res, (logs or {}).get(name)
 
@@ -112,7 +116,7 @@ def merge(fleet: Fleet, parts: list[Result], record_vms: tuple[int, ...] = ()) -
         "first_day_cpu_throttled_share": share("first_day_cpu_throttled_share", dem_day),
         "first_day_oom_events": int(sum(r.extra["first_day_oom_events"] for r in parts)),
         "first_day_reward": -float(step_cost[:day].sum()) / (n * day * tr0.step_h),
-        "restarts": int(sum(r.extra["restarts"] for r in parts))}
+        **{k: sum(r.extra[k] for r in parts) for k in SUMMED}}
     node_stats = np.vstack([r.node_stats for r in parts])
     if "refused_resizes" in parts[0].extra:
         means = node_stats.mean(axis=0)
@@ -157,7 +161,8 @@ def replay_fleet(fleet: Fleet, names: list[str], seed: int = 0, costs: CostModel
                  bandit: str = "numpy", margin: tuple[float, float] = (0.0, 0.0),
                  backend: str = "local", workers: int | None = None,
                  on_done: Callable[[Result], None] | None = None,
-                 progress: Callable[[str, int, int], None] | None = None
+                 progress: Callable[[str, int, int], None] | None = None,
+                 knobs: dict[str, dict[str, float | int]] | None = None
                  ) -> tuple[dict[str, Result], dict[str, DecisionLog]]:
     """Replay every cluster of ``fleet`` under each named policy; returns the merged Result per
     policy (in ``names`` order) and, when ``keep_log``, the bandit's merged decision log under
@@ -165,7 +170,8 @@ def replay_fleet(fleet: Fleet, names: list[str], seed: int = 0, costs: CostModel
     Ray tasks (num_cpus=1 each) on the running Ray instance, or on one started here with
     ``workers`` CPUs (None: every core) and shut down at the end. ``on_done`` gets each policy's
     merged Result when its last cluster finishes; ``progress(label, done, total)``: replay steps
-    per (policy, cluster) on "local", finished pairs on "ray".
+    per (policy, cluster) on "local", finished pairs on "ray"; ``knobs``: per policy, knob
+    values (``adares.policies.parse_knobs``).
     Raises InputError for an unknown backend, or when Ray is not installed."""
     if backend not in BACKENDS:
         raise InputError(f"unknown backend {backend!r} ({', '.join(BACKENDS)})")
@@ -173,7 +179,7 @@ def replay_fleet(fleet: Fleet, names: list[str], seed: int = 0, costs: CostModel
     local_rec = [tuple(_local_record(fleet, record_vms, c)) for c in range(k)]
     jobs = [(n, c) for n in names for c in range(k)]
     args = {(n, c): (n, seed + c * CLUSTER_SEED_STRIDE, costs, warm_start, keep_log, local_rec[c],
-                     resize_mode, bandit, fleet.nodes[c], margin) for n, c in jobs}
+                     resize_mode, bandit, fleet.nodes[c], margin, knobs) for n, c in jobs}
     done: dict[tuple[str, int], tuple[Result, DecisionLog | None]] = {}
     results: dict[str, Result] = {}
 
@@ -192,8 +198,9 @@ def replay_fleet(fleet: Fleet, names: list[str], seed: int = 0, costs: CostModel
     else:
         _ray_run(fleet, jobs, args, workers, done, finish, progress)
     logs = {}
-    if keep_log and "adares" in names:
-        logs["adares"] = merge_logs([done["adares", c][1] for c in range(k)])
+    for n in names if keep_log else ():
+        if get(n).learns:
+            logs[n] = merge_logs([done[n, c][1] for c in range(k)])
     return {n: results[n] for n in names}, logs
 
 

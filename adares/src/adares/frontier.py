@@ -13,36 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import numpy as np
 
 from adares.cluster import Cluster
-from adares.simulator import CostModel, Observation, Policy, Result, TraceInfo, simulate
+from adares.policies import Margined, Policy, baseline_names
+from adares.simulator import CostModel, Result, simulate
+
+__all__ = ["Margined", "Point", "EqualViolation", "equal_violation", "sweep",
+           "savings_at_equal_violation", "pareto", "frontier_png", "oom_per_vm_day"]
 from adares.trace import Trace
-
-
-class Margined:
-    """``inner``'s allocations times (1 + cpu_margin) cores and (1 + mem_margin) bytes; the
-    inner policy observes what happened under them. Margins must be > -1 (ValueError)."""
-
-    def __init__(self, inner: Policy, cpu_margin: float = 0.0, mem_margin: float = 0.0) -> None:
-        if not (cpu_margin > -1 and mem_margin > -1 and np.isfinite(cpu_margin)
-                and np.isfinite(mem_margin)):
-            raise ValueError(f"margins must be finite and > -1, got {cpu_margin}, {mem_margin}")
-        self.inner, self.cpu_margin, self.mem_margin = inner, cpu_margin, mem_margin
-        self.name = inner.name
-
-    def reset(self, info: TraceInfo) -> None:
-        """Start a replay."""
-        self.inner.reset(info)
-
-    def allocate(self, t: int) -> tuple[np.ndarray, np.ndarray]:
-        """The inner allocations with the margins."""
-        c, m = self.inner.allocate(t)
-        return c * (1 + self.cpu_margin), m * (1 + self.mem_margin)
-
-    def observe(self, obs: Observation) -> None:
-        """Passed to the inner policy."""
-        self.inner.observe(obs)
 
 
 def oom_per_vm_day(r: Result) -> float:
@@ -52,7 +30,8 @@ def oom_per_vm_day(r: Result) -> float:
 
 @dataclass
 class Point:
-    """One replay of a policy at margins (cpu_margin, mem_margin) (fractions)."""
+    """One replay of a policy at margins (cpu_margin, mem_margin) (fractions): allocated
+    vCPU-hours and GiB-hours, violations, reward per VM-hour, resizes and their cost (money)."""
 
     cpu_margin: float
     mem_margin: float
@@ -62,12 +41,14 @@ class Point:
     oom_per_vm_day: float
     oom_events: int
     reward: float
+    resizes: int = 0
+    resize_cost: float = 0.0
 
     @classmethod
     def of(cls, mc: float, mm: float, r: Result) -> Point:
         """The point of result ``r``."""
         return cls(mc, mm, r.vcpu_hours, r.gb_hours, r.cpu_throttled_share, oom_per_vm_day(r),
-                   r.oom_events, r.reward)
+                   r.oom_events, r.reward, r.resizes, r.extra.get("resize_cost", 0.0))
 
 
 @dataclass
@@ -160,11 +141,12 @@ def sweep(trace: Trace, make: Callable[[], Policy], margins: list[float],
 
 
 def savings_at_equal_violation(res: dict[str, EqualViolation],
-                               baselines: tuple[str, ...] = ("threshold", "predictive", "vpa",
-                                                              "autopilot")
+                               baselines: tuple[str, ...] | None = None
                                ) -> dict[str, dict[str, dict[str, float]]]:
-    """Per policy, against each baseline present (not itself): 1 - policy / baseline of
-    vCPU-hours and GB-hours at the target violation rates (0.35 = 35% fewer)."""
+    """Per policy, against each baseline present (not itself; None: the registry's
+    ``baseline_names()``): 1 - policy / baseline of vCPU-hours and GB-hours at the target
+    violation rates (0.35 = 35% fewer)."""
+    baselines = baseline_names() if baselines is None else baselines
     out: dict[str, dict[str, dict[str, float]]] = {}
     for n, ev in res.items():
         out[n] = {}

@@ -12,6 +12,18 @@ from __future__ import annotations
 
 import numpy as np
 
+from adares.errors import InputError
+
+#: Learner backends of the bandit: numpy (``RidgeCB``) or Vowpal Wabbit (``CBLearner``).
+BANDIT_BACKENDS = ("numpy", "vw")
+
+
+def check_backend(backend: str) -> str:
+    """``backend`` if it is one of BANDIT_BACKENDS; InputError (one line) otherwise."""
+    if backend not in BANDIT_BACKENDS:
+        raise InputError(f"unknown bandit backend {backend!r} ({', '.join(BANDIT_BACKENDS)})")
+    return backend
+
 
 def _fmt_shared(ctx: np.ndarray) -> str:
     return "shared |C " + " ".join(f"f{j}:{v:.4f}" for j, v in enumerate(ctx))

@@ -41,13 +41,13 @@ def recommend(trace: Trace, policy_name: str, seed: int = 0) -> Recommendations:
     """Replay ``trace`` under the named policy and read its final recommendation.
     Raises InputError for unknown policy names and for ``clairvoyant`` (it allocates each
     step's known demand, so it has nothing to recommend past the trace's end)."""
-    from adares.replay import make_policy
+    from adares.policies import PolicyOptions, get, make_policy
 
-    if policy_name == "clairvoyant":
-        raise InputError("clairvoyant knows each step's demand and has no recommendation past "
+    if get(policy_name).bound:
+        raise InputError(f"{policy_name} knows each step's demand and has no recommendation past "
                          "the trace; pick another --policy")
 
-    pol = make_policy(policy_name, trace, seed)
+    pol = make_policy(policy_name, trace, PolicyOptions(seed))
     simulate(trace, pol)
     c, m = pol.allocate(trace.n_steps)  # the allocation it would set next
     c, m = np.asarray(c, dtype=np.float64), np.asarray(m, dtype=np.float64)

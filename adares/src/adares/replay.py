@@ -8,43 +8,12 @@ from pathlib import Path
 
 from adares.cluster import Cluster
 from adares.errors import InputError
-from adares.policies import POLICY_NAMES, parse_policies
-from adares.policies.autopilot import AutopilotLike
-from adares.policies.bandit import Adares, DecisionLog
-from adares.policies.baselines import Clairvoyant, Predictive, Static, Threshold
-from adares.policies.vpa import VPA
-from adares.simulator import CostModel, Policy, Result, simulate
+from adares.policies import REPLAY_BASELINES, Margined, Policy, PolicyOptions, get, make_policy
+from adares.policies.bandit import DecisionLog
+from adares.simulator import CostModel, Result, simulate
 from adares.trace import Trace
 
-DEFAULT_POLICIES = POLICY_NAMES
-BASELINES = ("threshold", "predictive")
-__all__ = ["POLICY_NAMES", "parse_policies", "make_policy", "load_trace", "planned_size", "replay", "savings"]
-
-
-def make_policy(name: str, trace: Trace, seed: int = 0, costs: CostModel = CostModel(),
-                warm_start: DecisionLog | None = None, keep_log: bool = False,
-                bandit: str = "numpy") -> Policy:
-    """A fresh policy by name (one of POLICY_NAMES); InputError for unknown names.
-    ``warm_start``, ``keep_log`` and ``bandit`` (learner backend: numpy or vw) apply to the
-    bandit (adares) only."""
-    if name == "clairvoyant":
-        return Clairvoyant(trace)
-    if name == "static":
-        return Static()
-    if name == "threshold":
-        return Threshold()
-    if name == "predictive":
-        return Predictive()
-    if name == "vpa":
-        return VPA()
-    if name == "autopilot":
-        return AutopilotLike(costs=costs)
-    if name == "adares":
-        if bandit not in ("numpy", "vw"):
-            raise InputError(f"unknown bandit backend {bandit!r} (numpy, vw)")
-        return Adares(seed=seed, costs=costs, warm_start=warm_start, keep_log=keep_log,
-                      backend=bandit)
-    raise InputError(f"unknown policy {name!r} (known: {', '.join(POLICY_NAMES)})")
+__all__ = ["load_trace", "planned_size", "replay", "savings", "parse_margin"]
 
 
 def _kv(items: list[str], spec: str) -> dict[str, str]:
@@ -99,7 +68,7 @@ def planned_size(spec: str) -> tuple[int | None, int | None]:
     from adares.trace import STEP_S
 
     kind = spec.partition(":")[0]
-    if kind not in ("synthetic", "shaped"):
+    if kind not in ("synthetic", "shaped", "population"):
         return None, None
     vms, days, _, source = _synthetic_spec(spec)
     if days is None and source is None:
@@ -109,6 +78,7 @@ def planned_size(spec: str) -> tuple[int | None, int | None]:
 
 def load_trace(spec: str) -> Trace:
     """A trace from a spec: ``synthetic[:vms=500,days=8,seed=0]``,
+    ``population[:vms=500,days=8,seed=0]`` (heterogeneous workload kinds, ``adares.population``),
     ``shaped:SOURCE[,vms=..,days=..,seed=..]`` (SOURCE: alibaba2018, google2019, azure_v2: the
     synthetic VMs' total demand follows that real cluster series), or
     ``alibaba:USAGE.csv[,meta=META.csv]`` (Alibaba v2018 container_usage/container_meta), or
@@ -120,6 +90,11 @@ def load_trace(spec: str) -> Trace:
     from adares.synthetic import generate
 
     kind, _, rest = spec.partition(":")
+    if kind == "population":
+        from adares.population import generate_population
+
+        vms, days, seed, _ = _synthetic_spec(spec)
+        return generate_population(vms, 8.0 if days is None else days, seed)
     if kind in ("synthetic", "shaped"):
         vms, days, seed, source = _synthetic_spec(spec)
         shape = None
@@ -159,8 +134,8 @@ def load_trace(spec: str) -> Trace:
             raise InputError(f"trace spec {spec!r}: unknown keys {', '.join(sorted(unknown))}")
         return load_vm_cpu_readings(Path(parts[0]), kv.get("vmtable"),
                                     cpu_column=kv.get("cpu", "avgcpu"))
-    raise InputError(f"trace spec {spec!r}: unknown kind {kind!r} (synthetic, shaped, alibaba, "
-                     "google2019, azure)")
+    raise InputError(f"trace spec {spec!r}: unknown kind {kind!r} (synthetic, population, "
+                     "shaped, alibaba, google2019, azure)")
 
 
 def replay(trace: Trace, names: list[str], seed: int = 0, costs: CostModel = CostModel(),
@@ -169,26 +144,29 @@ def replay(trace: Trace, names: list[str], seed: int = 0, costs: CostModel = Cos
            record_vms: tuple[int, ...] = (), resize_mode: str = "in-place",
            bandit: str = "numpy", cluster: Cluster | None = None,
            margin: tuple[float, float] = (0.0, 0.0),
-           progress: Callable[[str, int, int], None] | None = None) -> dict[str, Result]:
+           progress: Callable[[str, int, int], None] | None = None,
+           knobs: dict[str, dict[str, float | int]] | None = None) -> dict[str, Result]:
     """Simulate ``trace`` under each named policy; results by name, in order. When ``logs`` is a
     dict, the bandit's decision log is stored in it under its name; ``record_vms``: VMs whose
     allocations the results keep (for reports); ``resize_mode`` and ``cluster`` (nodes,
     overcommit): see ``simulate``; ``margin``: (cpu, mem) fractions added to every policy's
     allocations but the clairvoyant's (``adares.frontier.Margined``); ``progress``: called as
-    progress(policy, steps done, steps) during each replay."""
-    from adares.frontier import Margined
-
+    progress(policy, steps done, steps) during each replay; ``knobs``: per policy, knob values
+    (``adares.policies.parse_knobs``)."""
     out: dict[str, Result] = {}
     for name in names:
-        pol = make_policy(name, trace, seed, costs, warm_start, keep_log=logs is not None,
-                          bandit=bandit)
+        spec = get(name)
+        opts = PolicyOptions(seed, costs, (knobs or {}).get(name, {}),
+                             warm_start if spec.learns else None,
+                             keep_log=logs is not None and spec.learns, bandit=bandit)
+        pol = make_policy(name, trace, opts)
         run: Policy = pol
-        if margin != (0.0, 0.0) and name != "clairvoyant":
+        if margin != (0.0, 0.0) and not spec.bound:
             run = Margined(pol, *margin)
         res = simulate(trace, run, costs, record_vms, resize_mode, cluster,
                        None if progress is None else
                        (lambda done, total, n=name: progress(n, done, total)))
-        if logs is not None and isinstance(pol, Adares):
+        if logs is not None and spec.learns:
             logs[name] = pol.log
         out[name] = res
         if on_done is not None:
@@ -196,28 +174,39 @@ def replay(trace: Trace, names: list[str], seed: int = 0, costs: CostModel = Cos
     return out
 
 
-def parse_margin(spec: str, flag: str = "--margin") -> tuple[float, float]:
-    """``M`` (both resources) or ``CPU,MEM`` margins as fractions (0.15 = 15% above what the
-    policy allocates; > -1). InputError otherwise."""
+def parse_pair(spec: str, flag: str, letter: str, lowest: float,
+               inclusive: bool) -> tuple[float, float]:
+    """``X`` (both resources) or ``CPU,MEM`` as two finite numbers above ``lowest`` (or equal
+    to it when ``inclusive``). InputError naming ``flag`` otherwise; ``letter`` names the single
+    value in the message (M for margins, P for prices)."""
     try:
         vals = [float(v) for v in spec.split(",")]
     except ValueError:
-        raise InputError(f"{flag} {spec!r}: expected M or CPU,MEM (numbers)") from None
+        raise InputError(f"{flag} {spec!r}: expected {letter} or CPU,MEM (numbers)") from None
     if len(vals) == 1:
         vals *= 2
-    if len(vals) != 2 or not all(math.isfinite(v) and v > -1 for v in vals):
-        raise InputError(f"{flag} {spec!r}: expected M or CPU,MEM, finite and > -1")
+    ok = (lambda v: v >= lowest) if inclusive else (lambda v: v > lowest)
+    if len(vals) != 2 or not all(math.isfinite(v) and ok(v) for v in vals):
+        raise InputError(f"{flag} {spec!r}: expected {letter} or CPU,MEM, finite and "
+                         f"{'>=' if inclusive else '>'} {lowest:g}")
     return vals[0], vals[1]
+
+
+def parse_margin(spec: str, flag: str = "--margin") -> tuple[float, float]:
+    """``M`` (both resources) or ``CPU,MEM`` margins as fractions (0.15 = 15% above what the
+    policy allocates; > -1). InputError otherwise."""
+    return parse_pair(spec, flag, "M", -1.0, inclusive=False)
 
 
 def savings(results: dict[str, Result]) -> dict[str, dict[str, dict[str, float]]]:
     """Per policy, the share of vCPU-hours and GB-hours it saves against each baseline that was
-    replayed (threshold, predictive): 1 - policy / baseline (0.35 = 35% fewer vCPU-hours), and
+    replayed (``REPLAY_BASELINES``: threshold, predictive): 1 - policy / baseline (0.35 = 35%
+    fewer vCPU-hours), and
     the change of throttled share and OOM events (policy - baseline)."""
     out: dict[str, dict[str, dict[str, float]]] = {}
     for name, r in results.items():
         per: dict[str, dict[str, float]] = {}
-        for b in BASELINES:
+        for b in REPLAY_BASELINES:
             if b not in results or b == name:
                 continue
             base = results[b]

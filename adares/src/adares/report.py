@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from adares.files import write_atomic
+from adares.policies import get
 from adares.simulator import Result
 from adares.trace import GIB, Trace
 
@@ -39,7 +40,7 @@ def build_html(trace: Trace, spec: str, results: dict[str, Result], vms: tuple[i
 
     hours = np.arange(trace.n_steps) * trace.step_h
     figs: list[tuple[str, str]] = []
-    shown = [n for n in ("threshold", "vpa", "autopilot", "adares", "predictive") if n in results]
+    shown = [n for n in results if n != "static" and not get(n).bound]
     for j, vm in enumerate(vms):
         fig, axes = plt.subplots(1, 2, figsize=(12, 3))
         for ax, dem, key, unit, label in ((axes[0], trace.cpu[:, vm], "alloc_cpu", 1.0, "cores"),

@@ -15,93 +15,17 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from collections.abc import Callable
-from typing import Protocol
 
 import numpy as np
 
 from adares.cluster import Cluster, admit, contend
+from adares.costs import CostModel
+from adares.policies.base import Observation, Policy, TraceInfo
 from adares.trace import GIB, Trace
 
-
-@dataclass(frozen=True)
-class CostModel:
-    """Prices and penalties, in one money unit.
-
-    vcpu_hour / gb_hour: price of an allocated vCPU-hour / GiB-hour (8:1, like cloud list prices).
-    throttle_penalty: per throttled vCPU-hour; mem_shortfall_penalty: per GiB-hour of memory
-    demand above the allocation; oom_cost: per OOM kill (restart); restart_cost: per restart to
-    shrink memory (resize mode "restart-to-shrink"). The penalties exceed the
-    prices, so allocating exactly the demand (the clairvoyant policy) minimizes every VM-step's
-    cost: its reward bounds every policy's from above (its cost from below) when resizes are in
-    place (restarts to shrink can make following demand down cost more than holding memory).
-    """
-
-    vcpu_hour: float = 1.0
-    gb_hour: float = 0.125
-    throttle_penalty: float = 10.0
-    mem_shortfall_penalty: float = 1.25
-    oom_cost: float = 2.0
-    restart_cost: float = 0.5
-
-    def __post_init__(self) -> None:
-        if min(self.restart_cost, self.oom_cost) < 0:
-            raise ValueError("restart and OOM costs must be non-negative")
-        if self.throttle_penalty < self.vcpu_hour or self.mem_shortfall_penalty < self.gb_hour:
-            raise ValueError("penalties must be at least the prices")
-        if min(self.vcpu_hour, self.gb_hour, self.oom_cost) < 0:
-            raise ValueError("prices and costs must be non-negative")
-
-
-@dataclass(frozen=True)
-class TraceInfo:
-    """What a policy may know up front: sizes, step, start time and the VMs' requests."""
-
-    n_vms: int
-    n_steps: int
-    step_s: int
-    start_s: float
-    cpu_request: np.ndarray
-    mem_request: np.ndarray
-
-    @classmethod
-    def of(cls, trace: Trace) -> TraceInfo:
-        """The info of ``trace`` (no demand)."""
-        return cls(trace.n_vms, trace.n_steps, trace.step_s, trace.start_s,
-                   trace.cpu_request.copy(), trace.mem_request.copy())
-
-
-@dataclass(frozen=True)
-class Observation:
-    """What is observed of step ``t`` (arrays of shape (N,), float64 unless said).
-
-    cpu_used: cores used (<= allocation); cpu_throttled: cores demanded but not served;
-    mem_used: bytes used (<= allocation); oom: bool, the VM was OOM-killed in the step;
-    cpu_alloc / mem_alloc: the allocations in force (cores, bytes); time_s: step start (s).
-    """
-
-    t: int
-    time_s: float
-    cpu_used: np.ndarray
-    cpu_throttled: np.ndarray
-    mem_used: np.ndarray
-    oom: np.ndarray
-    cpu_alloc: np.ndarray
-    mem_alloc: np.ndarray
-
-
-class Policy(Protocol):
-    """A rightsizing policy: ``reset`` once, then per step ``allocate`` and ``observe``."""
-
-    name: str
-
-    def reset(self, info: TraceInfo) -> None:
-        """Start a replay."""
-
-    def allocate(self, t: int) -> tuple[np.ndarray, np.ndarray]:
-        """Allocations for step t: (cores (N,), bytes (N,)), float64, non-negative."""
-
-    def observe(self, obs: Observation) -> None:
-        """Learn from step ``obs.t``."""
+# The types a policy sees live beside the policies (``adares.policies.base``) and the prices in
+# ``adares.costs``; they are re-exported here for the callers of ``simulate``.
+__all__ = ["CostModel", "Observation", "Policy", "TraceInfo", "Result", "RESIZE_MODES", "simulate"]
 
 
 @dataclass
@@ -111,7 +35,9 @@ class Result:
     reward: minus the cost per VM-hour (money units, CostModel); cost: total money;
     cpu_throttled_share: throttled core-hours / demanded core-hours; extra: the same violations
     over the first simulated day (first_day_cpu_throttled_share, first_day_oom_events,
-    first_day_reward). With a cluster (``simulate(cluster=...)``), extra also has
+    first_day_reward), restarts, cpu_resizes / mem_resizes (changes of each allocation),
+    capped_resizes (refused by ``CostModel.resize_cap``) and resize_cost (money; in ``cost``).
+    With a cluster (``simulate(cluster=...)``), extra also has
     refused_resizes (refused growths, one per VM and resource), cpu_contention_share (core-hours
     lost to node contention / demanded core-hours, included in cpu_throttled_share) and the
     node-level means over nodes and steps node_cpu_utilization / node_mem_utilization (served
@@ -174,54 +100,44 @@ def simulate(trace: Trace, policy: Policy, costs: CostModel = CostModel(),
         raise ValueError(f"unknown resize mode {resize_mode!r} ({', '.join(RESIZE_MODES)})")
     shrink_restarts = resize_mode == "restart-to-shrink"
     t0 = time.perf_counter()
-    n, steps, dh = trace.n_vms, trace.n_steps, trace.step_h
-    policy.reset(TraceInfo.of(trace))
+    n, steps = trace.n_vms, trace.n_steps
+    policy.reset(TraceInfo.of(trace, cluster))
     prev_c, prev_m = trace.cpu_request, trace.mem_request
     # Per step: allocated cores, allocated bytes, throttled cores, demanded cores, missing
-    # bytes, OOM kills, restarts to shrink.
-    sums = np.zeros((steps, 7))
+    # bytes, OOM kills, restarts to shrink, CPU resizes, memory resizes, capped resizes.
+    sums = np.zeros((steps, len(_SUMS)))
+    gap = 3600.0 / (costs.resize_cap * trace.step_s)  # steps between a VM's resizes
+    last = np.full(n, -np.inf)
     resizes = 0
     rec = list(record_vms)
     rec_c = np.zeros((steps, len(rec)))
     rec_m = np.zeros((steps, len(rec)))
-    refused = 0
-    contention = 0.0
-    if cluster is not None:
-        cluster.validate(n)
-        k = cluster.n_nodes
-        node_of = cluster.node_of
-        lim_c = cluster.cpu_capacity * cluster.cpu_overcommit
-        lim_m = cluster.mem_capacity * cluster.mem_overcommit
-        node_sums = np.zeros((k, 4))   # served cores, used bytes, allocated cores, bytes
+    cl = _Nodes(cluster, n) if cluster is not None else None
     every = max(1, steps // 200)
     for t in range(steps):
         if progress is not None and t % every == 0:
             progress(t, steps)
-        a_c, a_m = policy.allocate(t)
-        if a_c.shape != (n,) or a_m.shape != (n,):
-            raise ValueError(f"{policy.name}: allocations must have shape ({n},)")
-        if not (np.all(np.isfinite(a_c)) and np.all(np.isfinite(a_m))
-                and a_c.min() >= 0 and a_m.min() >= 0):
-            raise ValueError(f"{policy.name}: allocations must be finite and non-negative")
+        a_c, a_m = _checked(policy, *policy.allocate(t), n)
+        capped = 0
+        if gap > 1:
+            a_c, a_m, capped = _cap(prev_c, prev_m, a_c, a_m, t - last < gap)
         d_c, d_m = trace.cpu[t], trace.mem[t]
-        if cluster is not None:
-            a_c, ref_c = admit(prev_c, a_c, node_of, lim_c)
-            a_m, ref_m = admit(prev_m, a_m, node_of, lim_m)
-            refused += int(ref_c.sum() + ref_m.sum())
-            capped = np.minimum(d_c, a_c)
-            used_c = contend(capped, node_of, cluster.cpu_capacity)
-            contention += float((capped - used_c).sum())
+        if cl is not None:
+            a_c, a_m, used_c = cl.serve(prev_c, prev_m, a_c, a_m, d_c)
         else:
             used_c = np.minimum(d_c, a_c)
         throttled = d_c - used_c
         oom = d_m > a_m
         used_m = np.minimum(d_m, a_m)
-        resizes += int(((a_c != prev_c) | (a_m != prev_m)).sum())
+        ch_c, ch_m = a_c != prev_c, a_m != prev_m
+        changed = ch_c | ch_m
+        last[changed] = t
+        resizes += int(changed.sum())
         sums[t] = (a_c.sum(), a_m.sum(), throttled.sum(), d_c.sum(), (d_m - used_m).sum(),
-                   oom.sum(), (a_m < prev_m).sum() if shrink_restarts else 0)
-        if cluster is not None:
-            for j, v in enumerate((used_c, used_m, a_c, a_m)):
-                node_sums[:, j] += np.bincount(node_of, v, minlength=k)
+                   oom.sum(), (a_m < prev_m).sum() if shrink_restarts else 0, ch_c.sum(),
+                   ch_m.sum(), capped)
+        if cl is not None:
+            cl.account(used_c, used_m, a_c, a_m)
         if rec:
             rec_c[t], rec_m[t] = a_c[rec], a_m[rec]
         prev_c, prev_m = a_c.copy(), a_m.copy()  # a policy may update its arrays in place
@@ -229,10 +145,94 @@ def simulate(trace: Trace, policy: Policy, costs: CostModel = CostModel(),
                                    used_m, oom, a_c, a_m))
     if progress is not None:
         progress(steps, steps)
+    res = _totals(trace, policy.name, costs, sums, resizes, cl)
+    res.seconds = time.perf_counter() - t0
+    res.alloc_cpu, res.alloc_mem = rec_c, rec_m
+    return res
+
+
+_SUMS = ("cpu", "mem", "throttled", "demand", "missing", "oom", "restarts", "cpu_resizes",
+         "mem_resizes", "capped_resizes")
+
+
+def _cap(prev_c: np.ndarray, prev_m: np.ndarray, a_c: np.ndarray, a_m: np.ndarray,
+         too_soon: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """The resize cap: VMs resized too soon after their last resize keep their allocations.
+    Returns the allocations and how many resizes were refused."""
+    refused = too_soon & ((a_c != prev_c) | (a_m != prev_m))
+    if not refused.any():
+        return a_c, a_m, 0
+    return (np.where(refused, prev_c, a_c), np.where(refused, prev_m, a_m),
+            int(refused.sum()))
+
+
+def _checked(policy: Policy, a_c: np.ndarray, a_m: np.ndarray,
+             n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The policy's allocations, or ValueError on a wrong shape, negative or non-finite values."""
+    if a_c.shape != (n,) or a_m.shape != (n,):
+        raise ValueError(f"{policy.name}: allocations must have shape ({n},)")
+    if not (np.all(np.isfinite(a_c)) and np.all(np.isfinite(a_m))
+            and a_c.min() >= 0 and a_m.min() >= 0):
+        raise ValueError(f"{policy.name}: allocations must be finite and non-negative")
+    return a_c, a_m
+
+
+class _Nodes:
+    """A replay's node state: admission against capacity x overcommit, CPU contention, and the
+    per-node sums of served cores, used bytes, allocated cores and bytes."""
+
+    def __init__(self, cluster: Cluster, n: int) -> None:
+        cluster.validate(n)
+        self.cluster = cluster
+        self.lim_c = cluster.cpu_capacity * cluster.cpu_overcommit
+        self.lim_m = cluster.mem_capacity * cluster.mem_overcommit
+        self.sums = np.zeros((cluster.n_nodes, 4))
+        self.refused = 0
+        self.contention = 0.0
+
+    def serve(self, prev_c: np.ndarray, prev_m: np.ndarray, a_c: np.ndarray, a_m: np.ndarray,
+              d_c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Admitted allocations (cores, bytes) and the cores served after contention."""
+        node_of = self.cluster.node_of
+        a_c, ref_c = admit(prev_c, a_c, node_of, self.lim_c)
+        a_m, ref_m = admit(prev_m, a_m, node_of, self.lim_m)
+        self.refused += int(ref_c.sum() + ref_m.sum())
+        capped = np.minimum(d_c, a_c)
+        used_c = contend(capped, node_of, self.cluster.cpu_capacity)
+        self.contention += float((capped - used_c).sum())
+        return a_c, a_m, used_c
+
+    def account(self, *per_vm: np.ndarray) -> None:
+        """Add one step's per-VM served cores, used bytes, allocated cores and bytes."""
+        k = self.cluster.n_nodes
+        for j, v in enumerate(per_vm):
+            self.sums[:, j] += np.bincount(self.cluster.node_of, v, minlength=k)
+
+    def extra(self, steps: int, demanded: float) -> tuple[dict[str, float], np.ndarray]:
+        """The node results (see ``Result``) and the (K, 4) node statistics."""
+        c = self.cluster
+        caps = np.column_stack([c.cpu_capacity, c.mem_capacity] * 2)
+        node_stats = self.sums / steps / caps
+        means = node_stats.mean(axis=0)
+        return ({"refused_resizes": self.refused,
+                 "cpu_contention_share": self.contention / demanded if demanded > 0 else 0.0,
+                 "node_cpu_utilization": float(means[0]),
+                 "node_mem_utilization": float(means[1]),
+                 "node_cpu_allocated": float(means[2]), "node_mem_allocated": float(means[3])},
+                node_stats)
+
+
+def _totals(trace: Trace, name: str, costs: CostModel, sums: np.ndarray, resizes: int,
+            nodes: _Nodes | None) -> Result:
+    """The Result of a replay from its per-step sums (T, len(_SUMS)): allocated cores,
+    allocated bytes, throttled cores, demanded cores, missing bytes, OOM kills, restarts to
+    shrink, CPU resizes, memory resizes, resizes refused by the cap."""
+    n, steps, dh = trace.n_vms, trace.n_steps, trace.step_h
     step_cost = (costs.vcpu_hour * sums[:, 0] * dh + costs.gb_hour * sums[:, 1] / GIB * dh
                  + costs.throttle_penalty * sums[:, 2] * dh
                  + costs.mem_shortfall_penalty * sums[:, 4] / GIB * dh + costs.oom_cost * sums[:, 5]
-                 + costs.restart_cost * sums[:, 6])
+                 + costs.restart_cost * sums[:, 6] + costs.cpu_resize_cost * sums[:, 7]
+                 + costs.mem_resize_cost * sums[:, 8])
     tot = sums.sum(axis=0)
     day = min(steps, max(1, int(round(86400 / trace.step_s))))
     first = sums[:day].sum(axis=0)
@@ -241,17 +241,14 @@ def simulate(trace: Trace, policy: Policy, costs: CostModel = CostModel(),
     extra = {"first_day_cpu_throttled_share": float(first[2] / first[3]) if first[3] > 0 else 0.0,
              "first_day_oom_events": int(first[5]),  # counts, like oom_events
              "first_day_reward": -float(step_cost[:day].sum()) / (n * day * dh),
-             "restarts": int(tot[6])}
+             "restarts": int(tot[6]), "cpu_resizes": int(tot[7]), "mem_resizes": int(tot[8]),
+             "capped_resizes": int(tot[9]),
+             "resize_cost": float(costs.cpu_resize_cost * tot[7] + costs.mem_resize_cost * tot[8])}
     node_stats = np.zeros((0, 4))
-    if cluster is not None:
-        caps = np.column_stack([cluster.cpu_capacity, cluster.mem_capacity] * 2)
-        node_stats = node_sums / steps / caps
-        means = node_stats.mean(axis=0)
-        extra |= {"refused_resizes": refused,
-                  "cpu_contention_share": contention / tot[3] if tot[3] > 0 else 0.0,
-                  "node_cpu_utilization": float(means[0]), "node_mem_utilization": float(means[1]),
-                  "node_cpu_allocated": float(means[2]), "node_mem_allocated": float(means[3])}
-    return Result(policy.name, float(tot[0] * dh), float(tot[1] / GIB * dh),
+    if nodes is not None:
+        more, node_stats = nodes.extra(steps, tot[3])
+        extra |= more
+    return Result(name, float(tot[0] * dh), float(tot[1] / GIB * dh),
                   float(tot[2] / tot[3]) if tot[3] > 0 else 0.0, int(tot[5]), resizes,
-                  -cost / vm_hours, cost, vm_hours, time.perf_counter() - t0, extra,
-                  step_cost, rec_c, rec_m, node_stats)
+                  -cost / vm_hours, cost, vm_hours, 0.0, extra, step_cost,
+                  node_stats=node_stats)

@@ -23,6 +23,21 @@ def _flavor(need: np.ndarray, flavors: np.ndarray) -> np.ndarray:
     return flavors[np.minimum(idx, len(flavors) - 1)]
 
 
+def _bursts(rng: np.random.Generator, t_steps: int, n: int, step_s: int) -> np.ndarray:
+    """(T, N) CPU burst factors: 1 outside bursts; bursts start 0.2-2 times a day per VM,
+    multiply demand by 1.5-4 and last a geometric number of steps (mean ~3.3)."""
+    burst_rate_per_step = rng.uniform(0.2, 2.0, n) / (86400 / step_s)
+    starts = rng.random((t_steps, n)) < burst_rate_per_step
+    mags = rng.uniform(1.5, 4.0, (t_steps, n))
+    stay = rng.random((t_steps, n)) < 0.7  # geometric duration, mean ~3.3 steps
+    burst = np.ones((t_steps, n))
+    cur = np.ones(n)
+    for t in range(t_steps):
+        cur = np.where(starts[t], mags[t], np.where(stay[t], cur, 1.0))
+        burst[t] = cur
+    return burst
+
+
 def generate(n_vms: int = 500, days: float = 8.0, seed: int = 0, step_s: int = STEP_S,
              start_s: float = 1_700_006_400.0, cpu_shape: np.ndarray | None = None,
              mem_shape: np.ndarray | None = None) -> Trace:
@@ -71,15 +86,7 @@ def generate(n_vms: int = 500, days: float = 8.0, seed: int = 0, step_s: int = S
         ar[:, j] = lfilter([1.0], [1.0, -phi[j]], eps[:, j])
     var = sigma**2 / (1 - phi**2)
     noise = np.exp(ar - var / 2)
-    burst_rate_per_step = rng.uniform(0.2, 2.0, n) / (86400 / step_s)
-    starts = rng.random((t_steps, n)) < burst_rate_per_step
-    mags = rng.uniform(1.5, 4.0, (t_steps, n))
-    stay = rng.random((t_steps, n)) < 0.7  # geometric duration, mean ~3.3 steps
-    burst = np.ones((t_steps, n))
-    cur = np.ones(n)
-    for t in range(t_steps):
-        cur = np.where(starts[t], mags[t], np.where(stay[t], cur, 1.0))
-        burst[t] = cur
+    burst = _bursts(rng, t_steps, n, step_s)
     cpu = cpu_base * diurnal * noise * burst
     if "cpu" in shapes:
         total = cpu.sum(axis=1)

@@ -1,16 +1,15 @@
-"""Rightsizing policies. The names here are the CLI's; ``adares.replay.make_policy`` builds them."""
+"""Rightsizing policies: the protocol they implement and the margin decorator
+(``adares.policies.base``) and the one registry of names, factories and knobs
+(``adares.policies.registry``). To add a policy, ``register(PolicySpec(name, factory, ...))``:
+replay, compare, recommend, the report and the command line take it from there."""
 
-from adares.errors import InputError
+from adares.policies.base import (Knob, Margined, Observation, Policy, PolicyOptions,
+                                  TraceInfo)
+from adares.policies.registry import (REPLAY_BASELINES, PolicySpec, baseline_names,
+                                      compare_names, get, make_policy, parse_knobs,
+                                      parse_policies, policy_names, register, unregister)
 
-POLICY_NAMES = ("clairvoyant", "static", "threshold", "predictive", "vpa", "autopilot", "adares")
-
-
-def parse_policies(spec: str) -> list[str]:
-    """Comma-separated policy names, checked; InputError on unknown or empty."""
-    names = [s.strip() for s in spec.split(",") if s.strip()]
-    if not names:
-        raise InputError("no policy given")
-    for n in names:
-        if n not in POLICY_NAMES:
-            raise InputError(f"unknown policy {n!r} (known: {', '.join(POLICY_NAMES)})")
-    return list(dict.fromkeys(names))
+__all__ = ["Knob", "Margined", "Observation", "Policy", "PolicyOptions", "TraceInfo",
+           "REPLAY_BASELINES", "PolicySpec", "baseline_names", "compare_names", "get",
+           "make_policy", "parse_knobs", "parse_policies", "policy_names", "register",
+           "unregister"]

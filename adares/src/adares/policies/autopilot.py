@@ -19,8 +19,9 @@ import math
 
 import numpy as np
 
+from adares.costs import CostModel
+from adares.policies.base import Observation, TraceInfo
 from adares.policies.baselines import MIN_CPU, MIN_MEM
-from adares.simulator import CostModel, Observation, TraceInfo
 from adares.trace import GIB
 from adares.vpa.batch import BatchDecayingHistogram
 from adares.vpa.histogram import CPU_HISTOGRAM_OPTIONS, MEMORY_HISTOGRAM_OPTIONS

@@ -32,15 +32,20 @@ import numpy as np
 
 from adares.errors import InputError
 from adares.files import write_atomic
-from adares.learner import CBLearner, RidgeCB
+from adares.learner import CBLearner, RidgeCB, check_backend
+from adares.costs import CostModel
+from adares.policies.base import Observation, TraceInfo
 from adares.policies.baselines import MIN_CPU, MIN_MEM
 from adares.policies.common import Window
-from adares.simulator import CostModel, Observation, TraceInfo
 from adares.trace import GIB
 
+# Sizes offered, as multiples of the base level. Sizes up to 8x (to reach a batch VM's job from
+# an idle hour's base) were tried and cost more at equal violations than they saved (README).
 MULTIPLIERS = (0.9, 1.0, 1.1, 1.25, 1.5, 1.75, 2.0, 2.5)
 # Columns of Adares._context: a log with another width comes from another version or is corrupt.
-CONTEXT_DIM = 10
+# VM level: 14 (time of day, the day's shape, throttling, OOMs, flavor, idle share, crossing
+# rate, peak ratio); cluster level: 2 (load, violations); node level: 2 (free share, demand).
+CONTEXT_DIM = 18
 
 
 @dataclass
@@ -111,6 +116,12 @@ def load_log(path: str | Path, context_dim: int | None = None) -> DecisionLog:
                        a["cost"].tolist())
 
 
+def _rows_quantile(x: np.ndarray, q: float) -> np.ndarray:
+    """``np.quantile(x, q, axis=0)`` of a (k, N) window, the same values: partitioning each VM's
+    k values as one contiguous row is several times faster than along the strided axis 0."""
+    return np.quantile(np.ascontiguousarray(x.T), q, axis=1)
+
+
 #: Steps of one decision period of :class:`Adares` (an hour of 300 s steps).
 PERIOD_STEPS = 12
 
@@ -126,7 +137,8 @@ class Adares:
     """The ADARES bandit policy (see module doc). ``epsilon``: exploration share;
     ``multipliers``: sizes offered, as multiples of the base level; ``cpu_window_steps`` /
     ``mem_window_steps``: steps (at most a day, 288) over which the base levels and safety
-    floors are taken (None: ``period_steps``; 288 was the default before: the last day)."""
+    floors are taken (None: ``period_steps``; 288 was the default before: the last day);
+    ``warm_epsilon``: exploration share when ``warm_start`` is given (None: epsilon / 5)."""
 
     name = "adares"
 
@@ -136,7 +148,9 @@ class Adares:
                  cpu_floor_quantile: float | None = None, exploration: str | None = None,
                  warm_start: DecisionLog | None = None, warm_rows: int = 40_000,
                  backend: str = "numpy", cpu_window_steps: int | None = None,
-                 mem_window_steps: int | None = None) -> None:
+                 mem_window_steps: int | None = None, name: str = "adares",
+                 warm_epsilon: float | None = None) -> None:
+        self.name = name
         self.period = period_steps
         # The base levels and the safety floors follow the last decision period by default
         # (None), not the whole day: a day's p95 or peak kept every night's allocation at the
@@ -145,6 +159,10 @@ class Adares:
         self.mem_window = period_steps if mem_window_steps is None else mem_window_steps
         self.mult = np.asarray(multipliers, dtype=np.float64)
         self.epsilon, self.margin, self.seed, self.costs = epsilon, margin, seed, costs
+        # Transfer as safer exploration: a model warm-started on another cluster's decisions
+        # explores less (warm_epsilon, default epsilon / 5) than a cold one.
+        if exploration is None and warm_start is not None:
+            exploration = f"--epsilon {epsilon / 5 if warm_epsilon is None else warm_epsilon}"
         exploration = exploration or f"--epsilon {epsilon}"
         self.keep_log = keep_log
         # Default CPU floor: the newsvendor quantile 1 - price / penalty (0.9 under the default
@@ -154,9 +172,7 @@ class Adares:
                                    if cpu_floor_quantile is None else cpu_floor_quantile)
         self.exploration = exploration
         self.warm_start, self.warm_rows = warm_start, warm_rows
-        if backend not in ("vw", "numpy"):
-            raise ValueError(f"unknown bandit backend {backend!r} (vw, numpy)")
-        self.backend = backend
+        self.backend = check_backend(backend)
 
     def reset(self, info: TraceInfo) -> None:
         """Start a replay with fresh models."""
@@ -167,6 +183,7 @@ class Adares:
         if self.warm_start is not None:
             self._pretrain(self.warm_start)
         self._c, self._m = info.cpu_request.copy(), info.mem_request.copy()
+        self._info = info
         self._w = Window(info.n_vms, 288)
         self._step_h = info.step_s / 3600.0
         self._pending: dict[str, tuple] = {}
@@ -181,21 +198,46 @@ class Adares:
         return self._c, self._m
 
     def _context(self, x: np.ndarray, base: np.ndarray, hour: float, thr: np.ndarray,
-                 ooms: np.ndarray) -> np.ndarray:
+                 ooms: np.ndarray, request: np.ndarray, shared: np.ndarray) -> np.ndarray:
+        """(N, CONTEXT_DIM) context of one resource: x (k, N) its window, base (N,), hour of
+        day, thr (N,) last period's throttled share, ooms (N,) the window's OOM kills,
+        request (N,) the VM's flavor, shared (N, 4) cluster and node columns."""
         b = np.maximum(base, 1e-12)
         mean = x.mean(axis=0)
+        peak = x.max(axis=0)
         k = self.period
         recent = x[-k:].mean(axis=0)
         before = x[-2 * k:-k].mean(axis=0) if x.shape[0] >= 2 * k else recent
+        above = x > mean
         cols = [np.full(x.shape[1], math.sin(2 * math.pi * hour / 24)),
                 np.full(x.shape[1], math.cos(2 * math.pi * hour / 24)),
                 x.std(axis=0) / np.maximum(mean, 1e-12),
-                np.quantile(x, 0.99, axis=0) / b, x.max(axis=0) / b, mean / b,
+                _rows_quantile(x, 0.99) / b, peak / b, mean / b,
                 x[-k:].max(axis=0) / b, np.log(np.maximum(recent, 1e-12) / np.maximum(before, 1e-12)),
-                thr, np.minimum(ooms, 5.0)]
-        ctx = np.clip(np.nan_to_num(np.column_stack(cols)), -10.0, 10.0)
+                thr, np.minimum(ooms, 5.0),
+                np.log(np.maximum(request, 1e-12) / b), (x < 0.2 * peak).mean(axis=0),
+                (above[1:] != above[:-1]).mean(axis=0) if x.shape[0] > 1 else np.zeros(x.shape[1]),
+                np.log1p(peak / b)]
+        ctx = np.clip(np.nan_to_num(np.column_stack(cols + [shared])), -10.0, 10.0)
         assert ctx.shape[1] == CONTEXT_DIM  # keep load_log's check in step with this
         return ctx
+
+    def _shared(self, demand: np.ndarray, alloc: np.ndarray, bad: np.ndarray,
+                capacity: np.ndarray | None) -> np.ndarray:
+        """(N, 4) cluster and node columns of one resource from the last period's means per VM:
+        demand, alloc (N,) and bad (N,) (throttled cores or OOM kills): the cluster's load
+        (demand / allocation) and violation share; the VM's node's free share (1 - allocated /
+        capacity) and its co-located demand (node demand / capacity); zeros without nodes."""
+        n = len(demand)
+        load = demand.sum() / max(alloc.sum(), 1e-12)
+        viol = bad.sum() / max(demand.sum(), 1e-12) if bad.dtype != bool else bad.mean()
+        cols = [np.full(n, load), np.full(n, viol), np.zeros(n), np.zeros(n)]
+        node_of = self._info.node_of
+        if node_of is not None and capacity is not None:
+            k = len(capacity)
+            cols[2] = (1.0 - np.bincount(node_of, alloc, minlength=k) / capacity)[node_of]
+            cols[3] = (np.bincount(node_of, demand, minlength=k) / capacity)[node_of]
+        return np.column_stack(cols)
 
     def _learn(self, r: str, costs: np.ndarray) -> None:
         ctx, shared, allowed, chosen, probs = self._pending[r]
@@ -225,6 +267,17 @@ class Adares:
             cb.learn(cb.shared_lines(ctx), np.asarray(log.action)[rows],
                      np.asarray(log.prob)[rows], np.asarray(log.cost)[rows], allowed)
 
+    def _decide(self, r: str, ctx: np.ndarray, base: np.ndarray, floor: np.ndarray) -> np.ndarray:
+        """Choose one size per VM for resource ``r`` (batched over VMs): base x an allowed
+        multiplier (those at or above the floor, and the largest), never below the floor."""
+        sizes = base[:, None] * self.mult[None, :]
+        allowed = sizes >= floor[:, None]
+        allowed[:, -1] = True
+        shared = self._cb[r].shared_lines(ctx)
+        chosen, probs, _ = self._cb[r].choose(shared, allowed)
+        self._pending[r] = (ctx, shared, allowed, chosen, probs)
+        return np.maximum(sizes[np.arange(len(base)), chosen], floor)
+
     @property
     def decisions(self) -> int:
         """Bandit decisions made so far (VM x resource x period)."""
@@ -253,25 +306,25 @@ class Adares:
             cost_m = self._acc_m / k / base_m + (oom_units + 2.0) * self._acc_oom
             self._learn("cpu", cost_c)
             self._learn("mem", cost_m)
+        info = self._info
+        shared = {"cpu": self._shared(cpu[-k:].mean(axis=0), self._acc_c / k, self._acc_thr / k,
+                                      info.node_cpu),
+                  "mem": self._shared(mem[-k:].mean(axis=0), self._acc_m / k, self._acc_oom > 0,
+                                      info.node_mem)}
         self._acc_c[:] = self._acc_thr[:] = self._acc_m[:] = self._acc_oom[:] = 0.0
         thr_share = self._w.thr(k).sum(axis=0) / np.maximum(cpu[-k:].sum(axis=0), 1e-12)
         ooms = self._w.oom().sum(axis=0).astype(np.float64)
         cw = cpu[-self.cpu_window:]
-        base_c = np.maximum(np.quantile(cw, 0.95, axis=0), MIN_CPU)
+        base_c = np.maximum(_rows_quantile(cw, 0.95), MIN_CPU)
         peak_m = mem[-self.mem_window:].max(axis=0)
         base_m = np.maximum(peak_m, MIN_MEM)
-        floor_c = np.quantile(cw, self.cpu_floor_quantile, axis=0) * (1 + self.margin)
+        floor_c = _rows_quantile(cw, self.cpu_floor_quantile) * (1 + self.margin)
         floor_m = peak_m * (1 + self.margin)
         self._pending = {"cpu_base": base_c, "mem_base": base_m}
-        for r, base, floor, x in (("cpu", base_c, floor_c, cpu), ("mem", base_m, floor_m, mem)):
-            ctx = self._context(x, base, hour, thr_share, ooms)
-            sizes = base[:, None] * self.mult[None, :]
-            allowed = sizes >= floor[:, None]
-            allowed[:, -1] = True
-            shared = self._cb[r].shared_lines(ctx)
-            chosen, probs, _ = self._cb[r].choose(shared, allowed)
-            self._pending[r] = (ctx, shared, allowed, chosen, probs)
-            alloc = np.maximum(sizes[np.arange(len(base)), chosen], floor)
+        for r, base, floor, x, req in (("cpu", base_c, floor_c, cpu, info.cpu_request),
+                                       ("mem", base_m, floor_m, mem, info.mem_request)):
+            ctx = self._context(x, base, hour, thr_share, ooms, req, shared[r])
+            alloc = self._decide(r, ctx, base, floor)
             if r == "cpu":
                 self._c = np.maximum(alloc, MIN_CPU)
             else:

@@ -10,7 +10,7 @@ import numpy as np
 import statsmodels.api as sm
 
 from adares.policies.common import Window
-from adares.simulator import Observation, TraceInfo
+from adares.policies.base import Observation, TraceInfo
 from adares.trace import GIB, Trace
 
 MIN_CPU = 0.025           # cores: the VPA's pod minimum, used as every policy's floor

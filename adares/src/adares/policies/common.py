@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from adares.simulator import Observation
+from adares.policies.base import Observation
 
 
 class Window:

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from adares.simulator import Observation, TraceInfo
+from adares.policies.base import Observation, TraceInfo
 from adares.vpa.batch import BatchDecayingHistogram, BatchMemoryPeaks
 from adares.vpa.histogram import CPU_HISTOGRAM_OPTIONS, MEMORY_HISTOGRAM_OPTIONS, MIN_SAMPLE_WEIGHT
 from adares.vpa.recommender import MAX_RESOURCE_AMOUNT, MIB, RecommenderConfig
