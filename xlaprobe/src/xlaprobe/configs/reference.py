@@ -16,7 +16,9 @@ Two modes, one rule table:
   dtype. It models an honest computation in the program's own precision; its distance from the
   float64 run is the error budget the oracle allows a configuration, so that ill-conditioned
   programs raise no alarm while a fault far beyond that budget still does. float16 and bfloat16
-  sums accumulate in float32, as every hardware dot unit and XLA:CPU do.
+  sums accumulate in float32, as every hardware dot unit and XLA:CPU do, except scatters: their
+  combines round to the output dtype one update at a time, in XLA:CPU's order
+  (`_scatter_rounding`).
 
 Integers and booleans are exact in both modes: arithmetic wraps in two's complement, division and
 remainder truncate, shifts and conversions saturate or wrap exactly as XLA specifies. Operations
@@ -146,10 +148,21 @@ def _finish(value: Any, aval: Any, native: bool, flush: bool = False,
         if native and np.dtype(dtype) != out.dtype:
             out = out.astype(dtype).astype(out.dtype)
         if flush and kind == "f":
-            tiny = float(ml_dtypes.finfo(dtype).tiny)
-            out = np.where(np.abs(out) < tiny, np.copysign(0.0, out), out).astype(out.dtype)
+            out = _flushed(out, dtype)
         return out
     return np.asarray(value).astype(dtype, copy=False)
+
+
+def _flushed(x: np.ndarray, dtype: Any) -> np.ndarray:
+    """`x` (float64) with values below `dtype`'s smallest normal flushed to zero of their sign."""
+    tiny = float(ml_dtypes.finfo(dtype).tiny)
+    return np.where(np.abs(x) < tiny, np.copysign(0.0, x), x).astype(x.dtype)
+
+
+def _rounded(x: np.ndarray, dtype: Any, flush: bool) -> np.ndarray:
+    """`x` (float64) rounded to float `dtype` and carried as float64; flushed with `flush`."""
+    out = np.asarray(x, np.float64).astype(dtype).astype(np.float64)
+    return _flushed(out, dtype) if flush else out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1341,11 +1354,9 @@ def _scatter_named(ufunc: np.ufunc | None) -> Rule:
         values = updates[mask]
         if ufunc is None and update_jaxpr is not None:
             return _scatter_apply(ctx, operand, targets, values, update_jaxpr, update_consts)
-        acc = operand.dtype
-        if ufunc is not None and _kind(ctx.out_dtype) == "f" and ufunc in (np.add, np.subtract,
-                                                                          np.multiply):
-            acc = ctx.acc_dtype()
-        out = np.array(operand, dtype=acc, copy=True)
+        if ufunc in _ROUNDING_COMBINERS and _kind(ctx.out_dtype) == "f":
+            return _scatter_rounding(ctx, operand, targets, values, ufunc)
+        out = np.array(operand, copy=True)
         if ufunc is None:
             out[targets] = values  # duplicate indices: XLA leaves the winner unspecified
         elif ufunc is np.maximum and _kind(ctx.out_dtype) == "f":
@@ -1353,24 +1364,96 @@ def _scatter_named(ufunc: np.ufunc | None) -> Rule:
         elif ufunc is np.minimum and _kind(ctx.out_dtype) == "f":
             _apply_at_rounds(out, targets, values, _fmin)
         else:
-            ufunc.at(out, targets, values.astype(acc))
+            ufunc.at(out, targets, values.astype(out.dtype))
         return out
     return rule
 
 
+#: Scatter combiners that round. XLA:CPU applies a scatter's updates one at a time, in the order
+#: of the updates (the operand's value first), each combine rounded to the output dtype -- also
+#: float16 and bfloat16, whose scatter-add does not accumulate in float32 (measured on jaxlib
+#: 0.12.0.1: bfloat16 256 plus eight ones is 256; float32 scatter-adds of 64 updates of mixed
+#: magnitude onto 3 elements equal the sequential sum bit for bit, not the reversed one).
+_ROUNDING_COMBINERS = (np.add, np.subtract, np.multiply)
+
+
+def _scatter_rounding(ctx: _Ctx, operand: np.ndarray, targets: tuple[np.ndarray, ...],
+                      values: np.ndarray, ufunc: np.ufunc) -> np.ndarray:
+    """A floating scatter-add, -sub or -mul. float64 mode: exact enough, in float64. Native
+    modes: XLA:CPU's order (`_ROUNDING_COMBINERS`), each combine rounded to the output dtype and,
+    in ``reference:ftz``, flushed, so that a product flushed to zero part way (-0.998 x 1.1755e-38
+    -> 0, then x 1.49 -> -0) shows as XLA:CPU computes it. Monte Carlo samples: the float64 result
+    moved by a random share of the bound on every order's error (`_any_order_error`), so that
+    the oracle's budget covers any order XLA might choose, cancellation included."""
+    out = np.array(operand, np.float64, copy=True)
+    interp = ctx.interp
+    if not interp.native or interp.rng is not None:
+        ufunc.at(out, targets, values)
+        if interp.rng is None:
+            return out
+        return out + _any_order_error(interp.rng, operand, targets, values, ufunc, out,
+                                      ctx.out_dtype)
+    dtype, flush = ctx.out_dtype, interp.flush
+    _apply_at_rounds(out, targets, values, lambda a, b: _rounded(ufunc(a, b), dtype, flush))
+    return out
+
+
+def _any_order_error(rng: np.random.Generator, operand: np.ndarray,
+                     targets: tuple[np.ndarray, ...], values: np.ndarray, ufunc: np.ufunc,
+                     exact: np.ndarray, dtype: Any) -> np.ndarray:
+    """A Monte Carlo sample of the error of a scatter's combines in any order, per element.
+
+    With k updates landing on an element, recursive summation in any order is off by at most
+    about ``k * u * sum|terms|`` (u the unit roundoff of the output dtype, the terms the
+    operand's value and the updates; Higham, "Accuracy and Stability of Numerical Algorithms",
+    2nd ed., section 4.2), which covers catastrophic cancellation (float16 0 - 65504 + 3.03 +
+    65504 is 0 in XLA's order and 3.03 in float64); a product of k factors in any order is off by
+    at most ``k * u * |product|`` (section 3.1). The sample is a random sign times a share of that
+    bound in `approximations.SAMPLED`, so the oracle (4x the largest honest error) allows one to
+    two bounds, and everything downstream sees it.
+
+    Returns:
+        float64 array of the operand's shape (units of the value).
+    """
+    shape = np.shape(operand)
+    flat = _flat_targets(targets, shape, values.size)
+    counts = np.bincount(flat, minlength=max(math.prod(shape), 1)).reshape(shape)
+    if ufunc is np.multiply:
+        scale = np.abs(exact)
+    else:
+        scale = np.abs(np.asarray(operand, np.float64)).copy()
+        np.add.at(scale, targets, np.abs(values))
+    roundoff = float(ml_dtypes.finfo(dtype).eps) / 2
+    share = rng.uniform(*approximations.SAMPLED, shape) * rng.choice([-1.0, 1.0], shape)
+    return counts * roundoff * scale * share
+
+
+def _flat_targets(targets: tuple[np.ndarray, ...], shape: tuple[int, ...], size: int) -> np.ndarray:
+    """The flat operand index of each scatter update (zeros for a 0-d operand)."""
+    if not shape:
+        return np.zeros(size, np.int64)
+    return np.ravel_multi_index(targets, shape).ravel()
+
+
 def _apply_at_rounds(out: np.ndarray, targets: tuple[np.ndarray, ...], values: np.ndarray,
                      combine: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> None:
-    """out[t] = combine(out[t], v) for each update in order; duplicates go in successive rounds."""
+    """out[t] = combine(out[t], v) for each update in order; duplicates go in successive rounds
+    (round r applies the r-th update of every element, vectorized)."""
     if not values.size:
         return
-    flat = np.ravel_multi_index(targets, out.shape) if out.ndim else np.zeros(values.shape, np.int64)
+    flat = _flat_targets(targets, out.shape, values.size)
     view = out.reshape(-1)
-    remaining = np.arange(values.size)
-    while remaining.size:
-        _, first = np.unique(flat[remaining], return_index=True)
-        chosen = remaining[np.sort(first)]
+    by_target = np.argsort(flat, kind="stable")
+    sorted_flat = flat[by_target]
+    first = np.r_[True, sorted_flat[1:] != sorted_flat[:-1]]
+    group_start = np.maximum.accumulate(np.where(first, np.arange(flat.size), 0))
+    rank = np.empty(flat.size, np.int64)
+    rank[by_target] = np.arange(flat.size) - group_start
+    by_round = np.argsort(rank, kind="stable")
+    edges = np.searchsorted(rank[by_round], np.arange(int(rank.max()) + 2))
+    for r in range(int(rank.max()) + 1):
+        chosen = by_round[edges[r]:edges[r + 1]]
         view[flat[chosen]] = combine(view[flat[chosen]], values[chosen])
-        remaining = np.setdiff1d(remaining, chosen, assume_unique=True)
 
 
 def _scatter_apply(ctx: _Ctx, operand: np.ndarray, targets: tuple[np.ndarray, ...],
@@ -1767,26 +1850,7 @@ _ACCUMULATION_TERMS: dict[str, Callable[[list[Any], dict[str, Any], np.ndarray],
     # a prefix sum's last element adds the whole axis
     "cumsum": lambda args, params, out: args[0].shape[params["axis"]] if args[0].ndim else 1,
     "reduce_window_sum": lambda args, params, out: math.prod(params["window_dimensions"]),
-    "scatter-add": lambda args, params, out: 1 + _most_collisions(args, params),
 }
 
-
-def _most_collisions(args: list[Any], params: dict[str, Any]) -> int:
-    """Most scatter updates landing on one operand element (0 when none lands).
-
-    >>> import jax, jax.numpy as jnp
-    >>> eqn = jax.make_jaxpr(lambda x, i, u: x.at[i].add(u))(
-    ...     jnp.zeros(4), jnp.array([1, 3, 1, 1]), jnp.ones(4)).eqns[-1]
-    >>> _most_collisions([np.zeros(4), np.array([[1], [3], [1], [1]]), np.ones(4)], eqn.params)
-    3
-    """
-    operand, indices, updates = args[:3]
-    targets, landed = _scatter_targets(operand, indices, updates, params["dimension_numbers"],
-                                       params["mode"])
-    if not operand.ndim:  # every update that lands adds to the one element
-        return int(np.count_nonzero(landed))
-    if not targets[0].size:
-        return 0
-    return int(np.bincount(np.ravel(np.ravel_multi_index(targets, operand.shape))).max())
 
 KIND = ReferenceKind()
