@@ -144,3 +144,35 @@ def test_reduce_prod_flushed_in_order_is_ftz_and_wrong_product_is_not():
     y = np.array([0.5, 0.5, 0.5, 2.0, 4.0, 4.0, 4.0], F32)
     assert _judged(jnp.prod, (y,), [np.asarray(F32(0))]).kind is VerdictKind.MISMATCH
     assert _judged(jnp.prod, (y,), [np.asarray(jax.jit(jnp.prod)(y))]).kind is VerdictKind.OK
+
+
+def test_cumprod_flushed_in_xla_order_is_ftz_and_a_wrong_zero_is_not():
+    # Campaign seed 52001072: XLA's cumprod (an associative scan) of -0.205, -2, -2, 1.1755e-38,
+    # 1.82 ends in -0 (a partial product flushed), float64 -1.76e-38: some order flushes.
+    x = np.array([-0.20540439, -2.0, -2.0, TINY32, 1.8219491], F32)
+    xla = np.asarray(jax.jit(jnp.cumprod)(x))
+    assert xla[-1] == 0.0 and np.signbit(xla[-1])
+    verdict = _judged(jnp.cumprod, (x,), [xla])
+    assert (verdict.kind, verdict.freedom) == (VerdictKind.OK, "ftz")
+    y = np.array([-0.20540439, -2.0, -2.0, 3.0, 1.8219491], F32)  # no order reaches a subnormal
+    wrong = np.asarray(jax.jit(jnp.cumprod)(y)).copy()
+    wrong[-1] = -0.0
+    assert _judged(jnp.cumprod, (y,), [wrong]).kind is VerdictKind.MISMATCH
+
+
+@pytest.mark.parametrize("op", ["add", "max", "mul"])
+def test_scatter_onto_a_transposed_operand_applies_every_update(op):
+    # Campaign seeds 52001844 and 52001359: the reference copied a transposed (or broadcast)
+    # operand with its strides, wrote the updates into a flat copy of that copy, and lost them.
+    o = np.arange(12, dtype=F32).reshape(3, 4) / 7 + 1
+    i, u = np.array([2, 0, 2], np.int32), np.array([1.5, -2.0, 3.0], F32)
+
+    def fn(o, i, u):
+        return getattr(o.T.at[i], {"mul": "multiply"}.get(op, op))(u)
+
+    closed = jax.make_jaxpr(fn)(o, i, u)
+    xla = np.asarray(jax.jit(fn)(o, i, u))
+    for native in (False, True):
+        [got] = reference.evaluate(closed, [o, i, u], round_each_op=native)
+        np.testing.assert_allclose(got, xla, rtol=1e-6)
+    assert _judged(fn, (o, i, u), [xla]).kind is VerdictKind.OK

@@ -933,8 +933,28 @@ def _reduce_sum(ctx: _Ctx, x: np.ndarray, *, axes: Sequence[int], **_: Any) -> n
 def _reduce_prod(ctx: _Ctx, x: np.ndarray, *, axes: Sequence[int], **_: Any) -> np.ndarray:
     acc = ctx.acc_dtype()
     if ctx.interp.flush and _kind(acc) == "f":
-        return _flushed_product(x.astype(acc), tuple(axes))
+        out = _flushed_product(x.astype(acc), tuple(axes))
+        return _flushed_in_some_order(out, np.prod(_small_factors(x), axis=tuple(axes)), acc)
     return np.prod(x.astype(acc), axis=tuple(axes), dtype=acc)
+
+
+def _small_factors(x: np.ndarray) -> np.ndarray:
+    """|x| where it is below 1, else 1 (float64): their product is the smallest partial product
+    any order of multiplying the factors can reach."""
+    magnitude = np.abs(np.asarray(x, np.float64))
+    return np.where(magnitude < 1.0, magnitude, 1.0)
+
+
+def _flushed_in_some_order(out: np.ndarray, smallest_partial: np.ndarray, dtype: Any) -> np.ndarray:
+    """A product's result (``reference:ftz``) as zero of its sign wherever *some* order of its
+    factors passes through a partial product below `dtype`'s smallest normal, which XLA:CPU
+    flushes: the order of a reduction or of a cumulative product (an associative scan) is XLA's
+    to choose. `smallest_partial` is the product of the small factors (`_small_factors`), the
+    smallest partial product over every order (campaign seed 52001072: XLA's cumprod of
+    -0.205, -2, -2, 1.1755e-38, 1.82 is -0 at the end, float64 -1.76e-38)."""
+    tiny = float(ml_dtypes.finfo(dtype).tiny)
+    out = np.asarray(out, np.float64)
+    return np.where(smallest_partial < tiny, np.copysign(0.0, out), out)
 
 
 def _flushed_product(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
@@ -1014,6 +1034,8 @@ def _cumulative(kind: str) -> Rule:
             out = np.cumsum(x, axis=axis, dtype=x.dtype)
         elif kind == "prod":
             out = np.cumprod(x, axis=axis, dtype=x.dtype)
+            if ctx.interp.flush and float_:
+                out = _flushed_in_some_order(out, np.cumprod(_small_factors(x), axis=axis), x.dtype)
         elif kind == "logsumexp":
             out = np.logaddexp.accumulate(x, axis=axis)
         elif kind == "max":
@@ -1356,7 +1378,7 @@ def _scatter_named(ufunc: np.ufunc | None) -> Rule:
             return _scatter_apply(ctx, operand, targets, values, update_jaxpr, update_consts)
         if ufunc in _ROUNDING_COMBINERS and _kind(ctx.out_dtype) == "f":
             return _scatter_rounding(ctx, operand, targets, values, ufunc)
-        out = np.array(operand, copy=True)
+        out = np.array(operand, copy=True, order="C")  # `_apply_at_rounds` writes a flat view
         if ufunc is None:
             out[targets] = values  # duplicate indices: XLA leaves the winner unspecified
         elif ufunc is np.maximum and _kind(ctx.out_dtype) == "f":
@@ -1385,7 +1407,7 @@ def _scatter_rounding(ctx: _Ctx, operand: np.ndarray, targets: tuple[np.ndarray,
     -> 0, then x 1.49 -> -0) shows as XLA:CPU computes it. Monte Carlo samples: the float64 result
     moved by a random share of the bound on every order's error (`_any_order_error`), so that
     the oracle's budget covers any order XLA might choose, cancellation included."""
-    out = np.array(operand, np.float64, copy=True)
+    out = np.array(operand, np.float64, copy=True, order="C")
     interp = ctx.interp
     if not interp.native or interp.rng is not None:
         ufunc.at(out, targets, values)
@@ -1395,6 +1417,10 @@ def _scatter_rounding(ctx: _Ctx, operand: np.ndarray, targets: tuple[np.ndarray,
                                       ctx.out_dtype)
     dtype, flush = ctx.out_dtype, interp.flush
     _apply_at_rounds(out, targets, values, lambda a, b: _rounded(ufunc(a, b), dtype, flush))
+    if flush and ufunc is np.multiply:
+        smallest = _small_factors(operand)
+        np.multiply.at(smallest, targets, _small_factors(values))
+        return _flushed_in_some_order(out, smallest, dtype)
     return out
 
 
@@ -1438,9 +1464,14 @@ def _flat_targets(targets: tuple[np.ndarray, ...], shape: tuple[int, ...], size:
 def _apply_at_rounds(out: np.ndarray, targets: tuple[np.ndarray, ...], values: np.ndarray,
                      combine: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> None:
     """out[t] = combine(out[t], v) for each update in order; duplicates go in successive rounds
-    (round r applies the r-th update of every element, vectorized)."""
+    (round r applies the r-th update of every element, vectorized). `out` must be C-contiguous:
+    a copy with NumPy's default order keeps a transposed or broadcast operand's strides, its
+    flat reshape is then a copy, and every update was lost (campaign seeds 52001359 and
+    52001844: scatter-max onto a transpose and a broadcast, flagged although XLA was right)."""
     if not values.size:
         return
+    if not out.flags.c_contiguous:
+        raise ValueError("scatter rounds need a C-contiguous operand copy")
     flat = _flat_targets(targets, out.shape, values.size)
     view = out.reshape(-1)
     by_target = np.argsort(flat, kind="stable")
@@ -1460,7 +1491,7 @@ def _scatter_apply(ctx: _Ctx, operand: np.ndarray, targets: tuple[np.ndarray, ..
                    values: np.ndarray, update_jaxpr: Any, update_consts: Any) -> np.ndarray:
     closed = (jaxcompat.close(update_jaxpr, update_consts) if update_consts
               else jaxcompat.as_closed(update_jaxpr))
-    out = np.array(operand, copy=True)
+    out = np.array(operand, copy=True, order="C")
     _apply_at_rounds(out, targets, values, lambda a, b: ctx.eval(closed, [a, b])[0])
     return out
 
