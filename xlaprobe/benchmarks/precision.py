@@ -7,8 +7,9 @@ distinct finding (one per fingerprint, the first seed that showed it) is
 
 - reduced (`xlaprobe.localization.reduce`) and the reduced program rechecked under
   ``xla,xla:O0,eager,reference``;
-- localized (`xlaprobe.localization.localize`), giving its bug key after triage
-  (`Localization.bug_key`: the failing operation and its dtype class);
+- localized (`xlaprobe.localization.localize`) on the reduced program (the original where
+  reduction failed), giving its bug key after triage (`Localization.bug_key`: the failing
+  operation and its dtype class; a crash or compile error keeps its signature key);
 - classified: ``real`` (an XLA bug), ``legal`` (a difference the dtype or a freedom allows: the
   oracle's ``freedom:`` label) or ``oracle`` (the oracle's fault: the honest answer was flagged).
   Crashes, compile errors of valid programs and hangs are real; a labelled freedom is legal; a
@@ -37,33 +38,26 @@ from pathlib import Path
 from typing import Any
 
 from xlaprobe.artifact import load_artifact
-from xlaprobe.campaign import Campaign, parse_duration
+from xlaprobe.campaign import parse_duration
 from xlaprobe.checking import DEFAULT_CONFIGS, check_program
 from xlaprobe.localization import localize, make_pool
 from xlaprobe.localization.reduce import reduce
 from xlaprobe.sources.generator import generate
 from xlaprobe.store import Store, StoredFinding
 
+sys.path.insert(0, str(Path(__file__).parent))
+from triage import _campaign as triage_campaign  # noqa: E402 - the same campaign loop
+
 #: Verdict kinds that are XLA bugs whatever the numbers: the program is valid JAX.
 ALWAYS_REAL = {"crash", "compile-error", "timeout"}
 
 
 def _campaign(db: Path, time_s: float, seed: int, jobs: int) -> None:
-    campaign = Campaign(db, DEFAULT_CONFIGS.split(","), seed=seed, jobs=jobs)
-    last = [0.0]
-
-    def progress(summary: Any) -> None:
-        if time.monotonic() - last[0] >= 60:
-            last[0] = time.monotonic()
-            print(f"  {summary.elapsed_s:5.0f} s: {summary.programs} programs, "
-                  f"{summary.findings} findings, {summary.unique_findings} fingerprints",
-                  file=sys.stderr, flush=True)
-    try:
-        summary = campaign.run(time_s, on_progress=progress)
-    finally:
-        campaign.close()
-    print(f"campaign: {summary.programs} programs in {summary.elapsed_s:.0f} s "
-          f"({summary.programs / max(summary.elapsed_s, 1e-9):.2f} programs/s), "
+    started = time.perf_counter()
+    summary = triage_campaign(db, DEFAULT_CONFIGS.split(","), time_s, seed, False, jobs)
+    elapsed = time.perf_counter() - started
+    print(f"campaign: {summary.programs} programs in {elapsed:.0f} s "
+          f"({summary.programs / max(elapsed, 1e-9):.2f} programs/s), "
           f"{summary.findings} finding rows, {summary.unique_findings} fingerprints", flush=True)
 
 
@@ -113,8 +107,10 @@ def _triage_one(finding: StoredFinding, pool: Any, max_tests: int,
         row.update(failing_reduced=[], bug_key=None, reduce_error="not reproduced")
         return row
     try:
+        # Each test of a crash restarts a worker: a smaller budget.
+        budget = max_tests if finding.kind not in ("crash", "compile-error") else max_tests // 3
         reduction = reduce(program, finding.config, pool, check=check, timeout_s=timeout_s,
-                           max_tests=max_tests)
+                           max_tests=budget)
         reduced = reduction.reduced
         row.update(equations=f"{reduction.equations_before}->{reduction.equations_after}",
                    primitives=sorted(set(reduction.primitives)),
@@ -124,6 +120,8 @@ def _triage_one(finding: StoredFinding, pool: Any, max_tests: int,
         worst = [(v.config, v.output, v.expected, v.actual) for leaves in recheck.verdicts
                  for v in leaves if v.kind.is_finding][:1]
         row["worst"] = worst[0] if worst else None
+        if finding.config in row["failing_reduced"]:
+            program, check = reduced, None  # localize the smallest program that fails
     except Exception as exc:  # noqa: BLE001 - a benchmark row, not a crash of the run
         row.update(failing_reduced=[], reduce_error=f"{type(exc).__name__}: {str(exc)[:160]}")
     row["reduce_s"] = round(time.perf_counter() - started, 1)
@@ -176,8 +174,12 @@ def main() -> None:
     parser.add_argument("--max-tests", type=int, default=120, help="reduction budget (checks)")
     parser.add_argument("--timeout", type=float, default=300.0, help="per-run limit (s)")
     parser.add_argument("--json", help="also write the rows and the summary to this file")
+    parser.add_argument("--rows", help="a previous --json whose rows are reused by fingerprint "
+                                       "(triage a growing campaign in steps)")
     args = parser.parse_args()
     labels = json.loads(Path(args.labels).read_text()) if args.labels else {}
+    done = {r["fingerprint"]: r for r in json.loads(Path(args.rows).read_text())["rows"]} \
+        if args.rows else {}
     with tempfile.TemporaryDirectory(prefix="xlaprobe-precision-") as tmp:
         db = Path(args.db) if args.db else Path(tmp) / "precision.db"
         if not args.triage_only:
@@ -185,7 +187,9 @@ def main() -> None:
         rows = []
         with make_pool(size=1, timeout_s=args.timeout) as pool:
             for finding, count in _distinct(db).values():
-                row = _triage_one(finding, pool, args.max_tests, args.timeout) | {"rows": count}
+                row = done.get(finding.fingerprint) or _triage_one(
+                    finding, pool, args.max_tests, args.timeout)
+                row["rows"] = count
                 auto = _auto_class(finding, row["failing_reduced"])
                 given = labels.get(finding.fingerprint, {})
                 row.update({"class": given.get("class") or auto[0] or "unclassified",
