@@ -176,3 +176,28 @@ def test_scatter_onto_a_transposed_operand_applies_every_update(op):
         [got] = reference.evaluate(closed, [o, i, u], round_each_op=native)
         np.testing.assert_allclose(got, xla, rtol=1e-6)
     assert _judged(fn, (o, i, u), [xla]).kind is VerdictKind.OK
+
+
+def test_bfloat16_cumlogsumexp_rounds_each_step_like_xla():
+    # Campaign seed 52001125: JAX lowers cumlogsumexp to a reduce_window whose combiner
+    # max(a, b) + log1p(exp(-|a - b|)) rounds every op to bfloat16; the native run does too, so
+    # XLA's answer (several ULPs from float64 after cancellation) is honest, a planted error not.
+    import ml_dtypes
+
+    d = np.array([[1.21875, -1.3203125, -0.63671875, -1.53125],
+                  [0.984375, -1.2421875, -0.796875, -0.578125],
+                  [0.66796875, -0.58984375, -0.2177734375, -1.4609375],
+                  [1.6015625, 1.109375, 1.8046875, 0.412109375],
+                  [0.028076171875, 1.546875, -1.5546875, 0.283203125],
+                  [-0.00014019012451171875, -2.09375, -1.1796875, 2.328125]], ml_dtypes.bfloat16)
+
+    def fn(v):
+        return jax.lax.cumlogsumexp(v, axis=0)
+
+    xla = np.asarray(jax.jit(fn)(d))
+    [native] = reference.evaluate(jax.make_jaxpr(fn)(d), [d], round_each_op=True)
+    np.testing.assert_array_equal(native, xla.astype(np.float64))
+    assert _judged(fn, (d,), [xla]).kind is VerdictKind.OK
+    wrong = xla.copy()
+    wrong[3, 2] = ml_dtypes.bfloat16(float(xla[3, 2]) + 0.25)
+    assert _judged(fn, (d,), [wrong]).kind is VerdictKind.MISMATCH
