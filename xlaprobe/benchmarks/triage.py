@@ -40,8 +40,9 @@ DEFAULT_CONFIGS = ("xla,eager,reference,mutant:swap-subtract-fused,mutant:reduce
                    "mutant:crash-on-sort")
 
 
-def _campaign(db: Path, configs: list[str], time_s: float, seed: int, resume: bool) -> Any:
-    campaign = Campaign(db, configs, seed=seed, jobs=1, resume=resume)
+def _campaign(db: Path, configs: list[str], time_s: float, seed: int, resume: bool,
+              jobs: int = 1) -> Any:
+    campaign = Campaign(db, configs, seed=seed, jobs=jobs, resume=resume)
     last = [0.0]
 
     def progress(summary: Any) -> None:

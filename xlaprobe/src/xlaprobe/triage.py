@@ -8,15 +8,16 @@ A finding's fingerprint names its failure, never the circumstances of the run:
     failed check, no values, no addresses; glibc's heap-corruption messages, which vary from run
     to run for one out-of-bounds write, are one class);
   - for a compile error, its normalized message (`error_signature`);
-  - otherwise the primitives of the failing outputs' cone of influence and the input dtypes it
-    reads (`xlaprobe.jaxprs.output_cone`);
+  - otherwise the primitives of the failing outputs' cone of influence and the classes of the
+    input dtypes it reads (`xlaprobe.jaxprs.output_cone`, `dtype_class`);
   Which configurations failed alike is data stored with the finding, not part of the key.
 * a planted fault (a ``mutant:`` configuration's finding that no configuration without one
   shares, `planted_fault`) is one defect by construction, whatever it breaks and wherever: its
   key is its name alone, before and after localization.
 * after localization (`localized_key`): the failing operation itself (jaxpr primitive or HLO
-  opcode, its dtypes, the guilty pass), so a crash and a mismatch of one operation, or one
-  operation reached from two unrelated programs, are one bug.
+  opcode, its dtypes' classes, the guilty pass), so a crash and a mismatch of one operation, one
+  operation reached from two unrelated programs, or one kernel failing alike in float32 and
+  bfloat16 or at two sizes (shapes never enter a key), are one bug.
 
 Source: the bucketing of crash reports by normalized top frames and of miscompilations by the
 reduced failing operation, as in C-Reduce/CSmith triage and NNSmith's report deduplication.
@@ -88,6 +89,28 @@ def error_signature(error: str) -> str:
     return _mask(lines[-1] if lines else "")
 
 
+#: Dtype name prefixes -> class, longest first. Widths of one class are one key: a kernel that
+#: mishandles subnormals or a rounding step fails in float32 and bfloat16 alike (cbrt of
+#: subnormals gave three fingerprints in one campaign), and JAX widens narrow floats to float32
+#: for many primitives anyway.
+_DTYPE_CLASSES = (("bfloat", "float"), ("float", "float"), ("complex", "complex"),
+                  ("uint", "uint"), ("int", "int"), ("bool", "bool"), ("pred", "bool"),
+                  ("bf", "float"), ("f", "float"), ("c", "complex"), ("u", "uint"),
+                  ("s", "int"), ("i", "int"))
+
+
+def dtype_class(name: str) -> str:
+    """The class of a NumPy or HLO dtype name that triage keys use: ``float`` (every width,
+    bfloat16 and float8 kinds included), ``complex``, ``int``, ``uint`` or ``bool``; a name of
+    no class is returned as it is (a PRNG key type).
+
+    >>> [dtype_class(n) for n in ("bfloat16", "f32", "float8_e4m3fn", "u8", "int4", "pred")]
+    ['float', 'float', 'float', 'uint', 'int', 'bool']
+    """
+    return next((c for prefix, c in _DTYPE_CLASSES if name.startswith(prefix)
+                 and (len(prefix) > 2 or name[len(prefix):][:1].isdigit())), name)
+
+
 def _digest(*parts: str) -> str:
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
@@ -130,7 +153,8 @@ def finding_key(program: Any, config: str, kind: VerdictKind, outputs: Sequence[
     if kind is VerdictKind.COMPILE_ERROR:
         return _digest("compile-error", error_signature(error))
     primitives, dtypes = jaxprs.output_cone(program.jaxpr, outputs)
-    return _digest(kind.family, ",".join(sorted(primitives)), ",".join(sorted(dtypes)), "")
+    classes = {dtype_class(d) for d in dtypes}
+    return _digest(kind.family, ",".join(sorted(primitives)), ",".join(sorted(classes)), "")
 
 
 def localized_key(operation: str, dtypes: Sequence[str], guilty_pass: str = "",
@@ -140,7 +164,8 @@ def localized_key(operation: str, dtypes: Sequence[str], guilty_pass: str = "",
     Args:
         operation: the failing HLO opcode inside the kernel when tier 4 named it, else the
             failing jaxpr primitive.
-        dtypes: its operand and result dtype names (order does not matter).
+        dtypes: its operand and result dtype names (order does not matter; only their
+            classes enter the key, `dtype_class`).
         guilty_pass: the HLO pass whose disabling fixes it (``""``: none named).
         planted: a planted fault's name (`planted_fault`).
 
@@ -151,7 +176,10 @@ def localized_key(operation: str, dtypes: Sequence[str], guilty_pass: str = "",
     True
     >>> localized_key("subtract", ["f32"], "p", "swap") == localized_key("dot", [], "", "swap")
     True
+    >>> localized_key("cbrt", ["float32"]) == localized_key("cbrt", ["bfloat16"])
+    True
     """
     if planted:
         return _digest("planted", planted)
-    return _digest("op", operation, ",".join(sorted(set(dtypes))), guilty_pass, "")
+    classes = {dtype_class(d) for d in dtypes}
+    return _digest("op", operation, ",".join(sorted(classes)), guilty_pass, "")

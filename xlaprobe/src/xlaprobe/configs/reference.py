@@ -16,7 +16,9 @@ Two modes, one rule table:
   dtype. It models an honest computation in the program's own precision; its distance from the
   float64 run is the error budget the oracle allows a configuration, so that ill-conditioned
   programs raise no alarm while a fault far beyond that budget still does. float16 and bfloat16
-  sums accumulate in float32, as every hardware dot unit and XLA:CPU do.
+  sums accumulate in float32, as every hardware dot unit and XLA:CPU do, except scatters: their
+  combines round to the output dtype one update at a time, in XLA:CPU's order
+  (`_scatter_rounding`).
 
 Integers and booleans are exact in both modes: arithmetic wraps in two's complement, division and
 remainder truncate, shifts and conversions saturate or wrap exactly as XLA specifies. Operations
@@ -146,10 +148,21 @@ def _finish(value: Any, aval: Any, native: bool, flush: bool = False,
         if native and np.dtype(dtype) != out.dtype:
             out = out.astype(dtype).astype(out.dtype)
         if flush and kind == "f":
-            tiny = float(ml_dtypes.finfo(dtype).tiny)
-            out = np.where(np.abs(out) < tiny, np.copysign(0.0, out), out).astype(out.dtype)
+            out = _flushed(out, dtype)
         return out
     return np.asarray(value).astype(dtype, copy=False)
+
+
+def _flushed(x: np.ndarray, dtype: Any) -> np.ndarray:
+    """`x` (float64) with values below `dtype`'s smallest normal flushed to zero of their sign."""
+    tiny = float(ml_dtypes.finfo(dtype).tiny)
+    return np.where(np.abs(x) < tiny, np.copysign(0.0, x), x).astype(x.dtype)
+
+
+def _rounded(x: np.ndarray, dtype: Any, flush: bool) -> np.ndarray:
+    """`x` (float64) rounded to float `dtype` and carried as float64; flushed with `flush`."""
+    out = np.asarray(x, np.float64).astype(dtype).astype(np.float64)
+    return _flushed(out, dtype) if flush else out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -920,8 +933,28 @@ def _reduce_sum(ctx: _Ctx, x: np.ndarray, *, axes: Sequence[int], **_: Any) -> n
 def _reduce_prod(ctx: _Ctx, x: np.ndarray, *, axes: Sequence[int], **_: Any) -> np.ndarray:
     acc = ctx.acc_dtype()
     if ctx.interp.flush and _kind(acc) == "f":
-        return _flushed_product(x.astype(acc), tuple(axes))
+        out = _flushed_product(x.astype(acc), tuple(axes))
+        return _flushed_in_some_order(out, np.prod(_small_factors(x), axis=tuple(axes)), acc)
     return np.prod(x.astype(acc), axis=tuple(axes), dtype=acc)
+
+
+def _small_factors(x: np.ndarray) -> np.ndarray:
+    """|x| where it is below 1, else 1 (float64): their product is the smallest partial product
+    any order of multiplying the factors can reach."""
+    magnitude = np.abs(np.asarray(x, np.float64))
+    return np.where(magnitude < 1.0, magnitude, 1.0)
+
+
+def _flushed_in_some_order(out: np.ndarray, smallest_partial: np.ndarray, dtype: Any) -> np.ndarray:
+    """A product's result (``reference:ftz``) as zero of its sign wherever *some* order of its
+    factors passes through a partial product below `dtype`'s smallest normal, which XLA:CPU
+    flushes: the order of a reduction or of a cumulative product (an associative scan) is XLA's
+    to choose. `smallest_partial` is the product of the small factors (`_small_factors`), the
+    smallest partial product over every order (campaign seed 52001072: XLA's cumprod of
+    -0.205, -2, -2, 1.1755e-38, 1.82 is -0 at the end, float64 -1.76e-38)."""
+    tiny = float(ml_dtypes.finfo(dtype).tiny)
+    out = np.asarray(out, np.float64)
+    return np.where(smallest_partial < tiny, np.copysign(0.0, out), out)
 
 
 def _flushed_product(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
@@ -1001,6 +1034,10 @@ def _cumulative(kind: str) -> Rule:
             out = np.cumsum(x, axis=axis, dtype=x.dtype)
         elif kind == "prod":
             out = np.cumprod(x, axis=axis, dtype=x.dtype)
+            if ctx.interp.flush and float_:
+                out = _flushed_in_some_order(out, np.cumprod(_small_factors(x), axis=axis), x.dtype)
+        elif kind == "logsumexp" and ctx.native and float_:
+            out = _cumlogsumexp_rounded(x, axis, ctx.out_dtype, ctx.interp.rng)
         elif kind == "logsumexp":
             out = np.logaddexp.accumulate(x, axis=axis)
         elif kind == "max":
@@ -1009,6 +1046,34 @@ def _cumulative(kind: str) -> Rule:
             out = (np.minimum if x.dtype != np.bool_ else np.logical_and).accumulate(x, axis=axis)
         return np.flip(out, axis) if reverse else out
     return rule
+
+
+def _cumlogsumexp_rounded(x: np.ndarray, axis: int, dtype: Any,
+                          rng: np.random.Generator | None) -> np.ndarray:
+    """cumlogsumexp in native mode, as JAX lowers it: a reduce_window whose combiner is
+    ``max(a, b) + log1p(exp(-|a - b|))`` in the output dtype, every op rounded to it (in
+    bfloat16 the log1p term near 0.69 is off by up to 0.002, which cancellation against a
+    negative max leaves as the whole answer: campaign seed 52001125 gave 0.00977 where float64
+    gives 0.00919); with `rng` (Monte Carlo arithmetic) each op is first perturbed by up to one
+    unit roundoff."""
+    roundoff = float(ml_dtypes.finfo(dtype).eps) / 2
+
+    def op(value: np.ndarray) -> np.ndarray:
+        value = np.asarray(value, np.float64)
+        if rng is not None:
+            value = value * (1.0 + roundoff * rng.uniform(-1.0, 1.0, value.shape))
+        return _rounded(value, dtype, False)
+    moved = np.moveaxis(np.asarray(x, np.float64), axis, 0)
+    out = np.empty_like(moved)
+    acc = _rounded(moved[0], dtype, False) if moved.shape[0] else moved[:0]
+    for k in range(moved.shape[0]):
+        if k:
+            b = moved[k]
+            diff = op(acc - b)
+            step = op(np.maximum(acc, b) + op(np.log1p(op(np.exp(-np.abs(diff))))))
+            acc = np.where(np.isnan(diff), acc + b, step)
+        out[k] = acc
+    return np.moveaxis(out, 0, axis)
 
 
 def _generic_reduce(ctx: _Ctx, *args: np.ndarray, jaxpr: Any, dimensions: Sequence[int],
@@ -1341,11 +1406,9 @@ def _scatter_named(ufunc: np.ufunc | None) -> Rule:
         values = updates[mask]
         if ufunc is None and update_jaxpr is not None:
             return _scatter_apply(ctx, operand, targets, values, update_jaxpr, update_consts)
-        acc = operand.dtype
-        if ufunc is not None and _kind(ctx.out_dtype) == "f" and ufunc in (np.add, np.subtract,
-                                                                          np.multiply):
-            acc = ctx.acc_dtype()
-        out = np.array(operand, dtype=acc, copy=True)
+        if ufunc in _ROUNDING_COMBINERS and _kind(ctx.out_dtype) == "f":
+            return _scatter_rounding(ctx, operand, targets, values, ufunc)
+        out = np.array(operand, copy=True, order="C")  # `_apply_at_rounds` writes a flat view
         if ufunc is None:
             out[targets] = values  # duplicate indices: XLA leaves the winner unspecified
         elif ufunc is np.maximum and _kind(ctx.out_dtype) == "f":
@@ -1353,31 +1416,112 @@ def _scatter_named(ufunc: np.ufunc | None) -> Rule:
         elif ufunc is np.minimum and _kind(ctx.out_dtype) == "f":
             _apply_at_rounds(out, targets, values, _fmin)
         else:
-            ufunc.at(out, targets, values.astype(acc))
+            ufunc.at(out, targets, values.astype(out.dtype))
         return out
     return rule
 
 
+#: Scatter combiners that round. XLA:CPU applies a scatter's updates one at a time, in the order
+#: of the updates (the operand's value first), each combine rounded to the output dtype -- also
+#: float16 and bfloat16, whose scatter-add does not accumulate in float32 (measured on jaxlib
+#: 0.12.0.1: bfloat16 256 plus eight ones is 256; float32 scatter-adds of 64 updates of mixed
+#: magnitude onto 3 elements equal the sequential sum bit for bit, not the reversed one).
+_ROUNDING_COMBINERS = (np.add, np.subtract, np.multiply)
+
+
+def _scatter_rounding(ctx: _Ctx, operand: np.ndarray, targets: tuple[np.ndarray, ...],
+                      values: np.ndarray, ufunc: np.ufunc) -> np.ndarray:
+    """A floating scatter-add, -sub or -mul. float64 mode: exact enough, in float64. Native
+    modes: XLA:CPU's order (`_ROUNDING_COMBINERS`), each combine rounded to the output dtype and,
+    in ``reference:ftz``, flushed, so that a product flushed to zero part way (-0.998 x 1.1755e-38
+    -> 0, then x 1.49 -> -0) shows as XLA:CPU computes it. Monte Carlo samples: the float64 result
+    moved by a random share of the bound on every order's error (`_any_order_error`), so that
+    the oracle's budget covers any order XLA might choose, cancellation included."""
+    out = np.array(operand, np.float64, copy=True, order="C")
+    interp = ctx.interp
+    if not interp.native or interp.rng is not None:
+        ufunc.at(out, targets, values)
+        if interp.rng is None:
+            return out
+        return out + _any_order_error(interp.rng, operand, targets, values, ufunc, out,
+                                      ctx.out_dtype)
+    dtype, flush = ctx.out_dtype, interp.flush
+    _apply_at_rounds(out, targets, values, lambda a, b: _rounded(ufunc(a, b), dtype, flush))
+    if flush and ufunc is np.multiply:
+        smallest = _small_factors(operand)
+        np.multiply.at(smallest, targets, _small_factors(values))
+        return _flushed_in_some_order(out, smallest, dtype)
+    return out
+
+
+def _any_order_error(rng: np.random.Generator, operand: np.ndarray,
+                     targets: tuple[np.ndarray, ...], values: np.ndarray, ufunc: np.ufunc,
+                     exact: np.ndarray, dtype: Any) -> np.ndarray:
+    """A Monte Carlo sample of the error of a scatter's combines in any order, per element.
+
+    With k updates landing on an element, recursive summation in any order is off by at most
+    about ``k * u * sum|terms|`` (u the unit roundoff of the output dtype, the terms the
+    operand's value and the updates; Higham, "Accuracy and Stability of Numerical Algorithms",
+    2nd ed., section 4.2), which covers catastrophic cancellation (float16 0 - 65504 + 3.03 +
+    65504 is 0 in XLA's order and 3.03 in float64); a product of k factors in any order is off by
+    at most ``k * u * |product|`` (section 3.1). The sample is a random sign times a share of that
+    bound in `approximations.SAMPLED`, so the oracle (4x the largest honest error) allows one to
+    two bounds, and everything downstream sees it.
+
+    Returns:
+        float64 array of the operand's shape (units of the value).
+    """
+    shape = np.shape(operand)
+    flat = _flat_targets(targets, shape, values.size)
+    counts = np.bincount(flat, minlength=max(math.prod(shape), 1)).reshape(shape)
+    if ufunc is np.multiply:
+        scale = np.abs(exact)
+    else:
+        scale = np.abs(np.asarray(operand, np.float64)).copy()
+        np.add.at(scale, targets, np.abs(values))
+    roundoff = float(ml_dtypes.finfo(dtype).eps) / 2
+    share = rng.uniform(*approximations.SAMPLED, shape) * rng.choice([-1.0, 1.0], shape)
+    return counts * roundoff * scale * share
+
+
+def _flat_targets(targets: tuple[np.ndarray, ...], shape: tuple[int, ...], size: int) -> np.ndarray:
+    """The flat operand index of each scatter update (zeros for a 0-d operand)."""
+    if not shape:
+        return np.zeros(size, np.int64)
+    return np.ravel_multi_index(targets, shape).ravel()
+
+
 def _apply_at_rounds(out: np.ndarray, targets: tuple[np.ndarray, ...], values: np.ndarray,
                      combine: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> None:
-    """out[t] = combine(out[t], v) for each update in order; duplicates go in successive rounds."""
+    """out[t] = combine(out[t], v) for each update in order; duplicates go in successive rounds
+    (round r applies the r-th update of every element, vectorized). `out` must be C-contiguous:
+    a copy with NumPy's default order keeps a transposed or broadcast operand's strides, its
+    flat reshape is then a copy, and every update was lost (campaign seeds 52001359 and
+    52001844: scatter-max onto a transpose and a broadcast, flagged although XLA was right)."""
     if not values.size:
         return
-    flat = np.ravel_multi_index(targets, out.shape) if out.ndim else np.zeros(values.shape, np.int64)
+    if not out.flags.c_contiguous:
+        raise ValueError("scatter rounds need a C-contiguous operand copy")
+    flat = _flat_targets(targets, out.shape, values.size)
     view = out.reshape(-1)
-    remaining = np.arange(values.size)
-    while remaining.size:
-        _, first = np.unique(flat[remaining], return_index=True)
-        chosen = remaining[np.sort(first)]
+    by_target = np.argsort(flat, kind="stable")
+    sorted_flat = flat[by_target]
+    first = np.r_[True, sorted_flat[1:] != sorted_flat[:-1]]
+    group_start = np.maximum.accumulate(np.where(first, np.arange(flat.size), 0))
+    rank = np.empty(flat.size, np.int64)
+    rank[by_target] = np.arange(flat.size) - group_start
+    by_round = np.argsort(rank, kind="stable")
+    edges = np.searchsorted(rank[by_round], np.arange(int(rank.max()) + 2))
+    for r in range(int(rank.max()) + 1):
+        chosen = by_round[edges[r]:edges[r + 1]]
         view[flat[chosen]] = combine(view[flat[chosen]], values[chosen])
-        remaining = np.setdiff1d(remaining, chosen, assume_unique=True)
 
 
 def _scatter_apply(ctx: _Ctx, operand: np.ndarray, targets: tuple[np.ndarray, ...],
                    values: np.ndarray, update_jaxpr: Any, update_consts: Any) -> np.ndarray:
     closed = (jaxcompat.close(update_jaxpr, update_consts) if update_consts
               else jaxcompat.as_closed(update_jaxpr))
-    out = np.array(operand, copy=True)
+    out = np.array(operand, copy=True, order="C")
     _apply_at_rounds(out, targets, values, lambda a, b: ctx.eval(closed, [a, b])[0])
     return out
 
@@ -1767,26 +1911,7 @@ _ACCUMULATION_TERMS: dict[str, Callable[[list[Any], dict[str, Any], np.ndarray],
     # a prefix sum's last element adds the whole axis
     "cumsum": lambda args, params, out: args[0].shape[params["axis"]] if args[0].ndim else 1,
     "reduce_window_sum": lambda args, params, out: math.prod(params["window_dimensions"]),
-    "scatter-add": lambda args, params, out: 1 + _most_collisions(args, params),
 }
 
-
-def _most_collisions(args: list[Any], params: dict[str, Any]) -> int:
-    """Most scatter updates landing on one operand element (0 when none lands).
-
-    >>> import jax, jax.numpy as jnp
-    >>> eqn = jax.make_jaxpr(lambda x, i, u: x.at[i].add(u))(
-    ...     jnp.zeros(4), jnp.array([1, 3, 1, 1]), jnp.ones(4)).eqns[-1]
-    >>> _most_collisions([np.zeros(4), np.array([[1], [3], [1], [1]]), np.ones(4)], eqn.params)
-    3
-    """
-    operand, indices, updates = args[:3]
-    targets, landed = _scatter_targets(operand, indices, updates, params["dimension_numbers"],
-                                       params["mode"])
-    if not operand.ndim:  # every update that lands adds to the one element
-        return int(np.count_nonzero(landed))
-    if not targets[0].size:
-        return 0
-    return int(np.bincount(np.ravel(np.ravel_multi_index(targets, operand.shape))).max())
 
 KIND = ReferenceKind()
