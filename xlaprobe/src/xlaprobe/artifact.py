@@ -173,6 +173,8 @@ def save_finding_artifacts(result: Any, root: str | Path,
     if reference is not None:
         from xlaprobe.localization.repro import tolerances
         bounds = tolerances(reference, honest, result.program.jaxpr.jaxpr.outvars)
+    from xlaprobe.allowance import element_allowances
+    allowances = element_allowances(result) if reference is not None else {}
     saved = {}
     for finding in result.findings:
         if configs is not None and finding.config not in configs:
@@ -193,6 +195,7 @@ def save_finding_artifacts(result: Any, root: str | Path,
                   f"{exc}", file=sys.stderr)
             continue
         _save_error_maps(result, finding.config, reference, directory)
+        _save_allowances(allowances, directory)
         saved[finding.config] = str(directory)
     return saved
 
@@ -230,6 +233,20 @@ def _save_error_maps(result: Any, config: str, reference: Any, directory: Path) 
             save_error_maps(directory / FILE_NAME, maps)
     except OSError as exc:
         print(f"warning: could not write the error maps of {config}: {exc}", file=sys.stderr)
+
+
+def _save_allowances(arrays: dict[str, np.ndarray], directory: Path) -> None:
+    """Write ``allowance.npz`` (`xlaprobe.allowance`) beside a finding's artifact, or remove an
+    older check's; a write that fails only warns (repro.py falls back to scalar bounds)."""
+    import sys
+
+    from xlaprobe.allowance import FILE_NAME, save_allowances
+    try:
+        (directory / FILE_NAME).unlink(missing_ok=True)
+        if arrays:
+            save_allowances(directory / FILE_NAME, arrays)
+    except OSError as exc:
+        print(f"warning: could not write the allowances to {directory}: {exc}", file=sys.stderr)
 
 
 def is_artifact(path: str | Path) -> bool:
@@ -374,6 +391,35 @@ def load(name, dtypes):
     return out
 
 
+def ordered(x, dtype):
+    """x rounded to dtype, as its position on the line of dtype's values (ULPs apart = difference)."""
+    bits = np.dtype(dtype).itemsize * 8
+    i = np.asarray(x).astype(dtype).view({16: np.int16, 32: np.int32, 64: np.int64}[bits]).astype(np.int64)
+    return np.where(i < 0, -(i & ((1 << (bits - 1)) - 1)), i).astype(np.float64)
+
+
+def judged_as_the_check(out, ref, a):
+    """Elements failing the check's own rule: off by more than the allowance, not a flushed
+    subnormal, not what the flushed honest run gives, not non-finite where an honest run is."""
+    o, r = out.astype(np.float64), ref.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        comparable = np.isfinite(o) & np.isfinite(r)
+        diff = np.where(comparable, np.abs(o - r), 0.0)
+        over = comparable & (diff > a["allowed"])
+        if a["max_ulps"]:
+            over &= np.abs(ordered(out, out.dtype) - ordered(r, out.dtype)) > a["max_ulps"]
+        special = (np.isnan(o) & np.isnan(r)) | (np.isinf(o) & (o == r)) | (a["honest_nf"] & ~np.isfinite(o))
+        nan_bad = (np.isnan(o) ^ np.isnan(r)) & ~special
+        inf_bad = ~nan_bad & (np.isinf(o) | np.isinf(r)) & ~special
+        tiny = float(ml_dtypes.finfo(out.dtype).tiny)
+        flushed = over & (o == 0) & (np.abs(r.astype(out.dtype).astype(np.float64)) < tiny)
+        if "ftz" in a:
+            f = a["ftz"]
+            flushed |= (over | nan_bad | inf_bad) & (a["ftz_allowed"] >= 0) & (
+                (np.isnan(f) & np.isnan(o)) | (f == o) | (np.abs(o - f) <= a["ftz_allowed"]))
+    return (over | nan_bad | inf_bad) & ~flushed
+
+
 def main():
     defaults = "--defaults" in sys.argv[1:]
     options = {} if defaults else META["compiler_options"]
@@ -403,10 +449,15 @@ def main():
     reference = load("reference.npz", META["reference_dtypes"])
     # (atol, rtol) per output: the check's own bounds where recorded, else per-dtype defaults
     bounds = META.get("repro_tolerance") or [None] * len(outputs)
+    # Per element, what the check allowed (its honest-run budget; see xlaprobe.allowance)
+    allowance = dict(np.load(HERE / "allowance.npz")) if (HERE / "allowance.npz").exists() else {}
     failed = 0
-    for name, out, ref, bound in zip(META["output_names"], outputs, reference, bounds):
+    for i, (name, out, ref, bound) in enumerate(zip(META["output_names"], outputs, reference, bounds)):
         if np.issubdtype(out.dtype, np.integer) or out.dtype == np.bool_:
             bad = out.astype(np.float64) != ref.astype(np.float64)
+        elif "allowed_%d" % i in allowance:
+            bad = judged_as_the_check(out, ref, {k.rsplit("_", 1)[0]: v for k, v in allowance.items()
+                                                 if k.rsplit("_", 1)[1] == str(i)})
         else:
             o, r = out.astype(np.float64), ref.astype(np.float64)
             kind = out.dtype.name
