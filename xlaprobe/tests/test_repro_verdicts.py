@@ -50,3 +50,33 @@ def test_every_finding_repro_exits_1_on_the_leaves_its_check_flagged(tmp_path):
                              text=True, timeout=300, cwd=artifact)
         assert run.returncode == 1, (artifact.name, run.stdout, run.stderr)
         assert _flagged_leaves(run.stdout) == set(flagged), (artifact.name, run.stdout)
+
+
+def test_a_wide_allowance_names_the_honest_run_that_set_it():
+    from xlaprobe.allowance import wide_allowances
+    from xlaprobe.checking import judge
+    from xlaprobe.outcome import Outcome, OutcomeKind
+
+    ref = np.array([1.0, 2.0, 3.0, 4.0])
+    program = Program.from_function(lambda x: x * 1.0, (ref.astype(np.float32),),
+                                    Provenance("user", "wide"))
+
+    def ran(config, delta):
+        return Outcome(config, OutcomeKind.RAN, outputs=((ref + delta).astype(np.float32),))
+    # The native run is off by 0.3 at element 2, a Monte Carlo sample by -0.1: 0.3 is over
+    # 1000 epsilons of the leaf's scale 4, so every element may be off by 4 x 0.3 = 1.2.
+    budget = [ran("reference:native", [0, 0, 0.3, 0]), ran("reference:mca[seed=1]", [0, 0, -0.1, 0])]
+    result = judge(program, ["xla", "reference"],
+                   [ran("xla", [0, 0, 0.5, 0]), Outcome("reference", OutcomeKind.RAN, outputs=(ref,))],
+                   budget)
+    assert not result.findings
+    (wide,) = wide_allowances(result)
+    assert (wide.config, wide.element, wide.set_by, wide.leaf_wide) == ("xla", 2, "reference:native", True)
+    np.testing.assert_allclose([wide.allowed_rel, wide.honest_rel, wide.spread_rel, wide.leaf_spread_rel],
+                               [(3e-5 + 4 * 0.3) / 3, 0.1, 0.4 / 3, 0.1], rtol=1e-6)
+    assert "is set by reference:native, off 0.1 there" in wide.text() and wide.magnitude == 0.75
+    # A well-conditioned leaf of the same program has no wide allowance.
+    calm = judge(program, ["xla", "reference"],
+                 [ran("xla", 0.0), Outcome("reference", OutcomeKind.RAN, outputs=(ref,))],
+                 [ran("reference:native", 0.0)])
+    assert wide_allowances(calm) == []

@@ -1,5 +1,6 @@
 """The oracle's per-element allowances of a check, written beside a finding's artifact
-(``allowance.npz``) so that its ``repro.py`` judges each element as the check did.
+(``allowance.npz``) so that its ``repro.py`` judges each element as the check did; and, for the
+verdict table, why an allowance is wide (`wide_allowances`).
 
 A float leaf's element fails the oracle when ``|out - ref| > max(atol, rtol * |ref|) + slack``
 (slack: the honest-run error budget of that element) and, for float16 and bfloat16, it is more
@@ -21,12 +22,14 @@ integer, complex or gauge leaves, are judged by the scalar bounds in ``metadata.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
-from xlaprobe.oracle import DEFAULT_BOUNDS, is_float, leaf_budget
+from xlaprobe.oracle import DEFAULT_BOUNDS, ILL_CONDITIONED_EPS, is_float, leaf_budget
 
 #: The file's name in an artifact directory.
 FILE_NAME = "allowance.npz"
@@ -96,3 +99,115 @@ def save_allowances(path: str | Path, arrays: dict[str, np.ndarray]) -> None:
     with open(part, "wb") as handle:
         np.savez_compressed(handle, **arrays)
     part.replace(path)
+
+
+#: An allowance is wide when it exceeds this many times its dtype's relative bound, and at
+#: least `WIDE_REL` (1% of the value: what a reader of a table of ``ok`` rows would doubt).
+WIDE_FACTOR = 10.0
+WIDE_REL = 0.01
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WideAllowance:
+    """Why one output leaf's allowance is wide: the honest run that set it and how far the
+    honest runs disagree.
+
+    Attributes:
+        config: the configuration whose verdict had the widest allowance on the leaf.
+        output: the leaf's name.
+        element: flat index of the element of that verdict's largest relative error.
+        allowed_rel: the relative error allowed there (dimensionless).
+        set_by: the honest run farthest from the float64 reference there
+            (``reference:native``, ``reference:mca[seed=1]``, ...).
+        honest_rel: that run's relative error there.
+        spread_rel: how far the honest runs disagree with each other there (largest pairwise
+            difference, relative to |reference|).
+        leaf_spread_rel: the same over the whole leaf, relative to its largest |reference|.
+        leaf_wide: the leaf is ill-conditioned (honest error over `ILL_CONDITIONED_EPS`
+            machine epsilons of its scale), so every element gets the leaf's largest honest error.
+        magnitude: |reference| at the element over the leaf's largest |reference|.
+    """
+
+    config: str
+    output: str
+    element: int
+    allowed_rel: float
+    set_by: str
+    honest_rel: float
+    spread_rel: float
+    leaf_spread_rel: float
+    leaf_wide: bool
+    magnitude: float = 1.0
+
+    def text(self) -> str:
+        """One line for the verdict table."""
+        why = ("the leaf is ill-conditioned, so every element gets its largest honest error"
+               if self.leaf_wide else "the budget is 4x the honest error at that element")
+        return (f"{self.output}: allowed rel {self.allowed_rel:.3g} at element {self.element} "
+                f"(|reference| {self.magnitude:.2g} of the leaf's largest; {self.config}) is set "
+                f"by {self.set_by}, off {self.honest_rel:.3g} there; the "
+                f"honest runs disagree by {self.spread_rel:.3g} there and by "
+                f"{self.leaf_spread_rel:.3g} of the leaf's scale overall; {why}")
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return dataclasses.asdict(self)
+
+
+def wide_allowances(result: Any, factor: float = WIDE_FACTOR) -> list[WideAllowance]:
+    """The leaves of a check judged ok (or ftz) under a wide allowance, each with the honest run
+    that set it.
+
+    Args:
+        result: a `xlaprobe.checking.CheckResult`.
+        factor: how many times the dtype's rtol counts as wide (and at least `WIDE_REL`).
+
+    Returns:
+        One `WideAllowance` per such leaf (the configuration with the widest allowance), widest
+        first; empty without honest runs or a float64 reference.
+    """
+    from xlaprobe.checking import REFERENCE
+    honest = [o for o in result.budget if o.ran]
+    if result.judged_against != REFERENCE or not honest:
+        return []
+    reference = next(o.outputs for c, o in zip(result.configs, result.outcomes) if c == REFERENCE)
+    widest: dict[int, tuple[Any, Any]] = {}
+    for outcome, verdicts in zip(result.outcomes, result.verdicts):
+        for v in verdicts:
+            if v.kind.is_finding or not v.allowed_rel == v.allowed_rel or outcome.config == REFERENCE:
+                continue
+            rtol = DEFAULT_BOUNDS.get(np.dtype(result.program.jaxpr.out_avals[v.index].dtype).name,
+                                      DEFAULT_BOUNDS["float32"])[1]
+            if v.allowed_rel > max(factor * rtol, WIDE_REL) and (
+                    v.index not in widest or v.allowed_rel > widest[v.index][0].allowed_rel):
+                widest[v.index] = (v, outcome)
+    wide = [_explain(v, outcome, reference[i], [(o.config, o.outputs[i]) for o in honest])
+            for i, (v, outcome) in sorted(widest.items())]
+    return sorted(wide, key=lambda w: -w.allowed_rel)
+
+
+def _explain(verdict: Any, outcome: Any, ref: np.ndarray,
+             honest: list[tuple[str, np.ndarray]]) -> WideAllowance:
+    """The `WideAllowance` of one verdict (see `wide_allowances`)."""
+    dtype = np.dtype(outcome.outputs[verdict.index].dtype)
+    ref = np.asarray(ref, np.float64).ravel()
+    runs = [(name, np.asarray(run, np.float64).ravel()) for name, run in honest]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.asarray(outcome.outputs[verdict.index], np.float64).ravel()
+        ref_abs = np.where(np.isfinite(ref), np.abs(ref), 0.0)
+        rel = np.where(ref_abs > 0, np.abs(out - ref) / np.where(ref_abs > 0, ref_abs, 1.0), 0.0)
+        element = int(np.argmax(np.nan_to_num(rel, nan=-1.0)))
+        errors = [abs(run[element] - ref[element]) for _, run in runs]
+        worst = int(np.nanargmax(errors)) if any(e == e for e in errors) else 0
+        at = [run[element] for _, run in runs]
+        scale = float(ref_abs.max()) or 1.0
+        leaf_spread = max((float(np.nanmax(np.abs(a - b))) for _, a in runs for _, b in runs),
+                          default=0.0)
+        honest_err = max(float(np.nanmax(np.abs(run - ref))) for _, run in runs)
+    eps = float(ml_dtypes.finfo(dtype).eps) if is_float(dtype) else 0.0
+    size = ref_abs[element] or 1.0
+    return WideAllowance(verdict.config, verdict.output, element, float(verdict.allowed_rel),
+                         runs[worst][0], float(errors[worst] / size),
+                         float((max(at) - min(at)) / size), leaf_spread / scale,
+                         honest_err > ILL_CONDITIONED_EPS * eps * scale,
+                         float(ref_abs[element] / scale))
