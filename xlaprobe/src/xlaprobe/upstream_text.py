@@ -15,15 +15,20 @@ WHAT = {"mismatch": "returns wrong values", "nan-mismatch": "returns NaN where t
         "compile-error": "rejects a valid program", "timeout": "hangs"}
 
 
+#: Operations that only move or relabel data: not what a title names when nothing is localized.
+LAYOUT = frozenset({"reshape", "broadcast_in_dim", "convert_element_type", "squeeze",
+                    "transpose", "copy", "copy_p", "expand_dims"})
+
+
 def primitive(evidence: Any) -> str:
-    """The faulty operation: the localized one, else the only equation's, else the last
-    equation's primitive of the program."""
+    """The faulty operation: the localized one, else the last equation's primitive of the
+    program that is not a layout operation (`LAYOUT`)."""
     loc = evidence.localization or {}
     named = (loc.get("op") or {}).get("primitive") or (loc.get("equation") or {}).get("primitive")
     if named:
         return str(named)
-    eqns = evidence.program.jaxpr.jaxpr.eqns
-    return eqns[-1].primitive.name if eqns else "program"
+    names = [e.primitive.name for e in evidence.program.jaxpr.jaxpr.eqns]
+    return next((n for n in reversed(names) if n not in LAYOUT), names[-1] if names else "program")
 
 
 def dtypes(evidence: Any) -> list[str]:

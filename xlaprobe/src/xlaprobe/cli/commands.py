@@ -294,6 +294,15 @@ def upstream(
     raise typer.Exit(upstream_command(finding_id, out=out, db=db, run=run, json_output=as_json))
 
 
+@app.command()
+def mcp(db: DbOption = DEFAULT_DB) -> None:
+    """Serve xlaprobe to agents over the Model Context Protocol (stdio): tools check, fuzz,
+    findings, localize, reduce, bisect and upstream, each returning its command's --json."""
+    from xlaprobe.cli.agent import mcp_command
+
+    raise typer.Exit(mcp_command(db))
+
+
 envs_app = typer.Typer(no_args_is_help=True, help="Environments of other jax/jaxlib releases "
                                                   "(configurations jaxlib==VERSION).")
 app.add_typer(envs_app, name="envs")
