@@ -60,6 +60,19 @@ def options(evidence: Any) -> dict[str, Any]:
     return dict(config.compiler_options) if config.kind == "xla" else {}
 
 
+def error_line(error: str, limit: int = 120) -> str:
+    """The first line of an error without the Python exception's name, cut at a word.
+
+    >>> error_line("JaxRuntimeError: UNIMPLEMENTED: Unsupported element type")
+    'UNIMPLEMENTED: Unsupported element type'
+    """
+    line = error.strip().splitlines()[0] if error.strip() else ""
+    head, sep, rest = line.partition(": ")
+    if sep and head.isidentifier() and head.endswith(("Error", "Exception")):
+        line = rest
+    return line if len(line) <= limit else line[:limit].rsplit(" ", 1)[0] + " ..."
+
+
 def title(evidence: Any) -> str:
     """The issue title, e.g. ``[XLA:CPU] cbrt of float32 subnormal inputs returns wrong values``."""
     op = primitive(evidence)
@@ -67,7 +80,7 @@ def title(evidence: Any) -> str:
     of = f"{op} of {types} subnormal inputs" if subnormal_inputs(evidence) else f"{op} ({types})"
     what = WHAT.get(evidence.finding.kind, evidence.finding.kind)
     if evidence.finding.kind == "compile-error" and evidence.error:
-        what += f": {evidence.error.strip().splitlines()[0][:90]}"
+        what += f": {error_line(evidence.error)}"
     opts = options(evidence)
     under = " with " + ", ".join(f"{k}={v}" for k, v in opts.items()) if opts else ""
     if evidence.finding.config == "eager":
@@ -89,8 +102,7 @@ def search_terms(evidence: Any) -> list[str]:
     if opcode and opcode != op:
         terms.append(f"{opcode} CPU")
     if evidence.error:
-        words = evidence.error.strip().splitlines()[0]
-        terms.append(" ".join(words.split(":")[-1].split()[:6]))
+        terms.append(" ".join(error_line(evidence.error).split(":")[-1].split()[:6]))
     for dtype in dtypes(evidence):
         if dtype in ("bfloat16", "float16", "int8", "uint8"):
             terms.append(f"{op} {dtype}")
