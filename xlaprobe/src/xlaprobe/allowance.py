@@ -34,6 +34,50 @@ from xlaprobe.oracle import DEFAULT_BOUNDS, ILL_CONDITIONED_EPS, is_float, leaf_
 #: The file's name in an artifact directory.
 FILE_NAME = "allowance.npz"
 
+#: The rule of this module as reproducers apply it (jax and numpy only), pasted into a finding's
+#: ``repro.py`` (`xlaprobe.artifact.repro_text`, `xlaprobe.localization.repro.emit_repro`).
+REPRO_JUDGE = '''
+def load_allowance(script):
+    """The check's per-element allowances stored beside this script (xlaprobe's allowance.npz)."""
+    import os
+    path = os.path.join(os.path.dirname(os.path.abspath(script)), "allowance.npz")
+    return dict(np.load(path)) if os.path.exists(path) else {}
+
+
+def leaf_allowance(allowance, k):
+    """Output k's arrays of the allowance, by name (allowed, max_ulps, honest_nf, ftz, ...)."""
+    return {key.rsplit("_", 1)[0]: v for key, v in allowance.items() if key.rsplit("_", 1)[1] == str(k)}
+
+
+def ordered(x, dtype):
+    """x rounded to dtype, as its position on the line of dtype's values (ULPs apart = difference)."""
+    bits = np.dtype(dtype).itemsize * 8
+    i = np.asarray(x).astype(dtype).view({16: np.int16, 32: np.int32, 64: np.int64}[bits]).astype(np.int64)
+    return np.where(i < 0, -(i & ((1 << (bits - 1)) - 1)), i).astype(np.float64)
+
+
+def judged_as_the_check(out, ref, a):
+    """Elements failing the check's own rule: off by more than the allowance, not a flushed
+    subnormal, not what the flushed honest run gives, not non-finite where an honest run is."""
+    o, r = out.astype(np.float64), np.asarray(ref, np.float64)
+    with np.errstate(invalid="ignore"):
+        comparable = np.isfinite(o) & np.isfinite(r)
+        diff = np.where(comparable, np.abs(o - r), 0.0)
+        over = comparable & (diff > a["allowed"])
+        if a["max_ulps"]:
+            over &= np.abs(ordered(out, out.dtype) - ordered(r, out.dtype)) > a["max_ulps"]
+        special = (np.isnan(o) & np.isnan(r)) | (np.isinf(o) & (o == r)) | (a["honest_nf"] & ~np.isfinite(o))
+        nan_bad = (np.isnan(o) ^ np.isnan(r)) & ~special
+        inf_bad = ~nan_bad & (np.isinf(o) | np.isinf(r)) & ~special
+        tiny = float(jax.numpy.finfo(out.dtype).tiny)
+        flushed = over & (o == 0) & (np.abs(r.astype(out.dtype).astype(np.float64)) < tiny)
+        if "ftz" in a:
+            f = a["ftz"]
+            flushed |= (over | nan_bad | inf_bad) & (a["ftz_allowed"] >= 0) & (
+                (np.isnan(f) & np.isnan(o)) | (f == o) | (np.abs(o - f) <= a["ftz_allowed"]))
+    return (over | nan_bad | inf_bad) & ~flushed
+'''
+
 
 def element_allowances(result: Any) -> dict[str, np.ndarray]:
     """The per-element allowances of a check's float leaves (see module docstring).

@@ -209,7 +209,8 @@ def _finding_repro(program: Program, config: str, reference: Sequence[np.ndarray
     if config == "eager" and reference is not None:
         from xlaprobe.localization.repro import Unprintable, emit_repro
         try:
-            return emit_repro(program, config, {}, reference, honest, eager=True, crash=crash)
+            return emit_repro(program, config, {}, reference, honest, eager=True, crash=crash,
+                              allowance=True)
         except Unprintable:  # the module.jax_export script, compiled whole, is the best left
             pass
     return repro_text(config, crash=crash)
@@ -391,34 +392,7 @@ def load(name, dtypes):
     return out
 
 
-def ordered(x, dtype):
-    """x rounded to dtype, as its position on the line of dtype's values (ULPs apart = difference)."""
-    bits = np.dtype(dtype).itemsize * 8
-    i = np.asarray(x).astype(dtype).view({16: np.int16, 32: np.int32, 64: np.int64}[bits]).astype(np.int64)
-    return np.where(i < 0, -(i & ((1 << (bits - 1)) - 1)), i).astype(np.float64)
-
-
-def judged_as_the_check(out, ref, a):
-    """Elements failing the check's own rule: off by more than the allowance, not a flushed
-    subnormal, not what the flushed honest run gives, not non-finite where an honest run is."""
-    o, r = out.astype(np.float64), ref.astype(np.float64)
-    with np.errstate(invalid="ignore"):
-        comparable = np.isfinite(o) & np.isfinite(r)
-        diff = np.where(comparable, np.abs(o - r), 0.0)
-        over = comparable & (diff > a["allowed"])
-        if a["max_ulps"]:
-            over &= np.abs(ordered(out, out.dtype) - ordered(r, out.dtype)) > a["max_ulps"]
-        special = (np.isnan(o) & np.isnan(r)) | (np.isinf(o) & (o == r)) | (a["honest_nf"] & ~np.isfinite(o))
-        nan_bad = (np.isnan(o) ^ np.isnan(r)) & ~special
-        inf_bad = ~nan_bad & (np.isinf(o) | np.isinf(r)) & ~special
-        tiny = float(ml_dtypes.finfo(out.dtype).tiny)
-        flushed = over & (o == 0) & (np.abs(r.astype(out.dtype).astype(np.float64)) < tiny)
-        if "ftz" in a:
-            f = a["ftz"]
-            flushed |= (over | nan_bad | inf_bad) & (a["ftz_allowed"] >= 0) & (
-                (np.isnan(f) & np.isnan(o)) | (f == o) | (np.abs(o - f) <= a["ftz_allowed"]))
-    return (over | nan_bad | inf_bad) & ~flushed
-
+JUDGE
 
 def main():
     defaults = "--defaults" in sys.argv[1:]
@@ -450,14 +424,13 @@ def main():
     # (atol, rtol) per output: the check's own bounds where recorded, else per-dtype defaults
     bounds = META.get("repro_tolerance") or [None] * len(outputs)
     # Per element, what the check allowed (its honest-run budget; see xlaprobe.allowance)
-    allowance = dict(np.load(HERE / "allowance.npz")) if (HERE / "allowance.npz").exists() else {}
+    allowance = load_allowance(__file__)
     failed = 0
     for i, (name, out, ref, bound) in enumerate(zip(META["output_names"], outputs, reference, bounds)):
         if np.issubdtype(out.dtype, np.integer) or out.dtype == np.bool_:
             bad = out.astype(np.float64) != ref.astype(np.float64)
         elif "allowed_%d" % i in allowance:
-            bad = judged_as_the_check(out, ref, {k.rsplit("_", 1)[0]: v for k, v in allowance.items()
-                                                 if k.rsplit("_", 1)[1] == str(i)})
+            bad = judged_as_the_check(out, ref, leaf_allowance(allowance, i))
         else:
             o, r = out.astype(np.float64), ref.astype(np.float64)
             kind = out.dtype.name
@@ -496,7 +469,8 @@ def repro_text(config: str, *, crash: bool = False) -> str:
     >>> "xlaprobe" in repro_text("xla").split("\\n")[0], "install(" in repro_text("xla")
     (True, False)
     """
-    text = _REPRO
+    from xlaprobe.allowance import REPRO_JUDGE
+    text = _REPRO.replace("JUDGE\n", REPRO_JUDGE.strip("\n") + "\n")
     if crash:
         from xlaprobe.localization.repro import CRASH_ENTRY
         text = text.replace('if __name__ == "__main__":\n    sys.exit(main())\n', CRASH_ENTRY)

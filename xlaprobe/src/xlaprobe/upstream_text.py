@@ -21,10 +21,11 @@ LAYOUT = frozenset({"reshape", "broadcast_in_dim", "convert_element_type", "sque
 
 
 def primitive(evidence: Any) -> str:
-    """The faulty operation: the localized one, else the last equation's primitive of the
-    program that is not a layout operation (`LAYOUT`)."""
+    """The faulty operation: the localized equation's (the HLO instruction tier may name another
+    equation fused into its kernel), else the last equation's primitive of the program that is
+    not a layout operation (`LAYOUT`)."""
     loc = evidence.localization or {}
-    named = (loc.get("op") or {}).get("primitive") or (loc.get("equation") or {}).get("primitive")
+    named = (loc.get("equation") or {}).get("primitive") or (loc.get("op") or {}).get("primitive")
     if named:
         return str(named)
     names = [e.primitive.name for e in evidence.program.jaxpr.jaxpr.eqns]
@@ -41,16 +42,23 @@ def dtypes(evidence: Any) -> list[str]:
     return seen
 
 
+#: Inputs are "subnormal inputs" in a title when at least this share of their nonzero float
+#: elements is subnormal (a few subnormals among random weights say nothing about the fault).
+SUBNORMAL_SHARE = 0.25
+
+
 def subnormal_inputs(evidence: Any) -> bool:
-    """Does a float input hold a subnormal value (nonzero, below the dtype's smallest normal)?"""
+    """Are at least `SUBNORMAL_SHARE` of the program's nonzero float input elements subnormal
+    (nonzero, below their dtype's smallest normal)?"""
+    nonzero = subnormal = 0
     for x in evidence.program.inputs:
         x = np.asarray(x)
         if x.dtype.kind == "f" or x.dtype == np.dtype(ml_dtypes.bfloat16):
             tiny = float(ml_dtypes.finfo(x.dtype).tiny)
             values = np.abs(x.astype(np.float64))
-            if ((values > 0) & (values < tiny)).any():
-                return True
-    return False
+            nonzero += int((values > 0).sum())
+            subnormal += int(((values > 0) & (values < tiny)).sum())
+    return nonzero > 0 and subnormal >= SUBNORMAL_SHARE * nonzero
 
 
 def options(evidence: Any) -> dict[str, Any]:
