@@ -16,3 +16,13 @@ for case in tests/cases/cbrt_subnormal.py tests/cases/dus_shifted_self_update.py
     xlaprobe localize "$id" --db "$DB" -q > /dev/null || true
     xlaprobe upstream "$id" --db "$DB" --out "docs/upstream/$name.md"
 done
+# Each draft ends with what a search of the trackers found (threads.json, written by hand from
+# the search; rerun it before filing).
+python - <<'PY'
+import json, pathlib
+here = pathlib.Path("docs/upstream")
+for name, text in json.loads((here / "threads.json").read_text()).items():
+    path = here / f"{name}.md"
+    body = path.read_text().split("\n## Upstream thread\n")[0].rstrip("\n")
+    path.write_text(body + "\n\n## Upstream thread\n\n" + text + "\n")
+PY
