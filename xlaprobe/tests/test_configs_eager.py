@@ -168,3 +168,26 @@ def test_kind_record():
     kind = get_kind("eager")
     assert kind.name == "eager" and kind.isolation_group(Configuration("eager")) == "default"
     assert str(Configuration.parse("eager")) == "eager"
+
+
+def test_vmapped_while_loop_advances_each_element_while_its_own_predicate_holds():
+    # Batched predicate: element i stops when its own value passes 10, the loop when all have.
+    def collatz_like(x, key):
+        def body(c):
+            return c[0] * 1.5 + 1.0, c[1] + 1, jax.random.split(c[2])[0]
+        value, steps, key = lax.while_loop(lambda c: c[0] < 10.0, body, (x, 0, key))
+        return value, steps, jax.random.key_data(key)
+
+    fn = jax.vmap(collatz_like)
+    args = (np.array([0.0, 5.0, 9.5, 20.0], np.float32), jax.random.split(jax.random.key(0), 4))
+    raw = jax.make_jaxpr(fn)(*args)
+    (while_eqn,) = [e for e in raw.jaxpr.eqns if e.primitive.name == "while"]
+    assert while_eqn.params["cond_jaxpr"].out_avals[0].shape == (4,)
+    values, steps, keys = eager.evaluate(raw, list(args))
+    # By hand: 0 -> 1 -> 2.5 -> 4.75 -> 8.125 -> 13.1875 (5 steps); 5 -> 8.5 -> 13.75 (2);
+    # 9.5 -> 15.25 (1); 20 stays (0).
+    np.testing.assert_array_equal(steps, [5, 2, 1, 0])
+    np.testing.assert_allclose(values, [13.1875, 13.75, 15.25, 20.0], rtol=0)
+    want = jax.jit(fn)(*args)
+    np.testing.assert_array_equal(values, want[0])
+    np.testing.assert_array_equal(keys, want[2])

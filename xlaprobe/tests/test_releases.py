@@ -106,12 +106,49 @@ def test_first_fixed_release_within_the_bound(k):
 def test_a_bug_that_came_and_went_is_found_from_the_known_bad_release():
     # gather_constant_fold: wrong on 0.5.3-0.7.2 only, right at both ends.
     judge, calls = _history({"0.5.3", "0.6.2", "0.7.2"})
-    assert bisect(RELEASES, judge).first_bad is None
-    calls.clear()
     result = bisect(RELEASES, judge, known_bad="0.6.2")
     assert (result.last_good, result.first_bad, result.first_fixed) == ("0.4.33", "0.5.3", "0.8.3")
     assert calls == ["0.4.33", "0.12.0.1", "0.6.2", "0.5.3", "0.4.33", "0.9.2", "0.7.2", "0.8.3",
                      "0.8.3"]  # both sides of the known bad release, each confirmed
+
+
+def test_a_bug_that_came_and_went_is_found_between_right_ends_midpoints_first():
+    # The same history without the known bad release: the listed releases between the ends are
+    # run midpoints first (0.8.3 right, then 0.6.2 wrong), then both boundaries are searched.
+    judge, calls = _history({"0.5.3", "0.6.2", "0.7.2"})
+    lines: list[str] = []
+    result = bisect(RELEASES, judge, note=lines.append)
+    assert (result.last_good, result.first_bad, result.first_fixed) == ("0.4.33", "0.5.3", "0.8.3")
+    assert result.both_ends_right and result.boundary and not result.fails_nowhere
+    assert calls == ["0.4.33", "0.12.0.1", "0.8.3", "0.6.2", "0.5.3", "0.4.33", "0.9.2", "0.7.2",
+                     "0.8.3"]
+    assert lines == ["both ends are right (jaxlib==0.4.33 and jaxlib==0.12.0.1): looking for a "
+                     "failing release between them (7 listed)"]
+
+
+def test_few_listed_releases_are_filled_in_from_between():
+    # The case: a bug on 0.6.2-0.8.3 only, the user lists the ends and one right release;
+    # `between` offers the minor lines in between (and some outside the ends, which are ignored).
+    judge, calls = _history({"0.6.2", "0.7.2", "0.8.3"})
+    asked: list[tuple[str, str]] = []
+
+    def between(lo: str, hi: str) -> list[str]:
+        asked.append((lo, hi))
+        return ["0.4.30", *RELEASES, "0.13.0"]
+    result = bisect(["0.4.33", "0.10.2", "0.12.0.1"], judge, between=between)
+    assert asked == [("0.4.33", "0.12.0.1")]
+    assert result.added == ("0.5.3", "0.6.2", "0.7.2", "0.8.3", "0.9.2", "0.11.2")
+    assert (result.last_good, result.first_bad, result.first_fixed) == ("0.5.3", "0.6.2", "0.9.2")
+    assert result.releases == tuple(RELEASES)
+    assert "0.4.30" not in calls and "0.13.0" not in calls
+
+
+def test_a_bug_found_nowhere_says_so():
+    judge, calls = _history(set())
+    result = bisect(["0.4.33", "0.8.3", "0.12.0.1"], judge, between=lambda lo, hi: ["0.6.2"])
+    assert result.fails_nowhere and result.both_ends_right and not result.boundary
+    assert result.added == ("0.6.2",) and sorted(calls) == ["0.12.0.1", "0.4.33", "0.6.2", "0.8.3"]
+    assert result.to_json()["fails_nowhere"] is True
 
 
 def test_bad_everywhere_and_good_everywhere():
@@ -119,7 +156,9 @@ def test_bad_everywhere_and_good_everywhere():
     assert (bisect(RELEASES, judge).first_bad, bisect(RELEASES, judge).last_good) == ("0.4.33", None)
     judge, calls = _history(set())
     result = bisect(RELEASES, judge)
-    assert (result.first_bad, result.last_good, len(calls)) == (None, "0.12.0.1", 2)
+    # Both ends right: every release between them is run once before "found nowhere".
+    assert (result.first_bad, result.last_good, len(calls)) == (None, "0.12.0.1", len(RELEASES))
+    assert result.fails_nowhere
 
 
 def test_unsupported_releases_give_way_to_their_neighbours():
@@ -290,3 +329,25 @@ def test_options_the_release_does_not_know_are_bad_input():
     kind.prepare(Configuration.parse(spec + "[xla_cpu_enable_fast_math=true]"))  # a real option
     with pytest.raises(InvalidArgument, match="xla_bogus"):
         kind.prepare(Configuration.parse(spec + "[xla_bogus=1]"))
+
+
+def test_releases_between_take_the_default_range_inside_the_ends():
+    from xlaprobe.releases.program import releases_between
+    available = ["0.4.30", "0.4.33", "0.5.0", "0.5.3", "0.6.2", "0.9.0", "0.9.0.1", "0.12.0.1"]
+    assert releases_between("0.4.33", "0.9.0.1", available=lambda: available) == ["0.5.3", "0.6.2"]
+    lines: list[str] = []
+
+    def offline() -> list[str]:
+        raise envs.EnvironmentUnavailable("no network")
+    assert releases_between("0.4.33", "0.12.0.1", available=offline, say=lines.append) == []
+    assert lines == ["cannot add releases between 0.4.33 and 0.12.0.1: no network"]
+
+
+def test_bisect_command_says_not_found_in_this_range_and_exits_0(tmp_path, capsys):
+    # while_loop_skipped is right on the installed release: nothing fails in the range.
+    from xlaprobe.cli.bisect import bisect_command
+    code = bisect_command(str(CASES / "while_loop_skipped.py"), "xla",
+                          releases=envs.installed_version(), db=tmp_path / "x.db",
+                          json_output=False, timeout_s=300)
+    assert code == 0
+    assert "not found in this range: every release tried (1, " in capsys.readouterr().out

@@ -173,6 +173,8 @@ def save_finding_artifacts(result: Any, root: str | Path,
     if reference is not None:
         from xlaprobe.localization.repro import tolerances
         bounds = tolerances(reference, honest, result.program.jaxpr.jaxpr.outvars)
+    from xlaprobe.allowance import element_allowances
+    allowances = element_allowances(result) if reference is not None else {}
     saved = {}
     for finding in result.findings:
         if configs is not None and finding.config not in configs:
@@ -193,6 +195,7 @@ def save_finding_artifacts(result: Any, root: str | Path,
                   f"{exc}", file=sys.stderr)
             continue
         _save_error_maps(result, finding.config, reference, directory)
+        _save_allowances(allowances, directory)
         saved[finding.config] = str(directory)
     return saved
 
@@ -206,7 +209,8 @@ def _finding_repro(program: Program, config: str, reference: Sequence[np.ndarray
     if config == "eager" and reference is not None:
         from xlaprobe.localization.repro import Unprintable, emit_repro
         try:
-            return emit_repro(program, config, {}, reference, honest, eager=True, crash=crash)
+            return emit_repro(program, config, {}, reference, honest, eager=True, crash=crash,
+                              allowance=True)
         except Unprintable:  # the module.jax_export script, compiled whole, is the best left
             pass
     return repro_text(config, crash=crash)
@@ -230,6 +234,20 @@ def _save_error_maps(result: Any, config: str, reference: Any, directory: Path) 
             save_error_maps(directory / FILE_NAME, maps)
     except OSError as exc:
         print(f"warning: could not write the error maps of {config}: {exc}", file=sys.stderr)
+
+
+def _save_allowances(arrays: dict[str, np.ndarray], directory: Path) -> None:
+    """Write ``allowance.npz`` (`xlaprobe.allowance`) beside a finding's artifact, or remove an
+    older check's; a write that fails only warns (repro.py falls back to scalar bounds)."""
+    import sys
+
+    from xlaprobe.allowance import FILE_NAME, save_allowances
+    try:
+        (directory / FILE_NAME).unlink(missing_ok=True)
+        if arrays:
+            save_allowances(directory / FILE_NAME, arrays)
+    except OSError as exc:
+        print(f"warning: could not write the allowances to {directory}: {exc}", file=sys.stderr)
 
 
 def is_artifact(path: str | Path) -> bool:
@@ -374,6 +392,8 @@ def load(name, dtypes):
     return out
 
 
+JUDGE
+
 def main():
     defaults = "--defaults" in sys.argv[1:]
     options = {} if defaults else META["compiler_options"]
@@ -403,10 +423,14 @@ def main():
     reference = load("reference.npz", META["reference_dtypes"])
     # (atol, rtol) per output: the check's own bounds where recorded, else per-dtype defaults
     bounds = META.get("repro_tolerance") or [None] * len(outputs)
+    # Per element, what the check allowed (its honest-run budget; see xlaprobe.allowance)
+    allowance = load_allowance(__file__)
     failed = 0
-    for name, out, ref, bound in zip(META["output_names"], outputs, reference, bounds):
+    for i, (name, out, ref, bound) in enumerate(zip(META["output_names"], outputs, reference, bounds)):
         if np.issubdtype(out.dtype, np.integer) or out.dtype == np.bool_:
             bad = out.astype(np.float64) != ref.astype(np.float64)
+        elif "allowed_%d" % i in allowance:
+            bad = judged_as_the_check(out, ref, leaf_allowance(allowance, i))
         else:
             o, r = out.astype(np.float64), ref.astype(np.float64)
             kind = out.dtype.name
@@ -445,7 +469,8 @@ def repro_text(config: str, *, crash: bool = False) -> str:
     >>> "xlaprobe" in repro_text("xla").split("\\n")[0], "install(" in repro_text("xla")
     (True, False)
     """
-    text = _REPRO
+    from xlaprobe.allowance import REPRO_JUDGE
+    text = _REPRO.replace("JUDGE\n", REPRO_JUDGE.strip("\n") + "\n")
     if crash:
         from xlaprobe.localization.repro import CRASH_ENTRY
         text = text.replace('if __name__ == "__main__":\n    sys.exit(main())\n', CRASH_ENTRY)

@@ -12,7 +12,7 @@ from xlaprobe.configs.registry import Configuration
 from xlaprobe.configs.release import release_options
 from xlaprobe.releases import envs
 from xlaprobe.releases.bisection import ReleaseRun, run_bound
-from xlaprobe.releases.program import bisect_program, releases_to_bisect
+from xlaprobe.releases.program import bisect_program, releases_between, releases_to_bisect
 from xlaprobe.sources.targets import resolve_finding
 from xlaprobe.store import Store
 from xlaprobe.workers import WorkerPool
@@ -23,8 +23,9 @@ def bisect_command(target: str, config: str, *, releases: str | None, db: Path, 
     """``xlaprobe bisect TARGET [CONFIG]``: print each release run and the boundaries; store them.
 
     Returns:
-        Exit code: 0 when a boundary was found (first bad or first fixed), 1 when no release in
-        the range fails.
+        Exit code: 0 when a boundary was found (first bad or first fixed) or no release in the
+        range fails ("not found in this range"), 1 when every release tried fails or a failure
+        was flaky (no boundary).
 
     Raises:
         InvalidArgument: bad target, configuration, release list or store.
@@ -49,7 +50,9 @@ def bisect_command(target: str, config: str, *, releases: str | None, db: Path, 
                            f"{seconds(run.seconds):>9}  {run.detail}{note}", keep=True)
 
             result = bisect_program(program, parsed, versions, pool, known_bad=known_bad,
-                                    target=target, on_run=show, log=steps.note)
+                                    target=target, on_run=show, log=steps.note,
+                                    between=lambda lo, hi: releases_between(lo, hi,
+                                                                            say=steps.note))
         store.record_bisection(program.fingerprint, finding_id, str(parsed), result.to_json())
     if json_output:
         print(json.dumps(result.to_json(), indent=2))
@@ -61,11 +64,14 @@ def bisect_command(target: str, config: str, *, releases: str | None, db: Path, 
             f"first fixed: {result.first_fixed or '-'}"
             + (f"   flaky: {', '.join(result.flaky)}" if result.flaky else "")
             + f"   ({result.release_runs} release runs)")
-        if not result.boundary:
+        if result.fails_nowhere:
+            say(f"not found in this range: every release tried ({len(result.releases)}, "
+                f"{result.releases[0]} .. {result.releases[-1]}) computes it right")
+        elif not result.boundary:
             say("no boundary in this range: " + ("every release tried fails; add older releases "
                                                  "with --releases" if result.first_bad else
-                                                 "no release tried fails"))
-    return 0 if result.boundary else 1
+                                                 "no release tried runs it"))
+    return 0 if result.boundary or result.fails_nowhere else 1
 
 
 

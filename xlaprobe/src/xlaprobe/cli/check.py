@@ -56,6 +56,8 @@ def check_command(target: str, configs: str, *, input_spec: str, seed: int, db: 
         for item in data["findings"]:
             item["artifact"] = checked.artifacts.get(item["config"])
             item["id"] = checked.ids.get(item["config"])
+        from xlaprobe.allowance import wide_allowances
+        data["wide_allowances"] = [w.to_json() for w in wide_allowances(result)]
         print(json.dumps(data, indent=2))
     else:
         print_result(result, dict(checked.artifacts), all_outputs, dict(checked.ids), db)

@@ -268,12 +268,39 @@ def bisect(
 ) -> None:
     """Find the first bad (and first fixed) jaxlib release of a failure by bisection.
 
-    Exit 0 when a boundary is found, 1 when no release in the range fails."""
+    Exit 0 when a boundary is found or no release in the range fails ("not found in this
+    range"), 1 when every release tried fails or a failure was flaky."""
     from xlaprobe.cli.bisect import bisect_command
 
     _display(quiet)
     raise typer.Exit(bisect_command(target, config, releases=releases, db=db,
                                     json_output=as_json, timeout_s=timeout, input_spec=inputs))
+
+
+@app.command()
+def upstream(
+    finding_id: Annotated[int, typer.Argument(help="finding id (xlaprobe findings lists them)")],
+    out: Annotated[Path | None, typer.Option("--out", help="write the Markdown here")] = None,
+    db: DbOption = DEFAULT_DB,
+    run: Annotated[bool, typer.Option(help="run the reproducer once and include its "
+                                           "output")] = True,
+    as_json: JsonOption = False,
+) -> None:
+    """Draft a ready-to-file upstream issue (openxla/xla or jax-ml/jax) for a finding.
+
+    Exit 0 when drafted and its reproducer shows the fault (or was not run), 1 when it did not."""
+    from xlaprobe.cli.upstream import upstream_command
+
+    raise typer.Exit(upstream_command(finding_id, out=out, db=db, run=run, json_output=as_json))
+
+
+@app.command()
+def mcp(db: DbOption = DEFAULT_DB) -> None:
+    """Serve xlaprobe to agents over the Model Context Protocol (stdio): tools check, fuzz,
+    findings, localize, reduce, bisect and upstream, each returning its command's --json."""
+    from xlaprobe.cli.agent import mcp_command
+
+    raise typer.Exit(mcp_command(db))
 
 
 envs_app = typer.Typer(no_args_is_help=True, help="Environments of other jax/jaxlib releases "

@@ -21,6 +21,8 @@ from xlaprobe.store import DEFAULT_DB
 
 #: Output leaves listed under the verdict table (``--all-outputs`` lists every one).
 MAX_DETAIL_ROWS = 20
+#: Wide allowances explained under the verdict table (``--all-outputs``: every one).
+MAX_WIDE_ROWS = 5
 #: Exit code of a check with no finding that is incomplete (`CheckResult.incomplete`): the
 #: reference or an interpreter of xlaprobe's could not run, so "no finding" proves less.
 INCOMPLETE = 4
@@ -92,6 +94,13 @@ def print_result(result: CheckResult, artifacts: dict[str, str], all_outputs: bo
                  if result.budget and result.budget[0].ran else ""))
     against = any(v.against for verdicts in result.verdicts for v in verdicts)
     out.print(_config_table(result, against))
+    from xlaprobe.allowance import wide_allowances
+    wide = wide_allowances(result)  # a compiler engineer's first question on such a row
+    for item in wide[:MAX_WIDE_ROWS if not all_outputs else None]:
+        out.print(escape(f"wide allowance: {item.text()}"), soft_wrap=True)
+    if len(wide) > MAX_WIDE_ROWS and not all_outputs:
+        out.print(f"... {len(wide) - MAX_WIDE_ROWS} more leaves with an allowance over 1% "
+                  "(--all-outputs or --json lists them)")
     rows = [v for verdicts in result.verdicts for v in verdicts
             if all_outputs or v.kind is not VerdictKind.OK or v.freedom]
     if rows:

@@ -103,11 +103,24 @@ def _while(eqn: jaxprs.JaxprEqn, invals: list[Any], path: str, record: Recorder 
     while True:
         (keep_going,) = _eval_closed(params["cond_jaxpr"], [*cond_consts, *carry],
                                      f"{path}/while[{iteration}]/cond/", record)
-        if not bool(keep_going):
+        # A batched predicate (vmap of a while loop) means "loop while any", as JAX's lowering of it.
+        if not bool(jnp.any(keep_going)):
             return carry
-        carry = _eval_closed(params["body_jaxpr"], [*body_consts, *carry],
-                             f"{path}/while[{iteration}]/body/", record)
+        new = _eval_closed(params["body_jaxpr"], [*body_consts, *carry],
+                           f"{path}/while[{iteration}]/body/", record)
+        carry = new if jnp.ndim(keep_going) == 0 else [
+            _select_leading(keep_going, n, c) for n, c in zip(new, carry)]
         iteration += 1
+
+
+def _select_leading(pred: Any, new: Any, old: Any) -> Any:
+    """``new`` where ``pred`` holds, else ``old``: pred's shape is a prefix of the carry's.
+
+    Source: JAX's ``_while_lowering`` (``_pred_bcast_select_hlo``): under a batched predicate each
+    batch element advances only while its own predicate holds.
+    """
+    mask = jnp.reshape(pred, jnp.shape(pred) + (1,) * (jnp.ndim(new) - jnp.ndim(pred)))
+    return jnp.where(mask, new, old)
 
 
 def _scan(eqn: jaxprs.JaxprEqn, invals: list[Any], path: str, record: Recorder | None) -> list[Any]:

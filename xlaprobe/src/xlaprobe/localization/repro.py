@@ -544,9 +544,12 @@ def main():
 RUN
     print("jax %s, configuration %s, options %s" % (jax.__version__, CONFIGURATION, OPTIONS))
     failed = 0
+    allowance = ALLOWANCE
     for k, (out, ref, (atol, rtol)) in enumerate(zip(outputs, EXPECTED, TOLERANCE)):
         if out.dtype.kind in "biu":
             bad = out.astype(np.float64) != np.asarray(ref, np.float64)
+        elif "allowed_%d" % k in allowance:  # the check's per-element allowance, beside this file
+            bad = judged_as_the_check(out, ref, leaf_allowance(allowance, k))
         else:
             o, r = out.astype(np.float64), np.asarray(ref, np.float64)
             with np.errstate(invalid="ignore"):
@@ -590,7 +593,8 @@ def _data(program: Program, reference: Sequence[np.ndarray],
 
 def emit_repro(program: Program, config: str, options: dict[str, Any],
                reference: Sequence[np.ndarray], honest: Sequence[Sequence[np.ndarray]] = (), *,
-               mutant: str = "", eager: bool = False, crash: bool = False) -> str:
+               mutant: str = "", eager: bool = False, crash: bool = False,
+               allowance: bool = False) -> str:
     """The text of a standalone ``repro.py`` running `program` as plain jax/lax code.
 
     Every equation is a call of a public function (``lax.mul``, ``lax.dot_general``,
@@ -609,6 +613,8 @@ def emit_repro(program: Program, config: str, options: dict[str, Any],
         eager: run the program op by op (``jax.disable_jit``), as the ``eager`` configuration
             does, instead of compiling it whole with ``jax.jit``.
         crash: the fault kills the process: run it in a child, a death being exit 1.
+        allowance: judge float outputs by the ``allowance.npz`` stored beside the script (a
+            finding's artifact: `xlaprobe.allowance`) where there is one, as the check did.
 
     Returns:
         Python source text.
@@ -620,7 +626,7 @@ def emit_repro(program: Program, config: str, options: dict[str, Any],
     printer.function(program.jaxpr, "program")
     constants = ["", *printer.constants] if printer.constants else []
     body = "\n".join(constants + ["", ""] + printer.lines
-                      + _data(program, reference, honest)) + "\n" + _main(eager, crash)
+                      + _data(program, reference, honest)) + "\n" + _main(eager, crash, allowance)
     header = _header(program, config, options, mutant, "", body, eager=eager,
                      bound=sorted(printer.bound))
     return "\n".join(header) + "\n" + body
@@ -678,10 +684,16 @@ _ENTRY = """if __name__ == "__main__":
 """
 
 
-def _main(eager: bool, crash: bool = False) -> str:
+def _main(eager: bool, crash: bool = False, allowance: bool = False) -> str:
     """The script's ``main`` and entry point, running the program jitted or op by op; with
-    `crash`, in a child process (`CRASH_ENTRY`)."""
+    `crash`, in a child process (`CRASH_ENTRY`); with `allowance`, judging by the check's
+    ``allowance.npz`` beside the script where there is one."""
     text = _MAIN.replace("RUN\n", _RUN_EAGER if eager else _RUN_JIT)
+    if allowance:
+        from xlaprobe.allowance import REPRO_JUDGE
+        text = REPRO_JUDGE + text.replace("ALLOWANCE", "load_allowance(__file__)")
+    else:
+        text = text.replace("ALLOWANCE", "{}")
     return text.replace(_ENTRY, CRASH_ENTRY) if crash else text
 
 

@@ -9,20 +9,22 @@ verdict between the two ends it finds (as `git bisect` does):
 2. good then bad: binary search for the first bad release (``last_good``, ``first_bad``);
    bad then good: binary search for the first fixed one (``first_fixed``; ``first_bad`` is the
    oldest release tried, bad as far back as the list goes); bad at both ends: ``first_bad`` is the
-   oldest; good at both ends: when a release is known to fail (the finding's own), both sides of it
-   are searched (a bug that came and went), else nothing failed;
+   oldest; good at both ends: the bug may have come and gone, so a failing release is looked for
+   between them (the finding's own release first, then the listed releases in between, midpoints
+   first, then releases the caller adds between the ends, e.g. the registry's unlisted minor lines)
+   and both sides of the first one found are searched; when none fails, nothing failed in the range;
 3. the good release next to each boundary is run once more: a failure that vanished and comes back
    on a rerun is *flaky* (as localization reruns a vanished failure), not a boundary.
 
 That is at most ceil(log2 R) + 2 release runs for R releases with one change, plus one rerun per
-boundary.
+boundary; a bug that came and went can cost a run of every release between the ends.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from xlaprobe.releases.envs import version_key
 from xlaprobe.search import boundary
@@ -84,6 +86,8 @@ class Bisection:
         first_fixed: the first right release after a failing one, or None (not fixed).
         flaky: releases whose failure vanished on one run and came back on another.
         runs: every run, in the order made (reruns included).
+        both_ends_right: the oldest and the newest release tried compute the program right.
+        added: releases searched beyond those asked for (between two right ends).
     """
 
     target: str
@@ -94,11 +98,18 @@ class Bisection:
     first_fixed: str | None
     flaky: tuple[str, ...]
     runs: tuple[ReleaseRun, ...]
+    both_ends_right: bool = False
+    added: tuple[str, ...] = ()
 
     @property
     def boundary(self) -> bool:
         """True when a change was found: a good release before a bad one, or a fix."""
         return bool(self.first_bad and self.last_good) or bool(self.first_fixed)
+
+    @property
+    def fails_nowhere(self) -> bool:
+        """True when every release tried computes the program right (no failure, none flaky)."""
+        return self.first_bad is None and not self.flaky and any(r.bad is False for r in self.runs)
 
     @property
     def release_runs(self) -> int:
@@ -111,7 +122,8 @@ class Bisection:
                 "first_bad": self.first_bad, "last_good": self.last_good,
                 "first_fixed": self.first_fixed, "boundary": self.boundary,
                 "bad_at_oldest": bool(self.first_bad and not self.last_good),
-                "flaky": list(self.flaky),
+                "flaky": list(self.flaky), "both_ends_right": self.both_ends_right,
+                "added": list(self.added), "fails_nowhere": self.fails_nowhere,
                 "release_runs": self.release_runs, "bound": run_bound(len(self.releases)),
                 "runs": [r.to_json() for r in self.runs]}
 
@@ -173,6 +185,17 @@ class _Runs:
                     return i
         return None
 
+    def extend(self, versions: Sequence[str]) -> None:
+        """Add releases to the order (runs made so far kept, re-indexed by release)."""
+        by_release = {self.order[i]: r for i, r in self.seen.items()}
+        self.order = sorted({*self.order, *versions}, key=version_key)
+        self.seen = {self.order.index(v): r for v, r in by_release.items()}
+
+    def first_bad_between(self, lo: int, hi: int) -> int | None:
+        """The first release strictly between `lo` and `hi` found failing like the finding, run
+        midpoints first (`sweep`), or None when none does."""
+        return next((i for i in sweep(lo, hi) if self.run(i).bad), None)
+
     def confirm(self, good: int) -> bool:
         """Rerun a good release next to a boundary; False (and flaky) when it fails now."""
         again = self.run(good, rerun=True)
@@ -182,18 +205,39 @@ class _Runs:
         return True
 
 
+def sweep(lo: int, hi: int) -> Iterator[int]:
+    """Every integer strictly between `lo` and `hi`, midpoints first (breadth first): a bug that
+    lives in a window of consecutive releases is met after about (hi - lo) / width probes.
+
+    >>> list(sweep(0, 8))
+    [4, 2, 6, 1, 3, 5, 7]
+    """
+    spans = [(lo, hi)]
+    while spans:
+        a, b = spans.pop(0)
+        if b - a > 1:
+            mid = (a + b) // 2
+            yield mid
+            spans += [(a, mid), (mid, b)]
+
+
 def bisect(releases: Sequence[str], judge: Callable[[str], ReleaseRun], *,
            known_bad: str | None = None, target: str = "", config: str = "",
-           on_run: Callable[[ReleaseRun], None] | None = None) -> Bisection:
+           on_run: Callable[[ReleaseRun], None] | None = None,
+           between: Callable[[str, str], Sequence[str]] | None = None,
+           note: Callable[[str], None] | None = None) -> Bisection:
     """Bisect `releases` with `judge` (see module docstring).
 
     Args:
         releases: release versions (any order; sorted oldest first, duplicates dropped).
         judge: runs the program under one release and returns its `ReleaseRun`.
-        known_bad: a release known to fail (the finding's own), searched from when both ends are
-            good; ignored when it is not in `releases`.
+        known_bad: a release known to fail (the finding's own), searched from first when both
+            ends are good; ignored when it is not in `releases`.
         target, config: recorded in the result.
         on_run: called with each run as it is made (progress).
+        between: called with (oldest, newest) when both ends are right and no release listed
+            between them fails; returns more releases to try there (others are ignored).
+        note: gets one line when both ends are right (what is tried next).
 
     Returns:
         The `Bisection`.
@@ -209,6 +253,7 @@ def bisect(releases: Sequence[str], judge: Callable[[str], ReleaseRun], *,
     oldest = runs.supported(0, 1, len(order))
     newest = None if oldest is None else runs.supported(len(order) - 1, -1, oldest)
     first_bad = last_good = first_fixed = None
+    both_right, added = False, ()
     if oldest is not None and newest is None:  # a single release runs
         first_bad = order[oldest] if seen[oldest].bad else None
         last_good = None if seen[oldest].bad else order[oldest]
@@ -228,15 +273,43 @@ def bisect(releases: Sequence[str], judge: Callable[[str], ReleaseRun], *,
         elif old_bad and new_bad:
             first_bad = order[oldest]
         else:
-            anchor = order.index(known_bad) if known_bad in order else None
-            if anchor is not None and runs.run(anchor).bad:
-                good, bad = runs.boundary(oldest, anchor)
-                last_good, first_bad = (order[good], order[bad]) if runs.confirm(good) \
-                    else (None, order[good])
-                bad2, good2 = runs.boundary(newest, anchor)[::-1]
-                if runs.confirm(good2):
-                    first_fixed = order[good2]
-            else:
-                last_good = order[newest]
-    return Bisection(target, config, tuple(order), first_bad, last_good, first_fixed,
-                     tuple(runs.flaky), tuple(runs.runs))
+            both_right = True
+            last_good, first_bad, first_fixed, added = _came_and_went(
+                runs, order[oldest], order[newest], known_bad, between, note or (lambda _: None))
+    return Bisection(target, config, tuple(runs.order), first_bad, last_good, first_fixed,
+                     tuple(runs.flaky), tuple(runs.runs), both_right, added)
+
+
+def _came_and_went(runs: _Runs, oldest: str, newest: str, known_bad: str | None,
+                   between: Callable[[str, str], Sequence[str]] | None,
+                   note: Callable[[str], None]) -> tuple[str | None, str | None, str | None,
+                                                         tuple[str, ...]]:
+    """Both ends right: (last good, first bad, first fixed, releases added) of a bug that came
+    and went, searched from the first failing release found between the ends; (newest, None,
+    None, added) when none fails."""
+    lo, hi = runs.order.index(oldest), runs.order.index(newest)
+    inside = hi - lo - 1
+    note(f"both ends are right (jaxlib=={oldest} and jaxlib=={newest}): looking for a failing "
+         f"release between them ({inside} listed)")
+    anchor = runs.order.index(known_bad) if known_bad in runs.order else None
+    if anchor is None or not runs.run(anchor).bad:
+        anchor = runs.first_bad_between(lo, hi)
+    added: tuple[str, ...] = ()
+    if anchor is None and between is not None:
+        key_lo, key_hi = version_key(oldest), version_key(newest)
+        added = tuple(sorted({v for v in between(oldest, newest)
+                              if key_lo < version_key(v) < key_hi and v not in runs.order},
+                             key=version_key))
+        if added:
+            note(f"no listed release between them fails; trying {len(added)} more: "
+                 + ", ".join(added))
+            runs.extend(added)
+            lo, hi = runs.order.index(oldest), runs.order.index(newest)
+            anchor = runs.first_bad_between(lo, hi)
+    if anchor is None:
+        return newest, None, None, added
+    order = runs.order
+    good, bad = runs.boundary(lo, anchor)
+    last_good, first_bad = (order[good], order[bad]) if runs.confirm(good) else (None, order[good])
+    _, good2 = runs.boundary(hi, anchor)[::-1]
+    return last_good, first_bad, order[good2] if runs.confirm(good2) else None, added

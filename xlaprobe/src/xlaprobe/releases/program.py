@@ -36,7 +36,8 @@ def bisect_program(program: Program, config: Configuration, releases: Sequence[s
                    known_bad: str | None = None, failure: Failure | None = None,
                    target: str = "",
                    on_run: Callable[[ReleaseRun], None] | None = None,
-                   log: Callable[[str], None] | None = None) -> Bisection:
+                   log: Callable[[str], None] | None = None,
+                   between: Callable[[str, str], Sequence[str]] | None = None) -> Bisection:
     """Bisect `releases` for the release where `config` starts (or stops) failing on `program`.
 
     The float64 reference and its error budget run once; each release's outcome is judged
@@ -54,7 +55,9 @@ def bisect_program(program: Program, config: Configuration, releases: Sequence[s
         target: what the user named (recorded).
         on_run: called with each release run as it completes (progress).
         log: gets a line when a release environment has to be made (made only when the search
-            reaches that release).
+            reaches that release), and one when both ends are right.
+        between: more releases to try between two right ends (`releases_between`); None: only
+            the listed ones.
 
     Returns:
         The `Bisection`.
@@ -107,7 +110,30 @@ def bisect_program(program: Program, config: Configuration, releases: Sequence[s
             f"{', '.join(failure.outputs[:3])}): {run.detail}"))
 
     return bisect(releases, judge_release, known_bad=known_bad, target=target,
-                  config=str(config), on_run=on_run)
+                  config=str(config), on_run=on_run, between=between, note=log)
+
+
+def releases_between(oldest: str, newest: str, *,
+                     available: Callable[[], list[str]] | None = None,
+                     say: Callable[[str], None] = lambda text: None) -> list[str]:
+    """The default range's releases (newest of each minor line) strictly between two releases:
+    what a bisection whose listed releases are few tries when both ends are right.
+
+    Args:
+        oldest, newest: the right ends.
+        available: the registry's releases (default `envs.available_releases`).
+        say: gets one line when the registry cannot be asked (then nothing is added).
+
+    Returns:
+        Versions, oldest first (may be empty).
+    """
+    try:
+        versions = (available or envs.available_releases)()
+    except envs.EnvironmentUnavailable as exc:
+        say(f"cannot add releases between {oldest} and {newest}: {exc}")
+        return []
+    lo, hi = envs.version_key(oldest), envs.version_key(newest)
+    return [v for v in envs.default_releases(versions) if lo < envs.version_key(v) < hi]
 
 
 def known_bad_release(config: Configuration) -> str:

@@ -1,0 +1,27 @@
+"""pow of a float32 subnormal base with a float32 exponent array: XLA:CPU returns a constant
+2.646978e-23 for every subnormal base (pow(1e-39, 0.5) should be 3.16e-20, pow(1e-45, 0.5)
+3.74e-23), in jit and op by op alike; a normal base is right. With the exponent a literal 0.5
+XLA rewrites pow to sqrt and flushes instead (0, which flush-to-zero allows). The same family as
+cbrt_subnormal (tests/cases): the fuzzer's generator keeps it out of its programs ("cbrt, pow and
+log of subnormals return constant garbage"). Found by `xlaprobe fuzz` on jaxlib 0.12.0.1."""
+import numpy as np
+from jax import lax
+
+KIND = "pow"
+FAULTY_CONFIG = "xla"
+#: Releases measured to compute it wrongly (only the installed one was measured).
+FAILS_ON = ("0.12.0.1",)
+
+
+def program(x, y):
+    return lax.pow(x, y)
+
+
+def inputs():
+    return (np.array([1e-39, 5.877471754111438e-39, 1e-45, 4.0], np.float32),
+            np.full(4, 0.5, np.float32))
+
+
+def expected():
+    x, y = (a.astype(np.float64) for a in inputs())
+    return (np.power(x, y).astype(np.float32),)

@@ -1,0 +1,69 @@
+"""``xlaprobe upstream``: a ready-to-file issue whose reproducer runs alone and shows the fault."""
+
+import ast
+import json
+import pathlib
+
+import pytest
+
+from tests.test_cli import CASES, xlaprobe
+
+DRAFTS = pathlib.Path(__file__).resolve().parent.parent / "docs" / "upstream"
+
+#: Modules a reproducer filed upstream may import: jax, numpy and the standard library.
+ALLOWED = {"jax", "numpy", "sys", "os", "subprocess", "base64"}
+
+
+def _imports(source: str) -> set[str]:
+    imported = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            imported.add((node.module or "").split(".")[0])
+    return imported
+
+
+@pytest.mark.slow  # tests/test_mcp.py drafts a report through the same command in the default run
+def test_upstream_report_of_a_shared_case_reproduces_alone(tmp_path):
+    db = tmp_path / "x.db"
+    checked = xlaprobe("check", str(CASES / "cbrt_subnormal.py"), "--configs", "xla,reference",
+                       "--json", "--db", str(db))
+    assert checked.returncode == 1, checked.stderr
+    (finding,) = json.loads(checked.stdout)["findings"]
+    out = tmp_path / "issue.md"
+    run = xlaprobe("upstream", str(finding["id"]), "--db", str(db), "--out", str(out), "--json")
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    assert report["repository"] == "openxla/xla" and report["repro_exit"] == 1
+    assert report["title"] == "[XLA:CPU] cbrt of float32 subnormal inputs returns wrong values"
+    assert "cbrt subnormal" in report["search_terms"]
+    text = out.read_text()
+    for heading in ("## Summary", "## Reproducer (imports only jax and numpy)", "## Environment",
+                    "## Release window", "## Where in the compiler", "## Duplicate check",
+                    "## Expected values and how they were obtained"):
+        assert heading in text
+    assert "the right value is **1.80466606e-13**" in text and "jaxlib: " in text
+    # The reproducer as filed imports only jax and numpy; upstream ran it alone (a fresh process
+    # in an empty directory) and it showed the fault.
+    source = text.split("```python\n", 1)[1].split("\n```\n", 1)[0]
+    assert _imports(source) <= ALLOWED
+    assert "MISMATCH output 0: 3 of 4 elements" in report["repro_output"]
+    assert "prints, and exits 1" in text
+
+
+def test_upstream_of_an_unknown_finding_is_a_one_line_error(tmp_path):
+    run = xlaprobe("upstream", "7", "--db", str(tmp_path / "none.db"))
+    assert run.returncode == 2 and "no store at" in run.stderr and "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize("draft", sorted(p.name for p in DRAFTS.glob("*.md")))
+def test_committed_drafts_are_complete_and_their_repros_showed_the_fault(draft):
+    text = (DRAFTS / draft).read_text()
+    for heading in ("## Summary", "## Reproducer (imports only jax and numpy)", "## Environment",
+                    "## Release window", "## Where in the compiler", "## Duplicate check",
+                    "## Upstream thread"):
+        assert heading in text, heading
+    assert "prints, and exits 1:" in text  # the reproducer was run when drafted, and failed
+    source = text.split("```python\n", 1)[1].split("\n```\n", 1)[0]
+    assert _imports(source) <= ALLOWED
