@@ -386,6 +386,17 @@ def compile_partitioned(config: Configuration, closed: Any,
     return compiled, placed
 
 
+def partitioned_hlo(closed: Any, inputs: Sequence[np.ndarray], spec: str) -> str:
+    """The optimized per-device HLO of `closed` partitioned under configuration `spec` (its
+    collectives name their jaxpr equations in ``op_name``); for `xlaprobe.workers.WorkerPool.call`
+    in a worker of the configuration's isolation group.
+
+    Raises:
+        InvalidArgument, jax.errors.JaxRuntimeError: as `compile_partitioned`.
+    """
+    return compile_partitioned(Configuration.parse(spec), closed, inputs)[0].as_text()
+
+
 class SpmdKind:
     """`ConfigKind` for partitioned programs on a mesh of host devices (see module docstring)."""
 

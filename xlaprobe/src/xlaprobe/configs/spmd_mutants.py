@@ -21,13 +21,15 @@ from __future__ import annotations
 
 import re
 
-from xlaprobe.configs.mutants import PRE, Mutant, MutantKind, Rewrite
+from xlaprobe.configs.mutants import PRE, Mutant, MutantKind, Rewrite, apply_mutant
 from xlaprobe.configs.mutants import KIND as MUTANT_KIND
 from xlaprobe.errors import InvalidArgument
 from xlaprobe.hlo import HloText, Instruction
+from xlaprobe.outcome import MutationSite
 
 _METADATA = re.compile(r"metadata=\{[^}]*\}")
 _CHANNEL = re.compile(r"channel_id=(\d+)")
+_PAIRS = re.compile(r"source_target_pairs=(\{(?:\{\d+,\d+\},?)*\})")
 
 
 def _metadata(instruction: Instruction) -> str:
@@ -106,14 +108,15 @@ def _all_gather_shard_order(hlo: HloText) -> tuple[Instruction, str] | None:
 
 def _halo_off_by_one(hlo: HloText) -> tuple[Instruction, str] | None:
     for target in (i for i in hlo.instructions() if i.opcode == "collective-permute"):
-        pairs = re.findall(r"\{(\d+),(\d+)\}", target.attribute("source_target_pairs"))
+        found = _PAIRS.search(target.attributes)
+        pairs = re.findall(r"\{(\d+),(\d+)\}", found.group(1)) if found else []
         if len(pairs) < 2:
             continue
         targets = [t for _, t in pairs]
         shifted = [(s, targets[(k + 1) % len(targets)]) for k, (s, _) in enumerate(pairs)]
         text = "{" + ",".join(f"{{{s},{t}}}" for s, t in shifted) + "}"
-        hlo.replace(target, attributes=re.sub(r"source_target_pairs=\{(\{\d+,\d+\},?)*\}",
-                                              f"source_target_pairs={text}", target.attributes))
+        hlo.replace(target, attributes=_PAIRS.sub(f"source_target_pairs={text}",
+                                                  target.attributes))
         return target, "collective-permute sends to the next target of its pairs"
     return None
 
@@ -232,6 +235,18 @@ def get_spmd_mutant(name: str) -> Mutant:
         raise InvalidArgument(f"unknown partitioning mutant '{name}'; known: "
                               f"{', '.join(SPMD_MUTANTS)}")
     return SPMD_MUTANTS[name]
+
+
+def apply_spmd_mutant(name: str, module_text: str) -> tuple[str, MutationSite] | None:
+    """Apply partitioning mutant `name` to HLO module text (pure: no XLA, no registration).
+
+    Returns:
+        (new module text, the site) when its pattern occurs, else None.
+
+    Raises:
+        InvalidArgument: unknown name.
+    """
+    return apply_mutant(get_spmd_mutant(name), module_text)
 
 
 def install(name: str) -> MutantKind:

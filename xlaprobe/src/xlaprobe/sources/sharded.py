@@ -115,3 +115,50 @@ def sharded_models() -> dict[str, ModelSpec]:
                   "over 'model' and data parallel over 'data' of a 4x2 mesh", "train_step",
                   _sharded_step(_tensor_parallel, _batch_over("data"))),
     ]}
+
+
+# --------------------------------------------------------------------------------- small programs
+
+def _matmul_tanh_sum(a: Any, b: Any) -> Any:
+    import jax.numpy as jnp
+    return jnp.tanh(a @ b).sum(0), jnp.cumsum(a, axis=0)
+
+
+def _conv_halo(x: Any, w: Any) -> Any:
+    import jax
+    # A 1-D convolution along a sharded axis: each device needs its neighbours' edge rows.
+    return jax.lax.conv_general_dilated(x, w, (1,), "SAME", dimension_numbers=("NWC", "WIO", "NWC"))
+
+
+def _donated_update(a: Any, b: Any) -> Any:
+    import jax.numpy as jnp
+    return a * 2.0 + jnp.tanh(b).sum(), b + 1.0
+
+
+def _normal(shape: tuple[int, ...], seed: int) -> Any:
+    import numpy as np
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+#: Small programs without shardings of their own (an ``spmd`` configuration generates them),
+#: whose partitioned modules hold the collectives the partitioning mutants rewrite: name ->
+#: (function, inputs).
+SPMD_CORPUS: dict[str, tuple[Callable[..., Any], Callable[[], tuple[Any, ...]]]] = {
+    # all-reduce of the contraction, all-gather of the replicated operand, a prefix sum.
+    "matmul_tanh_sum": (_matmul_tanh_sum, lambda: (_normal((8, 16), 0), _normal((16, 6), 1))),
+    # collective-permutes: the halo exchange of a convolution over a sharded axis.
+    "conv_halo": (_conv_halo, lambda: (_normal((2, 64, 4), 2), _normal((3, 4, 2), 3))),
+    # outputs that alias their inputs under donate=all.
+    "donated_update": (_donated_update, lambda: (_normal((8, 16), 4), _normal((16, 6), 5))),
+}
+
+
+def spmd_program(name: str) -> Any:
+    """The `SPMD_CORPUS` program `name` as a `xlaprobe.program.Program` (source ``"corpus"``).
+
+    Raises:
+        KeyError: unknown name.
+    """
+    from xlaprobe.program import Program, Provenance
+    fn, inputs = SPMD_CORPUS[name]
+    return Program.from_function(fn, inputs(), Provenance("corpus", f"spmd/{name}"))
