@@ -204,7 +204,12 @@ def test_partitioned_runs_match_and_are_partitioned(pool):
     assert "f32[4,8]" in hlo.value and "all-reduce(" in hlo.value
 
 
-def test_a_dropped_all_reduce_is_found_at_its_equation(pool):
+def test_a_dropped_all_reduce_is_found_at_its_equation_and_its_repro_shows_it(pool, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from xlaprobe.localization.spmd_repro import emit_spmd_repro
     program = spmd_program("matmul_tanh_sum")
     spec = "spmd[mesh=2x2,mutant=all-reduce-dropped]"
     result = check_program(program, ["xla", spec, "reference"], pool)
@@ -214,3 +219,10 @@ def test_a_dropped_all_reduce_is_found_at_its_equation(pool):
     assert site.opcode == "all-reduce" and site.equation >= 0
     assert site.op_name.endswith(program.jaxpr.jaxpr.eqns[site.equation].primitive.name)
     assert [f.config for f in result.findings] == [spec]
+    # The standalone script presents the mesh's 4 devices itself and shows the fault.
+    script = tmp_path / "repro.py"
+    script.write_text(emit_spmd_repro(program, spec, result.outcomes[2].outputs))
+    assert "--xla_force_host_platform_device_count=4" in script.read_text()
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env)
+    assert done.returncode == 1 and "MISMATCH output 0" in done.stdout, done.stdout + done.stderr
