@@ -177,6 +177,29 @@ def test_all_gather_shard_order_reverses_the_blocks():
     assert "ROOT %ag = f32[4,3]{1,0} concatenate(" in text and site.equation == 1
 
 
+_COMBINED = """HloModule m, entry_computation_layout={(f32[4]{0}, f32[2]{0})->(f32[4]{0}, f32[2]{0})}
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+
+ENTRY %main (p: f32[4], q: f32[2]) -> (f32[4], f32[2]) {
+  %p = f32[4]{0} parameter(0)
+  %q = f32[2]{0} parameter(1)
+  ROOT %ar = (f32[4]{0}, f32[2]{0}) all-reduce(%p, %q), channel_id=1, replica_groups={{0,1}}, use_global_device_ids=true, to_apply=%add, metadata={op_name="jit(program)/eqn7/add_any"}
+}
+"""
+
+
+def test_a_combined_all_reduce_is_dropped_as_a_tuple_of_its_operands():
+    # Data-parallel gradients come back in one combined all-reduce of several values.
+    text, site = apply_spmd_mutant("all-reduce-dropped", _COMBINED)
+    assert 'ROOT %ar = (f32[4]{0}, f32[2]{0}) tuple(%p, %q), metadata={op_name="jit(' in text
+    assert site.equation == 7
+
+
 def test_the_partitioning_mutants_are_listed():
     assert set(SPMD_MUTANTS) == {"all-reduce-dropped", "all-reduce-twice",
                                  "all-gather-shard-order", "halo-off-by-one",

@@ -30,7 +30,8 @@ the host (`numpy.asarray`), so the oracle judges them like every other configura
 Bad input is refused in the parent process before any run (`validate`, `validate_program`):
 a malformed mesh, a mesh of more devices than a worker presents (`MAX_DEVICES`), an unknown
 partitioner, a mesh whose rank differs from the program's, an axis that does not divide a
-dimension the program shards over it, a donated input that does not exist.
+dimension of an input or output the program shards over it (constraints on intermediate values
+may be uneven: the partitioner pads), a donated input that does not exist.
 """
 
 from __future__ import annotations
@@ -250,13 +251,6 @@ def _edge_specs(closed: Any) -> tuple[dict[int, Spec], dict[int, Spec]]:
     return inputs, outputs
 
 
-def _constraint_specs(closed: Any) -> list[tuple[str, tuple[int, ...], Spec]]:
-    """(where, shape, spec) of every top-level sharding constraint, for divisibility checks."""
-    return [(f"equation {k} (sharding_constraint)", tuple(eqn.invars[0].aval.shape),
-             _spec_of(eqn.params["sharding"]))
-            for k, eqn in enumerate(closed.jaxpr.eqns) if eqn.primitive.name == "sharding_constraint"]
-
-
 def _check_divides(where: str, shape: Sequence[int], spec: Spec, sizes: dict[str, int],
                    config: Configuration) -> None:
     for dim, axes in enumerate(spec):
@@ -289,8 +283,12 @@ def plan(config: Configuration, closed: Any) -> Plan:
         axes = tuple(zip(names, options.mesh))
         ins, outs = _edge_specs(closed)
         sizes = dict(axes)
-        for where, shape, spec in _constraint_specs(closed):
-            _check_divides(where, shape, spec, sizes, config)
+        # Inputs and outputs are placed and gathered whole shards at a time; constraints on
+        # intermediate values may be uneven (the partitioner pads).
+        for k, spec in ins.items():
+            _check_divides(f"input {k}", closed.jaxpr.invars[k].aval.shape, spec, sizes, config)
+        for k, spec in outs.items():
+            _check_divides(f"output {k}", closed.jaxpr.outvars[k].aval.shape, spec, sizes, config)
         inputs = tuple(ins.get(k) for k in range(n_in))
         outputs = tuple(outs.get(k) for k in range(n_out))
         source = "program"

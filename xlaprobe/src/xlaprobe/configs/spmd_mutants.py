@@ -61,10 +61,13 @@ def _rename(hlo: HloText, target: Instruction) -> tuple[str, Instruction]:
 
 
 def _all_reduce_dropped(hlo: HloText) -> tuple[Instruction, str] | None:
-    target = _first(hlo, "all-reduce")
-    if target is None or len(target.operands) != 1:
+    target = next((i for i in hlo.instructions() if i.opcode == "all-reduce" and i.operands), None)
+    if target is None:
         return None
-    hlo.replace(target, opcode="copy", attributes=_metadata(target))
+    if target.element_type:
+        hlo.replace(target, opcode="copy", attributes=_metadata(target))
+    else:  # a combined all-reduce of several values: their tuple, unreduced
+        hlo.replace(target, opcode="tuple", attributes=_metadata(target))
     return target, "all-reduce replaced by a copy of the local value"
 
 
