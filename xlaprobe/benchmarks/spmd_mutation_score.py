@@ -25,7 +25,7 @@ import time
 from xlaprobe.checking import check_program, judge
 from xlaprobe.configs.spmd_mutants import SPMD_MUTANTS
 from xlaprobe.sources.models import build_program
-from xlaprobe.sources.sharded import SPMD_CORPUS, sharded_models, spmd_program
+from xlaprobe.sources.sharded import SHARDED_NAMES, SPMD_CORPUS, spmd_program
 from xlaprobe.workers import WorkerPool
 
 BASE = "spmd[donate=all,mesh=4x2]"
@@ -54,7 +54,7 @@ def main() -> None:
     started = time.perf_counter()
     programs = {f"spmd/{n}": spmd_program(n) for n in SPMD_CORPUS}
     if not args.corpus_only:
-        programs.update({f"zoo/{n}": build_program(n) for n in sharded_models()})
+        programs.update({f"zoo/{n}": build_program(n) for n in SHARDED_NAMES})
     with WorkerPool(size=1, timeout_s=600) as pool:
         baselines = {n: check_program(p, ["xla", BASE, "reference"], pool)
                      for n, p in programs.items()}

@@ -249,3 +249,18 @@ def test_a_dropped_all_reduce_is_found_at_its_equation_and_its_repro_shows_it(po
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env)
     assert done.returncode == 1 and "MISMATCH output 0" in done.stdout, done.stdout + done.stderr
+
+
+def test_the_sharded_zoo_carries_its_shardings():
+    from xlaprobe.sources.models import build_program
+    program = build_program("transformer_lm_tp")
+    layout = spmd.plan(Configuration.parse("spmd[mesh=4x2]"), program.jaxpr)
+    assert layout.source == "program" and layout.axes == (("data", 4), ("model", 2))
+    names = program.output_names
+    # Outputs are (loss, new params, new Adam state): fc1 column-parallel, fc2 row-parallel.
+    fc1 = names.index("[1]['blocks'][0]['fc1']['kernel']")
+    fc2 = names.index("[1]['blocks'][0]['fc2']['kernel']")
+    assert layout.outputs[fc1] == ((), ("model",)) and layout.outputs[fc2] == (("model",), ())
+    assert layout.inputs[-1] == (("data",), ())  # the batch of tokens, i32[8, 17]
+    with pytest.raises(InvalidArgument, match="do not divide"):
+        spmd.plan(Configuration.parse("spmd[mesh=3x2]"), program.jaxpr)

@@ -760,7 +760,7 @@ def zoo() -> dict[str, ModelSpec]:
     (`xlaprobe.sources.ecosystem.ECOSYSTEM`, whose libraries are imported only on a build)."""
     from xlaprobe.sources.ecosystem import ECOSYSTEM
     from xlaprobe.sources.sharded import sharded_models
-    return {**MODELS, **sharded_models(), **ECOSYSTEM}
+    return {**MODELS, **sharded_models(transformer_lm_builder), **ECOSYSTEM}
 
 
 def get_model(name: str) -> ModelSpec:

@@ -28,7 +28,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from xlaprobe.sources.zoospec import ModelSpec
+from xlaprobe.sources.zoospec import BuildFn, ModelSpec
 
 #: The mesh the sharded models are written for (``spmd[mesh=4x2]`` runs them as written).
 MESH_AXES = ("data", "model")
@@ -85,10 +85,10 @@ def _constrain(tree: Any, rule: SpecRule) -> Any:
     return jax.tree_util.tree_map_with_path(leaf, tree)
 
 
-def _sharded_step(params_rule: SpecRule, batch_rule: SpecRule) -> Callable[[int], Any]:
+def _sharded_step(lm_builder: Callable[[int], BuildFn], params_rule: SpecRule,
+                  batch_rule: SpecRule) -> BuildFn:
     def build(seed: int) -> tuple[Callable[..., Any], tuple[Any, ...]]:
-        from xlaprobe.sources.models import transformer_lm_builder
-        step, args = transformer_lm_builder(BATCH)(seed)
+        step, args = lm_builder(BATCH)(seed)
 
         def sharded_step(params: Any, opt_state: Any, batch: Any) -> tuple[Any, Any, Any]:
             params, opt_state = _constrain((params, opt_state), params_rule)
@@ -100,20 +100,30 @@ def _sharded_step(params_rule: SpecRule, batch_rule: SpecRule) -> Callable[[int]
     return build
 
 
+#: The sharded zoo's model names.
+SHARDED_NAMES = ("transformer_lm_dp", "transformer_lm_fsdp", "transformer_lm_tp")
+
+
 @functools.cache
-def sharded_models() -> dict[str, ModelSpec]:
-    """The sharded zoo entries by name (see the module docstring)."""
+def sharded_models(lm_builder: Callable[[int], BuildFn]) -> dict[str, ModelSpec]:
+    """The sharded zoo entries by name (see the module docstring).
+
+    Args:
+        lm_builder: ``batch_size -> build`` of the zoo's transformer LM training step
+            (`xlaprobe.sources.models.transformer_lm_builder`; handed in, as the zoo imports
+            this module).
+    """
     both = _batch_over(*MESH_AXES)
     return {spec.name: spec for spec in [
-        ModelSpec("transformer_lm_dp", "transformer LM training step, data parallel over a 4x2 "
+        ModelSpec(SHARDED_NAMES[0], "transformer LM training step, data parallel over a 4x2 "
                   "mesh (batch 8 split 8 ways; check with spmd[mesh=4x2])", "train_step",
-                  _sharded_step(_replicated, both)),
-        ModelSpec("transformer_lm_fsdp", "transformer LM training step, FSDP over a 4x2 mesh "
+                  _sharded_step(lm_builder, _replicated, both)),
+        ModelSpec(SHARDED_NAMES[1], "transformer LM training step, FSDP over a 4x2 mesh "
                   "(batch and every parameter and Adam moment split 8 ways)", "train_step",
-                  _sharded_step(_fsdp, both)),
-        ModelSpec("transformer_lm_tp", "transformer LM training step, Megatron tensor parallel "
+                  _sharded_step(lm_builder, _fsdp, both)),
+        ModelSpec(SHARDED_NAMES[2], "transformer LM training step, Megatron tensor parallel "
                   "over 'model' and data parallel over 'data' of a 4x2 mesh", "train_step",
-                  _sharded_step(_tensor_parallel, _batch_over("data"))),
+                  _sharded_step(lm_builder, _tensor_parallel, _batch_over("data"))),
     ]}
 
 
