@@ -24,7 +24,7 @@ import re
 from xlaprobe.configs.mutants import PRE, Mutant, MutantKind, Rewrite, apply_mutant
 from xlaprobe.configs.mutants import KIND as MUTANT_KIND
 from xlaprobe.errors import InvalidArgument
-from xlaprobe.hlo import HloText, Instruction
+from xlaprobe.hlo import HloText, Instruction, entry_name, operand_closure
 from xlaprobe.outcome import MutationSite
 
 _METADATA = re.compile(r"metadata=\{[^}]*\}")
@@ -35,13 +35,6 @@ _PAIRS = re.compile(r"source_target_pairs=(\{(?:\{\d+,\d+\},?)*\})")
 def _metadata(instruction: Instruction) -> str:
     match = _METADATA.search(instruction.attributes)
     return match.group(0) if match else ""
-
-
-def _entry(hlo: HloText) -> str:
-    for line in hlo.lines:
-        if line.startswith("ENTRY "):
-            return line.split()[1].lstrip("%")
-    return ""
 
 
 def _first(hlo: HloText, opcode: str) -> Instruction | None:
@@ -130,17 +123,6 @@ def _aliases(hlo: HloText) -> list[tuple[int, int]]:
     return [(int(o), int(p)) for o, p in re.findall(r"\{(\d+)\}: \((\d+), \{\}", header)]
 
 
-def _ancestors(names: dict[str, Instruction], start: str) -> set[str]:
-    seen, stack = set(), [start]
-    while stack:
-        name = stack.pop()
-        if name in seen or name not in names:
-            continue
-        seen.add(name)
-        stack.extend(names[name].operands)
-    return seen
-
-
 def _reorder(hlo: HloText, computation: str) -> None:
     """Put `computation`'s instruction lines in an order where every operand is defined before
     its use (HLO text needs it), keeping the original order where it already holds."""
@@ -171,7 +153,7 @@ def _reorder(hlo: HloText, computation: str) -> None:
 
 
 def _donated_read_after_write(hlo: HloText) -> tuple[Instruction, str] | None:
-    entry = _entry(hlo)
+    entry = entry_name(str(hlo))
     names = {i.name: i for i in hlo.instructions() if i.computation == entry}
     root = next((i for i in names.values() if i.root), None)
     params = {int(i.operand_text): i.name for i in names.values() if i.opcode == "parameter"}
@@ -182,7 +164,7 @@ def _donated_read_after_write(hlo: HloText) -> tuple[Instruction, str] | None:
         param = params.get(number)
         if written is None or param is None or names[written].shape != names[param].shape:
             continue
-        before = _ancestors(names, written)
+        before = operand_closure(names, [written])
         # XLA copies a donated parameter that is read after its buffer is written (copy
         # insertion): a read of that copy is a read of the parameter.
         reads = {param} | {i.name for i in names.values()
