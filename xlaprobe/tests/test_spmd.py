@@ -264,3 +264,16 @@ def test_the_sharded_zoo_carries_its_shardings():
     assert layout.inputs[-1] == (("data",), ())  # the batch of tokens, i32[8, 17]
     with pytest.raises(InvalidArgument, match="do not divide"):
         spmd.plan(Configuration.parse("spmd[mesh=3x2]"), program.jaxpr)
+
+
+def test_a_sharded_program_survives_the_artifact_format():
+    from xlaprobe import jaxpr_json
+    program = _constrained_program()
+    text, arrays = jaxpr_json.dumps(program.jaxpr)
+    assert '"t":"named_sharding","sizes":[4,2],"names":["data","model"]' in text
+    back = jaxpr_json.loads(text, arrays)
+    config = Configuration.parse("spmd[mesh=2x2]")
+    assert str(back) == str(program.jaxpr)
+    assert spmd.plan(config, back) == spmd.plan(config, program.jaxpr)
+    with pytest.raises(Exception, match="bad sharding spec"):
+        jaxpr_json.loads(text.replace('"spec":[["data"]', '"spec":[["nope"]'), arrays)
