@@ -3,6 +3,7 @@ and the sharded zoo (sources/sharded.py). Multi-device runs use a 2x2 mesh of ho
 
 from __future__ import annotations
 
+import collections
 import math
 
 import jax
@@ -277,3 +278,28 @@ def test_a_sharded_program_survives_the_artifact_format():
     assert spmd.plan(config, back) == spmd.plan(config, program.jaxpr)
     with pytest.raises(Exception, match="bad sharding spec"):
         jaxpr_json.loads(text.replace('"spec":[["data"]', '"spec":[["nope"]'), arrays)
+
+
+def test_sharded_programs_carry_valid_constraints():
+    from xlaprobe.sources.sharding_gen import coverage, sharded_generate
+    total = collections.Counter()
+    for seed in range(8):
+        program = sharded_generate(seed, max_equations=12)
+        again = sharded_generate(seed, max_equations=12)
+        assert str(program.jaxpr) == str(again.jaxpr)  # a seed replays
+        total += coverage(program.jaxpr)
+        # Inputs and outputs always divide; the spmd kind accepts every generated program.
+        assert spmd.plan(Configuration.parse("spmd[mesh=4x2]"), program.jaxpr).source in (
+            "program", "generated")
+    assert total["input"] > 0 and total["axis:x"] > 0 and total["axis:y"] > 0
+
+
+def test_coverage_counts_an_uneven_intermediate_constraint():
+    from xlaprobe.sources.sharding_gen import coverage
+
+    def fn(x):
+        y = jax.lax.with_sharding_constraint(jax.numpy.sin(x)[:7], NamedSharding(MESH, P("data")))
+        return y * 2
+    program = Program.from_function(fn, (np.ones(8, np.float32),), Provenance("user", "u"))
+    assert coverage(program.jaxpr) == {"intermediate": 1, "uneven": 1, "axis:data": 1,
+                                       "two-axes-one-dim": 0}
