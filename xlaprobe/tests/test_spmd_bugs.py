@@ -37,3 +37,18 @@ def test_a_sharded_bitwise_reduction_does_not_compile(op):
 def test_a_partitioned_dynamic_update_slice_drops_a_clamped_update(partitioner):
     done = _run("dynamic_update_slice_clamp_dropped.py", partitioner)
     assert done.returncode == 1 and "2 devices: [-1.  3.]" in done.stdout
+
+
+@pytest.mark.slow
+def test_shardy_aborts_on_a_strided_dilated_reduce_window_over_four_shards():
+    done = _run("reduce_window_stride_shard_shape.py", "4")
+    assert done.returncode == -6 and "sharded_rw->shape()" in done.stderr
+    assert _run("reduce_window_stride_shard_shape.py", "4", "gspmd").returncode == 0
+    assert _run("reduce_window_stride_shard_shape.py", "2").returncode == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("partitioner", ["shardy", "gspmd"])
+def test_a_scatter_with_sharded_indices_fails_the_hlo_verifier(partitioner):
+    done = _run("scatter_index_sharded_invalid_hlo.py", partitioner)
+    assert done.returncode == 1 and "hlo_verifier" in done.stdout
