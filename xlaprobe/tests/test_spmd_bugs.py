@@ -52,3 +52,10 @@ def test_shardy_aborts_on_a_strided_dilated_reduce_window_over_four_shards():
 def test_a_scatter_with_sharded_indices_fails_the_hlo_verifier(partitioner):
     done = _run("scatter_index_sharded_invalid_hlo.py", partitioner)
     assert done.returncode == 1 and "hlo_verifier" in done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args", [("min",), ("max",), ("min", "gspmd")])
+def test_a_sharded_min_or_max_drops_a_nan(args):
+    done = _run("sharded_min_max_drops_nan.py", *args)
+    assert done.returncode == 1 and "one device: nan" in done.stdout
