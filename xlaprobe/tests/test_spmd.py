@@ -129,6 +129,7 @@ def test_a_mesh_that_does_not_fit_the_program_is_refused_before_any_run(spec, me
         check_program(_constrained_program(), [spec, "reference"], NoPool())
 
 
+@pytest.mark.slow  # a CLI process (the library path is tested above in the default run)
 def test_cli_refuses_a_mesh_that_does_not_divide(tmp_path):
     import subprocess
     import sys
@@ -228,28 +229,47 @@ def test_partitioned_runs_match_and_are_partitioned(pool):
     assert "f32[4,8]" in hlo.value and "all-reduce(" in hlo.value
 
 
-def test_a_dropped_all_reduce_is_found_at_its_equation_and_its_repro_shows_it(pool, tmp_path):
+def _dropped_all_reduce(pool):
+    program = spmd_program("matmul_tanh_sum")
+    spec = "spmd[mesh=2x2,mutant=all-reduce-dropped]"
+    return program, spec, check_program(program, ["xla", spec, "reference"], pool)
+
+
+def test_a_dropped_all_reduce_is_found_at_its_equation(pool):
+    program, spec, result = _dropped_all_reduce(pool)
+    (site,) = result.outcomes[1].mutations
+    # The collective carries the op_name of the equation the partitioner made it for.
+    assert site.opcode == "all-reduce" and site.equation >= 0
+    assert site.op_name.endswith(program.jaxpr.jaxpr.eqns[site.equation].primitive.name)
+    assert [f.config for f in result.findings] == [spec]
+
+
+@pytest.mark.slow  # a jax process of its own with 4 host devices
+def test_the_repro_of_a_partitioned_finding_presents_its_devices(pool, tmp_path):
     import os
     import subprocess
     import sys
 
     from xlaprobe.localization.spmd_repro import emit_spmd_repro
-    program = spmd_program("matmul_tanh_sum")
-    spec = "spmd[mesh=2x2,mutant=all-reduce-dropped]"
-    result = check_program(program, ["xla", spec, "reference"], pool)
-    outcome = result.outcomes[1]
-    (site,) = outcome.mutations
-    # The collective carries the op_name of the equation the partitioner made it for.
-    assert site.opcode == "all-reduce" and site.equation >= 0
-    assert site.op_name.endswith(program.jaxpr.jaxpr.eqns[site.equation].primitive.name)
-    assert [f.config for f in result.findings] == [spec]
-    # The standalone script presents the mesh's 4 devices itself and shows the fault.
+    program, spec, result = _dropped_all_reduce(pool)
     script = tmp_path / "repro.py"
     script.write_text(emit_spmd_repro(program, spec, result.outcomes[2].outputs))
     assert "--xla_force_host_platform_device_count=4" in script.read_text()
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env)
     assert done.returncode == 1 and "MISMATCH output 0" in done.stdout, done.stdout + done.stderr
+
+
+def test_the_repro_script_sets_the_device_count_before_jax_starts():
+    from xlaprobe.configs.reference import evaluate
+    from xlaprobe.localization.spmd_repro import emit_spmd_repro
+    program = spmd_program("matmul_tanh_sum")
+    text = emit_spmd_repro(program, "spmd[mesh=2x2,partitioner=gspmd,donate=all]",
+                           evaluate(program.jaxpr, program.inputs))
+    assert text.index("--xla_force_host_platform_device_count=4") < text.index("\nimport jax\n")
+    assert "SHARDY = False" in text and "DONATE = (0, 1)" in text
+    assert "IN_SPECS = [('y', 'x', ), (('x', 'y'), None, )]" in text
+    compile(text, "repro.py", "exec")
 
 
 def test_the_sharded_zoo_carries_its_shardings():
