@@ -2,9 +2,9 @@
 
 Runs an `xlaprobe.campaign.Campaign` whose source is
 `xlaprobe.sources.sharding_gen.sharded_generate` (the generator's programs with random, possibly
-uneven, sharding constraints over a 4x2 abstract mesh), checked under xla, both partitioners and a
-donating 2x2x2 mesh against the float64 reference, then prints the campaign's figures, the
-sharding patterns the programs covered (`xlaprobe.sources.sharding_gen.coverage`) and the
+uneven, sharding constraints over a 4x2 abstract mesh), checked under xla, both partitioners and
+donated inputs on that mesh (other meshes would not divide the inputs' constraints) against the
+float64 reference, then prints the campaign's figures, the sharding patterns the programs covered (`xlaprobe.sources.sharding_gen.coverage`) and the
 distinct findings (``xlaprobe findings --db DB`` shows them with their artifacts and repros).
 
     python benchmarks/spmd_hunt.py --time 20m --db hunt.db [--seed 0]
@@ -20,7 +20,7 @@ from xlaprobe.campaign import Campaign, parse_duration
 from xlaprobe.sources.sharding_gen import coverage, sharded_generate
 
 CONFIGS = ("xla", "spmd[mesh=4x2]", "spmd[mesh=4x2,partitioner=gspmd]",
-           "spmd[donate=all,mesh=2x2x2]", "reference")
+           "spmd[donate=all,mesh=4x2]", "reference")
 
 
 def main() -> None:
