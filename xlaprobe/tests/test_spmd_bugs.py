@@ -59,3 +59,10 @@ def test_a_scatter_with_sharded_indices_fails_the_hlo_verifier(partitioner):
 def test_a_sharded_min_or_max_drops_a_nan(args):
     done = _run("sharded_min_max_drops_nan.py", *args)
     assert done.returncode == 1 and "one device: nan" in done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("partitioner", ["shardy", "gspmd"])
+def test_a_partitioned_gather_with_int8_indices_aborts(partitioner):
+    done = _run("gather_int8_indices_abort.py", partitioner)
+    assert done.returncode == -6 and "Unsupported indices type: S8" in done.stderr
