@@ -323,3 +323,13 @@ def test_coverage_counts_an_uneven_intermediate_constraint():
     program = Program.from_function(fn, (np.ones(8, np.float32),), Provenance("user", "u"))
     assert coverage(program.jaxpr) == {"intermediate": 1, "uneven": 1, "axis:data": 1,
                                        "two-axes-one-dim": 0}
+
+
+def test_the_reducer_writes_a_partitioned_repro_for_an_spmd_finding():
+    from xlaprobe.configs.reference import evaluate
+    from xlaprobe.localization.reduce import _compiler_options, _emit
+    program = spmd_program("donated_update")
+    config = "spmd[donate=all,mesh=2x2]"
+    assert _compiler_options(Configuration.parse(config)) == ({}, "", "")
+    text = _emit((program, config, {}, evaluate(program.jaxpr, program.inputs), ()), "", {})
+    assert "--xla_force_host_platform_device_count=4" in text and "DONATE = (0, 1)" in text
