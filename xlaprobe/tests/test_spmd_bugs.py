@@ -1,5 +1,5 @@
 """Real XLA bugs the partitioned hunt found on jax/jaxlib 0.12.0.1 (tests/spmd_bugs: standalone
-jax-only scripts that present their own host devices). Each test asserts the bug is still there;
+jax-only scripts that present their own host devices). Each case asserts the bug is still there;
 when one fails, the installed release fixed it: move the script to a regression test."""
 
 import os
@@ -10,59 +10,39 @@ import sys
 import pytest
 
 BUGS = pathlib.Path(__file__).parent / "spmd_bugs"
+ABORT = -6  # SIGABRT: a CHECK failure or LOG(FATAL) in XLA
+
+#: (script, its arguments, expected exit code, "stdout" or "stderr", text it must print there).
+CASES = [
+    ("reduce_window_base_dilation_negative_padding.py", (), ABORT, "stderr",
+     "get_first_valid_element_offset_on_dilated_shard"),
+    ("reduce_window_base_dilation_negative_padding.py", ("gspmd",), 0, "stdout", "2 devices:"),
+    ("reduce_window_stride_shard_shape.py", ("4",), ABORT, "stderr", "sharded_rw->shape()"),
+    ("reduce_window_stride_shard_shape.py", ("4", "gspmd"), 0, "stdout", "4 devices:"),
+    ("reduce_window_stride_shard_shape.py", ("2",), 0, "stdout", "2 devices:"),
+    ("sharded_bitwise_reduction_unimplemented.py", ("xor",), 1, "stdout",
+     "Unsupported reduction computation"),
+    ("sharded_bitwise_reduction_unimplemented.py", ("and",), 1, "stdout",
+     "Unsupported reduction computation"),
+    ("sharded_bitwise_reduction_unimplemented.py", ("or",), 1, "stdout",
+     "Unsupported reduction computation"),
+    ("dynamic_update_slice_clamp_dropped.py", ("shardy",), 1, "stdout", "2 devices: [-1.  3.]"),
+    ("dynamic_update_slice_clamp_dropped.py", ("gspmd",), 1, "stdout", "2 devices: [-1.  3.]"),
+    ("scatter_index_sharded_invalid_hlo.py", ("shardy",), 1, "stdout", "hlo_verifier"),
+    ("scatter_index_sharded_invalid_hlo.py", ("gspmd",), 1, "stdout", "hlo_verifier"),
+    ("sharded_min_max_drops_nan.py", ("min",), 1, "stdout", "one device: nan"),
+    ("sharded_min_max_drops_nan.py", ("max",), 1, "stdout", "one device: nan"),
+    ("sharded_min_max_drops_nan.py", ("min", "gspmd"), 1, "stdout", "one device: nan"),
+    ("gather_int8_indices_abort.py", ("shardy",), ABORT, "stderr", "Unsupported indices type: S8"),
+    ("gather_int8_indices_abort.py", ("gspmd",), ABORT, "stderr", "Unsupported indices type: S8"),
+]
 
 
-def _run(name: str, *args: str) -> subprocess.CompletedProcess:
+@pytest.mark.slow
+@pytest.mark.parametrize("script, args, code, stream, text", CASES,
+                         ids=[f"{c[0][:-3]}-{'-'.join(c[1]) or 'default'}" for c in CASES])
+def test_the_bug_is_still_there(script, args, code, stream, text):
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    return subprocess.run([sys.executable, str(BUGS / name), *args], capture_output=True,
+    done = subprocess.run([sys.executable, str(BUGS / script), *args], capture_output=True,
                           text=True, env=env, timeout=300)
-
-
-@pytest.mark.slow
-def test_shardy_aborts_on_a_base_dilated_reduce_window_with_negative_padding():
-    done = _run("reduce_window_base_dilation_negative_padding.py")
-    assert done.returncode == -6 and "get_first_valid_element_offset_on_dilated_shard" in done.stderr
-    assert _run("reduce_window_base_dilation_negative_padding.py", "gspmd").returncode == 0
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("op", ["xor", "and", "or"])
-def test_a_sharded_bitwise_reduction_does_not_compile(op):
-    done = _run("sharded_bitwise_reduction_unimplemented.py", op)
-    assert done.returncode == 1 and "Unsupported reduction computation" in done.stdout
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("partitioner", ["shardy", "gspmd"])
-def test_a_partitioned_dynamic_update_slice_drops_a_clamped_update(partitioner):
-    done = _run("dynamic_update_slice_clamp_dropped.py", partitioner)
-    assert done.returncode == 1 and "2 devices: [-1.  3.]" in done.stdout
-
-
-@pytest.mark.slow
-def test_shardy_aborts_on_a_strided_dilated_reduce_window_over_four_shards():
-    done = _run("reduce_window_stride_shard_shape.py", "4")
-    assert done.returncode == -6 and "sharded_rw->shape()" in done.stderr
-    assert _run("reduce_window_stride_shard_shape.py", "4", "gspmd").returncode == 0
-    assert _run("reduce_window_stride_shard_shape.py", "2").returncode == 0
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("partitioner", ["shardy", "gspmd"])
-def test_a_scatter_with_sharded_indices_fails_the_hlo_verifier(partitioner):
-    done = _run("scatter_index_sharded_invalid_hlo.py", partitioner)
-    assert done.returncode == 1 and "hlo_verifier" in done.stdout
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("args", [("min",), ("max",), ("min", "gspmd")])
-def test_a_sharded_min_or_max_drops_a_nan(args):
-    done = _run("sharded_min_max_drops_nan.py", *args)
-    assert done.returncode == 1 and "one device: nan" in done.stdout
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("partitioner", ["shardy", "gspmd"])
-def test_a_partitioned_gather_with_int8_indices_aborts(partitioner):
-    done = _run("gather_int8_indices_abort.py", partitioner)
-    assert done.returncode == -6 and "Unsupported indices type: S8" in done.stderr
+    assert done.returncode == code and text in getattr(done, stream), done.stdout + done.stderr
