@@ -206,6 +206,13 @@ def _finding_repro(program: Program, config: str, reference: Sequence[np.ndarray
     and run op by op (`localize.repro.emit_repro`): module.jax_export compiles the program whole,
     and that compile may drop or fuse the op that fails alone. Every other finding's runs
     module.jax_export (`repro_text`); a crash's runs it in a child process."""
+    if config.startswith("spmd[") and reference is not None:
+        from xlaprobe.localization.repro import Unprintable
+        from xlaprobe.localization.spmd_repro import emit_spmd_repro
+        try:  # a script that presents the mesh's devices and partitions as the finding did
+            return emit_spmd_repro(program, config, reference, honest, crash=crash)
+        except Unprintable:
+            pass
     if config == "eager" and reference is not None:
         from xlaprobe.localization.repro import Unprintable, emit_repro
         try:

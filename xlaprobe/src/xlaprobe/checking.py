@@ -13,7 +13,7 @@ import numpy as np
 from xlaprobe import freedoms
 from xlaprobe.checker import Checker, Failure
 from xlaprobe.configs.reference_scipy import output_gauges
-from xlaprobe.configs.registry import Configuration
+from xlaprobe.configs.registry import Configuration, get_kind
 from xlaprobe.oracle import Verdict, VerdictKind, judge_outcome, judge_outcomes, summary_kind
 from xlaprobe.outcome import Outcome, OutcomeKind
 from xlaprobe.program import Program
@@ -278,6 +278,19 @@ def _findings(program: Program, failed: list[tuple[str, Failure, tuple[int, ...]
     return findings
 
 
+def validate_for(program: Program, configs: Sequence[Configuration]) -> None:
+    """Check, before any run, that each configuration can run `program` (kinds with a
+    ``validate_program`` rule: an ``spmd`` mesh must fit the program's shardings).
+
+    Raises:
+        InvalidArgument: a configuration cannot run this program (one line, naming the fix).
+    """
+    for config in configs:
+        rule = getattr(get_kind(config.kind), "validate_program", None)
+        if rule is not None:
+            rule(config, program)
+
+
 def check_program(program: Program, configs: Sequence[Configuration | str], pool: Any, *,
                   on_outcome: Callable[[Outcome], None] | None = None,
                   timeout_s: float | None = None,
@@ -303,6 +316,7 @@ def check_program(program: Program, configs: Sequence[Configuration | str], pool
         InvalidArgument: a configuration spec is invalid.
     """
     parsed = [c if isinstance(c, Configuration) else Configuration.parse(c) for c in configs]
+    validate_for(program, parsed)
     specs = [str(c) for c in parsed]
     run = list(parsed)
     if REFERENCE in specs:

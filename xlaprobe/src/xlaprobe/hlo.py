@@ -248,6 +248,20 @@ def callers_by_computation(instructions: Sequence[Instruction]) -> dict[str, Ins
     return index
 
 
+def operand_closure(instructions: dict[str, Instruction], starts: Sequence[str]) -> set[str]:
+    """The names of `starts` and of every instruction they read, transitively, among
+    `instructions` (by name; operands outside it, e.g. another computation's, end the walk)."""
+    seen: set[str] = set()
+    stack = list(starts)
+    while stack:
+        name = stack.pop()
+        if name in seen or name not in instructions:
+            continue
+        seen.add(name)
+        stack.extend(instructions[name].operands)
+    return seen
+
+
 def entry_name(text: str) -> str:
     """The name of the module's ENTRY computation, or ""."""
     match = re.search(r"^ENTRY %([\w.\-]+) ", text, re.MULTILINE)

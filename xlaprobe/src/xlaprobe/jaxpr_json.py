@@ -10,7 +10,8 @@ the file names:
 * every parameter value is JSON ``null``/``true``/``false``/integer/string or an object whose tag
   ``"t"`` is in the closed table `_TAGS` (floats, tuples, NumPy scalars and dtypes, nested jaxprs,
   the lax enums and records, scan's flat trees, PRNG implementations by registered name, the empty
-  abstract-mesh sharding); anything else is refused;
+  abstract-mesh sharding and named shardings over an abstract mesh of ``Auto`` axes); anything
+  else is refused;
 * the jaxpr is rebuilt by binding the primitives under `jax.make_jaxpr`, so JAX's own shape and
   dtype rules check every equation, and each equation's outputs must have the recorded avals.
 
@@ -219,6 +220,17 @@ class _Encoder:
                 and value.mesh.axis_names == () and value.memory_kind is None
                 and all(p is None for p in value.spec)):
             return {"t": "replicated", "ndim": len(value.spec)}
+        if kind is jax.sharding.Mesh and not value.axis_names:  # sharding_constraint's context
+            return {"t": "empty_mesh"}
+        if kind is frozenset and all(type(v) is int for v in value):  # unconstrained_dims
+            return {"t": "int_set", "items": sorted(value)}
+        if (kind is named_sharding and type(value.mesh) is abstract_mesh
+                and value.memory_kind is None and _auto_axes(value.mesh)):
+            # with_sharding_constraint over an abstract mesh (xlaprobe.configs.spmd)
+            return {"t": "named_sharding", "sizes": list(value.mesh.axis_sizes),
+                    "names": list(value.mesh.axis_names),
+                    "spec": [None if p is None else [p] if isinstance(p, str) else list(p)
+                             for p in value.spec]}
         raise TypeError(f"parameter {where} is a {kind.__module__}.{kind.__qualname__}, which "
                         "xlaprobe's artifact format does not describe")
 
@@ -512,6 +524,36 @@ def _primitive(decoder: _Decoder, data: dict[str, Any]) -> Any:
     return prim
 
 
+def _auto_axes(mesh: Any) -> bool:
+    from jax.sharding import AxisType
+    return bool(mesh.axis_names) and all(t == AxisType.Auto for t in mesh.axis_types)
+
+
+def _named_sharding(decoder: _Decoder, data: dict[str, Any]) -> Any:
+    from jax.sharding import AxisType
+    _, _, _, named_sharding, abstract_mesh = _internals()
+    sizes, names, spec = data.get("sizes"), data.get("names"), data.get("spec")
+    _need(type(sizes) is list and type(names) is list and len(sizes) == len(names) <= 8
+          and all(type(n) is int and n > 0 for n in sizes)
+          and all(type(n) is str and n.isidentifier() for n in names), "bad sharding mesh")
+    _need(type(spec) is list and len(spec) < 64 and all(
+        p is None or (type(p) is list and all(a in names for a in p)) for p in spec),
+        "bad sharding spec")
+    mesh = abstract_mesh(tuple(sizes), tuple(names), axis_types=(AxisType.Auto,) * len(names))
+    entries = [None if p is None else p[0] if len(p) == 1 else tuple(p) for p in spec]
+    return named_sharding(mesh, jax.sharding.PartitionSpec(*entries))
+
+
+def _int_set(decoder: _Decoder, data: dict[str, Any]) -> Any:
+    items = data.get("items")
+    _need(type(items) is list and all(type(i) is int for i in items), "bad integer set")
+    return frozenset(items)
+
+
+def _empty_mesh(decoder: _Decoder, data: dict[str, Any]) -> Any:
+    return jax.sharding.Mesh(np.empty((), dtype=object), ())
+
+
 def _replicated(decoder: _Decoder, data: dict[str, Any]) -> Any:
     _, _, _, named_sharding, abstract_mesh = _internals()
     _need(type(data["ndim"]) is int and 0 <= data["ndim"] < 64, "bad sharding rank")
@@ -560,6 +602,9 @@ _TAGS: dict[str, Callable[[_Decoder, dict[str, Any]], Any]] = {
     "prng_impl": _prng_impl,
     "primitive": _primitive,
     "replicated": _replicated,
+    "named_sharding": _named_sharding,
+    "empty_mesh": _empty_mesh,
+    "int_set": _int_set,
     "either": lambda d, data: _internals()[1](_boolean(data["right"]), d.value(data["val"])),
     "ft.tuple": lambda d, data: _internals()[0].FTTuple(*d.items(data, "elts")),
     "ft.singleton": lambda d, data: _internals()[0].FTSingleton(d.value(data["val"])),

@@ -158,8 +158,11 @@ def _watch_parent(parent_pid: int, own_group: bool, log_path: str) -> None:
 
 
 #: Prefix of an isolation group whose workers start XLA with extra ``XLA_FLAGS`` (the rest of the
-#: group name): options XLA:CPU reads once per process, not per compile (`XlaKind`).
+#: group name, up to `GROUP_TAG`): options XLA:CPU reads once per process, not per compile
+#: (`XlaKind`), and the device count of `xlaprobe.configs.spmd`.
 XLA_FLAGS_GROUP = "xla-flags:"
+#: What follows it in an ``xla-flags:`` group only names the group (a planted spmd mutant's).
+GROUP_TAG = " #"
 
 
 def _add_xla_flags(group: str) -> None:
@@ -167,7 +170,8 @@ def _add_xla_flags(group: str) -> None:
     them once)."""
     if group.startswith(XLA_FLAGS_GROUP):
         os.environ["XLA_FLAGS"] = " ".join(filter(None, (
-            os.environ.get("XLA_FLAGS", ""), group[len(XLA_FLAGS_GROUP):])))
+            os.environ.get("XLA_FLAGS", ""),
+            group[len(XLA_FLAGS_GROUP):].partition(GROUP_TAG)[0])))
 
 
 def _worker_main(conn: mp_connection.Connection, log_path: str, preload: tuple[str, ...],

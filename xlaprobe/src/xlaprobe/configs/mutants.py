@@ -452,6 +452,10 @@ class MutantKind:
                                                platforms="cpu")
         self._registered = mutant.name
 
+    def begin(self, program_id: int) -> None:
+        """Sites found from now on belong to the program `program_id` (`fired_sites`)."""
+        self._current = program_id
+
     def compile(self, config: Configuration, jaxpr: Any, inputs: Sequence[np.ndarray]) -> Any:
         """Compile with the mutant's pass, registered in this process on first use; never call in
         a process that runs anything else (see `isolation_group`).

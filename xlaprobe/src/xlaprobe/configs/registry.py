@@ -152,6 +152,7 @@ _KIND_MODULES: dict[str, str] = {
     "reference": "xlaprobe.configs.reference",
     "mutant": "xlaprobe.configs.mutants",
     "jaxlib": "xlaprobe.configs.release",
+    "spmd": "xlaprobe.configs.spmd",
 }
 _KINDS: dict[str, ConfigKind] = {}
 

@@ -21,7 +21,8 @@ from xlaprobe import jaxcompat
 
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.errors import InvalidArgument
-from xlaprobe.hlo import HloText, Instruction, callers_by_computation, entry_name, equation_of
+from xlaprobe.hlo import (HloText, Instruction, callers_by_computation, entry_name, equation_of,
+                          operand_closure)
 
 #: Opcodes that only move or reinterpret data; an equation's kernel is named by its other ones.
 _PLUMBING = frozenset({"parameter", "constant", "broadcast", "bitcast", "reshape", "copy", "tuple",
@@ -253,12 +254,6 @@ def feeding(text: str, outputs: Sequence[int]) -> set[str]:
         stack = [root.operands[k] for k in outputs if 0 <= k < len(root.operands)]
     else:
         stack = [root.name]
-    seen: set[str] = set()
-    while stack:
-        name = stack.pop()
-        if name in seen or name not in by_name:
-            continue
-        seen.add(name)
-        stack.extend(by_name[name].operands)
+    seen = operand_closure(by_name, stack)
     bodies = {by_name[n].attribute("body").lstrip("%") for n in seen if by_name[n].opcode == "while"}
     return seen | {i.name for i in instructions if i.computation in bodies}

@@ -636,7 +636,7 @@ def _compiler_options(config: Configuration) -> tuple[dict[str, Any], str, str]:
         return config.compiler_options, "", ""
     if config.kind == "mutant":
         return {}, config.variant or "", ""
-    if config.kind == "eager":
+    if config.kind in ("eager", "spmd"):  # spmd: `spmd_repro` partitions as the finding did
         return {}, "", ""
     return {}, "", (f"configuration '{config}' is not an XLA compile; repro.py compiles with "
                     "jit's defaults")
@@ -668,6 +668,17 @@ def _run_stable(path: Path) -> tuple[int, str]:
     return code, tail
 
 
+def _emit(args: tuple[Any, ...], mutant: str, style: dict[str, bool]) -> str:
+    """`repro.emit_repro` of `args`; for an ``spmd`` configuration the script that presents the
+    mesh's devices and partitions as the finding did (`spmd_repro.emit_spmd_repro`)."""
+    program, config, _, reference, honest = args
+    if str(config).startswith("spmd["):
+        from xlaprobe.localization.spmd_repro import emit_spmd_repro
+        return emit_spmd_repro(program, str(config), reference, honest,
+                               crash=style.get("crash", False))
+    return repro_mod.emit_repro(*args, mutant=mutant, **style)
+
+
 def _write_repro(path: Path, args: tuple[Any, ...], mutant: str, *, verify: bool,
                  try_export: bool, **style: bool) -> tuple[str, str, int | None, list[str]]:
     """Write one repro.py (lax code, else the inline jax.export form) and run it; `style` holds
@@ -679,7 +690,7 @@ def _write_repro(path: Path, args: tuple[Any, ...], mutant: str, *, verify: bool
     notes: list[str] = []
     form, exit_code = "lax", None
     try:
-        source = repro_mod.emit_repro(*args, mutant=mutant, **style)
+        source = _emit(args, mutant, style)
     except repro_mod.Unprintable as exc:
         notes.append(f"repro.py embeds the program as a jax.export module: {exc}")
         form, source = "export", repro_mod.emit_export_repro(*args, mutant=mutant, **style)

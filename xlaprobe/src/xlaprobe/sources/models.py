@@ -185,14 +185,15 @@ def build_transformer_lm(seed: int) -> tuple[Callable[..., Any], tuple[Any, ...]
         ``batch = {"tokens": int32[2, 17]}``. ``train_step`` returns
         ``(loss: float32[], new_params, new_opt_state)``.
     """
-    return _transformer_lm()(seed)
+    return transformer_lm_builder()(seed)
 
 
 @functools.cache
-def _transformer_lm() -> BuildFn:
-    """The model, its pure function and the build closure of `build_transformer_lm`, made once."""
+def transformer_lm_builder(batch_size: int = 2) -> BuildFn:
+    """The model, its pure function and the build closure of `build_transformer_lm` with a
+    batch of `batch_size` sequences (the sharded zoo's is 8), made once per batch size."""
     jax, jnp, nnx, optax = _deps()
-    vocab, seq, batch_size, width, heads, depth = 64, 16, 2, 32, 4, 2
+    vocab, seq, width, heads, depth = 64, 16, 32, 4, 2
 
     class Block(nnx.Module):
         def __init__(self, rngs: Any):
@@ -758,7 +759,8 @@ def zoo() -> dict[str, ModelSpec]:
     """Every zoo entry by name: our own (`MODELS`) then the third-party zoo
     (`xlaprobe.sources.ecosystem.ECOSYSTEM`, whose libraries are imported only on a build)."""
     from xlaprobe.sources.ecosystem import ECOSYSTEM
-    return {**MODELS, **ECOSYSTEM}
+    from xlaprobe.sources.sharded import sharded_models
+    return {**MODELS, **sharded_models(transformer_lm_builder), **ECOSYSTEM}
 
 
 def get_model(name: str) -> ModelSpec:

@@ -1,0 +1,21 @@
+"""SPMD partitioner CHECK failure (the process aborts): reduce_window with base dilation 2 and
+negative padding over a sharded dimension, under Shardy (GSPMD compiles it right).
+jax/jaxlib 0.12.0.1, XLA:CPU, 2 host devices. The same CHECK fires for conv_general_dilated with
+lhs_dilation and negative padding. Dies of SIGABRT on the bug ("Check failed:
+get_first_valid_element_offset_on_dilated_shard(0) == swd->padding_low() (1 vs. -1)" in
+spmd_partitioner.cc); prints the one-device and two-device results, equal, when fixed."""
+import os
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+import sys
+import jax, numpy as np
+from jax import lax
+from jax.sharding import NamedSharding, PartitionSpec as P, AxisType
+if "gspmd" in sys.argv[1:]:
+    jax.config.update("jax_use_shardy_partitioner", False)
+mesh = jax.make_mesh((2,), ("x",), axis_types=(AxisType.Auto,))
+x = np.arange(16, dtype=np.float32)
+def f(v):
+    return lax.reduce_window(v, np.float32(0), lax.add, (2,), (1,), ((-1, -1),), (2,), (1,))
+print("one device:", jax.jit(f)(x))
+s = NamedSharding(mesh, P("x"))
+print("2 devices:", jax.jit(f, in_shardings=s)(jax.device_put(x, s)))
