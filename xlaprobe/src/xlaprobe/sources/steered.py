@@ -108,7 +108,8 @@ def _mutate_graph(kind: str, seed: _Seed, rng: np.random.Generator) -> tuple[Cal
         raise ValueError(f"mutation {kind} needs a generated graph")
     nodes = list(graph.nodes)
     if kind == "swap":
-        where = [i for i, n in enumerate(nodes) if n.rule in _COMMUTATIVE and len(n.operands) == 2]
+        where = [i for i, n in enumerate(nodes) if n.rule in _COMMUTATIVE and len(n.operands) == 2
+                 and not (isinstance(n.operands[0], int) and n.operands[0] == n.operands[1])]
     else:
         where = [i for i, n in enumerate(nodes) if any(
             isinstance(o, np.ndarray) and o.dtype.kind == "f" for o in n.operands)]
@@ -120,7 +121,7 @@ def _mutate_graph(kind: str, seed: _Seed, rng: np.random.Generator) -> tuple[Cal
         operands = tuple(reversed(node.operands))
     else:
         factor = float(rng.choice([2.0, 0.5, 4.0, 0.25]))
-        operands = tuple((o * factor).astype(o.dtype) if isinstance(o, np.ndarray)
+        operands = tuple(np.asarray(o * factor, o.dtype) if isinstance(o, np.ndarray)
                          and o.dtype.kind == "f" else o for o in node.operands)
     nodes[i] = dataclasses.replace(node, operands=operands)
     return dataclasses.replace(graph, nodes=tuple(nodes)), seed.inputs
