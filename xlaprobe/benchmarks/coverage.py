@@ -16,6 +16,7 @@ passes and rewrites per hour at no drop in programs/s beyond 20%) and plain / pl
 
     python benchmarks/coverage.py --seconds 600            # 3 campaigns x 10 min at once
     python benchmarks/coverage.py --seconds 120 --no-zoo --json out.json
+    python benchmarks/coverage.py --overhead 100        # the cost of coverage per compile
 """
 
 from __future__ import annotations
@@ -99,6 +100,38 @@ def zoo_reference(folder: Path, timeout_s: float) -> dict:
             "rewrite_kinds": len(total.rewrites) if total else 0}
 
 
+def overhead(programs: int, seed: int) -> dict:
+    """Coverage's cost per compile, measured in one process: two worker pools, one started with
+    coverage on and one with ``XLAPROBE_COVERAGE=0``, run ``xla`` on the same generated programs
+    in alternating order (so load drifts fall on both). Wall time per run includes reading and
+    parsing the log; worker seconds are XLA compile+run only."""
+    from xlaprobe.coverage import ENV_SWITCH
+    from xlaprobe.sources.generator import generate
+    from xlaprobe.workers import WorkerPool
+
+    pools, warm = {}, generate(10 ** 6, max_equations=3)
+    for name, switch in (("on", "1"), ("off", "0")):
+        os.environ[ENV_SWITCH] = switch
+        pools[name] = WorkerPool(1, timeout_s=300)
+        pools[name].run(warm, "xla")  # starts the worker with this setting
+    os.environ.pop(ENV_SWITCH)
+    wall = {"on": 0.0, "off": 0.0}
+    worker = {"on": 0.0, "off": 0.0}
+    try:
+        for number in range(programs):
+            program = generate(seed + number, max_equations=30)
+            for name in (("on", "off") if number % 2 else ("off", "on")):
+                started = time.perf_counter()
+                outcome = pools[name].run(program, "xla")
+                wall[name] += time.perf_counter() - started
+                worker[name] += outcome.seconds
+    finally:
+        for pool in pools.values():
+            pool.close()
+    return {"programs": programs, "wall_s": wall, "worker_s": worker,
+            "wall_ratio": wall["on"] / wall["off"], "worker_ratio": worker["on"] / worker["off"]}
+
+
 def _print(rows: dict[str, dict], zoo: dict | None, seconds: float) -> None:
     print(f"{'arm':12} {'programs':>8} {'prog/s':>7} {'passes':>7} {'rewrites':>8} "
           f"{'passes/h':>9} {'rewr/h':>7} {'findings':>8} {'distinct':>8}")
@@ -134,7 +167,18 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-zoo", action="store_true", help="skip the zoo reference")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--overhead", type=int, metavar="N",
+                        help="only the overhead: N programs compiled with coverage on and off, "
+                             "alternating, in one process")
     args = parser.parse_args()
+    if args.overhead:
+        print(f"load before: {os.getloadavg()}", flush=True)
+        result = overhead(args.overhead, args.seed)
+        print(f"coverage on / off over {args.overhead} programs: wall per run (log parse "
+              f"included) {result['wall_ratio']:.3f}x, XLA compile+run in the worker "
+              f"{result['worker_ratio']:.3f}x; load after: {os.getloadavg()}")
+        print(json.dumps(result, indent=2))
+        return
     with tempfile.TemporaryDirectory(prefix="xlaprobe-coverage-bench-") as tmp:
         started = time.time()
         print(f"load before: {os.getloadavg()}", flush=True)

@@ -258,6 +258,55 @@ def _mixed_precision(rng: np.random.Generator) -> Built:
                           (x * y[:, :1].T[:, :k]).astype(jnp.float32)]), (x, y)
 
 
+def _decompositions(rng: np.random.Generator) -> Built:
+    import jax.numpy as jnp
+    n = int(rng.choice([2, 3, 4, 6]))
+    a = _floats(rng, (n, n), -1.0, 1.0)
+    sym = ((a + a.T) / 2 + n * np.eye(n)).astype(np.float32)
+    if rng.integers(2):  # eigenvalues only: unique, sorted
+        return (lambda s: [jnp.linalg.eigvalsh(s)]), (sym,)
+    return (lambda s: [jnp.abs(jnp.linalg.qr(s)[1])]), (sym,)  # |R|: no sign choice
+
+
+def _narrow_types(rng: np.random.Generator) -> Built:
+    import jax.numpy as jnp
+    import ml_dtypes
+    shape = _dims(rng, 2, (2, 4, 8))
+    if rng.integers(2):  # sub-byte integers
+        x = rng.integers(-8, 8, shape).astype(np.int8)
+        return (lambda x: [x.astype(ml_dtypes.int4).astype(jnp.int8) * 2]), (x,)
+    kind = rng.choice([ml_dtypes.float8_e5m2, ml_dtypes.float8_e4m3fn])
+    x, y = _floats(rng, shape), _floats(rng, shape)
+    return (lambda x, y: [(x.astype(kind) + y.astype(kind)).astype(jnp.float32)]), (x, y)
+
+
+def _int8_dot(rng: np.random.Generator) -> Built:
+    import jax.numpy as jnp
+    from jax import lax
+    m, k, n = _dims(rng, 3, (2, 4, 8))
+    x = rng.integers(-20, 20, (m, k)).astype(np.int8)
+    y = rng.integers(-20, 20, (k, n)).astype(np.int8)
+    return (lambda x, y: [lax.dot(x, y, preferred_element_type=jnp.int32)]), (x, y)
+
+
+def _masked_rng(rng: np.random.Generator) -> Built:
+    import jax.numpy as jnp
+    from jax import lax
+    x = _floats(rng, _dims(rng, 2, (2, 4, 8)))
+    key = rng.integers(0, 2 ** 31, (4,)).astype(np.uint32)
+
+    def fn(x, key):  # random bits masked away: one right answer
+        _, bits = lax.rng_bit_generator(key, x.shape, dtype=jnp.uint32)
+        return [x + (bits & jnp.uint32(0)).astype(jnp.float32)]
+    return fn, (x, key)
+
+
+def _permutation_sort(rng: np.random.Generator) -> Built:
+    import jax.numpy as jnp
+    x = rng.permutation(int(rng.choice([4, 8, 16]))).astype(np.float32)
+    return (lambda x: [jnp.argsort(jnp.argsort(x)), jnp.argsort(x)]), (x,)
+
+
 #: Every pattern, with the passes it was written for.
 PATTERNS: dict[str, Pattern] = {p.name: p for p in [
     Pattern("pow", ("algsimp", "algsimp:[pow(A, 2) => A*A]"), _pow),
@@ -288,6 +337,13 @@ PATTERNS: dict[str, Pattern] = {p.name: p for p in [
     Pattern("maxpool-grad", ("select_and_scatter_expander",), _maxpool_grad),
     Pattern("dynamic-slice", ("dynamic-index-splitter", "algsimp"), _dynamic_slice),
     Pattern("duplicates", ("cse",), _duplicates),
+    Pattern("decompositions", ("eigh_expander", "qr_expander"), _decompositions),
+    Pattern("narrow-types", ("sub-byte-size-setter", "float-normalization-f8e5m2",
+                             "float-normalization-f8e4m3fn"), _narrow_types),
+    Pattern("int8-dot", ("change-op-data-type", "operand_upcaster", "result_caster"), _int8_dot),
+    Pattern("masked-rng", ("rng-bit-generator-expander",), _masked_rng),
+    Pattern("permutation-sort", ("permutation_sort_simplifier", "simplify-sorts"),
+            _permutation_sort),
     Pattern("mixed-precision", ("float-normalization-bf16", "operand_upcaster", "result_caster",
                                 "change-op-data-type"), _mixed_precision),
 ]}
