@@ -2,9 +2,10 @@
 
 Coverage-guided fuzzing (AFL's seed queue and energy, AFLFast's power schedules) applied to XLA's
 optimizations: the coverage of a program is the set of passes that changed its module and the
-simplifier rewrites that fired (`xlaprobe.coverage`), read from its checked runs. Each program is
-made by one *arm*, chosen by a UCB1 bandit (Auer et al. 2002) whose reward is the program's
-novelty, the sum over its coverage items of ``1 / (1 + programs that hit the item before)``:
+simplifier rewrites that fired (`xlaprobe.coverage`), read from its checked runs. Half the
+programs are the plain generator's (`FRESH_SHARE`); each other is made by one *arm*, chosen by a
+UCB1 bandit (Auer et al. 2002) whose reward is the program's novelty, the sum over its coverage
+items of ``1 / (1 + programs that hit the item before)``:
 
 * ``fresh``: the plain generator (`xlaprobe.sources.generator.generate`);
 * ``pattern:<name>``: a program written from a pass's trigger conditions
@@ -43,6 +44,10 @@ MUTATIONS = ("dup", "loop", "cond", "vmap", "dtype", "swap", "scale")
 MAX_CORPUS = 256
 #: An item hit by at most this many programs before makes a program a seed.
 RARE = 3
+#: Share of programs made by the plain generator outright, before the bandit chooses: the
+#: first side-by-side run (every arm to the bandit, ``fresh`` one arm of 36) lost three passes the
+#: plain generator's variety reaches (simplify-conditional, transpose-folding, a loop annotator).
+FRESH_SHARE = 0.5
 #: Operators that commute (their two operands may swap).
 _COMMUTATIVE = frozenset({"add", "mul", "max", "min", "and", "or", "xor", "eq", "ne"})
 
@@ -135,11 +140,13 @@ class SteeredSource:
         max_equations: most equations of a fresh program (`generator.generate`).
         arms: the arms to choose from (default: every fresh, pattern and mutation arm).
         exploration: UCB1's exploration weight (sqrt(2) in the paper's bound).
+        fresh_share: chance that a program is the plain generator's outright (`FRESH_SHARE`).
     """
 
     def __init__(self, *, max_equations: int = 30, arms: Sequence[str] | None = None,
-                 exploration: float = math.sqrt(2)):
+                 exploration: float = math.sqrt(2), fresh_share: float = FRESH_SHARE):
         self.max_equations = max_equations
+        self.fresh_share = fresh_share
         self.arms = tuple(arms) if arms is not None else (
             "fresh", *(f"pattern:{p}" for p in PATTERNS), *(f"mutate:{m}" for m in MUTATIONS))
         self.exploration = exploration
@@ -153,6 +160,8 @@ class SteeredSource:
     # -- choosing ---------------------------------------------------------------------------
 
     def _choose_arm(self, rng: np.random.Generator) -> str:
+        if "fresh" in self.arms and rng.random() < self.fresh_share:
+            return "fresh"
         arms = [a for a in self.arms if not a.startswith("mutate:") or self.corpus]
         untried = [a for a in arms if not self.pulls[a]]
         if untried:
