@@ -307,6 +307,45 @@ def _permutation_sort(rng: np.random.Generator) -> Built:
     return (lambda x: [jnp.argsort(jnp.argsort(x)), jnp.argsort(x)]), (x,)
 
 
+def _identity_table(shape: tuple[int, ...]) -> dict[str, Callable[..., Any]]:
+    """Algebraic identities of algebraic_simplifier.cc's handlers over a positive float ``x``, a
+    float ``y`` and a bool ``b``, with their constants as arrays (scalar constants are folded
+    before the HLO pipeline)."""
+    import jax.numpy as jnp
+    from jax import lax
+    ones, zeros = np.ones(shape, np.float32), np.zeros(shape, np.float32)
+    false, true = np.zeros(shape, bool), np.ones(shape, bool)
+    c1, c2 = np.full(shape, 3.0, np.float32), np.full(shape, 0.5, np.float32)
+    return {
+        "mul-one": lambda x, y, b: x * ones, "one-mul": lambda x, y, b: ones * y,
+        "add-zero": lambda x, y, b: y + zeros, "zero-add": lambda x, y, b: zeros + x,
+        "sub-const": lambda x, y, b: y - c1, "const-sub-add": lambda x, y, b: (c1 - y) + c2,
+        "div-one": lambda x, y, b: y / ones, "log-exp": lambda x, y, b: jnp.log(jnp.exp(y)),
+        "pow-zero": lambda x, y, b: lax.pow(x, zeros),
+        "rsqrt-square": lambda x, y, b: lax.rsqrt(x) * lax.rsqrt(x),
+        "sqrt-square": lambda x, y, b: jnp.sqrt(y * y),
+        "xor-false": lambda x, y, b: (b ^ false).astype(jnp.float32),
+        "false-xor": lambda x, y, b: (false ^ b).astype(jnp.float32),
+        "false-and": lambda x, y, b: (false & b).astype(jnp.float32),
+        "true-and": lambda x, y, b: (true & b).astype(jnp.float32),
+        "false-or": lambda x, y, b: (false | b).astype(jnp.float32),
+        "exp-mul": lambda x, y, b: jnp.exp(y) * jnp.exp(x),
+        "neg-neg": lambda x, y, b: -(-y), "max-self": lambda x, y, b: jnp.maximum(y, y),
+        "select-same": lambda x, y, b: jnp.where(b, y, y),
+        "sub-self": lambda x, y, b: y - y, "abs-abs": lambda x, y, b: jnp.abs(jnp.abs(y)),
+    }
+
+
+def _identities(rng: np.random.Generator) -> Built:
+    shape = _dims(rng, 2, (2, 3, 4, 8))
+    table = _identity_table(shape)
+    chosen = [table[k] for k in rng.choice(sorted(table), int(rng.integers(2, 5)), replace=False)]
+    x = _floats(rng, shape, 0.1, 2.0)
+    y = _floats(rng, shape, -2.0, 2.0)
+    b = rng.integers(0, 2, shape).astype(bool)
+    return (lambda x, y, b: [f(x, y, b) for f in chosen]), (x, y, b)
+
+
 #: Every pattern, with the passes it was written for.
 PATTERNS: dict[str, Pattern] = {p.name: p for p in [
     Pattern("pow", ("algsimp", "algsimp:[pow(A, 2) => A*A]"), _pow),
@@ -337,6 +376,9 @@ PATTERNS: dict[str, Pattern] = {p.name: p for p in [
     Pattern("maxpool-grad", ("select_and_scatter_expander",), _maxpool_grad),
     Pattern("dynamic-slice", ("dynamic-index-splitter", "algsimp"), _dynamic_slice),
     Pattern("duplicates", ("cse",), _duplicates),
+    Pattern("identities", ("algsimp", "algsimp:[LHS*1 => LHS]", "algsimp:[A ^ False => A]",
+                           "algsimp:[ln(exp(A)) => A]", "algsimp:[sqrt(A*A) => |A|]"),
+            _identities),
     Pattern("decompositions", ("eigh_expander", "qr_expander"), _decompositions),
     Pattern("narrow-types", ("sub-byte-size-setter", "float-normalization-f8e5m2",
                              "float-normalization-f8e4m3fn"), _narrow_types),
