@@ -17,6 +17,7 @@ passes and rewrites per hour at no drop in programs/s beyond 20%) and plain / pl
     python benchmarks/coverage.py --seconds 600            # 3 campaigns x 10 min at once
     python benchmarks/coverage.py --seconds 120 --no-zoo --json out.json
     python benchmarks/coverage.py --overhead 100        # the cost of coverage per compile
+    COVERAGE_ON=passes python benchmarks/coverage.py --overhead 100   # passes only
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ def overhead(programs: int, seed: int) -> dict:
     from xlaprobe.workers import WorkerPool
 
     pools, warm = {}, generate(10 ** 6, max_equations=3)
-    for name, switch in (("on", "1"), ("off", "0")):
+    for name, switch in (("on", os.environ.get("COVERAGE_ON", "1")), ("off", "0")):
         os.environ[ENV_SWITCH] = switch
         pools[name] = WorkerPool(1, timeout_s=300)
         pools[name].run(warm, "xla")  # starts the worker with this setting

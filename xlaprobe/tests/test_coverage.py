@@ -72,6 +72,8 @@ def test_a_recorded_log_parses_into_passes_changes_and_rewrites():
 
 def test_log_environment_and_switch():
     assert coverage.log_env({})["TF_CPP_MIN_LOG_LEVEL"] == "0"
+    assert coverage.log_env({coverage.ENV_SWITCH: "passes"})["TF_CPP_VMODULE"] == \
+        "hlo_pass_pipeline=2"
     assert coverage.enabled({}) and not coverage.enabled({coverage.ENV_SWITCH: "0"})
     with pytest.raises(ValueError, match="ran"):
         PassCoverage.from_json({"ran": {"algsimp": -1}})

@@ -22,7 +22,7 @@ in an ``algsimp`` run of the same compile that changed nothing (where every visi
 a conservative inference, not XLA's own record.
 
 Worker processes (`xlaprobe.workers`) start with these settings (`worker_environment`) unless
-``XLAPROBE_COVERAGE=0``; every task's log is its own (the worker empties it per task), so the
+``XLAPROBE_COVERAGE=0`` (``passes``: pass coverage without the simplifier's log); every task's log is its own (the worker empties it per task), so the
 runs' coverages never mix.
 """
 
@@ -40,8 +40,10 @@ from typing import Any
 
 #: Environment variable that turns coverage logging off in new worker processes when ``0``.
 ENV_SWITCH = "XLAPROBE_COVERAGE"
-#: The verbose-log modules and levels coverage reads.
+#: The verbose-log modules and levels coverage reads (``XLAPROBE_COVERAGE=passes``: the first
+#: only, no rewrite kinds; the simplifier's lines are most of the log).
 VMODULE = "hlo_pass_pipeline=2,algebraic_simplifier=10"
+PASSES_VMODULE = "hlo_pass_pipeline=2"
 #: Configuration kinds whose runs compile one module with XLA in (or under) the worker.
 COMPILING_KINDS = frozenset({"xla", "mutant", "jaxlib"})
 #: The pass name the algebraic simplifier runs under.
@@ -65,14 +67,16 @@ def enabled(environ: Mapping[str, str] | None = None) -> bool:
 
 def log_env(environ: Mapping[str, str]) -> dict[str, str]:
     """The variables to set in a process before XLA starts for its log to carry coverage:
-    ``TF_CPP_MIN_LOG_LEVEL=0`` and `VMODULE` added to any ``TF_CPP_VMODULE`` already set.
+    ``TF_CPP_MIN_LOG_LEVEL=0`` and `VMODULE` (`PASSES_VMODULE` under
+    ``XLAPROBE_COVERAGE=passes``) added to any ``TF_CPP_VMODULE`` already set.
 
     >>> log_env({"TF_CPP_VMODULE": "cpu_compiler=1"})["TF_CPP_VMODULE"]
     'cpu_compiler=1,hlo_pass_pipeline=2,algebraic_simplifier=10'
     """
     own = environ.get("TF_CPP_VMODULE", "").strip(",")
+    mine = PASSES_VMODULE if environ.get(ENV_SWITCH, "").strip() == "passes" else VMODULE
     return {"TF_CPP_MIN_LOG_LEVEL": "0",
-            "TF_CPP_VMODULE": ",".join(filter(None, (own, VMODULE)))}
+            "TF_CPP_VMODULE": ",".join(filter(None, (own, mine)))}
 
 
 _ENV_LOCK = threading.Lock()
