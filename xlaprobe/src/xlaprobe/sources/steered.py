@@ -45,7 +45,7 @@ MAX_CORPUS = 256
 #: An item hit by at most this many programs before makes a program a seed.
 RARE = 3
 #: Share of programs made by the plain generator outright, before the bandit chooses: the
-#: first side-by-side run (every arm to the bandit, ``fresh`` one arm of 36) lost three passes the
+#: first side-by-side run (every arm to the bandit, ``fresh`` one arm of 32) lost three passes the
 #: plain generator's variety reaches (simplify-conditional, transpose-folding, a loop annotator).
 FRESH_SHARE = 0.5
 #: Operators that commute (their two operands may swap).
