@@ -75,6 +75,8 @@ def test_log_environment_and_switch():
     assert coverage.log_env({coverage.ENV_SWITCH: "passes"})["TF_CPP_VMODULE"] == \
         "hlo_pass_pipeline=2"
     assert coverage.enabled({}) and not coverage.enabled({coverage.ENV_SWITCH: "0"})
+    # XLA numbers this pass per instance across a process's compiles: one name for coverage.
+    assert coverage.pass_name("apply-xla-transforms-104") == "apply-xla-transforms"
     with pytest.raises(ValueError, match="ran"):
         PassCoverage.from_json({"ran": {"algsimp": -1}})
 

@@ -58,6 +58,18 @@ _HASH = re.compile(r"^\s*Module hash (-?\d+)")
 _COUNT = re.compile(r"^\s*Number of instructions: (\d+)")
 _TRYING = re.compile(r"trying (?:to )?transform (?:\[(.*?)\]|(.*?)(?= %|$))")
 _INSTRUCTION = re.compile(r"%([^\s=,()]+) = ")
+#: Passes XLA numbers per instance across a process's compiles (one name for coverage).
+_NUMBERED = re.compile(r"^(apply-xla-transforms)-\d+$")
+
+
+def pass_name(name: str) -> str:
+    """`name` without the per-process instance number some passes carry.
+
+    >>> pass_name("apply-xla-transforms-104"), pass_name("float-normalization-bf16")
+    ('apply-xla-transforms', 'float-normalization-bf16')
+    """
+    match = _NUMBERED.match(name)
+    return match.group(1) if match else name
 
 
 def enabled(environ: Mapping[str, str] | None = None) -> bool:
@@ -204,7 +216,7 @@ def events(text: str) -> list[_Event]:
             elif (match := _PASS.match(message)) is not None:
                 if found:
                     _end_visit(found[-1])
-                found.append(_Event(module, match.group(1)))
+                found.append(_Event(module, pass_name(match.group(1))))
             elif found and (match := _HASH.match(message)) is not None:
                 found[-1].hash = match.group(1)
             elif found and (match := _COUNT.match(message)) is not None:

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from xlaprobe.coverage import PassCoverage
+from xlaprobe.coverage import PassCoverage, pass_name
 from xlaprobe.errors import CorruptArtifact, InvalidArgument
 
 #: Program sources (``programs.source``) as the report names them.
@@ -61,8 +61,8 @@ class Group:
         """Count one run of `program`."""
         self.runs += 1
         self.programs.add(program)
-        self.ran.update(coverage.ran.keys())
-        self.changed.update(coverage.changed.keys())
+        self.ran.update({pass_name(p) for p in coverage.ran})  # stores of before the renaming
+        self.changed.update({pass_name(p) for p in coverage.changed})
         self.rewrites.update(coverage.rewrites.keys())
 
     @property
