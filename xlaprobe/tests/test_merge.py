@@ -297,7 +297,8 @@ def test_merge_command_prints_what_each_source_added(stores, tmp_path, monkeypat
     lines = capsys.readouterr().out.strip().splitlines()
     assert exit_.value.code == 0
     assert lines[0].startswith(f"{stores / 'shard1' / 'shard1.db'}: 1 fuzz_campaigns, "
-                               "2 programs, 2 checks, 6 runs, 6 verdicts, 2 findings (19 rows in ")
+                               "2 programs, 2 checks, 6 runs, 6 verdicts, 4 run_passes, "
+                               "2 findings (23 rows in ")
     assert lines[0].endswith("; 1 artifact directories copied")
 
 

@@ -390,6 +390,10 @@ class _Rows:
             columns, exprs = _select_list(conn, "verdicts", {"run_id": "rm.new"})
             self.insert("verdicts", f"INSERT INTO main.verdicts ({columns}) SELECT {exprs} FROM "
                                     "src.verdicts s JOIN temp.run_map rm ON rm.old = s.run_id")
+        if "run_passes" in tables:
+            columns, exprs = _select_list(conn, "run_passes", {"run_id": "rm.new"})
+            self.insert("run_passes", f"INSERT INTO main.run_passes ({columns}) SELECT {exprs} "
+                                      "FROM src.run_passes s JOIN temp.run_map rm ON rm.old = s.run_id")
         if "skipped_runs" in tables:
             columns, exprs = _select_list(conn, "skipped_runs", {"check_id": "m.new"})
             self.insert("skipped_runs", f"INSERT INTO main.skipped_runs ({columns}) SELECT "

@@ -68,6 +68,9 @@ class Outcome:
         seconds: wall time of compile plus run in the worker (s); for TIMEOUT the limit (s).
         mutations: where a planted-fault configuration fired during this run (empty otherwise).
         value: what a worker function returned (`xlaprobe.workers.WorkerPool.call`), else None.
+        coverage: the XLA passes this run's compile ran and changed
+            (`xlaprobe.coverage.PassCoverage`), or None when not recorded (a kind that compiles
+            nothing with XLA, or coverage logging off).
     """
 
     config: str
@@ -78,6 +81,7 @@ class Outcome:
     seconds: float = 0.0
     mutations: tuple[MutationSite, ...] = ()
     value: object = None
+    coverage: object = None
 
     @property
     def ran(self) -> bool:

@@ -77,6 +77,9 @@ CREATE TABLE IF NOT EXISTS bisections (
     config TEXT NOT NULL, first_bad TEXT, last_good TEXT, first_fixed TEXT, result TEXT NOT NULL,
     created REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS bisections_by_finding ON bisections(finding_id);
+CREATE TABLE IF NOT EXISTS run_passes (  -- optimization coverage of a run (xlaprobe.coverage)
+    run_id INTEGER PRIMARY KEY REFERENCES runs(id),
+    data TEXT NOT NULL);             -- PassCoverage.dumps(): {"ran", "changed", "rewrites"}
 """
 
 
@@ -329,6 +332,9 @@ class Store:
                 self._db.executemany(
                     "INSERT INTO verdicts VALUES (?,?,?,?)",
                     [(run_id, v.index, v.kind.value, json.dumps(v.to_json())) for v in leaf_verdicts])
+                if outcome.coverage:
+                    self._db.execute("INSERT INTO run_passes VALUES (?,?)",
+                                     (run_id, outcome.coverage.dumps()))
             self._db.executemany("INSERT INTO skipped_runs VALUES (?,?,?)",
                                  [(check_id, c, why) for c, why in result.skipped])
             for f in result.findings:

@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from xlaprobe import coverage
 from xlaprobe.configs.registry import Configuration, get_kind
 from xlaprobe.errors import InvalidArgument, Unsupported, UnsupportedPrimitive, WorkerCrashed
 from xlaprobe.outcome import Outcome, OutcomeKind
@@ -246,8 +247,8 @@ def _worker_main(conn: mp_connection.Connection, log_path: str, preload: tuple[s
             outputs = tuple(np.asarray(x) for x in outputs)
             # Planted-fault kinds report where their pass fired during this run.
             sites = tuple(getattr(kind, "fired_sites", tuple)())
-            reply: tuple[Any, ...] = ("ok", outputs, time.perf_counter() - started, sites)
-            _send(conn, reply)
+            _send(conn, ("ok", outputs, time.perf_counter() - started, sites,
+                         coverage.of_run(kind.name, log_path)))
         except Unsupported as exc:  # the configuration cannot run this program: not a finding
             _send(conn, ("unsupported", _one_line(exc), time.perf_counter() - started))
         except Exception as exc:  # compiler errors, or xlaprobe's own (a tool error)
@@ -690,7 +691,8 @@ class WorkerPool:
                                                                   worker.group),
                                         name=f"xlaprobe-worker[{worker.group}]", daemon=True)
         try:
-            process.start()
+            with coverage.worker_environment():  # read by XLA when jaxlib loads, in the child
+                process.start()
         except BaseException:
             os.unlink(log_path)
             raise
@@ -803,7 +805,7 @@ class WorkerPool:
                            seconds=time.monotonic() - sent_at)
         if reply[0] == "ok":
             return Outcome(spec, OutcomeKind.RAN, outputs=reply[1], seconds=reply[2],
-                           mutations=reply[3])
+                           mutations=reply[3], coverage=reply[4] or None)
         if reply[0] == "value":
             return Outcome(spec, OutcomeKind.RAN, seconds=reply[2], value=reply[1])
         if reply[0] == "error":

@@ -158,6 +158,9 @@ def fuzz(
     shard: Annotated[str | None, typer.Option(
         "--shard", help="I/N: check only every N-th seed from --seed, offset I (reruns alone "
         "with the same programs)", show_default=False)] = None,
+    steer: Annotated[str, typer.Option(
+        "--steer", help="none: the plain generator; coverage: steer to XLA passes and rewrites "
+        "that rarely fire (pass patterns, mutations of seeds that hit rare ones)")] = "none",
 ) -> None:
     """Fuzz: generate random valid programs and check each; findings are stored and deduplicated.
 
@@ -178,7 +181,7 @@ def fuzz(
                                   seed=seed or 0, db=db, resume=resume, campaign=campaign,
                                   json_output=as_json, backend=backend, address=address,
                                   shard=parse_shard(shard) if shard is not None else (0, 1),
-                                  schedule=schedule))
+                                  schedule=schedule, steer=steer))
 
 
 @app.command()
@@ -188,6 +191,18 @@ def campaigns(db: DbOption = DEFAULT_DB,
     from xlaprobe.cli.campaigns import campaigns_command
 
     campaigns_command(db=db, json_output=as_json)
+
+
+@app.command()
+def coverage(db: DbOption = DEFAULT_DB,
+             campaign: Annotated[int | None, typer.Option(
+                 help="only this fuzz campaign's checks (xlaprobe campaigns lists them)")] = None,
+             as_json: JsonOption = False) -> None:
+    """Optimization coverage: per campaign and program source, the XLA passes that changed a
+    module, the rewrites that fired, and the passes never seen changing anything."""
+    from xlaprobe.cli.coverage import coverage_command
+
+    coverage_command(db=db, campaign=campaign, json_output=as_json)
 
 
 @app.command()

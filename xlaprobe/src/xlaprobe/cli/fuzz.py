@@ -83,7 +83,7 @@ def _artifacts(db: Path, fingerprints: dict[str, Any]) -> dict[str, str]:
 def fuzz_command(*, time_s: float, configs: str, jobs: int, seed: int, db: Path, resume: bool,
                  json_output: bool, campaign: int | None = None, backend: str = "local",
                  address: str | None = None, shard: tuple[int, int] = (0, 1),
-                 schedule: str | None = None) -> int:
+                 schedule: str | None = None, steer: str = "none") -> int:
     """``xlaprobe fuzz``: run (or resume) a campaign; live progress on stderr.
 
     Args:
@@ -101,6 +101,7 @@ def fuzz_command(*, time_s: float, configs: str, jobs: int, seed: int, db: Path,
         backend: ``local`` or ``ray`` (`jobs` Ray actors; `xlaprobe.backends.make_pool`).
         address: the Ray cluster (None: a new local one); ``ray`` only.
         shard: (index, count) of a new campaign's seeds (`xlaprobe.campaign.parse_shard`).
+        steer: ``none`` (the plain generator) or ``coverage`` (`xlaprobe.sources.steered`).
 
     Returns:
         0 no findings in the campaign, 1 findings or a session that checked no program (the
@@ -112,9 +113,12 @@ def fuzz_command(*, time_s: float, configs: str, jobs: int, seed: int, db: Path,
             resume; Ray missing or its address unreachable.
     """
     parsed = _checked_request(time_s, configs, Path(db), resume, campaign)
+    steered = steered_source(steer)
     # `campaign` names the one to continue, then becomes it.
     campaign = Campaign(Path(db), parsed, seed=seed, resume=resume, campaign=campaign, jobs=jobs,
-                        backend=backend, address=address, shard=shard, schedule=schedule)
+                        backend=backend, address=address, shard=shard, schedule=schedule,
+                        source=steered)
+    observe = steered.observe if steered is not None else None
     summary: CampaignSummary | None = None
     interrupted = False
     try:
@@ -123,7 +127,7 @@ def fuzz_command(*, time_s: float, configs: str, jobs: int, seed: int, db: Path,
             with Live(console=err, refresh_per_second=4, transient=False) as live:
                 def show(s: CampaignSummary) -> None:
                     live.update(_progress_view(s))
-                summary = campaign.run(time_s, on_progress=show)
+                summary = campaign.run(time_s, on_progress=show, on_program=observe)
                 live.update(_progress_view(summary))
             if not out.is_terminal:  # stdout redirected: the result goes there too
                 out.print(_progress_view(summary))
@@ -131,7 +135,7 @@ def fuzz_command(*, time_s: float, configs: str, jobs: int, seed: int, db: Path,
             # CI logs and pipes: one line per program as it is recorded (stderr), then the
             # summary, the result, on stdout.
             with Steps("fuzz") as steps:
-                summary = campaign.run(time_s, on_program=_program_line(steps))
+                summary = campaign.run(time_s, on_program=_both(_program_line(steps), observe))
             if not json_output:
                 out.print(_progress_view(summary))
     except KeyboardInterrupt:
@@ -153,6 +157,35 @@ def fuzz_command(*, time_s: float, configs: str, jobs: int, seed: int, db: Path,
                          "give more --time"), highlight=False, soft_wrap=True)
         return 1
     return 1 if summary.findings else 0
+
+
+#: ``--steer`` values: the plain generator, or one steered by optimization coverage.
+STEERING = ("none", "coverage")
+
+
+def steered_source(steer: str) -> Any:
+    """The campaign source of ``--steer`` (None: the plain generator).
+
+    Raises:
+        InvalidArgument: an unknown value.
+    """
+    if steer not in STEERING:
+        raise InvalidArgument(f"unknown --steer '{steer}'; choose one of {', '.join(STEERING)}")
+    if steer == "none":
+        return None
+    from xlaprobe.campaign import MAX_EQUATIONS
+    from xlaprobe.sources.steered import SteeredSource
+    return SteeredSource(max_equations=MAX_EQUATIONS)
+
+
+def _both(first: Callable[..., None], second: Callable[..., None] | None) -> Callable[..., None]:
+    if second is None:
+        return first
+
+    def call(*args: Any) -> None:
+        second(*args)
+        first(*args)
+    return call
 
 
 def _checked_request(time_s: float, configs: str, db: Path, resume: bool,

@@ -1,0 +1,138 @@
+"""Optimization coverage of a store: per fuzz campaign and per program source, the XLA passes that
+changed a module and how often, the algebraic-simplifier rewrites that fired, and the passes that
+ran but were never seen changing anything (what ``xlaprobe coverage`` prints).
+
+Reads the ``run_passes`` table (`xlaprobe.store`), one `xlaprobe.coverage.PassCoverage` per run.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from xlaprobe.coverage import PassCoverage, pass_name
+from xlaprobe.errors import CorruptArtifact, InvalidArgument
+
+#: Program sources (``programs.source``) as the report names them.
+SOURCE_NAMES = {"fuzz": "fuzz", "capture": "captures", "corpus": "corpus", "python": "python",
+                "user": "user", "case": "case", "artifact": "artifact"}
+
+
+def source_label(source: str, name: str) -> str:
+    """What the report calls a program's source: ``zoo`` for xlaprobe's own models, ``third-party
+    zoo`` for the ecosystem's (`xlaprobe.sources.ecosystem.ECOSYSTEM`), else the stored source.
+
+    >>> source_label("model", "transformer_lm"), source_label("fuzz", "fuzz:3")
+    ('zoo', 'fuzz')
+    """
+    if source == "model":
+        from xlaprobe.sources.ecosystem import ECOSYSTEM
+        return "third-party zoo" if name.split("[", 1)[0] in ECOSYSTEM else "zoo"
+    return SOURCE_NAMES.get(source, source)
+
+
+@dataclasses.dataclass
+class Group:
+    """The coverage of one (campaign, source) group, or of several merged.
+
+    Attributes:
+        campaign: the fuzz campaign's id, None for checks outside campaigns, -1 for the total.
+        source: `source_label` of its programs ("all" for the total).
+        runs: runs with coverage recorded.
+        programs: distinct programs among them.
+        ran: pass -> runs it ran in.
+        changed: pass -> runs it changed the module in.
+        rewrites: rewrite kind -> runs it fired in.
+    """
+
+    campaign: int | None
+    source: str
+    runs: int = 0
+    programs: set[str] = dataclasses.field(default_factory=set)
+    ran: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    changed: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    rewrites: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+
+    def add(self, program: str, coverage: PassCoverage) -> None:
+        """Count one run of `program`."""
+        self.runs += 1
+        self.programs.add(program)
+        self.ran.update({pass_name(p) for p in coverage.ran})  # stores of before the renaming
+        self.changed.update({pass_name(p) for p in coverage.changed})
+        self.rewrites.update(coverage.rewrites.keys())
+
+    @property
+    def never_changed(self) -> list[str]:
+        """Passes that ran and never changed a module, sorted."""
+        return sorted(set(self.ran) - set(self.changed))
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (counts by descending frequency)."""
+        return {"campaign": self.campaign, "source": self.source, "runs": self.runs,
+                "programs": len(self.programs), "passes_ran": len(self.ran),
+                "passes_changed": len(self.changed), "rewrite_kinds": len(self.rewrites),
+                "changed": dict(self.changed.most_common()),
+                "rewrites": dict(self.rewrites.most_common()),
+                "never_changed": self.never_changed}
+
+
+def summarize(rows: Iterable[tuple[int | None, str, str, str, str]]) -> tuple[list[Group], Group]:
+    """Group runs' coverage by (campaign, source).
+
+    Args:
+        rows: ``(campaign or None, programs.source, programs.name, program id, coverage JSON)``.
+
+    Returns:
+        (the groups, ordered by campaign then source; the total over all of them).
+
+    Raises:
+        CorruptArtifact: a stored coverage is not valid JSON of a `PassCoverage`.
+    """
+    groups: dict[tuple[int, str], Group] = {}
+    total = Group(-1, "all")
+    for campaign, source, name, program, data in rows:
+        try:
+            coverage = PassCoverage.from_json(json.loads(data))
+        except ValueError as exc:  # json.JSONDecodeError is a ValueError
+            raise CorruptArtifact(f"stored pass coverage of program {program} is corrupt: {exc}") \
+                from exc
+        label = source_label(source, name)
+        key = (-1 if campaign is None else int(campaign), label)
+        group = groups.setdefault(key, Group(None if campaign is None else int(campaign), label))
+        group.add(program, coverage)
+        total.add(program, coverage)
+    return [groups[k] for k in sorted(groups)], total
+
+
+_QUERY = ("SELECT c.campaign, p.source, p.name, p.id, rp.data FROM run_passes rp "
+          "JOIN runs r ON r.id = rp.run_id JOIN checks c ON c.id = r.check_id "
+          "JOIN programs p ON p.id = c.program_id ORDER BY rp.run_id")
+
+
+def store_coverage(db: Path | str, *, campaign: int | None = None) -> tuple[list[Group], Group]:
+    """`summarize` the runs of the store at `db` (opened read-only).
+
+    Args:
+        db: the store's path.
+        campaign: only that campaign's checks, when given.
+
+    Raises:
+        InvalidArgument: no store at `db`.
+        CorruptArtifact: `db` is not an xlaprobe store, or holds corrupt coverage.
+    """
+    from xlaprobe.store import Store
+
+    if not Path(db).is_file():
+        raise InvalidArgument(f"no xlaprobe store at {db}; run xlaprobe check or fuzz first, or "
+                              "pass --db")
+    with Store(db, readonly=True) as store:
+        if not store.select("SELECT 1 FROM sqlite_master WHERE name = 'run_passes'"):
+            return summarize(())  # a store written before coverage was recorded
+        rows = store.select(_QUERY)
+    if campaign is not None:
+        rows = [r for r in rows if r[0] == campaign]
+    return summarize(rows)
