@@ -333,3 +333,13 @@ def test_the_reducer_writes_a_partitioned_repro_for_an_spmd_finding():
     assert _compiler_options(Configuration.parse(config)) == ({}, "", "")
     text = _emit((program, config, {}, evaluate(program.jaxpr, program.inputs), ()), "", {})
     assert "--xla_force_host_platform_device_count=4" in text and "DONATE = (0, 1)" in text
+
+
+def test_eager_runs_a_sharded_program_as_on_one_device():
+    # Sharding constraints place values; op by op on one device they are the identity (eager
+    # used to bind them to single-device arrays and fail with a TypeError).
+    from xlaprobe.configs.eager import evaluate
+    program = _constrained_program()
+    [out] = evaluate(program.jaxpr, program.inputs)
+    x, w = program.inputs
+    np.testing.assert_allclose(np.asarray(out), np.tanh(x.astype(np.float64) @ w), rtol=1e-5)

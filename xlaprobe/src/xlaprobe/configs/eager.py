@@ -86,12 +86,20 @@ def _apply_eqn(eqn: jaxprs.JaxprEqn, invals: list[Any], path: str,
     rule = _CONTROL_FLOW.get(name)
     if rule is not None:
         return rule(eqn, invals, path, record)
+    if name in _PLACEMENT_ONLY:
+        # Sharding annotations say where values live, not what they are: on one device (an
+        # eager run) they are the identity, as in the reference.
+        return list(invals)
     if primitives.is_call_like(eqn):
         # Call-like wrappers only evaluate their inner jaxpr: enter it, as the reference does.
         return _eval_closed(primitives.call_jaxpr(eqn), invals, f"{path}/{name}/", record)
     # Outside any trace, bind dispatches the primitive as its own XLA computation.
     outs = eqn.primitive.bind(*invals, **eqn.params)
     return list(outs) if eqn.primitive.multiple_results else [outs]
+
+
+#: Primitives that only place values on devices (identity on the one device eager runs on).
+_PLACEMENT_ONLY = frozenset({"sharding_constraint", "reshard"})
 
 
 def _while(eqn: jaxprs.JaxprEqn, invals: list[Any], path: str, record: Recorder | None) -> list[Any]:
