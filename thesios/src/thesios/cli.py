@@ -138,6 +138,9 @@ def _validate_traces(paths: list[Path], fmt: str, rate: float, group_by: str | N
     _print_accuracy(f"thesios validate --traces: {result['disks']} disks in {len(result['groups'])} groups, "
                     f"{result['seconds']:.1f} s", result["accuracy"])
     for name, g in result["groups"].items():
+        if "accuracy" not in g:  # a group too small to hold disks out: its note says so
+            Console().print(f"{name}: {g['disks']} disks: {g['note']}", highlight=False, soft_wrap=True)
+            continue
         acc = ", ".join(f"{m} {v:.1%}" for m, v in g["accuracy"].items() if v == v)
         Console().print(f"{name}: {g['disks']} disks, p = 1/{round(1 / g['p'])}{' (' + g['note'] + ')' if g.get('note') else ''}: {acc}",
                         highlight=False, soft_wrap=True)
