@@ -114,3 +114,19 @@ def test_bad_tables_are_one_line_exit_2(geodml, tmp_path, make, needle):
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("geodml: error: ") and needle in lines[0], r.stderr
+
+
+def test_nan_cells_are_dropped_like_missing_ones_and_an_infinite_one_is_refused(tmp_path):
+    # Regression: an 'inf' cell (or a Parquet NaN, which is not a null) reached scikit-learn and
+    # died with a ValueError traceback instead of one line.
+    from geodml.errors import GeodmlError
+    from geodml.realdata import read_user_table
+
+    x = [0.5, float("nan"), 1.5, 2.0, -1.0, 3.0]
+    t = pa.table({"x": x, "y": [0, 1, 0, 1, 1, 0], "region": ["a", "a", "b", "b", "a", "b"]})
+    pq.write_table(t, tmp_path / "nan.parquet")
+    got = read_user_table("parquet", f"{tmp_path / 'nan.parquet'},label=y,region=region", "spec")
+    assert got.t.num_rows == 5 and got.t["x"].to_pylist() == [0.5, 1.5, 2.0, -1.0, 3.0]
+    pq.write_table(t.set_column(0, "x", pa.array([0.5, 1.0, float("inf"), 2.0, -1.0, 3.0])), tmp_path / "inf.parquet")
+    with pytest.raises(GeodmlError, match="column 'x' holds an infinite value"):
+        read_user_table("parquet", f"{tmp_path / 'inf.parquet'},label=y,region=region", "spec")
