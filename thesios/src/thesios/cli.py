@@ -509,10 +509,15 @@ def replay_cmd(
     quiet: QuietOpt = False,
 ) -> None:
     """Replay a trace on a real device with fio (direct I/O) and report the latencies it measured."""
-    from thesios.replay import replay
+    from thesios.replay import check_target, replay
 
-    if size_mib < 64 or jobs < 1 or (seconds is not None and not seconds > 0):
-        raise ThesiosInputError("--size-mib must be >= 64, --jobs >= 1 and --seconds > 0")
+    if size_mib < 64:
+        raise ThesiosInputError(f"--size-mib must be >= 64, got {size_mib}")
+    if jobs < 1:
+        raise ThesiosInputError(f"--jobs must be >= 1, got {jobs}")
+    if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
+        raise ThesiosInputError(f"--seconds must be a positive number, got {seconds}")
+    check_target(target)
     if shutil.which("fio") is None:
         raise ThesiosInputError("replay needs fio on PATH (Debian: apt-get install fio)")
     req = _load_trace(trace, fmt, device).sorted_by_time()
