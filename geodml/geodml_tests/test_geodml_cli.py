@@ -74,6 +74,7 @@ def test_plan_json_recommends_and_gives_crossover(geodml):
     (["compare", "--data", "sklearn:breast_cancer", "--algos", "fedavg,sgd"], "unknown algorithm"),
     (["compare", "--data", "sklearn:nope"], "unknown scikit-learn dataset"),
     (["compare", "--data", "sklearn:breast_cancer", "--partition", "dirichlet:x"], "malformed partition"),
+    (["compare", "--data", "sklearn:breast_cancer", "--partition", "dirichlet:-1"], "dirichlet:ALPHA with ALPHA > 0"),
     (["compare", "--data", "sklearn:iris", "--partition", "unequal:1,1,1,10000"], "empty"),
     (["compare", "--data", "sklearn:breast_cancer", "--dcs", "9"], "--dcs"),
     (["compare", "--data", "sklearn:breast_cancer", "--sovereign", "mars"], "sovereign"),

@@ -114,3 +114,34 @@ def test_bad_tables_are_one_line_exit_2(geodml, tmp_path, make, needle):
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("geodml: error: ") and needle in lines[0], r.stderr
+
+
+def test_nan_cells_are_dropped_like_missing_ones_and_an_infinite_one_is_refused(tmp_path):
+    # Regression: an 'inf' cell (or a Parquet NaN, which is not a null) reached scikit-learn and
+    # died with a ValueError traceback instead of one line.
+    from geodml.errors import GeodmlError
+    from geodml.realdata import read_user_table
+
+    x = [0.5, float("nan"), 1.5, 2.0, -1.0, 3.0]
+    t = pa.table({"x": x, "y": [0, 1, 0, 1, 1, 0], "region": ["a", "a", "b", "b", "a", "b"]})
+    pq.write_table(t, tmp_path / "nan.parquet")
+    got = read_user_table("parquet", f"{tmp_path / 'nan.parquet'},label=y,region=region", "spec")
+    assert got.t.num_rows == 5 and got.t["x"].to_pylist() == [0.5, 1.5, 2.0, -1.0, 3.0]
+    pq.write_table(t.set_column(0, "x", pa.array([0.5, 1.0, float("inf"), 2.0, -1.0, 3.0])), tmp_path / "inf.parquet")
+    with pytest.raises(GeodmlError, match="column 'x' holds an infinite value"):
+        read_user_table("parquet", f"{tmp_path / 'inf.parquet'},label=y,region=region", "spec")
+
+
+def test_a_place_whose_rows_all_fall_in_the_test_split_is_named(geodml, tmp_path):
+    # Regression: the message spoke of "data center 1" and uneven unequal: weights.
+    n = 200
+    t = pa.table({"x": np.arange(n, dtype=np.float64), "y": np.arange(n) % 2,
+                  "region": ["eu"] * (n - 1) + ["us"]})
+    pcsv.write_csv(t, tmp_path / "t.csv")
+    for seed in range(20):  # the lone 'us' row lands in the 20% test split for some seed
+        r = geodml("compare", "--data", f"csv:{tmp_path / 't.csv'},label=y,region=region", "--algos", "centralize",
+                   "--seed", str(seed), "-q")
+        if r.returncode:
+            break
+    assert r.returncode == 2 and r.stderr.strip() == ("geodml: error: place 'us' has no training rows (all fell in the "
+                                                     "test split): give more of its rows, or leave it out of the table")

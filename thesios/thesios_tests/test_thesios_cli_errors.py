@@ -184,7 +184,7 @@ def test_parquet_read_as_text_a_cut_parquet_and_a_cut_row_say_so_in_one_line(tmp
     main(["convert", str(SHARD), "-o", str(good)])
     capsys.readouterr()
     err = fails(["convert", str(good), "-o", str(tmp_path / "o.parquet")], capsys)
-    assert err == f"thesios: error: {good}: is a Parquet file, not a text trace"
+    assert err == f"thesios: error: {good}: is a Parquet file, not a text trace (give --format parquet, or auto)"
     # whatif knows Parquet by its magic bytes, whatever the name; a cut one says why.
     renamed = tmp_path / "trace.bin"
     renamed.write_bytes(good.read_bytes())

@@ -95,3 +95,15 @@ def test_validate_on_the_committed_recording_of_real_software(capsys):
         assert g["p"] == 1 / g["donors"] and g["donors"] == g["disks"] - 2  # never extrapolated
         assert all(0.0 <= v <= 1.0 for v in g["accuracy"].values() if v == v)
     # Grouping by identification (purity against the column): test_thesios_vocabulary.
+
+
+def test_table_output_names_a_skipped_group_instead_of_crashing(monkeypatch, capsys):
+    # Regression: the table (not --json) indexed g["accuracy"] of a group too small to hold
+    # disks out and died with a KeyError traceback (e.g. validate --traces fio-randrw.parquet).
+    rng = np.random.default_rng(1)
+    disks = [_disk(f"d{i}", "g", rng) for i in range(6)] + [_disk(f"x{i}", "h", rng, rate=50.0, n=500) for i in range(2)]
+    monkeypatch.setattr("thesios.trace_validation.load_disks", lambda *_a, **_k: disks)
+    main(["validate", "--traces", str(FIX), "--group-by", "g", "--quiet"])
+    out = capsys.readouterr().out
+    assert "h: 2 disks: too few disks to hold 2 out and merge the rest: skipped" in out
+    assert "g: 6 disks, p = 1/4" in out

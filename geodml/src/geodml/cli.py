@@ -400,7 +400,7 @@ def main() -> None:
         print(f"geodml: error: {e}", file=sys.stderr)
         sys.exit(2)
     except Abort:
-        print("geodml: aborted", file=sys.stderr)
+        print("geodml: interrupted", file=sys.stderr)  # click's Abort is its Ctrl-C (or EOF at a prompt)
         sys.exit(130)
     except UsageError as e:
         msg = e.format_message()

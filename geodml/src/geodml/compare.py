@@ -135,6 +135,10 @@ def build_federation(ds: Dataset, partition_spec: str | None, k: int | None, wan
         if k is not None and k != len(ds.places):
             raise GeodmlError(f"--dcs {k}: the data's place column makes {len(ds.places)} data centers")
         k = len(ds.places)
+        empty = [v for j, v in enumerate(ds.place_values) if not np.any(ds.place_train == j)]
+        if empty:  # a place of a row or two whose rows all fell in the test split
+            raise GeodmlError(f"place {', '.join(repr(str(v)) for v in empty)} has no training rows (all fell in the test split): "
+                              "give more of its rows, or leave it out of the table")
         if ds.regions is not None and all(r in wan.names for r in ds.regions):
             regions = ds.regions
     k = k if k is not None else len(wan.regions)

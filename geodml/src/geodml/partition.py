@@ -92,7 +92,8 @@ def partition(spec: str, X, y: np.ndarray, k: int, seed: int = 0, groups: np.nda
     except ValueError as e:
         if isinstance(e, GeodmlError):
             raise
-        raise GeodmlError(f"malformed partition spec {spec!r}") from None
+        raise GeodmlError(f"malformed partition spec {spec!r} (use dirichlet:ALPHA with ALPHA > 0, covariate:S "
+                          "with S in [0,1], unequal:W1,...,WK with positive weights)") from None
     raise GeodmlError(f"unknown partition spec {spec!r} (use iid, dirichlet:ALPHA, covariate:S in [0,1], unequal:W1,...,WK or place)")
 
 

@@ -181,12 +181,30 @@ def _binary_label(col, positive: str | None, what: str):
     return pc.cast(pc.equal(col, max(values)), pa.int8())
 
 
+def _finite_rows(t, what: str):
+    """``t`` without the rows where a floating column holds NaN (a missing value that is not a
+    null, as Parquet and pandas write it): dropped like missing values. Raises GeodmlError for an
+    infinite value, which no standardization or model can use."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    keep = None
+    for name in t.column_names:
+        if not pa.types.is_floating(t[name].type):
+            continue
+        if pc.any(pc.is_inf(t[name])).as_py():
+            raise GeodmlError(f"{what}: column {name!r} holds an infinite value; give finite numbers (or leave the cell empty)")
+        ok = pc.invert(pc.is_nan(t[name]))
+        keep = ok if keep is None else pc.and_(keep, ok)
+    return t if keep is None else t.filter(keep)
+
+
 def read_user_table(kind: str, body: str, spec: str) -> Table:
     """A user's table from ``csv:FILE,label=COL,region=COL[,positive=VALUE]`` or the same with
     ``parquet:``. Every other column is a feature: strings (and other non-numbers) categorical,
-    numbers and booleans numeric; rows missing a used value are dropped. Each distinct region value
+    numbers and booleans numeric; rows missing a used value (a null, or a NaN) are dropped. Each distinct region value
     is a data center. Raises GeodmlError for a missing or unreadable file, a missing key or column,
-    a label that is not two classes, or a region column with one value."""
+    a label that is not two classes, a region column with one value, or an infinite number."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -216,7 +234,7 @@ def read_user_table(kind: str, body: str, spec: str) -> Table:
             raise GeodmlError(f"{kind} file {path!r} has no column {kv[role]!r} (the {role}; columns: {', '.join(t.column_names)})")
     if kv["label"] == kv["region"]:
         raise GeodmlError(f"data spec {spec!r}: the label and the region must be two columns")
-    t = t.drop_null()
+    t = _finite_rows(t.drop_null(), f"{kind} file {path!r}")
     cat, num, cols = [], [], {}
     for name in t.column_names:
         if name in (kv["label"], kv["region"]):

@@ -138,6 +138,9 @@ def _validate_traces(paths: list[Path], fmt: str, rate: float, group_by: str | N
     _print_accuracy(f"thesios validate --traces: {result['disks']} disks in {len(result['groups'])} groups, "
                     f"{result['seconds']:.1f} s", result["accuracy"])
     for name, g in result["groups"].items():
+        if "accuracy" not in g:  # a group too small to hold disks out: its note says so
+            Console().print(f"{name}: {g['disks']} disks: {g['note']}", highlight=False, soft_wrap=True)
+            continue
         acc = ", ".join(f"{m} {v:.1%}" for m, v in g["accuracy"].items() if v == v)
         Console().print(f"{name}: {g['disks']} disks, p = 1/{round(1 / g['p'])}{' (' + g['note'] + ')' if g.get('note') else ''}: {acc}",
                         highlight=False, soft_wrap=True)
@@ -506,10 +509,15 @@ def replay_cmd(
     quiet: QuietOpt = False,
 ) -> None:
     """Replay a trace on a real device with fio (direct I/O) and report the latencies it measured."""
-    from thesios.replay import replay
+    from thesios.replay import check_target, replay
 
-    if size_mib < 64 or jobs < 1 or (seconds is not None and not seconds > 0):
-        raise ThesiosInputError("--size-mib must be >= 64, --jobs >= 1 and --seconds > 0")
+    if size_mib < 64:
+        raise ThesiosInputError(f"--size-mib must be >= 64, got {size_mib}")
+    if jobs < 1:
+        raise ThesiosInputError(f"--jobs must be >= 1, got {jobs}")
+    if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
+        raise ThesiosInputError(f"--seconds must be a positive number, got {seconds}")
+    check_target(target)
     if shutil.which("fio") is None:
         raise ThesiosInputError("replay needs fio on PATH (Debian: apt-get install fio)")
     req = _load_trace(trace, fmt, device).sorted_by_time()

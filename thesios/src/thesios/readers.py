@@ -65,7 +65,7 @@ def _read_bytes(path: Path) -> bytes:
     except (OSError, pa.ArrowInvalid) as err:
         raise TraceFormatError(f"{path}: cannot read: {err}") from None
     if data.startswith(b"PAR1"):  # its bytes would make a header message of binary noise
-        raise TraceFormatError(f"{path}: is a Parquet file, not a text trace")
+        raise TraceFormatError(f"{path}: is a Parquet file, not a text trace (give --format parquet, or auto)")
     return data
 
 

@@ -48,6 +48,18 @@ class ReplayResult:
         return out
 
 
+def check_target(target: Path) -> None:
+    """Refuse a ``--target`` that cannot be a file before any work starts.
+
+    Raises:
+        ThesiosInputError: ``target`` is a folder or its folder is missing.
+    """
+    if target.is_dir():
+        raise ThesiosInputError(f"{target}: is a folder; --target names a file")
+    if not target.parent.is_dir():
+        raise ThesiosInputError(f"{target}: its folder {target.parent} does not exist")
+
+
 def prepare_target(target: Path, size_bytes: int) -> None:
     """Make ``target`` a file of at least ``size_bytes`` written with data (sequential direct
     writes by fio), so replayed reads reach the device (reads of holes or unwritten extents
@@ -56,10 +68,7 @@ def prepare_target(target: Path, size_bytes: int) -> None:
     Raises:
         ThesiosInputError: ``target`` is a folder or its folder is missing; fio fails.
     """
-    if target.is_dir():
-        raise ThesiosInputError(f"{target}: is a folder; --target names a file")
-    if not target.parent.is_dir():
-        raise ThesiosInputError(f"{target}: its folder {target.parent} does not exist")
+    check_target(target)
     if target.exists() and target.stat().st_size >= size_bytes:
         return
     _fio(["--name=layout", f"--filename={target}", f"--size={size_bytes}", "--rw=write", "--bs=1M", "--direct=1",
