@@ -84,6 +84,10 @@ def test_corrupt_artifacts(tmp_path):
     (directory / "jaxpr.json").write_bytes(b"garbage")
     with pytest.raises(CorruptArtifact):
         load_artifact(directory)
+    fresh = save_artifact(case.program, tmp_path / "v")
+    (fresh / "inputs.npz").write_text("not a zip")  # np.load called this "pickled data"
+    with pytest.raises(CorruptArtifact, match=r"not an \.npz \(zip\) archive"):
+        load_artifact(fresh)
     (directory / "inputs.npz").unlink()
     with pytest.raises(CorruptArtifact, match="missing inputs.npz"):
         load_artifact(directory)

@@ -168,3 +168,6 @@ def test_cli_summary_and_one_line_errors(tmp_path, monkeypatch, capsys):
         code, out, err = _cli(monkeypatch, capsys, "coverage", "--db", str(path))
         assert code == 2 and out == ""
         assert len(err.strip().splitlines()) == 1 and "error" in err
+    # A campaign the store does not hold is an error, not "no XLA run recorded coverage".
+    code, out, err = _cli(monkeypatch, capsys, "coverage", "--db", str(db), "--campaign", "99")
+    assert code == 2 and out == "" and "no campaign 99" in err

@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
+from xlaprobe.allowance import REPRO_JUDGE
 from xlaprobe.campaign import Campaign
 from xlaprobe.program import Program, Provenance
 from xlaprobe.sources.generator import generate
@@ -99,3 +101,18 @@ def test_an_eager_findings_lax_repro_judges_by_the_allowance_too(tmp_path, pool)
                          timeout=300, cwd=repro.parent)
     assert run.returncode == 1, (run.stdout, run.stderr)
     assert "MISMATCH output 0: 3 of 4 elements" in run.stdout
+
+
+def test_a_corrupt_allowance_exits_2_not_1(tmp_path, capsys):
+    # A traceback exits 1, which a reader (and `xlaprobe upstream`) takes for "the fault shows".
+    scope = {"np": np}
+    exec(REPRO_JUDGE, scope)  # the template as pasted into repro.py
+    script = tmp_path / "repro.py"
+    assert scope["load_allowance"](str(script)) == {}
+    np.savez(tmp_path / "allowance.npz", allowed_0=np.ones(2))
+    assert list(scope["load_allowance"](str(script))) == ["allowed_0"]
+    (tmp_path / "allowance.npz").write_text("not a zip")
+    with pytest.raises(SystemExit) as exited:
+        scope["load_allowance"](str(script))
+    assert exited.value.code == 2
+    assert "allowance.npz is not a readable .npz archive" in capsys.readouterr().err

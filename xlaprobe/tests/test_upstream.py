@@ -57,6 +57,17 @@ def test_upstream_of_an_unknown_finding_is_a_one_line_error(tmp_path):
     assert run.returncode == 2 and "no store at" in run.stderr and "Traceback" not in run.stderr
 
 
+@pytest.mark.parametrize("where", ["no/such/issue.md", "."])
+def test_upstream_out_in_a_missing_folder_or_a_directory_is_refused_first(tmp_path, where):
+    # Refused before the store is read or the reproducer run (this one has no store at all);
+    # it was an internal error (exit 3) on a FileNotFoundError / IsADirectoryError.
+    out = tmp_path / where
+    run = xlaprobe("upstream", "7", "--db", str(tmp_path / "none.db"), "--out", str(out))
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert ("does not exist" if where != "." else "is a directory") in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1 and not (tmp_path / "no").exists()
+
+
 @pytest.mark.parametrize("draft", sorted(p.name for p in DRAFTS.glob("*.md")))
 def test_committed_drafts_are_complete_and_their_repros_showed_the_fault(draft):
     text = (DRAFTS / draft).read_text()

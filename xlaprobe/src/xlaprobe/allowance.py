@@ -41,7 +41,16 @@ def load_allowance(script):
     """The check's per-element allowances stored beside this script (xlaprobe's allowance.npz)."""
     import os
     path = os.path.join(os.path.dirname(os.path.abspath(script)), "allowance.npz")
-    return dict(np.load(path)) if os.path.exists(path) else {}
+    if not os.path.exists(path):
+        return {}
+    try:
+        with np.load(path) as data:
+            return dict(data)
+    except Exception as exc:  # exit 2, not 1 (1 means the fault shows)
+        import sys
+        print("error: %s is not a readable .npz archive (%s)" % (path, type(exc).__name__),
+              file=sys.stderr)
+        raise SystemExit(2)
 
 
 def leaf_allowance(allowance, k):

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import time
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,10 @@ def _pack(arrays: Sequence[np.ndarray]) -> tuple[dict[str, np.ndarray], list[str
 
 
 def _unpack(path: Path, dtypes: Sequence[str]) -> tuple[np.ndarray, ...]:
+    # np.load calls anything that is not a zip or .npy "pickled data": say what it is not.
+    if path.is_file() and not zipfile.is_zipfile(path):
+        raise CorruptArtifact(f"cannot read {path}: not an .npz (zip) archive; the artifact is "
+                              "corrupt")
     try:
         with np.load(path, allow_pickle=False) as data:
             arrays = [data[f"arg{i}"] for i in range(len(dtypes))]

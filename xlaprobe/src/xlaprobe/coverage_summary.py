@@ -113,6 +113,12 @@ _QUERY = ("SELECT c.campaign, p.source, p.name, p.id, rp.data FROM run_passes rp
           "JOIN programs p ON p.id = c.program_id ORDER BY rp.run_id")
 
 
+def _has_campaign(store: Any, campaign: int) -> bool:
+    if not store.select("SELECT 1 FROM sqlite_master WHERE name = 'fuzz_campaigns'"):
+        return False
+    return bool(store.select("SELECT 1 FROM fuzz_campaigns WHERE id = ?", (campaign,)))
+
+
 def store_coverage(db: Path | str, *, campaign: int | None = None) -> tuple[list[Group], Group]:
     """`summarize` the runs of the store at `db` (opened read-only).
 
@@ -121,7 +127,7 @@ def store_coverage(db: Path | str, *, campaign: int | None = None) -> tuple[list
         campaign: only that campaign's checks, when given.
 
     Raises:
-        InvalidArgument: no store at `db`.
+        InvalidArgument: no store at `db`, or no campaign `campaign` in it.
         CorruptArtifact: `db` is not an xlaprobe store, or holds corrupt coverage.
     """
     from xlaprobe.store import Store
@@ -130,6 +136,8 @@ def store_coverage(db: Path | str, *, campaign: int | None = None) -> tuple[list
         raise InvalidArgument(f"no xlaprobe store at {db}; run xlaprobe check or fuzz first, or "
                               "pass --db")
     with Store(db, readonly=True) as store:
+        if campaign is not None and not _has_campaign(store, campaign):
+            raise InvalidArgument(f"no campaign {campaign} in {db}; xlaprobe campaigns lists them")
         if not store.select("SELECT 1 FROM sqlite_master WHERE name = 'run_passes'"):
             return summarize(())  # a store written before coverage was recorded
         rows = store.select(_QUERY)

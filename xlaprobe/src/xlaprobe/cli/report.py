@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from xlaprobe.cli.console import say
+from xlaprobe.cli.paths import check_out_file
 from xlaprobe.errors import InvalidArgument
 
 
@@ -27,12 +28,7 @@ def report_command(*, db: Path, out: Path) -> Path:
                               f"{db / 'xlaprobe.db'}")
     if not db.is_file():
         raise InvalidArgument(f"no store at {db}; run xlaprobe check first or pass --db")
-    if out.is_dir():
-        raise InvalidArgument(f"--out {out} is a directory; give a file path, e.g. "
-                              f"{out / 'report.html'}")
-    if not out.parent.is_dir():
-        raise InvalidArgument(f"--out {out}: the folder {out.parent} does not exist; create it "
-                              "first (nothing is created for you)")
+    check_out_file(out, example="report.html")
     if out.exists() and (out.resolve() == db.resolve() or _is_sqlite(out)):
         what = "the store itself" if out.resolve() == db.resolve() else "an SQLite database"
         raise InvalidArgument(f"--out {out} is {what}; give the HTML file another path, e.g. "

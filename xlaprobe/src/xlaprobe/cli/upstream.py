@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from xlaprobe.cli.paths import check_out_file, write_text_atomic
 from xlaprobe.upstream import draft, gather, to_json_text
 
 
@@ -17,13 +18,14 @@ def upstream_command(finding_id: int, *, out: Path | None, db: Path, run: bool,
         and did not show it (the draft is still printed or written, with its output).
 
     Raises:
-        InvalidArgument: no store, no such finding, no artifact or reference to draft from.
+        InvalidArgument: `out` is a directory or in a missing folder, or cannot be written; no
+            store, no such finding, no artifact or reference to draft from.
     """
+    if out is not None:
+        check_out_file(out, example=f"finding-{finding_id}.md")
     report = draft(gather(db, finding_id), run=run)
     if out is not None:
-        part = out.with_name(out.name + ".part")
-        part.write_text(report.markdown)
-        part.replace(out)
+        write_text_atomic(out, report.markdown)
     if json_output:
         print(to_json_text(report))
     elif out is None:
