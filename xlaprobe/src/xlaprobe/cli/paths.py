@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 from xlaprobe.errors import InvalidArgument
+from xlaprobe.files import write_atomic
 
 
 def check_out_file(out: Path, *, example: str) -> None:
@@ -29,23 +28,12 @@ def check_out_file(out: Path, *, example: str) -> None:
 
 
 def write_text_atomic(out: Path, text: str) -> None:
-    """Write `text` (UTF-8) to `out` through a temporary file and a rename: a reader sees the
-    old file or the new one, never half of one.
+    """`xlaprobe.files.write_atomic`, its failure as a one-line error.
 
     Raises:
         InvalidArgument: the file cannot be written (permissions, disk full, ...).
     """
     try:
-        fd, temporary = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+        write_atomic(out, text)
     except OSError as exc:
         raise InvalidArgument(f"cannot write {out}: {exc}") from exc
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, out)
-    except BaseException as exc:
-        Path(temporary).unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise InvalidArgument(f"cannot write {out}: {exc}") from exc
-        raise

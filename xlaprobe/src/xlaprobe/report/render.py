@@ -5,8 +5,6 @@ atomically.
 
 from __future__ import annotations
 
-import os
-import tempfile
 import time
 from importlib import resources
 from pathlib import Path
@@ -14,6 +12,7 @@ from typing import Any
 
 import jinja2
 
+from xlaprobe import files
 from xlaprobe.report import plots
 from xlaprobe.report.gather import FindingView, ReportData
 
@@ -110,21 +109,12 @@ def render(data: ReportData) -> str:
 
 
 def write_atomic(path: str | Path, text: str) -> Path:
-    """Write `text` to `path` through a temporary file in its directory and a rename: a reader
-    sees the old file or the new one, never half of one.
+    """`xlaprobe.files.write_atomic` into `path`'s folder, made first if missing (the library
+    call; the ``report`` command refuses a missing folder before it gets here).
 
     Raises:
         OSError: the directory cannot be written.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    return path
+    return files.write_atomic(path, text)

@@ -1,0 +1,30 @@
+"""Files written whole or not at all (the one atomic writer of the package)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def write_atomic(path: str | Path, text: str) -> Path:
+    """Write `text` (UTF-8) to `path` through a temporary file in its folder and a rename: a
+    reader sees the old file or the new one, never half of one. The folder must exist.
+
+    Returns:
+        `path` as a Path.
+
+    Raises:
+        OSError: the folder is missing or cannot be written (the temporary file is removed).
+    """
+    path = Path(path)
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return path
