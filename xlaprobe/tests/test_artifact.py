@@ -65,6 +65,14 @@ def test_repro_runs_standalone_and_prints_the_mismatch(tmp_path):
                               cwd=tmp_path, capture_output=True, text=True)
     assert defaults.returncode == 0, defaults.stdout + defaults.stderr
     np.testing.assert_array_equal(load_reference(directory)[0], ref[0])
+    # A corrupt artifact exits 2 in one line, never 1 (1 means the fault shows).
+    for name, junk in (("inputs.npz", "not a zip"), ("metadata.json", "{trunc")):
+        (directory / name).write_text(junk)
+        run = subprocess.run([sys.executable, "repro.py"], cwd=directory, capture_output=True,
+                             text=True)
+        assert run.returncode == 2, run.stdout + run.stderr
+        assert run.stdout.startswith("repro: error: cannot read") and name in run.stdout
+        assert "Traceback" not in run.stderr
 
 
 def test_narrow_dtypes_round_trip(tmp_path):

@@ -389,14 +389,29 @@ import numpy as np
 from jax import export
 
 HERE = pathlib.Path(__file__).resolve().parent
-META = json.loads((HERE / "metadata.json").read_text())
+
+
+def corrupt(name, exc):
+    # Exit 2, not 1: 1 means the fault shows, and a broken artifact shows nothing.
+    print("repro: error: cannot read %s (%s: %s); the artifact is corrupt"
+          % (HERE / name, type(exc).__name__, exc))
+    sys.exit(2)
+
+
+try:
+    META = json.loads((HERE / "metadata.json").read_text())
+except Exception as exc:
+    corrupt("metadata.json", exc)
 ATOL = {"float64": 1e-12, "float32": 1e-6, "float16": 1e-3, "bfloat16": 1e-2}
 RTOL = {"float64": 1e-9, "float32": 1e-5, "float16": 1e-2, "bfloat16": 2e-2}
 
 
 def load(name, dtypes):
-    with np.load(HERE / name) as data:
-        arrays = [data["arg%d" % i] for i in range(len(dtypes))]
+    try:
+        with np.load(HERE / name, allow_pickle=False) as data:
+            arrays = [data["arg%d" % i] for i in range(len(dtypes))]
+    except Exception as exc:
+        corrupt(name, exc)
     out = []
     for array, dtype in zip(arrays, dtypes):
         dtype = np.dtype(getattr(ml_dtypes, dtype)) if dtype in ("bfloat16",) else np.dtype(dtype)
