@@ -99,16 +99,16 @@ class Checker:
             return False
         return not self.outputs or bool(set(failure.outputs) & set(self.target.outputs))
 
-    def fixed(self, ran: bool, failure: Failure | None) -> bool:
+    @staticmethod
+    def fixed(ran: bool, failure: Failure | None) -> bool:
         """Did a change (passes disabled, an older release) fix the finding's failure? Only when
         the run ran and failed in no way at all: a crash, or a mismatch of other outputs, may be
         the same fault showing differently, so it is not a fix (hlo_bisect's "still buggy?"
         negated conservatively).
 
-        >>> checker = Checker(Failure(VerdictKind.MISMATCH, ("[0]",)))
-        >>> checker.fixed(True, None), checker.fixed(False, None)
+        >>> Checker.fixed(True, None), Checker.fixed(False, None)
         (True, False)
-        >>> checker.fixed(True, Failure(VerdictKind.MISMATCH, ("[1]",)))
+        >>> Checker.fixed(True, Failure(VerdictKind.MISMATCH, ("[1]",)))
         False
         """
         return ran and failure is None

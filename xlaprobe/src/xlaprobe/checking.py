@@ -135,9 +135,8 @@ class CheckResult:
         """Did configuration `spec` run and give no finding at all? (What "the fault is fixed"
         means for pass blame: a crash or a different mismatch is not a fix.)"""
         index = self.configs.index(spec)
-        failure = Failure.of(self.verdicts[index], self.outcomes[index])
-        return Checker(failure or Failure(VerdictKind.MISMATCH, ())).fixed(
-            self.outcomes[index].ran, failure)
+        return Checker.fixed(self.outcomes[index].ran,
+                             Failure.of(self.verdicts[index], self.outcomes[index]))
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready summary (for ``--json``)."""
