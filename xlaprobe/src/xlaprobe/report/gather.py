@@ -54,7 +54,7 @@ class FindingView:
     repro: str
     reduced_kernel: str
     bisection: dict[str, Any] | None
-    check_id: int = 0
+    check_id: int
 
 
 @dataclasses.dataclass(frozen=True)

@@ -64,13 +64,10 @@ def same_table(findings: list[FindingView] | tuple[FindingView, ...]) -> dict[in
     first: dict[int, int] = {}
     same: dict[int, int] = {}
     for finding in findings:
-        key = finding.check_id
-        if not key:  # unknown check: never shares
-            continue
-        if key in first:
-            same[finding.stored.id] = first[key]
+        if finding.check_id in first:
+            same[finding.stored.id] = first[finding.check_id]
         else:
-            first[key] = finding.stored.id
+            first[finding.check_id] = finding.stored.id
     return same
 
 
