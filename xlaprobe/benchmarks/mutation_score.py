@@ -20,13 +20,36 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from typing import Any
 
-from xlaprobe.checking import DEFAULT_CONFIGS, check_program, judge
+from xlaprobe.checking import DEFAULT_CONFIGS, CheckResult, check_program, judge
 from xlaprobe.configs.mutants import MUTANTS
-from xlaprobe.outcome import OutcomeKind
+from xlaprobe.outcome import Outcome, OutcomeKind
+from xlaprobe.program import Program
 from xlaprobe.sources.corpus import CORPUS, corpus_program
 from xlaprobe.sources.models import MODELS, build_program
 from xlaprobe.workers import WorkerPool
+
+
+def score_firing(program: Program, base: CheckResult, spec: str, outcome: Outcome, *,
+                 unmutated: str) -> dict[str, Any]:
+    """Judge the run `outcome` of mutant configuration `spec` against `program`'s check `base`
+    without it, as ``xlaprobe check`` would (also for ``spmd_mutation_score.py``): ``detected``,
+    ``equivalent`` (outputs bit-identical to those of `base`'s configuration `unmutated`),
+    ``verdict`` (the finding's kind or ``ok``) and ``site`` (where it fired, JSON, or None)."""
+    result = judge(program, list(base.configs) + [spec], list(base.outcomes) + [outcome],
+                   base.budget, base.flushed)
+    finding = next((f for f in result.findings if f.config == spec), None)
+    # Fired, yet bit-identical to the unmutated compiler on this input: an equivalent
+    # mutant (e.g. (a-b)**2 with a and b swapped), which no oracle can detect.
+    same = base.outcomes[base.configs.index(unmutated)]
+    equivalent = (outcome.ran and same.ran and len(outcome.outputs) == len(same.outputs)
+                  and all(a.tobytes() == b.tobytes()
+                          for a, b in zip(outcome.outputs, same.outputs)))
+    site = outcome.mutations[0] if outcome.mutations else None
+    return {"detected": finding is not None, "equivalent": equivalent,
+            "verdict": finding.kind.value if finding else "ok",
+            "site": site.to_json() if site else None}
 
 
 def main() -> None:
@@ -59,22 +82,13 @@ def main() -> None:
                 fired = bool(outcome.mutations) or outcome.kind is OutcomeKind.CRASH
                 if not fired:
                     continue
-                result = judge(program, list(base.configs) + [spec], list(base.outcomes) + [outcome],
-                               base.budget, base.flushed)
-                finding = next((f for f in result.findings if f.config == spec), None)
-                site = outcome.mutations[0] if outcome.mutations else None
-                # Fired, yet bit-identical to the unmutated compiler on this input: an equivalent
-                # mutant (e.g. (a-b)**2 with a and b swapped), which no oracle can detect.
-                xla = base.outcomes[base.configs.index("xla")]
-                equivalent = (outcome.ran and xla.ran and len(outcome.outputs) == len(xla.outputs)
-                              and all(a.tobytes() == b.tobytes()
-                                      for a, b in zip(outcome.outputs, xla.outputs)))
+                scored = score_firing(program, base, spec, outcome, unmutated="xla")
                 rows.append({
                     "mutant": mutant.name, "program": name, "fired": True,
-                    "detected": finding is not None, "equivalent": equivalent,
-                    "verdict": finding.kind.value if finding else "ok",
+                    "detected": scored["detected"], "equivalent": scored["equivalent"],
+                    "verdict": scored["verdict"],
                     "below_tolerance": mutant.below_tolerance, "crashes": mutant.crashes,
-                    "site": site.to_json() if site else None})
+                    "site": scored["site"]})
     total_s = time.perf_counter() - started
 
     print(f"\n{'mutant':32} {'program':26} {'detected':9} {'verdict':14} where (HLO instruction / "

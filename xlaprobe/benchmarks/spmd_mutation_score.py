@@ -22,7 +22,9 @@ import argparse
 import json
 import time
 
-from xlaprobe.checking import check_program, judge
+from mutation_score import score_firing  # this folder: python puts a script's own on sys.path
+
+from xlaprobe.checking import check_program
 from xlaprobe.configs.spmd_mutants import SPMD_MUTANTS
 from xlaprobe.sources.models import build_program
 from xlaprobe.sources.sharded import SHARDED_NAMES, SPMD_CORPUS, spmd_program
@@ -33,17 +35,10 @@ BASE = "spmd[donate=all,mesh=4x2]"
 
 def _score(mutant: str, name: str, program, base, outcome) -> dict:
     spec = f"spmd[donate=all,mesh=4x2,mutant={mutant}]"
-    result = judge(program, list(base.configs) + [spec], list(base.outcomes) + [outcome],
-                   base.budget, base.flushed)
-    finding = next((f for f in result.findings if f.config == spec), None)
-    unmutated = base.outcomes[base.configs.index(BASE)]
-    equivalent = (outcome.ran and unmutated.ran and len(outcome.outputs) == len(unmutated.outputs)
-                  and all(a.tobytes() == b.tobytes()
-                          for a, b in zip(outcome.outputs, unmutated.outputs)))
-    site = outcome.mutations[0] if outcome.mutations else None
-    return {"mutant": mutant, "program": name, "detected": finding is not None,
-            "equivalent": equivalent, "verdict": finding.kind.value if finding else "ok",
-            "outcome": outcome.kind.value, "site": site.to_json() if site else None}
+    scored = score_firing(program, base, spec, outcome, unmutated=BASE)
+    return {"mutant": mutant, "program": name, "detected": scored["detected"],
+            "equivalent": scored["equivalent"], "verdict": scored["verdict"],
+            "outcome": outcome.kind.value, "site": scored["site"]}
 
 
 def main() -> None:

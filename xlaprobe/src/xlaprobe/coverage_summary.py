@@ -110,7 +110,7 @@ def summarize(rows: Iterable[tuple[int | None, str, str, str, str]]) -> tuple[li
 
 _QUERY = ("SELECT c.campaign, p.source, p.name, p.id, rp.data FROM run_passes rp "
           "JOIN runs r ON r.id = rp.run_id JOIN checks c ON c.id = r.check_id "
-          "JOIN programs p ON p.id = c.program_id ORDER BY rp.run_id")
+          "JOIN programs p ON p.id = c.program_id {where}ORDER BY rp.run_id")
 
 
 def _has_campaign(store: Any, campaign: int) -> bool:
@@ -140,7 +140,8 @@ def store_coverage(db: Path | str, *, campaign: int | None = None) -> tuple[list
             raise InvalidArgument(f"no campaign {campaign} in {db}; xlaprobe campaigns lists them")
         if not store.select("SELECT 1 FROM sqlite_master WHERE name = 'run_passes'"):
             return summarize(())  # a store written before coverage was recorded
-        rows = store.select(_QUERY)
-    if campaign is not None:
-        rows = [r for r in rows if r[0] == campaign]
+        if campaign is None:
+            rows = store.select(_QUERY.format(where=""))
+        else:
+            rows = store.select(_QUERY.format(where="WHERE c.campaign = ? "), (campaign,))
     return summarize(rows)

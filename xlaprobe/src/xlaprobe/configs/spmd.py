@@ -209,8 +209,9 @@ def _abstract_meshes(closed: Any) -> list[Any]:
     return found
 
 
-def _spec_of(sharding: Any) -> Spec:
-    """A NamedSharding's PartitionSpec as data (one entry per dimension)."""
+def spec_of(sharding: Any) -> Spec:
+    """A NamedSharding's PartitionSpec as data: per dimension, the mesh axes sharding it
+    (``()``: none), e.g. ``P('x', None, ('x', 'y'))`` -> ``(('x',), (), ('x', 'y'))``."""
     return tuple(() if p is None else (p,) if isinstance(p, str) else tuple(p)
                  for p in sharding.spec)
 
@@ -245,8 +246,8 @@ def _edge_specs(closed: Any) -> tuple[dict[int, Spec], dict[int, Spec]]:
             continue
         source = eqn.invars[0]
         if source in invars and invars[source] not in inputs:
-            inputs[invars[source]] = _spec_of(eqn.params["sharding"])
-        produced[eqn.outvars[0]] = _spec_of(eqn.params["sharding"])
+            inputs[invars[source]] = spec_of(eqn.params["sharding"])
+        produced[eqn.outvars[0]] = spec_of(eqn.params["sharding"])
     outputs = {k: produced[v] for k, v in enumerate(jaxpr.outvars) if v in produced}
     return inputs, outputs
 
@@ -345,7 +346,7 @@ def partitioned_function(closed: Any, mesh: Any) -> Any:
     def apply(eqn: Any, invals: list[Any]) -> Any:
         params = dict(eqn.params)
         if eqn.primitive.name == "sharding_constraint":
-            params["sharding"] = _named(mesh, _spec_of(params["sharding"]))
+            params["sharding"] = _named(mesh, spec_of(params["sharding"]))
         with jax.named_scope(f"{EQUATION_SCOPE}{index[id(eqn)]}"):
             return eqn.primitive.bind(*invals, **params)
 

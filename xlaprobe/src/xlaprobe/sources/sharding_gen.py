@@ -107,6 +107,8 @@ def coverage(closed: Any) -> collections.Counter[str]:
     """Sharding patterns of a program's top-level constraints: where (``input``,
     ``intermediate``, ``output``), ``uneven`` (an axis product that does not divide its
     dimension), ``two-axes-one-dim``, and each axis used (``axis:x``)."""
+    from xlaprobe.configs.spmd import spec_of
+
     counts: collections.Counter[str] = collections.Counter()
     invars, outvars = set(closed.jaxpr.invars), set(closed.jaxpr.outvars)
     for eqn in closed.jaxpr.eqns:
@@ -117,8 +119,7 @@ def coverage(closed: Any) -> collections.Counter[str]:
         where = ("input" if eqn.invars[0] in invars else
                  "output" if eqn.outvars[0] in outvars else "intermediate")
         counts[where] += 1
-        for dim, entry in zip(shape, sharding.spec):
-            axes = () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)
+        for dim, axes in zip(shape, spec_of(sharding)):
             counts.update(f"axis:{a}" for a in axes)
             counts["two-axes-one-dim"] += len(axes) > 1
             counts["uneven"] += bool(axes) and dim % int(np.prod([sizes[a] for a in axes])) != 0
