@@ -23,29 +23,29 @@ import numpy as np
 
 from thesios.identify import disk_features, identify
 from thesios.partitions import sample_fleet
-from thesios.reorganizer import reorganize
 from thesios.requests import Requests
 from thesios.samplers import parse_rate
 from thesios.scenarios import positional_metrics as _metrics
+from thesios.scenarios import serve_metrics
 from thesios.synth import synthesize
 from thesios.validate import auto_fleet
 from thesios.whatif import rpm_whatif
 
-DAY = 86_400.0
+
+def _ms(m: dict) -> dict:
+    """Utilization and read latency p50/p99 (ms) of a :mod:`thesios.scenarios` metrics dict."""
+    return {"utilization": m["utilization"], "read_p50_ms": m["read_latency_p50_s"] * 1e3, "read_p99_ms": m["read_latency_p99_s"] * 1e3}
 
 
 def positional_metrics(trace: Requests, hdd, scheduler: str = "fifo", cache_bytes: int = 0) -> dict:
     """Utilization and read latency p50/p99 (ms) on the positional disk (``whatif -s disk:...``)."""
-    m = _metrics(trace, hdd, scheduler, cache_bytes)
-    return {"utilization": m["utilization"], "read_p50_ms": m["read_latency_p50_s"] * 1e3, "read_p99_ms": m["read_latency_p99_s"] * 1e3}
+    return _ms(_metrics(trace, hdd, scheduler, cache_bytes))
 
 
 def reorganizer_metrics(trace: Requests) -> dict:
-    """The order-free reorganizer's figures for comparison (misses only, recorded service times)."""
-    _, start, lat = reorganize(trace)
-    busy = trace.disk_time[trace.is_miss_read].sum()
-    return {"utilization": float(busy) / DAY, "read_p50_ms": float(np.percentile(lat, 50)) * 1e3,
-            "read_p99_ms": float(np.percentile(lat, 99)) * 1e3}
+    """The order-free reorganizer's figures for comparison (misses only, recorded service times,
+    FIFO over the day: :func:`thesios.scenarios.serve_metrics`)."""
+    return _ms(serve_metrics(trace))
 
 
 def main() -> None:

@@ -152,14 +152,21 @@ def _parse_kv(body: str, allowed: dict[str, type], spec: str) -> dict:
     return out
 
 
-def _split(X: Matrix, y: np.ndarray, test_fraction: float, seed: int, name: str) -> Dataset:
-    rng = np.random.default_rng(seed + 7919)
-    n = X.shape[0]
-    perm = rng.permutation(n)
+def split_rows(n: int, test_fraction: float, seed: int, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """The seeded train/test split of ``n`` rows: (train, test) row indices, each sorted int64.
+
+    ``round(n * test_fraction)`` rows (at least 1) go to test. Raises GeodmlError when fewer than
+    2 rows would be left to train on (``name`` is the data spec the message names).
+    """
+    perm = np.random.default_rng(seed + 7919).permutation(n)
     n_test = max(1, int(round(n * test_fraction)))
     if n - n_test < 2:
         raise GeodmlError(f"data {name!r}: too few rows ({n}) to split into train and test")
-    te, tr = np.sort(perm[:n_test]), np.sort(perm[n_test:])
+    return np.sort(perm[n_test:]), np.sort(perm[:n_test])
+
+
+def _split(X: Matrix, y: np.ndarray, test_fraction: float, seed: int, name: str) -> Dataset:
+    tr, te = split_rows(X.shape[0], test_fraction, seed, name)
     return Dataset(name, X[tr], y[tr], X[te], y[te])
 
 

@@ -317,7 +317,7 @@ def split_table(tab: Table, spec: str, seed: int, test_fraction: float, sample: 
     int8) for the fair byte count. Raises GeodmlError for a bad sample size or too few rows."""
     import pyarrow.compute as pc
 
-    from geodml.data import Dataset
+    from geodml.data import Dataset, split_rows
 
     n = tab.t.num_rows
     rows = np.arange(n)
@@ -329,11 +329,7 @@ def split_table(tab: Table, spec: str, seed: int, test_fraction: float, sample: 
     t = tab.t.take(rows)
     tab = Table(t, tab.categorical, tab.numeric, tab.placement, tab.wan)
     check_task(t, spec)
-    perm = np.random.default_rng(seed + 7919).permutation(len(rows))
-    n_test = max(1, int(round(len(rows) * test_fraction)))
-    if len(rows) - n_test < 2:
-        raise GeodmlError(f"data {spec!r}: too few rows ({len(rows)}) to split into train and test")
-    test, train = np.sort(perm[:n_test]), np.sort(perm[n_test:])
+    train, test = split_rows(len(rows), test_fraction, seed, spec)
     X_tr, X_te = featurize(tab, train, test)
     y = t["label"].to_numpy(zero_copy_only=False).astype(np.float64)
     idx, names, members, regions = _groups(tab)

@@ -26,14 +26,16 @@ PAPER_RATE = "1/10000"
 QUICK_RATE = "1/1000"
 
 
-def check_rate(rate: float) -> float:
+def check_rate(rate: float, what: str = "sampling rate", given: str | None = None) -> float:
     """``rate`` if it is a sampling rate in (0, 1].
+
+    ``what`` names the rate in the error and ``given`` is what the user wrote (default: ``rate``).
 
     Raises:
         ThesiosInputError: a rate outside (0, 1] or not finite.
     """
     if not (isinstance(rate, (int, float, np.floating)) and math.isfinite(rate) and 0.0 < rate <= 1.0):
-        raise ThesiosInputError(f"sampling rate must be in (0, 1], got {rate}")
+        raise ThesiosInputError(f"{what} must be in (0, 1], got {rate if given is None else given}")
     return float(rate)
 
 
@@ -50,9 +52,7 @@ def parse_rate(text: str) -> float:
         value = float(text.split("/")[0]) / float(text.split("/")[1]) if "/" in text else float(text)
     except (ValueError, ZeroDivisionError, IndexError):
         raise ThesiosInputError(f"--rate: {text!r} is not a number or a fraction like 1/10000") from None
-    if not (math.isfinite(value) and 0.0 < value <= 1.0):
-        raise ThesiosInputError(f"--rate must be in (0, 1], got {text}")
-    return value
+    return check_rate(value, "--rate", text)
 
 
 def bernoulli_sample(requests: Requests, rate: float, rng: np.random.Generator) -> Requests:

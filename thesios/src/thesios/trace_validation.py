@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 from thesios.errors import ThesiosInputError
 from thesios.readers import EXTRA_LATENCY, read_trace
 from thesios.samplers import check_rate
-from thesios.validate import METRICS, PAPER_BANDS, accuracy
+from thesios.validate import METRICS, PAPER_BANDS, accuracy, busy_time_until
 
 #: Fewer synthesized requests than this per window and a group's result says so.
 MIN_SAMPLES_PER_WINDOW = 20
@@ -154,7 +154,8 @@ def busy_union(start_s: np.ndarray, finish_s: np.ndarray, edges_s: np.ndarray) -
     """Seconds within each window [edges[i], edges[i+1]) with at least one interval in flight.
 
     Intervals are ``[start_s, finish_s)`` (any order, overlapping); returns float64 (len(edges)-1,).
-    The union is merged once (sort, running maximum of the ends), then clipped to each window.
+    The union is merged once (sort, running maximum of the ends) into disjoint intervals, whose
+    busy time :func:`thesios.validate.busy_time_until` clips to each window.
     """
     if len(start_s) == 0:
         return np.zeros(len(edges_s) - 1)
@@ -163,18 +164,8 @@ def busy_union(start_s: np.ndarray, finish_s: np.ndarray, edges_s: np.ndarray) -
     reach = np.maximum.accumulate(f)
     new = np.concatenate(([True], s[1:] > reach[:-1]))  # a merged interval starts here
     first = np.flatnonzero(new)
-    m_start = s[first]
     m_end = reach[np.concatenate((first[1:] - 1, [len(s) - 1]))]
-    # Busy time before T: sum of merged lengths ending before T plus the part of the one around T.
-    cum = np.concatenate(([0.0], np.cumsum(m_end - m_start)))
-
-    def before(t: np.ndarray) -> np.ndarray:
-        k = np.searchsorted(m_start, t, side="right")  # merged intervals begun by t
-        last = np.maximum(k - 1, 0)
-        partial = np.where(k > 0, np.clip(np.minimum(t, m_end[last]) - m_start[last], 0.0, None) - (m_end[last] - m_start[last]), 0.0)
-        return cum[k] + partial
-
-    return np.diff(before(np.asarray(edges_s, dtype=np.float64)))
+    return np.diff(busy_time_until(s[first], m_end, np.asarray(edges_s, dtype=np.float64)))
 
 
 def trace_window_metrics(start_s: np.ndarray, is_read: np.ndarray, latency_s: np.ndarray, edges_s: np.ndarray) -> dict[str, np.ndarray]:
