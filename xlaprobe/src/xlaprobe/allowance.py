@@ -23,6 +23,7 @@ integer, complex or gauge leaves, are judged by the scalar bounds in ``metadata.
 from __future__ import annotations
 
 import dataclasses
+import io
 from pathlib import Path
 from typing import Any
 
@@ -145,13 +146,17 @@ def _leaf(i: int, ref: np.ndarray, honest: list[np.ndarray] | None, flushed: np.
 
 
 def save_allowances(path: str | Path, arrays: dict[str, np.ndarray]) -> None:
-    """Write `arrays` to `path` (compressed ``.npz``) through a temporary file and a rename, so a
-    crash leaves the old file or the new one, never half of one."""
-    path = Path(path)
-    part = path.with_name(path.name + ".part")
-    with open(part, "wb") as handle:
-        np.savez_compressed(handle, **arrays)
-    part.replace(path)
+    """Write `arrays` to `path` (compressed ``.npz``) with `xlaprobe.files.write_atomic`, so a
+    crash leaves the old file or the new one, never half of one.
+
+    Raises:
+        OSError: the folder is missing or cannot be written.
+    """
+    from xlaprobe.files import write_atomic
+
+    archive = io.BytesIO()
+    np.savez_compressed(archive, **arrays)
+    write_atomic(path, archive.getvalue())
 
 
 #: An allowance is wide when it exceeds this many times its dtype's relative bound, and at
