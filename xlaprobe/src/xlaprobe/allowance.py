@@ -30,7 +30,8 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from xlaprobe.oracle import DEFAULT_BOUNDS, ILL_CONDITIONED_EPS, is_float, leaf_budget
+from xlaprobe.oracle import (DEFAULT_BOUNDS, ILL_CONDITIONED_EPS, bounds, flush_allowance,
+                             honest_non_finite, is_float, leaf_budget)
 
 #: The file's name in an artifact directory.
 FILE_NAME = "allowance.npz"
@@ -123,25 +124,14 @@ def element_allowances(result: Any) -> dict[str, np.ndarray]:
 def _leaf(i: int, ref: np.ndarray, honest: list[np.ndarray] | None, flushed: np.ndarray | None,
           dtype: np.dtype, tolerance: Any) -> dict[str, np.ndarray]:
     """The arrays of one float leaf (the oracle's `_judge_float` rule, output left open)."""
-    atol, rtol, max_ulps = DEFAULT_BOUNDS.get(dtype.name, DEFAULT_BOUNDS["float32"])
-    atol = dict(tolerance.atol).get(dtype.name, atol)
-    rtol = dict(tolerance.rtol).get(dtype.name, rtol)
+    atol, rtol, max_ulps = bounds(dtype, tolerance)
     leaf = leaf_budget(ref, honest, flushed, dtype)
     arrays = {f"allowed_{i}": np.maximum(atol, rtol * leaf.ref_abs) + leaf.slack,
-              f"max_ulps_{i}": np.asarray(max_ulps, np.int64)}
-    nonfinite = np.zeros(np.shape(ref), bool)
-    for run in leaf.honest_runs or ():
-        nonfinite |= ~np.isfinite(run)
-    arrays[f"honest_nf_{i}"] = nonfinite
+              f"max_ulps_{i}": np.asarray(max_ulps, np.int64),
+              f"honest_nf_{i}": honest_non_finite(leaf.honest_runs, np.shape(ref))}
     if leaf.flushed is not None and leaf.ftz_slack is not None:
-        ftz = leaf.flushed
-        first = leaf.honest_runs[0] if leaf.honest_runs else None
-        differs = np.ones(ftz.shape, bool) if first is None else ~(
-            (ftz == first) | (np.isnan(ftz) & np.isnan(first)))
-        ftz_abs = np.where(np.isfinite(ftz), np.abs(ftz), 0.0)
-        arrays[f"ftz_{i}"] = ftz
-        arrays[f"ftz_allowed_{i}"] = np.where(
-            differs, np.maximum(atol, rtol * ftz_abs + leaf.ftz_slack), -1.0)
+        arrays[f"ftz_{i}"] = leaf.flushed
+        arrays[f"ftz_allowed_{i}"] = flush_allowance(leaf, atol, rtol)
     return arrays
 
 
