@@ -47,14 +47,12 @@ from typing import Any
 import numpy as np
 
 from xlaprobe import freedoms
-from xlaprobe.checker import Checker, Failure
 from xlaprobe.checking import REFERENCE, judge
 from xlaprobe.configs import xla_options
 from xlaprobe.configs.mutants import get_mutant
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.configs.xla import compiler_options, scoped_function
 from xlaprobe.errors import InvalidArgument
-from xlaprobe.oracle import VerdictKind
 from xlaprobe.search import ddmin, scan_first
 
 #: Option whose value lists the disabled passes.
@@ -234,8 +232,6 @@ class _Tests:
         self.reference, self.limit, self.on_test = reference, limit, on_test
         self.cycles = 1
         self.cache: dict[tuple[str, ...], bool] = {}
-        found = check.failure(str(config)) if str(config) in check.configs else None
-        self.checker = Checker(found or Failure(VerdictKind.MISMATCH, ()), outputs=False)
         self.ran: dict[tuple[str, ...], bool] = {}
 
     def fixes(self, names: Sequence[str]) -> bool:
@@ -260,7 +256,7 @@ class _Tests:
         self.cycles += 1
         result = judge(self.program, [str(spec), REFERENCE], [run, self.reference],
                        self.check.budget, self.check.flushed)
-        fixed = self.checker.fixed(run.ran, Failure.of(result.verdicts[0], run))
+        fixed = result.clean(str(spec))
         self.cache[key] = fixed
         self.ran[key] = run.ran
         if self.on_test is not None:
