@@ -30,8 +30,8 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from xlaprobe.oracle import (DEFAULT_BOUNDS, ILL_CONDITIONED_EPS, bounds, flush_allowance,
-                             honest_non_finite, is_float, leaf_budget)
+from xlaprobe.oracle import (ILL_CONDITIONED_EPS, bounds, flush_allowance, honest_non_finite,
+                             is_float, leaf_budget)
 
 #: The file's name in an artifact directory.
 FILE_NAME = "allowance.npz"
@@ -224,8 +224,7 @@ def wide_allowances(result: Any, factor: float = WIDE_FACTOR) -> list[WideAllowa
         for v in verdicts:
             if v.kind.is_finding or not v.allowed_rel == v.allowed_rel or outcome.config == REFERENCE:
                 continue
-            rtol = DEFAULT_BOUNDS.get(np.dtype(result.program.jaxpr.out_avals[v.index].dtype).name,
-                                      DEFAULT_BOUNDS["float32"])[1]
+            rtol = bounds(np.dtype(result.program.jaxpr.out_avals[v.index].dtype))[1]
             if v.allowed_rel > max(factor * rtol, WIDE_REL) and (
                     v.index not in widest or v.allowed_rel > widest[v.index][0].allowed_rel):
                 widest[v.index] = (v, outcome)
