@@ -23,13 +23,15 @@ integer, complex or gauge leaves, are judged by the scalar bounds in ``metadata.
 from __future__ import annotations
 
 import dataclasses
+import io
 from pathlib import Path
 from typing import Any
 
 import ml_dtypes
 import numpy as np
 
-from xlaprobe.oracle import DEFAULT_BOUNDS, ILL_CONDITIONED_EPS, is_float, leaf_budget
+from xlaprobe.oracle import (ILL_CONDITIONED_EPS, bounds, flush_allowance, honest_non_finite,
+                             is_float, leaf_budget)
 
 #: The file's name in an artifact directory.
 FILE_NAME = "allowance.npz"
@@ -122,36 +124,29 @@ def element_allowances(result: Any) -> dict[str, np.ndarray]:
 def _leaf(i: int, ref: np.ndarray, honest: list[np.ndarray] | None, flushed: np.ndarray | None,
           dtype: np.dtype, tolerance: Any) -> dict[str, np.ndarray]:
     """The arrays of one float leaf (the oracle's `_judge_float` rule, output left open)."""
-    atol, rtol, max_ulps = DEFAULT_BOUNDS.get(dtype.name, DEFAULT_BOUNDS["float32"])
-    atol = dict(tolerance.atol).get(dtype.name, atol)
-    rtol = dict(tolerance.rtol).get(dtype.name, rtol)
+    atol, rtol, max_ulps = bounds(dtype, tolerance)
     leaf = leaf_budget(ref, honest, flushed, dtype)
     arrays = {f"allowed_{i}": np.maximum(atol, rtol * leaf.ref_abs) + leaf.slack,
-              f"max_ulps_{i}": np.asarray(max_ulps, np.int64)}
-    nonfinite = np.zeros(np.shape(ref), bool)
-    for run in leaf.honest_runs or ():
-        nonfinite |= ~np.isfinite(run)
-    arrays[f"honest_nf_{i}"] = nonfinite
+              f"max_ulps_{i}": np.asarray(max_ulps, np.int64),
+              f"honest_nf_{i}": honest_non_finite(leaf.honest_runs, np.shape(ref))}
     if leaf.flushed is not None and leaf.ftz_slack is not None:
-        ftz = leaf.flushed
-        first = leaf.honest_runs[0] if leaf.honest_runs else None
-        differs = np.ones(ftz.shape, bool) if first is None else ~(
-            (ftz == first) | (np.isnan(ftz) & np.isnan(first)))
-        ftz_abs = np.where(np.isfinite(ftz), np.abs(ftz), 0.0)
-        arrays[f"ftz_{i}"] = ftz
-        arrays[f"ftz_allowed_{i}"] = np.where(
-            differs, np.maximum(atol, rtol * ftz_abs + leaf.ftz_slack), -1.0)
+        arrays[f"ftz_{i}"] = leaf.flushed
+        arrays[f"ftz_allowed_{i}"] = flush_allowance(leaf, atol, rtol)
     return arrays
 
 
 def save_allowances(path: str | Path, arrays: dict[str, np.ndarray]) -> None:
-    """Write `arrays` to `path` (compressed ``.npz``) through a temporary file and a rename, so a
-    crash leaves the old file or the new one, never half of one."""
-    path = Path(path)
-    part = path.with_name(path.name + ".part")
-    with open(part, "wb") as handle:
-        np.savez_compressed(handle, **arrays)
-    part.replace(path)
+    """Write `arrays` to `path` (compressed ``.npz``) with `xlaprobe.files.write_atomic`, so a
+    crash leaves the old file or the new one, never half of one.
+
+    Raises:
+        OSError: the folder is missing or cannot be written.
+    """
+    from xlaprobe.files import write_atomic
+
+    archive = io.BytesIO()
+    np.savez_compressed(archive, **arrays)
+    write_atomic(path, archive.getvalue())
 
 
 #: An allowance is wide when it exceeds this many times its dtype's relative bound, and at
@@ -229,8 +224,7 @@ def wide_allowances(result: Any, factor: float = WIDE_FACTOR) -> list[WideAllowa
         for v in verdicts:
             if v.kind.is_finding or not v.allowed_rel == v.allowed_rel or outcome.config == REFERENCE:
                 continue
-            rtol = DEFAULT_BOUNDS.get(np.dtype(result.program.jaxpr.out_avals[v.index].dtype).name,
-                                      DEFAULT_BOUNDS["float32"])[1]
+            rtol = bounds(np.dtype(result.program.jaxpr.out_avals[v.index].dtype))[1]
             if v.allowed_rel > max(factor * rtol, WIDE_REL) and (
                     v.index not in widest or v.allowed_rel > widest[v.index][0].allowed_rel):
                 widest[v.index] = (v, outcome)

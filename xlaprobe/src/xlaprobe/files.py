@@ -7,9 +7,10 @@ import tempfile
 from pathlib import Path
 
 
-def write_atomic(path: str | Path, text: str) -> Path:
-    """Write `text` (UTF-8) to `path` through a temporary file in its folder and a rename: a
-    reader sees the old file or the new one, never half of one. The folder must exist.
+def write_atomic(path: str | Path, text: str | bytes) -> Path:
+    """Write `text` (a str as UTF-8, bytes as they are) to `path` through a temporary file in its
+    folder and a rename: a reader sees the old file or the new one, never half of one. The folder
+    must exist.
 
     Returns:
         `path` as a Path.
@@ -20,8 +21,8 @@ def write_atomic(path: str | Path, text: str) -> Path:
     path = Path(path)
     fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(text.encode("utf-8") if isinstance(text, str) else text)
         os.chmod(temporary, 0o644)
         os.replace(temporary, path)
     except BaseException:

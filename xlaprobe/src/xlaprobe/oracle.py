@@ -269,7 +269,13 @@ def _ordered(x: np.ndarray, dtype: Any) -> np.ndarray:
     return np.where(i < 0, -(i & (sign_mask - 1)), i).astype(np.float64)
 
 
-def _bounds(dtype: np.dtype, tolerance: Tolerance) -> tuple[float, float, int]:
+def bounds(dtype: np.dtype, tolerance: Tolerance = Tolerance()) -> tuple[float, float, int]:
+    """(atol, rtol, max_ulps) of a float `dtype`: `DEFAULT_BOUNDS` (float32's for a dtype it does
+    not name) with the program's `tolerance` overrides.
+
+    >>> bounds(np.dtype(np.float32), Tolerance(rtol=(("float32", 1e-3),)))[1:]
+    (0.001, 0)
+    """
     atol, rtol, max_ulps = DEFAULT_BOUNDS.get(dtype.name, DEFAULT_BOUNDS["float32"])
     atol = dict(tolerance.atol).get(dtype.name, atol)
     rtol = dict(tolerance.rtol).get(dtype.name, rtol)
@@ -422,9 +428,7 @@ def _non_finite_failures(out: np.ndarray, ref: np.ndarray,
     # from inf - inf) depends on the unspecified order of operations: any of them is honest.
     if honest_runs:
         honest = honest_runs[0]
-        honest_overflow = np.zeros(out.shape, bool)
-        for run in honest_runs:
-            honest_overflow |= ~np.isfinite(run)
+        honest_overflow = honest_non_finite(honest_runs, out.shape)
         honest_agrees = (np.isnan(honest) & np.isnan(out)) | (
             np.isinf(honest) & np.isinf(out) & (np.sign(honest) == np.sign(out))) | (
             honest_overflow & finite_ref & ~finite_out)
@@ -434,6 +438,16 @@ def _non_finite_failures(out: np.ndarray, ref: np.ndarray,
     nan_bad = (np.isnan(out) ^ np.isnan(ref)) & ~special_ok
     inf_bad = ~nan_bad & (np.isinf(out) | np.isinf(ref)) & ~special_ok
     return nan_bad, inf_bad
+
+
+def honest_non_finite(honest_runs: Sequence[np.ndarray] | None,
+                      shape: tuple[int, ...]) -> np.ndarray:
+    """Where any honest run (float64, `shape`) is non-finite: there the order of operations may
+    honestly give any non-finite value (see `_non_finite_failures`); bool, `shape`."""
+    non_finite = np.zeros(shape, bool)
+    for run in honest_runs or ():
+        non_finite |= ~np.isfinite(run)
+    return non_finite
 
 
 def _slack(ref: np.ndarray, ref_abs: np.ndarray, comparable: np.ndarray,
@@ -561,20 +575,29 @@ def leaf_budget(reference: np.ndarray, budget: np.ndarray | Sequence[np.ndarray]
                       bool(finite.all()), ordered)
 
 
+def flush_allowance(leaf: LeafBudget, atol: float, rtol: float) -> np.ndarray:
+    """Per element, the allowed ``|out - flushed|`` (units of the value) where flushing subnormals
+    to zero changes the honest result, and -1 where it does not (there flushing explains
+    nothing); float64, the leaf's shape. The leaf must have a flushed run (`leaf_budget`)."""
+    ftz, honest = leaf.flushed, leaf.honest_runs[0] if leaf.honest_runs else None
+    assert ftz is not None and leaf.ftz_slack is not None
+    ftz_abs = np.where(np.isfinite(ftz), np.abs(ftz), 0.0)
+    differs_by_flushing = np.ones(ftz.shape, bool) if honest is None else ~(
+        (ftz == honest) | (np.isnan(ftz) & np.isnan(honest)))
+    return np.where(differs_by_flushing, np.maximum(atol, rtol * ftz_abs + leaf.ftz_slack), -1.0)
+
+
 def _explained_by_flushing(out: np.ndarray, leaf: LeafBudget, atol: float,
                            rtol: float) -> np.ndarray:
     """Elements where the honest run with subnormals flushed to zero gives `out`, and flushing
     is what changes the honest result there."""
-    ftz, honest = leaf.flushed, leaf.honest_runs[0] if leaf.honest_runs else None
-    assert ftz is not None and leaf.ftz_slack is not None
+    ftz = leaf.flushed
+    allowed = flush_allowance(leaf, atol, rtol)
     ftz_diff = np.abs(out - ftz)
-    ftz_abs = np.where(np.isfinite(ftz), np.abs(ftz), 0.0)
     agrees = (np.isnan(ftz) & np.isnan(out)) | (ftz == out) | (
-        np.isfinite(ftz_diff) & (ftz_diff <= np.maximum(atol, rtol * ftz_abs + leaf.ftz_slack)))
-    # Only where flushing changes the honest result is it the explanation.
-    differs_by_flushing = np.ones(out.shape, bool) if honest is None else ~(
-        (ftz == honest) | (np.isnan(ftz) & np.isnan(honest)))
-    return agrees & differs_by_flushing
+        np.isfinite(ftz_diff) & (ftz_diff <= allowed))
+    # Only where flushing changes the honest result (allowance not -1) is it the explanation.
+    return agrees & ~(allowed < 0)
 
 
 def _judge_float(actual: np.ndarray, leaf: LeafBudget, tolerance: Tolerance,
@@ -584,7 +607,7 @@ def _judge_float(actual: np.ndarray, leaf: LeafBudget, tolerance: Tolerance,
     dtype = leaf.dtype
     out = actual.astype(np.float64)
     ref, slack = leaf.ref, leaf.slack
-    atol, rtol, max_ulps = _bounds(dtype, tolerance)
+    atol, rtol, max_ulps = bounds(dtype, tolerance)
     out_finite = np.isfinite(out)
     ulps = np.abs(_ordered(actual, dtype) - leaf.ref_ordered)
     if leaf.finite and out_finite.all():

@@ -47,7 +47,6 @@ from typing import Any
 import numpy as np
 
 from xlaprobe import freedoms
-from xlaprobe.checker import Checker, Failure
 from xlaprobe.checking import REFERENCE, judge
 from xlaprobe.configs import xla_options
 from xlaprobe.configs.mutants import get_mutant
@@ -257,7 +256,7 @@ class _Tests:
         self.cycles += 1
         result = judge(self.program, [str(spec), REFERENCE], [run, self.reference],
                        self.check.budget, self.check.flushed)
-        fixed = Checker.fixed(run.ran, Failure.of(result.verdicts[0], run))
+        fixed = result.clean(str(spec))
         self.cache[key] = fixed
         self.ran[key] = run.ran
         if self.on_test is not None:

@@ -656,7 +656,9 @@ def emit_export_repro(program: Program, config: str, options: dict[str, Any],
     return "\n".join(header) + "\n" + body
 
 
-_RUN_JIT = """\
+#: The script's run of the program compiled whole (`xlaprobe.localization.spmd_repro` replaces
+#: it with a partitioned run).
+RUN_JIT = """\
     compiled = jax.jit(program).lower(*INPUTS).compile(compiler_options=OPTIONS or None)
     outputs = [np.asarray(x) for x in jax.tree_util.tree_leaves(compiled(*INPUTS))]
 """
@@ -688,7 +690,7 @@ def _main(eager: bool, crash: bool = False, allowance: bool = False) -> str:
     """The script's ``main`` and entry point, running the program jitted or op by op; with
     `crash`, in a child process (`CRASH_ENTRY`); with `allowance`, judging by the check's
     ``allowance.npz`` beside the script where there is one."""
-    text = _MAIN.replace("RUN\n", _RUN_EAGER if eager else _RUN_JIT)
+    text = _MAIN.replace("RUN\n", _RUN_EAGER if eager else RUN_JIT)
     if allowance:
         from xlaprobe.allowance import REPRO_JUDGE
         text = REPRO_JUDGE + text.replace("ALLOWANCE", "load_allowance(__file__)")

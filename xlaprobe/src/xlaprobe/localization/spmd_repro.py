@@ -41,10 +41,6 @@ _RUN_SPMD = """\
     compiled = jitted.lower(*placed).compile(compiler_options=OPTIONS or None)
     outputs = [np.asarray(x) for x in compiled(*placed)]  # gathered to the host
 """
-_RUN_JIT = """\
-    compiled = jax.jit(program).lower(*INPUTS).compile(compiler_options=OPTIONS or None)
-    outputs = [np.asarray(x) for x in jax.tree_util.tree_leaves(compiled(*INPUTS))]
-"""
 
 
 def unconstrained(program: Program) -> tuple[Program, int]:
@@ -98,14 +94,14 @@ def emit_spmd_repro(program: Program, config: str, reference: Sequence[np.ndarra
         Unprintable: the program has an operation with no Python form here.
         InvalidArgument: `config` is not a valid ``spmd`` configuration for `program`.
     """
-    from xlaprobe.localization.repro import emit_repro
+    from xlaprobe.localization.repro import RUN_JIT, emit_repro
 
     parsed = Configuration.parse(config)
     options = spmd.settings(parsed)
     layout = spmd.plan(parsed, program.jaxpr)
     plain, inner = unconstrained(program)
     text = emit_repro(plain, config, parsed.compiler_options, reference, honest, crash=crash)
-    if _RUN_JIT not in text or "\nimport jax\n" not in text:
+    if RUN_JIT not in text or "\nimport jax\n" not in text:
         raise RuntimeError("localization.repro changed the script's shape; update spmd_repro")
     settings = [
         f"MESH_SHAPE = {tuple(options.mesh)!r}",
@@ -129,4 +125,4 @@ def emit_spmd_repro(program: Program, config: str, reference: Sequence[np.ndarra
     if options.mutant:
         text = text.replace("Needs only jax (and numpy).", "Needs jax, numpy and xlaprobe (it "
                             f"installs the partitioning mutant '{options.mutant}').", 1)
-    return text.replace(_RUN_JIT, _RUN_SPMD, 1)
+    return text.replace(RUN_JIT, _RUN_SPMD, 1)
