@@ -13,7 +13,7 @@ from typing import Callable
 
 from geodml.errors import GeodmlError
 
-BACKENDS = ("local", "ray", "flower")
+BACKENDS = ("local", "ray", "flower", "flower-deployment")
 
 
 def check(backend: str, jobs: int | None, call_timeout: float) -> None:
@@ -35,11 +35,15 @@ def check(backend: str, jobs: int | None, call_timeout: float) -> None:
         raise GeodmlError(f"--jobs must be >= 1, got {jobs}")
     if backend == "local" and jobs not in (None, 1):
         raise GeodmlError("--jobs needs --backend ray or flower (the local backend runs in this process)")
+    if backend == "flower-deployment" and jobs is not None:
+        raise GeodmlError("--jobs does not apply to --backend flower-deployment (one process per data center)")
     # Values first: a wrong one is wrong whether or not Flower is installed.
     if not (math.isfinite(call_timeout) and call_timeout > 0):
         raise GeodmlError(f"--flower-timeout must be a positive number of seconds, got {call_timeout:g}")
     if backend == "ray" and importlib.util.find_spec("ray") is None:
         raise GeodmlError("--backend ray needs Ray: pip install 'geodml[ray]'")
+    if backend == "flower-deployment" and importlib.util.find_spec("flwr") is None:
+        raise GeodmlError("--backend flower-deployment needs Flower: pip install 'geodml[flower]'")
     if backend == "flower":
         if importlib.util.find_spec("flwr") is None:
             raise GeodmlError("--backend flower needs Flower: pip install 'geodml[flower]'")
