@@ -130,3 +130,9 @@ def test_compare_config_crosses_to_the_serverapp_as_json():
     assert config_from_json(config_to_json(cfg)) == cfg
     with pytest.raises(GeodmlError, match="malformed deployment job"):
         config_from_json('{"data": 1}')
+
+
+def test_deployment_backend_refuses_jobs_in_one_line(geodml):
+    r = geodml("compare", "--data", "sklearn:iris", "--backend", "flower-deployment", "--jobs", "2")
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0
+    assert "--jobs does not apply to --backend flower-deployment" in r.stderr

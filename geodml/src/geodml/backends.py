@@ -1,8 +1,10 @@
 """Where the data centers compute during ``geodml compare``: ``local`` (every DC's DCWorker in
 this process, the default), ``ray`` (one Ray actor per DC, ray_pool.RayPool) or ``flower`` (one
-Flower ClientApp per DC on Flower's simulation engine, flower_bridge.FlowerPool). Each gives the
-algorithms a dcside.Pool; the results and the simulated ledger are the same on all three, while
-ray and flower add measured wall time and bytes.
+Flower ClientApp per DC on Flower's simulation engine, flower_bridge.FlowerPool) or
+``flower-deployment`` (a SuperLink and one SuperNode process per DC, flower_deploy; compare runs it
+itself, as the algorithms then run in the deployment's ServerApp process). Each gives the
+algorithms a dcside.Pool; the results and the simulated ledger are the same on all four, while
+the others add measured wall time and bytes.
 """
 
 from __future__ import annotations
@@ -70,6 +72,8 @@ def run_on(backend: str, dcs: list, seed: int, work: Callable[[object], None], *
     Raises:
         GeodmlError: the backend failed to start or a DC failed (Ray, Flower).
     """
+    if backend == "flower-deployment":  # its algorithms run in another process: no work callback
+        raise GeodmlError("the flower-deployment backend runs through flower_deploy.run_deployment, not run_on")
     if backend == "ray":
         from geodml.ray_pool import RayPool
 

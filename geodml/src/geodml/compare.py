@@ -31,7 +31,8 @@ class CompareConfig:
     one per place group), partition spec (None: by the data's place column where it has one, else
     iid), WAN file (None: the data's packaged WAN or the default), sovereign region names, algorithms
     (None: every registered one), algorithm settings, seed, hierarchical aggregation on/off,
-    backend (backends.BACKENDS: local, or ray / flower, which add measured wall time and bytes),
+    backend (backends.BACKENDS: local, or ray / flower / flower-deployment, which add measured wall
+    time and bytes; flower-deployment also the bytes on each DC's socket, flower_deploy.py),
     jobs (CPUs of the ray or flower backend, None: its default), flower_timeout (seconds each
     DC's ClientApp has to answer one message; past it the run ends with GeodmlError instead of
     waiting for a hung DC)."""

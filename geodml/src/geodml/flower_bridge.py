@@ -22,10 +22,9 @@ chunks, each with its header; ``flwr.supercore.inflatable``), to and from every 
 included (unlike the WAN ledger).
 
 Runs on Flower's simulation engine (``flwr.simulation.run_simulation``, which starts Ray) by
-run_federation(). For a Flower deployment, ``app = make_client_app()`` in a module of the Flower
-app is its ClientApp (each SuperNode started with ``--node-config "partition-id=K"``) and the
-ServerApp's main builds a FlowerPool and calls algorithms.run; only the simulation engine is
-tested. Tested with flwr 1.42.0 and ray 2.60.0 on Python 3.12. run_simulation is deprecated in
+run_federation(), and on Flower's Deployment Runtime by flower_deploy (a SuperLink and SuperNode
+processes; there each SuperNode's node config also names ``rows-file``, its own rows, so its
+ClientApps read nothing else). Tested with flwr 1.42.0 and ray 2.60.0 on Python 3.12. run_simulation is deprecated in
 flwr 1.42 in favour of the ``flwr run`` CLI but is still its in-process simulation API.
 """
 
