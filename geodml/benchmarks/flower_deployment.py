@@ -68,7 +68,7 @@ def main() -> None:
         print("per round (wire / arrays, all DCs):", ", ".join(
             f"{r['method']} {_kb(sum(r['wire'].values()))}/{_kb(sum(r['payload'].values()))} {r['seconds']:.1f}s" for r in m["rounds"]))
     wr = res["wire"]
-    print(f"\nwire in all {_kb(wr['total_bytes'])}; outside the rounds (registration, app download, setup, polls) "
+    print(f"\nflwr {wr['flwr']}, Fleet API over {wr['transport']}; wire in all {_kb(wr['total_bytes'])}; outside the rounds (registration, app download, setup, polls) "
           f"{_kb(wr['control_bytes'])}; TCP connections per DC {wr['connections']}")
     if a.json:
         res.pop("thetas")

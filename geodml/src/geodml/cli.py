@@ -257,7 +257,7 @@ def _print_compare(res: dict) -> None:
                       f"(simulated WAN {_fmt_bytes(r['bytes'])}, intra-DC {_fmt_bytes(r['intra_bytes'])}){lo}", highlight=False)
     if "deployment" in res:
         w = res["deployment"]["wire"]
-        out.print(f"Flower deployment: {_fmt_bytes(w['total_bytes'])} on the wire in all, {_fmt_bytes(w['control_bytes'])} of it "
+        out.print(f"Flower deployment (flwr {w['flwr']}, Fleet API over {w['transport']}): {_fmt_bytes(w['total_bytes'])} on the wire in all, {_fmt_bytes(w['control_bytes'])} of it "
                   f"outside the rounds (registration, app download, setup, polls); {res['deployment']['start_seconds']:.1f} s "
                   "from launching the processes to the first round", highlight=False)
     for a, c in res["crossover"].items():

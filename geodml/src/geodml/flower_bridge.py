@@ -265,7 +265,10 @@ def make_client_app():
 def message_nbytes(message) -> int:
     """Bytes of a Flower Message in Flower's wire form: the deflated size of every object of its
     tree (message, records, arrays, array chunks), each counted once as Flower sends it once."""
-    from flwr.supercore.inflatable.inflatable_object import get_all_nested_objects
+    try:
+        from flwr.supercore.inflatable.inflatable_object import get_all_nested_objects
+    except ImportError:  # flwr before 1.42 (the gRPC deployment measurement ran on 1.25)
+        from flwr.common.inflatable import get_all_nested_objects
 
     return sum(len(o.deflate()) for o in get_all_nested_objects(message).values())
 

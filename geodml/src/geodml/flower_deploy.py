@@ -13,16 +13,19 @@ split per round and per data center and set beside the ledger's count (the array
 same round; bytes outside every round (node registration, the app's download, polls and
 heartbeats between runs of the algorithms) are reported as control traffic.
 
-In flwr 1.42 the Fleet API (SuperNode <-> SuperLink) is HTTP/1.1 served by uvicorn, not gRPC:
-``--fleet-api-type grpc-rere`` is accepted only as a deprecated no-op. Messages travel as Flower's
-protobuf objects in HTTP request and response bodies. WAN latency and bandwidth stay modelled
+In flwr 1.42 (the version the flower extra pins) the Fleet API (SuperNode <-> SuperLink) is
+HTTP/1.1 served by uvicorn, not gRPC: ``--fleet-api-type grpc-rere`` is accepted only as a
+deprecated no-op; messages travel as Flower's protobuf objects in HTTP request and response
+bodies. With an older flwr (fleet_over_grpc; measured with 1.25.0) the SuperLink is started with
+``--fleet-api-type grpc-rere`` and each SuperNode holds one HTTP/2 connection to it. WAN latency and bandwidth stay modelled
 (this kernel has no netem): loopback wall time is not WAN time.
 
 Flow: the compare process writes the job (the compare config as JSON, the result path) and each
 DC's rows file, starts the processes, ``flwr run``s a generated Flower app whose ServerApp
 (server_main) rebuilds the federation from the config, runs the algorithms through a FlowerPool
 and writes its rows, the planner's iteration counts and the call trace as JSON; the compare
-process then adds the wire counts (attribute_wire). Tested with flwr 1.42.0 on Python 3.12.
+process then adds the wire counts (attribute_wire). Tested with flwr 1.42.0 (HTTP) and 1.25.0
+(gRPC) on Python 3.12.
 """
 
 from __future__ import annotations
@@ -220,6 +223,18 @@ def _last_line(log: Path) -> str:
     return lines[-1] if lines else "no log"
 
 
+def fleet_over_grpc() -> bool:
+    """Whether the installed Flower's Fleet API is gRPC (flwr before 1.42, ``grpc-rere``) rather
+    than HTTP (1.42 on). Raises GeodmlError without Flower."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        major, minor = (int(x) for x in version("flwr").split(".")[:2])
+    except (PackageNotFoundError, ValueError):
+        raise GeodmlError("Flower is not installed: pip install 'geodml[flower]'") from None
+    return (major, minor) < (1, 42)
+
+
 class Deployment:
     """A SuperLink and one SuperNode per rows file on this machine, each SuperNode behind its own
     CountingRelay (see the module docstring). workdir: where logs, the Flower home and the app go.
@@ -231,23 +246,29 @@ class Deployment:
         self.workdir, self.names = workdir, list(names)
         self.home = workdir / "flwr_home"
         self.home.mkdir(parents=True, exist_ok=True)
-        self.port = free_port()
+        # HTTP (flwr >= 1.42): one port serves the Fleet, Control and runtime APIs; gRPC: three.
+        self.grpc = fleet_over_grpc()
+        self.port, self.control = free_port(), free_port()
+        if not self.grpc:
+            self.control = self.port
         (self.home / "config.toml").write_text(
-            f'[superlink]\ndefault = "geodml"\n\n[superlink.geodml]\naddress = "127.0.0.1:{self.port}"\ninsecure = true\n')
+            f'[superlink]\ndefault = "geodml"\n\n[superlink.geodml]\naddress = "127.0.0.1:{self.control}"\ninsecure = true\n')
         self.env = {**os.environ, "FLWR_HOME": str(self.home),
                     "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
         self.procs: list[subprocess.Popen] = []
         self.relays: dict[str, CountingRelay] = {}
         try:
             log = workdir / "superlink.log"
-            sl = self._start([_tool("flower-superlink"), "--insecure", "--port", str(self.port),
-                              "--disable-runtime-dependency-installation"], log)
+            apis = (["--fleet-api-type", "grpc-rere", "--fleet-api-address", f"127.0.0.1:{self.port}",
+                     "--control-api-address", f"127.0.0.1:{self.control}", "--serverappio-api-address", f"127.0.0.1:{free_port()}"]
+                    if self.grpc else ["--port", str(self.port), "--disable-runtime-dependency-installation"])
+            sl = self._start([_tool("flower-superlink"), "--insecure", *apis], log)
             _wait_listening(self.port, sl, log, START_TIMEOUT_S)
             for i, (name, rows) in enumerate(zip(self.names, rows_files)):
                 relay = self.relays[name] = CountingRelay(("127.0.0.1", self.port))
+                local = ["--clientappio-api-address", f"127.0.0.1:{free_port()}"] if self.grpc else ["--port", str(free_port())]
                 self._start([_tool("flower-supernode"), "--insecure", "--superlink", f"127.0.0.1:{relay.port}",
-                             "--port", str(free_port()), "--node-config", f'partition-id={i} rows-file="{rows}"'],
-                            workdir / f"supernode-{i}.log")
+                             *local, "--node-config", f'partition-id={i} rows-file="{rows}"'], workdir / f"supernode-{i}.log")
         except BaseException:
             self.close()
             raise
@@ -264,6 +285,10 @@ class Deployment:
         """``flwr run`` the app with the job and wait for its result (forwarding the ServerApp's
         progress lines). Raises GeodmlError if a process dies or the run ends without a result."""
         log = self.workdir / "flwr-run.log"
+        if self.grpc:  # older flwr reads the SuperLink's Control API address from the app's pyproject
+            with (app_dir / "pyproject.toml").open("a") as f:
+                f.write(f'\n[tool.flwr.federations]\ndefault = "geodml"\n\n[tool.flwr.federations.geodml]\n'
+                        f'address = "127.0.0.1:{self.control}"\ninsecure = true\n')
         runner = self._start([_tool("flwr"), "run", str(app_dir), "geodml", "--stream",
                               "--run-config", f'job="{job}"'], log)
         seen = 0
@@ -327,7 +352,8 @@ def run_deployment(cfg, dcs: list, progress: Callable[[str], None] = lambda m: N
         {"algorithms": rows as compare's, each with "measured": {"executor", "wall_seconds",
         "payload_bytes", "serialized_bytes", "wire": wire_summary, "rounds": attribute_wire}},
         "counts": planner counts, "thetas": {name: final parameters (list)}, "wire": {"total_bytes",
-        "control_bytes", "by_dc": total per relay, "connections"}, "start_seconds"}.
+        "control_bytes", "by_dc": total per relay, "connections", "flwr": its version, "transport":
+        the Fleet API's}, "start_seconds"}.
 
     Raises:
         GeodmlError: Flower is missing, a process fails, or the ServerApp fails.
@@ -357,6 +383,9 @@ def run_deployment(cfg, dcs: list, progress: Callable[[str], None] = lambda m: N
         first = min((tr[0]["start"] for tr in res["traces"].values() if tr), default=time.time())
         _add_wire(res, counts)
         res["start_seconds"] = first - launched
+        from importlib.metadata import version
+
+        res["wire"].update(flwr=version("flwr"), transport="gRPC (grpc-rere)" if fleet_over_grpc() else "HTTP/1.1")
         return res
     finally:
         if not keep:
