@@ -165,7 +165,7 @@ def compare(
                                 "pip install 'geodml[flower]') or flower-deployment (a Flower SuperLink and one SuperNode process "
                                 "each, bytes counted on the wire); all but local add measured wall time and bytes"),
     jobs: int = typer.Option(None, "--jobs", help="CPUs the ray or flower backend may use (default: Ray's default; Flower: 1)"),
-    flower_timeout: float = typer.Option(300.0, "--flower-timeout", help="seconds each data center's ClientApp has to answer one message under --backend flower; a hung one ends the run with an error"),
+    flower_timeout: float = typer.Option(300.0, "--flower-timeout", help="seconds each data center's ClientApp has to answer one message under --backend flower or flower-deployment; a hung one ends the run with an error"),
     as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress on stderr"),
     report: str = typer.Option(None, "--report", hidden=True, help="old spelling of --out"),
