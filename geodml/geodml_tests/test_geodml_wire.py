@@ -136,3 +136,17 @@ def test_deployment_backend_refuses_jobs_in_one_line(geodml):
     r = geodml("compare", "--data", "sklearn:iris", "--backend", "flower-deployment", "--jobs", "2")
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0
     assert "--jobs does not apply to --backend flower-deployment" in r.stderr
+
+
+def test_sigterm_becomes_an_interrupt_inside_a_deployment_and_the_handler_is_restored():
+    import os
+    import signal
+
+    from geodml.flower_deploy import stop_on_sigterm
+
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt):
+        with stop_on_sigterm():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler interrupts this
+    assert signal.getsignal(signal.SIGTERM) is before

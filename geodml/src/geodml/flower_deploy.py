@@ -38,7 +38,9 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
@@ -339,6 +341,25 @@ class Deployment:
         self.close()
 
 
+@contextmanager
+def stop_on_sigterm():
+    """While inside, SIGTERM raises KeyboardInterrupt in the main thread (elsewhere: nothing
+    changes), so a terminated compare stops the deployment's processes as Ctrl-C does instead of
+    leaving them running; the previous handler is restored on exit."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_term(signum, frame):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
 def run_deployment(cfg, dcs: list, progress: Callable[[str], None] = lambda m: None, keep: str | None = None) -> dict:
     """Run cfg's algorithms on a Flower deployment of the DCs (see the module docstring).
 
@@ -376,7 +397,7 @@ def run_deployment(cfg, dcs: list, progress: Callable[[str], None] = lambda m: N
         _write_json(job, {"config": config_to_json(cfg), "result": str(result), "progress": str(prog)})
         launched = time.time()
         progress(f"starting a Flower deployment: a SuperLink and {len(dcs)} SuperNodes (flwr run)")
-        with Deployment(workdir, rows_files, [dc.name for dc in dcs]) as dep:
+        with stop_on_sigterm(), Deployment(workdir, rows_files, [dc.name for dc in dcs]) as dep:
             res = dep.run(app, job, result, prog, progress)
             counts = {n: r.snapshot() for n, r in dep.relays.items()}
         # From launching the processes to the first algorithm's first message (start, app install, setup).
