@@ -1,8 +1,10 @@
 """Where the data centers compute during ``geodml compare``: ``local`` (every DC's DCWorker in
 this process, the default), ``ray`` (one Ray actor per DC, ray_pool.RayPool) or ``flower`` (one
-Flower ClientApp per DC on Flower's simulation engine, flower_bridge.FlowerPool). Each gives the
-algorithms a dcside.Pool; the results and the simulated ledger are the same on all three, while
-ray and flower add measured wall time and bytes.
+Flower ClientApp per DC on Flower's simulation engine, flower_bridge.FlowerPool) or
+``flower-deployment`` (a SuperLink and one SuperNode process per DC, flower_deploy; compare runs it
+itself, as the algorithms then run in the deployment's ServerApp process). Each gives the
+algorithms a dcside.Pool; the results and the simulated ledger are the same on all four, while
+the others add measured wall time and bytes.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Callable
 
 from geodml.errors import GeodmlError
 
-BACKENDS = ("local", "ray", "flower")
+BACKENDS = ("local", "ray", "flower", "flower-deployment")
 
 
 def check(backend: str, jobs: int | None, call_timeout: float) -> None:
@@ -35,11 +37,15 @@ def check(backend: str, jobs: int | None, call_timeout: float) -> None:
         raise GeodmlError(f"--jobs must be >= 1, got {jobs}")
     if backend == "local" and jobs not in (None, 1):
         raise GeodmlError("--jobs needs --backend ray or flower (the local backend runs in this process)")
+    if backend == "flower-deployment" and jobs is not None:
+        raise GeodmlError("--jobs does not apply to --backend flower-deployment (one process per data center)")
     # Values first: a wrong one is wrong whether or not Flower is installed.
     if not (math.isfinite(call_timeout) and call_timeout > 0):
         raise GeodmlError(f"--flower-timeout must be a positive number of seconds, got {call_timeout:g}")
     if backend == "ray" and importlib.util.find_spec("ray") is None:
         raise GeodmlError("--backend ray needs Ray: pip install 'geodml[ray]'")
+    if backend == "flower-deployment" and importlib.util.find_spec("flwr") is None:
+        raise GeodmlError("--backend flower-deployment needs Flower: pip install 'geodml[flower]'")
     if backend == "flower":
         if importlib.util.find_spec("flwr") is None:
             raise GeodmlError("--backend flower needs Flower: pip install 'geodml[flower]'")
@@ -66,6 +72,8 @@ def run_on(backend: str, dcs: list, seed: int, work: Callable[[object], None], *
     Raises:
         GeodmlError: the backend failed to start or a DC failed (Ray, Flower).
     """
+    if backend == "flower-deployment":  # its algorithms run in another process: no work callback
+        raise GeodmlError("the flower-deployment backend runs through flower_deploy.run_deployment, not run_on")
     if backend == "ray":
         from geodml.ray_pool import RayPool
 

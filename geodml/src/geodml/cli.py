@@ -161,10 +161,11 @@ def compare(
     seed: int = typer.Option(0, help="seed of the data, the partition, local sampling and the MLP's initial weights"),
     out: str = typer.Option(None, "--out", help="also write an HTML report with plots to this file"),
     backend: str = typer.Option("local", "--backend", help="where the data centers compute: local (this process), ray (one Ray actor each; "
-                                "pip install 'geodml[ray]') or flower (one Flower ClientApp each on Flower's simulation engine; "
-                                "pip install 'geodml[flower]'); ray and flower add measured wall time and bytes"),
+                                "pip install 'geodml[ray]'), flower (one Flower ClientApp each on Flower's simulation engine; "
+                                "pip install 'geodml[flower]') or flower-deployment (a Flower SuperLink and one SuperNode process "
+                                "each, bytes counted on the wire); all but local add measured wall time and bytes"),
     jobs: int = typer.Option(None, "--jobs", help="CPUs the ray or flower backend may use (default: Ray's default; Flower: 1)"),
-    flower_timeout: float = typer.Option(300.0, "--flower-timeout", help="seconds each data center's ClientApp has to answer one message under --backend flower; a hung one ends the run with an error"),
+    flower_timeout: float = typer.Option(300.0, "--flower-timeout", help="seconds each data center's ClientApp has to answer one message under --backend flower or flower-deployment; a hung one ends the run with an error"),
     as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress on stderr"),
     report: str = typer.Option(None, "--report", hidden=True, help="old spelling of --out"),
@@ -196,6 +197,16 @@ def compare(
         print(json.dumps(res, indent=2))
         return
     _print_compare(res)
+
+
+def _wire_line(a: str, r: dict) -> str:
+    """What one algorithm's messages cost on a Flower deployment's wire, against the ledger."""
+    m, w = r["measured"], r["measured"]["wire"]
+    dcs = "; ".join(f"{n} {_fmt_bytes(v['wire'])} (arrays {_fmt_bytes(v['payload'])}, WAN ledger {_fmt_bytes(v['ledger'])})"
+                    for n, v in w["by_dc"].items())
+    return (f"{a} on a Flower deployment: wall {m['wall_seconds']:.1f} s ({w['seconds_per_round']:.2f} s a message round, "
+            f"simulated WAN {r['sim_seconds']:.3g} s), wire {_fmt_bytes(w['wire_bytes'])} = {w['wire_bytes'] / max(w['payload_bytes'], 1):.3g}x "
+            f"the arrays' {_fmt_bytes(w['payload_bytes'])}, Flower messages {_fmt_bytes(m['serialized_bytes'])}; per data center: {dcs}")
 
 
 def _crossover_line(a: str, c: dict) -> str:
@@ -235,13 +246,20 @@ def _print_compare(res: dict) -> None:
             out.print(f"{a} refused: {r['refused']}", highlight=False)
         if "warning" in r:
             out.print(f"{a} warning: {r['warning']}", highlight=False)
-        if "measured" in r:
+        if "measured" in r and "wire" in r["measured"]:
+            out.print(_wire_line(a, r), highlight=False)
+        elif "measured" in r:
             m = r["measured"]
             lo = "" if m["loopback_bytes"] is None else f", loopback {_fmt_bytes(m['loopback_bytes'])}"
             where, what = ("Flower", "Flower messages") if m["executor"] == "flower" else ("Ray", "serialized")
             out.print(f"{a} on {where}: wall {m['wall_seconds']:.2f} s (simulated {r['sim_seconds']:.3g} s), {what} "
                       f"{_fmt_bytes(m['serialized_bytes'])}, arrays {_fmt_bytes(m['payload_bytes'])} "
                       f"(simulated WAN {_fmt_bytes(r['bytes'])}, intra-DC {_fmt_bytes(r['intra_bytes'])}){lo}", highlight=False)
+    if "deployment" in res:
+        w = res["deployment"]["wire"]
+        out.print(f"Flower deployment (flwr {w['flwr']}, Fleet API over {w['transport']}): {_fmt_bytes(w['total_bytes'])} on the wire in all, {_fmt_bytes(w['control_bytes'])} of it "
+                  f"outside the rounds (registration, app download, setup, polls); {res['deployment']['start_seconds']:.1f} s "
+                  "from launching the processes to the first round", highlight=False)
     for a, c in res["crossover"].items():
         out.print(_crossover_line(a, c), highlight=False)
     out.print(f"wall {res['wall_seconds']:.1f} s")

@@ -31,7 +31,8 @@ class CompareConfig:
     one per place group), partition spec (None: by the data's place column where it has one, else
     iid), WAN file (None: the data's packaged WAN or the default), sovereign region names, algorithms
     (None: every registered one), algorithm settings, seed, hierarchical aggregation on/off,
-    backend (backends.BACKENDS: local, or ray / flower, which add measured wall time and bytes),
+    backend (backends.BACKENDS: local, or ray / flower / flower-deployment, which add measured wall
+    time and bytes; flower-deployment also the bytes on each DC's socket, flower_deploy.py),
     jobs (CPUs of the ray or flower backend, None: its default), flower_timeout (seconds each
     DC's ClientApp has to answer one message; past it the run ends with GeodmlError instead of
     waiting for a hung DC)."""
@@ -182,6 +183,16 @@ def _compare(cfg: CompareConfig, progress: Callable[[str], None]) -> dict:
         from geodml.flower_bridge import FederationSpec
 
         spec = FederationSpec(cfg.data, fed.partition, len(dcs), cfg.seed, tuple(dc.workers for dc in dcs))
+    if cfg.backend == "flower-deployment":
+        # The algorithms run in the deployment's ServerApp process; its rows come back as JSON.
+        from geodml.flower_deploy import run_deployment
+
+        res = run_deployment(cfg, dcs, progress)
+        out["algorithms"].update(res["algorithms"])
+        counts.update(res["counts"])
+        out["deployment"] = {"wire": res["wire"], "start_seconds": res["start_seconds"]}
+        _planner_view(cfg, fed, _counts(counts), out)
+        return out
     # Algorithms that need no DC computation through the pool (centralize) run on the backend
     # too (in Flower's ServerApp), so the table keeps one order.
     backends.run_on(cfg.backend, dcs, cfg.seed, lambda pool: _run_all(cfg, fed, counts, pool, out, progress),
@@ -219,8 +230,10 @@ def _run_all(cfg: CompareConfig, fed: Federation, counts: dict, pool, out: dict,
         out["algorithms"][a] = _run_one(registry.get(a), cfg, fed, counts, pool, progress)
 
 
-def _run_one(algo: registry.Algorithm, cfg: CompareConfig, fed: Federation, counts: dict, pool, progress) -> dict:
-    """Run one algorithm and return its row of the result (or {"refused": reason})."""
+def _run_one(algo: registry.Algorithm, cfg: CompareConfig, fed: Federation, counts: dict, pool, progress,
+             thetas: dict | None = None) -> dict:
+    """Run one algorithm and return its row of the result (or {"refused": reason}); thetas, if
+    given, gets its final parameters under its name."""
     a = algo.name
     hub = fed.hub_c if algo.moves == "raw" else fed.hub_m
     if hub is None:
@@ -235,6 +248,8 @@ def _run_one(algo: registry.Algorithm, cfg: CompareConfig, fed: Federation, coun
     except SovereigntyError as e:
         return {"refused": str(e)}
     wall = time.perf_counter() - t0
+    if thetas is not None:
+        thetas[a] = theta
     ds = fed.ds
     p = np.clip(get_model(cfg.settings.model).predict_proba(ds.X_test, theta), 1e-15, 1 - 1e-15)
     summ = net.summary()
@@ -245,7 +260,7 @@ def _run_one(algo: registry.Algorithm, cfg: CompareConfig, fed: Federation, coun
         "test_accuracy": float(np.mean((p > 0.5) == ds.y_test)),
         "test_logloss": float(log_loss(ds.y_test, p, labels=[0.0, 1.0])),
         "intra_bytes": summ["intra_bytes"], "raw_bytes": summ["raw_bytes"],
-        "raw_bytes_by_source": summ["raw_bytes_by_source"], "wall_seconds": wall,
+        "raw_bytes_by_source": summ["raw_bytes_by_source"], "wan_bytes_by_dc": summ["wan_bytes_by_dc"], "wall_seconds": wall,
         "predicted": {"bytes": pred.bytes, "sim_seconds": pred.sim_seconds, "dollars": pred.dollars},
         "settings": algo.settings_of(cfg.settings),
     }

@@ -22,10 +22,9 @@ chunks, each with its header; ``flwr.supercore.inflatable``), to and from every 
 included (unlike the WAN ledger).
 
 Runs on Flower's simulation engine (``flwr.simulation.run_simulation``, which starts Ray) by
-run_federation(). For a Flower deployment, ``app = make_client_app()`` in a module of the Flower
-app is its ClientApp (each SuperNode started with ``--node-config "partition-id=K"``) and the
-ServerApp's main builds a FlowerPool and calls algorithms.run; only the simulation engine is
-tested. Tested with flwr 1.42.0 and ray 2.60.0 on Python 3.12. run_simulation is deprecated in
+run_federation(), and on Flower's Deployment Runtime by flower_deploy (a SuperLink and SuperNode
+processes; there each SuperNode's node config also names ``rows-file``, its own rows, so its
+ClientApps read nothing else). Tested with flwr 1.42.0 and ray 2.60.0 on Python 3.12. run_simulation is deprecated in
 flwr 1.42 in favour of the ``flwr run`` CLI but is still its in-process simulation API.
 """
 
@@ -101,6 +100,47 @@ def _worker(spec_json: str, index: int) -> DCWorker:
     parts = partition(spec.partition, ds.X_train, ds.y_train, spec.k, seed=spec.seed, groups=ds.place_train)
     p = parts[index]
     return DCWorker(take_rows(ds.X_train, p), ds.y_train[p], spec.workers[index], index, spec.seed)
+
+
+def save_rows(path: str, X, y: np.ndarray) -> None:
+    """Write one data center's rows (X (n, d) dense or CSR, y (n,)) as an uncompressed .npz that
+    load_rows reads without pickle: a SuperNode of a Flower deployment is given only its own."""
+    import scipy.sparse as sp
+
+    if sp.issparse(X):
+        X = sp.csr_matrix(X)
+        np.savez(path, y=y, data=X.data, indices=X.indices, indptr=X.indptr, shape=np.asarray(X.shape))
+    else:
+        np.savez(path, y=y, X=np.asarray(X))
+
+
+def load_rows(path: str) -> tuple:
+    """(X, y) from a save_rows file (no pickle). Raises GeodmlError on a missing or corrupt file."""
+    import scipy.sparse as sp
+
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            if "X" in f:
+                return f["X"], f["y"]
+            return sp.csr_matrix((f["data"], f["indices"], f["indptr"]), shape=tuple(int(v) for v in f["shape"])), f["y"]
+    except (OSError, ValueError, KeyError) as e:
+        raise GeodmlError(f"cannot read the data center's rows file {path}: {e}") from None
+
+
+@lru_cache(maxsize=8)
+def _worker_from_file(path: str, index: int, workers: int) -> DCWorker:
+    """The DCWorker over the rows of one save_rows file (a deployment's SuperNode holds only its own)."""
+    X, y = load_rows(path)
+    return DCWorker(X, y, workers, index, 0)
+
+
+def _dc_worker(node_config, spec_json: str, index: int) -> DCWorker:
+    """The worker of partition index: from the node's own rows file when its node config names one
+    (``rows-file``: a Flower deployment), else loaded from the federation spec (the simulation)."""
+    if "rows-file" in node_config:
+        spec = FederationSpec.from_json(spec_json)
+        return _worker_from_file(str(node_config["rows-file"]), index, spec.workers[index])
+    return _worker(spec_json, index)
 
 
 # --- values <-> Flower records ---------------------------------------------------------------
@@ -190,7 +230,7 @@ def handle(message, context):
     if call["method"] == "setup":
         spec_json = str(call["spec"])
         index = int(context.node_config["partition-id"])
-        worker = _worker(spec_json, index)
+        worker = _dc_worker(context.node_config, spec_json, index)
         worker.reset(FederationSpec.from_json(spec_json).seed)
         _save_state(context, spec_json, worker)
         # The pid lets a simulation's watchdog stop a ClientApp that hangs (FlowerPool.kill_stuck).
@@ -199,7 +239,7 @@ def handle(message, context):
         raise GeodmlError("a geodml call reached a ClientApp before its setup message")
     st = context.state[_STATE]
     spec_json = str(st["spec"])
-    worker = _worker(spec_json, int(st["index"]))
+    worker = _dc_worker(context.node_config, spec_json, int(st["index"]))
     scalars = {k: st[k] for k in ("rng", "lr", "adam_t", "ef_spec") if k in st}
     worker.set_state(scalars, {k: a.numpy() for k, a in context.state[_STATE_ARRAYS].items()})
     method = str(call["method"])
@@ -225,7 +265,10 @@ def make_client_app():
 def message_nbytes(message) -> int:
     """Bytes of a Flower Message in Flower's wire form: the deflated size of every object of its
     tree (message, records, arrays, array chunks), each counted once as Flower sends it once."""
-    from flwr.supercore.inflatable.inflatable_object import get_all_nested_objects
+    try:
+        from flwr.supercore.inflatable.inflatable_object import get_all_nested_objects
+    except ImportError:  # flwr before 1.42 (the gRPC deployment measurement ran on 1.25)
+        from flwr.common.inflatable import get_all_nested_objects
 
     return sum(len(o.deflate()) for o in get_all_nested_objects(message).values())
 
@@ -292,6 +335,9 @@ class FlowerPool(DCOperations):
         self.serialized_bytes = 0
         self.calls = 0
         self.wall_seconds = 0.0
+        # One entry per call: method, start and end (unix seconds), the arrays' bytes sent to
+        # ("down") and received from ("up") each DC; a deployment sets the wire counts beside it.
+        self.trace: list[dict] = []
         self.loopback_bytes = None  # Flower's simulation runs over Ray; its own bytes are counted instead
         t0 = time.perf_counter()
         nodes: list[int] = []
@@ -342,21 +388,23 @@ class FlowerPool(DCOperations):
     def call(self, method: str, args: dict | tuple = ()) -> dict:
         """Call method on every DC's ClientApp (args: one tuple for all, or {name: tuple});
         {name: result}."""
-        t0 = time.perf_counter()
-        contents = {}
+        t0, start = time.perf_counter(), time.time()
+        contents, down, up = {}, {}, {}
         for name in self.names:
             a = tuple(args[name] if isinstance(args, dict) else args)
-            self.payload_bytes += _nbytes(a)
+            down[name] = _nbytes(a)
             contents[self.node_of[name]] = to_recorddict(a, {"method": method})
         replies = self._exchange(contents)
         out = {}
         for name in self.names:
             r = replies[self.node_of[name]]
             vals = from_recorddict(r.content)
-            self.payload_bytes += _nbytes(vals)
+            up[name] = _nbytes(vals)
             out[name] = vals[0] if bool(r.content["call"]["single"]) else vals
+        self.payload_bytes += sum(down.values()) + sum(up.values())
         self.calls += 1
         self.wall_seconds += time.perf_counter() - t0
+        self.trace.append({"method": method, "start": start, "end": time.time(), "down": down, "up": up})
         return out
 
     def _kill_stuck(self) -> None:

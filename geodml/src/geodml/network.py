@@ -220,9 +220,18 @@ class Network:
         """Raw-row bytes that left region name."""
         return sum(t.nbytes for t in self.ledger if t.kind == "raw" and t.src == name and t.dst != name)
 
+    def wan_bytes_by_dc(self) -> dict[str, int]:
+        """WAN bytes each DC's link to the hub carried, both directions (every DC; the hub's own
+        is 0: its messages cross no WAN)."""
+        out = {d.name: 0 for d in self.dcs}
+        for t in self.ledger:
+            if t.inter:
+                out[t.dst if t.src == self.hub else t.src] += t.nbytes
+        return out
+
     def summary(self) -> dict:
         """Totals: bytes (WAN), intra_bytes, raw_bytes, model_bytes, rounds, sim_seconds, dollars,
-        raw_bytes_by_source (every DC, zero where nothing raw left)."""
+        raw_bytes_by_source (every DC, zero where nothing raw left), wan_bytes_by_dc."""
         return {
             "bytes": self.wan_bytes,
             "intra_bytes": self.intra_bytes,
@@ -232,6 +241,7 @@ class Network:
             "sim_seconds": self.sim_seconds,
             "dollars": self.dollars,
             "raw_bytes_by_source": {d.name: self.raw_bytes_from(d.name) for d in self.dcs},
+            "wan_bytes_by_dc": self.wan_bytes_by_dc(),
         }
 
 
