@@ -26,7 +26,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Contextual-bandit rightsizing of VMs and containers, against the VPA "
                        "recommender and threshold/predictive policies, on replayed traces.")
 
-TRACE_HELP = ("synthetic[:vms=N,days=D,seed=S], population[:vms=N,days=D,seed=S], shaped:SOURCE[,...], "
+TRACE_HELP = ("synthetic[:vms=N,days=D,seed=S], population[:vms=N,days=D,seed=S,calibration=hand|fitted], "
+              "shaped:SOURCE[,...], "
               "alibaba:USAGE.csv[,meta=META.csv], google2019:USAGE.parquet "
               "or azure:READINGS.csv[,vmtable=VMTABLE.csv]")
 PRICE_HELP = ("P or CPU,MEM: money per resize of a VM's CPU / memory allocation "
@@ -189,11 +190,11 @@ def replay(
 
 
 def _run_compare(req, say: Reporter) -> tuple:
-    """Load the trace and bisect every policy's margins; returns (trace, results, sweeps,
-    savings) and writes the report."""
-    from adares import frontier as fr
+    """Load the trace and bisect every policy's margins (one job per policy, on
+    ``req.backend``; with ``req.equal_resizes`` a second round bisects each policy's resize cap
+    to the fewest resizes any policy made); returns (trace, results, sweeps, savings, caps)
+    and writes the report."""
     from adares import replay as rp
-    from adares.policies import PolicyOptions, make_policy
 
     tr = rp.load_trace(req.trace)
     say.line(f"trace {req.trace}: {tr.n_vms} VMs x {tr.n_steps} steps of {tr.step_s} s")
@@ -202,29 +203,55 @@ def _run_compare(req, say: Reporter) -> tuple:
         from adares.cluster import parse_cluster
 
         cl = parse_cluster(req.cluster, tr)
-    res: dict = {}
-    extra: dict = {}
     if req.tune:
-        return tr, *_tune_all(req, tr, say)
-    for n in req.names:
-        opts = PolicyOptions(req.seed, req.costs, req.knobs.get(n, {}), bandit=req.bandit)
+        return tr, *_tune_all(req, tr, say), {}
+    done = _compare_round(req, tr, cl, _compare_jobs(req), {}, say)
+    if req.equal_resizes:
+        target = min(j.result.at.resizes for j in done.values())
+        say.line(f"holding resizes equal: every policy to at most {target} resizes")
+        jobs = _compare_jobs(req, target)
+        busy = {n: job for n, job in jobs.items() if done[n].result.at.resizes > target}
+        done |= _compare_round(req, tr, cl, busy, {n: done[n].result for n in busy}, say)
+    res = {n: done[n].result for n in req.names}
+    extra = {n: done[n].sweep for n in req.names if done[n].sweep}
+    caps = {n: done[n].resize_cap for n in req.names}
+    return tr, res, extra, _finish_compare(req, tr, res, extra, say), caps
 
-        def make(n: str = n, opts: PolicyOptions = opts):
-            return make_policy(n, tr, opts)
 
-        def log(p, n: str = n) -> None:
+def _compare_jobs(req, target_resizes: int | None = None) -> dict:
+    from adares.compare_jobs import CompareJob
+    from adares.policies import PolicyOptions
+
+    return {n: CompareJob(n, PolicyOptions(req.seed, req.costs, req.knobs.get(n, {}),
+                                           bandit=req.bandit),
+                          req.target_throttle, req.target_oom, req.lo, req.hi, req.iters,
+                          tuple(req.sweep), req.costs, target_resizes) for n in req.names}
+
+
+def _compare_round(req, tr, cl, jobs: dict, free: dict, say: Reporter) -> dict:
+    """Run the jobs (policy -> CompareJob) on req.backend; returns policy -> JobResult."""
+    from adares.backends import map_jobs
+    from adares.compare_jobs import run_job
+
+    names = list(jobs)
+
+    def log(n: str):
+        def line(p) -> None:
             say.line(f"{n} at margins {p.cpu_margin:+.3f}/{p.mem_margin:+.3f}: throttled "
                      f"{100 * p.cpu_throttled_share:.2f}%, {p.oom_per_vm_day:.4f} OOM/VM-day, "
-                     f"{p.vcpu_hours:.0f} vCPU-h, {p.gb_hours:.0f} GB-h")
+                     f"{p.vcpu_hours:.0f} vCPU-h, {p.gb_hours:.0f} GB-h, {p.resizes} resizes")
+        return line
 
-        with say.bars() as bars:
-            res[n] = fr.equal_violation(tr, make, req.target_throttle, req.target_oom, req.lo,
-                                        req.hi, req.iters, req.costs, cluster=cl, on_point=log,
-                                        progress=bars)
-            if req.sweep:
-                extra[n] = fr.sweep(tr, make, req.sweep, req.costs, cluster=cl, on_point=log,
-                                    progress=bars)
-    return tr, res, extra, _finish_compare(req, tr, res, extra, say)
+    def finished(i: int, r) -> None:
+        say.line(f"{names[i]} done: {r.result.at.vcpu_hours:.0f} vCPU-h, "
+                 f"{r.result.at.gb_hours:.0f} GB-h, {r.result.at.resizes} resizes")
+
+    with say.bars() as bars:
+        local = req.backend == "local"
+        args = [(tr, jobs[n], cl, free.get(n), log(n) if local else None,
+                 bars if local else None) for n in names]
+        out = map_jobs(run_job, args, req.backend, req.jobs or None, on_result=finished)
+    return dict(zip(names, out))
 
 
 def _tune_all(req, tr, say: Reporter) -> tuple:
@@ -284,6 +311,14 @@ def compare(
     tune: int = typer.Option(0, "--tune",
                              help="search each policy's own knobs with this many trials "
                                   "(Optuna TPE; each trial one bisection); 0: defaults"),
+    equal_resizes: bool = typer.Option(False, "--equal-resizes",
+                                       help="hold resizes equal too: bisect each policy's "
+                                            "resize cap to the fewest resizes any policy made"),
+    backend: str = typer.Option("local", "--backend",
+                                help="local (one policy after another, here) or ray (one Ray "
+                                     "task per policy)"),
+    jobs: int = typer.Option(0, "--jobs", help="CPUs of the Ray instance started for "
+                                               "--backend ray (0: every core)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON for machines"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress lines or bars"),
 ) -> None:
@@ -298,11 +333,11 @@ def compare(
         req = check_compare(trace, policies, seed, bandit, target_throttle, target_oom,
                             margin_range, iters, sweep_margin, cluster,
                             alias(out, report, "", "--out", "--report"), knob, resize_price,
-                            resize_cap, tune)
-        tr, res, extra, sav = _run_compare(req, say)
+                            resize_cap, tune, equal_resizes, backend, jobs)
+        tr, res, extra, sav, caps = _run_compare(req, say)
     if as_json:
         sys.stdout.write(render.compare_json(trace, tr, res, sav, target_throttle, target_oom,
-                                             extra, req.knobs))
+                                             extra, req.knobs, caps))
         return
     render.print_compare(res, sav, target_throttle, target_oom)
 

@@ -63,7 +63,7 @@ def alias(new: str | int, old: str | int, unset: str | int, new_flag: str,
 def check_backend_jobs(backend: str, jobs: int, jobs_flag: str = "--jobs") -> tuple[str, int]:
     """``--backend local|ray`` and ``--jobs`` (the Ray instance's CPUs, 0: every core).
     InputError on an unknown backend, negative jobs, jobs without Ray, or Ray not installed."""
-    from adares.fleet import BACKENDS
+    from adares.backends import BACKENDS
 
     if backend not in BACKENDS:
         raise InputError(f"unknown backend {backend!r} ({', '.join(BACKENDS)})")
@@ -193,6 +193,9 @@ class CompareRequest:
     knobs: dict[str, dict[str, float | int]] = field(default_factory=dict)
     costs: CostModel = CostModel()
     tune: int = 0
+    equal_resizes: bool = False
+    backend: str = "local"
+    jobs: int = 0
 
 
 def _check_sweep(sweep_margin: str) -> list[float]:
@@ -210,7 +213,8 @@ def _check_sweep(sweep_margin: str) -> list[float]:
 def check_compare(trace: str, policies: str, seed: int, bandit: str, target_throttle: float,
                   target_oom: float, margin_range: str, iters: int, sweep_margin: str,
                   cluster: str, out: Flag, knobs: list[str], resize_price: str = "0.01,0.05",
-                  resize_cap: float = 0.0, tune: int = 0) -> CompareRequest:
+                  resize_cap: float = 0.0, tune: int = 0, equal_resizes: bool = False,
+                  backend: str = "local", jobs: int = 0) -> CompareRequest:
     """Every ``adares compare`` option. Raises InputError."""
     from adares import replay as rp
 
@@ -240,7 +244,10 @@ def check_compare(trace: str, policies: str, seed: int, bandit: str, target_thro
     parsed = parse_knobs(knobs)
     if tune and parsed:
         raise InputError("--tune searches every knob: drop --knob, or --tune")
-    if tune and (sweep or cluster):
-        raise InputError("--tune runs without --sweep-margin and --cluster")
+    if tune and (sweep or cluster or equal_resizes or backend != "local"):
+        raise InputError("--tune runs without --sweep-margin, --cluster, --equal-resizes and "
+                         "--backend ray")
+    backend, jobs = check_backend_jobs(backend, jobs)
     return CompareRequest(trace, names, seed, bandit, target_throttle, target_oom, lo, hi, iters,
-                          sweep, cluster, str(out.value), parsed, costs, tune)
+                          sweep, cluster, str(out.value), parsed, costs, tune, equal_resizes,
+                          backend, jobs)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from adares.backends import BACKENDS, ray_result, ray_session
 from adares.cluster import Cluster
 from adares.errors import InputError
 from adares.policies import get
@@ -25,7 +26,6 @@ from adares.policies.bandit import DecisionLog
 from adares.simulator import CostModel, Result
 from adares.trace import Trace
 
-BACKENDS = ("local", "ray")
 # Seeds of cluster c's bandit: seed + c * stride; the bandit seeds its two resources seed and
 # seed + 1, so a stride > 1 keeps every cluster's random streams apart (cluster 0 keeps seed).
 CLUSTER_SEED_STRIDE = 1_000_003
@@ -209,16 +209,7 @@ def _ray_run(fleet: Fleet, jobs: list, args: dict, workers: int | None, done: di
              ) -> None:
     """Run the jobs as Ray tasks; fill ``done`` as they finish (the order they finish in does
     not change any result: each is merged in cluster order)."""
-    try:
-        import ray
-    except ImportError:
-        raise InputError("--backend ray: Ray is not installed (pip install 'adares[ray]')") from None
-    started = False
-    if not ray.is_initialized():
-        ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False,
-                 configure_logging=False)
-        started = True
-    try:
+    with ray_session(workers) as ray:
         task = ray.remote(num_cpus=1, max_retries=0)(replay_part)
         traces = [ray.put(p) for p in fleet.parts]
         # One copy of the warm-start log in the object store, not one per task.
@@ -235,16 +226,8 @@ def _ray_run(fleet: Fleet, jobs: list, args: dict, workers: int | None, done: di
         while pending:
             ready, pending = ray.wait(pending, num_returns=1)
             for ref in ready:
-                try:
-                    done[refs[ref]] = ray.get(ref)
-                except ray.exceptions.RayTaskError as exc:
-                    # Bad input found in a task reads as it would locally: one line.
-                    if isinstance(exc.cause, InputError):
-                        raise exc.cause from None
-                    raise
+                done[refs[ref]] = ray_result(ray, ref)
                 finish(refs[ref][0])
             if progress is not None:
                 progress("(cluster, policy) pairs", total - len(pending), total)
-    finally:
-        if started:
-            ray.shutdown()
+

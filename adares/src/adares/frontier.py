@@ -10,15 +10,16 @@ bisected until the policy's CPU throttled share and OOM kills per VM-day meet th
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 
 from adares.cluster import Cluster
 from adares.policies import Margined, Policy, baseline_names
 from adares.simulator import CostModel, Result, simulate
 
-__all__ = ["Margined", "Point", "EqualViolation", "equal_violation", "sweep",
+__all__ = ["Margined", "Point", "EqualViolation", "equal_violation", "equal_resizes", "sweep",
            "savings_at_equal_violation", "pareto", "frontier_png", "oom_per_vm_day"]
 from adares.trace import Trace
 
@@ -121,6 +122,46 @@ def equal_violation(trace: Trace, make: Callable[[], Policy], target_cpu: float 
     at = run(c_hi, m_hi)
     return EqualViolation(name, at, at.cpu_throttled_share <= target_cpu,
                           at.oom_per_vm_day <= target_oom, list(seen.values()))
+
+
+def equal_resizes(trace: Trace, make: Callable[[], Policy], target_resizes: int,
+                  costs: CostModel = CostModel(), cap_iters: int = 4,
+                  on_cap: Callable[[float, EqualViolation], None] | None = None,
+                  free: EqualViolation | None = None, **kw) -> tuple[EqualViolation, float]:
+    """Hold resizes equal as well as violations: bisect the resize cap (resizes per VM-hour,
+    on a log scale, ``cap_iters`` steps, each an ``equal_violation`` with that cap in
+    ``costs``) to the largest cap whose replay at the target violation rates makes at most
+    ``target_resizes`` resizes. ``kw``: ``equal_violation``'s other arguments. Returns (the
+    EqualViolation there, its cap); when even the uncapped policy makes at most
+    ``target_resizes``, that one and ``costs.resize_cap``; when every cap tried makes more,
+    the smallest cap's. ``on_cap(cap, result)`` is called after each step; ``free``: the
+    uncapped result when already known (else it is replayed first).
+    Raises ValueError when target_resizes < 0 or cap_iters < 1."""
+    if target_resizes < 0 or cap_iters < 1:
+        raise ValueError(f"need target_resizes >= 0 and cap_iters >= 1, got {target_resizes}, "
+                         f"{cap_iters}")
+    if free is None:
+        free = equal_violation(trace, make, costs=costs, **kw)
+    if free.at.resizes <= target_resizes:
+        return free, costs.resize_cap
+    vm_hours = trace.n_vms * trace.n_steps * trace.step_s / 3600.0
+    # A VM can change at most once a step; fewer than one resize per VM over the trace is
+    # the bottom of the range.
+    hi = min(costs.resize_cap, 3600.0 / trace.step_s)
+    lo = max(target_resizes / vm_hours / 4.0, 0.5 / (trace.n_steps * trace.step_s / 3600.0))
+    best: tuple[EqualViolation, float] | None = None
+    last: tuple[EqualViolation, float] | None = None
+    for _ in range(cap_iters):
+        cap = math.sqrt(lo * hi)
+        ev = equal_violation(trace, make, costs=replace(costs, resize_cap=cap), **kw)
+        if on_cap is not None:
+            on_cap(cap, ev)
+        last = (ev, cap)
+        if ev.at.resizes > target_resizes:
+            hi = cap
+        else:
+            lo, best = cap, (ev, cap)
+    return best if best is not None else last
 
 
 def sweep(trace: Trace, make: Callable[[], Policy], margins: list[float],

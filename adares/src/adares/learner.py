@@ -112,11 +112,16 @@ class RidgeCB:
     """
 
     def __init__(self, n_actions: int, action_features: np.ndarray | None = None,
-                 exploration: str = "--epsilon 0.05", seed: int = 0, l2: float = 1.0) -> None:
+                 exploration: str = "--epsilon 0.05", seed: int = 0, l2: float = 1.0,
+                 span: int | None = None) -> None:
         parts = exploration.split()
         if len(parts) != 2 or parts[0] != "--epsilon":
             raise ValueError("the numpy backend explores with '--epsilon E' only")
         self.k, self.epsilon, self.l2 = n_actions, float(parts[1]), l2
+        # Local exploration: explore only among the allowed actions within ``span`` places of
+        # the greedy one (None: all of them), so an exploratory size is near the one the model
+        # prefers instead of anywhere on the grid.
+        self.span = n_actions if span is None else span
         self._rng = np.random.default_rng(seed)
         self._a: np.ndarray | None = None
         self.decisions = 0
@@ -136,16 +141,28 @@ class RidgeCB:
             self._init(x.shape[1])
         return x @ self._theta.T
 
-    def choose(self, shared: np.ndarray, allowed: np.ndarray | None = None
+    def choose(self, shared: np.ndarray, allowed: np.ndarray | None = None,
+               default: np.ndarray | None = None, conservative: float = 0.0
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Sample one action per context: (actions, probabilities, pmfs (n, K))."""
+        """Sample one action per context: (actions, probabilities, pmfs (n, K)).
+
+        ``default`` (n,) int: a safe action per context (the rule without learning); the
+        exploitation choice leaves it only where the model predicts a cost lower by more than
+        ``conservative`` x |its predicted cost| (a conservative bandit, after Wu et al.,
+        "Conservative Bandits", ICML 2016)."""
         n = len(shared)
         allowed = np.ones((n, self.k), dtype=bool) if allowed is None else allowed
         if not allowed.any(axis=1).all():
             raise ValueError("an action mask allows no action")
         pred = np.where(allowed, self._pred(shared), np.inf)
         greedy = np.argmin(pred, axis=1)
-        pmf = allowed * (self.epsilon / allowed.sum(axis=1, keepdims=True))
+        if default is not None and conservative > 0:
+            rows = np.arange(n)
+            p_def = pred[rows, default]
+            gain = p_def - pred[rows, greedy]
+            greedy = np.where(gain > conservative * np.abs(p_def), greedy, default)
+        near = allowed & (np.abs(np.arange(self.k)[None, :] - greedy[:, None]) <= self.span)
+        pmf = near * (self.epsilon / near.sum(axis=1, keepdims=True))
         pmf[np.arange(n), greedy] += 1.0 - self.epsilon
         u = self._rng.random(n)
         chosen = np.minimum((pmf.cumsum(axis=1) <= u[:, None]).sum(axis=1), self.k - 1)

@@ -72,12 +72,12 @@ def _episodes(rng: np.random.Generator, t_steps: int, n: int, per_day: np.ndarra
 
 
 def _cpu_shape(rng: np.random.Generator, kind: np.ndarray, t_steps: int,
-               tod: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(T, N) CPU utilization of the flavor by kind, before noise, and (T, N) bool: a batch
-    VM's job is running."""
-    c = CALIBRATION
+               tod: np.ndarray, c: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(T, N) CPU utilization of the flavor by kind (calibration ``c``), before noise, and
+    (T, N) bool: a batch VM's job is running."""
     n = len(kind)
-    level = np.array([c["cpu_level"][k] for k in kind]) * rng.lognormal(0.0, 0.5, n)
+    level = np.array([c["cpu_level"][k] for k in kind]) * rng.lognormal(
+        0.0, c.get("cpu_level_sigma", 0.5), n)
     amp = rng.uniform(*c["diurnal_amplitude"], n)
     peak_h = 14.0 + rng.normal(0.0, 2.0, n)
     diurnal = 1.0 + amp * np.cos(2 * np.pi * (tod - peak_h) / 24.0)
@@ -94,8 +94,11 @@ def _cpu_shape(rng: np.random.Generator, kind: np.ndarray, t_steps: int,
 
 
 def generate_population(n_vms: int = 500, days: float = 8.0, seed: int = 0,
-                        step_s: int = STEP_S, start_s: float = 1_700_006_400.0) -> Trace:
-    """A heterogeneous trace of ``n_vms`` VMs over ``days`` days (``CALIBRATION``'s mix).
+                        step_s: int = STEP_S, start_s: float = 1_700_006_400.0,
+                        calibration: dict | None = None) -> Trace:
+    """A heterogeneous trace of ``n_vms`` VMs over ``days`` days (``calibration``'s mix; None:
+    the hand-chosen ``CALIBRATION``; ``adares.calibration.fitted()``: the one fitted to
+    published Azure per-VM statistics).
 
     Returns a validated Trace: cpu in cores, mem in bytes, requests = the VM's flavor (cores,
     GiB per core x cores). Deterministic for a seed; the kinds are not in the trace (only
@@ -106,14 +109,14 @@ def generate_population(n_vms: int = 500, days: float = 8.0, seed: int = 0,
     if n_vms < 1 or t_steps < 2 or step_s != STEP_S:
         raise InputError(f"population: needs vms >= 1, >= 2 steps of {STEP_S} s; got {n_vms} "
                          f"VMs, {t_steps} steps of {step_s} s")
-    c = CALIBRATION
-    kind = population_kinds(n_vms, seed)
+    c = CALIBRATION if calibration is None else calibration
+    kind = population_kinds(n_vms, seed, c)
     rng = np.random.default_rng([seed, 1])
     n = n_vms
-    cores = rng.choice(c["cores"][0], n, p=c["cores"][1]).astype(np.float64)
-    mem_gib = cores * rng.choice(c["gib_per_core"][0], n, p=c["gib_per_core"][1])
+    cores = rng.choice(np.asarray(c["cores"][0]), n, p=c["cores"][1]).astype(np.float64)
+    mem_gib = cores * rng.choice(np.asarray(c["gib_per_core"][0]), n, p=c["gib_per_core"][1])
     tod = ((start_s + step_s * np.arange(t_steps)) / 3600.0 % 24.0)[:, None]
-    util, jobs = _cpu_shape(rng, kind, t_steps, tod)
+    util, jobs = _cpu_shape(rng, kind, t_steps, tod, c)
     sigma = np.array([c["cpu_noise_sigma"][k] for k in kind])
     ar = lfilter([1.0], [1.0, -0.9], rng.standard_normal((t_steps, n)) * sigma, axis=0)
     cpu = np.clip(util * np.exp(ar - sigma**2 / (2 * (1 - 0.81))), 0.0, 1.0) * cores
@@ -130,8 +133,9 @@ def generate_population(n_vms: int = 500, days: float = 8.0, seed: int = 0,
                  start_s).validate()
 
 
-def population_kinds(n_vms: int, seed: int = 0) -> np.ndarray:
-    """(N,) str: the kind of each VM of ``generate_population(n_vms, seed=seed)``."""
+def population_kinds(n_vms: int, seed: int = 0, calibration: dict | None = None) -> np.ndarray:
+    """(N,) str: the kind of each VM of ``generate_population(n_vms, seed=seed,
+    calibration=calibration)``."""
     rng = np.random.default_rng([seed, 0])
-    mix = CALIBRATION["mix"]
+    mix = (CALIBRATION if calibration is None else calibration)["mix"]
     return rng.choice(np.array(KINDS), n_vms, p=list(mix.values()))

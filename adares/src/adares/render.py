@@ -3,6 +3,8 @@ Pure functions of the results (no replay, no validation)."""
 
 from __future__ import annotations
 
+import math
+
 import json
 import sys
 from dataclasses import asdict
@@ -105,16 +107,23 @@ def print_replay(tr: Trace, results: dict[str, Result], sav: dict, n_nodes: int 
         out.print(nodes_table(results, n_nodes))
 
 
+def _cap(cap: float | None) -> float | None:
+    return None if cap is None or math.isinf(cap) else cap
+
+
 def compare_json(spec: str, tr: Trace, res: dict, sav: dict, target_throttle: float,
-                 target_oom: float, extra: dict, knobs: dict | None = None) -> str:
+                 target_oom: float, extra: dict, knobs: dict | None = None,
+                 caps: dict | None = None) -> str:
     """The equal-violation comparison as JSON: per policy the point at the targets (margins,
-    hours, violations, resizes, resize cost), its knobs (given or tuned; {}: defaults), whether
-    each target was reached, every replay made (``points``), and the savings against each
+    hours, violations, resizes, resize cost), its knobs (given or tuned; {}: defaults), the
+    resize cap it ran with (``resize_cap``, resizes per VM-hour; null: none), whether each
+    target was reached, every replay made (``points``), and the savings against each
     baseline."""
-    knobs = knobs or {}
+    knobs, caps = knobs or {}, caps or {}
     doc = {"trace": _trace_doc(spec, tr),
            "targets": {"cpu_throttled_share": target_throttle, "oom_per_vm_day": target_oom},
            "policies": {n: asdict(ev.at) | {"knobs": knobs.get(n, {}),
+                                            "resize_cap": _cap(caps.get(n)),
                                             "reached_cpu": ev.reached_cpu,
                                             "reached_mem": ev.reached_mem,
                                             "points": [asdict(p) for p in

@@ -42,6 +42,9 @@ def _synthetic_spec(spec: str) -> tuple[int, float | None, int, str | None]:
             raise InputError(f"trace spec {spec!r}: expected shaped:SOURCE[,vms=N,days=D,seed=S]")
         source = parts.pop(0)
     kv = _kv(parts, spec)
+    if kind == "population":
+        # The calibration is checked (and chosen) by population_calibration.
+        kv.pop("calibration", None)
     unknown = set(kv) - {"vms", "days", "seed"}
     if unknown:
         raise InputError(f"trace spec {spec!r}: unknown keys {', '.join(sorted(unknown))}")
@@ -57,6 +60,26 @@ def _synthetic_spec(spec: str) -> tuple[int, float | None, int, str | None]:
     if seed < 0:
         raise InputError(f"trace spec {spec!r}: seed must be >= 0")
     return vms, days, seed, source
+
+
+#: ``population:...,calibration=NAME``: the hand-chosen calibration (frozen in commit
+#: 3d23365) or the one fitted to published Azure per-VM statistics (``adares.calibration``).
+POPULATION_CALIBRATIONS = ("hand", "fitted")
+
+
+def population_calibration(spec: str) -> dict | None:
+    """The calibration a ``population:`` spec names (None: the hand-chosen default).
+    Raises InputError on an unknown name."""
+    kv = _kv([s for s in spec.partition(":")[2].split(",") if s], spec)
+    name = kv.get("calibration", "hand")
+    if name not in POPULATION_CALIBRATIONS:
+        raise InputError(f"trace spec {spec!r}: unknown calibration {name!r} "
+                         f"({', '.join(POPULATION_CALIBRATIONS)})")
+    if name == "hand":
+        return None
+    from adares.calibration import fitted
+
+    return fitted()
 
 
 def planned_size(spec: str) -> tuple[int | None, int | None]:
@@ -78,7 +101,8 @@ def planned_size(spec: str) -> tuple[int | None, int | None]:
 
 def load_trace(spec: str) -> Trace:
     """A trace from a spec: ``synthetic[:vms=500,days=8,seed=0]``,
-    ``population[:vms=500,days=8,seed=0]`` (heterogeneous workload kinds, ``adares.population``),
+    ``population[:vms=500,days=8,seed=0,calibration=hand|fitted]`` (heterogeneous workload
+    kinds, ``adares.population``; ``fitted``: fitted to published Azure per-VM statistics),
     ``shaped:SOURCE[,vms=..,days=..,seed=..]`` (SOURCE: alibaba2018, google2019, azure_v2: the
     synthetic VMs' total demand follows that real cluster series), or
     ``alibaba:USAGE.csv[,meta=META.csv]`` (Alibaba v2018 container_usage/container_meta), or
@@ -94,7 +118,8 @@ def load_trace(spec: str) -> Trace:
         from adares.population import generate_population
 
         vms, days, seed, _ = _synthetic_spec(spec)
-        return generate_population(vms, 8.0 if days is None else days, seed)
+        return generate_population(vms, 8.0 if days is None else days, seed,
+                                   calibration=population_calibration(spec))
     if kind in ("synthetic", "shaped"):
         vms, days, seed, source = _synthetic_spec(spec)
         shape = None

@@ -138,7 +138,11 @@ class Adares:
     ``multipliers``: sizes offered, as multiples of the base level; ``cpu_window_steps`` /
     ``mem_window_steps``: steps (at most a day, 288) over which the base levels and safety
     floors are taken (None: ``period_steps``; 288 was the default before: the last day);
-    ``warm_epsilon``: exploration share when ``warm_start`` is given (None: epsilon / 5)."""
+    ``warm_epsilon``: exploration share when ``warm_start`` is given (None: epsilon / 5);
+    ``explore_span``: explore only within this many sizes of the greedy one (None: any;
+    numpy learner); ``floor_action``: the safety floor itself is a size (the rule without
+    learning), so the bandit can always do what ``adares-nolearn`` does; ``conservative``:
+    keep the rule's size unless the model predicts a cost lower by more than this share."""
 
     name = "adares"
 
@@ -149,7 +153,8 @@ class Adares:
                  warm_start: DecisionLog | None = None, warm_rows: int = 40_000,
                  backend: str = "numpy", cpu_window_steps: int | None = None,
                  mem_window_steps: int | None = None, name: str = "adares",
-                 warm_epsilon: float | None = None) -> None:
+                 warm_epsilon: float | None = None, explore_span: int | None = 1,
+                 floor_action: bool = True, conservative: float = 0.0) -> None:
         self.name = name
         self.period = period_steps
         # The base levels and the safety floors follow the last decision period by default
@@ -173,13 +178,24 @@ class Adares:
         self.exploration = exploration
         self.warm_start, self.warm_rows = warm_start, warm_rows
         self.backend = check_backend(backend)
+        # Local exploration (numpy learner): explore within explore_span places of the greedy
+        # size (None: anywhere allowed). Exploring anywhere on the grid (up to 2.5x) was the
+        # largest part of what the bandit lost to adares-nolearn on homogeneous traces (README).
+        self.explore_span = None if explore_span is None else int(explore_span)
+        self.floor_action = bool(floor_action)
+        # Conservative exploitation (numpy learner): keep the rule's size unless the model
+        # predicts a cost lower by more than this share.
+        self.conservative = float(conservative)
 
     def reset(self, info: TraceInfo) -> None:
         """Start a replay with fresh models."""
         feats = np.log(self.mult)[:, None]
-        learner = CBLearner if self.backend == "vw" else RidgeCB
-        self._cb = {r: learner(len(self.mult), feats, self.exploration, self.seed + i)
-                    for i, r in enumerate(("cpu", "mem"))}
+        if self.backend == "vw":
+            self._cb = {r: CBLearner(len(self.mult), feats, self.exploration, self.seed + i)
+                        for i, r in enumerate(RESOURCES)}
+        else:
+            self._cb = {r: RidgeCB(len(self.mult), feats, self.exploration, self.seed + i,
+                                   span=self.explore_span) for i, r in enumerate(RESOURCES)}
         if self.warm_start is not None:
             self._pretrain(self.warm_start)
         self._c, self._m = info.cpu_request.copy(), info.mem_request.copy()
@@ -269,12 +285,26 @@ class Adares:
 
     def _decide(self, r: str, ctx: np.ndarray, base: np.ndarray, floor: np.ndarray) -> np.ndarray:
         """Choose one size per VM for resource ``r`` (batched over VMs): base x an allowed
-        multiplier (those at or above the floor, and the largest), never below the floor."""
+        multiplier (those at or above the floor, the largest below it, which the floor lifts
+        to the floor itself, and the largest), never below the floor."""
         sizes = base[:, None] * self.mult[None, :]
         allowed = sizes >= floor[:, None]
+        if self.floor_action:
+            # The floor itself is an action: the rule without learning (adares-nolearn) sits
+            # there, so the bandit's choices include it (multipliers ascend: the ones below
+            # the floor are a prefix, and its last one is lifted to the floor).
+            below = (~allowed).sum(axis=1) - 1
+            rows = np.flatnonzero(below >= 0)
+            allowed[rows, below[rows]] = True
         allowed[:, -1] = True
         shared = self._cb[r].shared_lines(ctx)
-        chosen, probs, _ = self._cb[r].choose(shared, allowed)
+        if self.conservative > 0 and self.backend == "numpy":
+            # The rule's size, max(base, floor): the smallest allowed multiplier >= 1.
+            rule = np.argmax(allowed & (self.mult[None, :] >= 1.0), axis=1)
+            rule = np.where(allowed[np.arange(len(base)), rule], rule, len(self.mult) - 1)
+            chosen, probs, _ = self._cb[r].choose(shared, allowed, rule, self.conservative)
+        else:
+            chosen, probs, _ = self._cb[r].choose(shared, allowed)
         self._pending[r] = (ctx, shared, allowed, chosen, probs)
         return np.maximum(sizes[np.arange(len(base)), chosen], floor)
 

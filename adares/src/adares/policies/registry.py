@@ -171,7 +171,14 @@ _FLOOR_KNOBS = (
     Knob("margin", 0.0, 1.0, 0.05, "safety floor above the period's CPU quantile / memory peak"),
     Knob("cpu_floor_quantile", 0.5, 0.999, 0.9, "CPU demand quantile of the safety floor"))
 _ADARES_KNOBS = (Knob("epsilon", 0.0, 0.5, 0.05, "exploration share (epsilon-greedy)"),
-                 *_FLOOR_KNOBS)
+                 *_FLOOR_KNOBS,
+                 Knob("explore_span", 0, 7, 1, "explore within this many sizes of the greedy "
+                      "one (7: any)", integer=True),
+                 Knob("floor_action", 0, 1, 1, "1: the safety floor itself is one of the sizes "
+                      "(the rule without learning); 0: only multiples of the base above it",
+                      integer=True),
+                 Knob("conservative", 0.0, 0.5, 0.0, "leave the rule's size only for a "
+                      "predicted cost this share lower (0: plain greedy)"))
 
 
 def _vpa(trace: Trace, o: PolicyOptions) -> Policy:
