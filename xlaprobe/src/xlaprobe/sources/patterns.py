@@ -190,6 +190,8 @@ def _triangular(rng: np.random.Generator) -> Built:
     if rng.integers(2):
         return (lambda s, b: [jnp.linalg.cholesky(s)]), (spd, b)
     lower = np.tril(spd).astype(np.float32)
+    if rng.integers(2):  # float16 has no LAPACK solve: XLA's own op, the expander's case
+        lower, b = lower.astype(np.float16), b.astype(np.float16)
     return (lambda s, b: [solve_triangular(s, b, lower=True)]), (lower, b)
 
 
@@ -268,16 +270,37 @@ def _decompositions(rng: np.random.Generator) -> Built:
     return (lambda s: [jnp.abs(jnp.linalg.qr(s)[1])]), (sym,)  # |R|: no sign choice
 
 
+#: Narrow element types XLA:CPU computes in float32 (one float-normalization-<type> pass each;
+#: the 4-bit ones also through sub-byte-size-setter): type -> (low, high) of inputs inside its
+#: range (float8_e8m0fnu holds positive powers of two only, uint4 0..15).
+_NARROW = {"float8_e5m2": (-2.0, 2.0), "float8_e4m3fn": (-2.0, 2.0), "float8_e4m3": (-2.0, 2.0),
+           "float8_e3m4": (-2.0, 2.0), "float8_e4m3fnuz": (-2.0, 2.0),
+           "float8_e5m2fnuz": (-2.0, 2.0), "float8_e4m3b11fnuz": (-2.0, 2.0),
+           "float8_e8m0fnu": (0.25, 4.0), "float4_e2m1fn": (-3.0, 3.0), "int4": (-4, 3),
+           "uint4": (0, 7)}
+
+
 def _narrow_types(rng: np.random.Generator) -> Built:
     import jax.numpy as jnp
     import ml_dtypes
     shape = _dims(rng, 2, (2, 4, 8))
-    if rng.integers(2):  # sub-byte integers
-        x = rng.integers(-8, 8, shape).astype(np.int8)
-        return (lambda x: [x.astype(ml_dtypes.int4).astype(jnp.int8) * 2]), (x,)
-    kind = rng.choice([ml_dtypes.float8_e5m2, ml_dtypes.float8_e4m3fn])
-    x, y = _floats(rng, shape), _floats(rng, shape)
-    return (lambda x, y: [(x.astype(kind) + y.astype(kind)).astype(jnp.float32)]), (x, y)
+    kinds = [str(k) for k in rng.choice(sorted(_NARROW), 3, replace=False)]
+    inputs = []
+    for kind in kinds:  # sums of two values of the narrow type: no overflow, one rounding
+        lo, hi = _NARROW[kind]
+        if kind.startswith(("int", "uint")):
+            inputs += [rng.integers(lo, hi + 1, shape).astype(np.int8) for _ in range(2)]
+        else:
+            inputs += [_floats(rng, shape, lo, hi) for _ in range(2)]
+
+    def fn(*xs):
+        out = []
+        for i, kind in enumerate(kinds):
+            narrow = getattr(ml_dtypes, kind)
+            wide = jnp.int8 if kind.startswith(("int", "uint")) else jnp.float32
+            out.append((xs[2 * i].astype(narrow) + xs[2 * i + 1].astype(narrow)).astype(wide))
+        return out
+    return fn, tuple(inputs)
 
 
 def _int8_dot(rng: np.random.Generator) -> Built:
@@ -289,16 +312,38 @@ def _int8_dot(rng: np.random.Generator) -> Built:
     return (lambda x, y: [lax.dot(x, y, preferred_element_type=jnp.int32)]), (x, y)
 
 
-def _masked_rng(rng: np.random.Generator) -> Built:
+def _rng_bits(rng: np.random.Generator) -> Built:
+    import jax.numpy as jnp
+    from jax import lax
+    shape = _dims(rng, 2, (2, 4, 8))
+    dtype = rng.choice([jnp.uint32, jnp.uint8, jnp.uint16])
+    key = rng.integers(0, 2 ** 31, (4,)).astype(np.uint32)
+
+    def fn(key):  # the bits themselves (the reference is XLA:CPU's Philox, bit for bit); a
+        # masked use (bits & 0) is simplified away before the expander runs
+        new_key, bits = lax.rng_bit_generator(key, shape, dtype=dtype)
+        return [new_key, bits]
+    return fn, (key,)
+
+
+def _narrow_dot(rng: np.random.Generator) -> Built:
+    import jax.numpy as jnp
+    from jax import lax
+    m, k, n = _dims(rng, 3, (2, 4, 8))
+    x, y = _floats(rng, (m, k)), _floats(rng, (k, n))
+    out = rng.choice([jnp.bfloat16, jnp.float16])
+    return (lambda x, y: [lax.dot(x, y, preferred_element_type=out)]), (x, y)
+
+
+def _barrier(rng: np.random.Generator) -> Built:
     import jax.numpy as jnp
     from jax import lax
     x = _floats(rng, _dims(rng, 2, (2, 4, 8)))
-    key = rng.integers(0, 2 ** 31, (4,)).astype(np.uint32)
 
-    def fn(x, key):  # random bits masked away: one right answer
-        _, bits = lax.rng_bit_generator(key, x.shape, dtype=jnp.uint32)
-        return [x + (bits & jnp.uint32(0)).astype(jnp.float32)]
-    return fn, (x, key)
+    def fn(x):  # the same value on both sides of an optimization barrier: CSE must not merge
+        a, b = lax.optimization_barrier((jnp.sin(x), x * 2.0))
+        return [a + jnp.sin(x), b]
+    return fn, (x,)
 
 
 def _permutation_sort(rng: np.random.Generator) -> Built:
@@ -381,9 +426,16 @@ PATTERNS: dict[str, Pattern] = {p.name: p for p in [
             _identities),
     Pattern("decompositions", ("eigh_expander", "qr_expander"), _decompositions),
     Pattern("narrow-types", ("sub-byte-size-setter", "float-normalization-f8e5m2",
-                             "float-normalization-f8e4m3fn"), _narrow_types),
+                             "float-normalization-f8e4m3fn", "float-normalization-f8e4m3",
+                             "float-normalization-f8e3m4", "float-normalization-f8e4m3fnuz",
+                             "float-normalization-f8e5m2fnuz",
+                             "float-normalization-f8e4m3b11fnuz",
+                             "float-normalization-f8e8m0fnu", "float-normalization-f4e2m1fn",
+                             "float-normalization-s4", "float-normalization-u4"), _narrow_types),
     Pattern("int8-dot", ("change-op-data-type", "operand_upcaster", "result_caster"), _int8_dot),
-    Pattern("masked-rng", ("rng-bit-generator-expander",), _masked_rng),
+    Pattern("rng-bits", ("rng-bit-generator-expander",), _rng_bits),
+    Pattern("narrow-dot", ("result_caster",), _narrow_dot),
+    Pattern("barrier", ("cse_barrier_expander",), _barrier),
     Pattern("permutation-sort", ("permutation_sort_simplifier", "simplify-sorts"),
             _permutation_sort),
     Pattern("mixed-precision", ("float-normalization-bf16", "operand_upcaster", "result_caster",
