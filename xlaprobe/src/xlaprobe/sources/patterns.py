@@ -140,8 +140,14 @@ def _sort(rng: np.random.Generator) -> Built:
     x = rng.permutation(n).astype(np.float32)  # distinct keys: one right order
     v = _floats(rng, (n,))
     mode = int(rng.integers(3))
-    if mode == 0:  # sort of two operands, one result unused: simplify-sorts
-        return (lambda x, v: [lax.sort((x, v), num_keys=1)[1]]), (x, v)
+    if mode == 0:  # a sort result used only where an always-false mask discards it: once the
+        # simplifier drops the select, simplify-sorts drops the operand (JAX keeps it); the mask
+        # is computed (iota < 0), since an array constant reaches XLA as a parameter
+
+        def fn(x, v):
+            keys, values, positions = lax.sort((x, v, jnp.arange(n)), num_keys=1)
+            return [keys, jnp.where(jnp.arange(n) < 0, positions.astype(v.dtype), values)]
+        return fn, (x, v)
     if mode == 1:  # sort then the top slice: topk-rewriter
         k = int(rng.integers(1, n))
         return (lambda x, v: [jnp.sort(x)[::-1][:k] + v[:k]]), (x, v)
@@ -204,6 +210,11 @@ def _logistic(rng: np.random.Generator) -> Built:
 def _grouped_conv(rng: np.random.Generator) -> Built:
     from jax import lax
     groups = int(rng.choice([2, 4]))
+    if rng.integers(2):  # batch groups (a weight gradient's form): convolution-group-converter
+        x = _floats(rng, (2 * groups, 2, 6, 6), -1.0, 1.0)
+        w = _floats(rng, (groups, 2, 3, 3), -1.0, 1.0)
+        return (lambda x, w: [lax.conv_general_dilated(x, w, (1, 1), "SAME",
+                                                       batch_group_count=groups)]), (x, w)
     x = _floats(rng, (1, 2 * groups, 8, 8), -1.0, 1.0)
     w = _floats(rng, (2 * groups, 2, 3, 3), -1.0, 1.0)
     return (lambda x, w: [lax.conv_general_dilated(x, w, (1, 1), "SAME",
