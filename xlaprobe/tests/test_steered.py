@@ -30,7 +30,7 @@ def test_every_pattern_builds_a_program_for_several_draws():
 
 @pytest.mark.parametrize("name, draw", [("narrow-types", 0), ("rng-bits", 0), ("narrow-dot", 0),
                                         ("barrier", 0), ("triangular", 2), ("sort", 2),
-                                        ("grouped-conv", 0)])
+                                        ("grouped-conv", 0), ("identities", 0)])
 def test_patterns_for_passes_no_fuzz_run_changed_reach_them_and_judge_ok(pool, name, draw):
     # Before these patterns, no fuzz campaign (plain or steered) changed these passes; each
     # program agrees with the float64 reference and changes the passes it was written for (the

@@ -363,43 +363,62 @@ def _permutation_sort(rng: np.random.Generator) -> Built:
     return (lambda x: [jnp.argsort(jnp.argsort(x)), jnp.argsort(x)]), (x,)
 
 
-def _identity_table(shape: tuple[int, ...]) -> dict[str, Callable[..., Any]]:
-    """Algebraic identities of algebraic_simplifier.cc's handlers over a positive float ``x``, a
-    float ``y`` and a bool ``b``, with their constants as arrays (scalar constants are folded
-    before the HLO pipeline)."""
+def _folded_constants(shape: tuple[int, ...]) -> dict[str, Any]:
+    """Constants of `shape` that reach the HLO simplifier as constants: computed from an
+    always-false ``iota < 0`` that constant folding turns into a literal. (A scalar constant is
+    folded before the HLO pipeline, and an array constant of the program reaches XLA as a
+    parameter, so neither ever meets algsimp's identities.) Call inside the traced function."""
     import jax.numpy as jnp
     from jax import lax
-    ones, zeros = np.ones(shape, np.float32), np.zeros(shape, np.float32)
-    false, true = np.zeros(shape, bool), np.ones(shape, bool)
-    c1, c2 = np.full(shape, 3.0, np.float32), np.full(shape, 0.5, np.float32)
+    false = lax.broadcasted_iota(jnp.int32, shape, 0) < 0
+
+    def full(value: float) -> Any:
+        return jnp.where(false, jnp.float32(0.0), jnp.float32(value))
+    return {"false": false, "true": ~false, "ones": full(1.0), "zeros": full(0.0),
+            "c1": full(3.0), "c2": full(0.5)}
+
+
+def _identity_table() -> dict[str, Callable[..., Any]]:
+    """Algebraic identities of algebraic_simplifier.cc's handlers over a positive float ``x``, a
+    float ``y``, a bool ``b`` and the constants ``k`` of `_folded_constants`."""
+    import jax.numpy as jnp
+    from jax import lax
     return {
-        "mul-one": lambda x, y, b: x * ones, "one-mul": lambda x, y, b: ones * y,
-        "add-zero": lambda x, y, b: y + zeros, "zero-add": lambda x, y, b: zeros + x,
-        "sub-const": lambda x, y, b: y - c1, "const-sub-add": lambda x, y, b: (c1 - y) + c2,
-        "div-one": lambda x, y, b: y / ones, "log-exp": lambda x, y, b: jnp.log(jnp.exp(y)),
-        "pow-zero": lambda x, y, b: lax.pow(x, zeros),
-        "rsqrt-square": lambda x, y, b: lax.rsqrt(x) * lax.rsqrt(x),
-        "sqrt-square": lambda x, y, b: jnp.sqrt(y * y),
-        "xor-false": lambda x, y, b: (b ^ false).astype(jnp.float32),
-        "false-xor": lambda x, y, b: (false ^ b).astype(jnp.float32),
-        "false-and": lambda x, y, b: (false & b).astype(jnp.float32),
-        "true-and": lambda x, y, b: (true & b).astype(jnp.float32),
-        "false-or": lambda x, y, b: (false | b).astype(jnp.float32),
-        "exp-mul": lambda x, y, b: jnp.exp(y) * jnp.exp(x),
-        "neg-neg": lambda x, y, b: -(-y), "max-self": lambda x, y, b: jnp.maximum(y, y),
-        "select-same": lambda x, y, b: jnp.where(b, y, y),
-        "sub-self": lambda x, y, b: y - y, "abs-abs": lambda x, y, b: jnp.abs(jnp.abs(y)),
+        "mul-one": lambda x, y, b, k: x * k["ones"], "one-mul": lambda x, y, b, k: k["ones"] * y,
+        "add-zero": lambda x, y, b, k: y + k["zeros"],
+        "zero-add": lambda x, y, b, k: k["zeros"] + x,
+        "sub-const": lambda x, y, b, k: y - k["c1"],
+        "const-sub-add": lambda x, y, b, k: (k["c1"] - y) + k["c2"],
+        "div-one": lambda x, y, b, k: y / k["ones"],
+        "log-exp": lambda x, y, b, k: jnp.log(jnp.exp(y)),
+        "pow-zero": lambda x, y, b, k: lax.pow(x, k["zeros"]),
+        "rsqrt-square": lambda x, y, b, k: lax.rsqrt(x) * lax.rsqrt(x),
+        "sqrt-square": lambda x, y, b, k: jnp.sqrt(y * y),
+        "xor-false": lambda x, y, b, k: (b ^ k["false"]).astype(jnp.float32),
+        "false-xor": lambda x, y, b, k: (k["false"] ^ b).astype(jnp.float32),
+        "false-and": lambda x, y, b, k: (k["false"] & b).astype(jnp.float32),
+        "true-and": lambda x, y, b, k: (k["true"] & b).astype(jnp.float32),
+        "false-or": lambda x, y, b, k: (k["false"] | b).astype(jnp.float32),
+        "exp-mul": lambda x, y, b, k: jnp.exp(y) * jnp.exp(x),
+        "neg-neg": lambda x, y, b, k: -(-y), "max-self": lambda x, y, b, k: jnp.maximum(y, y),
+        "select-same": lambda x, y, b, k: jnp.where(b, y, y),
+        "sub-self": lambda x, y, b, k: y - y,
+        "abs-abs": lambda x, y, b, k: jnp.abs(jnp.abs(y)),
     }
 
 
 def _identities(rng: np.random.Generator) -> Built:
     shape = _dims(rng, 2, (2, 3, 4, 8))
-    table = _identity_table(shape)
+    table = _identity_table()
     chosen = [table[k] for k in rng.choice(sorted(table), int(rng.integers(2, 5)), replace=False)]
     x = _floats(rng, shape, 0.1, 2.0)
     y = _floats(rng, shape, -2.0, 2.0)
     b = rng.integers(0, 2, shape).astype(bool)
-    return (lambda x, y, b: [f(x, y, b) for f in chosen]), (x, y, b)
+
+    def fn(x, y, b):
+        constants = _folded_constants(shape)
+        return [f(x, y, b, constants) for f in chosen]
+    return fn, (x, y, b)
 
 
 #: Every pattern, with the passes it was written for.
