@@ -16,6 +16,7 @@ passes and rewrites per hour at no drop in programs/s beyond 20%) and plain / pl
 
     python benchmarks/coverage.py --seconds 600            # 3 campaigns x 10 min at once
     python benchmarks/coverage.py --seconds 120 --no-zoo --json out.json
+    python benchmarks/coverage.py --seconds 600 --keep runs/   # keep the stores to triage
     python benchmarks/coverage.py --overhead 100        # the cost of coverage per compile
     COVERAGE_ON=passes python benchmarks/coverage.py --overhead 100   # passes only
 """
@@ -23,6 +24,7 @@ passes and rewrites per hour at no drop in programs/s beyond 20%) and plain / pl
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -60,7 +62,8 @@ def _row(name: str, summary: dict, db: Path, seconds: float) -> dict:
     return {"arm": name, "programs": summary["programs"],
             "programs_per_s": summary["programs_per_s"], "findings": summary["findings"],
             "distinct": summary["unique_findings"], "passes_changed": len(total.changed),
-            "rewrite_kinds": len(total.rewrites),
+            "rewrite_kinds": len(total.rewrites), "passes_ran": len(total.ran),
+            "ran": sorted(total.ran),
             "passes_per_hour": len(total.changed) / hours,
             "rewrites_per_hour": len(total.rewrites) / hours,
             "changed": sorted(total.changed), "rewrites": sorted(total.rewrites)}
@@ -98,7 +101,9 @@ def zoo_reference(folder: Path, timeout_s: float) -> dict:
     return {"checked": checked, "skipped": skipped,
             "groups": [g.to_json() for g in groups],
             "passes_changed": len(total.changed) if total else 0,
-            "rewrite_kinds": len(total.rewrites) if total else 0}
+            "rewrite_kinds": len(total.rewrites) if total else 0,
+            "changed": sorted(total.changed) if total else [],
+            "ran": sorted(total.ran) if total else []}
 
 
 def overhead(programs: int, seed: int) -> dict:
@@ -133,6 +138,15 @@ def overhead(programs: int, seed: int) -> dict:
             "wall_ratio": wall["on"] / wall["off"], "worker_ratio": worker["on"] / worker["off"]}
 
 
+def reach(rows: dict[str, dict], zoo: dict | None) -> dict[str, list[str]]:
+    """The denominator of pass coverage: passes that ran in any compile of any arm (and the zoo),
+    those any of them changed, and those that ran everywhere and never changed a module."""
+    parts = [*rows.values(), *([zoo] if zoo else [])]
+    ran = set().union(*(set(p.get("ran", ())) for p in parts))
+    changed = set().union(*(set(p.get("changed", ())) for p in parts))
+    return {"ran": sorted(ran), "changed": sorted(changed), "never": sorted(ran - changed)}
+
+
 def _print(rows: dict[str, dict], zoo: dict | None, seconds: float) -> None:
     print(f"{'arm':12} {'programs':>8} {'prog/s':>7} {'passes':>7} {'rewrites':>8} "
           f"{'passes/h':>9} {'rewr/h':>7} {'findings':>8} {'distinct':>8}")
@@ -158,6 +172,11 @@ def _print(rows: dict[str, dict], zoo: dict | None, seconds: float) -> None:
         print(f"zoo reference ({len(zoo['checked'])} workloads under xla; skipped "
               f"{', '.join(zoo['skipped']) or 'none'}): {zoo['passes_changed']} passes, "
               f"{zoo['rewrite_kinds']} rewrite kinds")
+    union = reach(rows, zoo)
+    print(f"passes that ran in any compile: {len(union['ran'])}; changed by any arm or the zoo: "
+          f"{len(union['changed'])}; plain {rows['plain']['passes_changed']} "
+          f"({rows['plain']['passes_changed'] / max(len(union['changed']), 1):.0%} of them)")
+    print("ran, never changed by anything here: " + ", ".join(union["never"]))
 
 
 def main() -> None:
@@ -168,6 +187,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-zoo", action="store_true", help="skip the zoo reference")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--keep", type=Path, metavar="DIR",
+                        help="keep the campaigns' stores and findings' artifacts in DIR (to "
+                             "triage them); default: a temporary folder, removed")
     parser.add_argument("--overhead", type=int, metavar="N",
                         help="only the overhead: N programs compiled with coverage on and off, "
                              "alternating, in one process")
@@ -180,7 +202,10 @@ def main() -> None:
               f"{result['worker_ratio']:.3f}x; load after: {os.getloadavg()}")
         print(json.dumps(result, indent=2))
         return
-    with tempfile.TemporaryDirectory(prefix="xlaprobe-coverage-bench-") as tmp:
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
+    with (contextlib.nullcontext(str(args.keep)) if args.keep
+          else tempfile.TemporaryDirectory(prefix="xlaprobe-coverage-bench-")) as tmp:
         started = time.time()
         print(f"load before: {os.getloadavg()}", flush=True)
         rows = campaigns(Path(tmp), args.seconds, args.configs, args.seed)
@@ -188,7 +213,8 @@ def main() -> None:
         zoo = None if args.no_zoo else zoo_reference(Path(tmp), 900.0)
         _print(rows, zoo, args.seconds)
         if args.json:
-            args.json.write_text(json.dumps({"rows": rows, "zoo": zoo, "seconds": args.seconds,
+            args.json.write_text(json.dumps({"rows": rows, "zoo": zoo, "reach": reach(rows, zoo),
+                                             "seconds": args.seconds,
                                              "wall_s": time.time() - started}, indent=2))
 
 

@@ -78,3 +78,27 @@ def test_committed_drafts_are_complete_and_their_repros_showed_the_fault(draft):
     assert "prints, and exits 1:" in text  # the reproducer was run when drafted, and failed
     source = text.split("```python\n", 1)[1].split("\n```\n", 1)[0]
     assert _imports(source) <= ALLOWED
+
+
+def test_a_nan_or_inf_mismatch_title_says_which_way_it_went():
+    # tests/fuzz_cases/log_rsqrt_negative_zero.py: XLA gives +inf where the right value is NaN;
+    # "returns NaN where the result is finite" said the reverse.
+    from types import SimpleNamespace
+
+    from xlaprobe.oracle import VerdictKind
+    from xlaprobe.upstream_text import behaviour
+
+    def evidence(kind, actual, expected):
+        verdict = SimpleNamespace(kind=VerdictKind(kind), worst=0, actual=actual,
+                                  expected=expected)
+        return SimpleNamespace(finding=SimpleNamespace(kind=kind), verdicts=(verdict,))
+
+    nan, inf = float("nan"), float("inf")
+    assert behaviour(evidence("nan-mismatch", inf, nan)) == "returns Inf where the result is NaN"
+    assert behaviour(evidence("nan-mismatch", nan, 2.0)) == (
+        "returns NaN where the result is finite")
+    assert behaviour(evidence("inf-mismatch", -inf, 3.0)) == (
+        "returns -Inf where the result is finite")
+    assert behaviour(evidence("inf-mismatch", 1.0, inf)) == (
+        "returns a finite value where the result is Inf")
+    assert behaviour(evidence("mismatch", 1.0, 2.0)) == "returns wrong values"

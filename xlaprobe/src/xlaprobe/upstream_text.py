@@ -20,6 +20,27 @@ LAYOUT = frozenset({"reshape", "broadcast_in_dim", "convert_element_type", "sque
                     "transpose", "copy", "copy_p", "expand_dims"})
 
 
+def _value_class(value: float) -> str:
+    if np.isnan(value):
+        return "NaN"
+    return ("-Inf" if value < 0 else "Inf") if np.isinf(value) else "a finite value"
+
+
+def behaviour(evidence: Any) -> str:
+    """What the finding's configuration does, for a title: `WHAT` of its kind, except that a
+    NaN or Inf mismatch says which way it went from its worst element (``returns Inf where the
+    result is NaN``: a NaN lost is not a NaN made)."""
+    kind = evidence.finding.kind
+    if kind in ("nan-mismatch", "inf-mismatch"):
+        for v in evidence.verdicts:
+            if v.kind.is_finding and v.worst >= 0:
+                got, right = _value_class(v.actual), _value_class(v.expected)
+                if got != right:
+                    right = "finite" if right == "a finite value" else right
+                    return f"returns {got} where the result is {right}"
+    return WHAT.get(kind, kind)
+
+
 def primitive(evidence: Any) -> str:
     """The faulty operation: the localized equation's (the HLO instruction tier may name another
     equation fused into its kernel), else the last equation's primitive of the program that is
@@ -86,7 +107,7 @@ def title(evidence: Any) -> str:
     op = primitive(evidence)
     types = "/".join(dtypes(evidence))
     of = f"{op} of {types} subnormal inputs" if subnormal_inputs(evidence) else f"{op} ({types})"
-    what = WHAT.get(evidence.finding.kind, evidence.finding.kind)
+    what = behaviour(evidence)
     if evidence.finding.kind == "compile-error" and evidence.error:
         what += f": {error_line(evidence.error)}"
     opts = options(evidence)
@@ -195,7 +216,7 @@ def body(evidence: Any, repo: str, heading: str, terms: list[str], repro: str,
     ran = ("(not run here)" if code is None else
            f"Running it (`python repro.py`) prints, and exits {code}:\n\n```\n{output.strip()}\n```")
     summary = (f"On XLA:CPU (jax {env['jax']}, jaxlib {env['jaxlib']}), `{primitive(evidence)}` "
-               f"{WHAT.get(evidence.finding.kind, evidence.finding.kind)} under configuration "
+               f"{behaviour(evidence)} under configuration "
                f"`{evidence.finding.config}`"
                + (f" (XLA options {options(evidence)})" if options(evidence) else "")
                + f". Found by differential testing (xlaprobe), finding {evidence.finding.id}, "

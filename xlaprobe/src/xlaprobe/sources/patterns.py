@@ -140,8 +140,14 @@ def _sort(rng: np.random.Generator) -> Built:
     x = rng.permutation(n).astype(np.float32)  # distinct keys: one right order
     v = _floats(rng, (n,))
     mode = int(rng.integers(3))
-    if mode == 0:  # sort of two operands, one result unused: simplify-sorts
-        return (lambda x, v: [lax.sort((x, v), num_keys=1)[1]]), (x, v)
+    if mode == 0:  # a sort result used only where an always-false mask discards it: once the
+        # simplifier drops the select, simplify-sorts drops the operand (JAX keeps it); the mask
+        # is computed (iota < 0), since an array constant reaches XLA as a parameter
+
+        def fn(x, v):
+            keys, values, positions = lax.sort((x, v, jnp.arange(n)), num_keys=1)
+            return [keys, jnp.where(jnp.arange(n) < 0, positions.astype(v.dtype), values)]
+        return fn, (x, v)
     if mode == 1:  # sort then the top slice: topk-rewriter
         k = int(rng.integers(1, n))
         return (lambda x, v: [jnp.sort(x)[::-1][:k] + v[:k]]), (x, v)
@@ -190,6 +196,8 @@ def _triangular(rng: np.random.Generator) -> Built:
     if rng.integers(2):
         return (lambda s, b: [jnp.linalg.cholesky(s)]), (spd, b)
     lower = np.tril(spd).astype(np.float32)
+    if rng.integers(2):  # float16 has no LAPACK solve: XLA's own op, the expander's case
+        lower, b = lower.astype(np.float16), b.astype(np.float16)
     return (lambda s, b: [solve_triangular(s, b, lower=True)]), (lower, b)
 
 
@@ -202,6 +210,11 @@ def _logistic(rng: np.random.Generator) -> Built:
 def _grouped_conv(rng: np.random.Generator) -> Built:
     from jax import lax
     groups = int(rng.choice([2, 4]))
+    if rng.integers(2):  # batch groups (a weight gradient's form): convolution-group-converter
+        x = _floats(rng, (2 * groups, 2, 6, 6), -1.0, 1.0)
+        w = _floats(rng, (groups, 2, 3, 3), -1.0, 1.0)
+        return (lambda x, w: [lax.conv_general_dilated(x, w, (1, 1), "SAME",
+                                                       batch_group_count=groups)]), (x, w)
     x = _floats(rng, (1, 2 * groups, 8, 8), -1.0, 1.0)
     w = _floats(rng, (2 * groups, 2, 3, 3), -1.0, 1.0)
     return (lambda x, w: [lax.conv_general_dilated(x, w, (1, 1), "SAME",
@@ -268,16 +281,37 @@ def _decompositions(rng: np.random.Generator) -> Built:
     return (lambda s: [jnp.abs(jnp.linalg.qr(s)[1])]), (sym,)  # |R|: no sign choice
 
 
+#: Narrow element types XLA:CPU computes in float32 (one float-normalization-<type> pass each;
+#: the 4-bit ones also through sub-byte-size-setter): type -> (low, high) of inputs inside its
+#: range (float8_e8m0fnu holds positive powers of two only, uint4 0..15).
+_NARROW = {"float8_e5m2": (-2.0, 2.0), "float8_e4m3fn": (-2.0, 2.0), "float8_e4m3": (-2.0, 2.0),
+           "float8_e3m4": (-2.0, 2.0), "float8_e4m3fnuz": (-2.0, 2.0),
+           "float8_e5m2fnuz": (-2.0, 2.0), "float8_e4m3b11fnuz": (-2.0, 2.0),
+           "float8_e8m0fnu": (0.25, 4.0), "float4_e2m1fn": (-3.0, 3.0), "int4": (-4, 3),
+           "uint4": (0, 7)}
+
+
 def _narrow_types(rng: np.random.Generator) -> Built:
     import jax.numpy as jnp
     import ml_dtypes
     shape = _dims(rng, 2, (2, 4, 8))
-    if rng.integers(2):  # sub-byte integers
-        x = rng.integers(-8, 8, shape).astype(np.int8)
-        return (lambda x: [x.astype(ml_dtypes.int4).astype(jnp.int8) * 2]), (x,)
-    kind = rng.choice([ml_dtypes.float8_e5m2, ml_dtypes.float8_e4m3fn])
-    x, y = _floats(rng, shape), _floats(rng, shape)
-    return (lambda x, y: [(x.astype(kind) + y.astype(kind)).astype(jnp.float32)]), (x, y)
+    kinds = [str(k) for k in rng.choice(sorted(_NARROW), 3, replace=False)]
+    inputs = []
+    for kind in kinds:  # sums of two values of the narrow type: no overflow, one rounding
+        lo, hi = _NARROW[kind]
+        if kind.startswith(("int", "uint")):
+            inputs += [rng.integers(lo, hi + 1, shape).astype(np.int8) for _ in range(2)]
+        else:
+            inputs += [_floats(rng, shape, lo, hi) for _ in range(2)]
+
+    def fn(*xs):
+        out = []
+        for i, kind in enumerate(kinds):
+            narrow = getattr(ml_dtypes, kind)
+            wide = jnp.int8 if kind.startswith(("int", "uint")) else jnp.float32
+            out.append((xs[2 * i].astype(narrow) + xs[2 * i + 1].astype(narrow)).astype(wide))
+        return out
+    return fn, tuple(inputs)
 
 
 def _int8_dot(rng: np.random.Generator) -> Built:
@@ -289,16 +323,38 @@ def _int8_dot(rng: np.random.Generator) -> Built:
     return (lambda x, y: [lax.dot(x, y, preferred_element_type=jnp.int32)]), (x, y)
 
 
-def _masked_rng(rng: np.random.Generator) -> Built:
+def _rng_bits(rng: np.random.Generator) -> Built:
+    import jax.numpy as jnp
+    from jax import lax
+    shape = _dims(rng, 2, (2, 4, 8))
+    dtype = rng.choice([jnp.uint32, jnp.uint8, jnp.uint16])
+    key = rng.integers(0, 2 ** 31, (4,)).astype(np.uint32)
+
+    def fn(key):  # the bits themselves (the reference is XLA:CPU's Philox, bit for bit); a
+        # masked use (bits & 0) is simplified away before the expander runs
+        new_key, bits = lax.rng_bit_generator(key, shape, dtype=dtype)
+        return [new_key, bits]
+    return fn, (key,)
+
+
+def _narrow_dot(rng: np.random.Generator) -> Built:
+    import jax.numpy as jnp
+    from jax import lax
+    m, k, n = _dims(rng, 3, (2, 4, 8))
+    x, y = _floats(rng, (m, k)), _floats(rng, (k, n))
+    out = rng.choice([jnp.bfloat16, jnp.float16])
+    return (lambda x, y: [lax.dot(x, y, preferred_element_type=out)]), (x, y)
+
+
+def _barrier(rng: np.random.Generator) -> Built:
     import jax.numpy as jnp
     from jax import lax
     x = _floats(rng, _dims(rng, 2, (2, 4, 8)))
-    key = rng.integers(0, 2 ** 31, (4,)).astype(np.uint32)
 
-    def fn(x, key):  # random bits masked away: one right answer
-        _, bits = lax.rng_bit_generator(key, x.shape, dtype=jnp.uint32)
-        return [x + (bits & jnp.uint32(0)).astype(jnp.float32)]
-    return fn, (x, key)
+    def fn(x):  # the same value on both sides of an optimization barrier: CSE must not merge
+        a, b = lax.optimization_barrier((jnp.sin(x), x * 2.0))
+        return [a + jnp.sin(x), b]
+    return fn, (x,)
 
 
 def _permutation_sort(rng: np.random.Generator) -> Built:
@@ -307,43 +363,62 @@ def _permutation_sort(rng: np.random.Generator) -> Built:
     return (lambda x: [jnp.argsort(jnp.argsort(x)), jnp.argsort(x)]), (x,)
 
 
-def _identity_table(shape: tuple[int, ...]) -> dict[str, Callable[..., Any]]:
-    """Algebraic identities of algebraic_simplifier.cc's handlers over a positive float ``x``, a
-    float ``y`` and a bool ``b``, with their constants as arrays (scalar constants are folded
-    before the HLO pipeline)."""
+def _folded_constants(shape: tuple[int, ...]) -> dict[str, Any]:
+    """Constants of `shape` that reach the HLO simplifier as constants: computed from an
+    always-false ``iota < 0`` that constant folding turns into a literal. (A scalar constant is
+    folded before the HLO pipeline, and an array constant of the program reaches XLA as a
+    parameter, so neither ever meets algsimp's identities.) Call inside the traced function."""
     import jax.numpy as jnp
     from jax import lax
-    ones, zeros = np.ones(shape, np.float32), np.zeros(shape, np.float32)
-    false, true = np.zeros(shape, bool), np.ones(shape, bool)
-    c1, c2 = np.full(shape, 3.0, np.float32), np.full(shape, 0.5, np.float32)
+    false = lax.broadcasted_iota(jnp.int32, shape, 0) < 0
+
+    def full(value: float) -> Any:
+        return jnp.where(false, jnp.float32(0.0), jnp.float32(value))
+    return {"false": false, "true": ~false, "ones": full(1.0), "zeros": full(0.0),
+            "c1": full(3.0), "c2": full(0.5)}
+
+
+def _identity_table() -> dict[str, Callable[..., Any]]:
+    """Algebraic identities of algebraic_simplifier.cc's handlers over a positive float ``x``, a
+    float ``y``, a bool ``b`` and the constants ``k`` of `_folded_constants`."""
+    import jax.numpy as jnp
+    from jax import lax
     return {
-        "mul-one": lambda x, y, b: x * ones, "one-mul": lambda x, y, b: ones * y,
-        "add-zero": lambda x, y, b: y + zeros, "zero-add": lambda x, y, b: zeros + x,
-        "sub-const": lambda x, y, b: y - c1, "const-sub-add": lambda x, y, b: (c1 - y) + c2,
-        "div-one": lambda x, y, b: y / ones, "log-exp": lambda x, y, b: jnp.log(jnp.exp(y)),
-        "pow-zero": lambda x, y, b: lax.pow(x, zeros),
-        "rsqrt-square": lambda x, y, b: lax.rsqrt(x) * lax.rsqrt(x),
-        "sqrt-square": lambda x, y, b: jnp.sqrt(y * y),
-        "xor-false": lambda x, y, b: (b ^ false).astype(jnp.float32),
-        "false-xor": lambda x, y, b: (false ^ b).astype(jnp.float32),
-        "false-and": lambda x, y, b: (false & b).astype(jnp.float32),
-        "true-and": lambda x, y, b: (true & b).astype(jnp.float32),
-        "false-or": lambda x, y, b: (false | b).astype(jnp.float32),
-        "exp-mul": lambda x, y, b: jnp.exp(y) * jnp.exp(x),
-        "neg-neg": lambda x, y, b: -(-y), "max-self": lambda x, y, b: jnp.maximum(y, y),
-        "select-same": lambda x, y, b: jnp.where(b, y, y),
-        "sub-self": lambda x, y, b: y - y, "abs-abs": lambda x, y, b: jnp.abs(jnp.abs(y)),
+        "mul-one": lambda x, y, b, k: x * k["ones"], "one-mul": lambda x, y, b, k: k["ones"] * y,
+        "add-zero": lambda x, y, b, k: y + k["zeros"],
+        "zero-add": lambda x, y, b, k: k["zeros"] + x,
+        "sub-const": lambda x, y, b, k: y - k["c1"],
+        "const-sub-add": lambda x, y, b, k: (k["c1"] - y) + k["c2"],
+        "div-one": lambda x, y, b, k: y / k["ones"],
+        "log-exp": lambda x, y, b, k: jnp.log(jnp.exp(y)),
+        "pow-zero": lambda x, y, b, k: lax.pow(x, k["zeros"]),
+        "rsqrt-square": lambda x, y, b, k: lax.rsqrt(x) * lax.rsqrt(x),
+        "sqrt-square": lambda x, y, b, k: jnp.sqrt(y * y),
+        "xor-false": lambda x, y, b, k: (b ^ k["false"]).astype(jnp.float32),
+        "false-xor": lambda x, y, b, k: (k["false"] ^ b).astype(jnp.float32),
+        "false-and": lambda x, y, b, k: (k["false"] & b).astype(jnp.float32),
+        "true-and": lambda x, y, b, k: (k["true"] & b).astype(jnp.float32),
+        "false-or": lambda x, y, b, k: (k["false"] | b).astype(jnp.float32),
+        "exp-mul": lambda x, y, b, k: jnp.exp(y) * jnp.exp(x),
+        "neg-neg": lambda x, y, b, k: -(-y), "max-self": lambda x, y, b, k: jnp.maximum(y, y),
+        "select-same": lambda x, y, b, k: jnp.where(b, y, y),
+        "sub-self": lambda x, y, b, k: y - y,
+        "abs-abs": lambda x, y, b, k: jnp.abs(jnp.abs(y)),
     }
 
 
 def _identities(rng: np.random.Generator) -> Built:
     shape = _dims(rng, 2, (2, 3, 4, 8))
-    table = _identity_table(shape)
+    table = _identity_table()
     chosen = [table[k] for k in rng.choice(sorted(table), int(rng.integers(2, 5)), replace=False)]
     x = _floats(rng, shape, 0.1, 2.0)
     y = _floats(rng, shape, -2.0, 2.0)
     b = rng.integers(0, 2, shape).astype(bool)
-    return (lambda x, y, b: [f(x, y, b) for f in chosen]), (x, y, b)
+
+    def fn(x, y, b):
+        constants = _folded_constants(shape)
+        return [f(x, y, b, constants) for f in chosen]
+    return fn, (x, y, b)
 
 
 #: Every pattern, with the passes it was written for.
@@ -381,9 +456,16 @@ PATTERNS: dict[str, Pattern] = {p.name: p for p in [
             _identities),
     Pattern("decompositions", ("eigh_expander", "qr_expander"), _decompositions),
     Pattern("narrow-types", ("sub-byte-size-setter", "float-normalization-f8e5m2",
-                             "float-normalization-f8e4m3fn"), _narrow_types),
+                             "float-normalization-f8e4m3fn", "float-normalization-f8e4m3",
+                             "float-normalization-f8e3m4", "float-normalization-f8e4m3fnuz",
+                             "float-normalization-f8e5m2fnuz",
+                             "float-normalization-f8e4m3b11fnuz",
+                             "float-normalization-f8e8m0fnu", "float-normalization-f4e2m1fn",
+                             "float-normalization-s4", "float-normalization-u4"), _narrow_types),
     Pattern("int8-dot", ("change-op-data-type", "operand_upcaster", "result_caster"), _int8_dot),
-    Pattern("masked-rng", ("rng-bit-generator-expander",), _masked_rng),
+    Pattern("rng-bits", ("rng-bit-generator-expander",), _rng_bits),
+    Pattern("narrow-dot", ("result_caster",), _narrow_dot),
+    Pattern("barrier", ("cse_barrier_expander",), _barrier),
     Pattern("permutation-sort", ("permutation_sort_simplifier", "simplify-sorts"),
             _permutation_sort),
     Pattern("mixed-precision", ("float-normalization-bf16", "operand_upcaster", "result_caster",
