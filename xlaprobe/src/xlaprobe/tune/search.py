@@ -12,6 +12,10 @@ Strategies (all propose one candidate per measurement):
   and one- or two-value mutations of the best measured); the top one is measured
   (epsilon-greedy: sometimes a random pool member); the model is retrained after each
   measurement. Before it has data it ranks by the space's priors.
+* ``kernel``: pre-screening by the kernel-level model trained on the kernel corpus of the other
+  programs in the store (`xlaprobe.tune.screen.ScreenStrategy`): candidates are compiled, their
+  time predicted from their kernels, and the fastest predicted measured; a residual model
+  refitted on each measurement corrects the ranking.
 
 The correctness guard: every measured candidate's outputs are judged by the oracle against the
 float64 reference of its program with the honest-run error budget, exactly as ``xlaprobe check``
@@ -41,7 +45,7 @@ from xlaprobe.knobs import Knob
 from xlaprobe.tune.measure import GROUP, Measurement, Protocol, measure
 from xlaprobe.tune.space import Candidate, SearchSpace
 
-STRATEGIES = ("model", "tpe", "random")
+STRATEGIES = ("model", "kernel", "tpe", "random")
 #: Speedup charged to a candidate that failed or was rejected, for the strategies' learning.
 PENALTY_SPEEDUP = 0.1
 #: Share of the model strategy's proposals taken at random from its pool (epsilon-greedy).
@@ -470,11 +474,13 @@ def validate_space(space: SearchSpace, pool: Any) -> tuple[SearchSpace, list[str
 def make_strategy(strategy: str, space: SearchSpace, seed: int, *,
                   program_features: Mapping[str, float] | None = None,
                   history: list[tuple[str, dict[str, float], float]] | None = None,
-                  program_id: str = "") -> RandomStrategy:
-    """A strategy by name (`STRATEGIES`).
+                  program_id: str = "", predictor: Callable[..., Any] | None = None
+                  ) -> RandomStrategy:
+    """A strategy by name (`STRATEGIES`); ``kernel`` needs `predictor`
+    (`xlaprobe.tune.screen.Predictor`).
 
     Raises:
-        InvalidArgument: unknown name.
+        InvalidArgument: unknown name, or ``kernel`` without a predictor.
     """
     if strategy == "random":
         return RandomStrategy(space, seed)
@@ -482,6 +488,11 @@ def make_strategy(strategy: str, space: SearchSpace, seed: int, *,
         return TpeStrategy(space, seed)
     if strategy == "model":
         return ModelStrategy(space, seed, program_features or {}, history or [], program_id)
+    if strategy == "kernel":
+        from xlaprobe.tune.screen import ScreenStrategy
+        if predictor is None:
+            raise InvalidArgument("the kernel strategy needs a kernel model's predictor")
+        return ScreenStrategy(space, seed, predictor)
     raise InvalidArgument(f"unknown strategy '{strategy}': use {', '.join(STRATEGIES)}")
 
 
@@ -532,7 +543,10 @@ def tune(target: TuneTarget, pool: Any, store: Any, *, strategy: str = "model", 
                for row in store.measurements(exclude_program=session.baseline.fingerprint)
                if "row_features" in row["data"]]
     chooser = make_strategy(strategy, space, seed, program_features=session.control.features,
-                            history=history, program_id=session.baseline.fingerprint)
+                            history=history, program_id=session.baseline.fingerprint,
+                            predictor=_kernel_predictor(target, pool, store, seed, timeout_s,
+                                                        session.baseline.fingerprint)
+                            if strategy == "kernel" else None)
     trials: list[Trial] = []
     findings: list[tuple[str, str]] = []
     best_speedup, best = 1.0, None
@@ -565,6 +579,24 @@ def tune(target: TuneTarget, pool: Any, store: Any, *, strategy: str = "model", 
         space_mod.knob_values(chosen) if accepted else {}, tuple(findings), run_id)
     store.finish_tuning_run(run_id, result.to_json())
     return result
+
+
+def _kernel_predictor(target: TuneTarget, pool: Any, store: Any, seed: int,
+                      timeout_s: float | None, program_id: str) -> Callable[..., Any]:
+    """The ``kernel`` strategy's predictor: a `ProgramModel` trained on the store's kernel
+    corpus without this program's entries.
+
+    Raises:
+        InvalidArgument: the corpus has too few timed kernels of other programs.
+    """
+    from xlaprobe.tune.kernelmodel import ProgramModel
+    from xlaprobe.tune.screen import model_predictor
+
+    entries = [e for e in store.corpus() if e["program_id"] != program_id]
+    if not entries:
+        raise InvalidArgument("the kernel strategy needs a kernel corpus of other programs in "
+                              "the store: grow it first (xlaprobe tune-corpus MODEL ...)")
+    return model_predictor(ProgramModel(seed).fit(entries), target.build, pool, timeout_s)
 
 
 @dataclasses.dataclass(frozen=True)
