@@ -268,7 +268,7 @@ def grow(programs: Sequence[CorpusProgram], pool: Any, store: Any, *, configs: i
                 event = CorpusEvent(item.name, item.source, key, 0, 0, seconds, None,
                                     os.getloadavg()[0], outcome.last_line[:200])
             else:
-                value = dict(outcome.value)
+                value = dict(outcome.value, seconds=seconds)
                 baseline_id = item.target.build({}).fingerprint
                 store.record_corpus_entry(baseline_id, item.name, item.source, key, candidate,
                                           value)

@@ -19,18 +19,17 @@ from typing import Any
 
 import numpy as np
 
-from xlaprobe.tune.search import RandomStrategy
-from xlaprobe.tune.space import Candidate, SearchSpace
+from xlaprobe.tune.space import Candidate, SearchSpace, SpaceExhausted
 
 #: Candidates compiled and ranked per refill of the screened pool.
-BATCH = 12
+BATCH = 8
 #: Ridge penalty of the residual model (in units of squared log speedup).
 RIDGE = 0.3
 #: Predicted seconds per candidate (NaN where it did not compile), in the order given.
 Predictor = Callable[[Sequence[Candidate]], np.ndarray]
 
 
-class ScreenStrategy(RandomStrategy):
+class ScreenStrategy:
     """Measure the candidates the kernel model ranks fastest, correcting it as measurements
     arrive.
 
@@ -42,7 +41,9 @@ class ScreenStrategy(RandomStrategy):
     """
 
     def __init__(self, space: SearchSpace, seed: int, predict: Predictor, batch: int = BATCH):
-        super().__init__(space, seed)
+        self.space = space
+        self.rng = np.random.default_rng(seed)
+        self.seen: set[str] = {space.key(space.default())}
         self.predict = predict
         self.batch = batch
         self.default_s = float(predict([space.default()])[0])
@@ -97,7 +98,7 @@ class ScreenStrategy(RandomStrategy):
         if len(self.screened) < max(1, self.batch // 2):
             self._refill()
         if not self.screened:
-            return super().propose()  # nothing compiles: random (SpaceExhausted when done)
+            raise SpaceExhausted("no unmeasured candidate of the space compiles")
         key = max(self.screened, key=lambda k: self.score(*self.screened[k]))
         candidate, _ = self.screened.pop(key)
         self.seen.add(key)

@@ -43,7 +43,7 @@ from xlaprobe.tune.costmodel import CostModel
 from xlaprobe.tune.features import candidate_features
 from xlaprobe.knobs import Knob
 from xlaprobe.tune.measure import GROUP, Measurement, Protocol, measure
-from xlaprobe.tune.space import Candidate, SearchSpace
+from xlaprobe.tune.space import Candidate, SearchSpace, SpaceExhausted
 
 STRATEGIES = ("model", "kernel", "tpe", "random")
 #: Speedup charged to a candidate that failed or was rejected, for the strategies' learning.
@@ -62,10 +62,6 @@ def acceptance_threshold(control: Measurement) -> float:
     `MIN_GAIN` and how far the A/A control's interval (the baseline timed against itself, so the
     noise this machine shows now) strays from 1 on either side."""
     return max(MIN_GAIN, control.high, 2.0 - control.low)
-
-
-class SpaceExhausted(InvalidArgument):
-    """Every candidate of the search space has been proposed."""
 
 
 # ---------------------------------------------------------------------------------------- targets
@@ -475,7 +471,7 @@ def make_strategy(strategy: str, space: SearchSpace, seed: int, *,
                   program_features: Mapping[str, float] | None = None,
                   history: list[tuple[str, dict[str, float], float]] | None = None,
                   program_id: str = "", predictor: Callable[..., Any] | None = None
-                  ) -> RandomStrategy:
+                  ) -> Any:
     """A strategy by name (`STRATEGIES`); ``kernel`` needs `predictor`
     (`xlaprobe.tune.screen.Predictor`).
 
@@ -539,14 +535,7 @@ def tune(target: TuneTarget, pool: Any, store: Any, *, strategy: str = "model", 
     session = _start(target, pool, store, Guard(pool, timeout_s), protocol, timeout_s, emit)
     run_id = store.start_tuning_run(name, session.baseline.fingerprint, strategy, budget, seed)
     session = dataclasses.replace(session, run_id=run_id, strategy=strategy, space=space)
-    history = [(row["program_id"], row["data"]["row_features"], row["speedup"])
-               for row in store.measurements(exclude_program=session.baseline.fingerprint)
-               if "row_features" in row["data"]]
-    chooser = make_strategy(strategy, space, seed, program_features=session.control.features,
-                            history=history, program_id=session.baseline.fingerprint,
-                            predictor=_kernel_predictor(target, pool, store, seed, timeout_s,
-                                                        session.baseline.fingerprint)
-                            if strategy == "kernel" else None)
+    chooser = _chooser(session, seed)
     trials: list[Trial] = []
     findings: list[tuple[str, str]] = []
     best_speedup, best = 1.0, None
@@ -579,6 +568,22 @@ def tune(target: TuneTarget, pool: Any, store: Any, *, strategy: str = "model", 
         space_mod.knob_values(chosen) if accepted else {}, tuple(findings), run_id)
     store.finish_tuning_run(run_id, result.to_json())
     return result
+
+
+def _chooser(session: _Session, seed: int) -> Any:
+    """The run's strategy, with what it learns from: the store's measurements of other
+    programs (``model``) or a kernel model of their kernel corpus (``kernel``)."""
+    assert session.space is not None
+    program_id = session.baseline.fingerprint
+    history = [(row["program_id"], row["data"]["row_features"], row["speedup"])
+               for row in session.store.measurements(exclude_program=program_id)
+               if "row_features" in row["data"]]
+    predictor = _kernel_predictor(session.target, session.pool, session.store, seed,
+                                  session.timeout_s, program_id) \
+        if session.strategy == "kernel" else None
+    return make_strategy(session.strategy, session.space, seed,
+                         program_features=session.control.features, history=history,
+                         program_id=program_id, predictor=predictor)
 
 
 def _kernel_predictor(target: TuneTarget, pool: Any, store: Any, seed: int,
