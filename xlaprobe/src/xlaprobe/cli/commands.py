@@ -438,6 +438,8 @@ def tune_corpus(
                                                              "(min of them is kept)")] = 5,
     timeout: Annotated[float, typer.Option(help="per-entry limit (s)", min=1.0,
                                            max=7 * 24 * 3600.0)] = 900.0,
+    max_kernels: Annotated[int, typer.Option(min=1, max=100000, help="distinct kernels timed "
+                                                                    "per entry at most")] = 400,
     db: DbOption = DEFAULT_DB,
     quiet: QuietOption = False,
 ) -> None:
@@ -447,7 +449,7 @@ def tune_corpus(
 
     _display(quiet)
     raise typer.Exit(corpus_command(programs, configs=configs, seed=seed, db=db, rounds=rounds,
-                                    timeout_s=timeout))
+                                    timeout_s=timeout, max_kernels=max_kernels))
 
 
 @app.command()

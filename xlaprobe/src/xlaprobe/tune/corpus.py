@@ -228,7 +228,7 @@ class CorpusEvent:
 
 
 def grow(programs: Sequence[CorpusProgram], pool: Any, store: Any, *, configs: int = 6,
-         seed: int = 0, rounds: int = 5, timeout_s: float = 600.0,
+         seed: int = 0, rounds: int = 5, timeout_s: float = 600.0, max_kernels: int = 400,
          on_event: Callable[[CorpusEvent], None] | None = None) -> Iterator[CorpusEvent]:
     """Add each program under `configs` configurations (the default first, then uniform samples
     of its search space) to the corpus; entries already stored are skipped. Each entry is
@@ -242,6 +242,7 @@ def grow(programs: Sequence[CorpusProgram], pool: Any, store: Any, *, configs: i
         seed: of the configurations' sample and the kernels' inputs.
         rounds: interleaved timing rounds per entry.
         timeout_s: limit on one entry (s).
+        max_kernels: distinct kernels timed per entry at most (the rest are stored untimed).
         on_event: called with each `CorpusEvent` (also yielded).
 
     Yields:
@@ -261,7 +262,8 @@ def grow(programs: Sequence[CorpusProgram], pool: Any, store: Any, *, configs: i
             options = compiler_options(space_mod.configuration(candidate))
             started = time.perf_counter()
             outcome = pool.call(program, f"{__name__}:profile_in_worker",
-                                {"options": options, "rounds": rounds, "seed": seed},
+                                {"options": options, "rounds": rounds, "seed": seed,
+                                 "max_kernels": max_kernels},
                                 group=GROUP, timeout_s=timeout_s)
             seconds = time.perf_counter() - started
             if not outcome.ran:
