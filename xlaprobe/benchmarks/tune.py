@@ -37,12 +37,12 @@ import numpy as np
 
 from xlaprobe.store import Store
 from xlaprobe.tune.kernelmodel import held_out
-from xlaprobe.tune.search import tune, tune_target
+from xlaprobe.tune.search import Guard, tune, tune_target
 from xlaprobe.tune.measure import Protocol
 from xlaprobe.workers import WorkerPool
 
-MODELS = ("mlp_mixer,convnet,attention_lm,vit,keras_cnn,keras_mlp,equinox_cnn,"
-          "haiku_transformer")
+MODELS = ("mlp_mixer,convnet,vit,keras_cnn,keras_mlp,equinox_cnn,haiku_transformer,"
+          "jraph_gnn")
 
 
 def _fmt(m) -> str:
@@ -91,11 +91,13 @@ def _searches(args: argparse.Namespace, store: Store, protocol: Protocol) -> dic
     with WorkerPool(size=1, timeout_s=900) as pool:
         for model in args.models.split(","):
             target = tune_target(model)
+            guard = Guard(pool, 900)  # one float64 reference per program, for every strategy
             results[model] = {}
             for strategy in args.strategies.split(","):
                 t0 = time.perf_counter()
                 result = tune(target, pool, store, strategy=strategy, budget=args.budget,
-                              seed=args.seed, protocol=protocol, name=f"bench-{model}-{strategy}")
+                              seed=args.seed, protocol=protocol, name=f"bench-{model}-{strategy}",
+                              guard=guard)
                 results[model][strategy] = result
                 print(f"{model:18s} {strategy:7s} best "
                       f"{_fmt(result.best and result.best.measurement):26s} replicated "

@@ -495,7 +495,8 @@ def make_strategy(strategy: str, space: SearchSpace, seed: int, *,
 def tune(target: TuneTarget, pool: Any, store: Any, *, strategy: str = "model", budget: int = 20,
          seed: int = 0, protocol: Protocol = Protocol(), space: SearchSpace | None = None,
          name: str | None = None, replicate: bool = True, timeout_s: float | None = None,
-         on_event: Callable[[str, Any], None] | None = None) -> TuneResult:
+         on_event: Callable[[str, Any], None] | None = None,
+         guard: Guard | None = None) -> TuneResult:
     """Search for a faster, numerically guarded configuration of `target`.
 
     Args:
@@ -514,6 +515,8 @@ def tune(target: TuneTarget, pool: Any, store: Any, *, strategy: str = "model", 
         timeout_s: limit on one measurement or reference run (s).
         on_event: progress callback, ``(event, payload)``: ``("note", str)``, ``("control",
             Measurement)``, ``("trial", Trial)``, ``("replicated", Measurement)``.
+        guard: the `Guard` (default: a new one on `pool`); runs on one program may share one,
+            so its float64 reference is computed once.
 
     Returns:
         The `TuneResult` (also stored: `xlaprobe.store.Store.tuning_result`).
@@ -532,7 +535,8 @@ def tune(target: TuneTarget, pool: Any, store: Any, *, strategy: str = "model", 
     space, notes = validate_space(space or SearchSpace.for_program(target.knobs), pool)
     for note in notes:
         emit("note", note)
-    session = _start(target, pool, store, Guard(pool, timeout_s), protocol, timeout_s, emit)
+    session = _start(target, pool, store, guard or Guard(pool, timeout_s), protocol, timeout_s,
+                     emit)
     run_id = store.start_tuning_run(name, session.baseline.fingerprint, strategy, budget, seed)
     session = dataclasses.replace(session, run_id=run_id, strategy=strategy, space=space)
     chooser = _chooser(session, seed)
