@@ -166,14 +166,15 @@ def main() -> None:
     args = parser.parse_args()
 
     started = time.perf_counter()
-    db = Path(tempfile.mkdtemp(prefix="xlaprobe-tune-")) / "tune.db"
     with Store(args.corpus, readonly=True) as source:
         entries = source.corpus()
-    print(f"start: {_load()}, store {db}", flush=True)
+    print(f"start: {_load()}", flush=True)
     held = _corpus_tables(entries)
     print(flush=True)
     if args.corpus_only:
         return
+    db = Path(tempfile.mkdtemp(prefix="xlaprobe-tune-")) / "tune.db"
+    print(f"searches into {db}", flush=True)
     source_db, copy_db = sqlite3.connect(args.corpus), sqlite3.connect(db)
     source_db.backup(copy_db)  # with what the WAL holds, unlike a file copy
     source_db.close()
