@@ -1,28 +1,34 @@
-"""Tuning benchmark: random vs Optuna TPE vs cost-model-guided search on zoo programs, and the
-learned cost model vs the analytical roofline on held-out programs.
+"""Tuning benchmark: the kernel-model-screened search vs random vs Optuna TPE (and optionally the
+LambdaRank ``model`` strategy) on zoo and third-party zoo programs, and the kernel-level cost
+model vs the analytical roofline, held out, on the kernel corpus.
 
-All from one run, on one machine, into one fresh store (so the model strategy on a later program
-learns from the measurements of earlier ones, as it would in use). Per program and strategy, the
-same measurement budget; printed: the best speedup found with its interval, its replication in a
-fresh process, whether it was accepted, candidates rejected by the guard, and the measurements
-each strategy needed to reach 90% of the best speedup any strategy found on that program (the
-ratio model/random is the figure of merit), with the best taken as the best single measurement
-and as the best confirmed win (accepted on replication in a fresh process: a lone measurement's
-"win" can be noise on a shared machine). Then, leave-one-program-out: a `CostModel` trained on
-the other programs' measurements ranks the held-out program's measured candidates (all of them,
-and the random search's alone: a uniform sample, free of the guided searches' lean); Kendall
-tau and top-1/top-5 slowdown against the measured speedups, beside the roofline of each
-candidate's ``cost_analysis()``. Finally the YNNPACK-dots-only option alone on each CNN (the win reported on
-a ConvNet on this kind of machine), measured directly.
+Everything from one run on one machine, into one store: a copy of the kernel corpus store given
+with ``--corpus`` (grown beforehand by ``xlaprobe tune-corpus``; the ``kernel`` strategy trains on
+the other programs' entries only, never on the program it tunes). Printed:
 
-    python benchmarks/tune.py                                # 22 min alone on 2 cores, more when loaded
-    python benchmarks/tune.py --models convnet,mlp_mixer --budget 6 --plot /tmp/tune.png
+* the corpus: entries, kernels (timed), sources, and how long it took to build;
+* held out by program and by source (zoo / ecosystem / capture / fuzz): Kendall tau between the
+  predicted and measured program times across each program's configurations, for the kernel
+  model and for the roofline of ``cost_analysis()``; the model's median |log error| of program
+  and kernel times per source;
+* per program and strategy, the same budget: best speedup, its replication in a fresh process,
+  accepted (only a replicated win beyond the A/A interval counts), candidates rejected by the
+  guard; where no strategy has a confirmed win, that the defaults are best there;
+* measurements each strategy needed to reach 90% of the best confirmed win (the ratio
+  kernel/random is the figure of merit; goal <= 1/3), and the same by single measurement.
+
+Every timing figure is printed with the 1-minute load average it was measured under.
+
+    python benchmarks/tune.py --corpus .xlaprobe/xlaprobe.db                # all 8 programs
+    python benchmarks/tune.py --corpus c.db --models convnet,keras_cnn --budget 4
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import sqlite3
 import tempfile
 import time
 from pathlib import Path
@@ -30,44 +36,78 @@ from pathlib import Path
 import numpy as np
 
 from xlaprobe.store import Store
-from xlaprobe.tune.costmodel import CostModel, kendall_tau, roofline_scores, top_k_slowdown
-from xlaprobe.tune.measure import Protocol, measure
-from xlaprobe.tune.search import STRATEGIES, tune, tune_target
+from xlaprobe.tune.kernelmodel import held_out
+from xlaprobe.tune.search import Guard, tune, tune_target
+from xlaprobe.tune.measure import Protocol
 from xlaprobe.workers import WorkerPool
 
-YNN_DOTS = {"xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"}
+MODELS = ("mlp_mixer,convnet,vit,keras_cnn,keras_mlp,equinox_cnn,haiku_transformer,"
+          "jraph_gnn")
 
 
 def _fmt(m) -> str:
     return "-" if m is None else f"{m.speedup:.3f} [{m.low:.3f},{m.high:.3f}]"
 
 
-def _held_out(rows: list[dict], strategy: str = "") -> list[dict]:
-    """Leave-one-program-out ranking quality of the cost model and of the roofline: trained on
-    every other program's measurements, tested on the held-out program's (only those the
-    `strategy` search made, if given: the random search's are a uniform sample of the space,
-    the guided searches' lean towards what they expected to be fast)."""
-    programs = sorted({r["program_id"] for r in rows})
-    out = []
-    for held in programs:
-        train = [r for r in rows if r["program_id"] != held]
-        test = [r for r in rows if r["program_id"] == held
-                and (not strategy or r["data"].get("strategy") == strategy)]
-        if len(test) < 5 or len({round(r["speedup"], 6) for r in test}) < 2:
-            continue
-        model = CostModel(seed=0).fit([r["program_id"] for r in train],
-                                      [r["data"]["row_features"] for r in train],
-                                      [r["speedup"] for r in train])
-        speedups = [r["speedup"] for r in test]
-        learned = (model.score([r["data"]["row_features"] for r in test]) if model.ready
-                   else np.zeros(len(test)))
-        roof = roofline_scores([r["data"].get("cost", {}) for r in test])
-        out.append({"program": test[0]["data"].get("name", held[:8]), "n": len(test),
-                    "model_tau": kendall_tau(learned, speedups),
-                    "roofline_tau": kendall_tau(roof, speedups),
-                    **{f"model_top{k}": top_k_slowdown(learned, speedups, k) for k in (1, 5)},
-                    **{f"roofline_top{k}": top_k_slowdown(roof, speedups, k) for k in (1, 5)}})
+def _load() -> str:
+    return f"load {os.getloadavg()[0]:.1f}"
+
+
+def _corpus_tables(entries: list[dict]) -> dict:
+    """Print the corpus's size and the held-out tables (by program, by source); return them."""
+    kernels = sum(len(e["kernels"]) for e in entries)
+    timed = sum(k["time_s"] is not None for e in entries for k in e["kernels"])
+    built = sum(e["data"].get("seconds", 0.0) for e in entries)
+    sources = sorted({e["source"] for e in entries})
+    print(f"kernel corpus: {len(entries)} entries (program x configuration) of "
+          f"{len({e['name'] for e in entries})} programs ({', '.join(sources)}), {kernels} "
+          f"kernels ({timed} timed); entries' wall time {built / 60:.1f} min "
+          f"(0 when grown before it was recorded)")
+    out = {}
+    for by in ("program", "source"):
+        rows = held_out(entries, by)
+        out[by] = rows
+        print(f"\nheld out by {by}: Kendall tau of predicted vs measured program time across "
+              "configurations (mean over programs); median |log error| of program and kernel "
+              "times")
+        print(f"{'group':22s} {'source':10s} {'progs':>5s} {'tau model':>9s} {'tau roof':>9s} "
+              f"{'err prog':>8s} {'err kern':>8s}")
+        for r in rows:
+            print(f"{r['group'][:22]:22s} {r['source']:10s} {r['programs']:5d} "
+                  f"{r['model_tau']:9.3f} {r['roofline_tau']:9.3f} {r['program_error']:8.3f} "
+                  f"{r['kernel_error']:8.3f}")
+        ranked = [r for r in rows if r["programs"]]
+        if ranked:
+            model = float(np.nanmean([r["model_tau"] for r in ranked]))
+            roof = float(np.nanmean([r["roofline_tau"] for r in ranked]))
+            print(f"{'mean':22s} {'':10s} {'':5s} {model:9.3f} {roof:9.3f}   tau gain "
+                  f"{model - roof:+.3f} (goal >= +0.2)")
     return out
+
+
+def _searches(args: argparse.Namespace, store: Store, protocol: Protocol) -> dict:
+    """Every strategy on every program, printed one line each; returns the results."""
+    results: dict[str, dict[str, object]] = {}
+    with WorkerPool(size=1, timeout_s=900) as pool:
+        for model in args.models.split(","):
+            target = tune_target(model)
+            guard = Guard(pool, 900)  # one float64 reference per program, for every strategy
+            results[model] = {}
+            for strategy in args.strategies.split(","):
+                t0 = time.perf_counter()
+                result = tune(target, pool, store, strategy=strategy, budget=args.budget,
+                              seed=args.seed, protocol=protocol, name=f"bench-{model}-{strategy}",
+                              guard=guard)
+                results[model][strategy] = result
+                print(f"{model:18s} {strategy:7s} best "
+                      f"{_fmt(result.best and result.best.measurement):26s} replicated "
+                      f"{_fmt(result.replicated):26s} accepted {result.accepted!s:5s} "
+                      f"rejected {len(result.findings)}  A/A {_fmt(result.control)}  "
+                      f"{time.perf_counter() - t0:.0f} s, {_load()}", flush=True)
+            if not any(r.accepted for r in results[model].values()):
+                print(f"{model:18s} defaults already best here: no strategy's win replicated "
+                      "beyond the A/A interval", flush=True)
+    return results
 
 
 def _reach_table(results: dict, strategies: list[str], budget: int) -> dict:
@@ -82,7 +122,7 @@ def _reach_table(results: dict, strategies: list[str], budget: int) -> dict:
         print()
         print(f"measurements to reach 90% of the best speedup any strategy found, by {basis} "
               f"(budget {budget}; - never reached)")
-        print(f"{'model':13s} {'best any':>9s} " + " ".join(f"{s:>8s}" for s in strategies))
+        print(f"{'program':18s} {'best any':>9s} " + " ".join(f"{s:>8s}" for s in strategies))
         reach: dict[str, dict[str, int | None]] = {}
         for model, by_strategy in results.items():
             if basis == "confirmed win":
@@ -92,96 +132,65 @@ def _reach_table(results: dict, strategies: list[str], budget: int) -> dict:
                 wins = [r.best.measurement.speedup for r in by_strategy.values() if r.best]
             best_any = max(wins, default=1.0)
             if best_any <= 1.0:
-                print(f"{model:13s} {'none':>9s} (no speedup to reach)")
+                print(f"{model:18s} {'none':>9s} (no speedup to reach)")
                 continue
             target = 1.0 + 0.9 * (best_any - 1.0)
             reach[model] = {s: r.measurements_to_reach(target) for s, r in by_strategy.items()}
-            print(f"{model:13s} {best_any:9.3f} " + " ".join(
+            print(f"{model:18s} {best_any:9.3f} " + " ".join(
                 f"{'-' if reach[model][s] is None else reach[model][s]:>8}" for s in by_strategy))
         totals = {s: sum((reach[m][s] or budget + 1) for m in reach) for s in strategies}
         print(f"sum over {len(reach)} programs (never reached = budget+1): "
               + ", ".join(f"{s} {v}" for s, v in totals.items()))
-        if reach and "model" in totals and "random" in totals:
-            print(f"ratio model/random: {totals['model'] / totals['random']:.2f} (goal <= 0.33)")
+        for guided in ("kernel", "model"):
+            if reach and guided in totals and "random" in totals:
+                print(f"ratio {guided}/random: {totals[guided] / totals['random']:.2f} "
+                      "(goal <= 0.33)")
         out[basis] = {"reach": reach, "totals": totals}
     return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default="convnet,attention_lm,mlp_mixer,resnet")
-    parser.add_argument("--strategies", default=",".join(STRATEGIES))
-    parser.add_argument("--budget", type=int, default=12, help="measurements per strategy")
-    parser.add_argument("--max-rounds", type=int, default=15)
+    parser.add_argument("--corpus", required=True, help="store holding the kernel corpus "
+                        "(copied; the copy takes the measurements)")
+    parser.add_argument("--models", default=MODELS)
+    parser.add_argument("--strategies", default="kernel,tpe,random")
+    parser.add_argument("--budget", type=int, default=6, help="measurements per strategy")
+    parser.add_argument("--min-rounds", type=int, default=4)
+    parser.add_argument("--max-rounds", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--db", default="", help="store (default: a fresh temporary file)")
     parser.add_argument("--plot", default="", help="write the searches' plot here (.png/.svg)")
     parser.add_argument("--json", default="", help="also write the figures here")
+    parser.add_argument("--corpus-only", action="store_true", help="print the corpus and its "
+                        "held-out tables only (no searches)")
     args = parser.parse_args()
 
     started = time.perf_counter()
-    db = Path(args.db or tempfile.mkdtemp(prefix="xlaprobe-tune-")) / "tune.db" \
-        if not args.db else Path(args.db)
-    protocol = Protocol(min_rounds=min(8, args.max_rounds), max_rounds=args.max_rounds)
-    results: dict[str, dict[str, object]] = {}
-    ynn: dict[str, object] = {}
-    with WorkerPool(size=1, timeout_s=900) as pool, Store(db) as store:
-        for model in args.models.split(","):
-            target = tune_target(model)
-            results[model] = {}
-            for strategy in args.strategies.split(","):
-                t0 = time.perf_counter()
-                result = tune(target, pool, store, strategy=strategy, budget=args.budget,
-                              seed=args.seed, protocol=protocol, name=f"bench-{model}-{strategy}")
-                results[model][strategy] = result
-                print(f"{model:13s} {strategy:7s} best {_fmt(result.best and result.best.measurement):26s}"
-                      f" replicated {_fmt(result.replicated):26s} accepted {result.accepted!s:5s} "
-                      f"rejected {len(result.findings)}  A/A {_fmt(result.control)}  "
-                      f"{time.perf_counter() - t0:.0f} s", flush=True)
-            if "conv" in model or model == "resnet":
-                m, _ = measure(pool, target.build({}), {}, YNN_DOTS, protocol=protocol)
-                ynn[model] = m
-        rows = store.measurements()
-    # Label rows by program name for the held-out table.
-    id_to_name = {tune_target(model).build({}).fingerprint: model for model in results}
-    for row in rows:
-        row["data"]["name"] = id_to_name.get(row["program_id"], row["program_id"][:8])
-
+    with Store(args.corpus, readonly=True) as source:
+        entries = source.corpus()
+    print(f"start: {_load()}", flush=True)
+    held = _corpus_tables(entries)
+    print(flush=True)
+    if args.corpus_only:
+        return
+    db = Path(tempfile.mkdtemp(prefix="xlaprobe-tune-")) / "tune.db"
+    print(f"searches into {db}", flush=True)
+    source_db, copy_db = sqlite3.connect(args.corpus), sqlite3.connect(db)
+    source_db.backup(copy_db)  # with what the WAL holds, unlike a file copy
+    source_db.close()
+    copy_db.close()
+    protocol = Protocol(min_rounds=min(args.min_rounds, args.max_rounds),
+                        max_rounds=args.max_rounds)
+    with Store(db) as store:
+        results = _searches(args, store, protocol)
     reach = _reach_table(results, args.strategies.split(","), args.budget)
-
-    held = {}
-    for which, label in (("", "all measurements"),
-                         ("random", "the random search's measurements (a uniform sample)")):
-        print()
-        print(f"cost model vs roofline, leave-one-program-out, tested on {label} "
-              "(Kendall tau; top-k slowdown)")
-        held[which or "all"] = table = _held_out(rows, which)
-        print(f"{'program':13s} {'n':>3s} {'tau model':>9s} {'tau roof':>9s} {'top1 m':>7s} "
-              f"{'top1 r':>7s} {'top5 m':>7s} {'top5 r':>7s}")
-        for h in table:
-            print(f"{h['program']:13s} {h['n']:3d} {h['model_tau']:9.3f} {h['roofline_tau']:9.3f} "
-                  f"{h['model_top1']:7.3f} {h['roofline_top1']:7.3f} {h['model_top5']:7.3f} "
-                  f"{h['roofline_top5']:7.3f}")
-        if table:
-            mean = {k: float(np.nanmean([h[k] for h in table])) for k in table[0]
-                    if k not in ("program", "n")}
-            print(f"{'mean':13s} {'':3s} {mean['model_tau']:9.3f} {mean['roofline_tau']:9.3f} "
-                  f"{mean['model_top1']:7.3f} {mean['roofline_top1']:7.3f} "
-                  f"{mean['model_top5']:7.3f} {mean['roofline_top5']:7.3f}   tau gain "
-                  f"{mean['model_tau'] - mean['roofline_tau']:+.3f} (goal >= +0.2)")
-
-    print()
-    for model, m in ynn.items():
-        print(f"YNNPACK dots only on {model}: {_fmt(m)} "
-              f"({m.threads if m else '?'} CPUs, load {m.load[0] if m else float('nan'):.1f})")
-    print(f"\nwall time {time.perf_counter() - started:.0f} s; store {db}")
+    print(f"\nwall time {time.perf_counter() - started:.0f} s, end {_load()}")
     if args.plot:
         _plot(results, Path(args.plot))
     if args.json:
         Path(args.json).write_text(json.dumps({
             "results": {m: {s: r.to_json() for s, r in by.items()} for m, by in results.items()},
-            "reach": reach, "held_out": held,
-            "ynn": {m: (v.to_json() if v else None) for m, v in ynn.items()}}, indent=1))
+            "reach": reach, "held_out": held}, indent=1))
 
 
 def _plot(results: dict, path: Path) -> None:

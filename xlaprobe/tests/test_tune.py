@@ -359,6 +359,8 @@ def _cli(*args, cwd=None):
     (["tune", "convnet", "--only", " , "], "names no dimension"),
     (["tune", "convnet", "--plot", "search.txt"], "use a file ending in"),
     (["tune", "convnet", "--plot", "/no/such/dir/p.svg"], "does not exist"),
+    (["tune-corpus", "no_such_model"], "unknown corpus program"),
+    (["tune-corpus", "fuzz:1-x"], "malformed fuzz programs"),
 ])
 def test_tune_bad_input_is_one_line(tmp_path, args, words):
     proc = _cli(*args, "--db", str(tmp_path / "t.db"))

@@ -77,6 +77,16 @@ CREATE TABLE IF NOT EXISTS bisections (
     config TEXT NOT NULL, first_bad TEXT, last_good TEXT, first_fixed TEXT, result TEXT NOT NULL,
     created REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS bisections_by_finding ON bisections(finding_id);
+CREATE TABLE IF NOT EXISTS kernel_programs (  -- the tuner's kernel corpus (xlaprobe.tune.corpus)
+    id INTEGER PRIMARY KEY AUTOINCREMENT, program_id TEXT NOT NULL, name TEXT NOT NULL,
+    source TEXT NOT NULL, config TEXT NOT NULL, candidate TEXT NOT NULL, program_s REAL NOT NULL,
+    data TEXT NOT NULL, created REAL NOT NULL, UNIQUE (program_id, config));
+CREATE TABLE IF NOT EXISTS kernels (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    entry_id INTEGER NOT NULL REFERENCES kernel_programs(id), name TEXT NOT NULL,
+    opcode TEXT NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL, time_s REAL,
+    features TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS kernels_by_entry ON kernels(entry_id);
 CREATE TABLE IF NOT EXISTS run_passes (  -- optimization coverage of a run (xlaprobe.coverage)
     run_id INTEGER PRIMARY KEY REFERENCES runs(id),
     data TEXT NOT NULL);             -- PassCoverage.dumps(): {"ran", "changed", "rewrites"}
@@ -507,6 +517,61 @@ class Store:
                                 "ORDER BY id DESC").fetchall()
         return list(dict.fromkeys(row[0] for row in rows))
 
+    def record_corpus_entry(self, program_id: str, name: str, source: str, config: str,
+                            candidate: dict[str, Any], profile: dict[str, Any]) -> int:
+        """Store one kernel-corpus entry (a program under one configuration, with its kernels)
+        atomically.
+
+        Args:
+            program_id: the baseline program's fingerprint (knob variants share it).
+            name, source: the program's name and source (zoo, ecosystem, capture, fuzz).
+            config: the configuration's key ("" for the defaults); candidate: its values.
+            profile: `xlaprobe.tune.corpus.profile_in_worker`'s result.
+
+        Returns:
+            The entry id.
+        """
+        data = {k: v for k, v in profile.items() if k not in ("kernels", "program_s", "text")}
+        with self._transaction():
+            self._db.execute("DELETE FROM kernels WHERE entry_id IN (SELECT id FROM "
+                             "kernel_programs WHERE program_id=? AND config=?)", (program_id, config))
+            self._db.execute("DELETE FROM kernel_programs WHERE program_id=? AND config=?",
+                             (program_id, config))
+            entry = int(self._db.execute(
+                "INSERT INTO kernel_programs (program_id, name, source, config, candidate, "
+                "program_s, data, created) VALUES (?,?,?,?,?,?,?,?)",
+                (program_id, name, source, config, json.dumps(candidate, sort_keys=True),
+                 profile["program_s"], json.dumps(data), time.time())).lastrowid)
+            self._db.executemany(
+                "INSERT INTO kernels (entry_id, name, opcode, kind, key, time_s, features) "
+                "VALUES (?,?,?,?,?,?,?)",
+                [(entry, k["name"], k["opcode"], k["kind"], k["key"], k["time_s"],
+                  json.dumps(k["features"])) for k in profile["kernels"]])
+            return entry
+
+    def corpus_configs(self, program_id: str) -> set[str]:
+        """The configuration keys the kernel corpus holds for one program."""
+        return {r[0] for r in self._db.execute(
+            "SELECT config FROM kernel_programs WHERE program_id=?", (program_id,))}
+
+    def corpus(self) -> list[dict[str, Any]]:
+        """The kernel corpus, oldest entry first: per entry ``id``, ``program_id``, ``name``,
+        ``source``, ``config``, ``candidate`` (dict), ``program_s``, ``data`` (dict: cost,
+        floor_s, load, ...) and ``kernels`` (per kernel ``name``, ``opcode``, ``kind``, ``key``,
+        ``time_s`` or None, ``features`` dict)."""
+        entries = {r[0]: {"id": r[0], "program_id": r[1], "name": r[2], "source": r[3],
+                          "config": r[4], "candidate": json.loads(r[5]), "program_s": r[6],
+                          "data": json.loads(r[7]), "kernels": []}
+                   for r in self._db.execute(
+                       "SELECT id, program_id, name, source, config, candidate, program_s, data "
+                       "FROM kernel_programs ORDER BY id")}
+        for r in self._db.execute("SELECT entry_id, name, opcode, kind, key, time_s, features "
+                                  "FROM kernels ORDER BY id"):
+            entries[r[0]]["kernels"].append({"name": r[1], "opcode": r[2], "kind": r[3],
+                                             "key": r[4], "time_s": r[5],
+                                             "features": json.loads(r[6])})
+        return list(entries.values())
+
     def record_bisection(self, program_id: str, finding_id: int | None, config: str,
                          result: dict[str, Any]) -> int:
         """Store a release bisection (`xlaprobe.releases.bisect.Bisection.to_json`) atomically.
@@ -541,13 +606,15 @@ class Store:
 
     def count(self, table: str) -> int:
         """Number of rows in one of the tables (programs, checks, runs, verdicts, findings,
-        tuning_runs, measurements, bisections, localizations, reductions).
+        tuning_runs, measurements, bisections, localizations, reductions, kernel_programs,
+        kernels).
 
         Raises:
             InvalidArgument: unknown table.
         """
         if table not in ("programs", "checks", "runs", "verdicts", "findings", "tuning_runs",
-                         "measurements", "bisections", "localizations", "reductions"):
+                         "measurements", "bisections", "localizations", "reductions",
+                         "kernel_programs", "kernels"):
             raise InvalidArgument(f"unknown table '{table}'")
         return int(self._db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
 

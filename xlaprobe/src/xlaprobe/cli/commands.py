@@ -388,7 +388,8 @@ def tune(
     target: Annotated[str, typer.Argument(help="zoo MODEL, FILE.py:FN, module:fn, case module or "
                                                "artifact directory")],
     budget: Annotated[int, typer.Option(min=1, max=100000, help="measurements to spend")] = 20,
-    strategy: Annotated[str, typer.Option(help="model (cost-model guided), tpe (Optuna) or "
+    strategy: Annotated[str, typer.Option(help="model (cost-model guided), kernel (screened by "
+                                               "the kernel corpus's model), tpe (Optuna) or "
                                                "random")] = "model",
     seed: Annotated[int, typer.Option(min=0, max=2**31 - 1, help="seed of the search and of "
                                                                  "random weights/inputs")] = 0,
@@ -422,6 +423,33 @@ def tune(
                                   name=name, only=only, max_rounds=max_rounds, timeout_s=timeout,
                                   json_output=as_json, plot=plot, input_spec=inputs,
                                   backend=backend, address=address))
+
+
+@app.command("tune-corpus")
+def tune_corpus(
+    programs: Annotated[str, typer.Argument(help="comma-separated: zoo or third-party zoo "
+                                                 "MODEL, fuzz:SEED or fuzz:FIRST-LAST, captured "
+                                                 "artifact directory")],
+    configs: Annotated[int, typer.Option(min=1, max=1000, help="configurations per program "
+                                                               "(the default first)")] = 6,
+    seed: Annotated[int, typer.Option(min=0, max=2**31 - 1, help="seed of the configurations "
+                                                                 "and inputs")] = 0,
+    rounds: Annotated[int, typer.Option(min=1, max=100, help="interleaved timing rounds "
+                                                             "(min of them is kept)")] = 5,
+    timeout: Annotated[float, typer.Option(help="per-entry limit (s)", min=1.0,
+                                           max=7 * 24 * 3600.0)] = 900.0,
+    max_kernels: Annotated[int, typer.Option(min=1, max=100000, help="distinct kernels timed "
+                                                                    "per entry at most")] = 400,
+    db: DbOption = DEFAULT_DB,
+    quiet: QuietOption = False,
+) -> None:
+    """Grow the tuner's kernel corpus: each kernel of each program, under sampled
+    configurations, timed alone with its features (the kernel strategy's training data)."""
+    from xlaprobe.cli.tune import corpus_command
+
+    _display(quiet)
+    raise typer.Exit(corpus_command(programs, configs=configs, seed=seed, db=db, rounds=rounds,
+                                    timeout_s=timeout, max_kernels=max_kernels))
 
 
 @app.command()

@@ -148,3 +148,57 @@ def _print_outcome(result: TuneResult, db: Path | str) -> None:
                f"when re-measured in a fresh process (interval must clear {threshold:.3f}x)")
         tell(f"no verified speedup: {why}; keep XLA's defaults ({rejected} candidate(s) "
             f"rejected by the guard); stored as '{result.name}' in {db}")
+
+
+def corpus_command(programs: str, *, configs: int, seed: int, db: Path | str, rounds: int,
+                   timeout_s: float, max_kernels: int = 400) -> int:
+    """``xlaprobe tune-corpus PROGRAMS``: grow the kernel corpus, one progress line per entry,
+    then its size and rate.
+
+    Args:
+        programs: comma-separated zoo / third-party zoo models, ``fuzz:SEED`` or
+            ``fuzz:FIRST-LAST``, captured artifact directories.
+        configs: configurations per program (the default first).
+        seed: of the configurations' sample and the kernels' inputs.
+        db: SQLite store.
+        rounds: interleaved timing rounds per entry.
+        timeout_s: limit on one entry (s).
+        max_kernels: distinct kernels timed per entry at most.
+
+    Returns:
+        Exit code 0.
+
+    Raises:
+        InvalidArgument: an unknown program or malformed name.
+    """
+    import os
+    import time
+
+    from xlaprobe.tune.corpus import corpus_programs, grow
+    from xlaprobe.workers import WorkerPool
+
+    names = [n.strip() for n in programs.split(",") if n.strip()]
+    if not names:
+        raise InvalidArgument("name at least one corpus program (zoo model, fuzz:SEED, ...)")
+    items = corpus_programs(names, seed=seed)
+    started, found, timed = time.perf_counter(), 0, 0
+    load = os.getloadavg()[0]
+    say(f"kernel corpus: {len(items)} programs x {configs} configurations into {db} "
+        f"(load {load:.1f})")
+    with WorkerPool(size=1, timeout_s=timeout_s) as pool, Store(db) as store, \
+            Steps("tune-corpus", total=len(items) * configs) as steps:
+        for event in grow(items, pool, store, configs=configs, seed=seed, rounds=rounds,
+                          timeout_s=timeout_s, max_kernels=max_kernels):
+            found, timed = found + event.kernels, timed + event.timed
+            what = (f"{event.kernels} kernels ({event.timed} timed), program "
+                    f"{event.program_s * 1e3:.3f} ms" if event.program_s is not None
+                    else f"failed: {event.error}")
+            steps.step(f"{event.program} [{event.source}] {event.config or '(defaults)'}: "
+                       f"{what}, {event.seconds:.0f} s, load {event.load:.1f}", keep=True)
+        total = store.count("kernels")
+    minutes = (time.perf_counter() - started) / 60
+    tell(f"added {found} kernels ({timed} timed) in {minutes:.1f} min: "
+         f"{found / max(minutes, 1e-9):.0f} kernels/min at load {os.getloadavg()[0]:.1f} "
+         f"(started at {load:.1f}); the corpus holds {total} kernels")
+    return 0
+

@@ -12,6 +12,10 @@ Strategies (all propose one candidate per measurement):
   and one- or two-value mutations of the best measured); the top one is measured
   (epsilon-greedy: sometimes a random pool member); the model is retrained after each
   measurement. Before it has data it ranks by the space's priors.
+* ``kernel``: pre-screening by the kernel-level model trained on the kernel corpus of the other
+  programs in the store (`xlaprobe.tune.screen.ScreenStrategy`): candidates are compiled, their
+  time predicted from their kernels, and the fastest predicted measured; a residual model
+  refitted on each measurement corrects the ranking.
 
 The correctness guard: every measured candidate's outputs are judged by the oracle against the
 float64 reference of its program with the honest-run error budget, exactly as ``xlaprobe check``
@@ -39,9 +43,9 @@ from xlaprobe.tune.costmodel import CostModel
 from xlaprobe.tune.features import candidate_features
 from xlaprobe.knobs import Knob
 from xlaprobe.tune.measure import GROUP, Measurement, Protocol, measure
-from xlaprobe.tune.space import Candidate, SearchSpace
+from xlaprobe.tune.space import Candidate, SearchSpace, SpaceExhausted
 
-STRATEGIES = ("model", "tpe", "random")
+STRATEGIES = ("model", "kernel", "tpe", "random")
 #: Speedup charged to a candidate that failed or was rejected, for the strategies' learning.
 PENALTY_SPEEDUP = 0.1
 #: Share of the model strategy's proposals taken at random from its pool (epsilon-greedy).
@@ -58,10 +62,6 @@ def acceptance_threshold(control: Measurement) -> float:
     `MIN_GAIN` and how far the A/A control's interval (the baseline timed against itself, so the
     noise this machine shows now) strays from 1 on either side."""
     return max(MIN_GAIN, control.high, 2.0 - control.low)
-
-
-class SpaceExhausted(InvalidArgument):
-    """Every candidate of the search space has been proposed."""
 
 
 # ---------------------------------------------------------------------------------------- targets
@@ -470,11 +470,13 @@ def validate_space(space: SearchSpace, pool: Any) -> tuple[SearchSpace, list[str
 def make_strategy(strategy: str, space: SearchSpace, seed: int, *,
                   program_features: Mapping[str, float] | None = None,
                   history: list[tuple[str, dict[str, float], float]] | None = None,
-                  program_id: str = "") -> RandomStrategy:
-    """A strategy by name (`STRATEGIES`).
+                  program_id: str = "", predictor: Callable[..., Any] | None = None
+                  ) -> Any:
+    """A strategy by name (`STRATEGIES`); ``kernel`` needs `predictor`
+    (`xlaprobe.tune.screen.Predictor`).
 
     Raises:
-        InvalidArgument: unknown name.
+        InvalidArgument: unknown name, or ``kernel`` without a predictor.
     """
     if strategy == "random":
         return RandomStrategy(space, seed)
@@ -482,13 +484,19 @@ def make_strategy(strategy: str, space: SearchSpace, seed: int, *,
         return TpeStrategy(space, seed)
     if strategy == "model":
         return ModelStrategy(space, seed, program_features or {}, history or [], program_id)
+    if strategy == "kernel":
+        from xlaprobe.tune.screen import ScreenStrategy
+        if predictor is None:
+            raise InvalidArgument("the kernel strategy needs a kernel model's predictor")
+        return ScreenStrategy(space, seed, predictor)
     raise InvalidArgument(f"unknown strategy '{strategy}': use {', '.join(STRATEGIES)}")
 
 
 def tune(target: TuneTarget, pool: Any, store: Any, *, strategy: str = "model", budget: int = 20,
          seed: int = 0, protocol: Protocol = Protocol(), space: SearchSpace | None = None,
          name: str | None = None, replicate: bool = True, timeout_s: float | None = None,
-         on_event: Callable[[str, Any], None] | None = None) -> TuneResult:
+         on_event: Callable[[str, Any], None] | None = None,
+         guard: Guard | None = None) -> TuneResult:
     """Search for a faster, numerically guarded configuration of `target`.
 
     Args:
@@ -507,6 +515,8 @@ def tune(target: TuneTarget, pool: Any, store: Any, *, strategy: str = "model", 
         timeout_s: limit on one measurement or reference run (s).
         on_event: progress callback, ``(event, payload)``: ``("note", str)``, ``("control",
             Measurement)``, ``("trial", Trial)``, ``("replicated", Measurement)``.
+        guard: the `Guard` (default: a new one on `pool`); runs on one program may share one,
+            so its float64 reference is computed once.
 
     Returns:
         The `TuneResult` (also stored: `xlaprobe.store.Store.tuning_result`).
@@ -525,14 +535,11 @@ def tune(target: TuneTarget, pool: Any, store: Any, *, strategy: str = "model", 
     space, notes = validate_space(space or SearchSpace.for_program(target.knobs), pool)
     for note in notes:
         emit("note", note)
-    session = _start(target, pool, store, Guard(pool, timeout_s), protocol, timeout_s, emit)
+    session = _start(target, pool, store, guard or Guard(pool, timeout_s), protocol, timeout_s,
+                     emit)
     run_id = store.start_tuning_run(name, session.baseline.fingerprint, strategy, budget, seed)
     session = dataclasses.replace(session, run_id=run_id, strategy=strategy, space=space)
-    history = [(row["program_id"], row["data"]["row_features"], row["speedup"])
-               for row in store.measurements(exclude_program=session.baseline.fingerprint)
-               if "row_features" in row["data"]]
-    chooser = make_strategy(strategy, space, seed, program_features=session.control.features,
-                            history=history, program_id=session.baseline.fingerprint)
+    chooser = _chooser(session, seed)
     trials: list[Trial] = []
     findings: list[tuple[str, str]] = []
     best_speedup, best = 1.0, None
@@ -565,6 +572,40 @@ def tune(target: TuneTarget, pool: Any, store: Any, *, strategy: str = "model", 
         space_mod.knob_values(chosen) if accepted else {}, tuple(findings), run_id)
     store.finish_tuning_run(run_id, result.to_json())
     return result
+
+
+def _chooser(session: _Session, seed: int) -> Any:
+    """The run's strategy, with what it learns from: the store's measurements of other
+    programs (``model``) or a kernel model of their kernel corpus (``kernel``)."""
+    assert session.space is not None
+    program_id = session.baseline.fingerprint
+    history = [(row["program_id"], row["data"]["row_features"], row["speedup"])
+               for row in session.store.measurements(exclude_program=program_id)
+               if "row_features" in row["data"]]
+    predictor = _kernel_predictor(session.target, session.pool, session.store, seed,
+                                  session.timeout_s, program_id) \
+        if session.strategy == "kernel" else None
+    return make_strategy(session.strategy, session.space, seed,
+                         program_features=session.control.features, history=history,
+                         program_id=program_id, predictor=predictor)
+
+
+def _kernel_predictor(target: TuneTarget, pool: Any, store: Any, seed: int,
+                      timeout_s: float | None, program_id: str) -> Callable[..., Any]:
+    """The ``kernel`` strategy's predictor: a `ProgramModel` trained on the store's kernel
+    corpus without this program's entries.
+
+    Raises:
+        InvalidArgument: the corpus has too few timed kernels of other programs.
+    """
+    from xlaprobe.tune.kernelmodel import ProgramModel
+    from xlaprobe.tune.screen import model_predictor
+
+    entries = [e for e in store.corpus() if e["program_id"] != program_id]
+    if not entries:
+        raise InvalidArgument("the kernel strategy needs a kernel corpus of other programs in "
+                              "the store: grow it first (xlaprobe tune-corpus MODEL ...)")
+    return model_predictor(ProgramModel(seed).fit(entries), target.build, pool, timeout_s)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -116,6 +116,10 @@ XLA_CPU_DIMENSIONS: tuple[Dimension, ...] = (
 )
 
 
+class SpaceExhausted(InvalidArgument):
+    """Every candidate of the search space has been proposed."""
+
+
 @dataclasses.dataclass(frozen=True)
 class SearchSpace:
     """A product of dimensions; candidates are dicts over their names.
