@@ -80,6 +80,7 @@ def test_plan_json_recommends_and_gives_crossover(geodml):
     (["compare", "--data", "sklearn:breast_cancer", "--sovereign", "mars"], "sovereign"),
     (["compare", "--data", "sklearn:breast_cancer", "--wan", "/no/such.yaml"], "WAN file not found"),
     (["compare", "--data", "sklearn:breast_cancer", "--rounds", "abc"], "rounds"),
+    (["compare", "--data", "sklearn:breast_cancer", "--rounds", "999999999999999999999"], "--rounds must be between 1 and 100,000"),
     (["compare", "--no-such-option"], "no-such-option"),
     (["plan", "--objective", "speed"], "unknown objective"),
     (["compare", "--data", "sklearn:breast_cancer", "--compress", "topk:7"], "compress"),

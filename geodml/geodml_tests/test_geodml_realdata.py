@@ -145,3 +145,19 @@ def test_a_place_whose_rows_all_fall_in_the_test_split_is_named(geodml, tmp_path
             break
     assert r.returncode == 2 and r.stderr.strip() == ("geodml: error: place 'us' has no training rows (all fell in the "
                                                      "test split): give more of its rows, or leave it out of the table")
+
+
+@pytest.mark.parametrize("body,spec,needle", [
+    (b"x,x,reg,y\n1,2,a,0\n3,4,b,1\n", "label=y,region=reg", "column name 'x' appears more than once"),
+    (b"x1,reg,y\n,a,0\nnan,b,1\n", "label=y,region=reg", "no rows left after dropping"),
+    (b"x1,reg,y\n1,a,0\n2,b,1\n", "label=y,region=reg,label=x1", "label= given twice"),
+    (bytes(range(256)) * 4, "label=y,region=reg", "unreadable csv file"),
+])
+def test_malformed_user_tables_are_one_printable_line_exit_2(geodml, tmp_path, body, spec, needle):
+    path = tmp_path / "t.csv"
+    path.write_bytes(body)
+    r = geodml("compare", "--data", f"csv:{path},{spec}", "--algos", "oneshot")
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("geodml: error: ") and needle in lines[0], r.stderr
+    assert lines[0].isprintable() and len(lines[0]) < 400, lines[0]

@@ -54,6 +54,9 @@ def _algo_names(s: str) -> tuple[str, ...]:
     return names
 
 
+MAX_ITERATIONS = 100_000
+
+
 def _settings(l2, rounds, local_steps, batch_size, lr, seed, compress="none", inner="sgd", compress_down="none",
               model="logreg", weight_decay=0.1) -> Settings:
     from geodml.compression import parse
@@ -72,8 +75,9 @@ def _settings(l2, rounds, local_steps, batch_size, lr, seed, compress="none", in
     if not 0 <= weight_decay < float("inf"):
         raise GeodmlError(f"--weight-decay must be >= 0 and finite, got {weight_decay}")
     for name, v in (("--rounds", rounds), ("--local-steps", local_steps)):
-        if v < 1:
-            raise GeodmlError(f"{name} must be >= 1, got {v}")
+        # The cap stops a mistyped count from running for days with no output; no study here needs more.
+        if not 1 <= v <= MAX_ITERATIONS:
+            raise GeodmlError(f"{name} must be between 1 and {MAX_ITERATIONS:,}, got {v}")
     if batch_size < 0:
         raise GeodmlError(f"--batch-size must be >= 0 (0: full batch), got {batch_size}")
     # numpy's generators take only non-negative seeds; checked here so it is one line, not a traceback

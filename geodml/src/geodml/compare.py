@@ -138,7 +138,8 @@ def build_federation(ds: Dataset, partition_spec: str | None, k: int | None, wan
         k = len(ds.places)
         empty = [v for j, v in enumerate(ds.place_values) if not np.any(ds.place_train == j)]
         if empty:  # a place of a row or two whose rows all fell in the test split
-            raise GeodmlError(f"place {', '.join(repr(str(v)) for v in empty)} has no training rows (all fell in the test split): "
+            named = ", ".join(repr(str(v)) for v in empty[:5]) + (f" and {len(empty) - 5} more" if len(empty) > 5 else "")
+            raise GeodmlError(f"place {named} has no training rows (all fell in the test split): "
                               "give more of its rows, or leave it out of the table")
         if ds.regions is not None and all(r in wan.names for r in ds.regions):
             regions = ds.regions

@@ -199,6 +199,14 @@ def _finite_rows(t, what: str):
     return t if keep is None else t.filter(keep)
 
 
+def _printable(text: str, limit: int = 200) -> str:
+    """``text`` with control and non-ASCII characters escaped and cut to ``limit`` characters, so
+    a parser's message about a binary file stays one readable line."""
+    text = text.encode("ascii", "backslashreplace").decode("ascii")
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def read_user_table(kind: str, body: str, spec: str) -> Table:
     """A user's table from ``csv:FILE,label=COL,region=COL[,positive=VALUE]`` or the same with
     ``parquet:``. Every other column is a feature: strings (and other non-numbers) categorical,
@@ -214,6 +222,8 @@ def read_user_table(kind: str, body: str, spec: str) -> Table:
         k, eq, v = item.partition("=")
         if not eq or k.strip() not in ("label", "region", "positive"):
             raise GeodmlError(f"malformed data spec {spec!r}: expected label=COL, region=COL or positive=VALUE, got {item!r}")
+        if k.strip() in kv:
+            raise GeodmlError(f"malformed data spec {spec!r}: {k.strip()}= given twice")
         kv[k.strip()] = v.strip()
     if "label" not in kv or "region" not in kv:
         raise GeodmlError(f"data spec {spec!r}: name the label and region columns ({kind}:FILE,label=COL,region=COL)")
@@ -228,13 +238,18 @@ def read_user_table(kind: str, body: str, spec: str) -> Table:
             import pyarrow.parquet as pq
             t = pq.read_table(p)
     except (pa.ArrowInvalid, OSError) as e:
-        raise GeodmlError(f"unreadable {kind} file {path!r}: {(str(e).splitlines() or [type(e).__name__])[0]}") from None
+        raise GeodmlError(f"unreadable {kind} file {path!r}: {_printable((str(e).splitlines() or [type(e).__name__])[0])}") from None
+    dup = sorted({c for c in t.column_names if t.column_names.count(c) > 1})
+    if dup:
+        raise GeodmlError(f"{kind} file {path!r}: column name {', '.join(map(repr, dup))} appears more than once; give each column its own name")
     for role in ("label", "region"):
         if kv[role] not in t.column_names:
             raise GeodmlError(f"{kind} file {path!r} has no column {kv[role]!r} (the {role}; columns: {', '.join(t.column_names)})")
     if kv["label"] == kv["region"]:
         raise GeodmlError(f"data spec {spec!r}: the label and the region must be two columns")
     t = _finite_rows(t.drop_null(), f"{kind} file {path!r}")
+    if t.num_rows == 0:
+        raise GeodmlError(f"{kind} file {path!r}: no rows left after dropping rows with an empty or NaN cell")
     cat, num, cols = [], [], {}
     for name in t.column_names:
         if name in (kv["label"], kv["region"]):
