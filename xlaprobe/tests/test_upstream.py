@@ -114,3 +114,21 @@ def test_upstream_of_a_partitioned_finding_keeps_its_mesh_and_its_allowance(pool
     repro = (pathlib.Path(artifacts[spec]) / "repro.py").read_text()
     assert "MESH_SHAPE = (2, 2)" in repro and "load_allowance(__file__)" in repro
     compile(repro, "repro.py", "exec")
+
+
+def test_a_nan_mismatch_title_says_which_way_round():
+    import types
+
+    import numpy as np
+
+    from xlaprobe.oracle import Verdict, VerdictKind
+    from xlaprobe.upstream_text import what
+
+    def evidence(expected, actual):
+        verdict = Verdict(config="xla", output="out", index=0, kind=VerdictKind.NAN_MISMATCH,
+                          expected=expected, actual=actual)
+        return types.SimpleNamespace(finding=types.SimpleNamespace(kind="nan-mismatch"),
+                                     verdicts=(verdict,))
+
+    assert what(evidence(np.nan, 1.0)) == "returns numbers where the result is NaN"
+    assert what(evidence(0.5, np.nan)) == "returns NaN where the result is finite"

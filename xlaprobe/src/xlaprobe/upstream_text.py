@@ -81,19 +81,31 @@ def error_line(error: str, limit: int = 120) -> str:
     return line if len(line) <= limit else line[:limit].rsplit(" ", 1)[0] + " ..."
 
 
+def what(evidence: Any) -> str:
+    """What the finding's kind means, in words; a NaN or Inf mismatch says which way round (XLA's
+    non-finite value where the result is finite, or a number where the result is NaN or Inf), by
+    its worst element."""
+    kind = evidence.finding.kind
+    worst = next((v for v in evidence.verdicts if v.kind.value == kind), None)
+    if kind in ("nan-mismatch", "inf-mismatch") and worst is not None \
+            and not np.isfinite(worst.expected) and np.isfinite(worst.actual):
+        return f"returns numbers where the result is {'NaN' if kind == 'nan-mismatch' else 'Inf'}"
+    return WHAT.get(kind, kind)
+
+
 def title(evidence: Any) -> str:
     """The issue title, e.g. ``[XLA:CPU] cbrt of float32 subnormal inputs returns wrong values``."""
     op = primitive(evidence)
     types = "/".join(dtypes(evidence))
     of = f"{op} of {types} subnormal inputs" if subnormal_inputs(evidence) else f"{op} ({types})"
-    what = WHAT.get(evidence.finding.kind, evidence.finding.kind)
+    what_ = what(evidence)
     if evidence.finding.kind == "compile-error" and evidence.error:
-        what += f": {error_line(evidence.error)}"
+        what_ += f": {error_line(evidence.error)}"
     opts = options(evidence)
     under = " with " + ", ".join(f"{k}={v}" for k, v in opts.items()) if opts else ""
     if evidence.finding.config == "eager":
         under = " in op-by-op execution"
-    return f"[XLA:CPU] {of} {what}{under}"
+    return f"[XLA:CPU] {of} {what_}{under}"
 
 
 def search_terms(evidence: Any) -> list[str]:
@@ -195,7 +207,7 @@ def body(evidence: Any, repo: str, heading: str, terms: list[str], repro: str,
     ran = ("(not run here)" if code is None else
            f"Running it (`python repro.py`) prints, and exits {code}:\n\n```\n{output.strip()}\n```")
     summary = (f"On XLA:CPU (jax {env['jax']}, jaxlib {env['jaxlib']}), `{primitive(evidence)}` "
-               f"{WHAT.get(evidence.finding.kind, evidence.finding.kind)} under configuration "
+               f"{what(evidence)} under configuration "
                f"`{evidence.finding.config}`"
                + (f" (XLA options {options(evidence)})" if options(evidence) else "")
                + f". Found by differential testing (xlaprobe), finding {evidence.finding.id}, "
