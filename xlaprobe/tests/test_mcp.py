@@ -53,3 +53,23 @@ def test_an_agent_checks_a_shared_case_and_drafts_its_report(tmp_path):
     assert "MISMATCH output 0" in report["repro_output"]
     # Bad input is a tool error with the command's one-line message, not a crash of the server.
     assert bad.is_error and "no finding 99" in bad.content[0].text
+
+
+def test_malformed_lines_get_json_rpc_errors_and_the_server_names_its_version(tmp_path):
+    """A line that is no JSON gets -32700 and JSON of no message's shape -32600 (id null), and
+    the server goes on to answer initialize with xlaprobe's version."""
+    import subprocess
+
+    from xlaprobe.version import __version__
+
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                  "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                             "clientInfo": {"name": "test", "version": "1"}}}
+    lines = f"not json\n{json.dumps({'foo': 1})}\n{json.dumps(initialize)}\n"
+    done = subprocess.run([sys.executable, "-m", "xlaprobe.cli", "mcp", "--db",
+                           str(tmp_path / "x.db")], input=lines, capture_output=True, text=True,
+                          timeout=120)
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [a.get("error", {}).get("code") for a in answers] == [-32700, -32600, None]
+    assert answers[0]["id"] is None
+    assert answers[2]["result"]["serverInfo"] == {"name": "xlaprobe", "version": __version__}

@@ -102,3 +102,39 @@ def test_a_nan_or_inf_mismatch_title_says_which_way_it_went():
     assert behaviour(evidence("inf-mismatch", 1.0, inf)) == (
         "returns a finite value where the result is Inf")
     assert behaviour(evidence("mismatch", 1.0, 2.0)) == "returns wrong values"
+
+
+def test_a_partitioned_repro_can_judge_by_the_checks_allowance():
+    from xlaprobe.configs.reference import evaluate
+    from xlaprobe.localization.spmd_repro import emit_spmd_repro
+    from xlaprobe.sources.sharded import spmd_program
+
+    program = spmd_program("matmul_tanh_sum")
+    reference = evaluate(program.jaxpr, program.inputs)
+    text = emit_spmd_repro(program, "spmd[mesh=2x2]", reference, allowance=True)
+    assert "load_allowance(__file__)" in text and "MESH_SHAPE = (2, 2)" in text
+    assert "load_allowance" not in emit_spmd_repro(program, "spmd[mesh=2x2]", reference)
+    compile(text, "repro.py", "exec")
+
+
+@pytest.mark.slow  # a 4-device partitioned check (about 45 s on a loaded machine)
+def test_upstream_of_a_partitioned_finding_keeps_its_mesh_and_its_allowance(pool, tmp_path):
+    """Without a reduction, the draft's reproducer of an spmd finding presents the mesh's devices
+    and partitions as the finding did (not a one-device jit), and the artifact's repro judges by
+    the check's allowance.npz."""
+    from xlaprobe import upstream
+    from xlaprobe.artifact import save_finding_artifacts
+    from xlaprobe.store import Store
+    from tests.test_spmd import _dropped_all_reduce
+
+    program, spec, result = _dropped_all_reduce(pool)
+    artifacts = save_finding_artifacts(result, tmp_path / "artifacts", [spec])
+    with Store(tmp_path / "x.db") as store:
+        store.record_check(result, artifacts)
+        (finding,) = store.stored_findings()
+    text = upstream.reproducer(upstream.gather(tmp_path / "x.db", finding.id))
+    assert "--xla_force_host_platform_device_count=4" in text and "MESH_SHAPE = (2, 2)" in text
+    assert "in_shardings=ins" in text
+    repro = (pathlib.Path(artifacts[spec]) / "repro.py").read_text()
+    assert "MESH_SHAPE = (2, 2)" in repro and "load_allowance(__file__)" in repro
+    compile(repro, "repro.py", "exec")

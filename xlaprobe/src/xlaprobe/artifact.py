@@ -215,7 +215,8 @@ def _finding_repro(program: Program, config: str, reference: Sequence[np.ndarray
         from xlaprobe.localization.repro import Unprintable
         from xlaprobe.localization.spmd_repro import emit_spmd_repro
         try:  # a script that presents the mesh's devices and partitions as the finding did
-            return emit_spmd_repro(program, config, reference, honest, crash=crash)
+            return emit_spmd_repro(program, config, reference, honest, crash=crash,
+                                   allowance=True)
         except Unprintable:
             pass
     if config == "eager" and reference is not None:

@@ -95,6 +95,10 @@ class CampaignState:
             ``all`` (campaigns from before schedules ran all).
         backend: where its sessions ran (`xlaprobe.backends`): ``local``, ``ray``, or both
             comma-joined in order of first use (campaigns from before this was kept: ``local``).
+        bugs: numeric finding fingerprint -> the key of its first wrong intermediate
+            (`xlaprobe.localization.first_wrong`), computed once per fingerprint when it is new;
+            ``""`` where none was named (campaigns from before this was kept: empty, so each
+            fingerprint is its own bug).
     """
 
     id: int
@@ -116,11 +120,17 @@ class CampaignState:
     shard: tuple[int, int] = (0, 1)
     schedule: str = "all"
     backend: str = "local"
+    bugs: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def unique_findings(self) -> int:
         """Distinct finding fingerprints."""
         return len(self.fingerprints)
+
+    @property
+    def distinct_bugs(self) -> int:
+        """Distinct bugs: fingerprints grouped by their first wrong intermediate's key."""
+        return len({self.bugs.get(fp) or fp for fp in self.fingerprints})
 
     @property
     def duplicates(self) -> int:
@@ -151,7 +161,7 @@ class CampaignState:
                 "coverage": dict(self.coverage), "seconds": self.seconds,
                 "xla_seconds": self.xla_seconds, "reference_seconds": self.reference_seconds,
                 "sessions": self.sessions, "shard": list(self.shard), "schedule": self.schedule,
-                "backend": self.backend}
+                "backend": self.backend, "bugs": self.bugs}
 
     @classmethod
     def from_row(cls, row: sqlite3.Row | tuple[Any, ...]) -> CampaignState:
@@ -164,7 +174,8 @@ class CampaignState:
                    collections.Counter(data["coverage"]),
                    data["seconds"], data["xla_seconds"], data["reference_seconds"],
                    data["sessions"], tuple(data.get("shard", (0, 1))),
-                   data.get("schedule", "all"), data.get("backend", "local"))
+                   data.get("schedule", "all"), data.get("backend", "local"),
+                   data.get("bugs", {}))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -194,6 +205,8 @@ class CampaignSummary:
         fingerprints: fingerprint -> (count, first seed, configuration, verdict kind).
         schedule: ``adaptive`` or ``all`` (`xlaprobe.schedule`); under ``adaptive``, `verdicts`
             counts the programs a configuration was skipped on as ``skipped``.
+        distinct_bugs: fingerprints grouped by the key of their first wrong intermediate
+            (`CampaignState.bugs`).
     """
 
     campaign: int
@@ -217,6 +230,7 @@ class CampaignSummary:
     last_finding: str
     fingerprints: dict[str, tuple[int, int, str, str]]
     schedule: str = "all"
+    distinct_bugs: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -469,11 +483,15 @@ class Campaign:
 
     # -- running ------------------------------------------------------------------------------
 
-    def _record(self, seed: int, program: Any, result: Any) -> None:
+    def _record(self, seed: int, program: Any, result: Any,
+                keys: dict[str, str] | None = None) -> None:
         from xlaprobe import jaxprs
         from xlaprobe.artifact import save_finding_artifacts
 
         state = self.state
+        state.bugs.update(keys or {})
+        bugs = {f.config: state.bugs[f.fingerprint] for f in result.findings
+                if state.bugs.get(f.fingerprint)}
         new = {}
         for finding in result.findings:
             entry = state.fingerprints.get(finding.fingerprint)
@@ -483,7 +501,7 @@ class Campaign:
                 new[finding.config] = finding.fingerprint
         artifacts = save_finding_artifacts(result, self.db.parent / "artifacts", list(new)) \
             if new else {}
-        self.store.record_check(result, artifacts, campaign=state.id)
+        self.store.record_check(result, artifacts, campaign=state.id, bugs=bugs)
         for config, verdicts in zip(result.configs, result.verdicts):
             kind = summary_kind(v.kind for v in verdicts).value
             state.verdicts.setdefault(config, collections.Counter())[kind] += 1
@@ -525,7 +543,7 @@ class Campaign:
             xla_share=session_xla_s / (elapsed_s * self.jobs) if elapsed_s > 0 else 0.0,
             status=status, last_finding=self._last_finding,
             fingerprints={k: tuple(v) for k, v in state.fingerprints.items()},
-            schedule=state.schedule)
+            schedule=state.schedule, distinct_bugs=state.distinct_bugs)
 
     def run(self, time_s: float, *, max_programs: int | None = None,
             on_progress: Callable[[CampaignSummary], None] | None = None,
@@ -611,20 +629,21 @@ class Campaign:
         from xlaprobe.backends import make_pool
         return make_pool(self.backend, self.jobs, self.timeout_s, address=self.address)
 
-    def _absorb(self, seed: int, program: Any, result: Any,
+    def _absorb(self, seed: int, program: Any, result: Any, keys: dict[str, str] | None = None,
                 on_program: Callable[[int, Any, Any], None] | None = None) -> int:
-        """Record one finished check (1: a program of this session) or a seed the generator
-        failed on (0: a bug of xlaprobe, skipped); then tell `on_program`."""
+        """Record one finished check (1: a program of this session) with the first-wrong keys of
+        its new fingerprints, or a seed the generator failed on (0: a bug of xlaprobe, skipped);
+        then tell `on_program`."""
         if result is None:
             self.state.generation_errors += 1
             self.state.mark_done(seed)
         else:
-            self._record(seed, program, result)
+            self._record(seed, program, result, keys)
         if on_program is not None:
             on_program(seed, program, result)
         return 0 if result is None else 1
 
-    def _check_seed(self, seed: int, pool: Any) -> tuple[Any, Any]:
+    def _check_seed(self, seed: int, pool: Any) -> tuple[Any, Any, dict[str, str]]:
         from xlaprobe.schedule import check_scheduled, is_audit
 
         try:
@@ -632,10 +651,26 @@ class Campaign:
         except Exception as exc:  # a generator bug: report and skip the seed
             print(f"warning: the generator failed on seed {seed} ({type(exc).__name__}: {exc}); "
                   "skipped (a bug in xlaprobe/sources/generator.py)", file=sys.stderr)
-            return None, None
+            return None, None, {}
         audit = is_audit(seed)
-        return program, check_scheduled(program, self.configs, pool, schedule=self.state.schedule,
-                                        audit=audit, timeout_s=self.timeout_s)
+        result = check_scheduled(program, self.configs, pool, schedule=self.state.schedule,
+                                 audit=audit, timeout_s=self.timeout_s)
+        return program, result, self._first_wrong(program, result, pool)
+
+    def _first_wrong(self, program: Any, result: Any, pool: Any) -> dict[str, str]:
+        """fingerprint -> the key of its first wrong intermediate (``""``: none named), for the
+        numeric findings of `result` whose fingerprint is new to the campaign; a planted fault's
+        key is its name already (`xlaprobe.triage.planted_fault`)."""
+        from xlaprobe.localization.first_wrong import first_wrong_key
+        from xlaprobe.triage import planted_fault
+
+        keys: dict[str, str] = {}
+        for f in result.findings:
+            if f.kind.is_numeric and f.fingerprint not in self.state.bugs \
+                    and f.fingerprint not in keys and not planted_fault(f.config, f.alike):
+                keys[f.fingerprint] = first_wrong_key(program, f.config, result, pool,
+                                                      self.timeout_s) or ""
+        return keys
 
 
 

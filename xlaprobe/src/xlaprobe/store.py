@@ -303,7 +303,8 @@ class Store:
         self._db.execute("COMMIT")
 
     def record_check(self, result: CheckResult, artifacts: Mapping[str, str] | None = None,
-                     artifact: str | None = None, *, campaign: int | None = None) -> int:
+                     artifact: str | None = None, *, campaign: int | None = None,
+                     bugs: Mapping[str, str] | None = None) -> int:
         """Store one differential check and its findings atomically.
 
         Args:
@@ -313,6 +314,9 @@ class Store:
                 `artifacts`).
             campaign: the id of the fuzz campaign the check belongs to (`xlaprobe.campaign`),
                 or None.
+            bugs: configuration spec -> the bug key of its finding known before localization
+                (the first wrong intermediate's, `xlaprobe.localization.first_wrong`); a
+                finding not named keeps the bug key it has.
 
         Returns:
             The check id.
@@ -321,6 +325,7 @@ class Store:
         program = result.program
         p = program.provenance
         artifacts = {c: self._portable(a) for c, a in (artifacts or {}).items()}
+        bugs = bugs or {}
         artifact = self._portable(artifact) or next(iter(artifacts.values()), None)
         with self._transaction():
             self._db.execute(
@@ -353,15 +358,17 @@ class Store:
                 # updates, so every re-check of a known finding left a gap in the ids.
                 updated = self._db.execute(
                     "UPDATE findings SET kind=?, check_id=?, artifact=?, fingerprint=?, alike=?, "
-                    "freedom=? WHERE program_id=? AND config=?",
+                    "freedom=?, bug=COALESCE(?, bug) WHERE program_id=? AND config=?",
                     (f.kind.value, check_id, artifacts.get(f.config), f.fingerprint,
-                     ",".join(f.alike), f.freedom, program.fingerprint, f.config)).rowcount
+                     ",".join(f.alike), f.freedom, bugs.get(f.config), program.fingerprint,
+                     f.config)).rowcount
                 if not updated:
                     self._db.execute(
                         "INSERT INTO findings (program_id, config, kind, fingerprint, artifact, "
-                        "check_id, created, alike, freedom) VALUES (?,?,?,?,?,?,?,?,?)",
+                        "check_id, created, alike, freedom, bug) VALUES (?,?,?,?,?,?,?,?,?,?)",
                         (program.fingerprint, f.config, f.kind.value, f.fingerprint,
-                         artifacts.get(f.config), check_id, now, ",".join(f.alike), f.freedom))
+                         artifacts.get(f.config), check_id, now, ",".join(f.alike), f.freedom,
+                         bugs.get(f.config)))
         return int(check_id)
 
     _FINDING = ("SELECT f.id, f.program_id, p.name, f.config, f.kind, f.fingerprint, f.artifact, "

@@ -157,6 +157,14 @@ def finding_key(program: Any, config: str, kind: VerdictKind, outputs: Sequence[
     return _digest(kind.family, ",".join(sorted(primitives)), ",".join(sorted(classes)), "")
 
 
+def result_dtypes(eqn: Any) -> list[str]:
+    """The dtypes of an equation's results that name the arithmetic that went wrong: its floating
+    (and complex) result dtypes, else all of them. Index and mask operands (an int32 scatter
+    index, a bool predicate) do not, and would split one bug in several."""
+    results = [str(v.aval.dtype) for v in eqn.outvars if hasattr(v, "aval")]
+    return [d for d in results if d.startswith(("float", "bfloat", "complex"))] or results
+
+
 def localized_key(operation: str, dtypes: Sequence[str], guilty_pass: str = "",
                   planted: str = "") -> str:
     """The fingerprint of a localized finding: the failing operation (hex, 16 characters).

@@ -192,6 +192,13 @@ def reproducer(evidence: Evidence) -> str:
         raise InvalidArgument(f"finding {evidence.finding.id} has no float64 reference stored "
                               "to compare with; rerun its check with the reference")
     style = dict(eager=config.kind == "eager", crash=evidence.finding.kind == "crash")
+    if config.kind == "spmd":  # keep the mesh, the shardings and the partitioner
+        from xlaprobe.localization.spmd_repro import emit_spmd_repro
+        try:
+            return emit_spmd_repro(evidence.program, str(config), reference,
+                                   crash=style["crash"])
+        except repro_mod.Unprintable:
+            pass
     try:
         return repro_mod.emit_repro(evidence.program, str(config), options, reference, **style)
     except repro_mod.Unprintable:

@@ -70,7 +70,9 @@ def build_server(db: Path) -> Any:
     except ImportError as exc:
         raise InvalidArgument("xlaprobe mcp needs the mcp SDK: pip install 'xlaprobe[mcp]'") \
             from exc
-    server = MCPServer("xlaprobe", instructions=(
+    from xlaprobe.version import __version__
+
+    server = MCPServer("xlaprobe", version=__version__, instructions=(
         "Differential testing of XLA through JAX. check a target (zoo model, case module, "
         "FILE.py:FN, artifact) to get findings; findings lists them; localize, reduce and bisect "
         "a finding by id; upstream drafts its issue for openxla/xla or jax-ml/jax. Every tool "
@@ -137,5 +139,47 @@ def mcp_command(db: Path) -> int:
     Raises:
         InvalidArgument: the ``mcp`` SDK is not installed.
     """
-    build_server(db).run("stdio")
+    import anyio
+
+    anyio.run(serve_stdio, build_server(db))
     return 0
+
+
+def rejection(exc: Exception) -> Any:
+    """The JSON-RPC error answering a line that is no JSON-RPC message (id null): -32700 (parse
+    error) for text that is no JSON, -32600 (invalid request) for JSON of no message's shape.
+
+    Source: the JSON-RPC 2.0 specification, section 5.1 (error object).
+    """
+    import mcp_types as types
+    from mcp.shared.message import SessionMessage
+
+    errors = getattr(exc, "errors", lambda: [])()
+    parse = any(e.get("type") == "json_invalid" for e in errors)
+    error = types.ErrorData(code=types.PARSE_ERROR if parse else types.INVALID_REQUEST,
+                            message="Parse error" if parse else "Invalid Request")
+    return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=None, error=error))
+
+
+async def serve_stdio(server: Any) -> None:
+    """Serve `server` (an `MCPServer`) over stdio until the client closes it, answering a
+    malformed line with `rejection` (the SDK's stdio transport passes it on as an exception,
+    which its session only logs, and the client waits for an answer that never comes)."""
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    lowlevel = server._lowlevel_server  # the SDK's own run_stdio_async serves this one too
+    async with stdio_server() as (read_stream, write_stream):
+        sender, receiver = anyio.create_memory_object_stream(0)
+
+        async def screen() -> None:
+            async with sender:
+                async for item in read_stream:
+                    if isinstance(item, Exception):
+                        await write_stream.send(rejection(item))
+                    else:
+                        await sender.send(item)
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(screen)
+            await lowlevel.run(receiver, write_stream, lowlevel.create_initialization_options())

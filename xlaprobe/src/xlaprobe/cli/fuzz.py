@@ -31,7 +31,7 @@ def _progress_view(summary: CampaignSummary) -> Any:
         f"{seconds(summary.elapsed_s)}), next seed {summary.next_seed}; findings "
         f"[{'red' if summary.findings else 'green'}]{summary.findings}[/] in "
         f"{summary.failing_programs} programs ({summary.unique_findings} unique, "
-        f"{summary.duplicates} duplicates); coverage "
+        f"{summary.duplicates} duplicates, {summary.distinct_bugs} distinct bugs); coverage "
         f"{summary.covered}/{summary.catalogue} primitives; schedule {summary.schedule}")
     kinds = [k for k in [*(k.value for k in SEVERITY), SKIPPED]
              if any(k in v for v in summary.verdicts.values())]

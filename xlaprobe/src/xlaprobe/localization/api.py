@@ -66,7 +66,7 @@ from xlaprobe.localization.passes import PassBlame, blame_pass
 from xlaprobe.localization.segments import Segmenter, recording_program
 from xlaprobe.oracle import VerdictKind, summary_kind
 from xlaprobe.program import Program
-from xlaprobe.triage import localized_key, planted_fault
+from xlaprobe.triage import localized_key, planted_fault, result_dtypes
 
 METHODS = ("auto", "cuts", "segments")
 #: Longest failing-kernel HLO text kept in a localization (characters; the store keeps it).
@@ -210,11 +210,7 @@ class Localization:
         """
         if not self.located:
             return None
-        eqn = program.jaxpr.jaxpr.eqns[self.equation.index]
-        # The result dtypes name the arithmetic that went wrong; index and mask operands (an
-        # int32 scatter index, a bool predicate) do not, and would split one bug in several.
-        results = [str(v.aval.dtype) for v in eqn.outvars if hasattr(v, "aval")]
-        dtypes = [d for d in results if d.startswith(("float", "bfloat", "complex"))] or results
+        dtypes = result_dtypes(program.jaxpr.jaxpr.eqns[self.equation.index])
         planted = planted_fault(self.config, alike)
         guilty = self.compiler_pass if self.compiler_pass not in ("", "none") else ""
         if self.config.startswith("mutant:") and not planted:

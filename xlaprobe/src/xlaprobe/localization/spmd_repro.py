@@ -77,7 +77,8 @@ def _spec_text(spec: spmd.Spec | None) -> str:
 
 
 def emit_spmd_repro(program: Program, config: str, reference: Sequence[np.ndarray],
-                    honest: Sequence[Sequence[np.ndarray]] = (), *, crash: bool = False) -> str:
+                    honest: Sequence[Sequence[np.ndarray]] = (), *, crash: bool = False,
+                    allowance: bool = False) -> str:
     """The text of a standalone ``repro.py`` for an ``spmd`` configuration's finding.
 
     Args:
@@ -86,6 +87,8 @@ def emit_spmd_repro(program: Program, config: str, reference: Sequence[np.ndarra
         reference: float64 reference outputs, one per output.
         honest: honest runs' outputs that widen the float tolerance (as in `emit_repro`).
         crash: the fault kills the process: run it in a child.
+        allowance: judge float outputs by the ``allowance.npz`` beside the script where there is
+            one (a finding's artifact), as the check did (`emit_repro`).
 
     Returns:
         Python source text.
@@ -100,7 +103,8 @@ def emit_spmd_repro(program: Program, config: str, reference: Sequence[np.ndarra
     options = spmd.settings(parsed)
     layout = spmd.plan(parsed, program.jaxpr)
     plain, inner = unconstrained(program)
-    text = emit_repro(plain, config, parsed.compiler_options, reference, honest, crash=crash)
+    text = emit_repro(plain, config, parsed.compiler_options, reference, honest, crash=crash,
+                      allowance=allowance)
     if RUN_JIT not in text or "\nimport jax\n" not in text:
         raise RuntimeError("localization.repro changed the script's shape; update spmd_repro")
     settings = [
