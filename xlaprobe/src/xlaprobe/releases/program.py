@@ -1,12 +1,16 @@
 """Release bisection of a Program: each release judged by the oracle against the float64
 reference of the installed jax, the boundaries found by `xlaprobe.releases.bisection.bisect`.
 A release is bad when it fails like the finding (`xlaprobe.checker.Checker`); one that fails
-otherwise (another bug) is no evidence, like one that cannot run the program."""
+otherwise (another bug) is no evidence, like one that cannot run the program. A partitioned
+(``spmd[...]``) finding runs its standalone reproducer in each release instead
+(`xlaprobe.releases.spmd`)."""
 
 from __future__ import annotations
 
 import dataclasses
+import tempfile
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from xlaprobe.checking import REFERENCE, check_program, judge
@@ -18,6 +22,7 @@ from xlaprobe.oracle import summary_kind
 from xlaprobe.program import Program
 from xlaprobe.releases import envs
 from xlaprobe.releases.bisection import Bisection, ReleaseRun, bisect
+from xlaprobe.releases.spmd import ordered_judge, spmd_judge
 
 
 def parse_releases(text: str) -> list[str]:
@@ -45,7 +50,8 @@ def bisect_program(program: Program, config: Configuration, releases: Sequence[s
 
     Args:
         program: the program.
-        config: the configuration template (``xla``, ``xla:fastmath``, ``jaxlib==V[...]``).
+        config: the configuration template (``xla``, ``xla:fastmath``, ``jaxlib==V[...]``, or
+            ``spmd[...]``: the release's own jax partitions its reproducer).
         releases: versions to search, any order.
         pool: a `WorkerPool`.
         known_bad: a release known to fail (searched from when both ends are good).
@@ -69,13 +75,21 @@ def bisect_program(program: Program, config: Configuration, releases: Sequence[s
     """
     if not releases:
         raise InvalidArgument("no releases to bisect")
-    options = release_options(config)
+    options = release_options(config) if config.kind != "spmd" else ()
     base = check_program(program, [REFERENCE], pool)
     reference = base.outcomes[0]
     if not reference.ran:
         raise NotReproducible(f"the float64 reference cannot run {program.provenance.name} "
                               f"({reference.last_line}): "
                               "bisection has nothing to judge releases against")
+    if config.kind == "spmd":
+        with tempfile.TemporaryDirectory(prefix="xlaprobe-spmd-bisect-") as folder:
+            honest = [o.outputs for o in base.budget if o.ran]
+            judge_spmd = ordered_judge(spmd_judge(program, config, reference.outputs, honest,
+                                                  Path(folder), log=log),
+                                       known_bad if known_bad in releases else None)
+            return bisect(releases, judge_spmd, known_bad=known_bad, target=target,
+                          config=str(config), on_run=on_run, between=between, note=log)
 
     def run_release(version: str) -> tuple[ReleaseRun, Failure | None]:
         spec = str(release_config(version, options))
