@@ -1,7 +1,9 @@
 """Silent wrong result: dynamic_update_slice into an operand sharded along the updated dimension
 ignores the clamping of an out-of-range start index (jax/jaxlib 0.12.0.1, XLA:CPU, 2 host
 devices, Shardy and GSPMD). Start 4 on an operand of 2 clamps to 1: the update must land in the
-last element. Exits 1 on the bug."""
+last element. Exits 1 on the bug.
+Release window (benchmarks/spmd_bug_windows.py, every jaxlib on PyPI from 0.4.26): Shardy: 0.4.34
+through 0.12.0.1; GSPMD: 0.4.26 (the oldest tried) through 0.12.0.1; no fix."""
 import os
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
 import sys

@@ -1,7 +1,10 @@
 """The SPMD partitioner aborts on a gather from a sharded operand whose indices are int8:
 "gather_scatter_handler.cc:244] Unsupported indices type: S8" (LOG(FATAL): the process dies).
 One device compiles and runs it. jax/jaxlib 0.12.0.1, XLA:CPU, 2 host devices.
-Usage: python THIS [gspmd]"""
+Usage: python THIS [gspmd]
+Release window (benchmarks/spmd_bug_windows.py, every jaxlib on PyPI from 0.4.26): both
+partitioners: right through 0.4.36; 0.4.38-0.5.3 fail otherwise (the partitioned HLO fails XLA's
+verifier, RET_CHECK); the abort from 0.6.0 through 0.12.0.1; no fix."""
 import os
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
 import sys

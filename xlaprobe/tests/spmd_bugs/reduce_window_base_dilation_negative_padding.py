@@ -3,7 +3,10 @@ negative padding over a sharded dimension, under Shardy (GSPMD compiles it right
 jax/jaxlib 0.12.0.1, XLA:CPU, 2 host devices. The same CHECK fires for conv_general_dilated with
 lhs_dilation and negative padding. Dies of SIGABRT on the bug ("Check failed:
 get_first_valid_element_offset_on_dilated_shard(0) == swd->padding_low() (1 vs. -1)" in
-spmd_partitioner.cc); prints the one-device and two-device results, equal, when fixed."""
+spmd_partitioner.cc); prints the one-device and two-device results, equal, when fixed.
+Release window (benchmarks/spmd_bug_windows.py, every jaxlib on PyPI from 0.4.26): Shardy: present
+in every release whose Shardy runs it, 0.4.34 through 0.12.0.1 (0.4.26-0.4.30 have no Shardy
+option, 0.4.31 and 0.4.33 cannot run Shardy); no fix. GSPMD: right in 0.4.26 and 0.12.0.1."""
 import os
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
 import sys

@@ -2,7 +2,10 @@
 base dilation 2 and padding (1, -1) over a dimension sharded 4 ways ("Check failed:
 ShapeUtil::Compatible(shard_shape, sharded_rw->shape()) s32[1]{0} vs s32[0]{0}" in
 spmd_partitioner.cc). GSPMD and 2 devices compile it right. jax/jaxlib 0.12.0.1, XLA:CPU.
-Usage: python THIS N [gspmd] (N host devices)."""
+Usage: python THIS N [gspmd] (N host devices).
+Release window (benchmarks/spmd_bug_windows.py, every jaxlib on PyPI from 0.4.26): Shardy: a
+regression of jaxlib 0.10.1 (right in 0.4.34 .. 0.10.0); no fix through 0.12.0.1. GSPMD: right in
+0.4.26 and 0.12.0.1."""
 import os, sys
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=" + sys.argv[1]
 import jax, numpy as np

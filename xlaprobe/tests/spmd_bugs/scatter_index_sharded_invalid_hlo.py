@@ -2,7 +2,9 @@
 operand sharded along its second dimension, with sharded indices, fails XLA's own verifier after partitioning
 ("RET_CHECK failure (hlo_verifier.cc) output_dimension >= 0 && ... broadcast"), under Shardy and
 GSPMD. jax/jaxlib 0.12.0.1, XLA:CPU, 8 host devices (mesh 4x2; the indices' index
-vector dimension is sharded). Exits 1 on the bug."""
+vector dimension is sharded). Exits 1 on the bug.
+Release window (benchmarks/spmd_bug_windows.py, every jaxlib on PyPI from 0.4.26): Shardy: 0.4.34
+through 0.12.0.1; GSPMD: 0.4.26 (the oldest tried) through 0.12.0.1; no fix."""
 import os
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
 import sys

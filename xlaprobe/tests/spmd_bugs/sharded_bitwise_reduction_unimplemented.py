@@ -1,7 +1,10 @@
 """XLA:CPU cannot compile a partitioned bitwise reduction: jnp reduce over a sharded dimension with
 lax.reduce_xor / reduce_and / reduce_or gives "UNIMPLEMENTED: Unsupported reduction computation"
 (the all-reduce the partitioner inserts has an xor/and/or combiner). jax/jaxlib 0.12.0.1, 2 host
-devices. Exits 1 on the bug."""
+devices. Exits 1 on the bug.
+Release window (benchmarks/spmd_bug_windows.py, every jaxlib on PyPI from 0.4.26): Shardy: 0.4.34
+through 0.12.0.1; GSPMD: 0.4.33 through 0.12.0.1 with this message, and 0.4.26-0.4.31 fail the same
+way in other words ("UNIMPLEMENTED: AllReduce for computation ..."); no fix."""
 import os
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
 import sys

@@ -2,7 +2,10 @@
 lax.min/lax.max propagate NaN, and the one-device program returns NaN; partitioned, each device
 reduces its shard and the all-reduce that combines the shards returns a number whenever the NaN
 is not on every device. jax/jaxlib 0.12.0.1, 2 host devices, Shardy and GSPMD. Exits 1 on the bug.
-Usage: python THIS [min|max] [gspmd]"""
+Usage: python THIS [min|max] [gspmd]
+Release window (benchmarks/spmd_bug_windows.py, every jaxlib on PyPI from 0.4.26): Shardy: 0.4.34
+(its first working Shardy) through 0.12.0.1; GSPMD: 0.4.26 (the oldest tried) through 0.12.0.1; no
+fix."""
 import os
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
 import sys

@@ -339,6 +339,37 @@ def make_mesh(axes: Sequence[tuple[str, int]]) -> Any:
                          devices=jax.devices()[:needed])
 
 
+def _rebound_shard_map(eqn: Any, invals: list[Any], mesh: Any) -> list[Any]:
+    """A top-level ``shard_map`` equation run on the concrete `mesh`: its body re-traced there
+    (values the body made over the abstract mesh would not match the concrete one's)."""
+    import jax
+
+    from xlaprobe import jaxcompat, jaxprs
+
+    params = eqn.params
+    body = params["jaxpr"]
+    manual = params.get("newly_manual_axes") or frozenset(mesh.axis_names)
+
+    def retraced(closed: Any) -> Any:
+        specs = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in closed.jaxpr.invars]
+        return jax.make_jaxpr(lambda *a: jaxprs.eval_jaxpr_with(
+            closed.jaxpr, closed.consts, a, plain))(*specs)
+
+    def plain(e: Any, values: list[Any]) -> Any:
+        # Literals and inner jaxprs were typed over the abstract mesh: plain values (same
+        # dtype) and jaxprs traced again here instead.
+        inner = {k: retraced(v) for k, v in e.params.items() if isinstance(v, jaxcompat.ClosedJaxpr)}
+        return jaxprs.bind_eqn(e, [np.asarray(v, dtype=a.aval.dtype)
+                                   if isinstance(a, jaxcompat.Literal) else v
+                                   for v, a in zip(values, e.invars)], {**e.params, **inner})
+
+    fn = jax.shard_map(lambda *a: tuple(jaxprs.eval_jaxpr_with(body, (), a, plain)),
+                       mesh=mesh, in_specs=tuple(params["in_specs"]),
+                       out_specs=tuple(params["out_specs"]),
+                       check_vma=params["check_vma"], axis_names=set(manual))
+    return fn(*invals)
+
+
 def partitioned_function(closed: Any, mesh: Any) -> Any:
     """`xlaprobe.configs.xla.scoped_function` of `closed` with every top-level sharding
     constraint and ``shard_map`` rebound on `mesh` (the program traced them over an abstract
@@ -356,7 +387,8 @@ def partitioned_function(closed: Any, mesh: Any) -> Any:
         if eqn.primitive.name == "sharding_constraint":
             params["sharding"] = _named(mesh, spec_of(params["sharding"]))
         elif eqn.primitive.name == "shard_map":
-            params["mesh"] = mesh  # its body was traced per device of the same-sized mesh
+            with jax.named_scope(f"{EQUATION_SCOPE}{index[id(eqn)]}"):
+                return _rebound_shard_map(eqn, invals, mesh)
         with jax.named_scope(f"{EQUATION_SCOPE}{index[id(eqn)]}"):
             return jaxprs.bind_eqn(eqn, invals, params)
 

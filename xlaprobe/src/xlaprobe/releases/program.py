@@ -50,8 +50,7 @@ def bisect_program(program: Program, config: Configuration, releases: Sequence[s
 
     Args:
         program: the program.
-        config: the configuration template (``xla``, ``xla:fastmath``, ``jaxlib==V[...]``, or
-            ``spmd[...]``: the release's own jax partitions its reproducer).
+        config: the configuration template (``xla``, ``xla:fastmath``, ``jaxlib==V[...]``).
         releases: versions to search, any order.
         pool: a `WorkerPool`.
         known_bad: a release known to fail (searched from when both ends are good).
@@ -75,21 +74,9 @@ def bisect_program(program: Program, config: Configuration, releases: Sequence[s
     """
     if not releases:
         raise InvalidArgument("no releases to bisect")
-    options = release_options(config) if config.kind != "spmd" else ()
-    base = check_program(program, [REFERENCE], pool)
+    options = release_options(config)
+    base = _reference_check(program, pool)
     reference = base.outcomes[0]
-    if not reference.ran:
-        raise NotReproducible(f"the float64 reference cannot run {program.provenance.name} "
-                              f"({reference.last_line}): "
-                              "bisection has nothing to judge releases against")
-    if config.kind == "spmd":
-        with tempfile.TemporaryDirectory(prefix="xlaprobe-spmd-bisect-") as folder:
-            honest = [o.outputs for o in base.budget if o.ran]
-            judge_spmd = ordered_judge(spmd_judge(program, config, reference.outputs, honest,
-                                                  Path(folder), log=log),
-                                       known_bad if known_bad in releases else None)
-            return bisect(releases, judge_spmd, known_bad=known_bad, target=target,
-                          config=str(config), on_run=on_run, between=between, note=log)
 
     def run_release(version: str) -> tuple[ReleaseRun, Failure | None]:
         spec = str(release_config(version, options))
@@ -148,6 +135,53 @@ def releases_between(oldest: str, newest: str, *,
         return []
     lo, hi = envs.version_key(oldest), envs.version_key(newest)
     return [v for v in envs.default_releases(versions) if lo < envs.version_key(v) < hi]
+
+
+def _reference_check(program: Program, pool: Any) -> Any:
+    """The float64 reference and its error budget on `program` (a `CheckResult`).
+
+    Raises:
+        NotReproducible: the reference cannot run the program.
+    """
+    base = check_program(program, [REFERENCE], pool)
+    reference = base.outcomes[0]
+    if not reference.ran:
+        raise NotReproducible(f"the float64 reference cannot run {program.provenance.name} "
+                              f"({reference.last_line}): "
+                              "bisection has nothing to judge releases against")
+    return base
+
+
+def bisect_spmd(program: Program, config: Configuration, releases: Sequence[str], pool: Any,
+                emit: Callable[..., str], *, known_bad: str | None = None, target: str = "",
+                on_run: Callable[[ReleaseRun], None] | None = None,
+                log: Callable[[str], None] | None = None,
+                between: Callable[[str, str], Sequence[str]] | None = None) -> Bisection:
+    """`bisect_program` for an ``spmd[...]`` configuration: each release runs the finding's
+    standalone reproducer with its own jax, which partitions it (`xlaprobe.releases.spmd`).
+
+    Args:
+        emit: ``(program, config, reference, honest) -> reproducer text``
+            (`xlaprobe.localization.spmd_repro.emit_spmd_repro`).
+        (others): as `bisect_program`.
+
+    Raises:
+        InvalidArgument: an empty release list, or `config` invalid for the program.
+        NotReproducible: the float64 reference cannot run the program.
+        EnvironmentUnavailable: a release environment cannot be made.
+    """
+    if not releases:
+        raise InvalidArgument("no releases to bisect")
+    base = _reference_check(program, pool)
+    script = emit(program, str(config), base.outcomes[0].outputs,
+                  [o.outputs for o in base.budget if o.ran])
+    with tempfile.TemporaryDirectory(prefix="xlaprobe-spmd-bisect-") as folder:
+        path = Path(folder) / "repro.py"
+        path.write_text(script)
+        judge_script = ordered_judge(spmd_judge(path, log=log),
+                                     known_bad if known_bad in releases else None)
+        return bisect(releases, judge_script, known_bad=known_bad, target=target,
+                      config=str(config), on_run=on_run, between=between, note=log)
 
 
 def known_bad_release(config: Configuration) -> str:

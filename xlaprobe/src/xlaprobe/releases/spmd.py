@@ -13,45 +13,28 @@ crash where it gives a wrong result, say) is marked ``other``: no evidence about
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
-
-from xlaprobe.configs.registry import Configuration
-from xlaprobe.program import Program
 from xlaprobe.releases.bisection import UNSUPPORTED, ReleaseRun
 from xlaprobe.releases.scripts import run_script
 
 
-def spmd_judge(program: Program, config: Configuration, reference: Sequence[np.ndarray],
-               honest: Sequence[Sequence[np.ndarray]], folder: Path, *,
-               timeout_s: float = 600.0,
+def spmd_judge(script: Path, *, timeout_s: float = 600.0,
                log: Callable[[str], None] | None = None) -> Callable[[str], ReleaseRun]:
-    """A bisection judge (`xlaprobe.releases.bisection.bisect`) for an ``spmd`` configuration.
+    """A bisection judge (`xlaprobe.releases.bisection.bisect`) running an ``spmd`` finding's
+    reproducer (`xlaprobe.localization.spmd_repro.emit_spmd_repro`) under each release.
 
     Args:
-        program: the finding's program.
-        config: its ``spmd[...]`` configuration (mesh, partitioner, donation, XLA options).
-        reference: the float64 reference outputs, one per output.
-        honest: honest runs' outputs that widen the float tolerance (as for a finding's repro).
-        folder: where the reproducer is written (kept while the judge is used).
+        script: the reproducer (it exits 1 when the fault shows, 3 without Shardy).
         timeout_s: per-release wall-clock limit (s).
         log: gets a line when a release environment has to be made.
 
     Returns:
-        ``judge(version) -> ReleaseRun``. The first failing verdict seen (the installed release
-        is judged first when the bisection asks for it first) is the failure's kind; a later
-        release failing with another verdict is ``other``.
-
-    Raises:
-        Unprintable: the program has an operation with no Python form (no reproducer).
-        InvalidArgument: `config` is not a valid ``spmd`` configuration for `program`.
+        ``judge(version) -> ReleaseRun``. The first failing verdict seen (the installed release's,
+        with `ordered_judge`) is the failure's kind; a later release failing with another verdict
+        is ``other``.
     """
-    from xlaprobe.localization.spmd_repro import emit_spmd_repro
-
-    script = folder / "repro.py"
-    script.write_text(emit_spmd_repro(program, str(config), reference, honest, crash=False))
     seen: dict[str, str] = {}
 
     def judge(version: str) -> ReleaseRun:
