@@ -65,7 +65,7 @@ def unconstrained(program: Program) -> tuple[Program, int]:
     def apply(eqn: Any, invals: list[Any]) -> Any:
         if eqn.primitive.name == "sharding_constraint":
             return invals[0]
-        return eqn.primitive.bind(*invals, **eqn.params)
+        return jaxprs.bind_eqn(eqn, invals)
 
     def run(*args: Any) -> list[Any]:
         return jaxprs.eval_jaxpr_with(closed.jaxpr, closed.consts, args, apply)
