@@ -91,8 +91,26 @@ def _inline_eqn(eqn: JaxprEqn, invals: list[Any]) -> Sequence[Any]:
     if primitives.facts(name).inlined:
         inner = primitives.call_jaxpr(eqn)
         return eval_jaxpr_with(inner.jaxpr, inner.consts, invals, _inline_eqn)
-    params = _canonical_params(eqn.params)
-    return eqn.primitive.bind(*invals, **params)
+    # A shard_map body binds its mesh axes: re-tracing its inner jaxprs outside it would find
+    # them unbound, so it stays as traced.
+    params = eqn.params if name == "shard_map" else _canonical_params(eqn.params)
+    return bind_eqn(eqn, invals, params)
+
+
+def bind_eqn(eqn: JaxprEqn, invals: Sequence[Any], params: dict[str, Any] | None = None) -> Any:
+    """Bind `eqn`'s primitive on `invals` with `params` (default: its own), as jax's own
+    interpreter does: a primitive whose equation holds a jaxpr its bind takes as a function
+    (``shard_map``) gets it back that way (``get_bind_params``).
+
+    Returns:
+        The primitive's result (a list when it has multiple results).
+    """
+    params = eqn.params if params is None else params
+    bound = eqn.primitive.get_bind_params(params)
+    if isinstance(bound, tuple):  # jax before 0.7: (subfuns, params)
+        subfuns, bound = bound
+        return eqn.primitive.bind(*subfuns, *invals, **bound)
+    return eqn.primitive.bind(*invals, **bound)
 
 
 def canonicalize(closed: ClosedJaxpr) -> ClosedJaxpr:

@@ -193,6 +193,10 @@ PRIMITIVES: dict[str, PrimitiveFacts] = by_name(itertools.chain.from_iterable([
     _family("while scan cond custom_linear_solve pure_callback io_callback debug_callback "
             "debug_print tie optimization_barrier sharding_constraint reshard layout_constraint "
             "device_put pvary name", takes_keys=True),
+    # shard_map and its collectives (the reference runs the body per device)
+    _family("psum psum_invariant reduce_scatter", rounding=True, accumulates=True),
+    _family("shard_map pmax pmin all_gather all_gather_invariant ppermute all_to_all axis_index "
+            "pbroadcast"),
     _family("random_seed random_split random_fold_in random_bits random_wrap random_unwrap "
             "random_clone random_gamma", takes_keys=True),
     # call-like: forward semantics "evaluate the sub-jaxpr"

@@ -3,6 +3,7 @@ and the release environments it runs in."""
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -10,9 +11,11 @@ from typing import Any
 from xlaprobe.cli.console import Steps, seconds
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.configs.release import release_options
+from xlaprobe.localization.spmd_repro import emit_spmd_repro
 from xlaprobe.releases import envs
 from xlaprobe.releases.bisection import ReleaseRun, run_bound
-from xlaprobe.releases.program import bisect_program, releases_between, releases_to_bisect
+from xlaprobe.releases.program import (bisect_program, bisect_spmd, releases_between,
+                                       releases_to_bisect)
 from xlaprobe.sources.targets import resolve_finding
 from xlaprobe.store import Store
 from xlaprobe.workers import WorkerPool
@@ -33,7 +36,8 @@ def bisect_command(target: str, config: str, *, releases: str | None, db: Path, 
     """
     program, spec, finding_id = resolve_finding(target, config, db, input_spec)
     parsed = Configuration.parse(spec)
-    release_options(parsed)  # fail on a non-XLA configuration before any work
+    if parsed.kind != "spmd":  # spmd: each release runs the finding's reproducer
+        release_options(parsed)  # fail on a non-XLA configuration before any work
     say = (lambda text: None) if json_output else (lambda text: print(text, flush=True))
     versions, known_bad = releases_to_bisect(parsed, releases, say)
 
@@ -49,10 +53,12 @@ def bisect_command(target: str, config: str, *, releases: str | None, db: Path, 
                 steps.step(f"  jaxlib=={run.release:<10} {run.verdict:<13} "
                            f"{seconds(run.seconds):>9}  {run.detail}{note}", keep=True)
 
-            result = bisect_program(program, parsed, versions, pool, known_bad=known_bad,
-                                    target=target, on_run=show, log=steps.note,
-                                    between=lambda lo, hi: releases_between(lo, hi,
-                                                                            say=steps.note))
+            # spmd: each release's own jax partitions the finding's reproducer
+            run = (functools.partial(bisect_spmd, emit=emit_spmd_repro)
+                   if parsed.kind == "spmd" else bisect_program)
+            result = run(program, parsed, versions, pool, known_bad=known_bad,
+                         target=target, on_run=show, log=steps.note,
+                         between=lambda lo, hi: releases_between(lo, hi, say=steps.note))
         store.record_bisection(program.fingerprint, finding_id, str(parsed), result.to_json())
     if json_output:
         print(json.dumps(result.to_json(), indent=2))

@@ -59,7 +59,7 @@ from xlaprobe import jaxcompat
 from jax.lax import GatherScatterMode
 
 from xlaprobe import approximations, jaxprs, primitives
-from xlaprobe.configs import reference_scipy
+from xlaprobe.configs import reference_scipy, reference_spmd
 from xlaprobe.errors import InvalidArgument, UnsupportedPrimitive
 
 if TYPE_CHECKING:
@@ -1839,6 +1839,8 @@ RULES: dict[str, Rule] = {
     "random_gamma": _random_gamma,
     # linear algebra, FFT and special functions by NumPy's and SciPy's LAPACK, pocketfft, Cephes
     **reference_scipy.RULES,
+    # shard_map, its body per device, and the collectives (exact emulation)
+    **reference_spmd.RULES,
 }
 
 

@@ -268,8 +268,8 @@ def plan(config: Configuration, closed: Any) -> Plan:
 
     Raises:
         InvalidArgument: the configuration is invalid (`settings`), its mesh's rank differs from
-            the program's mesh, an axis does not divide a dimension sharded over it, or a
-            donated input does not exist.
+            the program's mesh, a ``shard_map``'s mesh has other sizes, an axis does not divide
+            a dimension sharded over it, or a donated input does not exist.
     """
     options = settings(config)
     meshes = _abstract_meshes(closed)
@@ -282,6 +282,13 @@ def plan(config: Configuration, closed: Any) -> Plan:
                 f"({len(names)} axes); give a mesh of that rank, e.g. mesh="
                 + "x".join(str(s) for s in meshes[0].axis_sizes))
         axes = tuple(zip(names, options.mesh))
+        for eqn in closed.jaxpr.eqns:
+            own = tuple(eqn.params["mesh"].axis_sizes) if eqn.primitive.name == "shard_map" else ()
+            if own and own != tuple(options.mesh):
+                raise InvalidArgument(
+                    f"{config}: the program's shard_map was traced for a mesh of "
+                    f"{'x'.join(map(str, own))} devices (its body's shapes are per device); "
+                    f"give mesh={'x'.join(map(str, own))}")
         ins, outs = _edge_specs(closed)
         sizes = dict(axes)
         # Inputs and outputs are placed and gathered whole shards at a time; constraints on
@@ -332,9 +339,41 @@ def make_mesh(axes: Sequence[tuple[str, int]]) -> Any:
                          devices=jax.devices()[:needed])
 
 
+def _rebound_shard_map(eqn: Any, invals: list[Any], mesh: Any) -> list[Any]:
+    """A top-level ``shard_map`` equation run on the concrete `mesh`: its body re-traced there
+    (values the body made over the abstract mesh would not match the concrete one's)."""
+    import jax
+
+    from xlaprobe import jaxcompat, jaxprs
+
+    params = eqn.params
+    body = params["jaxpr"]
+    manual = params.get("newly_manual_axes") or frozenset(mesh.axis_names)
+
+    def retraced(closed: Any) -> Any:
+        specs = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in closed.jaxpr.invars]
+        return jax.make_jaxpr(lambda *a: jaxprs.eval_jaxpr_with(
+            closed.jaxpr, closed.consts, a, plain))(*specs)
+
+    def plain(e: Any, values: list[Any]) -> Any:
+        # Literals and inner jaxprs were typed over the abstract mesh: plain values (same
+        # dtype) and jaxprs traced again here instead.
+        inner = {k: retraced(v) for k, v in e.params.items() if isinstance(v, jaxcompat.ClosedJaxpr)}
+        return jaxprs.bind_eqn(e, [np.asarray(v, dtype=a.aval.dtype)
+                                   if isinstance(a, jaxcompat.Literal) else v
+                                   for v, a in zip(values, e.invars)], {**e.params, **inner})
+
+    fn = jax.shard_map(lambda *a: tuple(jaxprs.eval_jaxpr_with(body, (), a, plain)),
+                       mesh=mesh, in_specs=tuple(params["in_specs"]),
+                       out_specs=tuple(params["out_specs"]),
+                       check_vma=params["check_vma"], axis_names=set(manual))
+    return fn(*invals)
+
+
 def partitioned_function(closed: Any, mesh: Any) -> Any:
     """`xlaprobe.configs.xla.scoped_function` of `closed` with every top-level sharding
-    constraint rebound on `mesh` (the program traced it over an abstract mesh)."""
+    constraint and ``shard_map`` rebound on `mesh` (the program traced them over an abstract
+    mesh)."""
     import jax
 
     from xlaprobe import jaxprs
@@ -347,8 +386,11 @@ def partitioned_function(closed: Any, mesh: Any) -> Any:
         params = dict(eqn.params)
         if eqn.primitive.name == "sharding_constraint":
             params["sharding"] = _named(mesh, spec_of(params["sharding"]))
+        elif eqn.primitive.name == "shard_map":
+            with jax.named_scope(f"{EQUATION_SCOPE}{index[id(eqn)]}"):
+                return _rebound_shard_map(eqn, invals, mesh)
         with jax.named_scope(f"{EQUATION_SCOPE}{index[id(eqn)]}"):
-            return eqn.primitive.bind(*invals, **params)
+            return jaxprs.bind_eqn(eqn, invals, params)
 
     def program(*args: Any) -> tuple[Any, ...]:
         return tuple(jaxprs.eval_jaxpr_with(jaxpr, consts, args, apply))

@@ -25,7 +25,7 @@ import numpy as np
 from xlaprobe import jaxprs
 from xlaprobe.configs import xla_options
 from xlaprobe.configs.registry import Configuration
-from xlaprobe.errors import InvalidArgument
+from xlaprobe.errors import InvalidArgument, Unsupported
 
 #: Named presets: variant -> compiler options (value text as in a spec).
 VARIANTS: dict[str, tuple[tuple[str, str], ...]] = {
@@ -89,10 +89,21 @@ def compile_program(config: Configuration, closed_jaxpr: jaxprs.ClosedJaxpr,
 
     Raises:
         InvalidArgument: the configuration is invalid (see `compiler_options`).
+        Unsupported: the program has a ``shard_map`` over more devices than this process has.
         jax.errors.JaxRuntimeError: XLA rejected an option value or failed to compile.
     """
     options = compiler_options(config)
+    needed = shard_map_devices(closed_jaxpr)
+    if needed > jax.device_count():
+        raise Unsupported(f"the program's shard_map runs on a mesh of {needed} devices and this "
+                          f"process has {jax.device_count()}: check it with spmd[mesh=...]")
     return jax.jit(scoped_function(closed_jaxpr)).lower(*inputs).compile(compiler_options=options)
+
+
+def shard_map_devices(closed_jaxpr: jaxprs.ClosedJaxpr) -> int:
+    """The most devices a top-level ``shard_map`` of the program runs on (1 without one)."""
+    return max((int(np.prod(e.params["mesh"].axis_sizes)) for e in closed_jaxpr.jaxpr.eqns
+                if e.primitive.name == "shard_map"), default=1)
 
 
 #: Prefix of the named scope each top-level equation is traced in (``eqn12``).
@@ -112,7 +123,7 @@ def scoped_function(closed_jaxpr: jaxprs.ClosedJaxpr) -> Any:
 
     def apply(eqn: Any, invals: list[Any]) -> Any:
         with jax.named_scope(f"{EQUATION_SCOPE}{index[id(eqn)]}"):
-            return eqn.primitive.bind(*invals, **eqn.params)
+            return jaxprs.bind_eqn(eqn, invals)
 
     def program(*args: Any) -> list[Any]:
         return jaxprs.eval_jaxpr_with(jaxpr, consts, args, apply)

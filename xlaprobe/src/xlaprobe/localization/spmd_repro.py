@@ -7,7 +7,8 @@ constraints removed: they have no printable form), and the script
 * sets ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` before it imports jax;
 * builds the mesh (the program's axis names, the configuration's sizes) and the input and output
   shardings of `xlaprobe.configs.spmd.plan` (the program's own, or the generated ones);
-* selects the partitioner (``jax_use_shardy_partitioner``), donates what the configuration
+* selects the partitioner (``jax_use_shardy_partitioner``; exit 3 when Shardy is asked of a jax
+  without it), donates what the configuration
   donates, compiles with its XLA options, gathers the outputs and compares them with the float64
   reference, exiting 1 when the fault shows;
 * for a planted partitioning mutant, installs its HLO pass first (then it needs xlaprobe).
@@ -28,11 +29,15 @@ from xlaprobe.configs.registry import Configuration
 from xlaprobe.program import Program
 
 _RUN_SPMD = """\
-    from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
-    jax.config.update("jax_use_shardy_partitioner", SHARDY)
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    try:  # the option (and Shardy) is there from jax 0.4.31 on
+        jax.config.update("jax_use_shardy_partitioner", SHARDY)
+    except AttributeError:
+        if SHARDY:
+            print("this jax has no Shardy partitioner")
+            return 3
     devices = jax.devices()[:int(np.prod(MESH_SHAPE))]
-    mesh = jax.make_mesh(MESH_SHAPE, MESH_AXES, axis_types=(AxisType.Auto,) * len(MESH_AXES),
-                         devices=devices)
+    mesh = Mesh(np.array(devices).reshape(MESH_SHAPE), MESH_AXES)  # axes Auto: every jax has it
     ins = tuple(NamedSharding(mesh, P(*s)) for s in IN_SPECS)
     outs = tuple(None if s is None else NamedSharding(mesh, P(*s)) for s in OUT_SPECS)
     placed = [jax.device_put(x, s) for x, s in zip(INPUTS, ins)]
@@ -60,7 +65,7 @@ def unconstrained(program: Program) -> tuple[Program, int]:
     def apply(eqn: Any, invals: list[Any]) -> Any:
         if eqn.primitive.name == "sharding_constraint":
             return invals[0]
-        return eqn.primitive.bind(*invals, **eqn.params)
+        return jaxprs.bind_eqn(eqn, invals)
 
     def run(*args: Any) -> list[Any]:
         return jaxprs.eval_jaxpr_with(closed.jaxpr, closed.consts, args, apply)

@@ -1,12 +1,16 @@
 """Release bisection of a Program: each release judged by the oracle against the float64
 reference of the installed jax, the boundaries found by `xlaprobe.releases.bisection.bisect`.
 A release is bad when it fails like the finding (`xlaprobe.checker.Checker`); one that fails
-otherwise (another bug) is no evidence, like one that cannot run the program."""
+otherwise (another bug) is no evidence, like one that cannot run the program. A partitioned
+(``spmd[...]``) finding runs its standalone reproducer in each release instead
+(`xlaprobe.releases.spmd`)."""
 
 from __future__ import annotations
 
 import dataclasses
+import tempfile
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from xlaprobe.checking import REFERENCE, check_program, judge
@@ -18,6 +22,7 @@ from xlaprobe.oracle import summary_kind
 from xlaprobe.program import Program
 from xlaprobe.releases import envs
 from xlaprobe.releases.bisection import Bisection, ReleaseRun, bisect
+from xlaprobe.releases.spmd import ordered_judge, spmd_judge
 
 
 def parse_releases(text: str) -> list[str]:
@@ -70,12 +75,8 @@ def bisect_program(program: Program, config: Configuration, releases: Sequence[s
     if not releases:
         raise InvalidArgument("no releases to bisect")
     options = release_options(config)
-    base = check_program(program, [REFERENCE], pool)
+    base = _reference_check(program, pool)
     reference = base.outcomes[0]
-    if not reference.ran:
-        raise NotReproducible(f"the float64 reference cannot run {program.provenance.name} "
-                              f"({reference.last_line}): "
-                              "bisection has nothing to judge releases against")
 
     def run_release(version: str) -> tuple[ReleaseRun, Failure | None]:
         spec = str(release_config(version, options))
@@ -134,6 +135,53 @@ def releases_between(oldest: str, newest: str, *,
         return []
     lo, hi = envs.version_key(oldest), envs.version_key(newest)
     return [v for v in envs.default_releases(versions) if lo < envs.version_key(v) < hi]
+
+
+def _reference_check(program: Program, pool: Any) -> Any:
+    """The float64 reference and its error budget on `program` (a `CheckResult`).
+
+    Raises:
+        NotReproducible: the reference cannot run the program.
+    """
+    base = check_program(program, [REFERENCE], pool)
+    reference = base.outcomes[0]
+    if not reference.ran:
+        raise NotReproducible(f"the float64 reference cannot run {program.provenance.name} "
+                              f"({reference.last_line}): "
+                              "bisection has nothing to judge releases against")
+    return base
+
+
+def bisect_spmd(program: Program, config: Configuration, releases: Sequence[str], pool: Any,
+                emit: Callable[..., str], *, known_bad: str | None = None, target: str = "",
+                on_run: Callable[[ReleaseRun], None] | None = None,
+                log: Callable[[str], None] | None = None,
+                between: Callable[[str, str], Sequence[str]] | None = None) -> Bisection:
+    """`bisect_program` for an ``spmd[...]`` configuration: each release runs the finding's
+    standalone reproducer with its own jax, which partitions it (`xlaprobe.releases.spmd`).
+
+    Args:
+        emit: ``(program, config, reference, honest) -> reproducer text``
+            (`xlaprobe.localization.spmd_repro.emit_spmd_repro`).
+        (others): as `bisect_program`.
+
+    Raises:
+        InvalidArgument: an empty release list, or `config` invalid for the program.
+        NotReproducible: the float64 reference cannot run the program.
+        EnvironmentUnavailable: a release environment cannot be made.
+    """
+    if not releases:
+        raise InvalidArgument("no releases to bisect")
+    base = _reference_check(program, pool)
+    script = emit(program, str(config), base.outcomes[0].outputs,
+                  [o.outputs for o in base.budget if o.ran])
+    with tempfile.TemporaryDirectory(prefix="xlaprobe-spmd-bisect-") as folder:
+        path = Path(folder) / "repro.py"
+        path.write_text(script)
+        judge_script = ordered_judge(spmd_judge(path, log=log),
+                                     known_bad if known_bad in releases else None)
+        return bisect(releases, judge_script, known_bad=known_bad, target=target,
+                      config=str(config), on_run=on_run, between=between, note=log)
 
 
 def known_bad_release(config: Configuration) -> str:

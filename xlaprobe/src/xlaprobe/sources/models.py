@@ -759,8 +759,9 @@ def zoo() -> dict[str, ModelSpec]:
     """Every zoo entry by name: our own (`MODELS`) then the third-party zoo
     (`xlaprobe.sources.ecosystem.ECOSYSTEM`, whose libraries are imported only on a build)."""
     from xlaprobe.sources.ecosystem import ECOSYSTEM
+    from xlaprobe.sources.pipeline import PIPELINE_MODELS
     from xlaprobe.sources.sharded import sharded_models
-    return {**MODELS, **sharded_models(transformer_lm_builder), **ECOSYSTEM}
+    return {**MODELS, **sharded_models(transformer_lm_builder), **PIPELINE_MODELS, **ECOSYSTEM}
 
 
 def get_model(name: str) -> ModelSpec:
