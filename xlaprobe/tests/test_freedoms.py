@@ -163,7 +163,7 @@ def test_the_table_shows_what_a_freedom_row_is_measured_against():
 
     from rich.console import Console
 
-    from xlaprobe.cli.verdicts import print_result
+    from xlaprobe.verdicts import print_result
     a, b = _squares_inputs()
     program = _program(difference_of_squares, a, b)
     fused = _honest(program.jaxpr, (a, b), spec="reference:fma", contract=True)

@@ -26,6 +26,7 @@ from xlaprobe.errors import InvalidArgument, XlaprobeError
 from xlaprobe.oracle import Verdict
 from xlaprobe.program import Program, Provenance
 from xlaprobe.store import DEFAULT_DB, Store
+from xlaprobe.verdicts import print_result
 
 #: What the functions take as a program: a JAX function (with its arguments), a target string as
 #: the command line takes it, a finding id in the store, a `Program`, or a `Checked` result.
@@ -87,7 +88,6 @@ class Checked:
         return buffer.getvalue()
 
     def _render(self, console: Any) -> None:
-        from xlaprobe.cli.verdicts import print_result
         print_result(self.result, dict(self.artifacts), False, dict(self.ids),
                      self.db or DEFAULT_DB, console=console)
 
@@ -300,7 +300,7 @@ def run_check(program: Program, configs: list[Any], *, db: Path | None, jobs: in
     Raises:
         CorruptArtifact: `db` is not an xlaprobe store.
     """
-    from xlaprobe.artifact import save_finding_artifacts
+    from xlaprobe.finding_artifacts import save_finding_artifacts
 
     store = Store(db) if db is not None else None  # a bad store fails before minutes of runs
     try:
@@ -497,7 +497,7 @@ def bisect(target: Target | Checked, *args: Any, config: str | None = None,
         EnvironmentUnavailable: a release environment cannot be made.
     """
     from xlaprobe.configs.registry import Configuration
-    from xlaprobe.configs.release import release_options
+    from xlaprobe.releases.kind import release_options
     from xlaprobe.releases.program import bisect_program, releases_to_bisect
     from xlaprobe.workers import WorkerPool
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from xlaprobe.cli.console import Steps, seconds
 from xlaprobe.configs.registry import Configuration
-from xlaprobe.configs.release import release_options
+from xlaprobe.releases.kind import release_options
 from xlaprobe.releases import envs
 from xlaprobe.releases.bisection import ReleaseRun, run_bound
 from xlaprobe.releases.program import bisect_program, releases_between, releases_to_bisect

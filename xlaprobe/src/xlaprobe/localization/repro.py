@@ -28,6 +28,7 @@ import ml_dtypes
 import numpy as np
 from xlaprobe import jaxcompat, primitives
 
+from xlaprobe.artifact import CRASH_ENTRY
 from xlaprobe.program import Program, export_module
 
 #: Arrays with at most this many elements are written as literals; larger ones as base64.
@@ -668,19 +669,6 @@ _RUN_EAGER = """\
 """
 
 
-#: The entry point of a crash finding's script: a crash kills the process, so the check runs in a
-#: child and a death by signal becomes CRASH and exit 1, like any other failure.
-CRASH_ENTRY = """if __name__ == "__main__":
-    if "--child" in sys.argv[1:]:
-        sys.exit(main())
-    import os
-    import subprocess
-    here = os.path.abspath(__file__)
-    code = subprocess.run([sys.executable, here, "--child", *sys.argv[1:]]).returncode
-    if code < 0:
-        print("CRASH: the process running the program died of signal %d" % -code)
-    sys.exit(1 if code < 0 else code)
-"""
 _ENTRY = """if __name__ == "__main__":
     sys.exit(main())
 """
@@ -705,5 +693,5 @@ def count_lines(source: str) -> int:
                if line.strip() and not line.strip().startswith("#"))
 
 
-__all__ = ["CRASH_ENTRY", "LITERAL_ELEMENTS", "Unprintable", "array_expr", "count_lines",
+__all__ = ["LITERAL_ELEMENTS", "Unprintable", "array_expr", "count_lines",
            "emit_export_repro", "emit_repro", "tolerances"]

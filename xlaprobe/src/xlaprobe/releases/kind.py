@@ -35,7 +35,8 @@ from xlaprobe.jaxpr_json import dtype_by_name
 from xlaprobe.configs import xla
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.errors import InvalidArgument, Unsupported
-from xlaprobe.releases import envs, runner as runner_module
+from xlaprobe.releases import envs
+from xlaprobe.releases import runner as runner_module
 
 RUNNER = Path(runner_module.__file__).resolve()
 
