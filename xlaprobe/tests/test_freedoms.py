@@ -305,7 +305,7 @@ def test_cli_refuses_an_unknown_freedom_in_one_line(tmp_path):
     bad = _cli("check", "lstm", "--accept", "ftz,fmaa", cwd=tmp_path)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert bad.stderr.strip().splitlines() == [
-        "error: unknown freedom 'fmaa' to accept; known freedoms: excess-range, fma, ftz "
+        "xlaprobe: error: unknown freedom 'fmaa' to accept; known freedoms: excess-range, fma, ftz "
         "(or all, none)"]
 
 

@@ -121,7 +121,8 @@ def _primitive_index() -> dict[int, tuple[str, str]]:
     # Primitives are module-level singletons: pickle them as (module, attribute) references.
     import jax.numpy  # noqa: F401  (registers the lax primitives)
     index: dict[int, tuple[str, str]] = {}
-    for modname, attr, prim in jaxcompat.module_primitives(("jax", "jaxlib", "flax", "optax")):
+    for modname, attr, prim in jaxcompat.module_primitives(
+            ("jax", "jaxlib", "flax", "optax", *primitives.EXTENSION_PACKAGES)):
         index.setdefault(id(prim), (modname, attr))
     return index
 
