@@ -26,9 +26,12 @@ from typing import Any
 
 import ml_dtypes
 import numpy as np
+from jax import lax
 from xlaprobe import jaxcompat, primitives
 
+from xlaprobe.allowance import REPRO_JUDGE
 from xlaprobe.artifact import CRASH_ENTRY
+from xlaprobe.oracle import BUDGET_FACTOR, DEFAULT_BOUNDS
 from xlaprobe.program import Program, export_module
 
 #: Arrays with at most this many elements are written as literals; larger ones as base64.
@@ -112,7 +115,6 @@ class _Printer:
     """Prints jaxprs as Python functions, collecting module-level constants."""
 
     def __init__(self) -> None:
-        import jax.lax as lax
         self.lines: list[str] = []
         self.constants: list[str] = []
         self.counter = 0
@@ -151,12 +153,10 @@ class _Printer:
         if isinstance(value, jaxcompat.Primitive):
             return self.primitive(value)
         if isinstance(value, enum.Enum):
-            import jax.lax as lax
             if getattr(lax, type(value).__name__, None) is type(value):
                 return f"lax.{type(value).__name__}.{value.name}"
             raise Unprintable(f"parameter value {value!r} has no public type in jax.lax")
         if isinstance(value, tuple) and hasattr(value, "_fields"):
-            import jax.lax as lax
             name = type(value).__name__
             if getattr(lax, name, None) is not type(value):
                 raise Unprintable(f"parameter record {name} is not in jax.lax")
@@ -467,7 +467,6 @@ def tolerances(reference: Sequence[np.ndarray], honest: Sequence[Sequence[np.nda
         honest: honest runs' outputs (reference:native, Monte Carlo samples); may be empty.
         outputs: the jaxpr's outvars (their dtypes choose the bounds).
     """
-    from xlaprobe.oracle import BUDGET_FACTOR, DEFAULT_BOUNDS
     bounds = []
     for i, (ref, var) in enumerate(zip(reference, outputs)):
         dtype = np.dtype(var.aval.dtype)
@@ -680,7 +679,6 @@ def _main(eager: bool, crash: bool = False, allowance: bool = False) -> str:
     ``allowance.npz`` beside the script where there is one."""
     text = _MAIN.replace("RUN\n", _RUN_EAGER if eager else RUN_JIT)
     if allowance:
-        from xlaprobe.allowance import REPRO_JUDGE
         text = REPRO_JUDGE + text.replace("ALLOWANCE", "load_allowance(__file__)")
     else:
         text = text.replace("ALLOWANCE", "{}")
