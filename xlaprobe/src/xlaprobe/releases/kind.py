@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import jax
 import numpy as np
 
 from xlaprobe import jaxcompat
@@ -96,8 +97,6 @@ def stablehlo_text(closed_jaxpr: Any, inputs: Sequence[np.ndarray]) -> tuple[str
         (module text without locations or ``sdy.*`` attributes, indices of the inputs the module
         takes: jit drops unused ones).
     """
-    import jax
-
     specs = [jax.ShapeDtypeStruct(np.shape(x), np.asarray(x).dtype) for x in inputs]
     exported = jax.export.export(jax.jit(jaxcompat.jaxpr_as_fun(closed_jaxpr)),
                                  platforms=["cpu"])(*specs)
