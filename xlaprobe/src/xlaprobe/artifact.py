@@ -24,6 +24,7 @@ not unpickled, with a line saying how to regenerate them.
 from __future__ import annotations
 
 import json
+import shlex
 import time
 import zipfile
 from collections.abc import Sequence
@@ -34,6 +35,7 @@ import jax
 import numpy as np
 
 from xlaprobe import jaxpr_json
+from xlaprobe.allowance import REPRO_JUDGE
 from xlaprobe.jaxpr_json import dtype_by_name
 from xlaprobe.version import __version__
 from xlaprobe.errors import CorruptArtifact, InvalidArgument
@@ -215,8 +217,6 @@ def load_artifact(directory: str | Path) -> Program:
 
 def _old_artifact(root: Path) -> str:
     """The one-line refusal of a schema-1 artifact, naming the command that regenerates it."""
-    import shlex
-
     try:
         provenance = Provenance.from_json(json.loads((root / "metadata.json").read_text())
                                           ["provenance"])
@@ -396,7 +396,6 @@ def repro_text(config: str, *, crash: bool = False) -> str:
     >>> "xlaprobe" in repro_text("xla").split("\\n")[0], "install(" in repro_text("xla")
     (True, False)
     """
-    from xlaprobe.allowance import REPRO_JUDGE
     text = _REPRO.replace("JUDGE\n", REPRO_JUDGE.strip("\n") + "\n")
     if crash:
         text = text.replace('if __name__ == "__main__":\n    sys.exit(main())\n', CRASH_ENTRY)
