@@ -24,7 +24,7 @@ from xlaprobe.oracle import summary_kind
 from xlaprobe.checking import REFERENCE, check_program, judge
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.releases import envs
-from xlaprobe.configs.release import release_config, release_options
+from xlaprobe.releases.kind import release_config, release_options
 from xlaprobe.sources.user import load_case
 from xlaprobe.workers import WorkerPool
 

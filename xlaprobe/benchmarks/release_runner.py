@@ -1,5 +1,5 @@
 """Runs under another release: a fresh process of its interpreter per run against one runner
-process kept from run to run (`xlaprobe.configs.release.RunnerProcess`), side by side on the same
+process kept from run to run (`xlaprobe.releases.kind.RunnerProcess`), side by side on the same
 generated programs, in this process (no worker pool).
 
 Prints seconds per run of each, the ratio, and whether every output is bit-identical.
@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from xlaprobe.configs import release
+from xlaprobe.releases import kind as release
 from xlaprobe.releases import envs
 from xlaprobe.sources.generator import generate
 

@@ -123,12 +123,13 @@ def test_leaf_modules_stay_low(name):
     assert not reach & middle
 
 
-def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
-    """The import graph with each subpackage (``xlaprobe.configs``) and top-level module as one
-    node: an edge between two of them is any import from a module of one to a module of the
-    other."""
+def package_graph(graph: dict[str, set[str]], depth: int = 2) -> dict[str, set[str]]:
+    """The import graph with each module cut to its first `depth` name parts: at depth 2 each
+    subpackage (``xlaprobe.configs``) and top-level module is one node, at depth 3 each
+    sub-subpackage (``xlaprobe.a.b``) and module of a subpackage. An edge between two nodes is any
+    import from a module of one to a module of the other."""
     def node(module: str) -> str:
-        return ".".join(module.split(".")[:2])
+        return ".".join(module.split(".")[:depth])
     packages: dict[str, set[str]] = {}
     for module, targets in graph.items():
         packages.setdefault(node(module), set()).update(
@@ -136,16 +137,22 @@ def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
     return packages
 
 
-#: Package-level cycles not yet broken (issue 33); the list may only shrink.
-KNOWN_PACKAGE_CYCLES = [
-    ["xlaprobe.api", "xlaprobe.cli"],
-    ["xlaprobe.artifact", "xlaprobe.localization"],
-    ["xlaprobe.checking", "xlaprobe.configs", "xlaprobe.freedoms", "xlaprobe.releases"],
-]
-
-
-def test_package_level_cycles_only_shrink():
-    found = sorted(cycles(package_graph(import_graph())))
-    assert all(c in KNOWN_PACKAGE_CYCLES for c in found), found
+def test_no_package_level_cycle():
+    """No cycle between subpackages and top-level modules (the library never imports `cli`, the
+    artifact format never imports localization, `configs` never imports `releases`), nor between
+    the subpackages and modules inside any package, at every depth of nesting."""
+    graph = import_graph()
+    deepest = max(len(m.split(".")) for m in graph)
+    assert deepest >= 2
+    for depth in range(2, deepest + 1):
+        assert cycles(package_graph(graph, depth)) == [], depth
     assert package_graph({"p.a.x": {"p.b.y"}, "p.b.y": {"p.a.z"}, "p.a.z": set()}) == {
         "p.a": {"p.b"}, "p.b": {"p.a"}}
+    assert cycles(package_graph({"p.a.x": {"p.b.y"}, "p.b.y": {"p.a.z"}, "p.a.z": set()})) == [
+        ["p.a", "p.b"]]
+
+
+def test_the_library_never_imports_the_cli():
+    graph = import_graph()
+    library = [m for m in graph if not m.startswith(("xlaprobe.cli", "xlaprobe.__main__"))]
+    assert [(m, t) for m in library for t in graph[m] if t.startswith("xlaprobe.cli")] == []

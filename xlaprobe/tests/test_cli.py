@@ -221,7 +221,7 @@ def test_fuzz_time_parsed_by_the_campaign_parser(tmp_path, value):
     with pytest.raises(InvalidArgument) as raised:
         parse_duration(value)
     run = xlaprobe("fuzz", "--time", value, "--db", str(tmp_path / "db"))
-    assert run.returncode == 2 and run.stderr.strip() == f"error: {raised.value}"
+    assert run.returncode == 2 and run.stderr.strip() == f"xlaprobe: error: {raised.value}"
     assert not (tmp_path / "db").exists()
     assert parse_duration("720h") == 30 * 24 * 3600.0
 
@@ -233,7 +233,7 @@ def test_an_internal_error_exits_3_never_1(capsys):
         cli._internal_error(KeyError("boom"))
     assert info.value.code == cli.EXIT_INTERNAL_ERROR == 3
     lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
-    assert len(lines) == 1 and "internal error of xlaprobe" in lines[0] and "KeyError" in lines[0]
+    assert len(lines) == 1 and lines[0].startswith("xlaprobe: internal error: KeyError") and "KeyError" in lines[0]
     path = lines[0].split("traceback in ")[1].split(":")[0]
     assert "KeyError" in pathlib.Path(path).read_text()
 

@@ -19,7 +19,7 @@ from xlaprobe.configs.registry import Configuration
 from xlaprobe.configs import reference
 from xlaprobe.oracle import VerdictKind
 from xlaprobe.releases import envs
-from xlaprobe.configs.release import release_config, release_options
+from xlaprobe.releases.kind import release_config, release_options
 from xlaprobe.sources.user import load_case
 
 ROOT = pathlib.Path(__file__).parent / "fixed_cases"

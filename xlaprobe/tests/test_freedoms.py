@@ -163,7 +163,7 @@ def test_the_table_shows_what_a_freedom_row_is_measured_against():
 
     from rich.console import Console
 
-    from xlaprobe.cli.verdicts import print_result
+    from xlaprobe.verdicts import print_result
     a, b = _squares_inputs()
     program = _program(difference_of_squares, a, b)
     fused = _honest(program.jaxpr, (a, b), spec="reference:fma", contract=True)
@@ -305,7 +305,7 @@ def test_cli_refuses_an_unknown_freedom_in_one_line(tmp_path):
     bad = _cli("check", "lstm", "--accept", "ftz,fmaa", cwd=tmp_path)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert bad.stderr.strip().splitlines() == [
-        "error: unknown freedom 'fmaa' to accept; known freedoms: excess-range, fma, ftz "
+        "xlaprobe: error: unknown freedom 'fmaa' to accept; known freedoms: excess-range, fma, ftz "
         "(or all, none)"]
 
 

@@ -17,7 +17,7 @@ import pytest
 from rich.console import Console
 
 from xlaprobe.checking import judge
-from xlaprobe.cli import verdicts as cli_verdicts
+from xlaprobe import verdicts
 from xlaprobe.cli.console import Steps, local_time, seconds
 from xlaprobe.oracle import Verdict, judge_leaf
 from xlaprobe.outcome import Outcome, OutcomeKind
@@ -140,7 +140,7 @@ def test_rows_of_a_configuration_that_did_not_run_show_no_share_over():
     result = judge(program, ["xla", "eager", "reference"], outcomes)
     console = Console(width=400, color_system=None)
     with console.capture() as captured:
-        cli_verdicts.print_result(result, {}, all_outputs=True, console=console)
+        verdicts.print_result(result, {}, all_outputs=True, console=console)
     rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[1:-1]]
             for line in captured.get().splitlines() if line.startswith("│ ")}
     header = [c.strip() for c in next(line for line in captured.get().splitlines()

@@ -74,11 +74,11 @@ def test_cli_refuses_ray_when_missing_or_unreachable(tmp_path, monkeypatch, caps
     pytest.importorskip("ray")
     assert _cli(monkeypatch, capsys, "fuzz", "--time", "5s", "--db", db, "--backend", "ray",
                 "--address", "127.0.0.1:1") == (2, [
-        "error: cannot reach a Ray cluster at 127.0.0.1:1 (Connection refused); start one with "
+        "xlaprobe: error: cannot reach a Ray cluster at 127.0.0.1:1 (Connection refused); start one with "
         "`ray start --head` or drop --address to run a local one"])
     monkeypatch.setitem(sys.modules, "ray", None)  # as if Ray were not installed
     assert _cli(monkeypatch, capsys, "fuzz", "--time", "5s", "--db", db, "--backend", "ray") == (
-        2, ["error: --backend ray needs Ray, which is not installed here: pip install "
+        2, ["xlaprobe: error: --backend ray needs Ray, which is not installed here: pip install "
             "'xlaprobe[ray]'"])
     assert not (tmp_path / "f.db").exists()  # refused before the store or a campaign was made
 

@@ -14,14 +14,14 @@ from hypothesis import given, settings, strategies as st
 
 from xlaprobe.checking import REFERENCE, check_program
 from xlaprobe.checker import Failure
-from xlaprobe.configs import release
+from xlaprobe.releases import kind as release
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.errors import InvalidArgument, Unsupported
 from xlaprobe.oracle import VerdictKind
 from xlaprobe.outcome import OutcomeKind
 from xlaprobe.releases import envs
 from xlaprobe.releases.bisection import ReleaseRun, bisect, run_bound
-from xlaprobe.configs.release import release_options
+from xlaprobe.releases.kind import release_options
 from xlaprobe.releases.program import bisect_program
 from xlaprobe.sources.user import load_case
 

@@ -109,7 +109,7 @@ def test_every_printed_replay_reproduces(tmp_path, target, configs, finding_conf
 
 
 def test_replay_line_quotes_paths_and_skips_python_for_other_releases():
-    from xlaprobe.cli.findings import replay_line
+    from xlaprobe.verdicts import replay_line
     assert _replays(replay_line("xla:O0", "my dir/a-xla")) == [
         [sys.executable, "my dir/a-xla/repro.py"],
         [sys.executable, "-m", "xlaprobe.cli", "check", "my dir/a-xla", "--configs",

@@ -88,7 +88,7 @@ def test_a_wide_allowance_names_the_honest_run_that_set_it():
 def test_an_eager_findings_lax_repro_judges_by_the_allowance_too(tmp_path, pool):
     # cbrt of subnormals is wrong op by op too: the eager finding's repro.py is lax code run
     # under disable_jit, and reads the allowance.npz beside it.
-    from xlaprobe.artifact import save_finding_artifacts
+    from xlaprobe.finding_artifacts import save_finding_artifacts
     from xlaprobe.checking import check_program
     from xlaprobe.sources.user import load_case
 

@@ -123,7 +123,7 @@ def test_upstream_of_a_partitioned_finding_keeps_its_mesh_and_its_allowance(pool
     and partitions as the finding did (not a one-device jit), and the artifact's repro judges by
     the check's allowance.npz."""
     from xlaprobe import upstream
-    from xlaprobe.artifact import save_finding_artifacts
+    from xlaprobe.finding_artifacts import save_finding_artifacts
     from xlaprobe.store import Store
     from tests.test_spmd import _dropped_all_reduce
 

@@ -150,7 +150,7 @@ def test_traceback_option_prints_the_whole_traceback(tmp_path):
     plain = run()
     lines = plain.stderr.strip().splitlines()
     assert plain.returncode == 2 and len(lines) == 1, plain.stderr
-    assert lines[0].startswith("error: mymod.py:5 in helper: ValueError: negative sizes"), lines
+    assert lines[0].startswith("xlaprobe: error: mymod.py:5 in helper: ValueError: negative sizes"), lines
     full = run("--traceback")
     assert full.returncode == 2 and full.stderr.startswith("Traceback (most recent call last)")
     assert 'mymod.py", line 9, in fn' in full.stderr and 'mymod.py", line 5, in helper' in full.stderr

@@ -353,7 +353,7 @@ def test_a_failed_setup_fails_again_at_once_without_retrying(monkeypatch):
     # A release whose environment cannot be made (here: PyPI has no such jax) is asked about
     # once per pool; every later run of that configuration fails with the same error at once
     # (a campaign keeps jobs + 1 programs in flight: each used to try again).
-    from xlaprobe.configs import release
+    from xlaprobe.releases import kind as release
     from xlaprobe.releases.envs import EnvironmentUnavailable
     calls = []
 

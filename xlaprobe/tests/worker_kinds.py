@@ -122,7 +122,7 @@ def run_release_module(closed_jaxpr: Any, inputs: Sequence[np.ndarray], *, pytho
     """Worker function: run the program's StableHLO under the interpreter `python` (a stand-in
     for a release environment), as the ``jaxlib==`` kind does: in a fresh process, or in a
     long-lived `RunnerProcess` (`kept_running`)."""
-    from xlaprobe.configs import release
+    from xlaprobe.releases import kind as release
     text, kept = release.stablehlo_text(closed_jaxpr, inputs)
     runner = release.RunnerProcess(python) if kept_running else None
     return release.run_module(python, text, [inputs[i] for i in kept], {}, runner=runner)

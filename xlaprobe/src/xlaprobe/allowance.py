@@ -30,6 +30,9 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from xlaprobe.checking import REFERENCE
+from xlaprobe.configs.reference_scipy import output_gauges
+from xlaprobe.files import write_atomic
 from xlaprobe.oracle import (ILL_CONDITIONED_EPS, bounds, flush_allowance, honest_non_finite,
                              is_float, leaf_budget)
 
@@ -100,9 +103,6 @@ def element_allowances(result: Any) -> dict[str, np.ndarray]:
         Arrays by name (``allowed_0``, ...); empty when the check was not judged against the
         reference (nothing to reproduce it with).
     """
-    from xlaprobe.checking import REFERENCE
-    from xlaprobe.configs.reference_scipy import output_gauges
-
     if result.judged_against != REFERENCE:
         return {}
     reference = next(o.outputs for c, o in zip(result.configs, result.outcomes) if c == REFERENCE)
@@ -142,8 +142,6 @@ def save_allowances(path: str | Path, arrays: dict[str, np.ndarray]) -> None:
     Raises:
         OSError: the folder is missing or cannot be written.
     """
-    from xlaprobe.files import write_atomic
-
     archive = io.BytesIO()
     np.savez_compressed(archive, **arrays)
     write_atomic(path, archive.getvalue())
@@ -214,7 +212,6 @@ def wide_allowances(result: Any, factor: float = WIDE_FACTOR) -> list[WideAllowa
         One `WideAllowance` per such leaf (the configuration with the widest allowance), widest
         first; empty without honest runs or a float64 reference.
     """
-    from xlaprobe.checking import REFERENCE
     honest = [o for o in result.budget if o.ran]
     if result.judged_against != REFERENCE or not honest:
         return []

@@ -16,16 +16,33 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+from rich.text import Text
+
+from xlaprobe import artifact
 from xlaprobe.checking import DEFAULT_CONFIGS, CheckResult, Finding, check_program
+from xlaprobe.configs.registry import Configuration, parse_configs
 from xlaprobe.errors import InvalidArgument, XlaprobeError
+from xlaprobe.finding_artifacts import save_finding_artifacts
+from xlaprobe.freedoms import parse_accept
+from xlaprobe.localization.api import METHODS
+from xlaprobe.localization.api import localize as run_localize
+from xlaprobe.localization.reduce import MAX_TESTS, write_outputs
+from xlaprobe.localization.reduce import reduce as run_reduce
 from xlaprobe.oracle import Verdict
 from xlaprobe.program import Program, Provenance
+from xlaprobe.releases.kind import release_options
+from xlaprobe.releases.program import bisect_program, releases_to_bisect
+from xlaprobe.sources.targets import resolve, resolve_finding
 from xlaprobe.store import DEFAULT_DB, Store
+from xlaprobe.verdicts import print_result
+from xlaprobe.workers import WorkerPool
 
 #: What the functions take as a program: a JAX function (with its arguments), a target string as
 #: the command line takes it, a finding id in the store, a `Program`, or a `Checked` result.
@@ -80,14 +97,11 @@ class Checked:
     def table(self, width: int = 1000) -> str:
         """The verdict table as plain text (no colour codes), at most `width` columns: names,
         paths and configurations whole (the default fits any table)."""
-        from rich.console import Console
-
         buffer = io.StringIO()
         self._render(Console(file=buffer, width=width, color_system=None, force_terminal=False))
         return buffer.getvalue()
 
     def _render(self, console: Any) -> None:
-        from xlaprobe.cli.verdicts import print_result
         print_result(self.result, dict(self.artifacts), False, dict(self.ids),
                      self.db or DEFAULT_DB, console=console)
 
@@ -95,7 +109,6 @@ class Checked:
         return self.table()
 
     def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
-        from rich.text import Text
         yield Text.from_ansi(self.table(width=options.max_width))
 
 
@@ -139,14 +152,11 @@ def program_of(target: Target | Checked, args: tuple[Any, ...] = (), *, name: st
         raise InvalidArgument(f"cannot check a {type(target).__name__}: pass a JAX function and "
                               "its arguments, a target string or a finding id")
     if isinstance(target, int) or (isinstance(target, str) and target.strip().isdigit()):
-        from xlaprobe.sources.targets import resolve_finding
         if db is None:
             raise InvalidArgument(f"finding {target} is looked up in a store: pass db=")
         program, config, finding_id = resolve_finding(str(target), "", db)
         return program, (config,), finding_id
     if isinstance(target, str):
-        from xlaprobe.sources.targets import resolve
-        from xlaprobe import artifact
         resolved = resolve(target, seed=seed, input_spec=inputs)
         named = resolved.extra_configs
         if not named and artifact.is_artifact(target) and artifact.artifact_config(target):
@@ -210,7 +220,6 @@ def _pool(pool: Any, jobs: int, timeout_s: float) -> Iterator[Any]:
     if pool is not None:
         yield pool
         return
-    from xlaprobe.workers import WorkerPool
     with WorkerPool(size=jobs, timeout_s=timeout_s) as made:
         yield made
 
@@ -246,8 +255,6 @@ def check(target: Target, *args: Any, configs: str = DEFAULT_CONFIGS,
         InvalidArgument: a bad target, configuration list or store; a function that does not
             trace with `args`.
     """
-    from xlaprobe.freedoms import parse_accept
-
     _checked_options(configs, jobs, timeout_s)
     accepted = parse_accept(accept)
     db = validated_store(db)
@@ -266,8 +273,6 @@ def with_oracle(configs: str, named: tuple[str, ...] = ()) -> list[Any]:
     Raises:
         InvalidArgument: an unknown or malformed configuration spec.
     """
-    from xlaprobe.configs.registry import parse_configs
-
     parsed = parse_configs(configs)
     specs = [str(c) for c in parsed]
     # The float64 reference is the oracle: without it the first configuration would be the
@@ -300,7 +305,6 @@ def run_check(program: Program, configs: list[Any], *, db: Path | None, jobs: in
     Raises:
         CorruptArtifact: `db` is not an xlaprobe store.
     """
-    from xlaprobe.artifact import save_finding_artifacts
 
     store = Store(db) if db is not None else None  # a bad store fails before minutes of runs
     try:
@@ -322,8 +326,6 @@ def run_check(program: Program, configs: list[Any], *, db: Path | None, jobs: in
 def _faulty(target: Target | Checked, args: tuple[Any, ...], config: str | None, verb: str,
             **where: Any) -> tuple[Program, Any, int | None, CheckResult | None]:
     """(program, parsed faulty configuration, finding id, a check to reuse) for localize/reduce."""
-    from xlaprobe.configs.registry import Configuration
-
     program, named, finding_id = program_of(target, args, **where)
     spec = config or (named[0] if named else "")
     if not spec and isinstance(target, Checked):
@@ -367,9 +369,6 @@ def localize(target: Target | Checked, *args: Any, config: str | None = None,
         InvalidArgument: a bad target, configuration, method or store.
         NotReproducible: the configuration gives no finding on the program.
     """
-    from xlaprobe.localization.api import METHODS
-    from xlaprobe.localization.api import localize as run_localize
-
     if method not in METHODS:
         raise InvalidArgument(f"unknown localization method '{method}': use {', '.join(METHODS)}")
     _checked_options("", jobs, timeout_s)
@@ -447,8 +446,6 @@ def reduce(target: Target | Checked, *args: Any, config: str | None = None,
         InvalidArgument: a bad target, configuration, budget or output directory.
         NotReproducible: the configuration gives no finding on the program.
     """
-    from xlaprobe.localization.reduce import MAX_TESTS, write_outputs
-    from xlaprobe.localization.reduce import reduce as run_reduce
 
     budget = MAX_TESTS if max_tests is None else max_tests
     if budget < 1:
@@ -496,10 +493,6 @@ def bisect(target: Target | Checked, *args: Any, config: str | None = None,
         InvalidArgument: a bad target, a non-XLA configuration, a bad release list or store.
         EnvironmentUnavailable: a release environment cannot be made.
     """
-    from xlaprobe.configs.registry import Configuration
-    from xlaprobe.configs.release import release_options
-    from xlaprobe.releases.program import bisect_program, releases_to_bisect
-    from xlaprobe.workers import WorkerPool
 
     _checked_options("", 1, timeout_s)
     db = validated_store(db)
@@ -531,7 +524,6 @@ def store_localization(db: Path, program: Program, loc: Any, finding_id: int | N
     """Record `loc` in the store; a localized finding's bug key becomes its failing operation
     (`xlaprobe.triage.localized_key`). A store that cannot be written is a warning on stderr
     (``--json`` output on stdout must stay parseable), never a lost localization."""
-    import sys
     try:
         with Store(db) as store:
             found = store.finding_of(program.fingerprint, loc.config, finding_id)
@@ -547,7 +539,6 @@ def store_reduction(db: Path, program: Program, reduction: Any, written: Any,
                     finding_id: int | None) -> None:
     """Record a reduction and where its reproducer is in the store (a store that cannot be
     written is a warning on stderr: the reproducer on disk is what counts)."""
-    import sys
     try:
         with Store(db) as store:
             found = store.finding_of(program.fingerprint, reduction.config, finding_id)

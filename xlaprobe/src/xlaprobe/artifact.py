@@ -24,6 +24,7 @@ not unpickled, with a line saying how to regenerate them.
 from __future__ import annotations
 
 import json
+import shlex
 import time
 import zipfile
 from collections.abc import Sequence
@@ -34,6 +35,7 @@ import jax
 import numpy as np
 
 from xlaprobe import jaxpr_json
+from xlaprobe.allowance import REPRO_JUDGE
 from xlaprobe.jaxpr_json import dtype_by_name
 from xlaprobe.version import __version__
 from xlaprobe.errors import CorruptArtifact, InvalidArgument
@@ -148,121 +150,6 @@ def save_artifact(program: Program, directory: str | Path, *,
     return root
 
 
-def save_finding_artifacts(result: Any, root: str | Path,
-                           configs: Sequence[str] | None = None) -> dict[str, str]:
-    """Write one artifact directory per finding of a check (``xlaprobe check`` and campaigns).
-
-    Each directory is ``<root>/<program fingerprint>-<configuration, filesystem-safe>`` (at most
-    120 characters) and holds the program, the float64 reference outputs (when the reference
-    ran), and a ``repro.py`` for the failing configuration with its XLA compiler options.
-
-    Args:
-        result: a `xlaprobe.checking.CheckResult`.
-        root: the artifacts directory (``<db dir>/artifacts``); created if missing.
-        configs: the failing configurations to save; None: every finding's.
-
-    Returns:
-        configuration spec -> artifact directory. A write that fails (OSError, a program the
-        artifact format does not describe) is left out with a warning on stderr: the finding
-        itself is still stored.
-    """
-    import sys
-
-    from xlaprobe.checking import REFERENCE
-    from xlaprobe.configs.registry import Configuration
-
-    reference = next((o.outputs for c, o in zip(result.configs, result.outcomes)
-                      if c == REFERENCE and o.ran), None)
-    honest = tuple(tuple(o.outputs) for o in result.budget if o.ran)
-    bounds = None
-    if reference is not None:
-        from xlaprobe.localization.repro import tolerances
-        bounds = tolerances(reference, honest, result.program.jaxpr.jaxpr.outvars)
-    from xlaprobe.allowance import element_allowances
-    allowances = element_allowances(result) if reference is not None else {}
-    saved = {}
-    for finding in result.findings:
-        if configs is not None and finding.config not in configs:
-            continue
-        options = Configuration.parse(finding.config).compiler_options
-        safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in finding.config)
-        directory = Path(root) / f"{result.program.fingerprint}-{safe}"[:120]
-        try:
-            source = _finding_repro(result.program, finding.config, reference, honest,
-                                    crash=finding.kind.value == "crash")
-            save_artifact(result.program, directory, reference=reference,
-                          repro_config=finding.config, compiler_options=options,
-                          note=f"{finding.kind.value} on {list(finding.outputs)}; fingerprint "
-                               f"{finding.fingerprint}", repro_source=source,
-                          repro_tolerance=bounds)
-        except (OSError, TypeError) as exc:
-            print(f"warning: could not write the artifact of {finding.config} to {directory}: "
-                  f"{exc}", file=sys.stderr)
-            continue
-        _save_error_maps(result, finding.config, reference, directory)
-        _save_allowances(allowances, directory)
-        saved[finding.config] = str(directory)
-    return saved
-
-
-def _finding_repro(program: Program, config: str, reference: Sequence[np.ndarray] | None,
-                   honest: Sequence[Sequence[np.ndarray]], *, crash: bool) -> str:
-    """The ``repro.py`` of one finding. An ``eager`` finding's is the program printed as lax code
-    and run op by op (`localize.repro.emit_repro`): module.jax_export compiles the program whole,
-    and that compile may drop or fuse the op that fails alone. Every other finding's runs
-    module.jax_export (`repro_text`); a crash's runs it in a child process."""
-    if config.startswith("spmd[") and reference is not None:
-        from xlaprobe.localization.repro import Unprintable
-        from xlaprobe.localization.spmd_repro import emit_spmd_repro
-        try:  # a script that presents the mesh's devices and partitions as the finding did
-            return emit_spmd_repro(program, config, reference, honest, crash=crash,
-                                   allowance=True)
-        except Unprintable:
-            pass
-    if config == "eager" and reference is not None:
-        from xlaprobe.localization.repro import Unprintable, emit_repro
-        try:
-            return emit_repro(program, config, {}, reference, honest, eager=True, crash=crash,
-                              allowance=True)
-        except Unprintable:  # the module.jax_export script, compiled whole, is the best left
-            pass
-    return repro_text(config, crash=crash)
-
-
-def _save_error_maps(result: Any, config: str, reference: Any, directory: Path) -> None:
-    """Write ``errors.npz`` (`xlaprobe.errormap`) beside a finding's artifact: where its
-    failing leaves go wrong, for ``xlaprobe report``. Nothing when the configuration or the
-    reference did not run; a write that fails only warns (the artifact stands without it)."""
-    import sys
-
-    from xlaprobe.errormap import FILE_NAME, error_maps, save_error_maps
-
-    index = result.configs.index(config)
-    outcome = result.outcomes[index]
-    maps = error_maps(outcome.outputs, reference, result.verdicts[index],
-                      result.program.tolerance) if reference is not None and outcome.ran else []
-    try:
-        (directory / FILE_NAME).unlink(missing_ok=True)  # an older check's maps are not these
-        if maps:
-            save_error_maps(directory / FILE_NAME, maps)
-    except OSError as exc:
-        print(f"warning: could not write the error maps of {config}: {exc}", file=sys.stderr)
-
-
-def _save_allowances(arrays: dict[str, np.ndarray], directory: Path) -> None:
-    """Write ``allowance.npz`` (`xlaprobe.allowance`) beside a finding's artifact, or remove an
-    older check's; a write that fails only warns (repro.py falls back to scalar bounds)."""
-    import sys
-
-    from xlaprobe.allowance import FILE_NAME, save_allowances
-    try:
-        (directory / FILE_NAME).unlink(missing_ok=True)
-        if arrays:
-            save_allowances(directory / FILE_NAME, arrays)
-    except OSError as exc:
-        print(f"warning: could not write the allowances to {directory}: {exc}", file=sys.stderr)
-
-
 def is_artifact(path: str | Path) -> bool:
     """True if `path` is a directory holding an artifact's metadata.json."""
     return (Path(path) / "metadata.json").is_file()
@@ -330,8 +217,6 @@ def load_artifact(directory: str | Path) -> Program:
 
 def _old_artifact(root: Path) -> str:
     """The one-line refusal of a schema-1 artifact, naming the command that regenerates it."""
-    import shlex
-
     try:
         provenance = Provenance.from_json(json.loads((root / "metadata.json").read_text())
                                           ["provenance"])
@@ -368,6 +253,20 @@ def load_reference(directory: str | Path) -> tuple[np.ndarray, ...] | None:
         return None
     return _unpack(root / "reference.npz", metadata["reference_dtypes"])
 
+
+#: The entry point of a crash finding's script: a crash kills the process, so the check runs in a
+#: child and a death by signal becomes CRASH and exit 1, like any other failure.
+CRASH_ENTRY = """if __name__ == "__main__":
+    if "--child" in sys.argv[1:]:
+        sys.exit(main())
+    import os
+    import subprocess
+    here = os.path.abspath(__file__)
+    code = subprocess.run([sys.executable, here, "--child", *sys.argv[1:]]).returncode
+    if code < 0:
+        print("CRASH: the process running the program died of signal %d" % -code)
+    sys.exit(1 if code < 0 else code)
+"""
 
 # The reproducer must run with jax and numpy alone: it duplicates the tiny array (un)packing on purpose.
 _REPRO = '''\
@@ -497,10 +396,8 @@ def repro_text(config: str, *, crash: bool = False) -> str:
     >>> "xlaprobe" in repro_text("xla").split("\\n")[0], "install(" in repro_text("xla")
     (True, False)
     """
-    from xlaprobe.allowance import REPRO_JUDGE
     text = _REPRO.replace("JUDGE\n", REPRO_JUDGE.strip("\n") + "\n")
     if crash:
-        from xlaprobe.localization.repro import CRASH_ENTRY
         text = text.replace('if __name__ == "__main__":\n    sys.exit(main())\n', CRASH_ENTRY)
     mutant = config.partition(":")[2] if config.startswith("mutant:") else ""
     if not mutant:

@@ -20,7 +20,7 @@ the failure, `xlaprobe.triage.finding_key`: failure class and the failing output
 crash's check-failure line; which configurations failed alike is data, not key) count as one; a
 localization later names the failing operation (`xlaprobe findings` counts distinct bugs by it);
 the first `ARTIFACTS_PER_FINGERPRINT` of each get an artifact
-directory (``<db dir>/artifacts/``, written by `xlaprobe.artifact.save_finding_artifacts`), later
+directory (``<db dir>/artifacts/``, written by `xlaprobe.finding_artifacts.save_finding_artifacts`), later
 ones are stored as findings without one and counted as duplicates.
 """
 
@@ -486,7 +486,7 @@ class Campaign:
     def _record(self, seed: int, program: Any, result: Any,
                 keys: dict[str, str] | None = None) -> None:
         from xlaprobe import jaxprs
-        from xlaprobe.artifact import save_finding_artifacts
+        from xlaprobe.finding_artifacts import save_finding_artifacts
 
         state = self.state
         state.bugs.update(keys or {})

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
+import jax.numpy  # noqa: F401  (registers the lax primitives)
 import numpy as np
 from xlaprobe import jaxcompat, primitives
 
@@ -137,9 +138,9 @@ def canonicalize(closed: ClosedJaxpr) -> ClosedJaxpr:
 @functools.cache
 def _primitive_index() -> dict[int, tuple[str, str]]:
     # Primitives are module-level singletons: pickle them as (module, attribute) references.
-    import jax.numpy  # noqa: F401  (registers the lax primitives)
     index: dict[int, tuple[str, str]] = {}
-    for modname, attr, prim in jaxcompat.module_primitives(("jax", "jaxlib", "flax", "optax")):
+    for modname, attr, prim in jaxcompat.module_primitives(
+            ("jax", "jaxlib", "flax", "optax", *primitives.EXTENSION_PACKAGES)):
         index.setdefault(id(prim), (modname, attr))
     return index
 

@@ -96,7 +96,7 @@ def check_source(source: Path, dest: Path) -> int:
         InvalidArgument: missing, not a file, the destination itself, not an xlaprobe store, or
             of a newer schema than this xlaprobe reads.
     """
-    from xlaprobe.store import SCHEMA_VERSION
+    from xlaprobe.store import SCHEMA_VERSION  # the store imports checking, and so jax
 
     if source.resolve() == dest.resolve() or _same_file(source, dest):
         raise InvalidArgument(f"{source} is the destination --db itself; merge other stores "
@@ -142,7 +142,7 @@ def merge_stores(sources: list[Path], dest: Path) -> list[MergeResult]:
             touched); no sources; the destination is not writable.
         CorruptArtifact: the destination exists and is not an xlaprobe store.
     """
-    from xlaprobe.campaign import CAMPAIGN_SCHEMA
+    from xlaprobe.campaign import CAMPAIGN_SCHEMA  # campaign and store import jax: not at import
     from xlaprobe.store import Store
 
     if not sources:

@@ -216,6 +216,11 @@ PRIMITIVES: dict[str, PrimitiveFacts] = by_name(itertools.chain.from_iterable([
 ]), "primitive registry")
 
 
+#: Top-level packages (or modules) that define primitives of extensions (`xlaprobe.extend.define_primitive`): programs that
+#: use one travel to worker processes as a reference to the module's attribute.
+EXTENSION_PACKAGES: set[str] = set()
+
+
 def facts(name: str) -> PrimitiveFacts:
     """The facts about the primitive named `name`; a record with no facts for an unknown name.
 

@@ -36,7 +36,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from xlaprobe.checking import HONEST, REFERENCE, CheckResult, judge, split_honest
+from xlaprobe.checking import HONEST, REFERENCE, CheckResult, check_program, judge, split_honest
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.errors import InvalidArgument
 from xlaprobe.jaxcompat import Literal
@@ -168,8 +168,6 @@ def check_scheduled(program: Program, configs: Sequence[str], pool: Any, *,
     Raises:
         InvalidArgument: an unknown schedule or configuration.
     """
-    from xlaprobe.checking import check_program
-
     specs = [str(c) for c in configs]
     first = first_tier(specs)
     if check_schedule(schedule) == "all" or REFERENCE not in specs or len(first) == len(specs):

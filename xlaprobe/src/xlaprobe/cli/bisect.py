@@ -10,10 +10,10 @@ from typing import Any
 
 from xlaprobe.cli.console import Steps, seconds
 from xlaprobe.configs.registry import Configuration
-from xlaprobe.configs.release import release_options
 from xlaprobe.localization.spmd_repro import emit_spmd_repro
 from xlaprobe.releases import envs
 from xlaprobe.releases.bisection import ReleaseRun, run_bound
+from xlaprobe.releases.kind import release_options
 from xlaprobe.releases.program import (bisect_program, bisect_spmd, releases_between,
                                        releases_to_bisect)
 from xlaprobe.sources.targets import resolve_finding

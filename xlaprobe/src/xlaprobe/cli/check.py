@@ -8,8 +8,9 @@ from typing import Any
 
 from xlaprobe.api import program_of, run_check, validated_store, with_oracle
 from xlaprobe.checking import HONEST, REFERENCE
+from xlaprobe.cli import console as consoles
 from xlaprobe.cli.console import Steps, seconds
-from xlaprobe.cli.verdicts import INCOMPLETE, print_result
+from xlaprobe.verdicts import INCOMPLETE, print_result
 
 
 def check_command(target: str, configs: str, *, input_spec: str, seed: int, db: Path,
@@ -60,5 +61,6 @@ def check_command(target: str, configs: str, *, input_spec: str, seed: int, db: 
         data["wide_allowances"] = [w.to_json() for w in wide_allowances(result)]
         print(json.dumps(data, indent=2))
     else:
-        print_result(result, dict(checked.artifacts), all_outputs, dict(checked.ids), db)
+        print_result(result, dict(checked.artifacts), all_outputs, dict(checked.ids), db,
+                     console=consoles.out)
     return 1 if result.findings else INCOMPLETE if result.incomplete else 0

@@ -12,6 +12,7 @@ not run the program), 130 on Ctrl-C (everything stored so far is kept).
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -51,6 +52,9 @@ def _options(version: Annotated[bool, typer.Option(
     """Differential checking of XLA (from JAX): finds miscompilations."""
     set_quiet(quiet)
     _SHOW_TRACEBACK["on"] = traceback
+    if os.environ.get("XLAPROBE_EXTENSIONS"):
+        from xlaprobe.extend import load_extensions  # imports jax: only when extensions are named
+        load_extensions()
 
 
 # Arguments and options several commands share.
@@ -553,7 +557,7 @@ def _internal_error(exc: BaseException) -> None:
     with tempfile.NamedTemporaryFile("w", prefix="xlaprobe-traceback-", suffix=".txt",
                                      delete=False) as handle:
         traceback.print_exception(exc, file=handle)
-    err.print(f"[red]internal error of xlaprobe:[/] {escape(type(exc).__name__)}: "
+    err.print(f"[red]xlaprobe: internal error:[/] {escape(type(exc).__name__)}: "
               f"{escape(str(exc).strip().splitlines()[0] if str(exc).strip() else '')} "
               f"(a bug, not a finding; traceback in {handle.name}: please report it)",
               highlight=False, soft_wrap=True)
@@ -572,7 +576,7 @@ def main() -> None:
             import traceback
             traceback.print_exception(exc, file=sys.stderr)
         else:
-            err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            err.print(f"[red]xlaprobe: error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
         err.print("interrupted: results stored so far are kept")
@@ -585,7 +589,7 @@ def main() -> None:
         if type(exc).__name__ == "NoArgsIsHelpError":  # a bare command: its help was printed
             sys.exit(0)
         if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):
-            err.print(f"[red]error:[/] {escape(exc.format_message())} (see xlaprobe --help)",
+            err.print(f"[red]xlaprobe: error:[/] {escape(exc.format_message())} (see xlaprobe --help)",
                       highlight=False, soft_wrap=True)
             sys.exit(2)
         _internal_error(exc)

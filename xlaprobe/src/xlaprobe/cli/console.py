@@ -1,5 +1,5 @@
 """The two consoles every command prints on, the progress display every long command uses
-(`Steps`), and the number, time and duration formats they share."""
+(`Steps`), and the time and duration formats they share."""
 
 from __future__ import annotations
 
@@ -37,19 +37,6 @@ def is_quiet() -> bool:
 def set_wide() -> None:
     """Print stdout's tables as wide as their content (``--wide``): no name or path folded."""
     out.width = WIDE
-
-
-def fmt(value: float) -> str:
-    """A short number for a table cell: ``-`` for NaN, ``0``, else 3 significant digits.
-
-    >>> fmt(float("nan")), fmt(0.0), fmt(0.000123456), fmt(float("inf"))
-    ('-', '0', '0.000123', 'inf')
-    """
-    if value != value:  # NaN
-        return "-"
-    if value == 0:
-        return "0"
-    return f"{value:.3g}"
 
 
 def seconds(value: float) -> str:

@@ -4,7 +4,6 @@ finding with its localization, reduction and release window."""
 from __future__ import annotations
 
 import json
-import shlex
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +12,8 @@ from rich.table import Table
 
 from xlaprobe.cli.console import local_time, out
 from xlaprobe.errors import InvalidArgument
-from xlaprobe.store import DEFAULT_DB, Store
+from xlaprobe.store import Store
+from xlaprobe.verdicts import next_commands, replay_line
 
 
 def findings_command(finding_id: int | None, *, db: Path, json_output: bool) -> None:
@@ -64,30 +64,6 @@ def findings_command(finding_id: int | None, *, db: Path, json_output: bool) -> 
               "localized, else by fingerprint)"
               + (f", {freedoms} labelled freedom{'s' if freedoms != 1 else ''} (legal, not "
                  "bugs)" if freedoms else ""))
-
-
-def next_commands(finding_id: int, db: Path) -> str:
-    """The commands that take a finding further, as one line; ``--db`` is spelled out when the
-    store is not the default, so that they find it from wherever the user stands."""
-    option = "" if db == DEFAULT_DB else f" --db {db.resolve()}"
-    return "next: " + "; ".join(f"xlaprobe {verb} {finding_id}{option}"
-                                for verb in ("localize", "reduce", "bisect"))
-
-
-def replay_line(config: str, artifact: str) -> str:
-    """The commands that replay a finding from its artifact directory, as one line; each exits 1
-    while the fault shows. ``python repro.py`` runs under the installed jax, so a finding of
-    another release (``jaxlib==...``) replays only through xlaprobe, which runs that release's
-    environment.
-
-    >>> replay_line("xla", "artifacts/ab-xla")
-    "replay: python artifacts/ab-xla/repro.py   or   xlaprobe check artifacts/ab-xla --configs 'xla,reference'"
-    """
-    configs = config if config == "reference" else f"{config},reference"
-    where = shlex.quote(artifact)
-    repro = "" if config.startswith("jaxlib==") else (
-        f"python {shlex.quote(str(Path(artifact) / 'repro.py'))}   or   ")
-    return f"replay: {repro}xlaprobe check {where} --configs '{configs}'"
 
 
 def _print_finding(detail: dict[str, Any], db: Path) -> None:

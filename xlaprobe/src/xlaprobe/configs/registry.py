@@ -151,7 +151,7 @@ _KIND_MODULES: dict[str, str] = {
     "eager": "xlaprobe.configs.eager",
     "reference": "xlaprobe.configs.reference",
     "mutant": "xlaprobe.configs.mutants",
-    "jaxlib": "xlaprobe.configs.release",
+    "jaxlib": "xlaprobe.releases.kind",
     "spmd": "xlaprobe.configs.spmd",
 }
 _KINDS: dict[str, ConfigKind] = {}

@@ -56,6 +56,7 @@ from xlaprobe import freedoms
 from xlaprobe.checking import CheckResult, check_program
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.errors import InvalidArgument, NotReproducible
+from xlaprobe.hlo import kernel_text
 from xlaprobe.localization.bisect import RERUNS, Recording, Searcher, Step, baseline_spec, record
 from xlaprobe.localization.equation import Equation, find_equation
 from xlaprobe.localization.inside import Inside
@@ -331,7 +332,6 @@ def _tier4(search: Searcher, program: Program, equation: Equation, placement: Pl
 def _kernel_hlo(search: Searcher, program: Program, placement: Placement, op: Inside) -> str:
     """The HLO text of the failing kernel in the whole program's compile (already cached by
     tier 3: no compile here), cut to `KERNEL_HLO_CHARS`; "" when there is none."""
-    from xlaprobe.hlo import kernel_text
 
     text = search.hlo_cache.get(program.fingerprint)
     if not text:

@@ -18,9 +18,12 @@ from typing import Any
 
 import numpy as np
 from xlaprobe import jaxcompat
+from xlaprobe.configs import mutants
+from xlaprobe.configs.xla import compile_program
 
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.errors import InvalidArgument
+from xlaprobe.workers import WorkerPool
 from xlaprobe.hlo import (HloText, Instruction, callers_by_computation, entry_name, equation_of,
                           operand_closure)
 
@@ -65,9 +68,7 @@ def compile_to_hlo(closed_jaxpr: Any, inputs: Sequence[np.ndarray], *, config: s
     """
     parsed = Configuration.parse(config)
     if parsed.kind == "mutant":
-        from xlaprobe.configs import mutants
         return mutants.KIND.compile(parsed, closed_jaxpr, inputs).as_text()
-    from xlaprobe.configs.xla import compile_program
     return compile_program(parsed, closed_jaxpr, inputs).as_text()
 
 
@@ -96,7 +97,6 @@ def optimized_hlo(pool: Any, program: Any, config: Configuration | str, *,
 
 def make_pool(size: int = 1, timeout_s: float = 600.0) -> Any:
     """A `WorkerPool` for localization and reduction (its workers need no preloaded module)."""
-    from xlaprobe.workers import WorkerPool
     return WorkerPool(size=size, timeout_s=timeout_s)
 
 

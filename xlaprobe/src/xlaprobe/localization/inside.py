@@ -47,11 +47,13 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import jax
 import numpy as np
 from xlaprobe import jaxcompat, primitives
 
 from xlaprobe.checker import Checker, Failure
 from xlaprobe.configs.registry import Configuration
+from xlaprobe.configs.xla import compiler_options
 from xlaprobe.hlo import (NUMPY_DTYPES, HloText, Instruction, as_element_type, entry_values_module,
                           equation_of, first_trip_module, first_trip_values_module,
                           kernel_module, loop_of, operands_module, row_major)
@@ -121,7 +123,6 @@ def run_module(closed_jaxpr: Any, inputs: Sequence[np.ndarray], *, text: str,
     Raises:
         Exception: whatever XLA raises on a module it rejects.
     """
-    import jax
     del closed_jaxpr, inputs
     executable = jaxcompat.compile_hlo_text(text, dict(options))
     outputs = executable.execute([jax.device_put(np.asarray(a)) for a in args])
@@ -392,7 +393,6 @@ def _xla_options(config: Configuration) -> dict[str, Any]:
     defaults (a planted fault is in the HLO text already; see the module docstring)."""
     if config.kind != "xla":
         return {}
-    from xlaprobe.configs.xla import compiler_options
     return compiler_options(config)
 
 

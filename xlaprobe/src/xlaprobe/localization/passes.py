@@ -44,6 +44,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import jax
 import numpy as np
 
 from xlaprobe import freedoms
@@ -85,8 +86,6 @@ def dumped_passes(closed_jaxpr: Any, inputs: Sequence[np.ndarray], *, config: st
     """Worker function (`WorkerPool.call`): compile the program as ``xla`` configuration `config`
     with HLO dumps into a temporary directory (removed after) and list the passes that changed
     the module (`changed_passes`)."""
-    import jax
-
     options = compiler_options(Configuration.parse(config))
     directory = tempfile.mkdtemp(prefix="xlaprobe-passes-")
     try:

@@ -48,6 +48,7 @@ import jax
 import numpy as np
 from xlaprobe import jaxcompat
 
+from xlaprobe.artifact import save_artifact
 from xlaprobe.checking import REFERENCE, CheckResult, check_program, judge
 from xlaprobe.checker import Checker
 from xlaprobe.configs.registry import Configuration
@@ -55,7 +56,9 @@ from xlaprobe.errors import InvalidArgument, NotReproducible
 from xlaprobe.hlo import kernel_text
 from xlaprobe.localization import fusion as fusion_mod
 from xlaprobe.localization import repro as repro_mod
+from xlaprobe.localization.api import localize
 from xlaprobe.localization.bisect import RERUNS
+from xlaprobe.localization.spmd_repro import emit_spmd_repro
 from xlaprobe.localization.segments import Segmenter, cone_of_influence, recording_program
 from xlaprobe.oracle import VerdictKind
 from xlaprobe.program import Program, Provenance
@@ -673,7 +676,6 @@ def _emit(args: tuple[Any, ...], mutant: str, style: dict[str, bool]) -> str:
     mesh's devices and partitions as the finding did (`spmd_repro.emit_spmd_repro`)."""
     program, config, _, reference, honest = args
     if str(config).startswith("spmd["):
-        from xlaprobe.localization.spmd_repro import emit_spmd_repro
         return emit_spmd_repro(program, str(config), reference, honest,
                                crash=style.get("crash", False))
     return repro_mod.emit_repro(*args, mutant=mutant, **style)
@@ -720,7 +722,6 @@ def _failing_kernels(reduced: Program, pool: Any, config: Configuration,
                      text: str, timeout_s: float | None) -> tuple[tuple[str, ...], list[str]]:
     """The kernels of the equation `localize` names in the reduced program (all equations'
     kernels when it names none)."""
-    from xlaprobe.localization.api import localize
     jaxpr = reduced.jaxpr.jaxpr
     notes: list[str] = []
     equations: list[int] = []
@@ -835,7 +836,6 @@ def write_outputs(reduction: Reduction, directory: str | Path, pool: Any, *,
     Raises:
         InvalidArgument: `directory` cannot be created.
     """
-    from xlaprobe.artifact import save_artifact
     root = Path(directory)
     try:
         root.mkdir(parents=True, exist_ok=True)

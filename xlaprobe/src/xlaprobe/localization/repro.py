@@ -26,8 +26,12 @@ from typing import Any
 
 import ml_dtypes
 import numpy as np
+from jax import lax
 from xlaprobe import jaxcompat, primitives
 
+from xlaprobe.allowance import REPRO_JUDGE
+from xlaprobe.artifact import CRASH_ENTRY
+from xlaprobe.oracle import BUDGET_FACTOR, DEFAULT_BOUNDS
 from xlaprobe.program import Program, export_module
 
 #: Arrays with at most this many elements are written as literals; larger ones as base64.
@@ -111,7 +115,6 @@ class _Printer:
     """Prints jaxprs as Python functions, collecting module-level constants."""
 
     def __init__(self) -> None:
-        import jax.lax as lax
         self.lines: list[str] = []
         self.constants: list[str] = []
         self.counter = 0
@@ -150,12 +153,10 @@ class _Printer:
         if isinstance(value, jaxcompat.Primitive):
             return self.primitive(value)
         if isinstance(value, enum.Enum):
-            import jax.lax as lax
             if getattr(lax, type(value).__name__, None) is type(value):
                 return f"lax.{type(value).__name__}.{value.name}"
             raise Unprintable(f"parameter value {value!r} has no public type in jax.lax")
         if isinstance(value, tuple) and hasattr(value, "_fields"):
-            import jax.lax as lax
             name = type(value).__name__
             if getattr(lax, name, None) is not type(value):
                 raise Unprintable(f"parameter record {name} is not in jax.lax")
@@ -466,7 +467,6 @@ def tolerances(reference: Sequence[np.ndarray], honest: Sequence[Sequence[np.nda
         honest: honest runs' outputs (reference:native, Monte Carlo samples); may be empty.
         outputs: the jaxpr's outvars (their dtypes choose the bounds).
     """
-    from xlaprobe.oracle import BUDGET_FACTOR, DEFAULT_BOUNDS
     bounds = []
     for i, (ref, var) in enumerate(zip(reference, outputs)):
         dtype = np.dtype(var.aval.dtype)
@@ -668,19 +668,6 @@ _RUN_EAGER = """\
 """
 
 
-#: The entry point of a crash finding's script: a crash kills the process, so the check runs in a
-#: child and a death by signal becomes CRASH and exit 1, like any other failure.
-CRASH_ENTRY = """if __name__ == "__main__":
-    if "--child" in sys.argv[1:]:
-        sys.exit(main())
-    import os
-    import subprocess
-    here = os.path.abspath(__file__)
-    code = subprocess.run([sys.executable, here, "--child", *sys.argv[1:]]).returncode
-    if code < 0:
-        print("CRASH: the process running the program died of signal %d" % -code)
-    sys.exit(1 if code < 0 else code)
-"""
 _ENTRY = """if __name__ == "__main__":
     sys.exit(main())
 """
@@ -692,7 +679,6 @@ def _main(eager: bool, crash: bool = False, allowance: bool = False) -> str:
     ``allowance.npz`` beside the script where there is one."""
     text = _MAIN.replace("RUN\n", _RUN_EAGER if eager else RUN_JIT)
     if allowance:
-        from xlaprobe.allowance import REPRO_JUDGE
         text = REPRO_JUDGE + text.replace("ALLOWANCE", "load_allowance(__file__)")
     else:
         text = text.replace("ALLOWANCE", "{}")
@@ -705,5 +691,5 @@ def count_lines(source: str) -> int:
                if line.strip() and not line.strip().startswith("#"))
 
 
-__all__ = ["CRASH_ENTRY", "LITERAL_ELEMENTS", "Unprintable", "array_expr", "count_lines",
+__all__ = ["LITERAL_ELEMENTS", "Unprintable", "array_expr", "count_lines",
            "emit_export_repro", "emit_repro", "tolerances"]

@@ -19,13 +19,17 @@ its top says how many were left out.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+import jax
 import numpy as np
 
+from xlaprobe import jaxprs
 from xlaprobe.configs import spmd
 from xlaprobe.configs.registry import Configuration
+from xlaprobe.localization.repro import RUN_JIT, emit_repro
 from xlaprobe.program import Program
 
 _RUN_SPMD = """\
@@ -51,12 +55,6 @@ _RUN_SPMD = """\
 def unconstrained(program: Program) -> tuple[Program, int]:
     """`program` with its top-level sharding constraints removed (identities on one device),
     and how many of them constrained intermediate values (neither an input nor an output)."""
-    import dataclasses
-
-    import jax
-
-    from xlaprobe import jaxprs
-
     closed = program.jaxpr
     invars, outvars = set(closed.jaxpr.invars), set(closed.jaxpr.outvars)
     inner = sum(1 for e in closed.jaxpr.eqns if e.primitive.name == "sharding_constraint"
@@ -102,7 +100,6 @@ def emit_spmd_repro(program: Program, config: str, reference: Sequence[np.ndarra
         Unprintable: the program has an operation with no Python form here.
         InvalidArgument: `config` is not a valid ``spmd`` configuration for `program`.
     """
-    from xlaprobe.localization.repro import RUN_JIT, emit_repro
 
     parsed = Configuration.parse(config)
     options = spmd.settings(parsed)

@@ -1,6 +1,6 @@
 """Release bisection: in which jax/jaxlib release did a failure appear, and in which was it fixed?
 
-The search runs the program under ``jaxlib==V`` configurations (see `xlaprobe.configs.release`),
+The search runs the program under ``jaxlib==V`` configurations (see `xlaprobe.releases.kind`),
 each judged by the same oracle against the same float64 reference, and assumes one change of
 verdict between the two ends it finds (as `git bisect` does):
 

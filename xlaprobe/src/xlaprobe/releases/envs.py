@@ -72,7 +72,7 @@ def cache_dir() -> Path:
 
 def installed_version() -> str:
     """The jaxlib version xlaprobe itself runs on."""
-    import jaxlib.version
+    import jaxlib.version  # jaxlib loads its native extension: only when the version is asked for
     return jaxlib.version.__version__
 
 
@@ -178,7 +178,7 @@ def remove_env(version: str) -> bool:
 
 def _uv() -> str | None:
     try:
-        import uv
+        import uv  # optional: pip's uv package, else a uv on PATH
         return uv.find_uv_bin()
     except (ImportError, FileNotFoundError):
         return shutil.which("uv")

@@ -16,7 +16,7 @@ from typing import Any
 from xlaprobe.checking import REFERENCE, check_program, judge
 from xlaprobe.checker import Checker, Failure
 from xlaprobe.configs.registry import Configuration
-from xlaprobe.configs.release import release_config, release_options
+from xlaprobe.releases.kind import release_config, release_options
 from xlaprobe.errors import InvalidArgument, NotReproducible
 from xlaprobe.oracle import summary_kind
 from xlaprobe.program import Program

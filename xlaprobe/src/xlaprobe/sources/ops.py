@@ -395,6 +395,12 @@ def _unary(name: str, fn: Callable[..., Any], dtypes: Sequence[str] = FLOATS, *,
                   excluded=tuple(excluded), weight=weight)
 
 
+#: The factory of a unary elementwise rule: ``unary_rule(name, fn, dtypes=FLOATS, *, domain=ANY,
+#: exact=False, exact_result=False, bounds=None, notes=(), excluded=(), params=None,
+#: weight=1.0)``, public for primitives defined elsewhere (`xlaprobe.extend`).
+unary_rule = _unary
+
+
 def _binary(name: str, fn: Callable[..., Any], dtypes: Sequence[str], *,
             domains: Sequence[Domain] = (ANY, ANY), exact: Sequence[bool] = (False, False),
             exact_result: bool | Callable[..., bool] = False, bounds: Bounds | None = None,

@@ -265,7 +265,7 @@ class Case:
         if not self.faulty_config or not self.fails_on or installed in self.fails_on:
             return self.faulty_config
         from xlaprobe.configs.registry import Configuration
-        from xlaprobe.configs.release import release_config, release_options
+        from xlaprobe.releases.kind import release_config, release_options
         options = release_options(Configuration.parse(self.faulty_config))
         return str(release_config(self.fails_on[-1], options))
 

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import jax
 import numpy as np
 
 from xlaprobe import jaxcompat
@@ -35,7 +36,8 @@ from xlaprobe.jaxpr_json import dtype_by_name
 from xlaprobe.configs import xla
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.errors import InvalidArgument, Unsupported
-from xlaprobe.releases import envs, runner as runner_module
+from xlaprobe.releases import envs
+from xlaprobe.releases import runner as runner_module
 
 RUNNER = Path(runner_module.__file__).resolve()
 
@@ -95,8 +97,6 @@ def stablehlo_text(closed_jaxpr: Any, inputs: Sequence[np.ndarray]) -> tuple[str
         (module text without locations or ``sdy.*`` attributes, indices of the inputs the module
         takes: jit drops unused ones).
     """
-    import jax
-
     specs = [jax.ShapeDtypeStruct(np.shape(x), np.asarray(x).dtype) for x in inputs]
     exported = jax.export.export(jax.jit(jaxcompat.jaxpr_as_fun(closed_jaxpr)),
                                  platforms=["cpu"])(*specs)

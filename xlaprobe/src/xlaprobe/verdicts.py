@@ -1,20 +1,22 @@
 """The verdict table of a check, as ``xlaprobe check``, `xlaprobe.Checked` and the pytest plugin
-print it: one row per configuration, the output leaves not ok, each finding's id and replay."""
+print it: one row per configuration, the output leaves not ok, each finding's id and replay.
+
+Library code (`xlaprobe.api` prints it): it never imports `xlaprobe.cli`, which imports it."""
 
 from __future__ import annotations
 
 import math
+import shlex
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from xlaprobe.allowance import wide_allowances
 from xlaprobe.checking import BUDGET, CheckResult
-from xlaprobe.cli import console as consoles
-from xlaprobe.cli.console import fmt
-from xlaprobe.cli.findings import next_commands, replay_line
 from xlaprobe.freedoms import verdict_text
 from xlaprobe.oracle import OUTCOME_VERDICT, VerdictKind, summary_kind
 from xlaprobe.store import DEFAULT_DB
@@ -26,6 +28,43 @@ MAX_WIDE_ROWS = 5
 #: Exit code of a check with no finding that is incomplete (`CheckResult.incomplete`): the
 #: reference or an interpreter of xlaprobe's could not run, so "no finding" proves less.
 INCOMPLETE = 4
+
+
+def fmt(value: float) -> str:
+    """A short number for a table cell: ``-`` for NaN, ``0``, else 3 significant digits.
+
+    >>> fmt(float("nan")), fmt(0.0), fmt(0.000123456), fmt(float("inf"))
+    ('-', '0', '0.000123', 'inf')
+    """
+    if value != value:  # NaN
+        return "-"
+    if value == 0:
+        return "0"
+    return f"{value:.3g}"
+
+
+def next_commands(finding_id: int, db: Path) -> str:
+    """The commands that take a finding further, as one line; ``--db`` is spelled out when the
+    store is not the default, so that they find it from wherever the user stands."""
+    option = "" if db == DEFAULT_DB else f" --db {db.resolve()}"
+    return "next: " + "; ".join(f"xlaprobe {verb} {finding_id}{option}"
+                                for verb in ("localize", "reduce", "bisect"))
+
+
+def replay_line(config: str, artifact: str) -> str:
+    """The commands that replay a finding from its artifact directory, as one line; each exits 1
+    while the fault shows. ``python repro.py`` runs under the installed jax, so a finding of
+    another release (``jaxlib==...``) replays only through xlaprobe, which runs that release's
+    environment.
+
+    >>> replay_line("xla", "artifacts/ab-xla")
+    "replay: python artifacts/ab-xla/repro.py   or   xlaprobe check artifacts/ab-xla --configs 'xla,reference'"
+    """
+    configs = config if config == "reference" else f"{config},reference"
+    where = shlex.quote(artifact)
+    repro = "" if config.startswith("jaxlib==") else (
+        f"python {shlex.quote(str(Path(artifact) / 'repro.py'))}   or   ")
+    return f"replay: {repro}xlaprobe check {where} --configs '{configs}'"
 
 
 #: Verdict kinds of a configuration that produced no outputs: no element was compared.
@@ -81,8 +120,8 @@ def print_result(result: CheckResult, artifacts: dict[str, str], all_outputs: bo
                  console: Any = None) -> None:
     """The verdict table of a check, its output leaves not ok, and each finding's id (in the
     store: what ``localize``, ``reduce``, ``bisect`` and ``findings`` take) and replay, printed
-    on `console` (a rich Console; None: stdout's)."""
-    out = console if console is not None else consoles.out
+    on `console` (a rich Console; None: a new one on stdout)."""
+    out = console if console is not None else Console()
     ids = ids or {}
     p = result.program
     seed = f", seed {p.provenance.seed}" if p.provenance.seed is not None else ""
@@ -94,7 +133,6 @@ def print_result(result: CheckResult, artifacts: dict[str, str], all_outputs: bo
                  if result.budget and result.budget[0].ran else ""))
     against = any(v.against for verdicts in result.verdicts for v in verdicts)
     out.print(_config_table(result, against))
-    from xlaprobe.allowance import wide_allowances
     wide = wide_allowances(result)  # a compiler engineer's first question on such a row
     for item in wide[:MAX_WIDE_ROWS if not all_outputs else None]:
         out.print(escape(f"wide allowance: {item.text()}"), soft_wrap=True)
