@@ -10,8 +10,9 @@ KIND = "clamp"
 FAULTY_CONFIG = "xla"
 #: XLA refuses the program: the verdict is a compile error, not a wrong value.
 VERDICT = "compile-error"
-#: Releases measured to reject it (only the installed one was measured).
-FAILS_ON = ("0.12.0.1",)
+#: Releases measured to reject it: the newest of each minor line from 0.4.26, and 0.12.0.1
+#: (no release fixed it).
+FAILS_ON = ("0.4.26", "0.4.38", "0.5.3", "0.6.2", "0.7.2", "0.8.3", "0.9.2", "0.10.2", "0.11.2", "0.12.0.1")
 
 
 def program(x, lo, hi):
