@@ -363,3 +363,16 @@ def test_envs_list_table_shows_sizes_in_gb_and_local_times():
     iso = time_module.strftime("%Y-%m-%dT%H:%M:%SZ", time_module.gmtime(stamp))
     assert _env_cell("created", iso) == local_time(stamp)
     assert _env_cell("created", "yesterday") == "yesterday" and _env_cell("version", "0.10.2") == "0.10.2"
+
+
+def test_mcp_without_the_sdk_says_how_to_install_it(tmp_path):
+    # The README's install has no mcp extra: `xlaprobe mcp` was an internal error (anyio missing)
+    # before the install hint could be given. The SDK and anyio are hidden from the child.
+    code = ("import sys; sys.modules['mcp'] = sys.modules['anyio'] = None; "
+            "sys.argv = ['xlaprobe', 'mcp', '--db', sys.argv[1]]; "
+            "from xlaprobe.cli.commands import main; main()")
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "x.db")], input="",
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == ("xlaprobe: error: xlaprobe mcp needs the mcp SDK: "
+                                   "pip install 'xlaprobe[mcp]'"), proc.stderr

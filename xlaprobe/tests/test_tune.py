@@ -361,12 +361,28 @@ def _cli(*args, cwd=None):
     (["tune", "convnet", "--plot", "/no/such/dir/p.svg"], "does not exist"),
     (["tune-corpus", "no_such_model"], "unknown corpus program"),
     (["tune-corpus", "fuzz:1-x"], "malformed fuzz programs"),
+    (["tune-corpus", "fuzz:5-2"], "FIRST <= LAST"),
+    (["tune-corpus", "fuzz:1-100000000,convnet"], "at most 10,000 seeds"),
 ])
 def test_tune_bad_input_is_one_line(tmp_path, args, words):
     proc = _cli(*args, "--db", str(tmp_path / "t.db"))
     assert proc.returncode == 2, proc.stderr
     assert words in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_the_kernel_strategy_without_a_corpus_is_refused_before_any_measurement(tmp_path):
+    import sqlite3
+
+    db = tmp_path / "t.db"
+    proc = _cli("tune", TARGET, "--strategy", "kernel", "--budget", "1", "--db", str(db))
+    assert proc.returncode == 2 and "needs a kernel corpus" in proc.stderr, proc.stderr
+    assert "A/A control" not in proc.stderr
+    if db.exists():  # refused before the run was stored: no half-written tuning run
+        with sqlite3.connect(db) as con:
+            tables = {r[0] for r in con.execute("select name from sqlite_master")}
+            assert "tuning_runs" not in tables or \
+                con.execute("select count(*) from tuning_runs").fetchone()[0] == 0
 
 
 def test_tune_cli_json_and_plot(tmp_path):

@@ -12,7 +12,7 @@ here::
 
     cube_p = Primitive("cube")                    # with its impl, abstract eval and lowering
     define_primitive(PrimitiveFacts("cube", rounding=True, elementwise=True), primitive=cube_p,
-                     reference=lambda ctx, x, **_: x * x * x,
+                     reference_rule=lambda ctx, x, **_: x * x * x,
                      generator=unary_rule("cube", cube))
 
 Call it at the top level of the module that defines the primitive: worker processes import that
@@ -104,7 +104,10 @@ def load_extensions(environ: dict[str, str] | None = None) -> list[str]:
     for name in names:
         try:
             importlib.import_module(name)
-        except Exception as exc:
-            raise InvalidArgument(f"{ENVIRONMENT}: cannot import '{name}' ({type(exc).__name__}: "
-                                  f"{exc}); put its directory on PYTHONPATH") from exc
+        except ModuleNotFoundError as exc:
+            raise InvalidArgument(f"{ENVIRONMENT}: cannot import '{name}' ({exc}); put its "
+                                  "directory on PYTHONPATH") from exc
+        except (Exception, SystemExit) as exc:  # a module that exits must not end xlaprobe silently
+            raise InvalidArgument(f"{ENVIRONMENT}: importing '{name}' failed ({type(exc).__name__}: "
+                                  f"{exc})") from exc
     return names

@@ -139,9 +139,10 @@ def mcp_command(db: Path) -> int:
     Raises:
         InvalidArgument: the ``mcp`` SDK is not installed.
     """
+    server = build_server(db)  # first: without the SDK it says how to install it (anyio comes with it)
     import anyio
 
-    anyio.run(serve_stdio, build_server(db))
+    anyio.run(serve_stdio, server)
     return 0
 
 

@@ -274,8 +274,8 @@ def reduce(
 def bisect(
     target: FindingTarget,
     config: Annotated[str, typer.Argument(help="the failing XLA configuration: xla, xla:fastmath, "
-                                               "xla\\[option=value] or jaxlib==V[...] (default: "
-                                               "the finding's or the case's)")] = "",
+                                               "xla\\[option=value], jaxlib==V[...] or spmd\\[...] "
+                                               "(default: the finding's or the case's)")] = "",
     releases: Annotated[str | None, typer.Option(help="comma-separated jaxlib releases "
                                                       "(default: the newest of each minor line "
                                                       "from 0.4.33 on the registry)")] = None,

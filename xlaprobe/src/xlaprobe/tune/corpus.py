@@ -58,6 +58,10 @@ class CorpusProgram:
     target: Any
 
 
+#: Seeds in one ``fuzz:A-B`` range at most (each entry is minutes of timing; more is a typo).
+MAX_FUZZ_PROGRAMS = 10_000
+
+
 def corpus_programs(names: Sequence[str], *, seed: int = 0) -> list[CorpusProgram]:
     """Resolve corpus program names: zoo and third-party zoo models, ``fuzz:SEED`` (or
     ``fuzz:A-B`` for seeds A..B), and captured artifact directories.
@@ -73,13 +77,18 @@ def corpus_programs(names: Sequence[str], *, seed: int = 0) -> list[CorpusProgra
     for name in names:
         if name.startswith("fuzz:"):
             first, _, last = name[5:].partition("-")
-            if not first.isdigit() or (last and not last.isdigit()):
+            if not first.isdigit() or (last and not last.isdigit()) \
+                    or int(last or first) < int(first):
                 raise InvalidArgument(f"malformed fuzz programs '{name}': use fuzz:SEED or "
-                                      "fuzz:FIRST-LAST")
+                                      "fuzz:FIRST-LAST with FIRST <= LAST")
+            if int(last or first) - int(first) >= MAX_FUZZ_PROGRAMS:
+                raise InvalidArgument(f"fuzz programs '{name}': at most {MAX_FUZZ_PROGRAMS:,} "
+                                      "seeds in one range")
             for s in range(int(first), int(last or first) + 1):
-                program = generator.generate(s)
-                out.append(CorpusProgram(f"fuzz:{s}", "fuzz",
-                                         TuneTarget(f"fuzz:{s}", {}, lambda k, p=program: p)))
+                # generated when its entry is measured: a wide range starts at once, and every
+                # name is checked before any work
+                out.append(CorpusProgram(f"fuzz:{s}", "fuzz", TuneTarget(
+                    f"fuzz:{s}", {}, lambda k, s=s: generator.generate(s))))
         elif name in models.MODELS:
             out.append(CorpusProgram(name, "zoo", tune_target(name, seed=seed)))
         elif name in ECOSYSTEM:

@@ -533,6 +533,8 @@ def tune(target: TuneTarget, pool: Any, store: Any, *, strategy: str = "model", 
     started = time.perf_counter()
     name = name or target.name
     space, notes = validate_space(space or SearchSpace.for_program(target.knobs), pool)
+    if strategy == "kernel":  # before the A/A control: a run that cannot start writes nothing
+        _other_corpus(store, target.build({}).fingerprint)
     for note in notes:
         emit("note", note)
     session = _start(target, pool, store, guard or Guard(pool, timeout_s), protocol, timeout_s,
@@ -601,11 +603,21 @@ def _kernel_predictor(target: TuneTarget, pool: Any, store: Any, seed: int,
     from xlaprobe.tune.kernelmodel import ProgramModel
     from xlaprobe.tune.screen import model_predictor
 
+    entries = _other_corpus(store, program_id)
+    return model_predictor(ProgramModel(seed).fit(entries), target.build, pool, timeout_s)
+
+
+def _other_corpus(store: Any, program_id: str) -> list[dict[str, Any]]:
+    """The store's kernel-corpus entries of programs other than `program_id`.
+
+    Raises:
+        InvalidArgument: there are none.
+    """
     entries = [e for e in store.corpus() if e["program_id"] != program_id]
     if not entries:
         raise InvalidArgument("the kernel strategy needs a kernel corpus of other programs in "
                               "the store: grow it first (xlaprobe tune-corpus MODEL ...)")
-    return model_predictor(ProgramModel(seed).fit(entries), target.build, pool, timeout_s)
+    return entries
 
 
 @dataclasses.dataclass(frozen=True)
