@@ -37,7 +37,23 @@ def test_usage_errors_one_line_exit_2(monkeypatch, capsys, args, line):
     (["replay", "--cluster", "nodes=x", "--trace", "alibaba:/nonexistent.csv"],
      "adares: error: --cluster 'nodes=x': expected nodes=K,cpu=C,mem=GIB[,overcommit=R]"),
     (["replay", "--cluster", "nodes=0,cpu=8,mem=32"],
-     "adares: error: --cluster 'nodes=0,cpu=8,mem=32': nodes must be >= 1"),
+     "adares: error: --cluster 'nodes=0,cpu=8,mem=32': nodes must be between 1 and 1,000,000"),
+    (["replay", "--cluster", "nodes=99999999,cpu=32,mem=128"],
+     "adares: error: --cluster 'nodes=99999999,cpu=32,mem=128': nodes must be between 1 and 1,000,000"),
+    (["replay", "--trace", "synthetic:vms=99999999999999999999,days=1"],
+     "adares: error: trace spec 'synthetic:vms=99999999999999999999,days=1': "
+     "99,999,999,999,999,999,999 VMs x 288 steps is over 300,000,000 VM-steps (about 10 GB of "
+     "arrays): fewer vms or days"),
+    (["replay", "--trace", "population:vms=100000000,days=8"],
+     "adares: error: trace spec 'population:vms=100000000,days=8': 100,000,000 VMs x 2,304 steps "
+     "is over 300,000,000 VM-steps (about 10 GB of arrays): fewer vms or days"),
+    (["replay", "--margin", "1e300"],
+     "adares: error: --margin '1e300': expected M or CPU,MEM, finite, > -1 and <= 100"),
+    (["replay", "--resize-price", "1e308,1e308"],
+     "adares: error: --resize-price '1e308,1e308': expected P or CPU,MEM, finite, >= 0 and <= 1e+06"),
+    (["replay", "--knob", "adares.explore_span=1.5"],
+     "adares: error: knob adares.explore_span=1.5 must be a whole number (explore within this many "
+     "sizes of the greedy one (7: any))"),
 ])
 def test_folders_and_node_specs_one_line_exit_2(monkeypatch, capsys, tmp_path, args, line):
     d = str(tmp_path)

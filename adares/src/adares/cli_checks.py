@@ -84,9 +84,9 @@ def parse_resize_costs(price: str, cap: float) -> CostModel:
     """The CostModel of ``--resize-price CPU,MEM`` (money per resize of each resource; one
     number: both) and ``--resize-cap`` (resizes per VM-hour, 0: none). InputError on a
     negative or non-finite price or a negative cap."""
-    from adares.replay import parse_pair
+    from adares.replay import MAX_PRICE, parse_pair
 
-    vals = parse_pair(price, "--resize-price", "P", 0.0, inclusive=True)
+    vals = parse_pair(price, "--resize-price", "P", 0.0, inclusive=True, highest=MAX_PRICE)
     if not (math.isfinite(cap) and cap >= 0):
         raise InputError(f"--resize-cap must be a finite number >= 0 (0: no cap), got {cap}")
     return CostModel(cpu_resize_cost=vals[0], mem_resize_cost=vals[1],
@@ -205,8 +205,10 @@ def _check_sweep(sweep_margin: str) -> list[float]:
         ms = [float(v) for v in sweep_margin.split(",") if v.strip()]
     except ValueError:
         raise InputError(f"--sweep-margin {sweep_margin!r}: not numbers") from None
-    if not all(math.isfinite(m) and m > -1 for m in ms):
-        raise InputError("--sweep-margin: margins must be finite and > -1")
+    from adares.replay import MAX_MARGIN
+
+    if not all(math.isfinite(m) and -1 < m <= MAX_MARGIN for m in ms):
+        raise InputError(f"--sweep-margin: margins must be finite, > -1 and <= {MAX_MARGIN:g}")
     return ms
 
 

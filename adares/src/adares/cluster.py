@@ -96,6 +96,11 @@ def parse_cluster(spec: str, trace: Trace) -> Cluster:
     return Cluster.place(trace, n, c, m, oc)
 
 
+#: The largest cluster ``--cluster`` takes (placement keeps arrays per node), and node sizes
+#: beyond any machine built (larger ones overflow the capacity arithmetic).
+MAX_NODES, MAX_NODE_CPU, MAX_NODE_GIB = 1_000_000, 1e5, 1e7
+
+
 def parse_node_spec(spec: str) -> tuple[int, float, float, float]:
     """``nodes=K,cpu=C,mem=GIB[,overcommit=R]`` as (K, cores, GiB, R), checked without a trace
     (so the command line refuses a bad spec before loading one). InputError when malformed."""
@@ -116,8 +121,11 @@ def parse_node_spec(spec: str) -> tuple[int, float, float, float]:
                          "overcommit numbers") from None
     if not all(np.isfinite(v) and v > 0 for v in (c, m, oc)):
         raise InputError(f"--cluster {spec!r}: cpu, mem and overcommit must be positive numbers")
-    if n < 1:
-        raise InputError(f"--cluster {spec!r}: nodes must be >= 1")
+    if not 1 <= n <= MAX_NODES:
+        raise InputError(f"--cluster {spec!r}: nodes must be between 1 and {MAX_NODES:,}")
+    if c > MAX_NODE_CPU or m > MAX_NODE_GIB:
+        raise InputError(f"--cluster {spec!r}: at most {MAX_NODE_CPU:g} cores and "
+                         f"{MAX_NODE_GIB:g} GiB per node")
     return n, c, m, oc
 
 

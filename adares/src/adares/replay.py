@@ -30,6 +30,10 @@ def _kv(items: list[str], spec: str) -> dict[str, str]:
     return out
 
 
+#: The largest generated trace (VMs x 5-minute steps): 100,000 VMs over ten days.
+MAX_VM_STEPS = 300_000_000
+
+
 def _synthetic_spec(spec: str) -> tuple[int, float | None, int, str | None]:
     """``(vms, days or None for the default, seed, real series name or None)`` of a
     ``synthetic:`` or ``shaped:`` spec, checked; nothing is generated or loaded.
@@ -59,6 +63,12 @@ def _synthetic_spec(spec: str) -> tuple[int, float | None, int, str | None]:
         raise InputError(f"trace spec {spec!r}: days must be a finite number")
     if seed < 0:
         raise InputError(f"trace spec {spec!r}: seed must be >= 0")
+    from adares.trace import STEP_S
+
+    steps = (8.0 if days is None else days) * 86400 / STEP_S
+    if vms * steps > MAX_VM_STEPS:  # checked before any array is made: numpy would raise or swap
+        raise InputError(f"trace spec {spec!r}: {vms:,} VMs x {steps:,.0f} steps is over "
+                         f"{MAX_VM_STEPS:,} VM-steps (about 10 GB of arrays): fewer vms or days")
     return vms, days, seed, source
 
 
@@ -199,11 +209,16 @@ def replay(trace: Trace, names: list[str], seed: int = 0, costs: CostModel = Cos
     return out
 
 
+#: The largest margin (+10,000%) and resize price (money per resize) the command line takes:
+#: beyond them allocations and rewards overflow to inf (non-JSON) and no study needs more.
+MAX_MARGIN, MAX_PRICE = 100.0, 1e6
+
+
 def parse_pair(spec: str, flag: str, letter: str, lowest: float,
-               inclusive: bool) -> tuple[float, float]:
+               inclusive: bool, highest: float = math.inf) -> tuple[float, float]:
     """``X`` (both resources) or ``CPU,MEM`` as two finite numbers above ``lowest`` (or equal
-    to it when ``inclusive``). InputError naming ``flag`` otherwise; ``letter`` names the single
-    value in the message (M for margins, P for prices)."""
+    to it when ``inclusive``) and at most ``highest``. InputError naming ``flag`` otherwise;
+    ``letter`` names the single value in the message (M for margins, P for prices)."""
     try:
         vals = [float(v) for v in spec.split(",")]
     except ValueError:
@@ -211,16 +226,17 @@ def parse_pair(spec: str, flag: str, letter: str, lowest: float,
     if len(vals) == 1:
         vals *= 2
     ok = (lambda v: v >= lowest) if inclusive else (lambda v: v > lowest)
-    if len(vals) != 2 or not all(math.isfinite(v) and ok(v) for v in vals):
-        raise InputError(f"{flag} {spec!r}: expected {letter} or CPU,MEM, finite and "
-                         f"{'>=' if inclusive else '>'} {lowest:g}")
+    if len(vals) != 2 or not all(math.isfinite(v) and ok(v) and v <= highest for v in vals):
+        top = f" and <= {highest:g}" if math.isfinite(highest) else ""
+        raise InputError(f"{flag} {spec!r}: expected {letter} or CPU,MEM, finite, "
+                         f"{'>=' if inclusive else '>'} {lowest:g}{top}")
     return vals[0], vals[1]
 
 
 def parse_margin(spec: str, flag: str = "--margin") -> tuple[float, float]:
     """``M`` (both resources) or ``CPU,MEM`` margins as fractions (0.15 = 15% above what the
     policy allocates; > -1). InputError otherwise."""
-    return parse_pair(spec, flag, "M", -1.0, inclusive=False)
+    return parse_pair(spec, flag, "M", -1.0, inclusive=False, highest=MAX_MARGIN)
 
 
 def savings(results: dict[str, Result]) -> dict[str, dict[str, dict[str, float]]]:

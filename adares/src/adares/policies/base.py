@@ -98,11 +98,15 @@ class Knob:
     log: bool = False
 
     def check(self, policy: str, value: float) -> float | int:
-        """``value`` as the factory takes it. Raises InputError outside [lo, hi] or non-finite."""
+        """``value`` as the factory takes it. Raises InputError outside [lo, hi], non-finite,
+        or a fraction for an integer knob (rounding it would run another setting than typed)."""
         if not (math.isfinite(value) and self.lo <= value <= self.hi):
             raise InputError(f"knob {policy}.{self.name}={value:g} is outside "
                              f"[{self.lo:g}, {self.hi:g}] ({self.doc})")
-        return int(round(value)) if self.integer else float(value)
+        if self.integer and value != int(value):
+            raise InputError(f"knob {policy}.{self.name}={value:g} must be a whole number "
+                             f"({self.doc})")
+        return int(value) if self.integer else float(value)
 
 
 @dataclass(frozen=True)
