@@ -149,7 +149,8 @@ def test_trace_too_large_for_memory_exit_2():
         resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
 
     proc = subprocess.run([sys.executable, "-m", "adares.cli", "replay", "--trace",
-                           "synthetic:vms=100000000000,days=1", "--policies", "static"],
+                           # under the VM-step cap (refused before any array), over 2 GiB
+                           "synthetic:vms=1000000,days=1", "--policies", "static"],
                           capture_output=True, text=True, timeout=120, preexec_fn=cap)
     assert proc.returncode == 2, proc.stderr[-500:]
     assert "not enough memory" in proc.stderr and "Traceback" not in proc.stderr

@@ -504,7 +504,7 @@ def tune(target: TuneTarget, pool: Any, store: Any, *, strategy: str = "model", 
         pool: a `xlaprobe.workers.WorkerPool`.
         store: a `xlaprobe.store.Store`: measurements, findings and the result go there as they
             happen (a Ctrl-C keeps them); earlier measurements of other programs train the model.
-        strategy: ``model``, ``tpe`` or ``random``.
+        strategy: ``model``, ``kernel``, ``tpe`` or ``random``.
         budget: measurements to spend (the A/A control and the replication are not counted).
         seed: seed of the strategy.
         protocol: measurement settings.
@@ -522,19 +522,15 @@ def tune(target: TuneTarget, pool: Any, store: Any, *, strategy: str = "model", 
         The `TuneResult` (also stored: `xlaprobe.store.Store.tuning_result`).
 
     Raises:
-        InvalidArgument: unknown strategy, budget < 1, the baseline does not compile or run, the
-            reference cannot run, or the baseline itself fails the guard.
+        InvalidArgument: unknown strategy, budget < 1, the kernel strategy without a corpus, the
+            baseline does not compile or run, the reference cannot run, or the baseline itself
+            fails the guard.
     """
-    if strategy not in STRATEGIES:
-        raise InvalidArgument(f"unknown strategy '{strategy}': use {', '.join(STRATEGIES)}")
-    if budget < 1:
-        raise InvalidArgument(f"budget must be at least one measurement, got {budget}")
+    _check_request(target, store, strategy, budget)
     emit = on_event or (lambda event, payload: None)
     started = time.perf_counter()
     name = name or target.name
     space, notes = validate_space(space or SearchSpace.for_program(target.knobs), pool)
-    if strategy == "kernel":  # before the A/A control: a run that cannot start writes nothing
-        _other_corpus(store, target.build({}).fingerprint)
     for note in notes:
         emit("note", note)
     session = _start(target, pool, store, guard or Guard(pool, timeout_s), protocol, timeout_s,
@@ -574,6 +570,21 @@ def tune(target: TuneTarget, pool: Any, store: Any, *, strategy: str = "model", 
         space_mod.knob_values(chosen) if accepted else {}, tuple(findings), run_id)
     store.finish_tuning_run(run_id, result.to_json())
     return result
+
+
+def _check_request(target: TuneTarget, store: Any, strategy: str, budget: int) -> None:
+    """Refuse a run that cannot start before anything is measured or stored.
+
+    Raises:
+        InvalidArgument: unknown strategy, budget < 1, or the ``kernel`` strategy without a
+            kernel corpus of other programs.
+    """
+    if strategy not in STRATEGIES:
+        raise InvalidArgument(f"unknown strategy '{strategy}': use {', '.join(STRATEGIES)}")
+    if budget < 1:
+        raise InvalidArgument(f"budget must be at least one measurement, got {budget}")
+    if strategy == "kernel":
+        _other_corpus(store, target.build({}).fingerprint)
 
 
 def _chooser(session: _Session, seed: int) -> Any:
