@@ -26,7 +26,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Contextual-bandit rightsizing of VMs and containers, against the VPA "
                        "recommender and threshold/predictive policies, on replayed traces.")
 
-TRACE_HELP = ("synthetic[:vms=N,days=D,seed=S], population[:vms=N,days=D,seed=S,calibration=hand|fitted], "
+TRACE_HELP = ("synthetic[:vms=N,days=D,seed=S], population[:vms=N,days=D,seed=S,calibration=hand|fitted,lifetimes=none|azure], "
               "shaped:SOURCE[,...], "
               "alibaba:USAGE.csv[,meta=META.csv], google2019:USAGE.parquet "
               "or azure:READINGS.csv[,vmtable=VMTABLE.csv]")

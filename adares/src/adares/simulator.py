@@ -6,6 +6,9 @@ step t - 1; then the step's demand is served:
 - memory demand above the allocation is an OOM kill (one event, a restart cost, and the
   memory the VM lacked counts as shortfall);
 - a change of either allocation is one resize (done in place).
+With lifetimes (``Trace.arrivals``), a new VM in a slot is announced to the policy
+(``policy.arrive(mask)``, where it has that method) before the step's allocation, and is
+created at the size the policy gives it: a creation, not a resize.
 The policy then observes what a node agent would report: CPU used (capped at the allocation),
 the throttled cores, memory used (capped at the allocation) and the OOM kills.
 """
@@ -114,10 +117,18 @@ def simulate(trace: Trace, policy: Policy, costs: CostModel = CostModel(),
     rec_m = np.zeros((steps, len(rec)))
     cl = _Nodes(cluster, n) if cluster is not None else None
     every = max(1, steps // 200)
+    arrive = getattr(policy, "arrive", None)
     for t in range(steps):
         if progress is not None and t % every == 0:
             progress(t, steps)
+        born = None if trace.arrivals is None or not trace.arrivals[t].any() else trace.arrivals[t]
+        if born is not None and arrive is not None:
+            arrive(born)
         a_c, a_m = _checked(policy, *policy.allocate(t), n)
+        if born is not None:
+            # A new VM is created at its first size: no resize, no cap, no node admission.
+            prev_c, prev_m = np.where(born, a_c, prev_c), np.where(born, a_m, prev_m)
+            last[born] = -np.inf
         capped = 0
         if gap > 1:
             a_c, a_m, capped = _cap(prev_c, prev_m, a_c, a_m, t - last < gap)

@@ -36,7 +36,7 @@ from adares.learner import CBLearner, RidgeCB, check_backend
 from adares.costs import CostModel
 from adares.policies.base import Observation, TraceInfo
 from adares.policies.baselines import MIN_CPU, MIN_MEM
-from adares.policies.common import Window
+from adares.policies.common import Ages, Window
 from adares.trace import GIB
 
 # Sizes offered, as multiples of the base level. Sizes up to 8x (to reach a batch VM's job from
@@ -208,6 +208,16 @@ class Adares:
         self._acc_m = np.zeros(info.n_vms)
         self._acc_oom = np.zeros(info.n_vms)
         self.log = DecisionLog()
+        # Lifetimes: a new VM keeps its request until a period of its own usage is seen, and
+        # only periods one VM lived through under a bandit decision are learned from.
+        self._age = Ages(info.n_vms)
+        self._decided = np.ones(info.n_vms, dtype=bool)
+
+    def arrive(self, mask: np.ndarray) -> None:
+        """New VMs in the slots ``mask`` ((N,) bool) start at their requests (flavors)."""
+        self._c = np.where(mask, self._info.cpu_request, self._c)
+        self._m = np.where(mask, self._info.mem_request, self._m)
+        self._age.arrive(mask)
 
     def allocate(self, t: int) -> tuple[np.ndarray, np.ndarray]:
         """Current allocations."""
@@ -255,8 +265,17 @@ class Adares:
             cols[3] = (np.bincount(node_of, demand, minlength=k) / capacity)[node_of]
         return np.column_stack(cols)
 
-    def _learn(self, r: str, costs: np.ndarray) -> None:
+    def _learn(self, r: str, costs: np.ndarray, rows: np.ndarray | None = None) -> None:
+        """Learn the pending decisions of resource ``r`` from their costs (N,); only the VMs
+        ``rows`` ((k,) int) when given."""
         ctx, shared, allowed, chosen, probs = self._pending[r]
+        if rows is not None:
+            ctx, allowed, chosen, probs, costs = (a[rows] for a in (ctx, allowed, chosen,
+                                                                      probs, costs))
+            shared = ([shared[i] for i in rows] if isinstance(shared, list)
+                      else shared[rows])
+            if not len(rows):
+                return
         self._cb[r].learn(shared, chosen, probs, costs, allowed)
         if self.keep_log:
             for i in range(len(chosen)):
@@ -316,6 +335,7 @@ class Adares:
     def observe(self, obs: Observation) -> None:
         """Accumulate the period's costs; at period ends learn and decide."""
         self._w.push(obs)
+        self._age.tick()
         self._acc_c += obs.cpu_alloc
         self._acc_thr += obs.cpu_throttled
         self._acc_m += obs.mem_alloc
@@ -334,8 +354,10 @@ class Adares:
             cost_c = (self._acc_c / k + c.throttle_penalty / c.vcpu_hour * self._acc_thr / k) / base_c
             oom_units = c.oom_cost / (c.gb_hour * np.maximum(base_m / GIB, 1e-3) * k * self._step_h)
             cost_m = self._acc_m / k / base_m + (oom_units + 2.0) * self._acc_oom
-            self._learn("cpu", cost_c)
-            self._learn("mem", cost_m)
+            valid = self._decided & self._age.ready(k)
+            rows = None if valid.all() else np.flatnonzero(valid)
+            self._learn("cpu", cost_c, rows)
+            self._learn("mem", cost_m, rows)
         info = self._info
         shared = {"cpu": self._shared(cpu[-k:].mean(axis=0), self._acc_c / k, self._acc_thr / k,
                                       info.node_cpu),
@@ -351,11 +373,12 @@ class Adares:
         floor_c = _rows_quantile(cw, self.cpu_floor_quantile) * (1 + self.margin)
         floor_m = peak_m * (1 + self.margin)
         self._pending = {"cpu_base": base_c, "mem_base": base_m}
+        self._decided = self._age.ready(k)
         for r, base, floor, x, req in (("cpu", base_c, floor_c, cpu, info.cpu_request),
                                        ("mem", base_m, floor_m, mem, info.mem_request)):
             ctx = self._context(x, base, hour, thr_share, ooms, req, shared[r])
             alloc = self._decide(r, ctx, base, floor)
             if r == "cpu":
-                self._c = np.maximum(alloc, MIN_CPU)
+                self._c = np.where(self._decided, np.maximum(alloc, MIN_CPU), self._c)
             else:
-                self._m = np.maximum(alloc, MIN_MEM)
+                self._m = np.where(self._decided, np.maximum(alloc, MIN_MEM), self._m)
