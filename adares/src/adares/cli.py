@@ -88,7 +88,7 @@ def _run_replay(req, say: Reporter):
     _, n_steps = rp.planned_size(req.trace)
     if n_steps is not None:
         check_save_log(req.save_log, n_steps)
-    warm = load_warm_start(req.transfer_from)
+    warm = load_warm_start(req.transfer_from, req.knobs.get("adares"))
     t0 = time.perf_counter()
     tr = rp.load_trace(req.trace)
     load_s = time.perf_counter() - t0

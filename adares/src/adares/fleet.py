@@ -145,8 +145,10 @@ def _local_record(fleet: Fleet, record_vms: tuple[int, ...], c: int) -> list[int
 
 
 def merge_logs(logs: list[DecisionLog]) -> DecisionLog:
-    """The clusters' decision logs, one after another (cluster order)."""
-    out = DecisionLog()
+    """The clusters' decision logs, one after another (cluster order), with the first one's
+    action set (every cluster's bandit has the same)."""
+    out = DecisionLog(multipliers=logs[0].multipliers if logs else None,
+                      floor_action=logs[0].floor_action if logs else None)
     for lg in logs:
         for f in ("resource", "context", "allowed", "action", "prob", "cost"):
             getattr(out, f).extend(getattr(lg, f))

@@ -39,7 +39,9 @@ def _synthetic_spec(spec: str) -> tuple[int, float | None, int, str | None]:
     ``synthetic:`` or ``shaped:`` spec, checked; nothing is generated or loaded.
     Raises InputError on a malformed spec."""
     kind, _, rest = spec.partition(":")
-    parts = [s for s in rest.split(",") if s]
+    parts = rest.split(",") if rest else []
+    if "" in parts:
+        raise InputError(f"trace spec {spec!r}: an empty item (two commas, or a comma at an end)")
     source = None
     if kind == "shaped":
         if not parts or "=" in parts[0]:

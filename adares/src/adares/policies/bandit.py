@@ -51,7 +51,9 @@ CONTEXT_DIM = 18
 @dataclass
 class DecisionLog:
     """Logged bandit decisions: per row the resource, context vector, allowed action mask,
-    chosen action index, its probability and the observed cost."""
+    chosen action index, its probability and the observed cost; and what the actions mean:
+    multipliers (the sizes, multiples of the base level) and floor_action (the largest size
+    below the safety floor stood for the floor itself); None where a log does not say."""
 
     resource: list[str] = field(default_factory=list)
     context: list[np.ndarray] = field(default_factory=list)
@@ -59,6 +61,8 @@ class DecisionLog:
     action: list[int] = field(default_factory=list)
     prob: list[float] = field(default_factory=list)
     cost: list[float] = field(default_factory=list)
+    multipliers: tuple[float, ...] | None = None
+    floor_action: bool | None = None
 
 
 RESOURCES = ("cpu", "mem")
@@ -75,6 +79,9 @@ def save_log(log: DecisionLog, path: str | Path) -> None:
         "context": np.vstack(log.context), "allowed": np.vstack(log.allowed),
         "action": np.asarray(log.action, dtype=np.int64), "prob": np.asarray(log.prob),
         "cost": np.asarray(log.cost)}
+    if log.multipliers is not None and log.floor_action is not None:
+        arrays["multipliers"] = np.asarray(log.multipliers, dtype=np.float64)
+        arrays["floor_action"] = np.asarray([log.floor_action], dtype=np.int8)
     buffer = io.BytesIO()
     np.savez_compressed(buffer, **arrays)
     write_atomic(path, buffer.getvalue())
@@ -91,6 +98,8 @@ def load_log(path: str | Path, context_dim: int | None = None) -> DecisionLog:
     try:
         with np.load(path, allow_pickle=False) as z:
             a = {k: z[k] for k in keys}
+            meaning = ((z["multipliers"], z["floor_action"]) if "multipliers" in z.files
+                       and "floor_action" in z.files else None)
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except Exception as exc:
@@ -111,9 +120,32 @@ def load_log(path: str | Path, context_dim: int | None = None) -> DecisionLog:
         raise InputError(f"{path}: decision log has non-finite contexts")
     if not np.all(a["allowed"][np.arange(n), a["action"]]):
         raise InputError(f"{path}: decision log has logged actions outside their allowed set")
+    mult = floor = None
+    if meaning is not None:
+        if (meaning[0].shape != (a["allowed"].shape[1],) or meaning[1].shape != (1,)
+                or not np.all(np.isfinite(meaning[0]))):
+            raise InputError(f"{path}: decision log's action set does not match its actions")
+        mult, floor = tuple(float(x) for x in meaning[0]), bool(meaning[1][0])
     return DecisionLog([RESOURCES[i] for i in a["resource"]], list(a["context"]),
                        list(a["allowed"].astype(bool)), a["action"].tolist(), a["prob"].tolist(),
-                       a["cost"].tolist())
+                       a["cost"].tolist(), mult, floor)
+
+
+def check_action_set(log: DecisionLog, multipliers: tuple[float, ...], floor_action: bool,
+                     where: str) -> None:
+    """InputError (one line, naming ``where``) unless ``log`` was made with these actions:
+    the same multipliers and the same floor_action (a log that does not record them is
+    refused: what its actions meant cannot be checked)."""
+    if log.multipliers is None or log.floor_action is None:
+        raise InputError(f"{where}: the decision log does not record its action set (written "
+                         "by an older version): record it again")
+    if (len(log.multipliers) != len(multipliers)
+            or not np.allclose(log.multipliers, multipliers, rtol=0, atol=1e-12)):
+        raise InputError(f"{where}: the log's sizes {list(log.multipliers)} are not the "
+                         f"bandit's {list(multipliers)}")
+    if log.floor_action != floor_action:
+        raise InputError(f"{where}: the log was made with floor_action={int(log.floor_action)}, "
+                         f"the bandit has floor_action={int(floor_action)}")
 
 
 def _rows_quantile(x: np.ndarray, q: float) -> np.ndarray:
@@ -207,7 +239,8 @@ class Adares:
         self._acc_thr = np.zeros(info.n_vms)
         self._acc_m = np.zeros(info.n_vms)
         self._acc_oom = np.zeros(info.n_vms)
-        self.log = DecisionLog()
+        self.log = DecisionLog(multipliers=tuple(float(x) for x in self.mult),
+                               floor_action=self.floor_action)
         # Lifetimes: a new VM keeps its request until a period of its own usage is seen, and
         # only periods one VM lived through under a bandit decision are learned from.
         self._age = Ages(info.n_vms)
@@ -297,6 +330,8 @@ class Adares:
             allowed = np.vstack([log.allowed[i] for i in rows])
             if allowed.shape[1] != len(self.mult):
                 raise InputError(f"decision log has {allowed.shape[1]} actions, the policy {len(self.mult)}")
+            if log.multipliers is not None:
+                check_action_set(log, tuple(self.mult), self.floor_action, "warm start")
             ctx = np.vstack([log.context[i] for i in rows])
             cb = self._cb[r]
             cb.learn(cb.shared_lines(ctx), np.asarray(log.action)[rows],
