@@ -21,7 +21,7 @@ import numpy as np
 
 from adares.costs import CostModel
 from adares.policies.base import Observation, TraceInfo
-from adares.policies.common import Ages
+from adares.policies.common import Ages, requests_where
 from adares.policies.baselines import MIN_CPU, MIN_MEM
 from adares.trace import GIB
 from adares.vpa.batch import BatchDecayingHistogram
@@ -66,8 +66,7 @@ class AutopilotLike:
     def arrive(self, mask: np.ndarray) -> None:
         """New VMs start at their requests on the most conservative recommender, with empty
         histograms and no cost record."""
-        self._c = np.where(mask, self._req[0], self._c)
-        self._m = np.where(mask, self._req[1], self._m)
+        self._c, self._m = requests_where(mask, self._req, self._c, self._m)
         for r in ("cpu", "mem"):
             for h in self._hist[r]:
                 h.forget(mask)

@@ -36,7 +36,7 @@ from adares.learner import CBLearner, RidgeCB, check_backend
 from adares.costs import CostModel
 from adares.policies.base import Observation, TraceInfo
 from adares.policies.baselines import MIN_CPU, MIN_MEM
-from adares.policies.common import Ages, Window
+from adares.policies.common import Ages, Window, requests_where
 from adares.trace import GIB
 
 # Sizes offered, as multiples of the base level. Sizes up to 8x (to reach a batch VM's job from
@@ -248,8 +248,8 @@ class Adares:
 
     def arrive(self, mask: np.ndarray) -> None:
         """New VMs in the slots ``mask`` ((N,) bool) start at their requests (flavors)."""
-        self._c = np.where(mask, self._info.cpu_request, self._c)
-        self._m = np.where(mask, self._info.mem_request, self._m)
+        self._c, self._m = requests_where(mask, (self._info.cpu_request, self._info.mem_request),
+                                          self._c, self._m)
         self._age.arrive(mask)
 
     def allocate(self, t: int) -> tuple[np.ndarray, np.ndarray]:

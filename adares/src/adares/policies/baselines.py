@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 import statsmodels.api as sm
 
-from adares.policies.common import Ages, Window
+from adares.policies.common import Ages, Window, requests_where
 from adares.policies.base import Observation, TraceInfo
 from adares.trace import GIB, Trace
 
@@ -77,7 +77,7 @@ class Threshold:
 
     def arrive(self, mask: np.ndarray) -> None:
         """New VMs start at their requests; the rules wait for a period of their own usage."""
-        self._c, self._m = _requests_where(mask, self._req, self._c, self._m)
+        self._c, self._m = requests_where(mask, self._req, self._c, self._m)
         self._age.arrive(mask)
 
     def allocate(self, t: int) -> tuple[np.ndarray, np.ndarray]:
@@ -132,7 +132,7 @@ class Predictive:
 
     def arrive(self, mask: np.ndarray) -> None:
         """New VMs start at their requests until a period of their own usage is seen."""
-        self._c, self._m = _requests_where(mask, self._req, self._c, self._m)
+        self._c, self._m = requests_where(mask, self._req, self._c, self._m)
         self._age.arrive(mask)
 
     def _features(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -179,12 +179,6 @@ class Predictive:
                 else:
                     floor = x[-self.period:].max(axis=0) * (1 + self.mem_margin)
                     self._m = np.where(ok, np.maximum(np.maximum(pred, floor), MIN_MEM), self._m)
-
-
-def _requests_where(mask: np.ndarray, req: tuple[np.ndarray, np.ndarray], c: np.ndarray,
-                    m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(cores (N,), bytes (N,)): the requests ``req`` where ``mask`` (new VMs), else c and m."""
-    return np.where(mask, req[0], c), np.where(mask, req[1], m)
 
 
 __all__ = ["Static", "Clairvoyant", "Threshold", "Predictive", "GIB"]

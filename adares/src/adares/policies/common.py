@@ -72,3 +72,10 @@ class Ages:
     def ready(self, k: int) -> np.ndarray:
         """(N,) bool: the VM has been observed for at least k steps."""
         return self._age >= k
+
+
+def requests_where(mask: np.ndarray, req: tuple[np.ndarray, np.ndarray], c: np.ndarray,
+                   m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(cores (N,), bytes (N,)): the requests ``req`` (cores, bytes) where ``mask`` ((N,) bool,
+    new VMs), else ``c`` and ``m``: a new VM starts at its flavor."""
+    return np.where(mask, req[0], c), np.where(mask, req[1], m)

@@ -17,6 +17,7 @@ import math
 import numpy as np
 
 from adares.policies.base import Observation, TraceInfo
+from adares.policies.common import requests_where
 from adares.vpa.batch import BatchDecayingHistogram, BatchMemoryPeaks
 from adares.vpa.histogram import CPU_HISTOGRAM_OPTIONS, MEMORY_HISTOGRAM_OPTIONS, MIN_SAMPLE_WEIGHT
 from adares.vpa.recommender import MAX_RESOURCE_AMOUNT, MIB, RecommenderConfig
@@ -64,8 +65,7 @@ class VPA:
 
     def arrive(self, mask: np.ndarray) -> None:
         """New VMs start at their requests with empty histograms (no history of their own)."""
-        self._c = np.where(mask, self._req[0], self._c)
-        self._m = np.where(mask, self._req[1], self._m)
+        self._c, self._m = requests_where(mask, self._req, self._c, self._m)
         self.cpu.forget(mask)
         self.peaks.forget(mask)
         self.first_s[mask] = np.nan
