@@ -34,7 +34,7 @@ PRICE_HELP = ("P or CPU,MEM: money per resize of a VM's CPU / memory allocation 
               "(a vCPU-hour costs 1)")
 CAP_HELP = "resizes allowed per VM-hour (a resize sooner is refused); 0: no cap"
 KNOB_HELP = ("POLICY.KNOB=VALUE, repeatable: set a policy's knob (e.g. vpa.safety_margin=0.3; "
-             "each knob's range is checked)")
+             "each knob's range is checked; the policy must be in --policies)")
 
 
 @app.callback()
