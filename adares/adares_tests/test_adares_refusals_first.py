@@ -42,10 +42,12 @@ def no_work(monkeypatch):
 
 
 def _log(path: Path, n_actions: int) -> Path:
-    """A valid decision log of 2 rows offering ``n_actions`` sizes."""
+    """A valid decision log of 2 rows offering ``n_actions`` sizes (this version's sizes when
+    there are as many, with the default floor_action)."""
     allowed = np.ones(n_actions, dtype=bool)
+    sizes = MULTIPLIERS if n_actions == len(MULTIPLIERS) else tuple(range(1, n_actions + 1))
     save_log(DecisionLog(["cpu", "mem"], [np.zeros(CONTEXT_DIM)] * 2, [allowed] * 2, [0, 1],
-                         [0.5, 0.5], [1.0, 2.0]), path)
+                         [0.5, 0.5], [1.0, 2.0], tuple(float(x) for x in sizes), True), path)
     return path
 
 

@@ -107,3 +107,18 @@ def test_cli_save_then_transfer(tmp_path):
                  ["--policies", "adares", "--transfer-from", str(tmp_path / "bad.npz")]):
         res = runner.invoke(app, ["replay", "--trace", "synthetic:vms=2,days=1", *args])
         assert res.exit_code == 2 and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_a_log_of_another_floor_action_is_refused_in_one_line(tmp_path):
+    runner = CliRunner()
+    path = tmp_path / "f0.npz"
+    res = runner.invoke(app, ["replay", "--trace", "synthetic:vms=4,days=1,seed=2", "--policies",
+                              "adares", "--knob", "adares.floor_action=0", "--save-log",
+                              str(path), "--quiet"])
+    assert res.exit_code == 0, res.output
+    lg = load_log(path)
+    assert lg.floor_action is False and len(lg.multipliers) == len(lg.allowed[0])
+    res = runner.invoke(app, ["replay", "--trace", "synthetic:vms=4,days=1,seed=2", "--policies",
+                              "adares", "--transfer-from", str(path), "--quiet"])
+    assert res.exit_code == 2
+    assert res.output.strip().count("\n") == 0 and "floor_action=0" in res.output

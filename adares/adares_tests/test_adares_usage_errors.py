@@ -23,6 +23,16 @@ def _run(monkeypatch, capsys, *args):
     (["nope"], "adares: error: No such command 'nope'. (see adares --help)"),
     (["evaluate"], "adares: error: Missing argument 'log'. (see adares evaluate --help)"),
     (["replay", "--json", "extra"], "adares: error: Got unexpected extra argument(s) (extra)"),
+    (["compare", "--trace", "population:vms=5,,days=1"],
+     "adares: error: trace spec 'population:vms=5,,days=1': an empty item"),
+    (["replay", "--trace", "synthetic:vms=5,"], "adares: error: trace spec 'synthetic:vms=5,': "
+                                                "an empty item"),
+    (["replay", "--trace", "population:vms=5,days=1,lifetimes=weibull"],
+     "adares: error: trace spec 'population:vms=5,days=1,lifetimes=weibull': unknown lifetimes"),
+    (["replay", "--policies", "threshold", "--knob", "vpa.safety_margin=0.1"],
+     "adares: error: --knob vpa.safety_margin: vpa is not in --policies (threshold)"),
+    (["compare", "--policies", "adares", "--knob", "threshold.up=0.7"],
+     "adares: error: --knob threshold.up: threshold is not in --policies (adares)"),
 ])
 def test_usage_errors_one_line_exit_2(monkeypatch, capsys, args, line):
     code, out, err = _run(monkeypatch, capsys, *args)

@@ -11,8 +11,9 @@ The result is frozen in ``data/population_fitted.json`` (``fitted()``), written 
 ``python -m adares.calibration`` and committed before any policy ran on it.
 
 What cannot be matched: the dataset's P95 is of 5-minute maxima, the generator's of 5-minute
-means (a little lower for the same VM); VM lifetimes (most Azure VMs live under a day) are not
-modelled, every VM lives the whole trace.
+means (a little lower for the same VM). VM lifetimes are not part of the fit: they are a
+separate published input (``adares.lifetimes``, ``population:...,lifetimes=azure``); the fit's
+statistics are of VMs that live the whole day.
 """
 
 from __future__ import annotations

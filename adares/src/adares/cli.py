@@ -26,7 +26,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Contextual-bandit rightsizing of VMs and containers, against the VPA "
                        "recommender and threshold/predictive policies, on replayed traces.")
 
-TRACE_HELP = ("synthetic[:vms=N,days=D,seed=S], population[:vms=N,days=D,seed=S,calibration=hand|fitted], "
+TRACE_HELP = ("synthetic[:vms=N,days=D,seed=S], population[:vms=N,days=D,seed=S,calibration=hand|fitted,lifetimes=none|azure], "
               "shaped:SOURCE[,...], "
               "alibaba:USAGE.csv[,meta=META.csv], google2019:USAGE.parquet "
               "or azure:READINGS.csv[,vmtable=VMTABLE.csv]")
@@ -34,7 +34,7 @@ PRICE_HELP = ("P or CPU,MEM: money per resize of a VM's CPU / memory allocation 
               "(a vCPU-hour costs 1)")
 CAP_HELP = "resizes allowed per VM-hour (a resize sooner is refused); 0: no cap"
 KNOB_HELP = ("POLICY.KNOB=VALUE, repeatable: set a policy's knob (e.g. vpa.safety_margin=0.3; "
-             "each knob's range is checked)")
+             "each knob's range is checked; the policy must be in --policies)")
 
 
 @app.callback()
@@ -88,7 +88,7 @@ def _run_replay(req, say: Reporter):
     _, n_steps = rp.planned_size(req.trace)
     if n_steps is not None:
         check_save_log(req.save_log, n_steps)
-    warm = load_warm_start(req.transfer_from)
+    warm = load_warm_start(req.transfer_from, req.knobs.get("adares"))
     t0 = time.perf_counter()
     tr = rp.load_trace(req.trace)
     load_s = time.perf_counter() - t0

@@ -147,7 +147,18 @@ def check_replay(trace: str, policies: str, seed: int, bandit: str, resize: str,
         raise InputError(f"--clusters must be in 1..{n_vms} (the VMs), got {clusters}")
     return ReplayRequest(trace, names, seed, bandit, resize, cluster, margins, clusters, backend,
                          int(jobs.value), str(out.value), save_log, transfer_from,
-                         parse_knobs(knobs), costs)
+                         knobs_of(knobs, names), costs)
+
+
+def knobs_of(items: list[str], names: list[str]) -> dict[str, dict[str, float | int]]:
+    """``parse_knobs(items)``, refusing (InputError) a knob of a policy that is not replayed
+    (``names``): it would be ignored, and the run would not be the one asked for."""
+    parsed = parse_knobs(items)
+    unused = [p for p in parsed if p not in names]
+    if unused:
+        raise InputError(f"--knob {unused[0]}.{next(iter(parsed[unused[0]]))}: {unused[0]} is "
+                         f"not in --policies ({','.join(names)})")
+    return parsed
 
 
 def check_save_log(save_log: str, steps: int) -> None:
@@ -159,17 +170,20 @@ def check_save_log(save_log: str, steps: int) -> None:
                          "(too short); nothing written")
 
 
-def load_warm_start(path: str):
+def load_warm_start(path: str, knobs: dict[str, float | int] | None = None):
     """The decision log of ``--transfer-from`` (None for ""), checked against this version's
-    context width and action set. Raises InputError on a corrupt log or another action set."""
+    context width and the action set of the bandit with ``knobs`` (adares's; its
+    ``floor_action``). Raises InputError on a corrupt log or another action set."""
     if not path:
         return None
-    from adares.policies.bandit import CONTEXT_DIM, MULTIPLIERS, load_log
+    from adares.policies.bandit import CONTEXT_DIM, MULTIPLIERS, check_action_set, load_log
 
     warm = load_log(path, CONTEXT_DIM)
     if len(warm.allowed[0]) != len(MULTIPLIERS):
         raise InputError(f"--transfer-from {path}: {len(warm.allowed[0])} actions, "
                          f"this version has {len(MULTIPLIERS)}")
+    check_action_set(warm, MULTIPLIERS, bool((knobs or {}).get("floor_action", 1)),
+                     f"--transfer-from {path}")
     return warm
 
 
@@ -243,7 +257,7 @@ def check_compare(trace: str, policies: str, seed: int, bandit: str, target_thro
     check_out(str(out.value), out.flag)
     if not 0 <= tune <= 500:
         raise InputError(f"--tune must be in 0..500 trials, got {tune}")
-    parsed = parse_knobs(knobs)
+    parsed = knobs_of(knobs, names)
     if tune and parsed:
         raise InputError("--tune searches every knob: drop --knob, or --tune")
     if tune and (sweep or cluster or equal_resizes or backend != "local"):

@@ -57,15 +57,13 @@ def split(trace: Trace, k: int, node_spec: str = "") -> Fleet:
     if k == 1:
         # Contiguous as Ray's object store hands them to tasks (no copy when they already are).
         blocks = (np.arange(trace.n_vms),)
+        arr = None if trace.arrivals is None else np.ascontiguousarray(trace.arrivals)
         parts = (Trace(np.ascontiguousarray(trace.cpu), np.ascontiguousarray(trace.mem),
                        trace.cpu_request, trace.mem_request, trace.vm_ids, trace.step_s,
-                       trace.start_s),)
+                       trace.start_s, arr),)
     else:
         blocks = tuple(np.array_split(np.arange(trace.n_vms), k))
-        parts = tuple(Trace(np.ascontiguousarray(trace.cpu[:, b]), np.ascontiguousarray(trace.mem[:, b]),
-                            trace.cpu_request[b].copy(), trace.mem_request[b].copy(),
-                            tuple(trace.vm_ids[i] for i in b), trace.step_s, trace.start_s)
-                      for b in blocks)
+        parts = tuple(trace.vms(b) for b in blocks)
     nodes = tuple(parse_cluster(node_spec, p) if node_spec else None for p in parts)
     return Fleet(parts, blocks, nodes)
 
@@ -147,8 +145,10 @@ def _local_record(fleet: Fleet, record_vms: tuple[int, ...], c: int) -> list[int
 
 
 def merge_logs(logs: list[DecisionLog]) -> DecisionLog:
-    """The clusters' decision logs, one after another (cluster order)."""
-    out = DecisionLog()
+    """The clusters' decision logs, one after another (cluster order), with the first one's
+    action set (every cluster's bandit has the same)."""
+    out = DecisionLog(multipliers=logs[0].multipliers if logs else None,
+                      floor_action=logs[0].floor_action if logs else None)
     for lg in logs:
         for f in ("resource", "context", "allowed", "action", "prob", "cost"):
             getattr(out, f).extend(getattr(lg, f))

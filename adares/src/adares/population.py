@@ -93,28 +93,22 @@ def _cpu_shape(rng: np.random.Generator, kind: np.ndarray, t_steps: int,
     return util, jobs
 
 
-def generate_population(n_vms: int = 500, days: float = 8.0, seed: int = 0,
-                        step_s: int = STEP_S, start_s: float = 1_700_006_400.0,
-                        calibration: dict | None = None) -> Trace:
-    """A heterogeneous trace of ``n_vms`` VMs over ``days`` days (``calibration``'s mix; None:
-    the hand-chosen ``CALIBRATION``; ``adares.calibration.fitted()``: the one fitted to
-    published Azure per-VM statistics).
+#: Independent draws of a kind's parameters (level, phase, jobs, noise) per slot: with
+#: lifetimes, the slot's successive VMs take them in turn (VM j of a slot the draw j mod 4).
+LAYERS = 4
 
-    Returns a validated Trace: cpu in cores, mem in bytes, requests = the VM's flavor (cores,
-    GiB per core x cores). Deterministic for a seed; the kinds are not in the trace (only
-    ``population_kinds(n_vms, seed)`` tells them, for analysis). Raises InputError unless
-    n_vms >= 1 and the trace has at least 2 steps, or when step_s is not 300.
-    """
-    t_steps = int(round(days * 86400 / step_s))
-    if n_vms < 1 or t_steps < 2 or step_s != STEP_S:
-        raise InputError(f"population: needs vms >= 1, >= 2 steps of {STEP_S} s; got {n_vms} "
-                         f"VMs, {t_steps} steps of {step_s} s")
-    c = CALIBRATION if calibration is None else calibration
-    kind = population_kinds(n_vms, seed, c)
-    rng = np.random.default_rng([seed, 1])
-    n = n_vms
+
+def _demand(n: int, seed: int, layer: int, kind: np.ndarray, t_steps: int, step_s: int,
+            start_s: float, c: dict,
+            flavor: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray, ...]:
+    """(cores (N,), GiB (N,), cpu (T, N) cores, mem (T, N) bytes) of one draw of the
+    population: ``layer`` 0 is the trace without lifetimes (its random stream unchanged);
+    other layers are independent draws for later VMs of the slots, on ``flavor`` (cores, GiB)."""
+    rng = np.random.default_rng([seed, 1] if layer == 0 else [seed, 1, layer])
     cores = rng.choice(np.asarray(c["cores"][0]), n, p=c["cores"][1]).astype(np.float64)
     mem_gib = cores * rng.choice(np.asarray(c["gib_per_core"][0]), n, p=c["gib_per_core"][1])
+    if flavor is not None:
+        cores, mem_gib = flavor
     tod = ((start_s + step_s * np.arange(t_steps)) / 3600.0 % 24.0)[:, None]
     util, jobs = _cpu_shape(rng, kind, t_steps, tod, c)
     sigma = np.array([c["cpu_noise_sigma"][k] for k in kind])
@@ -128,9 +122,50 @@ def generate_population(n_vms: int = 500, days: float = 8.0, seed: int = 0,
     mem_noise = np.exp(lfilter([1.0], [1.0, -0.95], rng.standard_normal((t_steps, n)) * 0.01,
                                axis=0))
     mem = np.clip(mshare * mem_noise, 0.02, 1.0) * mem_gib * GIB
-    ids = tuple(f"vm-{i:05d}" for i in range(n))
+    return cores, mem_gib, cpu, mem
+
+
+def generate_population(n_vms: int = 500, days: float = 8.0, seed: int = 0,
+                        step_s: int = STEP_S, start_s: float = 1_700_006_400.0,
+                        calibration: dict | None = None, lifetimes: str = "none") -> Trace:
+    """A heterogeneous trace of ``n_vms`` VMs over ``days`` days (``calibration``'s mix; None:
+    the hand-chosen ``CALIBRATION``; ``adares.calibration.fitted()``: the one fitted to
+    published Azure per-VM statistics).
+
+    lifetimes: "none" (every VM lives the whole trace) or "azure" (``adares.lifetimes``: VMs
+    depart after Azure-like lifetimes and a new VM of the slot's flavor and kind replaces each,
+    with its own level, phase, jobs and noise; ``Trace.arrivals`` marks them).
+
+    Returns a validated Trace: cpu in cores, mem in bytes, requests = the VM's flavor (cores,
+    GiB per core x cores). Deterministic for a seed; the kinds are not in the trace (only
+    ``population_kinds(n_vms, seed)`` tells them, for analysis). Raises InputError unless
+    n_vms >= 1 and the trace has at least 2 steps, or when step_s is not 300 or the lifetime
+    model is unknown.
+    """
+    from adares.lifetimes import LIFETIME_MODELS, arrival_mask
+
+    t_steps = int(round(days * 86400 / step_s))
+    if n_vms < 1 or t_steps < 2 or step_s != STEP_S:
+        raise InputError(f"population: needs vms >= 1, >= 2 steps of {STEP_S} s; got {n_vms} "
+                         f"VMs, {t_steps} steps of {step_s} s")
+    if lifetimes not in LIFETIME_MODELS:
+        raise InputError(f"population: unknown lifetimes {lifetimes!r} "
+                         f"({', '.join(LIFETIME_MODELS)})")
+    c = CALIBRATION if calibration is None else calibration
+    kind = population_kinds(n_vms, seed, c)
+    cores, mem_gib, cpu, mem = _demand(n_vms, seed, 0, kind, t_steps, step_s, start_s, c, None)
+    arrivals = None
+    if lifetimes == "azure":
+        arrivals = arrival_mask(t_steps, n_vms, seed, step_s)
+        draw = np.cumsum(arrivals, axis=0) % LAYERS
+        for layer in range(1, LAYERS):
+            _, _, c_l, m_l = _demand(n_vms, seed, layer, kind, t_steps, step_s, start_s, c,
+                                     (cores, mem_gib))
+            cpu = np.where(draw == layer, c_l, cpu)
+            mem = np.where(draw == layer, m_l, mem)
+    ids = tuple(f"vm-{i:05d}" for i in range(n_vms))
     return Trace(np.maximum(cpu, 1e-3), mem, cores, mem_gib * GIB, ids, step_s,
-                 start_s).validate()
+                 start_s, arrivals).validate()
 
 
 def population_kinds(n_vms: int, seed: int = 0, calibration: dict | None = None) -> np.ndarray:

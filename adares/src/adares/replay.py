@@ -39,7 +39,9 @@ def _synthetic_spec(spec: str) -> tuple[int, float | None, int, str | None]:
     ``synthetic:`` or ``shaped:`` spec, checked; nothing is generated or loaded.
     Raises InputError on a malformed spec."""
     kind, _, rest = spec.partition(":")
-    parts = [s for s in rest.split(",") if s]
+    parts = rest.split(",") if rest else []
+    if "" in parts:
+        raise InputError(f"trace spec {spec!r}: an empty item (two commas, or a comma at an end)")
     source = None
     if kind == "shaped":
         if not parts or "=" in parts[0]:
@@ -47,8 +49,10 @@ def _synthetic_spec(spec: str) -> tuple[int, float | None, int, str | None]:
         source = parts.pop(0)
     kv = _kv(parts, spec)
     if kind == "population":
-        # The calibration is checked (and chosen) by population_calibration.
+        # The calibration is checked (and chosen) by population_calibration, the lifetimes
+        # by population_lifetimes.
         kv.pop("calibration", None)
+        kv.pop("lifetimes", None)
     unknown = set(kv) - {"vms", "days", "seed"}
     if unknown:
         raise InputError(f"trace spec {spec!r}: unknown keys {', '.join(sorted(unknown))}")
@@ -92,6 +96,19 @@ def population_calibration(spec: str) -> dict | None:
     return fitted()
 
 
+def population_lifetimes(spec: str) -> str:
+    """The lifetime model a ``population:`` spec names (``adares.lifetimes.LIFETIME_MODELS``;
+    default "none": every VM lives the whole trace). Raises InputError on an unknown name."""
+    from adares.lifetimes import LIFETIME_MODELS
+
+    kv = _kv([s for s in spec.partition(":")[2].split(",") if s], spec)
+    name = kv.get("lifetimes", "none")
+    if name not in LIFETIME_MODELS:
+        raise InputError(f"trace spec {spec!r}: unknown lifetimes {name!r} "
+                         f"({', '.join(LIFETIME_MODELS)})")
+    return name
+
+
 def planned_size(spec: str) -> tuple[int | None, int | None]:
     """``(n_vms, n_steps)`` that ``load_trace(spec)`` will have, as far as the spec alone says:
     both for ``synthetic:``, the VMs (and the steps when ``days`` is given) for ``shaped:``,
@@ -111,8 +128,9 @@ def planned_size(spec: str) -> tuple[int | None, int | None]:
 
 def load_trace(spec: str) -> Trace:
     """A trace from a spec: ``synthetic[:vms=500,days=8,seed=0]``,
-    ``population[:vms=500,days=8,seed=0,calibration=hand|fitted]`` (heterogeneous workload
-    kinds, ``adares.population``; ``fitted``: fitted to published Azure per-VM statistics),
+    ``population[:vms=500,days=8,seed=0,calibration=hand|fitted,lifetimes=none|azure]``
+    (heterogeneous workload kinds, ``adares.population``; ``fitted``: fitted to published Azure
+    per-VM statistics; ``azure``: VMs arrive and depart, ``adares.lifetimes``),
     ``shaped:SOURCE[,vms=..,days=..,seed=..]`` (SOURCE: alibaba2018, google2019, azure_v2: the
     synthetic VMs' total demand follows that real cluster series), or
     ``alibaba:USAGE.csv[,meta=META.csv]`` (Alibaba v2018 container_usage/container_meta), or
@@ -129,7 +147,8 @@ def load_trace(spec: str) -> Trace:
 
         vms, days, seed, _ = _synthetic_spec(spec)
         return generate_population(vms, 8.0 if days is None else days, seed,
-                                   calibration=population_calibration(spec))
+                                   calibration=population_calibration(spec),
+                                   lifetimes=population_lifetimes(spec))
     if kind in ("synthetic", "shaped"):
         vms, days, seed, source = _synthetic_spec(spec)
         shape = None

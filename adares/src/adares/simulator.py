@@ -6,6 +6,9 @@ step t - 1; then the step's demand is served:
 - memory demand above the allocation is an OOM kill (one event, a restart cost, and the
   memory the VM lacked counts as shortfall);
 - a change of either allocation is one resize (done in place).
+With lifetimes (``Trace.arrivals``), a new VM in a slot is announced to the policy
+(``policy.arrive(mask)``, where it has that method) before the step's allocation, and is
+created at the size the policy gives it: a creation, not a resize.
 The policy then observes what a node agent would report: CPU used (capped at the allocation),
 the throttled cores, memory used (capped at the allocation) and the OOM kills.
 """
@@ -117,7 +120,8 @@ def simulate(trace: Trace, policy: Policy, costs: CostModel = CostModel(),
     for t in range(steps):
         if progress is not None and t % every == 0:
             progress(t, steps)
-        a_c, a_m = _checked(policy, *policy.allocate(t), n)
+        born = None if trace.arrivals is None or not trace.arrivals[t].any() else trace.arrivals[t]
+        a_c, a_m, (prev_c, prev_m) = _allocations(policy, t, n, born, (prev_c, prev_m), last)
         capped = 0
         if gap > 1:
             a_c, a_m, capped = _cap(prev_c, prev_m, a_c, a_m, t - last < gap)
@@ -153,6 +157,22 @@ def simulate(trace: Trace, policy: Policy, costs: CostModel = CostModel(),
 
 _SUMS = ("cpu", "mem", "throttled", "demand", "missing", "oom", "restarts", "cpu_resizes",
          "mem_resizes", "capped_resizes")
+
+
+def _allocations(policy: Policy, t: int, n: int, born: np.ndarray | None,
+                 prev: tuple[np.ndarray, np.ndarray], last: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    """The policy's allocations for step t (cores (N,), bytes (N,)), after announcing the new
+    VMs ``born`` ((N,) bool, None: none) to it, and the previous allocations, where a new VM
+    counts as already at its size (a creation: no resize, no cap, no node admission); new VMs'
+    resize clocks in ``last`` (N,) are reset."""
+    if born is not None and hasattr(policy, "arrive"):
+        policy.arrive(born)
+    a_c, a_m = _checked(policy, *policy.allocate(t), n)
+    if born is not None:
+        prev = (np.where(born, a_c, prev[0]), np.where(born, a_m, prev[1]))
+        last[born] = -np.inf
+    return a_c, a_m, prev
 
 
 def _cap(prev_c: np.ndarray, prev_m: np.ndarray, a_c: np.ndarray, a_m: np.ndarray,

@@ -22,6 +22,9 @@ class Trace:
         provisioned with (the starting allocation of every policy).
     step_s: step length in seconds; start_s: time of step 0 (Unix seconds).
     vm_ids: N names.
+    arrivals: (T, N) bool or None: True where a new VM starts in slot i at step t (the one
+        before departed; same flavor, ``adares.lifetimes``); None: every VM lives the whole
+        trace.
 
     Raises InputError (see ``validate``) on wrong shapes, non-finite or negative values.
     """
@@ -33,6 +36,7 @@ class Trace:
     vm_ids: tuple[str, ...]
     step_s: int = STEP_S
     start_s: float = 0.0
+    arrivals: np.ndarray | None = None
 
     @property
     def n_steps(self) -> int:
@@ -66,11 +70,23 @@ class Trace:
                 raise InputError(f"trace: {name} has non-finite values")
             if np.any(a < 0):
                 raise InputError(f"trace: {name} has negative usage")
+        if self.arrivals is not None and (self.arrivals.shape != (t, n)
+                                          or self.arrivals.dtype != bool):
+            raise InputError(f"trace: arrivals must be a (T, N) bool mask, got "
+                             f"{self.arrivals.shape} {self.arrivals.dtype}")
         return self
+
+    def vms(self, cols: np.ndarray) -> Trace:
+        """The VMs ``cols`` ((k,) int indices), every step, arrays contiguous."""
+        arr = None if self.arrivals is None else np.ascontiguousarray(self.arrivals[:, cols])
+        return Trace(np.ascontiguousarray(self.cpu[:, cols]), np.ascontiguousarray(self.mem[:, cols]),
+                     self.cpu_request[cols].copy(), self.mem_request[cols].copy(),
+                     tuple(self.vm_ids[i] for i in cols), self.step_s, self.start_s, arr)
 
     def head(self, n_vms: int | None = None, n_steps: int | None = None) -> Trace:
         """The first ``n_vms`` VMs and ``n_steps`` steps."""
         v = slice(None, n_vms)
         s = slice(None, n_steps)
         return Trace(self.cpu[s, v], self.mem[s, v], self.cpu_request[v], self.mem_request[v],
-                     self.vm_ids[v], self.step_s, self.start_s)
+                     self.vm_ids[v], self.step_s, self.start_s,
+                     None if self.arrivals is None else self.arrivals[s, v])

@@ -21,6 +21,7 @@ import numpy as np
 
 from adares.costs import CostModel
 from adares.policies.base import Observation, TraceInfo
+from adares.policies.common import Ages, requests_where
 from adares.policies.baselines import MIN_CPU, MIN_MEM
 from adares.trace import GIB
 from adares.vpa.batch import BatchDecayingHistogram
@@ -59,6 +60,19 @@ class AutopilotLike:
         self._step_h = info.step_s / 3600.0
         self._ready = False
         self._start_s = info.start_s
+        self._req = (info.cpu_request.copy(), info.mem_request.copy())
+        self._age = Ages(n)
+
+    def arrive(self, mask: np.ndarray) -> None:
+        """New VMs start at their requests on the most conservative recommender, with empty
+        histograms and no cost record."""
+        self._c, self._m = requests_where(mask, self._req, self._c, self._m)
+        for r in ("cpu", "mem"):
+            for h in self._hist[r]:
+                h.forget(mask)
+            self._cost[r][:, mask] = 0.0
+            self._chosen[r][mask] = self._cost[r].shape[0] - 1
+        self._age.arrive(mask)
 
     def allocate(self, t: int) -> tuple[np.ndarray, np.ndarray]:
         """Current allocations."""
@@ -88,6 +102,7 @@ class AutopilotLike:
     def observe(self, obs: Observation) -> None:
         """Feed the histograms, charge the recommenders, pick per VM at period ends."""
         t = obs.time_s
+        self._age.tick()
         # Memory use is capped at the allocation: an OOM-killed VM needed more. Like the VPA,
         # count it as the bumped size, so the recommenders learn from the kill.
         bumped = np.maximum(obs.mem_alloc * 1.2, obs.mem_alloc + 100 * 2**20)
@@ -104,6 +119,7 @@ class AutopilotLike:
             return
         self._recompute()
         cols = np.arange(len(self._c))
+        ok = self._age.ready(self.period)  # new VMs keep their requests for a period
         for r in ("cpu", "mem"):
             cost = self._cost[r]
             best = np.argmin(cost, axis=0)
@@ -115,7 +131,7 @@ class AutopilotLike:
             self._chosen[r] = pick
             limit = self._limits[r][pick, cols]
             if r == "cpu":
-                self._c = np.maximum(limit, MIN_CPU)
+                self._c = np.where(ok, np.maximum(limit, MIN_CPU), self._c)
             else:
                 # Memory never drops below what is in use now (a shrink under use is an OOM).
-                self._m = np.maximum(np.maximum(limit, d_m), MIN_MEM)
+                self._m = np.where(ok, np.maximum(np.maximum(limit, d_m), MIN_MEM), self._m)

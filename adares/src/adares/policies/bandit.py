@@ -36,7 +36,7 @@ from adares.learner import CBLearner, RidgeCB, check_backend
 from adares.costs import CostModel
 from adares.policies.base import Observation, TraceInfo
 from adares.policies.baselines import MIN_CPU, MIN_MEM
-from adares.policies.common import Window
+from adares.policies.common import Ages, Window, requests_where
 from adares.trace import GIB
 
 # Sizes offered, as multiples of the base level. Sizes up to 8x (to reach a batch VM's job from
@@ -51,7 +51,9 @@ CONTEXT_DIM = 18
 @dataclass
 class DecisionLog:
     """Logged bandit decisions: per row the resource, context vector, allowed action mask,
-    chosen action index, its probability and the observed cost."""
+    chosen action index, its probability and the observed cost; and what the actions mean:
+    multipliers (the sizes, multiples of the base level) and floor_action (the largest size
+    below the safety floor stood for the floor itself); None where a log does not say."""
 
     resource: list[str] = field(default_factory=list)
     context: list[np.ndarray] = field(default_factory=list)
@@ -59,6 +61,8 @@ class DecisionLog:
     action: list[int] = field(default_factory=list)
     prob: list[float] = field(default_factory=list)
     cost: list[float] = field(default_factory=list)
+    multipliers: tuple[float, ...] | None = None
+    floor_action: bool | None = None
 
 
 RESOURCES = ("cpu", "mem")
@@ -75,6 +79,9 @@ def save_log(log: DecisionLog, path: str | Path) -> None:
         "context": np.vstack(log.context), "allowed": np.vstack(log.allowed),
         "action": np.asarray(log.action, dtype=np.int64), "prob": np.asarray(log.prob),
         "cost": np.asarray(log.cost)}
+    if log.multipliers is not None and log.floor_action is not None:
+        arrays["multipliers"] = np.asarray(log.multipliers, dtype=np.float64)
+        arrays["floor_action"] = np.asarray([log.floor_action], dtype=np.int8)
     buffer = io.BytesIO()
     np.savez_compressed(buffer, **arrays)
     write_atomic(path, buffer.getvalue())
@@ -91,6 +98,8 @@ def load_log(path: str | Path, context_dim: int | None = None) -> DecisionLog:
     try:
         with np.load(path, allow_pickle=False) as z:
             a = {k: z[k] for k in keys}
+            meaning = ((z["multipliers"], z["floor_action"]) if "multipliers" in z.files
+                       and "floor_action" in z.files else None)
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except Exception as exc:
@@ -111,9 +120,32 @@ def load_log(path: str | Path, context_dim: int | None = None) -> DecisionLog:
         raise InputError(f"{path}: decision log has non-finite contexts")
     if not np.all(a["allowed"][np.arange(n), a["action"]]):
         raise InputError(f"{path}: decision log has logged actions outside their allowed set")
+    mult = floor = None
+    if meaning is not None:
+        if (meaning[0].shape != (a["allowed"].shape[1],) or meaning[1].shape != (1,)
+                or not np.all(np.isfinite(meaning[0]))):
+            raise InputError(f"{path}: decision log's action set does not match its actions")
+        mult, floor = tuple(float(x) for x in meaning[0]), bool(meaning[1][0])
     return DecisionLog([RESOURCES[i] for i in a["resource"]], list(a["context"]),
                        list(a["allowed"].astype(bool)), a["action"].tolist(), a["prob"].tolist(),
-                       a["cost"].tolist())
+                       a["cost"].tolist(), mult, floor)
+
+
+def check_action_set(log: DecisionLog, multipliers: tuple[float, ...], floor_action: bool,
+                     where: str) -> None:
+    """InputError (one line, naming ``where``) unless ``log`` was made with these actions:
+    the same multipliers and the same floor_action (a log that does not record them is
+    refused: what its actions meant cannot be checked)."""
+    if log.multipliers is None or log.floor_action is None:
+        raise InputError(f"{where}: the decision log does not record its action set (written "
+                         "by an older version): record it again")
+    if (len(log.multipliers) != len(multipliers)
+            or not np.allclose(log.multipliers, multipliers, rtol=0, atol=1e-12)):
+        raise InputError(f"{where}: the log's sizes {list(log.multipliers)} are not the "
+                         f"bandit's {list(multipliers)}")
+    if log.floor_action != floor_action:
+        raise InputError(f"{where}: the log was made with floor_action={int(log.floor_action)}, "
+                         f"the bandit has floor_action={int(floor_action)}")
 
 
 def _rows_quantile(x: np.ndarray, q: float) -> np.ndarray:
@@ -207,7 +239,18 @@ class Adares:
         self._acc_thr = np.zeros(info.n_vms)
         self._acc_m = np.zeros(info.n_vms)
         self._acc_oom = np.zeros(info.n_vms)
-        self.log = DecisionLog()
+        self.log = DecisionLog(multipliers=tuple(float(x) for x in self.mult),
+                               floor_action=self.floor_action)
+        # Lifetimes: a new VM keeps its request until a period of its own usage is seen, and
+        # only periods one VM lived through under a bandit decision are learned from.
+        self._age = Ages(info.n_vms)
+        self._decided = np.ones(info.n_vms, dtype=bool)
+
+    def arrive(self, mask: np.ndarray) -> None:
+        """New VMs in the slots ``mask`` ((N,) bool) start at their requests (flavors)."""
+        self._c, self._m = requests_where(mask, (self._info.cpu_request, self._info.mem_request),
+                                          self._c, self._m)
+        self._age.arrive(mask)
 
     def allocate(self, t: int) -> tuple[np.ndarray, np.ndarray]:
         """Current allocations."""
@@ -255,8 +298,17 @@ class Adares:
             cols[3] = (np.bincount(node_of, demand, minlength=k) / capacity)[node_of]
         return np.column_stack(cols)
 
-    def _learn(self, r: str, costs: np.ndarray) -> None:
+    def _learn(self, r: str, costs: np.ndarray, rows: np.ndarray | None = None) -> None:
+        """Learn the pending decisions of resource ``r`` from their costs (N,); only the VMs
+        ``rows`` ((k,) int) when given."""
         ctx, shared, allowed, chosen, probs = self._pending[r]
+        if rows is not None:
+            ctx, allowed, chosen, probs, costs = (a[rows] for a in (ctx, allowed, chosen,
+                                                                      probs, costs))
+            shared = ([shared[i] for i in rows] if isinstance(shared, list)
+                      else shared[rows])
+            if not len(rows):
+                return
         self._cb[r].learn(shared, chosen, probs, costs, allowed)
         if self.keep_log:
             for i in range(len(chosen)):
@@ -278,6 +330,8 @@ class Adares:
             allowed = np.vstack([log.allowed[i] for i in rows])
             if allowed.shape[1] != len(self.mult):
                 raise InputError(f"decision log has {allowed.shape[1]} actions, the policy {len(self.mult)}")
+            if log.multipliers is not None:
+                check_action_set(log, tuple(self.mult), self.floor_action, "warm start")
             ctx = np.vstack([log.context[i] for i in rows])
             cb = self._cb[r]
             cb.learn(cb.shared_lines(ctx), np.asarray(log.action)[rows],
@@ -316,6 +370,7 @@ class Adares:
     def observe(self, obs: Observation) -> None:
         """Accumulate the period's costs; at period ends learn and decide."""
         self._w.push(obs)
+        self._age.tick()
         self._acc_c += obs.cpu_alloc
         self._acc_thr += obs.cpu_throttled
         self._acc_m += obs.mem_alloc
@@ -334,8 +389,10 @@ class Adares:
             cost_c = (self._acc_c / k + c.throttle_penalty / c.vcpu_hour * self._acc_thr / k) / base_c
             oom_units = c.oom_cost / (c.gb_hour * np.maximum(base_m / GIB, 1e-3) * k * self._step_h)
             cost_m = self._acc_m / k / base_m + (oom_units + 2.0) * self._acc_oom
-            self._learn("cpu", cost_c)
-            self._learn("mem", cost_m)
+            valid = self._decided & self._age.ready(k)
+            rows = None if valid.all() else np.flatnonzero(valid)
+            self._learn("cpu", cost_c, rows)
+            self._learn("mem", cost_m, rows)
         info = self._info
         shared = {"cpu": self._shared(cpu[-k:].mean(axis=0), self._acc_c / k, self._acc_thr / k,
                                       info.node_cpu),
@@ -351,11 +408,12 @@ class Adares:
         floor_c = _rows_quantile(cw, self.cpu_floor_quantile) * (1 + self.margin)
         floor_m = peak_m * (1 + self.margin)
         self._pending = {"cpu_base": base_c, "mem_base": base_m}
+        self._decided = self._age.ready(k)
         for r, base, floor, x, req in (("cpu", base_c, floor_c, cpu, info.cpu_request),
                                        ("mem", base_m, floor_m, mem, info.mem_request)):
             ctx = self._context(x, base, hour, thr_share, ooms, req, shared[r])
             alloc = self._decide(r, ctx, base, floor)
             if r == "cpu":
-                self._c = np.maximum(alloc, MIN_CPU)
+                self._c = np.where(self._decided, np.maximum(alloc, MIN_CPU), self._c)
             else:
-                self._m = np.maximum(alloc, MIN_MEM)
+                self._m = np.where(self._decided, np.maximum(alloc, MIN_MEM), self._m)

@@ -66,7 +66,14 @@ class Observation:
 
 
 class Policy(Protocol):
-    """A rightsizing policy: ``reset`` once, then per step ``allocate`` and ``observe``."""
+    """A rightsizing policy: ``reset`` once, then per step ``allocate`` and ``observe``.
+
+    On traces with lifetimes, a policy may also have ``arrive(mask)`` ((N,) bool: a new VM
+    starts in these slots at the coming step, before ``allocate``): it sizes the new VM from
+    what is known at creation (its flavor; a class's history) until it has the VM's own
+    history. A policy without it keeps the slot's state (``static`` and ``clairvoyant``
+    need none).
+    """
 
     name: str
 
@@ -150,3 +157,8 @@ class Margined:
     def observe(self, obs: Observation) -> None:
         """Passed to the inner policy."""
         self.inner.observe(obs)
+
+    def arrive(self, mask: np.ndarray) -> None:
+        """Passed to the inner policy, where it has ``arrive``."""
+        if hasattr(self.inner, "arrive"):
+            self.inner.arrive(mask)

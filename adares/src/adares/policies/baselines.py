@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 import statsmodels.api as sm
 
-from adares.policies.common import Window
+from adares.policies.common import Ages, Window, requests_where
 from adares.policies.base import Observation, TraceInfo
 from adares.trace import GIB, Trace
 
@@ -70,8 +70,15 @@ class Threshold:
 
     def reset(self, info: TraceInfo) -> None:
         """Start a replay."""
+        self._req = (info.cpu_request.copy(), info.mem_request.copy())
         self._c, self._m = info.cpu_request.copy(), info.mem_request.copy()
         self._w = Window(info.n_vms, self.period)
+        self._age = Ages(info.n_vms)
+
+    def arrive(self, mask: np.ndarray) -> None:
+        """New VMs start at their requests; the rules wait for a period of their own usage."""
+        self._c, self._m = requests_where(mask, self._req, self._c, self._m)
+        self._age.arrive(mask)
 
     def allocate(self, t: int) -> tuple[np.ndarray, np.ndarray]:
         """Current allocations."""
@@ -80,14 +87,17 @@ class Threshold:
     def observe(self, obs: Observation) -> None:
         """Apply the OOM rule now and the utilization rules at period ends."""
         self._w.push(obs)
+        self._age.tick()
         c, m = self._c.copy(), self._m.copy()
         m = np.where(obs.oom, m * self.grow, m)
         if (obs.t + 1) % self.period == 0:
+            ok = self._age.ready(self.period)
             uc = np.quantile(self._w.cpu(), 0.95, axis=0) / c
-            c = np.where(uc > self.up, c * self.grow, np.where(uc < self.down, c * self.shrink, c))
+            c = np.where(ok & (uc > self.up), c * self.grow,
+                         np.where(ok & (uc < self.down), c * self.shrink, c))
             um = self._w.mem().max(axis=0) / m
-            m = np.where(um > self.mem_up, m * self.grow,
-                         np.where(um < self.mem_down, m * self.shrink, m))
+            m = np.where(ok & (um > self.mem_up), m * self.grow,
+                         np.where(ok & (um < self.mem_down), m * self.shrink, m))
         self._c, self._m = np.maximum(c, MIN_CPU), np.maximum(m, MIN_MEM)
 
 
@@ -108,8 +118,10 @@ class Predictive:
 
     def reset(self, info: TraceInfo) -> None:
         """Start a replay."""
+        self._req = (info.cpu_request.copy(), info.mem_request.copy())
         self._c, self._m = info.cpu_request.copy(), info.mem_request.copy()
         self._w = Window(info.n_vms, 288)
+        self._age = Ages(info.n_vms)
         self._pending: dict[str, np.ndarray] = {}   # features awaiting their outcome
         self._rows: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {"cpu": [], "mem": []}
         self._model: dict[str, tuple[np.ndarray, float]] = {}
@@ -117,6 +129,11 @@ class Predictive:
     def allocate(self, t: int) -> tuple[np.ndarray, np.ndarray]:
         """Current allocations."""
         return self._c, self._m
+
+    def arrive(self, mask: np.ndarray) -> None:
+        """New VMs start at their requests until a period of their own usage is seen."""
+        self._c, self._m = requests_where(mask, self._req, self._c, self._m)
+        self._age.arrive(mask)
 
     def _features(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         scale = np.maximum(x.mean(axis=0), 1e-9)
@@ -129,6 +146,7 @@ class Predictive:
     def observe(self, obs: Observation) -> None:
         """Collect training pairs, refit, and set the next period's allocations."""
         self._w.push(obs)
+        self._age.tick()
         if obs.oom.any():
             self._m = np.where(obs.oom, self._m * 1.2, self._m)
         if (obs.t + 1) % self.period:
@@ -155,11 +173,12 @@ class Predictive:
             if r in self._model:
                 beta, head = self._model[r]
                 pred = (f @ beta + max(head, 0.0)) * scale
+                ok = self._age.ready(self.period)
                 if r == "cpu":
-                    self._c = np.maximum(pred, MIN_CPU)
+                    self._c = np.where(ok, np.maximum(pred, MIN_CPU), self._c)
                 else:
                     floor = x[-self.period:].max(axis=0) * (1 + self.mem_margin)
-                    self._m = np.maximum(np.maximum(pred, floor), MIN_MEM)
+                    self._m = np.where(ok, np.maximum(np.maximum(pred, floor), MIN_MEM), self._m)
 
 
 __all__ = ["Static", "Clairvoyant", "Threshold", "Predictive", "GIB"]

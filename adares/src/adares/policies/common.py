@@ -1,4 +1,4 @@
-"""Pieces the policies share: a rolling window of observations."""
+"""Pieces the policies share: a rolling window of observations and VM ages (lifetimes)."""
 
 from __future__ import annotations
 
@@ -52,3 +52,30 @@ class Window:
     def oom(self, k: int | None = None) -> np.ndarray:
         """Last k steps of OOM flags."""
         return self._last(self._oom, k)
+
+
+class Ages:
+    """Steps each of N VMs has been observed since it arrived (``adares.lifetimes``): a policy
+    uses a VM's own history only once it has a full window of it (``ready``)."""
+
+    def __init__(self, n: int) -> None:
+        self._age = np.zeros(n, dtype=np.int64)
+
+    def arrive(self, mask: np.ndarray) -> None:
+        """New VMs in the slots ``mask`` ((N,) bool): no history of their own yet."""
+        self._age[mask] = 0
+
+    def tick(self) -> None:
+        """One more step observed."""
+        self._age += 1
+
+    def ready(self, k: int) -> np.ndarray:
+        """(N,) bool: the VM has been observed for at least k steps."""
+        return self._age >= k
+
+
+def requests_where(mask: np.ndarray, req: tuple[np.ndarray, np.ndarray], c: np.ndarray,
+                   m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(cores (N,), bytes (N,)): the requests ``req`` (cores, bytes) where ``mask`` ((N,) bool,
+    new VMs), else ``c`` and ``m``: a new VM starts at its flavor."""
+    return np.where(mask, req[0], c), np.where(mask, req[1], m)

@@ -32,11 +32,18 @@ class ResourceCentral:
         """Start a replay: classes from the flavors; no history yet."""
         self._req_c, self._req_m = info.cpu_request.copy(), info.mem_request.copy()
         self._c, self._m = self._req_c.copy(), self._req_m.copy()
+        self._pred = (self._req_c.copy(), self._req_m.copy())  # the class prediction per VM
         flavors = np.column_stack([self._req_c, self._req_m])
         _, self._cls = np.unique(flavors, axis=0, return_inverse=True)
         self._cls = self._cls.ravel()
         self._cpu: list[np.ndarray] = []
         self._mem: list[np.ndarray] = []
+
+    def arrive(self, mask: np.ndarray) -> None:
+        """New VMs are sized at creation: their class's current prediction (their requests
+        before the first one); the slot's OOM bumps are dropped."""
+        self._c = np.where(mask, self._pred[0], self._c)
+        self._m = np.where(mask, self._pred[1], self._m)
 
     def allocate(self, t: int) -> tuple[np.ndarray, np.ndarray]:
         """Current allocations."""
@@ -62,3 +69,4 @@ class ResourceCentral:
         mem_u = np.asarray(self._mem).max(axis=0)
         self._c = np.maximum(self._by_class(cpu_u) * self._req_c, MIN_CPU)
         self._m = np.maximum(self._by_class(mem_u) * self._req_m, MIN_MEM)
+        self._pred = (self._c.copy(), self._m.copy())

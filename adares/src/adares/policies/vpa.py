@@ -17,6 +17,7 @@ import math
 import numpy as np
 
 from adares.policies.base import Observation, TraceInfo
+from adares.policies.common import requests_where
 from adares.vpa.batch import BatchDecayingHistogram, BatchMemoryPeaks
 from adares.vpa.histogram import CPU_HISTOGRAM_OPTIONS, MEMORY_HISTOGRAM_OPTIONS, MIN_SAMPLE_WEIGHT
 from adares.vpa.recommender import MAX_RESOURCE_AMOUNT, MIB, RecommenderConfig
@@ -24,6 +25,13 @@ from adares.vpa.recommender import MAX_RESOURCE_AMOUNT, MIB, RecommenderConfig
 
 def _amount(x: np.ndarray) -> np.ndarray:
     return np.trunc(np.clip(np.nan_to_num(x, nan=0.0), 0.0, MAX_RESOURCE_AMOUNT))
+
+
+def _pow(x: np.ndarray, e: float) -> np.ndarray:
+    """``math.pow`` per element (the Go recommender's math.Pow; numpy's power may round the
+    last bit differently, and the bounds are truncated to whole units after)."""
+    u, inv = np.unique(x, return_inverse=True)  # few distinct confidences: one per arrival time
+    return np.array([math.pow(v, e) for v in u.tolist()])[inv.ravel()]
 
 
 class VPA:
@@ -46,20 +54,36 @@ class VPA:
         self.cpu = BatchDecayingHistogram(n, CPU_HISTOGRAM_OPTIONS, self.half_life_s)
         self.mem = BatchDecayingHistogram(n, MEMORY_HISTOGRAM_OPTIONS, self.half_life_s)
         self.peaks = BatchMemoryPeaks(self.mem)
-        self.first_s: float | None = None
+        # Per VM: its first sample's time (NaN: none yet) and its samples, for the confidence
+        # of its bounds (one VPA object per VM: a new VM starts with no history).
+        self.first_s = np.full(n, np.nan)
         self.last_s: float | None = None
-        self.samples = 0.0
+        self.samples = np.zeros(n)
         self.per_step = info.step_s / 60.0
         self.changed_s = np.full(n, info.start_s)
+        self._req = (info.cpu_request.copy(), info.mem_request.copy())
+
+    def arrive(self, mask: np.ndarray) -> None:
+        """New VMs start at their requests with empty histograms (no history of their own)."""
+        self._c, self._m = requests_where(mask, self._req, self._c, self._m)
+        self.cpu.forget(mask)
+        self.peaks.forget(mask)
+        self.first_s[mask] = np.nan
+        self.samples[mask] = 0.0
+        if self.last_s is not None:
+            self.changed_s[mask] = self.last_s
 
     def allocate(self, t: int) -> tuple[np.ndarray, np.ndarray]:
         """Current requests."""
         return self._c, self._m
 
-    def _confidence(self) -> float:
+    def _confidence(self) -> np.ndarray:
+        """(N,) the recommender's confidence per VM: the days of history, at most the samples
+        over a day's worth (0 without samples)."""
         iv = self.cfg.confidence_interval_s
-        span = 0.0 if self.first_s is None else (self.last_s - self.first_s) / iv
-        return min(span, self.samples / (iv / 60.0))
+        last = np.nan if self.last_s is None else self.last_s
+        span = np.nan_to_num((last - self.first_s) / iv, nan=0.0)
+        return np.minimum(span, self.samples / (iv / 60.0))
 
     def recommendation(self) -> dict[str, np.ndarray]:
         """Target, lower and upper bounds per VM: *_cpu in millicores, *_memory in bytes."""
@@ -79,8 +103,9 @@ class VPA:
                 v = base + _amount(base * cfg.safety_margin)
                 if label != "target":
                     mult, exp = (0.001, -2.0) if label == "lower" else (1.0, 1.0)
-                    ratio = math.inf if conf == 0.0 else mult / conf
-                    v = _amount(v * math.pow(1.0 + ratio, exp))
+                    with np.errstate(divide="ignore"):
+                        ratio = np.where(conf == 0.0, np.inf, mult / conf)
+                    v = _amount(v * _pow(1.0 + ratio, exp))
                 out[f"{label}_{kind}"] = np.maximum(v, minimum)
         return out
 
@@ -90,7 +115,7 @@ class VPA:
         millicores = np.trunc(obs.cpu_used * 1000.0)
         weight = np.maximum(self._c, MIN_SAMPLE_WEIGHT) if self.by_request else MIN_SAMPLE_WEIGHT
         self.cpu.add(millicores / 1000.0, weight, t)
-        self.first_s = t if self.first_s is None else self.first_s
+        self.first_s = np.where(np.isnan(self.first_s), t, self.first_s)
         self.last_s = t
         self.samples += self.per_step
         self.peaks.add(t, obs.mem_used)

@@ -98,6 +98,13 @@ class BatchDecayingHistogram:
         self.weights[rows, b] = np.where(bw < eps, 0.0, bw)
         self._update_range(mask)
 
+    def forget(self, mask: np.ndarray) -> None:
+        """Empty the histograms of the containers ``mask`` ((N,) bool): new ones (lifetimes)."""
+        self.weights[mask] = 0.0
+        self.total[mask] = 0.0
+        self.lo[mask] = self.b - 1
+        self.hi[mask] = 0
+
     def percentile(self, p: float) -> np.ndarray:
         """Per container: end of the bucket crossing p * total (0.0 where empty)."""
         return self.percentiles((p,))[0]
@@ -149,8 +156,10 @@ class BatchMemoryPeaks:
             self.window_end_s = t_s
         if t_s < self.window_end_s:
             old = np.maximum(self.memory_peak, self.oom_peak)
-            sel = mask & (old != 0) & (nbytes > old)
-            self.hist.subtract(old, 1.0, self.window_end_s, sel)
+            # As the Go code: a sample above the window's peak replaces it (the old peak is
+            # subtracted unless there was none: a container forgotten mid-window).
+            sel = mask & (nbytes > old)
+            self.hist.subtract(old, 1.0, self.window_end_s, sel & (old != 0))
         else:
             if not mask.all():
                 raise ValueError("a new memory window must be opened by all containers")
@@ -164,6 +173,12 @@ class BatchMemoryPeaks:
             self.oom_peak = np.where(sel, nbytes, self.oom_peak)
         else:
             self.memory_peak = np.where(sel, nbytes, self.memory_peak)
+
+    def forget(self, mask: np.ndarray) -> None:
+        """Forget the containers ``mask`` ((N,) bool): their histogram and window peaks."""
+        self.hist.forget(mask)
+        self.memory_peak[mask] = 0.0
+        self.oom_peak[mask] = 0.0
 
     def record_oom(self, t_s: float, requested: np.ndarray, mask: np.ndarray) -> None:
         """OOM kills at t_s where ``mask``: peak max(used + 100 MiB, trunc(1.2 * used)),
