@@ -20,6 +20,7 @@ from xlaprobe.campaign import SKIPPED, Campaign, CampaignSummary
 from xlaprobe.cli.console import Steps, err, is_quiet, out, seconds
 from xlaprobe.configs.registry import parse_configs
 from xlaprobe.errors import InvalidArgument
+from xlaprobe.known_bugs import split_bugs
 from xlaprobe.oracle import SEVERITY
 from xlaprobe.store import Store
 
@@ -144,10 +145,14 @@ def fuzz_command(*, time_s: float, configs: str, jobs: int, seed: int, db: Path,
             session_programs=0, elapsed_s=0.0, session_xla_s=0.0, status="interrupted")
     finally:
         campaign.close()
+    bugs = split_bugs(summary.fingerprints, campaign.state.bugs)
     if json_output:
-        print(json.dumps(summary.to_json(), indent=2))
+        print(json.dumps(summary.to_json() | {"known_bugs": bugs["known"],
+                                              "new_bugs": bugs["new"]}, indent=2))
     else:
         _print_end(summary, Path(db), interrupted)
+        out.print(f"distinct bugs: {bugs['distinct']} ({len(bugs['known'])} known, "
+                  f"{len(bugs['new'])} new; xlaprobe.known_bugs)", highlight=False)
     if interrupted:
         return 130
     if summary.session_programs == 0:
