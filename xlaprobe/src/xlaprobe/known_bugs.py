@@ -59,6 +59,7 @@ KNOWN_BUGS = (
     KnownBug("fuzz_cases/clamp_bool_in_while.py", fingerprint="b09609d5f7fd23b7"),
     KnownBug("fuzz_cases/conv_negative_padding_lhs_dilation.py", "clamp", ("float",)),
     KnownBug("fuzz_cases/dot_bf16_f32_unimplemented.py", fingerprint="d6f496f626a047b0"),
+    KnownBug("fuzz_cases/exp2_narrow_float_ln2.py", "exp2", ("float",)),
     KnownBug("fuzz_cases/gather_of_clamped_dynamic_slice.py", "gather", ("float",)),
     KnownBug("fuzz_cases/log_rsqrt_negative_zero.py", "log", ("float",)),
     KnownBug("fuzz_cases/pow_subnormal_base.py", "pow", ("float",)),
