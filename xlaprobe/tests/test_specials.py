@@ -107,3 +107,20 @@ def test_a_rewrite_wrong_at_minus_zero_is_caught_by_the_special_rerun(pool):
     [finding] = checked.findings
     assert finding.config == "xla"
     assert first_wrong_key(special, "xla", checked, pool) in known_keys()
+
+
+def test_a_program_reading_nan_bits_gets_no_nan():
+    # A bitcast of NaN reads its sign and payload, which are unspecified (a first run's false
+    # alarm: 0xFFC00000 for 0x7FC00000); such a program's special values hold no NaN.
+    from xlaprobe.program import Program, Provenance
+
+    assert not np.isnan(special_values(np.float32, nan=False).astype(np.float64)).any()
+    fn = lambda x: [lax.bitcast_convert_type(x * 2.0, np.uint32)]  # noqa: E731
+    x = np.linspace(1, 2, 64, dtype=np.float32)
+    program = Program.from_function(fn, (x,), Provenance("fuzz", "steer:0:pattern:x", 0))
+    source = SteeredSource(arms=("fresh",), special_share=1.0)
+    source._pending[0] = ("pattern:x", _Seed(fn, (x,), frozenset()))
+    source.observe(0, program, _observed(["algsimp:[A*2 => A+A]"]))
+    queued = [entry[3][0] for entry in source._specials]
+    assert queued and not any(np.isnan(v).any() for v in queued)
+    assert any(np.isinf(v).any() for v in queued)

@@ -29,12 +29,15 @@ import numpy as np
 #: Share of each filled input's elements set to a special value (the rest keep theirs, so an
 #: operand is not all NaN and a reduction over it still says something).
 FILL_SHARE = 0.75
+#: Primitives that read the bits of a NaN (its sign and payload are unspecified): a program with
+#: one gets no NaN among its special values (a bitcast of NaN gave 0xFFC00000 for 0x7FC00000).
+READS_NAN_BITS = frozenset({"bitcast_convert_type", "sort", "top_k"})
 #: ml_dtypes' narrow floats (NumPy's kind of theirs is not 'f').
 _NARROW = frozenset(np.dtype(t) for t in (ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn,
                                           ml_dtypes.float8_e5m2))
 
 
-def special_values(dtype: np.dtype, *, subnormals: bool = False) -> np.ndarray:
+def special_values(dtype: np.dtype, *, subnormals: bool = False, nan: bool = True) -> np.ndarray:
     """The special and boundary values of a floating dtype.
 
     Subnormals are left out unless asked for: XLA:CPU may flush them to zero anywhere (a freedom
@@ -45,6 +48,7 @@ def special_values(dtype: np.dtype, *, subnormals: bool = False) -> np.ndarray:
     Args:
         dtype: a NumPy or ml_dtypes floating dtype (float16/32/64, bfloat16, float8 kinds).
         subnormals: also the smallest and largest subnormals (positive and negative).
+        nan: NaN among them (`READS_NAN_BITS`).
 
     Returns:
         A 1-D array of `dtype` (values the dtype cannot hold, such as inf in float8_e4m3fn,
@@ -64,7 +68,7 @@ def special_values(dtype: np.dtype, *, subnormals: bool = False) -> np.ndarray:
     tiny, big, eps = float(info.tiny), float(info.max), float(info.eps)
     smallest = float(info.smallest_subnormal)
     mantissa = 2.0 ** int(info.nmant)
-    values = [0.0, -0.0, math.inf, -math.inf, math.nan,
+    values = [0.0, -0.0, math.inf, -math.inf, *((math.nan,) if nan else ()),
               *((smallest, -smallest, tiny - smallest) if subnormals else ()), tiny, -tiny, big,
               -big, 1.0, -1.0, 1.0 + eps, 1.0 - eps / 2, -1.0 - eps, 0.5, 1.5, 2.5, -2.5,
               mantissa, mantissa + 1.0, math.log(big), math.log(tiny), math.sqrt(big)]
@@ -86,7 +90,7 @@ def is_floating(dtype: np.dtype) -> bool:
 
 
 def fill_specials(array: np.ndarray, rng: np.random.Generator,
-                  share: float = FILL_SHARE) -> np.ndarray:
+                  share: float = FILL_SHARE, *, nan: bool = True) -> np.ndarray:
     """A copy of a floating `array` with a `share` of its elements, and at least as many as
     its dtype has special values (or all of them), set to those values, each used once before
     any repeats, in a drawn order.
@@ -95,6 +99,7 @@ def fill_specials(array: np.ndarray, rng: np.random.Generator,
         array: any shape, a floating dtype (`is_floating`).
         rng: the generator (draws the positions and the order).
         share: fraction of elements replaced, in (0, 1].
+        nan: NaN among the values (`special_values`).
 
     Returns:
         An array of the same shape and dtype.
@@ -102,7 +107,7 @@ def fill_specials(array: np.ndarray, rng: np.random.Generator,
     out = np.array(array, copy=True)
     if out.size == 0:
         return out
-    values = rng.permutation(special_values(out.dtype))
+    values = rng.permutation(special_values(out.dtype, nan=nan))
     count = min(out.size, max(len(values), int(round(share * out.size))))
     where = rng.choice(out.size, count, replace=False)
     flat = out.reshape(-1)
@@ -111,7 +116,7 @@ def fill_specials(array: np.ndarray, rng: np.random.Generator,
 
 
 def special_variants(inputs: Sequence[np.ndarray], rng: np.random.Generator,
-                     count: int = 2) -> list[tuple[np.ndarray, ...]]:
+                     count: int = 2, *, nan: bool = True) -> list[tuple[np.ndarray, ...]]:
     """Input tuples for re-running a program at special values.
 
     The first variant fills every floating input; each further one fills a single floating input
@@ -121,6 +126,7 @@ def special_variants(inputs: Sequence[np.ndarray], rng: np.random.Generator,
         inputs: the program's inputs (NumPy arrays, any dtypes).
         rng: the generator.
         count: most variants made.
+        nan: NaN among the values (False for a program using `READS_NAN_BITS`).
 
     Returns:
         Up to `count` tuples of arrays of the inputs' shapes and dtypes; empty when no input is
@@ -130,5 +136,5 @@ def special_variants(inputs: Sequence[np.ndarray], rng: np.random.Generator,
     if not floating:
         return []
     chosen = [floating, *([i] for i in floating)][:count]
-    return [tuple(fill_specials(x, rng) if i in which else x for i, x in enumerate(inputs))
+    return [tuple(fill_specials(x, rng, nan=nan) if i in which else x for i, x in enumerate(inputs))
             for which in chosen]

@@ -46,7 +46,7 @@ import numpy as np
 from xlaprobe.program import Program, Provenance
 from xlaprobe.sources import generator
 from xlaprobe.sources.patterns import PATTERNS
-from xlaprobe.sources.specials import special_variants
+from xlaprobe.sources.specials import READS_NAN_BITS, special_variants
 
 #: Mutation operators of corpus seeds.
 MUTATIONS = ("dup", "loop", "cond", "vmap", "dtype", "swap", "scale")
@@ -248,11 +248,13 @@ class SteeredSource:
             self.special_runs += 1
         return program
 
-    def _queue_specials(self, made: _Seed, rewrites: frozenset[str]) -> None:
+    def _queue_specials(self, made: _Seed, rewrites: frozenset[str], program: Any) -> None:
         """Queue `made`'s special-value variants, rarest rewrites first (lock held)."""
+        from xlaprobe.jaxprs import primitives_used
         priority = sum(1.0 / max(self.hits[item], 1) for item in rewrites)
         rng = np.random.default_rng(next(self._order))
-        for inputs in special_variants(made.inputs, rng, SPECIAL_VARIANTS):
+        nan = not (primitives_used(program.jaxpr) & READS_NAN_BITS)
+        for inputs in special_variants(made.inputs, rng, SPECIAL_VARIANTS, nan=nan):
             heapq.heappush(self._specials, (-priority, next(self._order), made.fn, inputs))
         if len(self._specials) > MAX_SPECIAL_QUEUE:  # drop the least rare
             self._specials = heapq.nsmallest(MAX_SPECIAL_QUEUE, self._specials)
@@ -284,7 +286,7 @@ class SteeredSource:
                 return
             items = coverage_items(result)
             if rewrite_items(items) and self.special_share > 0:
-                self._queue_specials(made, rewrite_items(items))
+                self._queue_specials(made, rewrite_items(items), program)
             novelty = sum(1.0 / (1 + self.hits[item]) for item in items)
             rare = any(self.hits[item] < RARE for item in items)
             self.hits.update(items)
