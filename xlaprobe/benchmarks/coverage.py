@@ -17,6 +17,12 @@ passes and rewrites per hour at no drop in programs/s beyond 20%) and plain / pl
     python benchmarks/coverage.py --seconds 600            # 3 campaigns x 10 min at once
     python benchmarks/coverage.py --seconds 120 --no-zoo --json out.json
     python benchmarks/coverage.py --seconds 600 --keep runs/   # keep the stores to triage
+    python benchmarks/coverage.py --seconds 900 --arms plain,steered --no-zoo --keep runs/
+
+Findings are counted per arm as in a hunt: distinct bugs (fingerprints grouped by their
+first-wrong bug key), of which known (`xlaprobe.known_bugs`: the key of a regression case) and
+new, per hour; and, for the steered arm, by where the program came from: the plain generator's
+share (``fresh``), patterns and mutations, and re-runs at special input values (``special``).
     python benchmarks/coverage.py --overhead 100        # the cost of coverage per compile
     COVERAGE_ON=passes python benchmarks/coverage.py --overhead 100   # passes only
 """
@@ -34,6 +40,7 @@ import time
 from pathlib import Path
 
 from xlaprobe.coverage_summary import store_coverage
+from xlaprobe.known_bugs import split_bugs
 
 ARMS = {"plain": ([], "1"), "plain-nocov": ([], "0"), "steered": (["--steer", "coverage"], "1")}
 
@@ -56,9 +63,41 @@ def _xla_seconds(db: Path) -> dict[str, float]:
                                  "c.id = r.check_id WHERE r.config = 'xla' AND r.outcome = 'ran'"))
 
 
+def _origin(name: str) -> str:
+    """Where a fuzz program came from: ``fresh`` (``fuzz:<seed>``), ``special`` or the arm."""
+    if not name.startswith("steer:"):
+        return "fresh"
+    arm = name.split(":", 2)[2]
+    return "special" if arm == "special" else arm.split(":")[0]
+
+
+def findings_by_bug(db: Path) -> dict:
+    """The store's findings as a hunt counts them: distinct, known and new bugs (all, and per
+    program origin, `_origin`), with one program name per bug key."""
+    import sqlite3
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        rows = conn.execute("SELECT p.name, f.fingerprint, coalesce(f.bug, ''), f.kind, f.config "
+                            "FROM findings f JOIN programs p ON p.id = f.program_id "
+                            "WHERE f.kind != 'freedom' ORDER BY f.id").fetchall()
+    bugs = {fp: bug for _, fp, bug, _, _ in rows if bug}
+    split = split_bugs({fp: None for _, fp, _, _, _ in rows}, bugs)
+    origins: dict[str, dict] = {}
+    for origin in sorted({_origin(name) for name, *_ in rows}):
+        mine = {fp: None for name, fp, *_ in rows if _origin(name) == origin}
+        part = split_bugs(mine, bugs)
+        origins[origin] = {"findings": sum(_origin(n) == origin for n, *_ in rows),
+                           "distinct": part["distinct"], "new": len(part["new"])}
+    example = {}
+    for name, fp, bug, kind, config in rows:
+        example.setdefault(bug or fp, f"{name} {config} {kind}")
+    return {"distinct": split["distinct"], "known": split["known"], "new": split["new"],
+            "origins": origins, "examples": example}
+
+
 def _row(name: str, summary: dict, db: Path, seconds: float) -> dict:
     _, total = store_coverage(db)
     hours = seconds / 3600.0
+    bugs = findings_by_bug(db)
     return {"arm": name, "programs": summary["programs"],
             "programs_per_s": summary["programs_per_s"], "findings": summary["findings"],
             "distinct": summary["unique_findings"], "passes_changed": len(total.changed),
@@ -66,18 +105,24 @@ def _row(name: str, summary: dict, db: Path, seconds: float) -> dict:
             "ran": sorted(total.ran),
             "passes_per_hour": len(total.changed) / hours,
             "rewrites_per_hour": len(total.rewrites) / hours,
+            "bugs": bugs["distinct"], "known_bugs": len(bugs["known"]),
+            "new_bugs": len(bugs["new"]), "bugs_per_hour": bugs["distinct"] / hours,
+            "new_bugs_per_hour": len(bugs["new"]) / hours, "bug_detail": bugs,
             "changed": sorted(total.changed), "rewrites": sorted(total.rewrites)}
 
 
-def campaigns(folder: Path, seconds: float, configs: str, seed: int) -> dict[str, dict]:
-    """Run the three campaigns at once; their rows by arm."""
-    procs = {name: _start(name, folder, seconds, configs, seed) for name in ARMS}
+def campaigns(folder: Path, seconds: float, configs: str, seed: int,
+              arms: tuple[str, ...] = tuple(ARMS)) -> dict[str, dict]:
+    """Run the campaigns of `arms` at once; their rows by arm."""
+    procs = {name: _start(name, folder, seconds, configs, seed) for name in arms}
     rows = {}
     for name, proc in procs.items():
         out, err = proc.communicate()
         if proc.returncode not in (0, 1):
             raise SystemExit(f"{name} failed ({proc.returncode}): {err[-2000:]}")
         rows[name] = _row(name, json.loads(out), folder / f"{name}.db", seconds)
+    if "plain-nocov" not in rows or "plain" not in rows:
+        return rows
     plain, nocov = _xla_seconds(folder / "plain.db"), _xla_seconds(folder / "plain-nocov.db")
     common = sorted(set(plain) & set(nocov))
     rows["plain"]["xla_s_common"] = sum(plain[p] for p in common)
@@ -147,6 +192,22 @@ def reach(rows: dict[str, dict], zoo: dict | None) -> dict[str, list[str]]:
     return {"ran": sorted(ran), "changed": sorted(changed), "never": sorted(ran - changed)}
 
 
+def _print_bugs(rows: dict[str, dict]) -> None:
+    print(f"{'arm':12} {'bugs':>5} {'known':>5} {'new':>4} {'bugs/h':>7} {'new/h':>6}  by origin "
+          "(findings/distinct/new)")
+    for r in rows.values():
+        origins = ", ".join(f"{o} {v['findings']}/{v['distinct']}/{v['new']}"
+                            for o, v in r["bug_detail"]["origins"].items())
+        print(f"{r['arm']:12} {r['bugs']:5d} {r['known_bugs']:5d} {r['new_bugs']:4d} "
+              f"{r['bugs_per_hour']:7.1f} {r['new_bugs_per_hour']:6.1f}  {origins}")
+    for r in rows.values():
+        detail = r["bug_detail"]
+        for key, example in detail["examples"].items():
+            label = ("known: " + ", ".join(detail["known"][key]) if key in detail["known"]
+                     else "NEW")
+            print(f"  {r['arm']:10} {key} {label}: {example}")
+
+
 def _print(rows: dict[str, dict], zoo: dict | None, seconds: float) -> None:
     print(f"{'arm':12} {'programs':>8} {'prog/s':>7} {'passes':>7} {'rewrites':>8} "
           f"{'passes/h':>9} {'rewr/h':>7} {'findings':>8} {'distinct':>8}")
@@ -154,16 +215,21 @@ def _print(rows: dict[str, dict], zoo: dict | None, seconds: float) -> None:
         print(f"{r['arm']:12} {r['programs']:8d} {r['programs_per_s']:7.3f} "
               f"{r['passes_changed']:7d} {r['rewrite_kinds']:8d} {r['passes_per_hour']:9.1f} "
               f"{r['rewrites_per_hour']:7.1f} {r['findings']:8d} {r['distinct']:8d}")
-    plain, steered, nocov = rows["plain"], rows["steered"], rows["plain-nocov"]
+    _print_bugs(rows)
+    if "plain" not in rows or "steered" not in rows:
+        return
+    plain, steered = rows["plain"], rows["steered"]
     ratio = lambda a, b: a / b if b else float("nan")  # noqa: E731
     print(f"steered / plain: passes {ratio(steered['passes_changed'], plain['passes_changed']):.2f}x"
           f", rewrites {ratio(steered['rewrite_kinds'], plain['rewrite_kinds']):.2f}x, "
           f"programs/s {ratio(steered['programs_per_s'], plain['programs_per_s']):.2f}x "
           f"(each over {seconds:g} s)")
-    print(f"coverage overhead: programs/s plain / nocov "
-          f"{ratio(plain['programs_per_s'], nocov['programs_per_s']):.3f}; xla compile+run s on "
-          f"{plain['common_programs']} common programs "
-          f"{ratio(plain['xla_s_common'], nocov['xla_s_common']):.3f}x")
+    nocov = rows.get("plain-nocov")
+    if nocov is not None:
+        print(f"coverage overhead: programs/s plain / nocov "
+              f"{ratio(plain['programs_per_s'], nocov['programs_per_s']):.3f}; xla compile+run s "
+              f"on {plain['common_programs']} common programs "
+              f"{ratio(plain['xla_s_common'], nocov['xla_s_common']):.3f}x")
     print("passes only the steered changed: "
           + ", ".join(sorted(set(steered["changed"]) - set(plain["changed"]))))
     print("passes only the plain changed: "
@@ -186,6 +252,8 @@ def main() -> None:
     parser.add_argument("--configs", default="xla,reference")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-zoo", action="store_true", help="skip the zoo reference")
+    parser.add_argument("--arms", default=",".join(ARMS),
+                        help=f"comma-separated campaigns to run at once, of {', '.join(ARMS)}")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--keep", type=Path, metavar="DIR",
                         help="keep the campaigns' stores and findings' artifacts in DIR (to "
@@ -208,7 +276,10 @@ def main() -> None:
           else tempfile.TemporaryDirectory(prefix="xlaprobe-coverage-bench-")) as tmp:
         started = time.time()
         print(f"load before: {os.getloadavg()}", flush=True)
-        rows = campaigns(Path(tmp), args.seconds, args.configs, args.seed)
+        arms = tuple(a for a in args.arms.split(",") if a)
+        if not arms or set(arms) - set(ARMS):
+            parser.error(f"--arms takes names of {', '.join(ARMS)}, got {args.arms!r}")
+        rows = campaigns(Path(tmp), args.seconds, args.configs, args.seed, arms)
         print(f"load after campaigns: {os.getloadavg()}", flush=True)
         zoo = None if args.no_zoo else zoo_reference(Path(tmp), 900.0)
         _print(rows, zoo, args.seconds)

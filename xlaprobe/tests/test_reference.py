@@ -919,3 +919,13 @@ def test_polynomial_is_horner_lowest_degree_first():
     np.testing.assert_allclose(native, np.asarray(jax.jit(poly)(x, coeffs)), rtol=2e-6, atol=1e-5)
     assert np.array_equal(native, np.asarray(native, F32))  # rounded to float32 at each step
     assert not np.array_equal(native, exact)
+
+
+def test_digamma_keeps_a_tiny_negative_argument_whole():
+    # psi(x) ~ -1/x near zero: psi(-1.1754944e-38) is 8.5e37; the reflection's x - floor(x)
+    # rounded the argument to 1.0 and gave 2.6e16 (a special-value re-run's false alarm).
+    import scipy.special
+
+    from xlaprobe.configs.reference import _digamma
+    x = np.array([-1.1754944e-38, -1e-300, -0.3, -2.5, -7.25, 0.25, 3.0, -1e7 - 0.5])
+    np.testing.assert_allclose(_digamma(x), scipy.special.digamma(x), rtol=1e-12)

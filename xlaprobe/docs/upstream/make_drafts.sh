@@ -10,7 +10,8 @@ for case in tests/cases/cbrt_subnormal.py tests/cases/dus_shifted_self_update.py
             tests/fuzz_cases/reduce_window_negative_padding_abort.py \
             tests/fuzz_cases/conv_negative_padding_lhs_dilation.py \
             tests/fuzz_cases/log_rsqrt_negative_zero.py \
-            tests/fuzz_cases/clamp_bool_in_while.py; do
+            tests/fuzz_cases/clamp_bool_in_while.py \
+            tests/fuzz_cases/exp2_narrow_float_ln2.py; do
     name=$(basename "$case" .py)
     faulty=$(python -c "import runpy; print(runpy.run_path('$case')['FAULTY_CONFIG'])")
     id=$(xlaprobe check "$case" --configs "$faulty,xla:O0,eager,reference" --db "$DB" --json -q \

@@ -20,6 +20,7 @@ from xlaprobe.campaign import SKIPPED, Campaign, CampaignSummary
 from xlaprobe.cli.console import Steps, err, is_quiet, out, seconds
 from xlaprobe.configs.registry import parse_configs
 from xlaprobe.errors import InvalidArgument
+from xlaprobe.known_bugs import split_bugs
 from xlaprobe.oracle import SEVERITY
 from xlaprobe.store import Store
 
@@ -144,10 +145,12 @@ def fuzz_command(*, time_s: float, configs: str, jobs: int, seed: int, db: Path,
             session_programs=0, elapsed_s=0.0, session_xla_s=0.0, status="interrupted")
     finally:
         campaign.close()
+    bugs = split_bugs(summary.fingerprints, campaign.state.bugs)
     if json_output:
-        print(json.dumps(summary.to_json(), indent=2))
+        print(json.dumps(summary.to_json() | {"known_bugs": bugs["known"],
+                                              "new_bugs": bugs["new"]}, indent=2))
     else:
-        _print_end(summary, Path(db), interrupted)
+        _print_end(summary, Path(db), interrupted, bugs)
     if interrupted:
         return 130
     if summary.session_programs == 0:
@@ -211,10 +214,11 @@ def _checked_request(time_s: float, configs: str, db: Path, resume: bool,
     return parsed
 
 
-def _print_end(summary: CampaignSummary, db: Path, interrupted: bool) -> None:
-    """What a campaign prints when it ends: primitives not yet exercised and each distinct
-    finding with its replay command (stdout, results), how to continue after an interruption
-    (stderr)."""
+def _print_end(summary: CampaignSummary, db: Path, interrupted: bool,
+               bugs: dict[str, Any]) -> None:
+    """What a campaign prints when it ends: primitives not yet exercised, each distinct
+    finding with its replay command and the distinct bugs known and new (`split_bugs`) (stdout,
+    results), how to continue after an interruption (stderr)."""
     if summary.uncovered:
         out.print(escape(f"not yet exercised: {', '.join(summary.uncovered)}"),
                   highlight=False, soft_wrap=True)
@@ -231,6 +235,9 @@ def _print_end(summary: CampaignSummary, db: Path, interrupted: bool) -> None:
                   if where else f"xlaprobe findings --db {db}")
         out.print(escape(f"finding {fingerprint}: {config} {kind} x{count} (first seed "
                          f"{first}); replay: {replay}"), highlight=False, soft_wrap=True)
+    if summary.fingerprints:
+        out.print(f"distinct bugs: {bugs['distinct']} ({len(bugs['known'])} known, "
+                  f"{len(bugs['new'])} new: xlaprobe.known_bugs)", highlight=False)
     if interrupted:
         err.print(escape(f"interrupted: {summary.programs} programs stored; continue with "
                          f"xlaprobe fuzz --campaign {summary.campaign} --db {db}"),

@@ -18,6 +18,13 @@ items of ``1 / (1 + programs that hit the item before)``:
   bfloat16 and are converted: dtypes), ``swap`` (operands of a commutative op swapped: operand
   order), ``scale`` (float constants times a power of two: constants).
 
+Special values: a program (of any arm but this one) whose compile fired a simplifier rewrite is
+queued to run again with its float inputs at IEEE special values (`xlaprobe.sources.specials`:
++-0, +-inf, NaN, subnormals, +-max, +-1, rounding boundaries), where rewrites proved on the reals
+go wrong; the queue holds the programs of the rarest rewrites first (priority ``sum(1 / hits)``
+over their rewrite kinds) and makes up to `SPECIAL_SHARE` of the programs (named
+``steer:<seed>:special``), outside the bandit: they add no coverage of their own.
+
 The source is called from the campaign's threads and told each result through `observe` (the
 campaign's ``on_program``). Programs depend on what earlier ones covered, so a steered campaign
 is not replayable seed by seed as the plain one is: its findings' artifacts are the replay.
@@ -27,6 +34,8 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import heapq
+import itertools
 import math
 import threading
 from collections.abc import Callable, Sequence
@@ -37,6 +46,7 @@ import numpy as np
 from xlaprobe.program import Program, Provenance
 from xlaprobe.sources import generator
 from xlaprobe.sources.patterns import PATTERNS
+from xlaprobe.sources.specials import READS_NAN_BITS, special_variants
 
 #: Mutation operators of corpus seeds.
 MUTATIONS = ("dup", "loop", "cond", "vmap", "dtype", "swap", "scale")
@@ -48,6 +58,11 @@ RARE = 3
 #: first side-by-side run (every arm to the bandit, ``fresh`` one arm of 32) lost three passes the
 #: plain generator's variety reaches (simplify-conditional, transpose-folding, a loop annotator).
 FRESH_SHARE = 0.5
+#: Share of programs that re-run a queued program at special input values, when one is queued.
+SPECIAL_SHARE = 0.3
+#: Special-value variants made of each queued program (`special_variants`), and most queued.
+SPECIAL_VARIANTS = 2
+MAX_SPECIAL_QUEUE = 512
 #: Operators that commute (their two operands may swap).
 _COMMUTATIVE = frozenset({"add", "mul", "max", "min", "and", "or", "xor", "eq", "ne"})
 
@@ -61,6 +76,11 @@ def coverage_items(result: Any) -> frozenset[str]:
             items.update(f"pass:{name}" for name in outcome.coverage.changed)
             items.update(outcome.coverage.rewrites)
     return frozenset(items)
+
+
+def rewrite_items(items: frozenset[str]) -> frozenset[str]:
+    """The rewrite kinds among coverage items (``algsimp:[RULE]``; not ``pass:<name>``)."""
+    return frozenset(i for i in items if not i.startswith("pass:"))
 
 
 @dataclasses.dataclass
@@ -141,12 +161,20 @@ class SteeredSource:
         arms: the arms to choose from (default: every fresh, pattern and mutation arm).
         exploration: UCB1's exploration weight (sqrt(2) in the paper's bound).
         fresh_share: chance that a program is the plain generator's outright (`FRESH_SHARE`).
+        special_share: chance that a program re-runs a queued one at special input values
+            when one is queued (`SPECIAL_SHARE`; 0: never).
     """
 
     def __init__(self, *, max_equations: int = 30, arms: Sequence[str] | None = None,
-                 exploration: float = math.sqrt(2), fresh_share: float = FRESH_SHARE):
+                 exploration: float = math.sqrt(2), fresh_share: float = FRESH_SHARE,
+                 special_share: float = SPECIAL_SHARE):
         self.max_equations = max_equations
         self.fresh_share = fresh_share
+        self.special_share = special_share
+        #: Heap of (-priority, order, function, inputs) of programs to re-run at special values.
+        self._specials: list[tuple[float, int, Callable[..., Any], tuple[np.ndarray, ...]]] = []
+        self._order = itertools.count()
+        self.special_runs = 0
         self.arms = tuple(arms) if arms is not None else (
             "fresh", *(f"pattern:{p}" for p in PATTERNS), *(f"mutate:{m}" for m in MUTATIONS))
         self.exploration = exploration
@@ -186,6 +214,13 @@ class SteeredSource:
         arm cannot make one; the pull counts for the picked arm, with no reward)."""
         rng = np.random.default_rng([int(seed), 0x5EED])
         with self._lock:
+            special = heapq.heappop(self._specials) if self._specials and \
+                rng.random() < self.special_share else None
+        if special is not None:
+            program = self._special_program(seed, special[2], special[3])
+            if program is not None:
+                return program
+        with self._lock:
             arm = self._choose_arm(rng)
             self.pulls[arm] += 1
             parent = self._pick_seed(rng) if arm.startswith("mutate:") else None
@@ -200,6 +235,30 @@ class SteeredSource:
         with self._lock:
             self._pending[int(seed)] = (arm, _Seed(fn, tuple(inputs), frozenset(), graph))
         return program
+
+    def _special_program(self, seed: int, fn: Callable[..., Any],
+                         inputs: tuple[np.ndarray, ...]) -> Program | None:
+        try:
+            program = Program.from_function(fn, inputs, Provenance(
+                "fuzz", f"steer:{seed}:special", int(seed)))
+        except Exception:  # noqa: BLE001 - the function refuses these values: a plain program
+            return None
+        with self._lock:
+            self._pending[int(seed)] = ("special", _Seed(fn, inputs, frozenset()))
+            self.special_runs += 1
+        return program
+
+    def _queue_specials(self, made: _Seed, rewrites: frozenset[str], program: Any) -> None:
+        """Queue `made`'s special-value variants, rarest rewrites first (lock held)."""
+        from xlaprobe.jaxprs import primitives_used
+        priority = sum(1.0 / max(self.hits[item], 1) for item in rewrites)
+        rng = np.random.default_rng(next(self._order))
+        nan = not (primitives_used(program.jaxpr) & READS_NAN_BITS)
+        for inputs in special_variants(made.inputs, rng, SPECIAL_VARIANTS, nan=nan):
+            heapq.heappush(self._specials, (-priority, next(self._order), made.fn, inputs))
+        if len(self._specials) > MAX_SPECIAL_QUEUE:  # drop the least rare
+            self._specials = heapq.nsmallest(MAX_SPECIAL_QUEUE, self._specials)
+            heapq.heapify(self._specials)
 
     def _make(self, arm: str, parent: _Seed | None, rng: np.random.Generator, seed: int
               ) -> tuple[Callable, tuple, Any]:
@@ -223,9 +282,11 @@ class SteeredSource:
         seed when it hit a rare item (the campaign's ``on_program``)."""
         with self._lock:
             arm, made = self._pending.pop(int(seed), (None, None))
-            if result is None or made is None:
+            if result is None or made is None or arm == "special":
                 return
             items = coverage_items(result)
+            if rewrite_items(items) and self.special_share > 0:
+                self._queue_specials(made, rewrite_items(items), program)
             novelty = sum(1.0 / (1 + self.hits[item]) for item in items)
             rare = any(self.hits[item] < RARE for item in items)
             self.hits.update(items)
@@ -241,4 +302,6 @@ class SteeredSource:
             return {"arms": {a: {"pulls": self.pulls[a],
                                  "mean_reward": self.rewards[a] / self.pulls[a]}
                              for a in self.arms if self.pulls[a]},
-                    "corpus": len(self.corpus), "items": dict(self.hits.most_common())}
+                    "corpus": len(self.corpus), "special_runs": self.special_runs,
+                    "special_queue": len(self._specials),
+                    "items": dict(self.hits.most_common())}
