@@ -1,7 +1,13 @@
 """Localization tier 3: the fused kernels that hold the named equation's instructions, in the
 faulty configuration's optimized HLO of the whole program and of the segment compiled alone,
 found through the ``eqnN`` named scope every ``xla`` compile traces equation N in
-(`xlaprobe.localization.fusion`)."""
+(`xlaprobe.localization.fusion`).
+
+For an ``spmd`` configuration the optimized HLO is one device's partitioned module (every device
+runs the same program on its shard): the equation's collectives come first, and where the
+configuration plants a fault the same partitioning compiled without it is the trusted twin whose
+collectives are compared (`fusion.differing_collectives`), naming the collective that changed
+or is missing."""
 
 from __future__ import annotations
 
