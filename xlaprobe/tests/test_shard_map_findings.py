@@ -116,3 +116,48 @@ def test_a_shard_map_finding_is_saved_and_localized_by_id(tmp_path):
     loc = json.loads(done.stdout)
     assert loc["equation"]["index"] == 0 and loc["config"] == rows[0].config
     assert {"pmin", "pmax"} & {c.split(".")[0] for c in loc["kernels"]["collectives"]}
+
+
+# --- the reference: a psum's honest rounding in Monte Carlo runs ---------------------------------
+
+def _f16_psum_program():
+    import jax
+    from jax import lax
+    from jax.sharding import AbstractMesh, AxisType
+    from jax.sharding import PartitionSpec as P
+
+    from xlaprobe.program import Program, Provenance
+    mesh = AbstractMesh((8,), ("x",), axis_types=(AxisType.Auto,))
+    fn = jax.shard_map(lambda v: lax.psum(v, "x"), mesh=mesh, in_specs=P("x"), out_specs=P(),
+                       check_vma=False)
+    # Eight float16 terms summing to about -0.3 out of sum|terms| = 36: XLA's all-reduce adds
+    # them in float16, where the partial sums' spacing is 1/64.
+    terms = np.array([[7.3], [-6.9], [5.1], [-4.7], [3.3], [-2.9], [1.1], [-2.6]], np.float16)
+    return Program.from_function(fn, (terms,), Provenance("user", "f16_psum"))
+
+
+def test_a_monte_carlo_reference_samples_a_psums_rounding():
+    """Seed 487 of the shard_map hunt (an f16 psum of 8 devices, XLA off by 16 ULPs of the
+    result) was rounding the float64 psum did not sample: each Monte Carlo run now lands within
+    sqrt(8) u sum|terms| of the exact sum, and not on it."""
+    from xlaprobe.configs.reference import evaluate
+    program = _f16_psum_program()
+    terms = np.asarray(program.inputs[0], np.float64)
+    exact = terms.sum()
+    bound = np.sqrt(8) * 2.0 ** -11 * np.abs(terms).sum()
+    native = evaluate(program.jaxpr, program.inputs, round_each_op=True)[0]
+    assert float(native.ravel()[0]) == float(np.float16(exact))  # one rounding: no spread
+    samples = [float(evaluate(program.jaxpr, program.inputs, round_each_op=True,
+                              mca_seed=seed)[0].ravel()[0]) for seed in range(6)]
+    ulp = 2.0 ** -12  # float16 spacing at 0.3
+    assert all(abs(s - exact) <= bound + ulp for s in samples), (samples, exact, bound)
+    assert max(abs(s - exact) for s in samples) > 4 * ulp  # the spread XLA's sum can land in
+
+
+@pytest.mark.slow  # a check on 8 host devices under both partitioners
+def test_the_f16_psum_finding_is_clean(pool):
+    from xlaprobe.checking import check_program
+    program = shard_map_generate(487)
+    result = check_program(program, ["spmd[mesh=4x2]", "spmd[mesh=4x2,partitioner=gspmd]",
+                                     "reference"], pool)
+    assert result.ok, [(f.config, f.kind.value) for f in result.findings]
