@@ -125,3 +125,25 @@ def test_tier5_never_disables_the_partitioner_and_says_so(pool):
     assert loc.kernels.collectives and loc.kernels.fusions[0] == loc.kernels.collectives[0]
     assert loc.compiler_pass == "none", loc.blame
     assert "the partitioner itself (shardy-xla, spmd-partitioning" in loc.blame.evidence
+
+
+def test_the_reducer_rejects_a_candidate_the_mesh_does_not_fit():
+    """The partitioned hunt's seed 7009: the reducer shrank an output the program constrains
+    over mesh axis y (2 devices) to one element, and `spmd` refused the candidate before any run;
+    that ended the reduction with exit 2. A refused candidate is just not interesting."""
+    import jax
+    import numpy as np
+    from jax.sharding import AbstractMesh, AxisType, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    from xlaprobe.localization.reduce import Interesting
+    from xlaprobe.program import Program, Provenance
+    mesh = AbstractMesh((4, 2), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
+
+    def shrunk(v):
+        return jax.lax.with_sharding_constraint(v * 2, NamedSharding(mesh, P("y")))
+
+    candidate = Program.from_function(shrunk, (np.ones(1, np.float32),),
+                                      Provenance("user", "shrunk"))
+    interesting = Interesting(Configuration.parse("spmd[mesh=4x2]"), None, None, None)
+    assert interesting(candidate) is False and interesting.tests == 1
