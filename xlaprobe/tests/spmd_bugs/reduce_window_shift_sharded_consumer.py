@@ -3,7 +3,10 @@ right by one that fills with the init value, +inf) whose result also feeds a cla
 host devices: element 0, a window of padding only, comes back 0.0 (a real element) instead of inf
 (jax/jaxlib 0.12.0.1, XLA:CPU, Shardy and GSPMD; right on one device). Found by the sharded-program
 campaign (benchmarks/spmd_hunt.py --seed 7000, seed 7009), reduced by xlaprobe reduce. Exits 1 on
-the bug. Release window: not bisected."""
+the bug.
+Release window (benchmarks/spmd_bug_windows.py --only reduce_window_shift, every jaxlib on PyPI from
+0.4.26): Shardy: 0.4.34 (its first working release) through 0.12.0.1; GSPMD: 0.4.26 (the oldest
+tried) through 0.12.0.1; no fix."""
 import os
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
 import sys
