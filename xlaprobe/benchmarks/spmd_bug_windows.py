@@ -44,6 +44,8 @@ CASES = [
     ("dynamic_update_slice_clamp_dropped.py", ("gspmd",), ""),
     ("gather_int8_indices_abort.py", ("shardy",), "Unsupported indices type: S8"),
     ("gather_int8_indices_abort.py", ("gspmd",), "Unsupported indices type: S8"),
+    ("reduce_window_shift_sharded_consumer.py", ("shardy",), ""),
+    ("reduce_window_shift_sharded_consumer.py", ("gspmd",), ""),
 ]
 
 

@@ -72,9 +72,9 @@ def test_hlo_config_accepts_xla_and_mutant_configs():
     assert str(hlo_config("xla[xla_cpu_enable_fast_math=true]")) == \
         "xla[xla_cpu_enable_fast_math=true]"
     assert hlo_config("mutant:reduce-wrong-init").isolation_group == "mutant:reduce-wrong-init"
-    with pytest.raises(InvalidArgument, match="xla and mutant"):
+    with pytest.raises(InvalidArgument, match="xla, mutant and spmd"):
         hlo_config("eager")
-    with pytest.raises(InvalidArgument, match="xla and mutant"):
+    with pytest.raises(InvalidArgument, match="xla, mutant and spmd"):
         optimized_hlo(None, None, "eager")
     # Another release compiles elsewhere: said as such, not as "no XLA compile".
     with pytest.raises(InvalidArgument, match="another release's environment"):

@@ -35,6 +35,8 @@ CASES = [
     ("sharded_min_max_drops_nan.py", ("min", "gspmd"), 1, "stdout", "one device: nan"),
     ("gather_int8_indices_abort.py", ("shardy",), ABORT, "stderr", "Unsupported indices type: S8"),
     ("gather_int8_indices_abort.py", ("gspmd",), ABORT, "stderr", "Unsupported indices type: S8"),
+    ("reduce_window_shift_sharded_consumer.py", ("shardy",), 1, "stdout", "2 devices: [0.0, 0.0]"),
+    ("reduce_window_shift_sharded_consumer.py", ("gspmd",), 1, "stdout", "2 devices: [0.0, 0.0]"),
 ]
 
 

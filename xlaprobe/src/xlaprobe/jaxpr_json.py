@@ -10,10 +10,12 @@ the file names:
 * every parameter value is JSON ``null``/``true``/``false``/integer/string or an object whose tag
   ``"t"`` is in the closed table `_TAGS` (floats, tuples, NumPy scalars and dtypes, nested jaxprs,
   the lax enums and records, scan's flat trees, PRNG implementations by registered name, the empty
-  abstract-mesh sharding and named shardings over an abstract mesh of ``Auto`` axes); anything
-  else is refused;
+  abstract-mesh sharding and named shardings over an abstract mesh of ``Auto`` axes, and a
+  ``shard_map``'s abstract mesh, partition specs and manual axes); anything else is refused;
 * the jaxpr is rebuilt by binding the primitives under `jax.make_jaxpr`, so JAX's own shape and
-  dtype rules check every equation, and each equation's outputs must have the recorded avals.
+  dtype rules check every equation, and each equation's outputs must have the recorded avals; a
+  ``shard_map``'s body is bound inside ``jax.shard_map`` over its recorded mesh and specs (its
+  collectives need the mesh's axes).
 
 Document (``jaxpr.json``)::
 
@@ -30,6 +32,7 @@ their bit patterns and `document["consts"]` lists each one's dtype and kind.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import functools
 import io
@@ -224,15 +227,32 @@ class _Encoder:
             return {"t": "empty_mesh"}
         if kind is frozenset and all(type(v) is int for v in value):  # unconstrained_dims
             return {"t": "int_set", "items": sorted(value)}
+        if kind is frozenset and all(type(v) is str for v in value):  # shard_map's manual axes
+            return {"t": "str_set", "items": sorted(value)}
+        if kind is abstract_mesh and _auto_axes(value):  # shard_map's mesh
+            return {"t": "abstract_mesh", "sizes": list(value.axis_sizes),
+                    "names": list(value.axis_names)}
+        if kind is jax.sharding.PartitionSpec and not _spec_extras(value):  # shard_map's specs
+            return {"t": "pspec", "spec": _spec_entries(value)}
         if (kind is named_sharding and type(value.mesh) is abstract_mesh
                 and value.memory_kind is None and _auto_axes(value.mesh)):
             # with_sharding_constraint over an abstract mesh (xlaprobe.configs.spmd)
             return {"t": "named_sharding", "sizes": list(value.mesh.axis_sizes),
                     "names": list(value.mesh.axis_names),
-                    "spec": [None if p is None else [p] if isinstance(p, str) else list(p)
-                             for p in value.spec]}
+                    "spec": _spec_entries(value.spec)}
         raise TypeError(f"parameter {where} is a {kind.__module__}.{kind.__qualname__}, which "
                         "xlaprobe's artifact format does not describe")
+
+
+def _spec_entries(spec: Any) -> list[Any]:
+    """A PartitionSpec's entries as JSON: per dimension null or the list of its mesh axes."""
+    return [None if p is None else [p] if isinstance(p, str) else list(p) for p in spec]
+
+
+def _spec_extras(spec: Any) -> bool:
+    """Whether a PartitionSpec carries more than its entries (unreduced or reduced axes), which
+    this format does not describe."""
+    return bool(getattr(spec, "unreduced", None) or getattr(spec, "reduced", None))
 
 
 def _aval(aval: Any) -> dict[str, Any]:
@@ -387,6 +407,15 @@ class _Decoder:
         self.consts = consts
 
     def closed(self, graph: Any) -> Any:
+        """The closed jaxpr a GRAPH object describes, traced from its equations."""
+        run, specs = self.function(graph)
+        structs = [jax.ShapeDtypeStruct(s, d, weak_type=w) for s, d, w in specs]
+        return jax.make_jaxpr(run)(*structs)
+
+    def function(self, graph: Any) -> tuple[Callable[..., list[Any]], list[Any]]:
+        """(a function that binds the GRAPH's equations on its inputs, the inputs' (shape,
+        dtype, weak_type)): `closed` traces it; a ``shard_map`` traces its body inside
+        ``jax.shard_map``, where the body's collectives have their mesh axes."""
         _need(type(graph) is dict, f"jaxpr {_short(graph)} is not an object")
         invars, constvars, eqns, outvars = (graph.get(k) for k in
                                             ("invars", "constvars", "eqns", "outvars"))
@@ -418,8 +447,7 @@ class _Decoder:
                         env[var_id] = value
             return [_read(env, a) for a in outvars]
 
-        structs = [jax.ShapeDtypeStruct(s, d, weak_type=w) for s, d, w in specs]
-        return jax.make_jaxpr(run)(*structs)
+        return run, specs
 
     def step(self, eqn: Any) -> tuple[Any, list[Any], dict[str, Any], list[Any]]:
         _need(type(eqn) is dict, f"equation {_short(eqn)} is not an object")
@@ -429,7 +457,17 @@ class _Decoder:
         atoms, params, outs = eqn.get("invars"), eqn.get("params"), eqn.get("outvars")
         _need(type(atoms) is list and type(params) is dict and type(outs) is list,
               f"equation {name} lacks invars, params or outvars")
-        decoded = {str(k): self.value(v) for k, v in params.items()}
+        if name == "shard_map":  # its body binds collectives: traced inside jax.shard_map
+            body = params.get("jaxpr")
+            _need(type(body) is dict and body.get("t") == "jaxpr", "shard_map needs a jaxpr")
+            decoded = {str(k): self.value(v) for k, v in params.items() if k != "jaxpr"}
+            graph = body.get("graph")
+            _need(type(graph) is dict and type(graph.get("invars")) is list,
+                  f"jaxpr {_short(graph)} is not an object")
+            # Decoded when bound: inner jaxprs (a scan with a ppermute) trace in its axes.
+            decoded["jaxpr"] = _Body(self, graph, [_spec(v) for v in graph["invars"]])
+        else:
+            decoded = {str(k): self.value(v) for k, v in params.items()}
         out_specs = []
         for out in outs:
             dropped = type(out) is dict and "drop" in out
@@ -477,6 +515,8 @@ def _bind(prim: Any, values: list[Any], params: dict[str, Any], index: int) -> l
         CorruptArtifact: JAX rejects the operands or parameters (its reason, first line).
     """
     try:
+        if isinstance(params.get("jaxpr"), _Body):
+            return _shard_map(params, values)
         outs = prim.bind(*values, **params)
     except CorruptArtifact:
         raise
@@ -485,6 +525,35 @@ def _bind(prim: Any, values: list[Any], params: dict[str, Any], index: int) -> l
         raise CorruptArtifact(f"equation {index} ({prim.name}) is rejected by jax: "
                               f"{type(exc).__name__}: {first}") from None
     return list(outs) if prim.multiple_results else [outs]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Body:
+    """A ``shard_map`` body to decode inside ``jax.shard_map``: the decoder, its GRAPH, its
+    inputs' (shape, dtype, weak_type)."""
+
+    decoder: Any
+    graph: dict[str, Any]
+    specs: list[Any]
+
+    def run(self, *args: Any) -> list[Any]:
+        """Decode the body's equations (here, under the shard_map's axes) and bind them."""
+        return self.decoder.function(self.graph)[0](*args)
+
+
+def _shard_map(params: dict[str, Any], values: list[Any]) -> list[Any]:
+    """A ``shard_map`` equation bound again through ``jax.shard_map`` (its primitive's bind
+    takes the body as a traced function, not as a jaxpr)."""
+    _need(sorted(params) == ["check_vma", "in_specs", "jaxpr", "mesh", "newly_manual_axes",
+                             "out_specs"], f"shard_map parameters {sorted(params)}")
+    mesh, body = params["mesh"], params["jaxpr"]
+    _need(type(mesh) is _internals()[4], "a shard_map mesh is not an abstract mesh")
+    _need(len(body.specs) == len(values), "a shard_map body's inputs do not match its operands")
+    fn = jax.shard_map(lambda *a: tuple(body.run(*a)), mesh=mesh,
+                       in_specs=tuple(params["in_specs"]), out_specs=tuple(params["out_specs"]),
+                       check_vma=_boolean(params["check_vma"]),
+                       axis_names=set(params["newly_manual_axes"]))
+    return list(fn(*values))
 
 
 def _boolean(value: Any) -> bool:
@@ -542,6 +611,35 @@ def _named_sharding(decoder: _Decoder, data: dict[str, Any]) -> Any:
     mesh = abstract_mesh(tuple(sizes), tuple(names), axis_types=(AxisType.Auto,) * len(names))
     entries = [None if p is None else p[0] if len(p) == 1 else tuple(p) for p in spec]
     return named_sharding(mesh, jax.sharding.PartitionSpec(*entries))
+
+
+def _mesh_of(data: dict[str, Any]) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    sizes, names = data.get("sizes"), data.get("names")
+    _need(type(sizes) is list and type(names) is list and len(sizes) == len(names) <= 8
+          and all(type(n) is int and n > 0 for n in sizes)
+          and all(type(n) is str and n.isidentifier() for n in names), "bad sharding mesh")
+    return tuple(sizes), tuple(names)
+
+
+def _abstract_mesh(decoder: _Decoder, data: dict[str, Any]) -> Any:
+    from jax.sharding import AxisType
+    sizes, names = _mesh_of(data)
+    return _internals()[4](sizes, names, axis_types=(AxisType.Auto,) * len(names))
+
+
+def _pspec(decoder: _Decoder, data: dict[str, Any]) -> Any:
+    spec = data.get("spec")
+    _need(type(spec) is list and len(spec) < 64 and all(
+        p is None or (type(p) is list and all(type(a) is str for a in p)) for p in spec),
+        "bad partition spec")
+    return jax.sharding.PartitionSpec(
+        *[None if p is None else p[0] if len(p) == 1 else tuple(p) for p in spec])
+
+
+def _str_set(decoder: _Decoder, data: dict[str, Any]) -> Any:
+    items = data.get("items")
+    _need(type(items) is list and all(type(i) is str for i in items), "bad string set")
+    return frozenset(items)
 
 
 def _int_set(decoder: _Decoder, data: dict[str, Any]) -> Any:
@@ -605,6 +703,9 @@ _TAGS: dict[str, Callable[[_Decoder, dict[str, Any]], Any]] = {
     "named_sharding": _named_sharding,
     "empty_mesh": _empty_mesh,
     "int_set": _int_set,
+    "str_set": _str_set,
+    "abstract_mesh": _abstract_mesh,
+    "pspec": _pspec,
     "either": lambda d, data: _internals()[1](_boolean(data["right"]), d.value(data["val"])),
     "ft.tuple": lambda d, data: _internals()[0].FTTuple(*d.items(data, "elts")),
     "ft.singleton": lambda d, data: _internals()[0].FTSingleton(d.value(data["val"])),

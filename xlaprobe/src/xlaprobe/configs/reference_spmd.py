@@ -1,6 +1,8 @@
 """Reference rules for ``shard_map`` and its collectives: the body runs once per device of the
 mesh's manual axes, each device on its own block of every input, with the collectives emulated
-exactly (float64 sums, NaN-propagating max and min, exact permutations and gathers).
+exactly (float64 sums, NaN-propagating max and min, exact permutations and gathers); a Monte
+Carlo run (``reference:mca``) samples a sum's honest rounding error as it does a ``reduce_sum``'s
+(`_summation_error`).
 
 The devices run in lockstep threads, each with its own copy of the interpreter (a Monte Carlo
 run's per-device generator is seeded from the caller's, in device order, so runs repeat). A
@@ -96,7 +98,23 @@ def _gathered(x: Any, names: Sequence[str]) -> tuple[list[Any], int]:
     return [everyone[i] for i in members], position
 
 
-def _all_reduce(combine: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable:
+def _summation_error(ctx: Any, parts: Sequence[np.ndarray], dtype: Any) -> Any:
+    """A Monte Carlo run's sample of the honest error of summing `parts` (one per device) in
+    `dtype`, as the reference samples a ``reduce_sum``'s: uniform within the probabilistic bound
+    sqrt(n) u sum|parts| (Higham and Mary, SIAM J. Sci. Comput. 2019); XLA's all-reduce adds
+    the devices' values in `dtype`, one rounding per add. 0 outside Monte Carlo runs and for
+    integers."""
+    import ml_dtypes
+    rng = getattr(ctx.interp, "rng", None)
+    if rng is None or np.dtype(dtype).kind not in "fc" or len(parts) < 2:
+        return 0.0
+    magnitude = np.sum([np.abs(np.asarray(p, np.float64)) for p in parts], axis=0)
+    roundoff = float(ml_dtypes.finfo(dtype).eps) / 2
+    return roundoff * math.sqrt(len(parts)) * magnitude * rng.uniform(-1.0, 1.0, magnitude.shape)
+
+
+def _all_reduce(combine: Callable[[np.ndarray, np.ndarray], np.ndarray],
+                sums: bool = False) -> Callable:
     def rule(ctx: Any, *xs: Any, axes: Any, **_: Any) -> list[Any]:
         parts, _ = _gathered(list(xs), _named_axes(axes))
         outs = []
@@ -104,6 +122,8 @@ def _all_reduce(combine: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Call
             acc = np.asarray(parts[0][k])
             for part in parts[1:]:
                 acc = combine(acc, np.asarray(part[k]))
+            if sums:
+                acc = acc + _summation_error(ctx, [part[k] for part in parts], ctx.out_dtypes[k])
             outs.append(acc)
         return outs if ctx.multiple_results else outs[0]
     return rule
@@ -128,6 +148,7 @@ def _reduce_scatter(ctx: Any, x: np.ndarray, *, axis_name: Any, scatter_dimensio
     total = np.asarray(parts[0])
     for part in parts[1:]:
         total = total + part
+    total = total + _summation_error(ctx, parts, ctx.out_dtype)
     block = np.split(total, len(parts), axis=scatter_dimension)[position]
     return block if tiled else np.squeeze(block, axis=scatter_dimension)
 
@@ -245,7 +266,7 @@ def _shard_map(ctx: Any, *args: Any, mesh: Any, in_specs: Any, out_specs: Any, j
 
 RULES: dict[str, Callable[..., Any]] = {
     "shard_map": _shard_map,
-    "psum": _all_reduce(np.add), "psum_invariant": _all_reduce(np.add),
+    "psum": _all_reduce(np.add, sums=True), "psum_invariant": _all_reduce(np.add, sums=True),
     "pmax": _all_reduce(np.maximum), "pmin": _all_reduce(np.minimum),
     "all_gather": _all_gather, "all_gather_invariant": _all_gather,
     "reduce_scatter": _reduce_scatter, "ppermute": _ppermute, "all_to_all": _all_to_all,

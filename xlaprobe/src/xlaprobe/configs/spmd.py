@@ -398,10 +398,11 @@ def partitioned_function(closed: Any, mesh: Any) -> Any:
     return program
 
 
-def compile_partitioned(config: Configuration, closed: Any,
-                        inputs: Sequence[np.ndarray]) -> tuple[Any, list[Any]]:
+def compile_partitioned(config: Configuration, closed: Any, inputs: Sequence[np.ndarray],
+                        extra: dict[str, Any] | None = None) -> tuple[Any, list[Any]]:
     """Compile `closed` partitioned under `config`; (the executable, the inputs placed on their
-    shardings: fresh device arrays, as donation deletes them).
+    shardings: fresh device arrays, as donation deletes them). `extra`: more XLA compiler
+    options (e.g. HLO dumps), not checked against the option table.
 
     Raises:
         InvalidArgument: as `plan` and `make_mesh`.
@@ -420,8 +421,8 @@ def compile_partitioned(config: Configuration, closed: Any,
         with jax.set_mesh(mesh):
             jitted = jax.jit(partitioned_function(closed, mesh), in_shardings=in_shardings,
                              out_shardings=out_shardings, donate_argnums=layout.donate)
-            compiled = jitted.lower(*placed).compile(
-                compiler_options=xla_options.compiler_options(list(options.xla)))
+            compiled = jitted.lower(*placed).compile(compiler_options={
+                **xla_options.compiler_options(list(options.xla)), **(extra or {})})
     finally:
         jax.config.update("jax_use_shardy_partitioner", previous)
     return compiled, placed
@@ -436,6 +437,31 @@ def partitioned_hlo(closed: Any, inputs: Sequence[np.ndarray], spec: str) -> str
         InvalidArgument, jax.errors.JaxRuntimeError: as `compile_partitioned`.
     """
     return compile_partitioned(Configuration.parse(spec), closed, inputs)[0].as_text()
+
+
+def _with_mutant(config: Configuration, closed: Any) -> Any:
+    """Register `config`'s planted partitioning fault in this process (a worker of its own
+    isolation group) and attribute its sites to `closed`; the registry, or None without one."""
+    options = settings(config)
+    if options.mutant is None:
+        return None
+    from xlaprobe.configs.spmd_mutants import install
+    registry = install(options.mutant)
+    registry.begin(id(closed))
+    return registry
+
+
+def planted_hlo(config: Configuration, closed: Any, inputs: Sequence[np.ndarray],
+                extra: dict[str, Any] | None = None) -> str:
+    """The optimized per-device HLO of `closed` partitioned under `config`, a planted fault's pass
+    registered first (so the text is what the faulty compiler made); only in a worker of the
+    configuration's isolation group. `extra`: as `compile_partitioned`.
+
+    Raises:
+        InvalidArgument, jax.errors.JaxRuntimeError: as `compile_partitioned`.
+    """
+    _with_mutant(config, closed)
+    return compile_partitioned(config, closed, inputs, extra)[0].as_text()
 
 
 class SpmdKind:
@@ -482,11 +508,7 @@ class SpmdKind:
         Raises:
             InvalidArgument, jax.errors.JaxRuntimeError: as `compile_partitioned`.
         """
-        options = settings(config)
-        if options.mutant is not None:
-            from xlaprobe.configs.spmd_mutants import install
-            self._mutant = install(options.mutant)
-            self._mutant.begin(id(jaxpr))
+        self._mutant = _with_mutant(config, jaxpr) or self._mutant
         compiled, placed = compile_partitioned(config, jaxpr, inputs)
         return [np.asarray(out) for out in compiled(*placed)]
 

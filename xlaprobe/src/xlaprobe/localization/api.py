@@ -28,6 +28,8 @@ instruction inside the kernel -> the HLO pass that introduces the fault.
 3. **Kernel** (`xlaprobe.localization.fusion`). The faulty configuration's optimized HLO of the whole
    program (and of the segment alone) maps the equation to the fusions that hold its
    instructions, through the ``eqnN`` named scope every ``xla`` compile traces equation N in.
+   For an ``spmd`` configuration the module is one device's partitioned program, and the
+   collectives the partitioner made for the equation are named first (`kernels.Placement`).
 4. **Op** (`xlaprobe.localization.inside`). The failing fused kernel is compiled alone, fed the values
    it reads; a binary search over its instructions with a right value (an equation's reference
    value, or the twin's in the trusted compile), each earlier one replaced by it, names the
@@ -36,6 +38,8 @@ instruction inside the kernel -> the HLO pass that introduces the fault.
 5. **Compiler pass** (`xlaprobe.localization.passes`). ddmin over ``xla_disable_hlo_passes``, latest
    pass first, among the passes that changed this program's module: the pass whose disabling
    alone fixes the fault, or ``"none"``; a planted fault's own pass for ``mutant`` configurations.
+   For ``spmd`` the candidates include the partitioner's and the collective passes (Shardy's
+   or GSPMD's pipeline, all-reduce combiners and decomposers) that changed the module.
    Its compiles are counted apart (``pass_cycles``).
 
 Every compile and run happens in the worker pool. ``cycles`` counts the runs of the faulty
@@ -158,6 +162,8 @@ class Localization:
                              f"{' ...' if len(kernels.fusions) > 6 else ''}"
                              + (f" (alone: {', '.join(kernels.segment_fusions[:3])})"
                                 if kernels.segment_fusions else ""))
+            if kernels.collectives or kernels.missing:
+                lines.append(_collectives_line(kernels))
         if op.instruction:
             lines.append(f"tier 4 op:       {op.instruction} ({op.opcode}) in {op.kernel}: "
                          f"equation {op.equation} {op.primitive}"
@@ -217,6 +223,18 @@ class Localization:
         if self.config.startswith("mutant:") and not planted:
             guilty = ""
         return localized_key(self.operation, dtypes, guilty, planted)
+
+
+def _collectives_line(kernels: Placement) -> str:
+    """Tier 3's per-device collectives of a partitioned compile, as ``localize`` prints them."""
+    if kernels.changed:
+        return (f"       per device: collective {', '.join(kernels.changed[:3])} differs from "
+                f"the trusted compile's (first to blame; all: {', '.join(kernels.collectives[:6])})")
+    if kernels.missing:
+        return (f"       per device: collective {', '.join(kernels.missing[:3])} of the trusted "
+                "compile is missing (dropped)")
+    return (f"       per device: collectives {', '.join(kernels.collectives[:6])} "
+            "(the partitioner's, first to blame)")
 
 
 def _initial_check(program: Program, spec: str, pool: Any, check: CheckResult | None,

@@ -13,12 +13,13 @@ registered only in that mutant's own workers and the text is what the faulty com
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from xlaprobe import jaxcompat
-from xlaprobe.configs import mutants
+from xlaprobe.configs import mutants, spmd
 from xlaprobe.configs.xla import compile_program
 
 from xlaprobe.configs.registry import Configuration
@@ -50,15 +51,17 @@ def hlo_config(config: Configuration | str) -> Configuration:
                               "environment; fused kernels are named only for this jaxlib's xla "
                               "and mutant configurations (localize on a machine with that release "
                               "installed)")
-    if config.kind not in ("xla", "mutant"):
+    if config.kind not in ("xla", "mutant", "spmd"):
         raise InvalidArgument(f"configuration '{config}' does not compile with XLA as one module; "
-                              "fused kernels are named only for xla and mutant configurations")
+                              "fused kernels are named only for xla, mutant and spmd "
+                              "configurations")
     return config
 
 
 def compile_to_hlo(closed_jaxpr: Any, inputs: Sequence[np.ndarray], *, config: str) -> str:
     """Worker function (`WorkerPool.call`): the optimized HLO module text of the program compiled
-    as configuration `config` (``xla...`` or ``mutant:<name>``) compiles it.
+    as configuration `config` (``xla...``, ``mutant:<name>`` or ``spmd[...]``: one device's
+    partitioned module) compiles it.
 
     A mutant's pass is registered in this worker process (`mutants.MutantKind.compile`): call it
     only in the mutant's isolation group, whose workers run that mutant alone.
@@ -69,6 +72,8 @@ def compile_to_hlo(closed_jaxpr: Any, inputs: Sequence[np.ndarray], *, config: s
     parsed = Configuration.parse(config)
     if parsed.kind == "mutant":
         return mutants.KIND.compile(parsed, closed_jaxpr, inputs).as_text()
+    if parsed.kind == "spmd":  # the per-device module, the planted fault's pass registered
+        return spmd.planted_hlo(parsed, closed_jaxpr, inputs)
     return compile_program(parsed, closed_jaxpr, inputs).as_text()
 
 
@@ -115,6 +120,72 @@ class Kernels:
     equation: int
     instructions: tuple[str, ...]
     fusions: tuple[str, ...]
+
+
+#: Collective opcodes (and their async starts) a partitioned module's devices meet at.
+COLLECTIVES = frozenset({"all-reduce", "all-reduce-start", "all-gather", "all-gather-start",
+                         "reduce-scatter", "all-to-all", "collective-permute",
+                         "collective-permute-start", "collective-broadcast"})
+
+
+_NOT_SIGNATURE = re.compile(r"(metadata=\{[^}]*\}|channel_id=\d+|backend_config=\S+)")
+
+
+def equation_collectives(text: str, equation: int) -> tuple[str, ...]:
+    """The collective instructions (`COLLECTIVES`) whose ``op_name`` names top-level equation
+    `equation` in an optimized (partitioned, per-device) HLO module, in module order: what the
+    partitioner inserted for that equation."""
+    return tuple(i.name for i in _collectives(text, equation))
+
+
+def _collectives(text: str, equation: int) -> list[Instruction]:
+    return [i for i in HloText(text).instructions()
+            if i.opcode in COLLECTIVES and equation_of(i.op_name) == equation]
+
+
+def _signature(instruction: Instruction) -> tuple[str, str, str]:
+    """What a collective does, without its name, channel and metadata: (opcode, result shape,
+    attributes such as replica groups, source-target pairs and dimensions)."""
+    attributes = _NOT_SIGNATURE.sub("", instruction.attributes)
+    return instruction.opcode, instruction.shape, re.sub(r"[ ,]+", " ", attributes).strip()
+
+
+def differing_collectives(faulty: str, trusted: str,
+                          equation: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Equation `equation`'s collectives that differ between the per-device modules of a faulty
+    and a trusted compile of the same program (e.g. a planted fault's and the unplanted one's).
+
+    Collectives are matched by what they do (`_signature`: opcode, shape, replica groups or
+    source-target pairs, dimensions), as multisets: a faulty collective with no trusted match
+    is *extra* (changed, or applied once more: of equal ones the latest in module order, which
+    reads the others, is extra), a trusted one with no faulty match, and no extra one of its
+    opcode standing in for it, is *missing*.
+
+    Returns:
+        (the faulty module's extra collective names, the trusted module's missing ones), each in
+        module order.
+    """
+    def unmatched(mine: list[Instruction], other: list[Instruction]) -> list[str]:
+        left = [_signature(i) for i in other]
+        extra = []
+        for instruction in mine:  # equal ones: the earliest are matched, the latest left over
+            sig = _signature(instruction)
+            if sig in left:
+                left.remove(sig)
+            else:
+                extra.append(instruction.name)
+        return extra
+
+    ours, theirs = _collectives(faulty, equation), _collectives(trusted, equation)
+    extra, missing = unmatched(ours, theirs), unmatched(theirs, ours)
+    # A collective changed in place (other pairs, other groups) is extra and missing at once:
+    # only a trusted one no faulty one of its opcode replaces was dropped.
+    opcodes = {i.name: i.opcode for i in ours + theirs}
+    for name in extra:
+        twin = next((m for m in missing if opcodes[m] == opcodes[name]), None)
+        if twin is not None:
+            missing.remove(twin)
+    return tuple(extra), tuple(missing)
 
 
 #: Callers whose called computations are separate kernels (loops, branches, calls).

@@ -58,6 +58,9 @@ def skipped(search: Searcher, program: Program, labels: str = "") -> str:
         return (f"skipped: '{search.config}' runs in another release's environment: no "
                 "optimized HLO of it to split (tiers 3-5 work on this jaxlib's xla and mutant "
                 "configurations)")
+    if search.config.kind == "spmd":
+        return ("skipped: a partitioned module's per-device kernels are not compiled alone (a "
+                "collective needs its peer devices); tier 3 names them")
     if search.config.kind not in ("xla", "mutant"):
         return (f"skipped: '{search.config}' is not an XLA compile of the whole program (no "
                 "fused kernels to split)")

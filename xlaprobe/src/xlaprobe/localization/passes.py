@@ -21,7 +21,15 @@ candidate does not fix the fault (an op computed wrongly however it is compiled,
 bug no HLO pass controls), the answer is ``"none"``; when it crashes or fails to compile (some
 passes are needed to compile at all), each candidate is tried alone, latest first.
 
-Planted faults (``mutant:<name>``) are introduced by the mutant's own pass, run as a
+An ``spmd`` configuration's dump compile is the partitioned one (`xlaprobe.configs.spmd`), so
+the candidates include the partitioner's passes (Shardy's ``shardy-xla`` pipeline or GSPMD's
+``spmd-partitioning``, sharding propagation) and the collective passes after it (combiners,
+decomposers), and each test is the partitioned compile with those passes disabled; the
+partitioner's entry passes (`PARTITIONING`) are candidates never disabled (disabling one
+un-partitions the program: a fault that goes away then is no evidence against it), so an answer
+of ``"none"`` there means the partitioner itself, or a collective's runtime, computes wrongly.
+
+Planted faults (``mutant:<name>``, ``spmd[...,mutant=<name>]``) are introduced by the mutant's own pass, run as a
 PRE_SCHEDULER or POST_SCHEDULER hook that ``xla_disable_hlo_passes`` does not reach: the known
 answer is reported without bisecting.
 
@@ -49,8 +57,9 @@ import numpy as np
 
 from xlaprobe import freedoms
 from xlaprobe.checking import REFERENCE, judge
-from xlaprobe.configs import xla_options
+from xlaprobe.configs import spmd, xla_options
 from xlaprobe.configs.mutants import get_mutant
+from xlaprobe.configs.spmd_mutants import get_spmd_mutant
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.configs.xla import compiler_options, scoped_function
 from xlaprobe.errors import InvalidArgument
@@ -60,6 +69,10 @@ from xlaprobe.search import ddmin, scan_first
 DISABLE = "xla_disable_hlo_passes"
 #: Candidates tried one by one when disabling them all does not even compile.
 MAX_SINGLES = 24
+#: The partitioner's own entry passes: disabling one leaves the program unpartitioned (or
+#: partitioned otherwise, every intermediate replicated), which "fixes" any partitioning fault
+#: without saying where it is, so tier 5 of an ``spmd`` finding never disables them.
+PARTITIONING = frozenset({"shardy-xla", "sharding-propagation", "spmd-partitioning"})
 #: Least per-test limit (s); a test may also take 10 times the dump compile.
 TEST_TIMEOUT_S = 10.0
 _DUMP_FILE = re.compile(r"^module_\d+\.[^.]+\.\d+\.(?P<pipeline>[^.]+)\.after_(?P<pass>[^.]+)\.")
@@ -86,11 +99,15 @@ def dumped_passes(closed_jaxpr: Any, inputs: Sequence[np.ndarray], *, config: st
     """Worker function (`WorkerPool.call`): compile the program as ``xla`` configuration `config`
     with HLO dumps into a temporary directory (removed after) and list the passes that changed
     the module (`changed_passes`)."""
-    options = compiler_options(Configuration.parse(config))
+    parsed = Configuration.parse(config)
     directory = tempfile.mkdtemp(prefix="xlaprobe-passes-")
+    dumps = {"xla_dump_to": directory, "xla_dump_hlo_pass_re": ".*"}
     try:
-        options.update(xla_dump_to=directory, xla_dump_hlo_pass_re=".*")
-        jax.jit(scoped_function(closed_jaxpr)).lower(*inputs).compile(compiler_options=options)
+        if parsed.kind == "spmd":  # partitioned: the partitioner's passes are candidates too
+            spmd.planted_hlo(parsed, closed_jaxpr, inputs, dumps)
+        else:
+            options = {**compiler_options(parsed), **dumps}
+            jax.jit(scoped_function(closed_jaxpr)).lower(*inputs).compile(compiler_options=options)
         return changed_passes(directory)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
@@ -108,9 +125,9 @@ def dump_compile(pool: Any, program: Any, config: Configuration | str, *,
         InvalidArgument: `config` is not an ``xla`` configuration.
     """
     config = Configuration.parse(config) if isinstance(config, str) else config
-    if config.kind != "xla":
-        raise InvalidArgument(f"configuration '{config}' is not an xla configuration: only XLA "
-                              "compiles take xla_disable_hlo_passes")
+    if config.kind not in ("xla", "spmd"):
+        raise InvalidArgument(f"configuration '{config}' is not an xla or spmd configuration: "
+                              "only XLA compiles take xla_disable_hlo_passes")
     return pool.call(program, f"{__name__}:dumped_passes", {"config": str(config)},
                      group=config.isolation_group, timeout_s=timeout_s)
 
@@ -165,8 +182,10 @@ def blame_pass(program: Any, config: Configuration, pool: Any, check: Any, *,
 
     Args:
         program: the failing `xlaprobe.program.Program`.
-        config: the faulty configuration: ``xla...`` (bisected) or ``mutant:<name>`` (the planted
-            pass, known); any other kind gives an undecided result.
+        config: the faulty configuration: ``xla...`` or ``spmd[...]`` (bisected; for ``spmd``
+            over the partitioned compile's passes, never disabling `PARTITIONING`) or
+            ``mutant:<name>`` / ``spmd[...,mutant=<name>]`` (the planted pass, known); any other
+            kind gives an undecided result.
         pool: a `xlaprobe.workers.WorkerPool` or `xlaprobe.ray_pool.RayPool`
             (`xlaprobe.backends.make_pool`); with ``size`` > 1 each ddmin round tests that many
             subsets at once (the answer is the sequential search's).
@@ -179,13 +198,13 @@ def blame_pass(program: Any, config: Configuration, pool: Any, check: Any, *,
         The `PassBlame`.
     """
     started = time.perf_counter()
-    if config.kind == "mutant":
+    if config.kind == "mutant" or (config.kind == "spmd" and spmd.settings(config).mutant):
         return _planted(config, started)
     if config.kind == "jaxlib":
         return PassBlame("", (), (), f"configuration '{config}' compiles in another release's "
                          "environment: its passes are not disabled from here (bisect the release, "
                          "or localize where it is installed)", 0, time.perf_counter() - started)
-    if config.kind != "xla":
+    if config.kind not in ("xla", "spmd"):
         return PassBlame("", (), (), f"configuration '{config}' is not an XLA compile: no HLO "
                          "pass to disable", 0, time.perf_counter() - started)
     reference = check.outcomes[check.configs.index(REFERENCE)]
@@ -199,16 +218,33 @@ def blame_pass(program: Any, config: Configuration, pool: Any, check: Any, *,
     if timeout_s is not None:
         limit = min(limit, timeout_s)
     candidates = [n for n in outcome.value if n and xla_options.is_known_pass(n)]
+    held = [n for n in candidates if n in PARTITIONING] if config.kind == "spmd" else []
     tests = _Tests(program, config, pool, check, reference, limit, on_test)
     spec = str(config)
     labels = freedoms.finding_labels(check.verdicts[check.configs.index(spec)]) \
         if spec in check.configs else ""
-    return _bisect(tests, candidates, started, labels)
+    blame = _bisect(tests, [n for n in candidates if n not in held], started, labels)
+    if not held:
+        return blame
+    tested = len(candidates) - len(held)
+    # The candidates the dump showed, the partitioner's among them.
+    blame = dataclasses.replace(blame, candidates=tuple(candidates))
+    if blame.compiler_pass == "none":
+        blame = dataclasses.replace(blame, evidence=(
+            f"disabling no subset of the {tested} other passes that changed the "
+            f"module fixes the fault: the partitioner itself ({', '.join(held)}, never disabled: "
+            "that un-partitions the program) or a collective's runtime computes wrongly"))
+    else:
+        blame = dataclasses.replace(blame, evidence=f"{blame.evidence}; never disabled: "
+                                    f"{', '.join(held)} (that un-partitions the program)")
+    return blame
 
 
 def _planted(config: Configuration, started: float) -> PassBlame:
-    """The known answer for a ``mutant:<name>`` configuration: the mutant's own pass."""
-    mutant = get_mutant(config.variant or "")
+    """The known answer for a ``mutant:<name>`` (or ``spmd[...,mutant=<name>]``) configuration:
+    the mutant's own pass."""
+    mutant = (get_spmd_mutant(spmd.settings(config).mutant or "") if config.kind == "spmd"
+              else get_mutant(config.variant or ""))
     name = f"xlaprobe-mutant-{mutant.name}"
     return PassBlame(name, (name,), (name,), f"the planted fault's own pass, run as a "
                      f"{mutant.stage} hook (known, not bisected: xla_disable_hlo_passes does "

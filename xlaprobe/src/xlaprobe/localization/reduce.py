@@ -149,7 +149,11 @@ class Interesting:
                 self.exhausted = True
                 return False
             self.tests += 1
-            result = self.check(program)
+            try:
+                result = self.check(program)
+            except InvalidArgument:  # refused before any run: e.g. an spmd mesh axis that no
+                self._cache[key] = None  # longer divides a shrunk input's or output's dimension
+                return False
             self._cache[key] = result if self.fails(result) else None
         return self._cache[key] is not None
 

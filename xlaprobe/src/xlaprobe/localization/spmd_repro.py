@@ -42,7 +42,7 @@ _RUN_SPMD = """\
             return 3
     devices = jax.devices()[:int(np.prod(MESH_SHAPE))]
     mesh = Mesh(np.array(devices).reshape(MESH_SHAPE), MESH_AXES)  # axes Auto: every jax has it
-    ins = tuple(NamedSharding(mesh, P(*s)) for s in IN_SPECS)
+    ins = tuple(NamedSharding(mesh, P(*(s or ()))) for s in IN_SPECS)  # None: replicated
     outs = tuple(None if s is None else NamedSharding(mesh, P(*s)) for s in OUT_SPECS)
     placed = [jax.device_put(x, s) for x, s in zip(INPUTS, ins)]
     jitted = jax.jit(lambda *a: tuple(program(*a)), in_shardings=ins, out_shardings=outs,
