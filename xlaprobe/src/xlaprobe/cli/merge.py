@@ -5,11 +5,24 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Annotated
 
+import typer
 from rich.markup import escape
 
+from xlaprobe.cli.app import app
 from xlaprobe.cli.console import err, out, seconds
-from xlaprobe.merge import merge_stores
+from xlaprobe.cli.options import DEFAULT_DB, DbOption, JsonOption
+
+
+@app.command()
+def merge(sources: Annotated[list[Path], typer.Argument(
+              help="stores to copy from (e.g. seed shards' shard0.db shard1.db); never written")],
+          db: DbOption = DEFAULT_DB,
+          as_json: JsonOption = False) -> None:
+    """Merge stores into --db (created if missing): campaigns, checks, findings and their
+    artifact directories; merging a store again adds only what is new."""
+    raise typer.Exit(merge_command(sources, db=db, json_output=as_json))
 
 
 def merge_command(sources: list[Path], *, db: Path, json_output: bool) -> int:
@@ -23,6 +36,8 @@ def merge_command(sources: list[Path], *, db: Path, json_output: bool) -> int:
         InvalidArgument: a source is missing, not an xlaprobe store, newer than this xlaprobe,
             or `db` itself (`db` is then left untouched).
     """
+    from xlaprobe.merge import merge_stores  # imports sqlite3 and more: not for --help
+
     try:
         results = merge_stores(sources, db)
     except KeyboardInterrupt:
