@@ -41,7 +41,7 @@ async def run_cli(args: list[str], timeout_s: float = COMMAND_TIMEOUT_S) -> dict
         ToolError: the command refused its input (exit 2: the one-line error), printed no JSON
             (the last lines of its stderr), or ran past `timeout_s`.
     """
-    import asyncio  # 0.1 s to import: only the server needs it, not `xlaprobe --help`
+    import asyncio  # slow to import: only the server needs it, not `xlaprobe --help`
 
     from mcp.server.mcpserver.exceptions import ToolError  # optional: the mcp extra
     process = await asyncio.create_subprocess_exec(
@@ -165,7 +165,7 @@ def rejection(exc: Exception) -> Any:
     Source: the JSON-RPC 2.0 specification, section 5.1 (error object).
     """
     import mcp_types as types  # optional, as the rest of the mcp extra below
-    from mcp.shared.message import SessionMessage
+    from mcp.shared.message import SessionMessage  # optional: the mcp extra
 
     errors = getattr(exc, "errors", lambda: [])()
     parse = any(e.get("type") == "json_invalid" for e in errors)
@@ -179,7 +179,7 @@ async def serve_stdio(server: Any) -> None:
     malformed line with `rejection` (the SDK's stdio transport passes it on as an exception,
     which its session only logs, and the client waits for an answer that never comes)."""
     import anyio  # optional, as the rest of the mcp extra below
-    from mcp.server.stdio import stdio_server
+    from mcp.server.stdio import stdio_server  # optional: the mcp extra
 
     lowlevel = server._lowlevel_server  # the SDK's own run_stdio_async serves this one too
     async with stdio_server() as (read_stream, write_stream):

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from xlaprobe.cli.console import set_quiet, set_wide
+from xlaprobe.version import __version__
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Differential checking of XLA (from JAX): finds miscompilations.")
@@ -18,7 +19,6 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 def _version(value: bool) -> None:
     if value:
         import jax  # heavy: loaded only for --version, so --help stays quick
-        from xlaprobe.version import __version__
         print(f"xlaprobe {__version__} (jax {jax.__version__}, jaxlib {jax.lib.__version__})")
         raise typer.Exit(0)
 

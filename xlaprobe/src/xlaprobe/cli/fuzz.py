@@ -236,6 +236,7 @@ def steered_source(steer: str) -> Any:
         raise InvalidArgument(f"unknown --steer '{steer}'; choose one of {', '.join(STEERING)}")
     if steer == "none":
         return None
+    # The campaign and the steered source import jax: loaded for --steer coverage only.
     from xlaprobe.campaign import MAX_EQUATIONS
     from xlaprobe.sources.steered import SteeredSource
     return SteeredSource(max_equations=MAX_EQUATIONS)
