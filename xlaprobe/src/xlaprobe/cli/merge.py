@@ -13,6 +13,7 @@ from rich.markup import escape
 from xlaprobe.cli.app import app
 from xlaprobe.cli.console import err, out, seconds
 from xlaprobe.cli.options import DEFAULT_DB, DbOption, JsonOption
+from xlaprobe.merge import merge_stores
 
 
 @app.command()
@@ -36,8 +37,6 @@ def merge_command(sources: list[Path], *, db: Path, json_output: bool) -> int:
         InvalidArgument: a source is missing, not an xlaprobe store, newer than this xlaprobe,
             or `db` itself (`db` is then left untouched).
     """
-    from xlaprobe.merge import merge_stores  # imports sqlite3 and more: not for --help
-
     try:
         results = merge_stores(sources, db)
     except KeyboardInterrupt:
