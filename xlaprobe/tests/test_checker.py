@@ -68,10 +68,49 @@ def test_anchoring_moves_the_outputs_and_keeps_the_signature():
     assert anchored.outputs and anchored.target == Failure(VerdictKind.CRASH, ("eqn3:c",), "sig")
 
 
-def test_clean_means_ran_without_any_finding():
-    assert _check(0.0, 0.0).clean('xla')
-    assert not _check(0.0, 1.0).clean('xla')
-    assert not _check(0, 0, kind=OutcomeKind.CRASH, error="x").clean('xla')
+def test_fixed_means_ran_without_any_failure():
+    assert Checker.fixed(True, _check(0.0, 0.0).failure('xla'))
+    assert not Checker.fixed(True, _check(0.0, 1.0).failure('xla'))
+    assert not Checker.fixed(False, _check(0, 0, kind=OutcomeKind.CRASH, error="x").failure('xla'))
+
+
+class _Replay:
+    """A pool that answers each compile with the next prepared outcome (renamed to its spec)."""
+
+    size = 1
+
+    def __init__(self, outcomes):
+        self.outcomes = list(outcomes)
+
+    def run_many(self, jobs, timeout_s=None):
+        for index, (_, spec) in enumerate(jobs):
+            outcome = self.outcomes.pop(0)
+            yield index, Outcome(str(spec), outcome.kind, outcome.outputs, error=outcome.error)
+
+
+def test_pass_blame_asks_the_findings_checker_and_agrees_with_the_check():
+    # Each pass-blame test (passes disabled) is judged by the finding's Checker; its verdict
+    # must be the check's own: fixed exactly when a check of that run has no finding. Known
+    # answers: only the right run fixes the fault; the same wrong output, another output wrong,
+    # a NaN, a crash and a compile error do not.
+    from xlaprobe.configs.registry import Configuration
+    from xlaprobe.localization.passes import _Tests
+
+    finding = _check(1.0, 0.0)
+    program = finding.program
+    reference = finding.outcomes[finding.configs.index("reference")]
+    runs = {"right": _check(0.0, 0.0), "same output wrong": _check(3.0, 0.0),
+            "other output wrong": _check(0.0, 2.0), "nan": _check(np.nan, 0.0),
+            "crash": _check(0, 0, kind=OutcomeKind.CRASH, error="munmap_chunk(): invalid pointer"),
+            "compile error": _check(0, 0, kind=OutcomeKind.COMPILE_ERROR, error="bad")}
+    checker = Checker(finding.failure("xla"))
+    tests = _Tests(program, Configuration.parse("xla"), _Replay(r.outcomes[0] for r in
+                   runs.values()), finding, reference, 60.0, None, checker)
+    verdicts = tests.fixes_many([[f"pass{i}"] for i in range(len(runs))])
+    from_check = [not r.findings for r in runs.values()]
+    from_checker = [checker.fixed(r.outcomes[0].ran, r.failure("xla")) for r in runs.values()]
+    assert tests.checker is checker
+    assert verdicts == from_check == from_checker == [True, False, False, False, False, False]
 
 
 def test_configurations_fail_alike_by_the_checker():

@@ -321,7 +321,7 @@ def test_check_of_a_crafted_artifact_writes_nothing_one_line_exit_2(tmp_path, cr
 
 
 def test_the_cli_default_store_is_the_stores():
-    from xlaprobe.cli.commands import DEFAULT_DB
+    from xlaprobe.cli.options import DEFAULT_DB
     from xlaprobe.store import DEFAULT_DB as STORE_DEFAULT
     assert DEFAULT_DB == STORE_DEFAULT
 
@@ -356,7 +356,7 @@ def test_python_dash_m_xlaprobe_is_the_command_line(tmp_path):
 def test_envs_list_table_shows_sizes_in_gb_and_local_times():
     import time as time_module
 
-    from xlaprobe.cli.commands import _env_cell
+    from xlaprobe.cli.bisect import _env_cell
     from xlaprobe.cli.console import local_time
     assert _env_cell("size_bytes", 537_324_127) == "0.54 GB"
     stamp = 1_764_605_293  # 2025-12-01T16:08:13Z
@@ -376,3 +376,20 @@ def test_mcp_without_the_sdk_says_how_to_install_it(tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip() == ("xlaprobe: error: xlaprobe mcp needs the mcp SDK: "
                                    "pip install 'xlaprobe[mcp]'"), proc.stderr
+
+
+def test_the_command_line_loads_without_jax_or_numpy():
+    # `xlaprobe --help` imports every command module (each registers its own command): the
+    # library, jax and numpy load inside the command bodies, so help stays quick.
+    code = ("import sys; import xlaprobe.cli.commands; "
+            "print(sorted(m for m in ('jax', 'numpy', 'xlaprobe.store', 'xlaprobe.checking') "
+            "if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stdout + proc.stderr
+
+
+def test_reduce_default_budget_is_the_reducers():
+    from xlaprobe.cli.reduce import MAX_TESTS
+    from xlaprobe.localization.reduce import MAX_TESTS as REDUCER_DEFAULT
+    assert MAX_TESTS == REDUCER_DEFAULT

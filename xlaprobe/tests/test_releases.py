@@ -351,3 +351,20 @@ def test_bisect_command_says_not_found_in_this_range_and_exits_0(tmp_path, capsy
                           json_output=False, timeout_s=300)
     assert code == 0
     assert "not found in this range: every release tried (1, " in capsys.readouterr().out
+
+
+def test_a_release_that_cannot_be_made_leaves_no_lock_and_names_every_python(tmp_path,
+                                                                              monkeypatch):
+    # `bisect --releases 0.0.0` left .lock-0.0.0 in the cache and named only the first Python
+    # of the three it tried. The installer is replaced by one that fails as uv does for a
+    # release that does not exist.
+    monkeypatch.setenv("XLAPROBE_CACHE", str(tmp_path))
+    monkeypatch.setattr(envs, "_interpreters", lambda: ["/usr/bin/python3.12", "/usr/bin/python3.10"])
+    monkeypatch.setattr(envs, "_install", lambda path, python, pins: (
+        False, "no version of jaxlib==0.0.0"))
+    with pytest.raises(envs.EnvironmentUnavailable) as raised:
+        envs.ensure_env("0.0.0", log=lambda line: None)
+    assert ("tried python3.12 and python3.10; python3.12 said: no version of jaxlib==0.0.0"
+            in str(raised.value))
+    leftovers = [p.name for p in envs.env_path("0.0.0").parent.iterdir()]
+    assert leftovers == [], leftovers

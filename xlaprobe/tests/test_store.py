@@ -240,3 +240,18 @@ def test_findings_upgrades_a_schema_1_store(tmp_path, capsys):
     import json
     [row] = json.loads(capsys.readouterr().out)
     assert (row["fingerprint"], row["alike"], row["bug"]) == ("f00d", [], None)
+
+
+def test_a_read_only_store_leaves_no_wal_files_and_writes_nothing(tmp_path):
+    # `xlaprobe coverage` and `report` read through Store(readonly=True); a mode=ro connection
+    # left x.db-wal and x.db-shm beside the store after every run.
+    db = tmp_path / "x.db"
+    with Store(db) as store:
+        _record(store, _result(_program(), wrong=True))
+    before = db.read_bytes()
+    with Store(db, readonly=True) as store:
+        assert len(store.findings()) == 1
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            store._db.execute("DELETE FROM findings")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.db"]
+    assert db.read_bytes() == before

@@ -38,8 +38,18 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from xlaprobe import jaxprs
+from xlaprobe.backends import check_backend, make_pool
+from xlaprobe.configs.registry import parse_configs
 from xlaprobe.errors import InvalidArgument
+from xlaprobe.finding_artifacts import save_finding_artifacts
+from xlaprobe.localization.first_wrong import first_wrong_key
 from xlaprobe.oracle import summary_kind
+from xlaprobe.schedule import DEFAULT_SCHEDULE, check_schedule, check_scheduled, is_audit
+from xlaprobe.sources.generator import generate
+from xlaprobe.sources.ops import RULES
+from xlaprobe.store import Store
+from xlaprobe.triage import planted_fault
 
 #: Artifacts saved per finding fingerprint (later findings with it are counted, not saved).
 ARTIFACTS_PER_FINGERPRINT = 1
@@ -320,12 +330,6 @@ class Campaign:
                  timeout_s: float = RUN_TIMEOUT_S, source: Callable[[int], Any] | None = None,
                  backend: str = "local", address: str | None = None,
                  shard: tuple[int, int] = (0, 1), schedule: str | None = None):
-        from xlaprobe.backends import check_backend
-        from xlaprobe.configs.registry import parse_configs
-        from xlaprobe.schedule import DEFAULT_SCHEDULE, check_schedule
-        from xlaprobe.sources.ops import RULES
-        from xlaprobe.store import Store
-
         if schedule is not None:
             check_schedule(schedule)
         if jobs < 1:
@@ -367,7 +371,6 @@ class Campaign:
         self.pool_stats: Any = None
 
     def _generate(self, seed: int) -> Any:
-        from xlaprobe.sources.generator import generate
         return generate(seed, max_equations=self.max_equations)
 
     # -- persistence --------------------------------------------------------------------------
@@ -416,8 +419,6 @@ class Campaign:
 
     def _reconcile(self, state: CampaignState, created: float) -> None:
         """Count checks the store holds but the state missed (a kill between the two writes)."""
-        from xlaprobe import jaxprs
-
         # Its own checks only: another campaign may share the store, configurations and seeds.
         # Checks stored before checks named their campaign (schema 2) are matched as then.
         rows = self._conn.execute(
@@ -485,9 +486,6 @@ class Campaign:
 
     def _record(self, seed: int, program: Any, result: Any,
                 keys: dict[str, str] | None = None) -> None:
-        from xlaprobe import jaxprs
-        from xlaprobe.finding_artifacts import save_finding_artifacts
-
         state = self.state
         state.bugs.update(keys or {})
         bugs = {f.config: state.bugs[f.fingerprint] for f in result.findings
@@ -626,7 +624,6 @@ class Campaign:
 
     def _pool(self) -> Any:
         """A new worker pool of the campaign's backend for one `run` (closed at its end)."""
-        from xlaprobe.backends import make_pool
         return make_pool(self.backend, self.jobs, self.timeout_s, address=self.address)
 
     def _absorb(self, seed: int, program: Any, result: Any, keys: dict[str, str] | None = None,
@@ -644,8 +641,6 @@ class Campaign:
         return 0 if result is None else 1
 
     def _check_seed(self, seed: int, pool: Any) -> tuple[Any, Any, dict[str, str]]:
-        from xlaprobe.schedule import check_scheduled, is_audit
-
         try:
             program = self.source(seed)
         except Exception as exc:  # a generator bug: report and skip the seed
@@ -661,9 +656,6 @@ class Campaign:
         """fingerprint -> the key of its first wrong intermediate (``""``: none named), for the
         numeric findings of `result` whose fingerprint is new to the campaign; a planted fault's
         key is its name already (`xlaprobe.triage.planted_fault`)."""
-        from xlaprobe.localization.first_wrong import first_wrong_key
-        from xlaprobe.triage import planted_fault
-
         keys: dict[str, str] = {}
         for f in result.findings:
             if f.kind.is_numeric and f.fingerprint not in self.state.bugs \
@@ -735,8 +727,6 @@ def list_campaigns(db: Path | str) -> list[CampaignRecord]:
         InvalidArgument: no store at `db`.
         CorruptArtifact: `db` is not an xlaprobe store.
     """
-    from xlaprobe.store import Store
-
     if not Path(db).exists():
         raise InvalidArgument(f"no store at {db}; run xlaprobe fuzz first or pass --db")
     with Store(db) as store:  # opened for writing: an older schema gains checks.campaign

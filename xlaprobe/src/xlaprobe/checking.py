@@ -131,13 +131,6 @@ class CheckResult:
         index = self.configs.index(spec)
         return Failure.of(self.verdicts[index], self.outcomes[index])
 
-    def clean(self, spec: str) -> bool:
-        """Did configuration `spec` run and give no finding at all? (What "the fault is fixed"
-        means for pass blame: a crash or a different mismatch is not a fix.)"""
-        index = self.configs.index(spec)
-        return Checker.fixed(self.outcomes[index].ran,
-                             Failure.of(self.verdicts[index], self.outcomes[index]))
-
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready summary (for ``--json``)."""
         p = self.program

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -271,8 +272,7 @@ class Store:
         if not Path(self.path).is_file():
             raise InvalidArgument(f"no xlaprobe database at {self.path}")
         try:
-            self._db = sqlite3.connect(f"file:{Path(self.path).resolve()}?mode=ro", uri=True,
-                                       timeout=30.0, isolation_level=None)
+            self._db = self._reader()
             row = self._db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
         except sqlite3.DatabaseError as exc:
             raise CorruptArtifact(f"{self.path} is not a readable xlaprobe database ({exc})") \
@@ -281,6 +281,18 @@ class Store:
             raise CorruptArtifact(f"{self.path} is not a readable xlaprobe database (no schema)")
         if self._readable_schema(row[0]) < 4:  # read-only: no migration; findings lack freedom
             self._FINDING = self._FINDING.replace("f.freedom", "'' AS freedom")
+
+    def _reader(self) -> sqlite3.Connection:
+        """A connection that never writes: ``query_only`` where the file and its folder are
+        writable (the last connection to close then folds the WAL back and removes the -wal and
+        -shm files, which a ``mode=ro`` one leaves behind), else ``mode=ro``."""
+        path = Path(self.path).resolve()
+        if os.access(path, os.W_OK) and os.access(path.parent, os.W_OK):
+            db = sqlite3.connect(path, timeout=30.0, isolation_level=None)
+            db.execute("PRAGMA query_only=ON")
+            return db
+        return sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30.0,
+                               isolation_level=None)
 
     def __enter__(self) -> Store:
         return self

@@ -24,11 +24,20 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import jax
+import jaxlib
 import numpy as np
 
+from xlaprobe.artifact import is_artifact, load_artifact, load_reference
+from xlaprobe.configs.registry import Configuration
 from xlaprobe.errors import InvalidArgument
-from xlaprobe.oracle import Verdict
+from xlaprobe.localization import repro as repro_mod
+from xlaprobe.localization.reduce import run_repro
+from xlaprobe.localization.spmd_repro import emit_spmd_repro
+from xlaprobe.oracle import Verdict, summary_kind
 from xlaprobe.program import Program
+from xlaprobe.store import Store
+from xlaprobe.upstream_text import body, search_terms, title
 from xlaprobe.upstream_text import search_urls  # noqa: F401 (part of this module's API)
 
 XLA_REPO = "openxla/xla"
@@ -105,9 +114,6 @@ def gather(db: str | Path, finding_id: int) -> Evidence:
     Raises:
         InvalidArgument: no store, no such finding, or no artifact of its program left.
     """
-    from xlaprobe.artifact import is_artifact, load_artifact, load_reference
-    from xlaprobe.store import Store
-
     if not Path(db).exists():
         raise InvalidArgument(f"no store at {db}; run xlaprobe check first or pass --db")
     with Store(db, readonly=True) as store:
@@ -128,7 +134,6 @@ def gather(db: str | Path, finding_id: int) -> Evidence:
         localization = next(iter(store.localizations(found.id)), None)
         reduction = next(iter(store.reductions(found.id)), None)
         bisection = next(iter(store.bisections(found.id)), None)
-    from xlaprobe.oracle import summary_kind
     summaries = {config: summary_kind(v.kind for v in verdicts if v.config == config).value
                  for config, _, _ in runs}
     error = next((e for c, _, e in runs if c == found.config), "")
@@ -162,7 +167,6 @@ def draft(evidence: Evidence, *, run: bool = True) -> UpstreamReport:
     Returns:
         The `UpstreamReport`.
     """
-    from xlaprobe.upstream_text import body, search_terms, title
     repro = reproducer(evidence)
     code, output = run_reproducer(repro) if run else (None, "")
     repo = repository(evidence)
@@ -182,9 +186,6 @@ def reproducer(evidence: Evidence) -> str:
     directory = reduction.get("directory") or written.get("directory")
     if directory and written.get("repro_exit") == 1 and (Path(directory) / "repro.py").is_file():
         return (Path(directory) / "repro.py").read_text()
-    from xlaprobe.configs.registry import Configuration
-    from xlaprobe.localization import repro as repro_mod
-
     config = Configuration.parse(evidence.finding.config)
     options = config.compiler_options if config.kind == "xla" else {}
     reference = evidence.reference
@@ -193,7 +194,6 @@ def reproducer(evidence: Evidence) -> str:
                               "to compare with; rerun its check with the reference")
     style = dict(eager=config.kind == "eager", crash=evidence.finding.kind == "crash")
     if config.kind == "spmd":  # keep the mesh, the shardings and the partitioner
-        from xlaprobe.localization.spmd_repro import emit_spmd_repro
         try:
             return emit_spmd_repro(evidence.program, str(config), reference,
                                    crash=style["crash"])
@@ -212,7 +212,6 @@ def run_reproducer(source: str) -> tuple[int, str]:
     Returns:
         (exit code, the tail of what it printed); 124 when it ran past its time limit.
     """
-    from xlaprobe.localization.reduce import run_repro
     with tempfile.TemporaryDirectory(prefix="xlaprobe-upstream-") as tmp:
         path = Path(tmp) / "repro.py"
         path.write_text(source)
@@ -221,9 +220,6 @@ def run_reproducer(source: str) -> tuple[int, str]:
 
 def environment() -> dict[str, str]:
     """jax, jaxlib, Python, OS, CPU model and the CPU's ISA flags (`ISA_FLAGS` it has)."""
-    import jax
-    import jaxlib
-
     model, flags = "", set()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -242,7 +238,6 @@ def environment() -> dict[str, str]:
 
 
 def _backend() -> str:
-    import jax
     try:
         return f"{jax.default_backend()} ({jax.devices()[0].device_kind})"
     except RuntimeError:

@@ -12,14 +12,18 @@ Source: the Model Context Protocol specification (modelcontextprotocol.io), serv
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
+import typer
+
+from xlaprobe.cli.app import app
+from xlaprobe.cli.options import DEFAULT_DB, DbOption
 from xlaprobe.errors import InvalidArgument
+from xlaprobe.version import __version__
 
 #: The longest fuzz session a tool call may ask for (s): an agent's call waits for its answer.
 MAX_FUZZ_S = 600.0
@@ -37,7 +41,9 @@ async def run_cli(args: list[str], timeout_s: float = COMMAND_TIMEOUT_S) -> dict
         ToolError: the command refused its input (exit 2: the one-line error), printed no JSON
             (the last lines of its stderr), or ran past `timeout_s`.
     """
-    from mcp.server.mcpserver.exceptions import ToolError
+    import asyncio  # slow to import: only the server needs it, not `xlaprobe --help`
+
+    from mcp.server.mcpserver.exceptions import ToolError  # optional: the mcp extra
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "xlaprobe.cli", *args, stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=dict(os.environ))
@@ -66,11 +72,10 @@ def build_server(db: Path) -> Any:
         InvalidArgument: the ``mcp`` SDK is not installed.
     """
     try:
-        from mcp.server.mcpserver import MCPServer
+        from mcp.server.mcpserver import MCPServer  # optional: the mcp extra
     except ImportError as exc:
         raise InvalidArgument("xlaprobe mcp needs the mcp SDK: pip install 'xlaprobe[mcp]'") \
             from exc
-    from xlaprobe.version import __version__
 
     server = MCPServer("xlaprobe", version=__version__, instructions=(
         "Differential testing of XLA through JAX. check a target (zoo model, case module, "
@@ -133,6 +138,13 @@ def _register(server: Any, store: list[str]) -> None:
                               *([] if run else ["--no-run"])])
 
 
+@app.command()
+def mcp(db: DbOption = DEFAULT_DB) -> None:
+    """Serve xlaprobe to agents over the Model Context Protocol (stdio): tools check, fuzz,
+    findings, localize, reduce, bisect and upstream, each returning its command's --json."""
+    raise typer.Exit(mcp_command(db))
+
+
 def mcp_command(db: Path) -> int:
     """``xlaprobe mcp``: serve over stdio until the client closes it.
 
@@ -140,7 +152,7 @@ def mcp_command(db: Path) -> int:
         InvalidArgument: the ``mcp`` SDK is not installed.
     """
     server = build_server(db)  # first: without the SDK it says how to install it (anyio comes with it)
-    import anyio
+    import anyio  # optional: comes with the mcp extra
 
     anyio.run(serve_stdio, server)
     return 0
@@ -152,8 +164,8 @@ def rejection(exc: Exception) -> Any:
 
     Source: the JSON-RPC 2.0 specification, section 5.1 (error object).
     """
-    import mcp_types as types
-    from mcp.shared.message import SessionMessage
+    import mcp_types as types  # optional, as the rest of the mcp extra below
+    from mcp.shared.message import SessionMessage  # optional: the mcp extra
 
     errors = getattr(exc, "errors", lambda: [])()
     parse = any(e.get("type") == "json_invalid" for e in errors)
@@ -166,8 +178,8 @@ async def serve_stdio(server: Any) -> None:
     """Serve `server` (an `MCPServer`) over stdio until the client closes it, answering a
     malformed line with `rejection` (the SDK's stdio transport passes it on as an exception,
     which its session only logs, and the client waits for an answer that never comes)."""
-    import anyio
-    from mcp.server.stdio import stdio_server
+    import anyio  # optional, as the rest of the mcp extra below
+    from mcp.server.stdio import stdio_server  # optional: the mcp extra
 
     lowlevel = server._lowlevel_server  # the SDK's own run_stdio_async serves this one too
     async with stdio_server() as (read_stream, write_stream):

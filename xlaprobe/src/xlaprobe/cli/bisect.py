@@ -3,22 +3,49 @@ and the release environments it runs in."""
 
 from __future__ import annotations
 
+import calendar
 import functools
 import json
+import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from xlaprobe.cli.console import Steps, seconds
-from xlaprobe.configs.registry import Configuration
-from xlaprobe.localization.spmd_repro import emit_spmd_repro
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from xlaprobe.cli.app import app, display
+from xlaprobe.cli.console import Steps, err, local_time, out, seconds
+from xlaprobe.cli.options import (DEFAULT_DB, DbOption, FindingTarget, InputsOption, JsonOption,
+                                  QuietOption, RunTimeoutOption)
 from xlaprobe.releases import envs
-from xlaprobe.releases.bisection import ReleaseRun, run_bound
-from xlaprobe.releases.kind import release_options
-from xlaprobe.releases.program import (bisect_program, bisect_spmd, releases_between,
-                                       releases_to_bisect)
-from xlaprobe.sources.targets import resolve_finding
-from xlaprobe.store import Store
-from xlaprobe.workers import WorkerPool
+
+if TYPE_CHECKING:
+    from xlaprobe.releases.bisection import ReleaseRun
+
+
+@app.command("bisect")
+def bisect_cli(
+    target: FindingTarget,
+    config: Annotated[str, typer.Argument(help="the failing XLA configuration: xla, xla:fastmath, "
+                                               "xla\\[option=value], jaxlib==V[...] or spmd\\[...] "
+                                               "(default: the finding's or the case's)")] = "",
+    releases: Annotated[str | None, typer.Option(help="comma-separated jaxlib releases "
+                                                      "(default: the newest of each minor line "
+                                                      "from 0.4.33 on the registry)")] = None,
+    db: DbOption = DEFAULT_DB,
+    timeout: RunTimeoutOption = 600.0,
+    as_json: JsonOption = False,
+    inputs: InputsOption = "",
+    quiet: QuietOption = False,
+) -> None:
+    """Find the first bad (and first fixed) jaxlib release of a failure by bisection.
+
+    Exit 0 when a boundary is found or no release in the range fails ("not found in this
+    range"), 1 when every release tried fails or a failure was flaky."""
+    display(quiet)
+    raise typer.Exit(bisect_command(target, config, releases=releases, db=db,
+                                    json_output=as_json, timeout_s=timeout, input_spec=inputs))
 
 
 def bisect_command(target: str, config: str, *, releases: str | None, db: Path, json_output: bool,
@@ -34,6 +61,17 @@ def bisect_command(target: str, config: str, *, releases: str | None, db: Path, 
         InvalidArgument: bad target, configuration, release list or store.
         EnvironmentUnavailable: a release environment cannot be made.
     """
+    # Bisection imports jax: loaded when it runs, not for `xlaprobe --help`.
+    from xlaprobe.configs.registry import Configuration
+    from xlaprobe.localization.spmd_repro import emit_spmd_repro
+    from xlaprobe.releases.bisection import run_bound
+    from xlaprobe.releases.kind import release_options
+    from xlaprobe.releases.program import (bisect_program, bisect_spmd, releases_between,
+                                           releases_to_bisect)
+    from xlaprobe.sources.targets import resolve_finding
+    from xlaprobe.store import Store
+    from xlaprobe.workers import WorkerPool
+
     program, spec, finding_id = resolve_finding(target, config, db, input_spec)
     parsed = Configuration.parse(spec)
     if parsed.kind != "spmd":  # spmd: each release runs the finding's reproducer
@@ -80,6 +118,58 @@ def bisect_command(target: str, config: str, *, releases: str | None, db: Path, 
     return 0 if result.boundary or result.fails_nowhere else 1
 
 
+envs_app = typer.Typer(no_args_is_help=True, help="Environments of other jax/jaxlib releases "
+                                                  "(configurations jaxlib==VERSION).")
+app.add_typer(envs_app, name="envs")
+
+
+@envs_app.command("list")
+def envs_list(
+    available: Annotated[bool, typer.Option("--available", help="list the registry's releases "
+                                                                "(needs the network)")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """List the release environments made (or, with --available, the releases there are)."""
+    rows = envs_rows(available=available)
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    table = Table(caption=f"cache: {envs.cache_dir()}")
+    keys = list(rows[0]) if rows else ["version", "path", "python_version", "size_bytes"]
+    for key in keys:
+        table.add_column({"size_bytes": "size", "python_version": "python version"}.get(key, key))
+    for row in rows:
+        table.add_row(*(escape(_env_cell(k, row[k])) for k in keys))
+    out.print(table)
+
+
+def _env_cell(key: str, value: Any) -> str:
+    """A cell of ``envs list``'s table: sizes in GB, times local (the JSON keeps bytes and UTC)."""
+    if key == "size_bytes" and isinstance(value, int):
+        return f"{value / 1e9:.2f} GB"
+    if key == "created" and isinstance(value, str) and value.endswith("Z"):
+        try:
+            return local_time(calendar.timegm(time.strptime(value, "%Y-%m-%dT%H:%M:%SZ")))
+        except ValueError:
+            return value
+    return str(value)
+
+
+@envs_app.command("add")
+def envs_add(versions: Annotated[list[str], typer.Argument(help="jaxlib releases, e.g. 0.5.3")]) -> None:
+    """Make the environments of some releases now (else they are made on first use)."""
+    for version in versions:
+        env = envs.ensure_env(version, log=lambda line: err.print(escape(line)))
+        out.print(f"jaxlib=={env.version}: {env.path} (Python {env.python_version}, "
+                  f"{env.size_bytes / 1e9:.2f} GB)")
+
+
+@envs_app.command("remove")
+def envs_remove(versions: Annotated[list[str], typer.Argument(help="jaxlib releases")]) -> None:
+    """Delete the environments of some releases."""
+    for version in versions:
+        removed = envs.remove_env(version)
+        out.print(f"jaxlib=={version}: {'removed' if removed else 'no environment'}")
 
 
 def envs_rows(*, available: bool) -> list[dict[str, Any]]:

@@ -6,12 +6,22 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Annotated
 
+import typer
 from rich.markup import escape
 from rich.table import Table
 
-from xlaprobe.campaign import list_campaigns
+from xlaprobe.cli.app import app
 from xlaprobe.cli.console import out
+from xlaprobe.cli.options import DEFAULT_DB, DbOption
+
+
+@app.command()
+def campaigns(db: DbOption = DEFAULT_DB,
+              as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """List the fuzz campaigns of the store: programs, seeds, rate, coverage, findings."""
+    campaigns_command(db=db, json_output=as_json)
 
 
 def campaigns_command(*, db: Path, json_output: bool) -> None:
@@ -20,6 +30,8 @@ def campaigns_command(*, db: Path, json_output: bool) -> None:
     Raises:
         InvalidArgument: no store at `db`.
     """
+    from xlaprobe.campaign import list_campaigns  # imports jax: not for `xlaprobe --help`
+
     records = list_campaigns(db)
     if json_output:
         print(json.dumps([r.to_json() for r in records], indent=2))

@@ -3,16 +3,35 @@ and save every program it compiles with ``jax.jit`` as an artifact (`xlaprobe.ca
 
 from __future__ import annotations
 
+import importlib.util
 import runpy
 import sys
 import traceback
 from pathlib import Path
+from typing import Annotated
 
+import typer
 from rich.markup import escape
 
-from xlaprobe.captures import capture
+from xlaprobe.cli.app import app
 from xlaprobe.cli.console import err, out
 from xlaprobe.errors import InvalidArgument
+
+
+# Everything after the script is the script's (its own --out included), with or without "--".
+@app.command("capture", context_settings={"ignore_unknown_options": True,
+                                          "allow_interspersed_args": False})
+def capture_cli(
+    command: Annotated[list[str], typer.Argument(
+        help="the script and its arguments after --: train.py --steps 5, or -m package.module")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="directory for the artifacts")] =
+    Path("captured"),
+    min_equations: Annotated[int, typer.Option(
+        min=1, help="leave out programs with fewer equations (op-by-op dispatch)")] = 2,
+) -> None:
+    """Run a script and save every program it compiles with jax.jit, with the arrays of its
+    first call, as artifacts to check later (deduplicated by structure)."""
+    raise typer.Exit(capture_command(command, out_dir=out, min_equations=min_equations))
 
 
 def _script_exit(exc: BaseException) -> int:
@@ -24,7 +43,6 @@ def _script_exit(exc: BaseException) -> int:
 
 
 def _module_exists(name: str) -> bool:
-    import importlib.util
     try:
         return importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):  # a parent package missing, or an empty name
@@ -42,6 +60,8 @@ def capture_command(command: list[str], *, out_dir: Path, min_equations: int) ->
     Raises:
         InvalidArgument: no command, a script that does not exist, or a bad output directory.
     """
+    from xlaprobe.captures import capture  # imports numpy: not for `xlaprobe --help`
+
     argv = list(command)
     if argv and Path(argv[0]).name.startswith("python"):
         argv = argv[1:]

@@ -4,13 +4,47 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from xlaprobe.api import program_of, run_check, validated_store, with_oracle
-from xlaprobe.checking import HONEST, REFERENCE
+import typer
+
 from xlaprobe.cli import console as consoles
+from xlaprobe.cli.app import app, display
 from xlaprobe.cli.console import Steps, seconds
-from xlaprobe.verdicts import INCOMPLETE, print_result
+from xlaprobe.cli.options import (DEFAULT_DB, DbOption, InputsOption, JobsOption, JsonOption,
+                                  QuietOption, WideOption)
+
+
+@app.command()
+def check(
+    target: Annotated[str, typer.Argument(help="zoo MODEL, path/to/case.py, FILE.py:FN, module:fn, "
+                                               "or an artifact directory")],
+    configs: Annotated[str, typer.Option("--configs", "-c", help="comma-separated configuration "
+                                         "specs")] = "xla,xla:O0,eager,reference",
+    inputs: InputsOption = "",
+    seed: Annotated[int, typer.Option(help="seed of random weights and inputs", min=0,
+                                      max=2 ** 63 - 1)] = 0,
+    db: DbOption = DEFAULT_DB,
+    jobs: JobsOption = 1,
+    timeout: Annotated[float, typer.Option(help="per-run limit (s); the reference's error-budget "
+                                           "runs get it too", min=0.1, max=7 * 24 * 3600.0)] = 600.0,
+    as_json: JsonOption = False,
+    all_outputs: Annotated[bool, typer.Option("--all-outputs", help="list every output leaf")] = False,
+    accept: Annotated[str | None, typer.Option(
+        "--accept", help="freedoms XLA may take, ok with their label: comma-separated "
+        "excess-range, fma, ftz, or all, none [default: ftz]", show_default=False)] = None,
+    quiet: QuietOption = False,
+    wide: WideOption = False,
+) -> None:
+    """Check TARGET under several configurations against the float64 reference (always added);
+    exit 0 all ok, 1 findings, 2 bad input, 4 no finding but incomplete."""
+    from xlaprobe.freedoms import parse_accept  # imports jax: kept out of `xlaprobe --help`
+
+    display(quiet, wide)
+    accepted = parse_accept(accept)  # a bad name: one line, exit 2, before any run
+    raise typer.Exit(check_command(target, configs, input_spec=inputs, seed=seed, db=db,
+                                   jobs=jobs, timeout_s=timeout, json_output=as_json,
+                                   all_outputs=all_outputs, accept=accepted))
 
 
 def check_command(target: str, configs: str, *, input_spec: str, seed: int, db: Path,
@@ -27,6 +61,12 @@ def check_command(target: str, configs: str, *, input_spec: str, seed: int, db: 
     Raises:
         InvalidArgument: a bad target, configuration list or store.
     """
+    # The checker imports jax: loaded when a check runs, not for `xlaprobe --help`.
+    from xlaprobe.allowance import wide_allowances
+    from xlaprobe.api import program_of, run_check, validated_store, with_oracle
+    from xlaprobe.checking import HONEST, REFERENCE
+    from xlaprobe.verdicts import INCOMPLETE, print_result
+
     with_oracle(configs)  # a bad list fails before the build
     with Steps("check") as steps:
         steps.status(f"building {target} ...")
@@ -57,7 +97,6 @@ def check_command(target: str, configs: str, *, input_spec: str, seed: int, db: 
         for item in data["findings"]:
             item["artifact"] = checked.artifacts.get(item["config"])
             item["id"] = checked.ids.get(item["config"])
-        from xlaprobe.allowance import wide_allowances
         data["wide_allowances"] = [w.to_json() for w in wide_allowances(result)]
         print(json.dumps(data, indent=2))
     else:

@@ -6,12 +6,26 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Annotated
 
+import typer
 from rich.markup import escape
 from rich.table import Table
 
+from xlaprobe.cli.app import app
 from xlaprobe.cli.console import out
+from xlaprobe.cli.options import DEFAULT_DB, DbOption, JsonOption
 from xlaprobe.coverage_summary import Group, store_coverage
+
+
+@app.command()
+def coverage(db: DbOption = DEFAULT_DB,
+             campaign: Annotated[int | None, typer.Option(
+                 help="only this fuzz campaign's checks (xlaprobe campaigns lists them)")] = None,
+             as_json: JsonOption = False) -> None:
+    """Optimization coverage: per campaign and program source, the XLA passes that changed a
+    module, the rewrites that fired, and the passes never seen changing anything."""
+    coverage_command(db=db, campaign=campaign, json_output=as_json)
 
 
 def _label(group: Group) -> str:

@@ -5,15 +5,27 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+import typer
 from rich.markup import escape
 from rich.table import Table
 
+from xlaprobe.cli.app import app, display
 from xlaprobe.cli.console import local_time, out
+from xlaprobe.cli.options import DEFAULT_DB, DbOption, WideOption
 from xlaprobe.errors import InvalidArgument
-from xlaprobe.store import Store
-from xlaprobe.verdicts import next_commands, replay_line
+
+
+@app.command()
+def findings(finding_id: Annotated[int | None, typer.Argument(
+                 help="show this finding with its localization, reduction and release window")] = None,
+             db: DbOption = DEFAULT_DB,
+             as_json: Annotated[bool, typer.Option("--json")] = False,
+             wide: WideOption = False) -> None:
+    """List stored findings, newest first, and how many distinct bugs they are; or show one."""
+    display(False, wide)
+    findings_command(finding_id, db=db, json_output=as_json)
 
 
 def findings_command(finding_id: int | None, *, db: Path, json_output: bool) -> None:
@@ -22,6 +34,8 @@ def findings_command(finding_id: int | None, *, db: Path, json_output: bool) -> 
     Raises:
         InvalidArgument: no store at `db`, or no such finding.
     """
+    from xlaprobe.store import Store  # imports the checker (jax): not for `xlaprobe --help`
+
     if not db.exists():
         raise InvalidArgument(f"no store at {db}; run xlaprobe check first or pass --db")
     # Opened for writing: a store of an older schema is upgraded (a read-only one lacks the
@@ -67,6 +81,8 @@ def findings_command(finding_id: int | None, *, db: Path, json_output: bool) -> 
 
 
 def _print_finding(detail: dict[str, Any], db: Path) -> None:
+    from xlaprobe.verdicts import next_commands, replay_line  # imports jax: not for --help
+
     kind = f"freedom:{detail['freedom']}" if detail.get("freedom") else detail["kind"]
     out.print(f"[bold]finding {detail['id']}[/]: {escape(detail['config'])} {kind} on "
               f"{escape(detail['name'])} (program {detail['program_id']})")

@@ -7,25 +7,83 @@ import math
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any
 
+import typer
 from rich.console import Group
 from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from xlaprobe.checking import REFERENCE
-from xlaprobe.campaign import SKIPPED, Campaign, CampaignSummary
+from xlaprobe.cli.app import app, display
 from xlaprobe.cli.console import Steps, err, is_quiet, out, seconds
-from xlaprobe.configs.registry import parse_configs
+from xlaprobe.cli.options import (DEFAULT_DB, AddressOption, DbOption, JobsOption, QuietOption)
 from xlaprobe.errors import InvalidArgument
-from xlaprobe.known_bugs import split_bugs
-from xlaprobe.oracle import SEVERITY
-from xlaprobe.store import Store
+
+if TYPE_CHECKING:
+    from xlaprobe.campaign import CampaignSummary
+
+
+@app.command()
+def fuzz(
+    time: Annotated[str, typer.Option("--time", help="wall-time budget: 90s, 10m, 1h")] = "5m",
+    configs: Annotated[str | None, typer.Option(
+        "--configs", "-c", help="comma-separated configuration specs; the float64 reference is "
+        "always added [default: xla,xla:O0,eager,reference]", show_default=False)] = None,
+    jobs: JobsOption = 1,
+    seed: Annotated[int | None, typer.Option(help="first generator seed [default: 0]", min=0,
+                                             max=2 ** 62, show_default=False)] = None,
+    db: DbOption = DEFAULT_DB,
+    resume: Annotated[bool, typer.Option("--resume", help="continue the newest campaign with "
+                                         "these configurations")] = False,
+    campaign: Annotated[int | None, typer.Option(
+        "--campaign", min=1, help="continue campaign ID, with its configurations (xlaprobe "
+        "campaigns lists them)")] = None,
+    schedule: Annotated[str | None, typer.Option(
+        "--schedule", help="adaptive: the reference and every compiler under test (xla, mutants, "
+        "releases, xla variants) on every program, eager and xla:O0 where a finding, dead code or "
+        "an audit asks for them; all: every "
+        "configuration on every program [default: adaptive; a resumed campaign keeps its own]",
+        show_default=False)] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
+    quiet: QuietOption = False,
+    backend: Annotated[str, typer.Option(
+        "--backend", help="where configurations run: local (worker processes) or ray (--jobs "
+        "Ray actors, each hosting an isolated worker; pip install 'xlaprobe\\[ray]')")] = "local",
+    address: AddressOption = None,
+    shard: Annotated[str | None, typer.Option(
+        "--shard", help="I/N: check only every N-th seed from --seed, offset I (reruns alone "
+        "with the same programs)", show_default=False)] = None,
+    steer: Annotated[str, typer.Option(
+        "--steer", help="none: the plain generator; coverage: steer to XLA passes and rewrites "
+        "that rarely fire (pass patterns, mutations of seeds that hit rare ones)")] = "none",
+) -> None:
+    """Fuzz: generate random valid programs and check each; findings are stored and deduplicated.
+
+    Exit 0 no findings, 1 findings or no program checked within --time, 130 interrupted."""
+    from xlaprobe.campaign import parse_duration, parse_shard  # imports jax: not for --help
+
+    display(quiet)
+    if campaign is not None and (configs is not None or seed is not None or resume
+                                 or shard is not None):
+        # The campaign's own configurations and seeds go on: another value would be ignored.
+        raise InvalidArgument(f"--campaign {campaign} continues with its own configurations and "
+                              "seeds: drop --configs, --seed, --shard and --resume")
+    if resume and shard is not None:
+        raise InvalidArgument("--resume continues a campaign with its own shard: drop --shard")
+    raise typer.Exit(fuzz_command(time_s=parse_duration(time),
+                                  configs=configs or "xla,xla:O0,eager,reference", jobs=jobs,
+                                  seed=seed or 0, db=db, resume=resume, campaign=campaign,
+                                  json_output=as_json, backend=backend, address=address,
+                                  shard=parse_shard(shard) if shard is not None else (0, 1),
+                                  schedule=schedule, steer=steer))
 
 
 def _progress_view(summary: CampaignSummary) -> Any:
+    from xlaprobe.campaign import SKIPPED  # the campaign and oracle import jax: not for --help
+    from xlaprobe.oracle import SEVERITY
+
     head = Text.from_markup(
         f"[bold]fuzz[/] campaign {summary.campaign}: {summary.programs} programs "
         f"({summary.session_programs} now, {summary.programs_per_s:.2f}/s, "
@@ -76,6 +134,8 @@ MAX_LISTED = 20
 
 def _artifacts(db: Path, fingerprints: dict[str, Any]) -> dict[str, str]:
     """fingerprint -> an artifact directory of a finding with it (from the store)."""
+    from xlaprobe.store import Store  # imports the checker (jax): not for --help
+
     with Store(db) as store:
         return {row["fingerprint"]: row["artifact"] for row in reversed(store.findings())
                 if row["artifact"] and row["fingerprint"] in fingerprints}
@@ -113,6 +173,8 @@ def fuzz_command(*, time_s: float, configs: str, jobs: int, seed: int, db: Path,
         InvalidArgument: bad time, configurations, jobs, seed, shard, backend or db; nothing to
             resume; Ray missing or its address unreachable.
     """
+    from xlaprobe.campaign import Campaign  # imports jax: loaded to run, not for --help
+
     parsed = _checked_request(time_s, configs, Path(db), resume, campaign)
     steered = steered_source(steer)
     # `campaign` names the one to continue, then becomes it.
@@ -145,6 +207,8 @@ def fuzz_command(*, time_s: float, configs: str, jobs: int, seed: int, db: Path,
             session_programs=0, elapsed_s=0.0, session_xla_s=0.0, status="interrupted")
     finally:
         campaign.close()
+    from xlaprobe.known_bugs import split_bugs  # imports the oracle (numpy): not for --help
+
     bugs = split_bugs(summary.fingerprints, campaign.state.bugs)
     if json_output:
         print(json.dumps(summary.to_json() | {"known_bugs": bugs["known"],
@@ -176,6 +240,7 @@ def steered_source(steer: str) -> Any:
         raise InvalidArgument(f"unknown --steer '{steer}'; choose one of {', '.join(STEERING)}")
     if steer == "none":
         return None
+    # The campaign and the steered source import jax: loaded for --steer coverage only.
     from xlaprobe.campaign import MAX_EQUATIONS
     from xlaprobe.sources.steered import SteeredSource
     return SteeredSource(max_equations=MAX_EQUATIONS)
@@ -199,6 +264,9 @@ def _checked_request(time_s: float, configs: str, db: Path, resume: bool,
     Raises:
         InvalidArgument: a bad time or configuration; a campaign or resume without a store.
     """
+    from xlaprobe.checking import REFERENCE  # imports jax: not for --help
+    from xlaprobe.configs.registry import parse_configs
+
     if not (isinstance(time_s, (int, float)) and math.isfinite(time_s) and time_s > 0):
         raise InvalidArgument(f"--time must be a positive number of seconds, got {time_s}")
     parsed = [str(c) for c in parse_configs(configs)]

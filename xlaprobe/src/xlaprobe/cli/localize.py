@@ -5,14 +5,43 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
-from xlaprobe.api import store_localization, validated_store
+import typer
+
 from xlaprobe.backends import check_backend, make_pool
+from xlaprobe.cli.app import app, display
 from xlaprobe.cli.console import Steps, seconds
+from xlaprobe.cli.options import (DEFAULT_DB, AddressOption, DbOption, FaultyConfig,
+                                  FindingTarget, InputsOption, JobsOption, JsonOption,
+                                  QuietOption, RunTimeoutOption)
 from xlaprobe.errors import InvalidArgument
-from xlaprobe.localization.api import METHODS, localize
-from xlaprobe.localization.bisect import Step
-from xlaprobe.sources.targets import resolve_faulty
+
+if TYPE_CHECKING:
+    from xlaprobe.localization.bisect import Step
+
+
+@app.command("localize")
+def localize_cli(
+    target: FindingTarget,
+    config: FaultyConfig = "",
+    db: DbOption = DEFAULT_DB,
+    jobs: JobsOption = 1,
+    timeout: RunTimeoutOption = 600.0,
+    as_json: JsonOption = False,
+    inputs: InputsOption = "",
+    quiet: QuietOption = False,
+    backend: Annotated[str, typer.Option(
+        "--backend", help="where compiles run: local (--jobs worker processes) or ray (--jobs "
+        "Ray actors); the compiler-pass search tests --jobs candidates at once "
+        "(pip install 'xlaprobe\\[ray]')")] = "local",
+    address: AddressOption = None,
+) -> None:
+    """Localize a finding: failing outputs, smallest failing jaxpr segment, equation, fusion."""
+    display(quiet)
+    raise typer.Exit(localize_command(target, config, db=db, json_output=as_json, jobs=jobs,
+                                      timeout_s=timeout, input_spec=inputs, backend=backend,
+                                      address=address))
 
 
 def _describe(step: Step) -> str:
@@ -57,6 +86,11 @@ def localize_command(target: str, config: str, *, db: Path | str, json_output: b
             unreachable).
         NotReproducible: the configuration gives no finding on the target.
     """
+    # Localization imports jax: loaded when it runs, not for `xlaprobe --help`.
+    from xlaprobe.api import store_localization, validated_store
+    from xlaprobe.localization.api import METHODS, localize
+    from xlaprobe.sources.targets import resolve_faulty
+
     db = Path(db)
     check_backend(backend, address)  # before building the target, which can take a while
     program, parsed, finding_id = resolve_faulty(target, config, db, input_spec, "localize")

@@ -5,11 +5,25 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Annotated
 
+import typer
 from rich.markup import escape
 
+from xlaprobe.cli.app import app
 from xlaprobe.cli.console import err, out, seconds
+from xlaprobe.cli.options import DEFAULT_DB, DbOption, JsonOption
 from xlaprobe.merge import merge_stores
+
+
+@app.command()
+def merge(sources: Annotated[list[Path], typer.Argument(
+              help="stores to copy from (e.g. seed shards' shard0.db shard1.db); never written")],
+          db: DbOption = DEFAULT_DB,
+          as_json: JsonOption = False) -> None:
+    """Merge stores into --db (created if missing): campaigns, checks, findings and their
+    artifact directories; merging a store again adds only what is new."""
+    raise typer.Exit(merge_command(sources, db=db, json_output=as_json))
 
 
 def merge_command(sources: list[Path], *, db: Path, json_output: bool) -> int:

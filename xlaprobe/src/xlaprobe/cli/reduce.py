@@ -5,15 +5,46 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
-from xlaprobe.api import Reduced, check_out_dir, store_reduction, validated_store
+import typer
+
+from xlaprobe.cli.app import app, display
 from xlaprobe.cli.console import Steps, seconds
+from xlaprobe.cli.options import (DEFAULT_DB, DbOption, FaultyConfig, FindingTarget,
+                                  InputsOption, JobsOption, JsonOption, QuietOption,
+                                  RunTimeoutOption)
 from xlaprobe.errors import InvalidArgument
-from xlaprobe.localization import fusion as fusion_mod
-from xlaprobe.localization.reduce import (MAX_TESTS, PassStats, elements, reduce,
-                                      write_outputs)
-from xlaprobe.program import Program
-from xlaprobe.sources.targets import resolve_faulty
+
+if TYPE_CHECKING:
+    from xlaprobe.localization.reduce import PassStats
+    from xlaprobe.program import Program
+
+#: The default interestingness test budget (`xlaprobe.localization.reduce.MAX_TESTS`, which
+#: imports jax; a test checks they agree).
+MAX_TESTS = 400
+
+
+@app.command("reduce")
+def reduce_cli(
+    target: FindingTarget,
+    config: FaultyConfig = "",
+    db: DbOption = DEFAULT_DB,
+    out_dir: Annotated[Path | None, typer.Option("--out", help="output directory (default: "
+                                                 "reductions/ beside the store)")] = None,
+    jobs: JobsOption = 1,
+    timeout: RunTimeoutOption = 600.0,
+    max_tests: Annotated[int, typer.Option("--max-tests", min=1, max=100_000,
+                                           help="interestingness test budget")] = MAX_TESTS,
+    as_json: JsonOption = False,
+    inputs: InputsOption = "",
+    quiet: QuietOption = False,
+) -> None:
+    """Reduce a finding (ddmin over equations, then shapes and values) to a standalone repro.py."""
+    display(quiet)
+    raise typer.Exit(reduce_command(target, config, db=db, out=out_dir, json_output=as_json,
+                                    jobs=jobs, timeout_s=timeout, max_tests=max_tests,
+                                    input_spec=inputs))
 
 
 def reduce_command(target: str, config: str, *, db: Path | str, out: Path | str | None = None,
@@ -42,6 +73,12 @@ def reduce_command(target: str, config: str, *, db: Path | str, out: Path | str 
         InvalidArgument: bad target, configuration, budget or output directory.
         NotReproducible: the configuration gives no finding on the target.
     """
+    # Reduction imports jax: loaded when it runs, not for `xlaprobe --help`.
+    from xlaprobe.api import Reduced, check_out_dir, store_reduction, validated_store
+    from xlaprobe.localization import fusion as fusion_mod
+    from xlaprobe.localization.reduce import elements, reduce, write_outputs
+    from xlaprobe.sources.targets import resolve_faulty
+
     db = Path(db)
     if max_tests < 1:
         raise InvalidArgument(f"--max-tests must be at least 1, not {max_tests}")

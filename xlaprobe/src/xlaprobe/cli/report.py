@@ -3,11 +3,24 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+import typer
+
+from xlaprobe.cli.app import app
 from xlaprobe.cli.console import say
+from xlaprobe.cli.options import DEFAULT_DB, DbOption
 from xlaprobe.cli.paths import check_out_file
 from xlaprobe.errors import InvalidArgument
+
+
+@app.command()
+def report(db: DbOption = DEFAULT_DB,
+           out: Annotated[Path, typer.Option("--out", "-o", help="HTML file to write")] =
+           Path("report.html")) -> None:
+    """Write the store as one self-contained HTML page (findings, error maps, localizations,
+    reduced repros, release windows, campaigns, tuning searches); opens offline."""
+    report_command(db=db, out=out)
 
 
 def report_command(*, db: Path, out: Path) -> Path:
@@ -20,6 +33,7 @@ def report_command(*, db: Path, out: Path) -> Path:
         InvalidArgument: no store at `db`, or `out` cannot be written.
         CorruptArtifact: `db` is not a readable xlaprobe store.
     """
+    # The store imports jax and the page matplotlib: loaded to write, not for `xlaprobe --help`.
     from xlaprobe.report.gather import gather
     from xlaprobe.report.render import render, write_atomic
 
@@ -62,7 +76,7 @@ def _open(db: Path) -> Any:
     Raises:
         CorruptArtifact: not a readable xlaprobe store.
     """
-    from xlaprobe.store import SCHEMA_VERSION, Store
+    from xlaprobe.store import SCHEMA_VERSION, Store  # imports jax: not for --help
 
     store = Store(db, readonly=True)
     if int(store.select("SELECT value FROM meta WHERE key = 'schema'")[0][0]) >= SCHEMA_VERSION:

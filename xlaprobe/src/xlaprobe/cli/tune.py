@@ -3,17 +3,86 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from xlaprobe.cli.console import Steps, say, tell
-from xlaprobe.errors import InvalidArgument
-from xlaprobe.store import Store
-from xlaprobe.tune.api import check_plot_path, plot_search
-from xlaprobe.tune.measure import Protocol
-from xlaprobe.tune.search import STRATEGIES, TuneResult, acceptance_threshold, tune, tune_target
-from xlaprobe.tune.space import SearchSpace
+import typer
+
 from xlaprobe.backends import check_backend, make_pool
+from xlaprobe.cli.app import app, display
+from xlaprobe.cli.console import Steps, say, tell
+from xlaprobe.cli.options import (DEFAULT_DB, AddressOption, DbOption, JsonOption, QuietOption)
+from xlaprobe.errors import InvalidArgument
+
+if TYPE_CHECKING:
+    from xlaprobe.tune.search import TuneResult
+
+
+@app.command("tune")
+def tune_cli(
+    target: Annotated[str, typer.Argument(help="zoo MODEL, FILE.py:FN, module:fn, case module or "
+                                               "artifact directory")],
+    budget: Annotated[int, typer.Option(min=1, max=100000, help="measurements to spend")] = 20,
+    strategy: Annotated[str, typer.Option(help="model (cost-model guided), kernel (screened by "
+                                               "the kernel corpus's model), tpe (Optuna) or "
+                                               "random")] = "model",
+    seed: Annotated[int, typer.Option(min=0, max=2**31 - 1, help="seed of the search and of "
+                                                                 "random weights/inputs")] = 0,
+    db: DbOption = DEFAULT_DB,
+    name: Annotated[str, typer.Option(help="name of the stored result (default: TARGET)")] = "",
+    only: Annotated[str, typer.Option(help="comma-separated dimensions to search, e.g. "
+                                           "pass:algsimp,knob:layout (default: all)")] = "",
+    max_rounds: Annotated[int, typer.Option(min=2, max=1000, help="timing rounds per "
+                                                                 "measurement at most")] = 25,
+    timeout: Annotated[float, typer.Option(help="per-measurement limit (s)", min=0.1,
+                                           max=7 * 24 * 3600.0)] = 600.0,
+    plot: Annotated[Path | None, typer.Option(help="write the search plot (.svg, .png or "
+                                                   ".pdf)")] = None,
+    inputs: Annotated[str, typer.Option(help="input spec for FILE.py:FN, e.g. "
+                                             "'f32[8,128],i32[8]'")] = "",
+    as_json: JsonOption = False,
+    quiet: QuietOption = False,
+    backend: Annotated[str, typer.Option(
+        "--backend", help="where measurements run: local (a worker process) or ray (a Ray "
+        "actor hosting one; pip install 'xlaprobe\\[ray]')")] = "local",
+    address: AddressOption = None,
+) -> None:
+    """Tune XLA compiler options, pass toggles and program knobs for speed, numerics guarded.
+
+    Exit 0 when a result (accepted or not) is stored; rejected candidates are findings
+    (xlaprobe findings)."""
+    display(quiet)
+    raise typer.Exit(tune_command(target, budget=budget, strategy=strategy, seed=seed, db=db,
+                                  name=name, only=only, max_rounds=max_rounds, timeout_s=timeout,
+                                  json_output=as_json, plot=plot, input_spec=inputs,
+                                  backend=backend, address=address))
+
+
+@app.command("tune-corpus")
+def tune_corpus(
+    programs: Annotated[str, typer.Argument(help="comma-separated: zoo or third-party zoo "
+                                                 "MODEL, fuzz:SEED or fuzz:FIRST-LAST, captured "
+                                                 "artifact directory")],
+    configs: Annotated[int, typer.Option(min=1, max=1000, help="configurations per program "
+                                                               "(the default first)")] = 6,
+    seed: Annotated[int, typer.Option(min=0, max=2**31 - 1, help="seed of the configurations "
+                                                                 "and inputs")] = 0,
+    rounds: Annotated[int, typer.Option(min=1, max=100, help="interleaved timing rounds "
+                                                             "(min of them is kept)")] = 5,
+    timeout: Annotated[float, typer.Option(help="per-entry limit (s)", min=1.0,
+                                           max=7 * 24 * 3600.0)] = 900.0,
+    max_kernels: Annotated[int, typer.Option(min=1, max=100000, help="distinct kernels timed "
+                                                                    "per entry at most")] = 400,
+    db: DbOption = DEFAULT_DB,
+    quiet: QuietOption = False,
+) -> None:
+    """Grow the tuner's kernel corpus: each kernel of each program, under sampled
+    configurations, timed alone with its features (the kernel strategy's training data)."""
+    display(quiet)
+    raise typer.Exit(corpus_command(programs, configs=configs, seed=seed, db=db, rounds=rounds,
+                                    timeout_s=timeout, max_kernels=max_kernels))
 
 
 def _fmt_interval(speedup: float, low: float, high: float) -> str:
@@ -50,6 +119,13 @@ def tune_command(target: str, *, budget: int, strategy: str, seed: int, db: Path
         InvalidArgument: bad arguments, an unknown target or dimension, a baseline that does not
             run or fails the check.
     """
+    # The tuner imports jax, optuna and lightgbm: loaded when it runs, not for `xlaprobe --help`.
+    from xlaprobe.store import Store
+    from xlaprobe.tune.api import check_plot_path, plot_search
+    from xlaprobe.tune.measure import Protocol
+    from xlaprobe.tune.search import STRATEGIES, tune, tune_target
+    from xlaprobe.tune.space import SearchSpace
+
     check_backend(backend, address)
     if strategy not in STRATEGIES:
         raise InvalidArgument(f"unknown strategy '{strategy}': use {', '.join(STRATEGIES)}")
@@ -126,6 +202,8 @@ def _progress(steps: Steps) -> Any:
 
 def _print_outcome(result: TuneResult, db: Path | str) -> None:
     """The closing lines: what was accepted and how to apply it, or why nothing was."""
+    from xlaprobe.tune.search import acceptance_threshold  # imports jax: not for --help
+
     rejected = len(result.findings)
     speedup, low, high = result.speedup
     if result.accepted:
@@ -171,9 +249,8 @@ def corpus_command(programs: str, *, configs: int, seed: int, db: Path | str, ro
     Raises:
         InvalidArgument: an unknown program or malformed name.
     """
-    import os
-    import time
-
+    # The corpus, store and workers import jax: loaded when it runs, not for `xlaprobe --help`.
+    from xlaprobe.store import Store
     from xlaprobe.tune.corpus import corpus_programs, grow
     from xlaprobe.workers import WorkerPool
 

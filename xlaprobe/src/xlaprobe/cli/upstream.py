@@ -4,9 +4,28 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Annotated
 
+import typer
+
+from xlaprobe.cli.app import app
+from xlaprobe.cli.options import DEFAULT_DB, DbOption, JsonOption
 from xlaprobe.cli.paths import check_out_file, write_text_atomic
-from xlaprobe.upstream import draft, gather, to_json_text
+
+
+@app.command()
+def upstream(
+    finding_id: Annotated[int, typer.Argument(help="finding id (xlaprobe findings lists them)")],
+    out: Annotated[Path | None, typer.Option("--out", help="write the Markdown here")] = None,
+    db: DbOption = DEFAULT_DB,
+    run: Annotated[bool, typer.Option(help="run the reproducer once and include its "
+                                           "output")] = True,
+    as_json: JsonOption = False,
+) -> None:
+    """Draft a ready-to-file upstream issue (openxla/xla or jax-ml/jax) for a finding.
+
+    Exit 0 when drafted and its reproducer shows the fault (or was not run), 1 when it did not."""
+    raise typer.Exit(upstream_command(finding_id, out=out, db=db, run=run, json_output=as_json))
 
 
 def upstream_command(finding_id: int, *, out: Path | None, db: Path, run: bool,
@@ -21,6 +40,8 @@ def upstream_command(finding_id: int, *, out: Path | None, db: Path, run: bool,
         InvalidArgument: `out` is a directory or in a missing folder, or cannot be written; no
             store, no such finding, no artifact or reference to draft from.
     """
+    from xlaprobe.upstream import draft, gather, to_json_text  # imports jax: not for --help
+
     if out is not None:
         check_out_file(out, example=f"finding-{finding_id}.md")
     report = draft(gather(db, finding_id), run=run)

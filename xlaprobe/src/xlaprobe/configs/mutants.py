@@ -22,6 +22,7 @@ import os
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
+import difflib
 
 import numpy as np
 
@@ -377,7 +378,6 @@ def get_mutant(name: str) -> Mutant:
         InvalidArgument: unknown name (the message lists the catalogue).
     """
     if name not in MUTANTS:
-        import difflib
         close = difflib.get_close_matches(name, list(MUTANTS), n=1)
         hint = f" (did you mean '{close[0]}'?)" if close else ""
         raise InvalidArgument(f"unknown mutant '{name}'{hint}; known: {', '.join(MUTANTS)} "
@@ -430,9 +430,9 @@ class MutantKind:
             return
         if self._registered is not None:  # a worker serves one isolation group only
             raise RuntimeError(f"this process already runs mutant '{self._registered}'")
-        import jax.extend.xla as jex
+        import jax.extend.xla as jex  # jax: `xlaprobe mutants` lists the mutants without it
 
-        from xlaprobe import jaxcompat
+        from xlaprobe import jaxcompat  # imports jax: as above
 
         # The default printer elides constants of more than a few elements as "{...}", and the
         # parser reads that back as other values: print them, or every round trip corrupts them.
@@ -464,7 +464,7 @@ class MutantKind:
             The compiled executable (`xlaprobe.configs.xla.compile_program`): ``.as_text()`` is
             the optimized HLO the faulty compiler produced; call it on `inputs`.
         """
-        from xlaprobe.configs.xla import compile_program
+        from xlaprobe.configs.xla import compile_program  # imports jax: as above
         self._register(get_mutant(config.variant or ""))
         # jax caches executables per program: sites are kept per program, not per compile.
         self._current = id(jaxpr)

@@ -56,6 +56,7 @@ import jax
 import numpy as np
 
 from xlaprobe import freedoms
+from xlaprobe.checker import Checker
 from xlaprobe.checking import REFERENCE, judge
 from xlaprobe.configs import spmd, xla_options
 from xlaprobe.configs.mutants import get_mutant
@@ -207,6 +208,10 @@ def blame_pass(program: Any, config: Configuration, pool: Any, check: Any, *,
     if config.kind not in ("xla", "spmd"):
         return PassBlame("", (), (), f"configuration '{config}' is not an XLA compile: no HLO "
                          "pass to disable", 0, time.perf_counter() - started)
+    failure = check.failure(str(config))
+    if failure is None:
+        return PassBlame("", (), (), f"the check shows no failure of '{config}' against the "
+                         "float64 reference: no fault to blame", 0, time.perf_counter() - started)
     reference = check.outcomes[check.configs.index(REFERENCE)]
     outcome = dump_compile(pool, program, config, timeout_s=timeout_s)
     if not outcome.ran:
@@ -219,7 +224,7 @@ def blame_pass(program: Any, config: Configuration, pool: Any, check: Any, *,
         limit = min(limit, timeout_s)
     candidates = [n for n in outcome.value if n and xla_options.is_known_pass(n)]
     held = [n for n in candidates if n in PARTITIONING] if config.kind == "spmd" else []
-    tests = _Tests(program, config, pool, check, reference, limit, on_test)
+    tests = _Tests(program, config, pool, check, reference, limit, on_test, Checker(failure))
     spec = str(config)
     labels = freedoms.finding_labels(check.verdicts[check.configs.index(spec)]) \
         if spec in check.configs else ""
@@ -253,7 +258,9 @@ def _planted(config: Configuration, started: float) -> PassBlame:
 
 class _Tests:
     """The tests of one bisection: `program` compiled under `config` with some passes disabled,
-    judged against the finding's `reference` run; each set of names is tested once.
+    judged against the finding's `reference` run; each set of names is tested once. Whether a
+    test fixed the fault is `checker`'s answer (the finding's `xlaprobe.checker.Checker`, as in
+    XLA's hlo_bisect every test asks one BugChecker).
 
     Attributes:
         cycles: compiles of the program so far (the dump compile and every test).
@@ -262,8 +269,10 @@ class _Tests:
 
     def __init__(self, program: Any, config: Configuration, pool: Any, check: Any,
                  reference: Any, limit: float,
-                 on_test: Callable[[tuple[str, ...], bool, str, float], None] | None):
+                 on_test: Callable[[tuple[str, ...], bool, str, float], None] | None,
+                 checker: Checker):
         self.program, self.config, self.pool, self.check = program, config, pool, check
+        self.checker = checker
         self.reference, self.limit, self.on_test = reference, limit, on_test
         self.cycles = 1
         self.cache: dict[tuple[str, ...], bool] = {}
@@ -291,7 +300,7 @@ class _Tests:
         self.cycles += 1
         result = judge(self.program, [str(spec), REFERENCE], [run, self.reference],
                        self.check.budget, self.check.flushed)
-        fixed = result.clean(str(spec))
+        fixed = self.checker.fixed(run.ran, result.failure(str(spec)))
         self.cache[key] = fixed
         self.ran[key] = run.ran
         if self.on_test is not None:

@@ -271,12 +271,15 @@ def ensure_env(version: str, *, log: Callable[[str], None] | None = None) -> Rel
             ok, error = _install(path, python, pins(version))
             if ok:
                 break
-            errors.append(f"{Path(python).name}: {error}")
+            errors.append((Path(python).name, error))
         else:
             if path.exists():
                 shutil.rmtree(path)
+            # No environment: its lock would only be clutter in the cache (a waiter that holds
+            # the unlinked file fails or builds alone, as it would have).
+            Path(lock.name).unlink(missing_ok=True)
             raise EnvironmentUnavailable(
-                f"cannot make an environment for jaxlib=={version}: {errors[0] if errors else 'no Python found'} "
+                f"cannot make an environment for jaxlib=={version}: {_tried(errors)} "
                 "(is the package registry reachable, and does the release exist? "
                 "`xlaprobe envs list --available` lists releases)")
         probe = subprocess.run([str(_python_of(path)), "-c",
@@ -293,6 +296,20 @@ def ensure_env(version: str, *, log: Callable[[str], None] | None = None) -> Rel
     env = get_env(version)
     assert env is not None
     return env
+
+
+def _tried(errors: list[tuple[str, str]]) -> str:
+    """Every interpreter tried and the first one's error (the newest Python's, which the others
+    repeat), e.g. ``tried python3.12 and python3.11; python3.12 said: ...``.
+
+    >>> _tried([("python3.12", "no wheel"), ("python3.11", "no wheel")])
+    'tried python3.12 and python3.11; python3.12 said: no wheel'
+    """
+    if not errors:
+        return "no Python found"
+    names = [name for name, _ in errors]
+    listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+    return f"tried {listed}; {errors[0][0]} said: {errors[0][1]}"
 
 
 def available_releases(timeout_s: float = 120.0) -> list[str]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.util
 import os
 from collections.abc import Callable
 from typing import Any
@@ -93,7 +94,7 @@ def _fill_leaf(name: str, shape: tuple[int, ...], dtype: Any,
 def _fill(tree: Any, rng: np.random.Generator) -> Any:
     """`_fill_leaf` over every array leaf of a pytree (abstract ``ShapeDtypeStruct`` or concrete),
     named by its key path; non-array leaves (None, Python scalars, functions) are kept."""
-    import jax
+    import jax  # on a build only: the registry loads without jax
 
     def leaf(path: Any, x: Any) -> Any:
         if not hasattr(x, "shape") or not hasattr(x, "dtype"):
@@ -112,7 +113,7 @@ def _ce(logits: Any, labels: Any) -> Any:
 def _opt_state(tx: Any, params: Any) -> Any:
     """The optax state ``tx.init(params)`` as NumPy arrays (one small jit: some optimizers start
     away from zero, so the state is not its abstract value's zeros)."""
-    import jax
+    import jax  # on a build only: the registry loads without jax
     return jax.tree_util.tree_map(np.asarray, jax.jit(tx.init)(params))
 
 
@@ -140,7 +141,7 @@ def _keras_trainer(model: Any, optimizer: Any, loss: Callable[[Any, Any], Any],
     the order of the model's and optimizer's variables) and returns ``(loss: f32[], trainable,
     non_trainable, optimizer_variables)`` after one update.
     """
-    import jax
+    import jax  # on a build only: the registry loads without jax
     optimizer.build(model.trainable_variables)
 
     def loss_fn(trainable: Any, non_trainable: Any, x: Any, y: Any) -> Any:
@@ -282,7 +283,7 @@ def _eqx_trainer(make: Callable[[Any], Any], loss: Callable[[Any, Any], Any], tx
     static parts, `eqx.filter_value_and_grad`, an optax update, `eqx.combine`. The step takes
     ``(params, opt_state, batch)`` and returns ``(loss, params, opt_state)``; the model is made
     abstractly (`eqx.filter_eval_shape`) and filled by `_fill`."""
-    import jax
+    import jax  # on a build only: the registry loads without jax
     eqx, optax = _require("equinox"), _require("optax")
     abstract = eqx.filter_eval_shape(make, jax.random.key(0))
     is_array = lambda x: isinstance(x, jax.ShapeDtypeStruct)  # noqa: E731
@@ -307,7 +308,7 @@ def _eqx_trainer(make: Callable[[Any], Any], loss: Callable[[Any, Any], Any], tx
 @functools.cache
 def _equinox_cnn() -> BuildFn:
     """Equinox CNN over vmap of CHW images f32[4, 3, 16, 16]; optax AdamW."""
-    import jax
+    import jax  # on a build only: the registry loads without jax
     eqx, optax = _require("equinox"), _require("optax")
     nn = eqx.nn
 
@@ -338,7 +339,7 @@ def _equinox_cnn() -> BuildFn:
 @functools.cache
 def _equinox_gru() -> BuildFn:
     """Equinox GRU language model over lax.scan, tokens i32[2, 13]; optax Adam."""
-    import jax
+    import jax  # on a build only: the registry loads without jax
     eqx, optax = _require("equinox"), _require("optax")
     nn = eqx.nn
 
@@ -369,7 +370,7 @@ def _equinox_gru() -> BuildFn:
 @functools.cache
 def _haiku_resnet() -> BuildFn:
     """A Haiku ResNet block stack with batch norm in train mode (`hk.transform_with_state`)."""
-    import jax
+    import jax  # on a build only: the registry loads without jax
     hk, optax = _require("haiku"), _require("optax")
 
     def net(x: Any, is_training: bool) -> Any:
@@ -410,7 +411,7 @@ def _haiku_resnet() -> BuildFn:
 @functools.cache
 def _haiku_transformer() -> BuildFn:
     """A Haiku transformer encoder block (`hk.MultiHeadAttention`) classifying sequences."""
-    import jax
+    import jax  # on a build only: the registry loads without jax
     hk, optax = _require("haiku"), _require("optax")
 
     def net(tokens: Any) -> Any:
@@ -452,7 +453,7 @@ def _haiku_transformer() -> BuildFn:
 @functools.cache
 def _flax_linen_cnn() -> BuildFn:
     """A Flax linen CNN with batch norm (``mutable=["batch_stats"]``), dropout off, avg/max pool."""
-    import jax
+    import jax  # on a build only: the registry loads without jax
     optax = _require("optax")
     nn = _require("flax.linen")
 
@@ -496,7 +497,7 @@ def _flax_linen_cnn() -> BuildFn:
 def _flax_nnx_rnn() -> BuildFn:
     """A Flax NNX sequence tagger: a 1-D `nnx.Conv` front end, `nnx.RNN` over an
     `nnx.OptimizedLSTMCell`, an RMS norm; optax LAMB with decoupled weight decay."""
-    import jax
+    import jax  # on a build only: the registry loads without jax
     optax = _require("optax")
     nnx = _require("flax.nnx")
 
@@ -541,7 +542,7 @@ def _optax_zoo(optimizers: dict[str, Any]) -> BuildFn:
     """One training step of a small MLP regression under each of `optimizers` (name -> optax
     transformation), from the same parameters: returns ``(loss, {name: (params, opt_state)})``,
     so every optimizer's update rule is in one program."""
-    import jax
+    import jax  # on a build only: the registry loads without jax
     optax = _require("optax")
     shapes = {"w1": (12, 24), "b1": (24,), "w2": (24, 4), "b2": (4,)}
 
@@ -614,8 +615,8 @@ def _optax_other() -> BuildFn:
 def _jraph_gnn() -> BuildFn:
     """A jraph graph network (edge, node and global updates by MLPs, segment sums) over a batch of
     two random graphs, then a GAT layer; node classification and a global regression."""
-    import jax
-    import jax.numpy as jnp
+    import jax  # on a build only: the registry loads without jax
+    import jax.numpy as jnp  # on a build only: the registry loads without jax
     jraph, optax = _require("jraph"), _require("optax")
     tx = optax.adam(1e-3)
     nodes, edges, feat = 10, 24, 8
@@ -673,7 +674,7 @@ def _jax_train(loss_fn: Callable[[Any, Any], Any], shapes: dict[str, tuple[int, 
                make_batch: Callable[[np.random.Generator], Any], lr: float = 1e-2) -> BuildFn:
     """The build function of a gradient step ``params - lr * grad`` of ``loss_fn(params, batch)``
     (plain JAX, no optimizer library): ``(params, batch) -> (loss, new_params)``."""
-    import jax
+    import jax  # on a build only: the registry loads without jax
 
     def train_step(params: Any, batch: Any) -> Any:
         value, grads = jax.value_and_grad(loss_fn)(params, batch)
@@ -691,9 +692,9 @@ def _jax_train(loss_fn: Callable[[Any, Any], Any], shapes: dict[str, tuple[int, 
 def _jax_special() -> BuildFn:
     """Maximum likelihood over `jax.scipy.stats` densities and `jax.scipy.special` functions at
     ordinary arguments (away from poles and zeros): gradient step on the distributions' params."""
-    import jax
-    import jax.numpy as jnp
-    from jax.scipy import special, stats
+    import jax  # on a build only: the registry loads without jax
+    import jax.numpy as jnp  # on a build only: the registry loads without jax
+    from jax.scipy import special, stats  # on a build only: the registry loads without jax
 
     def loss_fn(p: Any, b: Any) -> Any:
         shape = 2.0 + jax.nn.softplus(p["gamma_a"])           # > 2: away from lgamma's poles
@@ -724,8 +725,8 @@ def _jax_special() -> BuildFn:
 @functools.cache
 def _jax_random() -> BuildFn:
     """`jax.random` samplers from a key argument (threefry): the program draws and summarizes."""
-    import jax
-    import jax.numpy as jnp
+    import jax  # on a build only: the registry loads without jax
+    import jax.numpy as jnp  # on a build only: the registry loads without jax
 
     def sample(key_data: Any, logits: Any) -> Any:
         key = jax.random.wrap_key_data(key_data, impl="threefry2x32")
@@ -756,9 +757,9 @@ def _jax_linalg() -> BuildFn:
     """A Gaussian process's marginal likelihood (Cholesky, triangular solves, log-determinant)
     plus `jnp.linalg` decompositions (QR, SVD, eigh, slogdet, solve, inv) in the loss, with a
     gradient step on the kernel's hyperparameters."""
-    import jax
-    import jax.numpy as jnp
-    from jax.scipy.linalg import cho_solve
+    import jax  # on a build only: the registry loads without jax
+    import jax.numpy as jnp  # on a build only: the registry loads without jax
+    from jax.scipy.linalg import cho_solve  # on a build only: the registry loads without jax
 
     def loss_fn(p: Any, b: Any) -> Any:
         x, y = b["x"], b["y"]
@@ -793,8 +794,8 @@ def _jax_linalg() -> BuildFn:
 def _jax_fft() -> BuildFn:
     """A spectral (Fourier neural operator style) layer: `jnp.fft.rfft`, complex weights on the
     low modes, `irfft`; plus a 2-D `fft2`/`ifft2` filter; gradient step on the weights."""
-    import jax
-    import jax.numpy as jnp
+    import jax  # on a build only: the registry loads without jax
+    import jax.numpy as jnp  # on a build only: the registry loads without jax
 
     modes = 6
 
@@ -824,8 +825,8 @@ def _jax_fft() -> BuildFn:
 def _jax_ode() -> BuildFn:
     """A neural ODE: `jax.experimental.ode.odeint` (adaptive Dormand-Prince) of a small MLP
     vector field, trained through its adjoint (the custom VJP integrates backwards)."""
-    import jax.numpy as jnp
-    from jax.experimental.ode import odeint
+    import jax.numpy as jnp  # on a build only: the registry loads without jax
+    from jax.experimental.ode import odeint  # on a build only: the registry loads without jax
 
     def field(y: Any, t: Any, p: Any) -> Any:
         return jnp.tanh(y @ p["w1"] + p["b1"]) @ p["w2"] - 0.1 * y * t
@@ -848,9 +849,9 @@ def _jax_ode() -> BuildFn:
 def _jax_optimize() -> BuildFn:
     """`jax.scipy.optimize.minimize` (BFGS with a zoom line search, a `while_loop`) fitting an
     L2-regularized logistic regression: the solution, its loss and the iteration count."""
-    import jax
-    import jax.numpy as jnp
-    from jax.scipy.optimize import minimize
+    import jax  # on a build only: the registry loads without jax
+    import jax.numpy as jnp  # on a build only: the registry loads without jax
+    from jax.scipy.optimize import minimize  # on a build only: the registry loads without jax
 
     def fit(x: Any, y: Any, w0: Any) -> Any:
         def objective(w: Any) -> Any:
@@ -949,6 +950,5 @@ def missing(name: str) -> list[str]:
     Raises:
         KeyError: `name` is not in `ECOSYSTEM`.
     """
-    import importlib.util
     return [m for m in REQUIRES.get(ECOSYSTEM[name].library, ())
             if importlib.util.find_spec(m) is None]

@@ -31,11 +31,16 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import jax
+import jax.numpy as jnp
 
 from xlaprobe.errors import InvalidArgument
 from xlaprobe.program import Program, Provenance
 from xlaprobe.sources.zoospec import BuildFn, ModelSpec
 from xlaprobe.knobs import Knob, resolve_knobs
+from xlaprobe.sources.ecosystem import ECOSYSTEM
+from xlaprobe.sources.pipeline import PIPELINE_MODELS
+from xlaprobe.sources.sharded import sharded_models
 
 __all__ = ["MODELS", "SMALL", "BuildFn", "ModelSpec", "build_program", "get_model", "zoo"]
 
@@ -50,9 +55,7 @@ def _deps() -> tuple[Any, Any, Any, Any]:
         InvalidArgument: flax or optax is not installed.
     """
     try:
-        import jax
-        import jax.numpy as jnp
-        import optax
+        import optax  # optional: the models extra
         from flax import nnx
     except ImportError as exc:
         raise InvalidArgument(f"the model zoo needs flax and optax ({exc}): "
@@ -758,9 +761,6 @@ SMALL: tuple[str, ...] = tuple(name for name, spec in MODELS.items() if not spec
 def zoo() -> dict[str, ModelSpec]:
     """Every zoo entry by name: our own (`MODELS`) then the third-party zoo
     (`xlaprobe.sources.ecosystem.ECOSYSTEM`, whose libraries are imported only on a build)."""
-    from xlaprobe.sources.ecosystem import ECOSYSTEM
-    from xlaprobe.sources.pipeline import PIPELINE_MODELS
-    from xlaprobe.sources.sharded import sharded_models
     return {**MODELS, **sharded_models(transformer_lm_builder), **PIPELINE_MODELS, **ECOSYSTEM}
 
 

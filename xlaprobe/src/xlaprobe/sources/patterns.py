@@ -18,7 +18,12 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+import jax
+import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
+from jax import lax
+from jax.scipy.linalg import solve_triangular
 
 Built = tuple[Callable[..., Any], tuple[np.ndarray, ...]]
 
@@ -49,7 +54,6 @@ def _floats(rng: np.random.Generator, shape: tuple[int, ...], lo: float = -2.0, 
 
 
 def _pow(rng: np.random.Generator) -> Built:
-    from jax import lax
     exponent = float(rng.choice([2.0, 3.0, 0.5, -1.0, 1.0, 0.0, -0.5]))
     x = _floats(rng, _dims(rng, 2), 0.1, 3.0)
     return (lambda x: [lax.pow(x, np.float32(exponent)) + x]), (x,)
@@ -69,7 +73,6 @@ def _div_const(rng: np.random.Generator) -> Built:
 
 
 def _reshape_elementwise(rng: np.random.Generator) -> Built:
-    import jax.numpy as jnp
     a, b = _dims(rng, 2, (2, 3, 4, 8))
     x, y = _floats(rng, (a, b)), _floats(rng, (a, b))
     if rng.integers(2):
@@ -84,7 +87,6 @@ def _dot_transpose(rng: np.random.Generator) -> Built:
 
 
 def _batch_dot(rng: np.random.Generator) -> Built:
-    import jax.numpy as jnp
     m, k, n = _dims(rng, 3, (2, 3, 4, 8))
     batch = int(rng.choice([1, 1, 2]))
     x, y = _floats(rng, (batch, m, k)), _floats(rng, (batch, k, n))
@@ -92,7 +94,6 @@ def _batch_dot(rng: np.random.Generator) -> Built:
 
 
 def _multi_contract(rng: np.random.Generator) -> Built:
-    import jax.numpy as jnp
     i, j, k, l_ = _dims(rng, 4, (2, 3, 4))
     x, y = _floats(rng, (i, j, k)), _floats(rng, (j, k, l_))
     return (lambda x, y: [jnp.einsum("ijk,jkl->il", x, y)]), (x, y)
@@ -105,8 +106,6 @@ def _gemv(rng: np.random.Generator) -> Built:
 
 
 def _loop_invariant(rng: np.random.Generator) -> Built:
-    import jax.numpy as jnp
-    from jax import lax
     trips = int(rng.choice([0, 1, 2, 5]))
     x = _floats(rng, _dims(rng, 2, (2, 3, 4)), -1.0, 1.0)
 
@@ -120,8 +119,6 @@ def _loop_invariant(rng: np.random.Generator) -> Built:
 
 
 def _cond(rng: np.random.Generator) -> Built:
-    import jax.numpy as jnp
-    from jax import lax
     x = _floats(rng, _dims(rng, 1, (2, 4, 8)))
     small = bool(rng.integers(2))
 
@@ -134,8 +131,6 @@ def _cond(rng: np.random.Generator) -> Built:
 
 
 def _sort(rng: np.random.Generator) -> Built:
-    import jax.numpy as jnp
-    from jax import lax
     n = int(rng.choice([4, 8, 16, 33]))
     x = rng.permutation(n).astype(np.float32)  # distinct keys: one right order
     v = _floats(rng, (n,))
@@ -155,8 +150,6 @@ def _sort(rng: np.random.Generator) -> Built:
 
 
 def _cumulative(rng: np.random.Generator) -> Built:
-    import jax.numpy as jnp
-    from jax import lax
     shape = _dims(rng, 2, (2, 4, 8, 16, 64))
     x = _floats(rng, shape, -1.0, 1.0)
     axis = int(rng.integers(2))
@@ -164,7 +157,6 @@ def _cumulative(rng: np.random.Generator) -> Built:
 
 
 def _gather_scatter(rng: np.random.Generator) -> Built:
-    import jax.numpy as jnp
     n, m = _dims(rng, 2, (4, 8, 16))
     x = _floats(rng, (n, m))
     idx = rng.integers(0, n, size=int(rng.choice([1, 3, 5]))).astype(np.int32)
@@ -173,22 +165,18 @@ def _gather_scatter(rng: np.random.Generator) -> Built:
 
 
 def _big_reduce(rng: np.random.Generator) -> Built:
-    import jax.numpy as jnp
     shape = (int(rng.choice([3, 5])), int(rng.choice([64, 100, 257, 1024])))
     x = _floats(rng, shape, -1.0, 1.0)
     return (lambda x: [jnp.sum(x, axis=1), jnp.argmax(x, axis=1), jnp.max(x)]), (x,)
 
 
 def _convert_pair(rng: np.random.Generator) -> Built:
-    import jax.numpy as jnp
     x = rng.integers(-100, 100, _dims(rng, 2)).astype(np.int8)
     wide = rng.choice([jnp.int32, jnp.int16, jnp.float32])
     return (lambda x: [x.astype(wide).astype(jnp.int8) + x]), (x,)
 
 
 def _triangular(rng: np.random.Generator) -> Built:
-    import jax.numpy as jnp
-    from jax.scipy.linalg import solve_triangular
     n = int(rng.choice([2, 3, 4, 8]))
     a = _floats(rng, (n, n), -0.5, 0.5)
     spd = (a @ a.T + n * np.eye(n)).astype(np.float32)
@@ -202,13 +190,11 @@ def _triangular(rng: np.random.Generator) -> Built:
 
 
 def _logistic(rng: np.random.Generator) -> Built:
-    import jax
     x = _floats(rng, _dims(rng, 2), -4.0, 4.0)
     return (lambda x: [jax.nn.sigmoid(x) * x]), (x,)
 
 
 def _grouped_conv(rng: np.random.Generator) -> Built:
-    from jax import lax
     groups = int(rng.choice([2, 4]))
     if rng.integers(2):  # batch groups (a weight gradient's form): convolution-group-converter
         x = _floats(rng, (2 * groups, 2, 6, 6), -1.0, 1.0)
@@ -222,23 +208,18 @@ def _grouped_conv(rng: np.random.Generator) -> Built:
 
 
 def _bitcast(rng: np.random.Generator) -> Built:
-    import jax.numpy as jnp
-    from jax import lax
     x = rng.integers(-1000, 1000, (4, int(rng.choice([2, 4, 8])))).astype(np.int32)
     return (lambda x: [lax.bitcast_convert_type(x, jnp.int16),
                        lax.bitcast_convert_type(x, jnp.uint8)]), (x,)
 
 
 def _zero_sized(rng: np.random.Generator) -> Built:
-    import jax.numpy as jnp
     n = int(rng.choice([2, 4, 8]))
     x, empty = _floats(rng, (n, 3)), np.zeros((0, 3), np.float32)
     return (lambda x, e: [jnp.concatenate([x, jnp.exp(e)], axis=0) + jnp.sum(e)]), (x, empty)
 
 
 def _maxpool_grad(rng: np.random.Generator) -> Built:
-    import jax
-    from jax import lax
     x = rng.permutation(64).astype(np.float32).reshape(1, 8, 8, 1)  # distinct: one argmax
 
     def pool(x):
@@ -247,7 +228,6 @@ def _maxpool_grad(rng: np.random.Generator) -> Built:
 
 
 def _dynamic_slice(rng: np.random.Generator) -> Built:
-    from jax import lax
     n = int(rng.choice([8, 16]))
     x = _floats(rng, (n, 4))
     start = np.int32(rng.integers(-2, n + 2))  # out-of-range starts are clamped
@@ -256,14 +236,11 @@ def _dynamic_slice(rng: np.random.Generator) -> Built:
 
 
 def _duplicates(rng: np.random.Generator) -> Built:
-    import jax.numpy as jnp
     x = _floats(rng, _dims(rng, 2), 0.1, 2.0)
     return (lambda x: [jnp.sin(x) * jnp.log(x) + jnp.sin(x) * jnp.log(x)]), (x,)
 
 
 def _mixed_precision(rng: np.random.Generator) -> Built:
-    import jax.numpy as jnp
-    from jax import lax
     m, k, n = _dims(rng, 3, (2, 4, 8))
     x = _floats(rng, (m, k)).astype(jnp.bfloat16)
     y = _floats(rng, (k, n)).astype(jnp.bfloat16)
@@ -272,7 +249,6 @@ def _mixed_precision(rng: np.random.Generator) -> Built:
 
 
 def _decompositions(rng: np.random.Generator) -> Built:
-    import jax.numpy as jnp
     n = int(rng.choice([2, 3, 4, 6]))
     a = _floats(rng, (n, n), -1.0, 1.0)
     sym = ((a + a.T) / 2 + n * np.eye(n)).astype(np.float32)
@@ -292,8 +268,6 @@ _NARROW = {"float8_e5m2": (-2.0, 2.0), "float8_e4m3fn": (-2.0, 2.0), "float8_e4m
 
 
 def _narrow_types(rng: np.random.Generator) -> Built:
-    import jax.numpy as jnp
-    import ml_dtypes
     shape = _dims(rng, 2, (2, 4, 8))
     kinds = [str(k) for k in rng.choice(sorted(_NARROW), 3, replace=False)]
     inputs = []
@@ -315,8 +289,6 @@ def _narrow_types(rng: np.random.Generator) -> Built:
 
 
 def _int8_dot(rng: np.random.Generator) -> Built:
-    import jax.numpy as jnp
-    from jax import lax
     m, k, n = _dims(rng, 3, (2, 4, 8))
     x = rng.integers(-20, 20, (m, k)).astype(np.int8)
     y = rng.integers(-20, 20, (k, n)).astype(np.int8)
@@ -324,8 +296,6 @@ def _int8_dot(rng: np.random.Generator) -> Built:
 
 
 def _rng_bits(rng: np.random.Generator) -> Built:
-    import jax.numpy as jnp
-    from jax import lax
     shape = _dims(rng, 2, (2, 4, 8))
     dtype = rng.choice([jnp.uint32, jnp.uint8, jnp.uint16])
     key = rng.integers(0, 2 ** 31, (4,)).astype(np.uint32)
@@ -338,8 +308,6 @@ def _rng_bits(rng: np.random.Generator) -> Built:
 
 
 def _narrow_dot(rng: np.random.Generator) -> Built:
-    import jax.numpy as jnp
-    from jax import lax
     m, k, n = _dims(rng, 3, (2, 4, 8))
     x, y = _floats(rng, (m, k)), _floats(rng, (k, n))
     out = rng.choice([jnp.bfloat16, jnp.float16])
@@ -347,8 +315,6 @@ def _narrow_dot(rng: np.random.Generator) -> Built:
 
 
 def _barrier(rng: np.random.Generator) -> Built:
-    import jax.numpy as jnp
-    from jax import lax
     x = _floats(rng, _dims(rng, 2, (2, 4, 8)))
 
     def fn(x):  # the same value on both sides of an optimization barrier: CSE must not merge
@@ -358,7 +324,6 @@ def _barrier(rng: np.random.Generator) -> Built:
 
 
 def _permutation_sort(rng: np.random.Generator) -> Built:
-    import jax.numpy as jnp
     x = rng.permutation(int(rng.choice([4, 8, 16]))).astype(np.float32)
     return (lambda x: [jnp.argsort(jnp.argsort(x)), jnp.argsort(x)]), (x,)
 
@@ -368,8 +333,6 @@ def _folded_constants(shape: tuple[int, ...]) -> dict[str, Any]:
     always-false ``iota < 0`` that constant folding turns into a literal. (A scalar constant is
     folded before the HLO pipeline, and an array constant of the program reaches XLA as a
     parameter, so neither ever meets algsimp's identities.) Call inside the traced function."""
-    import jax.numpy as jnp
-    from jax import lax
     false = lax.broadcasted_iota(jnp.int32, shape, 0) < 0
 
     def full(value: float) -> Any:
@@ -381,8 +344,6 @@ def _folded_constants(shape: tuple[int, ...]) -> dict[str, Any]:
 def _identity_table() -> dict[str, Callable[..., Any]]:
     """Algebraic identities of algebraic_simplifier.cc's handlers over a positive float ``x``, a
     float ``y``, a bool ``b`` and the constants ``k`` of `_folded_constants`."""
-    import jax.numpy as jnp
-    from jax import lax
     return {
         "mul-one": lambda x, y, b, k: x * k["ones"], "one-mul": lambda x, y, b, k: k["ones"] * y,
         "add-zero": lambda x, y, b, k: y + k["zeros"],

@@ -42,6 +42,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+import jax
+import jax.numpy as jnp
+from jax import lax
 
 from xlaprobe.program import Program, Provenance
 from xlaprobe.sources import generator
@@ -97,10 +100,6 @@ def _as_list(out: Any) -> list[Any]:
 
 def _mutate_wrapped(kind: str, seed: _Seed, rng: np.random.Generator) -> tuple[Callable, tuple]:
     """A mutation that wraps the seed's function (any seed)."""
-    import jax
-    import jax.numpy as jnp
-    from jax import lax
-
     fn, inputs = seed.fn, seed.inputs
     if kind == "dup":
         return (lambda *xs: _as_list(fn(*xs)) + _as_list(fn(*xs))), inputs

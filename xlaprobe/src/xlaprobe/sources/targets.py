@@ -7,9 +7,13 @@ import difflib
 import enum
 from pathlib import Path
 
+from xlaprobe import artifact
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.errors import InvalidArgument
 from xlaprobe.program import Program
+from xlaprobe.releases.envs import installed_version
+from xlaprobe.sources import models, user
+from xlaprobe.store import Store
 
 
 class TargetKind(enum.Enum):
@@ -62,9 +66,6 @@ def parse_target(target: str, *, findings: bool = False) -> TargetSpec:
             is meant, or nothing matches (the message lists the accepted forms and a close zoo
             name).
     """
-    from xlaprobe import artifact
-    from xlaprobe.sources import models  # the zoo's names; its libraries load only on a build
-
     text = target.strip()
     if not text:
         raise InvalidArgument("empty target: give a zoo model, path/to/case.py, FILE.py:FN, "
@@ -120,9 +121,6 @@ def resolve(target: str | TargetSpec, *, seed: int = 0, input_spec: str = "") ->
         InvalidArgument: nothing matches (the message lists the zoo and the accepted forms), or
             `input_spec` given for a target that holds its own inputs.
     """
-    from xlaprobe import artifact
-    from xlaprobe.sources import models, user
-
     spec = target if isinstance(target, TargetSpec) else parse_target(target)
     if input_spec and spec.kind is not TargetKind.FUNCTION:
         raise InvalidArgument(_NO_INPUTS[spec.kind].format(target=spec.text))
@@ -134,7 +132,6 @@ def resolve(target: str | TargetSpec, *, seed: int = 0, input_spec: str = "") ->
         case TargetKind.CASE:
             case = user.load_case(spec.text)
             # A bug the installed release fixed is shown under the newest release that has it.
-            from xlaprobe.releases.envs import installed_version  # imports the release tooling
             config = case.config_with_bug(installed_version())
             return Target(case.program, (config,) if config else (), case.kind)
         case TargetKind.MODEL:
@@ -165,11 +162,8 @@ def resolve_finding(target: str, config: str, db: Path | str,
         InvalidArgument: no store, no such finding, its artifact is gone, an unresolvable target,
             or no configuration given or implied.
     """
-    from xlaprobe import artifact
-
     spec = parse_target(target, findings=True)
     if spec.kind is TargetKind.FINDING:
-        from xlaprobe.store import Store  # SQLite only where a finding is looked up
         if not Path(db).exists():
             raise InvalidArgument(f"no store at {db} to look finding {spec} up in; run xlaprobe "
                                   "check first or pass --db")

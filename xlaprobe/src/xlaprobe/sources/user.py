@@ -24,9 +24,14 @@ from typing import Any
 
 import ml_dtypes
 import numpy as np
+import jax
 
 from xlaprobe.errors import InvalidArgument, user_error
 from xlaprobe.program import Program, Provenance
+from xlaprobe.configs.registry import Configuration
+from xlaprobe.knobs import declared_knobs, resolve_knobs
+from xlaprobe.releases.envs import check_version, version_key
+from xlaprobe.releases.kind import release_config, release_options
 
 #: Short dtype names of input specs, as in HLO text.
 DTYPES: dict[str, np.dtype] = {
@@ -195,8 +200,6 @@ def user_program(target: str, *, input_spec: str = "", seed: int = 0,
         InvalidArgument: malformed target, missing module/function/factory, bad spec, unknown
             knob or value, or a function that does not trace with those inputs.
     """
-    from xlaprobe.knobs import declared_knobs, resolve_knobs
-
     module, fn = user_function(target)
     location, _, fn_name = target.rpartition(":")
     declared = declared_knobs(fn)
@@ -264,8 +267,6 @@ class Case:
         under the newest release in FAILS_ON (``jaxlib==V[...]``); "" without FAULTY_CONFIG."""
         if not self.faulty_config or not self.fails_on or installed in self.fails_on:
             return self.faulty_config
-        from xlaprobe.configs.registry import Configuration
-        from xlaprobe.releases.kind import release_config, release_options
         options = release_options(Configuration.parse(self.faulty_config))
         return str(release_config(self.fails_on[-1], options))
 
@@ -279,7 +280,6 @@ def load_case(path: str) -> Case:
     """
     module = load_module(path)
     if getattr(module, "X64", False):
-        import jax
         if not jax.config.jax_enable_x64:
             # Workers mirror the caller's setting: tracing float64 here alone would not do.
             raise InvalidArgument(f"{path} is a float64 case (X64 = True): run it with "
@@ -305,7 +305,6 @@ def _fails_on(path: str, value: object) -> tuple[str, ...]:
     Raises:
         InvalidArgument: not a tuple or list of release versions.
     """
-    from xlaprobe.releases.envs import check_version, version_key
     if not isinstance(value, (tuple, list)) or not all(isinstance(v, str) for v in value):
         raise InvalidArgument(f"{path}: FAILS_ON must be a tuple of jaxlib versions, e.g. "
                               "(\"0.5.3\", \"0.6.2\")")

@@ -4,11 +4,14 @@ result to a function."""
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 from typing import Any
 
+import jax
 
 from xlaprobe.errors import CorruptArtifact, InvalidArgument
+from xlaprobe.knobs import declared_knobs, resolve_knobs
 from xlaprobe.store import DEFAULT_DB, Store
 
 
@@ -21,8 +24,6 @@ def check_plot_path(path: Path) -> None:
     Raises:
         InvalidArgument: an unsupported suffix, a directory, or a missing or unwritable parent.
     """
-    import os
-
     if path.suffix.lower() not in PLOT_SUFFIXES:
         raise InvalidArgument(f"--plot {path}: use a file ending in {', '.join(PLOT_SUFFIXES)}")
     if path.is_dir():
@@ -41,7 +42,7 @@ def plot_search(result: Any, path: Path) -> None:
         InvalidArgument: matplotlib is missing or the file cannot be written.
     """
     try:
-        import matplotlib
+        import matplotlib  # heavy (seconds to import): only a plot needs it
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
         import matplotlib.ticker
@@ -91,10 +92,6 @@ def tuned(fn: Any, name: str, *, db: Path | str = DEFAULT_DB) -> Any:
             message lists the names there), or the result sets knobs `fn` does not declare.
         CorruptArtifact: `db` is not a readable xlaprobe database.
     """
-    import jax
-
-    from xlaprobe.knobs import declared_knobs, resolve_knobs
-
     if not callable(fn):
         raise InvalidArgument(f"tuned() needs the function that was tuned, not {fn!r}: "
                               "xlaprobe.tuned(step, 'my_model.py:step')")

@@ -25,11 +25,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import jax
 
 from xlaprobe.errors import InvalidArgument
 from xlaprobe.tune import space as space_mod
 from xlaprobe.tune.features import cost_dict
 from xlaprobe.tune.space import Candidate, SearchSpace
+from xlaprobe import jaxcompat
+from xlaprobe.configs.xla import compiler_options
+from xlaprobe.sources import generator, models
+from xlaprobe.sources.ecosystem import ECOSYSTEM
+from xlaprobe.tune.kernels import kernels, random_args, with_module
+from xlaprobe.tune.search import TuneTarget, tune_target
 
 #: Worker isolation group of corpus profiling (kept apart from checking and tuning runs).
 GROUP = "tune:corpus"
@@ -69,10 +76,6 @@ def corpus_programs(names: Sequence[str], *, seed: int = 0) -> list[CorpusProgra
     Raises:
         InvalidArgument: an unknown name or malformed fuzz range.
     """
-    from xlaprobe.sources import generator, models
-    from xlaprobe.sources.ecosystem import ECOSYSTEM
-    from xlaprobe.tune.search import TuneTarget, tune_target
-
     out = []
     for name in names:
         if name.startswith("fuzz:"):
@@ -117,8 +120,6 @@ def configurations(space: SearchSpace, count: int, rng: np.random.Generator) -> 
 
 
 def _sample(run: Callable[[], Any], repeats: int) -> float:
-    import jax
-
     started = time.perf_counter()
     for _ in range(repeats):
         jax.block_until_ready(run())
@@ -170,11 +171,6 @@ def profile_in_worker(closed_jaxpr: Any, inputs: tuple[np.ndarray, ...], *,
     Raises:
         Exception: the program itself does not compile (a COMPILE_ERROR outcome).
     """
-    import jax
-
-    from xlaprobe import jaxcompat
-    from xlaprobe.tune.kernels import kernels, random_args, with_module
-
     load_before = os.getloadavg()[0]
     started = time.perf_counter()
     compiled = jax.jit(jaxcompat.jaxpr_as_fun(closed_jaxpr)).lower(*inputs).compile(
@@ -257,8 +253,6 @@ def grow(programs: Sequence[CorpusProgram], pool: Any, store: Any, *, configs: i
     Yields:
         One `CorpusEvent` per entry tried.
     """
-    from xlaprobe.configs.xla import compiler_options
-
     for number, item in enumerate(programs):
         space = SearchSpace.for_program(item.target.knobs)
         rng = np.random.default_rng([seed, number])

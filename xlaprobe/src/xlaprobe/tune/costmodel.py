@@ -84,7 +84,7 @@ class CostModel:
         if sum(map(len, useful)) < MIN_ROWS:
             self._model = None
             return self
-        import lightgbm
+        import lightgbm  # heavy (seconds to import): only a fit needs it
 
         order = [i for rows in useful for i in rows]
         self.table = FeatureTable([features[i] for i in order])
@@ -123,7 +123,7 @@ def roofline_scores(costs: Sequence[Mapping[str, float]]) -> np.ndarray:
 def kendall_tau(scores: Sequence[float], speedups: Sequence[float]) -> float:
     """Kendall's tau-b between predicted scores and measured speedups (NaN when either is
     constant or there are fewer than two rows)."""
-    from scipy.stats import kendalltau
+    from scipy.stats import kendalltau  # heavy (seconds to import): only a score needs it
 
     if len(scores) < 2:
         return math.nan

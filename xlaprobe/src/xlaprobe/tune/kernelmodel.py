@@ -27,6 +27,7 @@ import numpy as np
 from xlaprobe.errors import InvalidArgument
 from xlaprobe.tune.costmodel import kendall_tau, roofline_scores
 from xlaprobe.tune.features import FeatureTable
+from xlaprobe.tune.kernels import kernels
 
 #: Fewer timed kernels than this: `KernelModel.fit` refuses.
 MIN_KERNELS = 20
@@ -72,7 +73,7 @@ class KernelModel:
         y = np.asarray(seconds, np.float64)
         if not np.all(y > 0):
             raise InvalidArgument("kernel times must be positive")
-        import lightgbm
+        import lightgbm  # heavy (seconds to import): only a fit needs it
 
         self.table = FeatureTable(rows)
         params = {"objective": "regression", "learning_rate": 0.05, "num_leaves": 31,
@@ -126,7 +127,7 @@ class Composition:
         Raises:
             InvalidArgument: lengths differ or no programs.
         """
-        from scipy.optimize import nnls
+        from scipy.optimize import nnls  # heavy (seconds to import): only a fit needs it
 
         if not len(kernel_s) == len(floors) == len(program_s) or not len(program_s):
             raise InvalidArgument("need one floor and program time per program's kernel times")
@@ -196,8 +197,6 @@ class ProgramModel:
 
     def predict_text(self, text: str, candidate: Mapping[str, Any]) -> float:
         """Predicted seconds of the program whose optimized HLO is `text` under `candidate`."""
-        from xlaprobe.tune.kernels import kernels
-
         return self.predict([{"features": k.features} for k in kernels(text)], candidate)
 
 

@@ -23,10 +23,15 @@ import time
 from typing import Any
 
 import numpy as np
+import jax
+from jax.extend.core import jaxpr_as_fun
 
 from xlaprobe.errors import InvalidArgument
 from xlaprobe.outcome import Outcome
 from xlaprobe.program import Program
+from xlaprobe import jaxprs
+from xlaprobe.configs.mutants import MutantKind, get_mutant
+from xlaprobe.tune.features import cost_dict, hlo_features
 
 #: Worker isolation group of timing runs (kept apart from checking runs).
 GROUP = "tune"
@@ -139,9 +144,6 @@ class Measurement:
 
 
 def _compile(closed_jaxpr: Any, inputs: Any, options: dict[str, Any]) -> tuple[Any, float]:
-    import jax
-    from jax.extend.core import jaxpr_as_fun
-
     started = time.perf_counter()
     compiled = jax.jit(jaxpr_as_fun(closed_jaxpr)).lower(*inputs).compile(
         compiler_options=options)
@@ -149,8 +151,6 @@ def _compile(closed_jaxpr: Any, inputs: Any, options: dict[str, Any]) -> tuple[A
 
 
 def _sample(executable: Any, args: Any, repeats: int) -> float:
-    import jax
-
     started = time.perf_counter()
     for _ in range(repeats):
         jax.block_until_ready(executable(*args))
@@ -178,15 +178,10 @@ def measure_in_worker(closed_jaxpr: Any, inputs: tuple[np.ndarray, ...], *,
     Raises:
         jax.errors.JaxRuntimeError: the candidate does not compile (a COMPILE_ERROR outcome).
     """
-    import jax
-    from xlaprobe.tune.features import cost_dict, hlo_features
-    from xlaprobe import jaxprs
-
     load_before = os.getloadavg()[0]
     args = [jax.device_put(x) for x in inputs]
     baseline, _ = _compile(closed_jaxpr, inputs, baseline_options)
     if mutant:
-        from xlaprobe.configs.mutants import MutantKind, get_mutant
         MutantKind()._register(get_mutant(mutant))
     program = closed_jaxpr if candidate_jaxpr is None else jaxprs.loads_jaxpr(candidate_jaxpr)
     candidate, compile_s = _compile(program, inputs, candidate_options)
@@ -244,8 +239,6 @@ def measure(pool: Any, baseline: Program, baseline_options: dict[str, Any],
         ``(measurement, outcome)``: the measurement, or None when the candidate failed to
         compile, crashed or timed out (the outcome says which).
     """
-    from xlaprobe import jaxprs
-
     blob = None if candidate is None else jaxprs.dumps_jaxpr(candidate.jaxpr)
     outcome = pool.call(baseline, "xlaprobe.tune.measure:measure_in_worker",
                         {"baseline_options": baseline_options,

@@ -18,8 +18,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+import jax
 
 from xlaprobe.tune.space import Candidate, SearchSpace, SpaceExhausted
+from xlaprobe import jaxcompat
+from xlaprobe.configs.xla import compiler_options
+from xlaprobe.tune import space as space_mod
+from xlaprobe.tune.measure import GROUP
 
 #: Candidates compiled and ranked per refill of the screened pool.
 BATCH = 8
@@ -146,10 +151,6 @@ def compile_texts(closed_jaxpr: Any, inputs: Any, *, option_sets: list[dict[str,
                   ) -> list[str]:
     """Worker function: the optimized HLO text of the program under each option set ("" where
     XLA rejects it)."""
-    import jax
-
-    from xlaprobe import jaxcompat
-
     texts = []
     lowered = jax.jit(jaxcompat.jaxpr_as_fun(closed_jaxpr)).lower(*inputs)
     for options in option_sets:
@@ -171,10 +172,6 @@ def model_predictor(model: Any, build: Callable[[dict[str, Any]], Any], pool: An
         pool: a `xlaprobe.workers.WorkerPool`.
         timeout_s: limit on one batch of compiles (s).
     """
-    from xlaprobe.configs.xla import compiler_options
-    from xlaprobe.tune import space as space_mod
-    from xlaprobe.tune.measure import GROUP
-
     cache: dict[tuple[Any, ...], float] = {}
 
     def predict(candidates: Sequence[Candidate]) -> np.ndarray:

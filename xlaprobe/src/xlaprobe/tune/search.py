@@ -30,10 +30,15 @@ import functools
 import math
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+from jax.extend.core import jaxpr_as_fun
 
+from xlaprobe.checking import HONEST, REFERENCE, judge, split_honest
 from xlaprobe.configs.xla import compiler_options
 from xlaprobe.errors import InvalidArgument
 from xlaprobe.outcome import Outcome, OutcomeKind
@@ -41,8 +46,11 @@ from xlaprobe.program import Program, Provenance
 from xlaprobe.tune import space as space_mod
 from xlaprobe.tune.costmodel import CostModel
 from xlaprobe.tune.features import candidate_features
-from xlaprobe.knobs import Knob
+from xlaprobe.knobs import Knob, declared_knobs
+from xlaprobe.sources import models, targets, user
+from xlaprobe.tune.kernelmodel import ProgramModel
 from xlaprobe.tune.measure import GROUP, Measurement, Protocol, measure
+from xlaprobe.tune.screen import ScreenStrategy, model_predictor
 from xlaprobe.tune.space import Candidate, SearchSpace, SpaceExhausted
 
 STRATEGIES = ("model", "kernel", "tpe", "random")
@@ -88,16 +96,12 @@ def tune_target(target: str, *, seed: int = 0, input_spec: str = "") -> TuneTarg
     Raises:
         InvalidArgument: as `xlaprobe.sources.targets.resolve`.
     """
-    from xlaprobe.sources import models, targets, user
-    from xlaprobe.knobs import declared_knobs
-
     if target in models.MODELS:
         spec = models.get_model(target)
         build = functools.lru_cache(maxsize=8)(
             lambda items: models.build_program(target, seed, dict(items)))
         return TuneTarget(target, dict(spec.knobs), lambda k: build(tuple(sorted(k.items()))))
     if ":" in target and not target.endswith(".py"):
-        from pathlib import Path
         if not Path(target).exists():
             _, fn = user.user_function(target)
             build = functools.lru_cache(maxsize=8)(lambda items: user.user_program(
@@ -129,8 +133,6 @@ class Guard:
         Raises:
             InvalidArgument: the reference cannot run on this program (so nothing can be judged).
         """
-        from xlaprobe.checking import HONEST, REFERENCE, judge, split_honest
-
         if program.fingerprint not in self._references:
             specs = [REFERENCE, *HONEST]
             kwargs = {} if self.timeout_s is None else {"timeout_s": self.timeout_s}
@@ -177,7 +179,7 @@ class TpeStrategy(RandomStrategy):
 
     def __init__(self, space: SearchSpace, seed: int):
         super().__init__(space, seed)
-        import optuna
+        import optuna  # heavy (seconds to import): only the tpe strategy needs it
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self._optuna = optuna
@@ -415,8 +417,6 @@ class TuneResult:
 
 
 def _probe_program() -> Program:
-    import jax.numpy as jnp
-
     x = np.linspace(-1, 1, 64, dtype=np.float32).reshape(8, 8)
     return Program.from_function(lambda a: jnp.tanh(a @ a).sum(axis=0), (x,),
                                  Provenance("user", "tune-probe"))
@@ -426,9 +426,6 @@ def compile_probe(closed_jaxpr: Any, inputs: Any, *, option_sets: list[dict[str,
                   ) -> list[str]:
     """Worker function: compile the probe program with each option set; one error line (or "")
     per set."""
-    import jax
-    from jax.extend.core import jaxpr_as_fun
-
     errors = []
     for options in option_sets:
         try:
@@ -485,7 +482,6 @@ def make_strategy(strategy: str, space: SearchSpace, seed: int, *,
     if strategy == "model":
         return ModelStrategy(space, seed, program_features or {}, history or [], program_id)
     if strategy == "kernel":
-        from xlaprobe.tune.screen import ScreenStrategy
         if predictor is None:
             raise InvalidArgument("the kernel strategy needs a kernel model's predictor")
         return ScreenStrategy(space, seed, predictor)
@@ -611,9 +607,6 @@ def _kernel_predictor(target: TuneTarget, pool: Any, store: Any, seed: int,
     Raises:
         InvalidArgument: the corpus has too few timed kernels of other programs.
     """
-    from xlaprobe.tune.kernelmodel import ProgramModel
-    from xlaprobe.tune.screen import model_predictor
-
     entries = _other_corpus(store, program_id)
     return model_predictor(ProgramModel(seed).fit(entries), target.build, pool, timeout_s)
 

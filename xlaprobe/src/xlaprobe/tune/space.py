@@ -30,6 +30,7 @@ import numpy as np
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.errors import InvalidArgument
 from xlaprobe.knobs import Knob
+from xlaprobe.configs.mutants import get_mutant
 
 Candidate = dict[str, Any]
 #: Log-prior cost of changing one value from its default (see `SearchSpace.prior_score`).
@@ -78,8 +79,6 @@ def option(name: str, *values: str, priors: Sequence[float] = ()) -> Dimension:
 
 def planted(mutant: str) -> Dimension:
     """A ``mutant`` dimension: no fault (the default) or the named planted miscompilation."""
-    from xlaprobe.configs.mutants import get_mutant
-
     get_mutant(mutant)  # raises InvalidArgument for an unknown name
     return Dimension(MUTANT, "mutant", (None, mutant))
 
