@@ -207,14 +207,21 @@ def fuzz_command(*, time_s: float, configs: str, jobs: int, seed: int, db: Path,
             session_programs=0, elapsed_s=0.0, session_xla_s=0.0, status="interrupted")
     finally:
         campaign.close()
+    return _finish(summary, campaign.state.bugs, Path(db), interrupted, json_output, time_s)
+
+
+def _finish(summary: CampaignSummary, bugs_by_fingerprint: Any, db: Path, interrupted: bool,
+            json_output: bool, time_s: float) -> int:
+    """Print a campaign's end (JSON or the summary, with its distinct bugs known and new) and
+    return `fuzz_command`'s exit code."""
     from xlaprobe.known_bugs import split_bugs  # imports the oracle (numpy): not for --help
 
-    bugs = split_bugs(summary.fingerprints, campaign.state.bugs)
+    bugs = split_bugs(summary.fingerprints, bugs_by_fingerprint)
     if json_output:
         print(json.dumps(summary.to_json() | {"known_bugs": bugs["known"],
                                               "new_bugs": bugs["new"]}, indent=2))
     else:
-        _print_end(summary, Path(db), interrupted, bugs)
+        _print_end(summary, db, interrupted, bugs)
     if interrupted:
         return 130
     if summary.session_programs == 0:
