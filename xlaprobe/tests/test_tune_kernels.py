@@ -96,6 +96,20 @@ def test_profile_times_every_kernel_and_the_store_keeps_the_entry(pool, tmp_path
     assert entry["data"]["floor_s"] == profile["floor_s"] and "text" not in entry["data"]
 
 
+def test_per_kernel_limit_and_entry_budget_leave_kernels_untimed(pool):
+    program = Program.from_function(_step, (X, W), Provenance("user", "kernel-corpus"))
+    for limits, why in (({"kernel_limit_s": 1e-9}, "per-kernel limit"),
+                        ({"budget_s": 0.0}, "kernel budget")):
+        outcome = pool.call(program, "xlaprobe.tune.corpus:profile_in_worker",
+                            {"options": {}, "rounds": 2, "sample_s": 0.0005, **limits},
+                            group=corpus_mod.GROUP)
+        assert outcome.ran, outcome.error
+        kernels_ = outcome.value["kernels"]
+        assert len(kernels_) == 2 and all(k["time_s"] is None and why in k["error"]
+                                          for k in kernels_)
+        assert outcome.value["program_s"] > 0  # the entry itself still has its time
+
+
 def test_corpus_programs_resolve_sources_and_reject_bad_names():
     programs = corpus_mod.corpus_programs(["fuzz:2-3", "mlp_mixer"])
     assert [(p.name, p.source) for p in programs] == [("fuzz:2", "fuzz"), ("fuzz:3", "fuzz"),

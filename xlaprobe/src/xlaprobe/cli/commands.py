@@ -444,6 +444,8 @@ def tune_corpus(
                                            max=7 * 24 * 3600.0)] = 900.0,
     max_kernels: Annotated[int, typer.Option(min=1, max=100000, help="distinct kernels timed "
                                                                     "per entry at most")] = 400,
+    kernel_limit: Annotated[float, typer.Option(min=0.1, max=3600.0, help="per-kernel limit "
+                                                "on compile and timing (s)")] = 30.0,
     db: DbOption = DEFAULT_DB,
     quiet: QuietOption = False,
 ) -> None:
@@ -453,7 +455,8 @@ def tune_corpus(
 
     _display(quiet)
     raise typer.Exit(corpus_command(programs, configs=configs, seed=seed, db=db, rounds=rounds,
-                                    timeout_s=timeout, max_kernels=max_kernels))
+                                    timeout_s=timeout, max_kernels=max_kernels,
+                                    kernel_limit_s=kernel_limit))
 
 
 @app.command()

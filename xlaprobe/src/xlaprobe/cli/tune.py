@@ -151,7 +151,7 @@ def _print_outcome(result: TuneResult, db: Path | str) -> None:
 
 
 def corpus_command(programs: str, *, configs: int, seed: int, db: Path | str, rounds: int,
-                   timeout_s: float, max_kernels: int = 400) -> int:
+                   timeout_s: float, max_kernels: int = 400, kernel_limit_s: float = 30.0) -> int:
     """``xlaprobe tune-corpus PROGRAMS``: grow the kernel corpus, one progress line per entry,
     then its size and rate.
 
@@ -164,6 +164,7 @@ def corpus_command(programs: str, *, configs: int, seed: int, db: Path | str, ro
         rounds: interleaved timing rounds per entry.
         timeout_s: limit on one entry (s).
         max_kernels: distinct kernels timed per entry at most.
+        kernel_limit_s: limit on one kernel's compile and timing (s).
 
     Returns:
         Exit code 0.
@@ -188,7 +189,8 @@ def corpus_command(programs: str, *, configs: int, seed: int, db: Path | str, ro
     with WorkerPool(size=1, timeout_s=timeout_s) as pool, Store(db) as store, \
             Steps("tune-corpus", total=len(items) * configs) as steps:
         for event in grow(items, pool, store, configs=configs, seed=seed, rounds=rounds,
-                          timeout_s=timeout_s, max_kernels=max_kernels):
+                          timeout_s=timeout_s, max_kernels=max_kernels,
+                          kernel_limit_s=kernel_limit_s):
             found, timed = found + event.kernels, timed + event.timed
             what = (f"{event.kernels} kernels ({event.timed} timed), program "
                     f"{event.program_s * 1e3:.3f} ms" if event.program_s is not None
