@@ -118,8 +118,10 @@ def _progress(steps: Steps) -> Any:
                        + (f"  ({payload.detail})" if payload.detail else "")
                        + f"  | best so far {payload.best:.3f}x", keep=True)
         elif event == "replicated":
-            steps.note(f"replicated in a fresh process: "
-                       f"{_fmt_interval(payload.speedup, payload.low, payload.high)}")
+            steps.note(f"confirmed in a fresh process (paired, {payload.rounds} rounds): "
+                       f"{_fmt_interval(payload.speedup, payload.low, payload.high)}, A/A "
+                       f"{_fmt_interval(payload.control, payload.control_low, payload.control_high)}"
+                       f", load {payload.load[1]:.1f}")
 
     return on_event
 
@@ -139,8 +141,8 @@ def _print_outcome(result: TuneResult, db: Path | str) -> None:
         tell(f"apply: xlaprobe.tuned(fn, {result.name!r}, db={str(db)!r})")
     else:
         best = result.best
-        threshold = acceptance_threshold(result.control)
         replicated = result.replicated
+        threshold = acceptance_threshold(replicated or result.control)
         why = ("no candidate beat the baseline" if best is None else
                "the best failed the guard when replicated" if replicated is not None
                and replicated.low > threshold else
