@@ -279,6 +279,20 @@ def test_tune_measures_knobs_and_stores_every_measurement(pool, tmp_path):
         assert best == sorted(best) and best[0] >= 1.0
 
 
+def test_a_candidate_doing_less_work_is_confirmed_and_accepted(pool, tmp_path):
+    target = tune_target(TARGET.replace(":step", ":padded_step"))
+    space = SearchSpace.for_program(target.knobs, only=["knob:rounds"])
+    events = []
+    with Store(tmp_path / "t.db") as store:
+        result = tune(target, pool, store, strategy="random", budget=1, space=space,
+                      protocol=QUICK, on_event=lambda event, payload: events.append(event))
+    confirmation = result.replicated
+    assert confirmation is not None and result.accepted, confirmation
+    assert confirmation.low > 2 and confirmation.rounds == 30  # 24 matmuls against one
+    assert result.knobs == {"rounds": 1} and "replicated" in events
+    assert result.to_json()["replicated"]["method"] == "paired-interleaved-sign-test"
+
+
 def test_a_budget_beyond_the_space_stops_and_stores_the_result(pool, tmp_path):
     target = tune_target(TARGET)
     space = SearchSpace.for_program(target.knobs, only=["pass:algsimp"])
