@@ -168,6 +168,7 @@ def test_program_model_ranks_held_out_programs_by_the_learned_rule():
     assert {r["group"] for r in by_source} == {"zoo", "fuzz"}
     model = ProgramModel().fit(entries[:20])
     assert evaluate(model, entries[20:])["programs"] == 2
+    assert model.predict_text(_text(), {"pass:cse": True}) > 0  # what the kernel strategy calls
     with pytest.raises(InvalidArgument, match="at least"):
         KernelModel().fit([{"size": 1.0}], [1e-6])
     with pytest.raises(InvalidArgument, match="'program' or 'source'"):

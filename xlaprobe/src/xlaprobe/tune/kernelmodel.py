@@ -216,6 +216,12 @@ class ProgramModel:
             times = np.asarray([k.get("time_s") or t for k, t in zip(kernels, times)])
         return self.composition.program_s(times)
 
+    def predict_text(self, text: str, candidate: Mapping[str, Any]) -> float:
+        """Predicted seconds of the program whose optimized HLO is `text` under `candidate`."""
+        from xlaprobe.tune.kernels import kernels
+
+        return self.predict([{"features": k.features} for k in kernels(text)], candidate)
+
 
 def program_row(kernels: Sequence[Mapping[str, Any]], candidate: Mapping[str, Any]
                 ) -> dict[str, float]:
@@ -284,12 +290,6 @@ class RankModel:
             raise InvalidArgument("the rank model is not trained yet")
         row = self.table.matrix([program_row(kernels, candidate)])
         return -float(self._model.predict(row)[0])
-
-    def predict_text(self, text: str, candidate: Mapping[str, Any]) -> float:
-        """Predicted seconds of the program whose optimized HLO is `text` under `candidate`."""
-        from xlaprobe.tune.kernels import kernels
-
-        return self.predict([{"features": k.features} for k in kernels(text)], candidate)
 
 
 def _log_error(predicted: float, measured: float) -> float:
