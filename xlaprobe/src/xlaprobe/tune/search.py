@@ -567,10 +567,8 @@ def tune(target: TuneTarget, pool: Any, store: Any, *, strategy: str = "model", 
             best = trial
         trials.append(trial)
         emit("trial", trial)
-    replicated, accepted = _replicate(session, best) if best is not None and replicate \
+    replicated, accepted = _replicate(session, best, emit) if best is not None and replicate \
         else (None, False)
-    if replicated is not None:
-        emit("replicated", replicated)
     chosen = best.candidate if accepted and best is not None else space.default()
     result = TuneResult(
         name, strategy, budget, time.perf_counter() - started, session.control, tuple(trials),
@@ -720,9 +718,11 @@ def _trial(session: _Session, candidate: dict[str, Any]
     return status, m, detail, speedup
 
 
-def _replicate(session: _Session, best: Trial) -> tuple[Confirmation | None, bool]:
+def _replicate(session: _Session, best: Trial, emit: Callable[[str, Any], None]
+               ) -> tuple[Confirmation | None, bool]:
     """Confirm the best candidate in a fresh worker process (paired, interleaved rounds with an
-    A/A twin: `xlaprobe.tune.confirm`) and guard it again: (the confirmation, accepted?)."""
+    A/A twin: `xlaprobe.tune.confirm`), report it, and guard it again: (the confirmation,
+    accepted?)."""
     for group in session.pool.worker_pids():
         if group == GROUP or group.startswith(GROUP + ":"):
             session.pool.recycle(group)
@@ -735,6 +735,7 @@ def _replicate(session: _Session, best: Trial) -> tuple[Confirmation | None, boo
         group=f"{GROUP}:confirm" + (f":mutant:{mutant}" if mutant else ""))
     if replicated is None:
         return None, False
+    emit("replicated", replicated)
     check = session.guard.judge(program, space_mod.label(best.candidate), replicated.outputs)
     accepted = replicated.confirmed and not check.findings
     session.store.record_measurement(session.run_id, session.baseline.fingerprint,
