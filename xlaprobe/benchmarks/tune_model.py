@@ -5,10 +5,11 @@ Reads a store grown by ``xlaprobe tune-corpus`` and prints, held out by program 
 across each held-out program's configurations for every variant beside the roofline of
 ``cost_analysis()``, and the held-out median |log error| of program and kernel times per source:
 
-* ``kernel``: the shipped model (LightGBM regression per kernel, composed with the floor and
-  per-kernel overhead: `xlaprobe.tune.kernelmodel.ProgramModel`);
+* ``kernel``: the shipped model (LightGBM regression per kernel on its HLO features, composed
+  with the floor and per-kernel overhead: `xlaprobe.tune.kernelmodel.ProgramModel`);
 * ``sum``: the same kernels composed as a plain sum (no floor, no per-kernel term);
-* ``no-config``: kernel features only (no configuration indicators);
+* ``config``: the configuration's indicators as kernel features too (the default before
+  2026-12-03's corpus showed they cost held-out tau);
 * ``rank``: LambdaRank over per-program summed kernel features (`RankModel`);
 * ``measured``: the held-out entries' *measured* kernel times composed (a diagnostic: what a
   perfect kernel model would reach through this composition; not a predictor).
@@ -33,7 +34,7 @@ from xlaprobe.tune.kernelmodel import ProgramModel, RankModel, held_out
 VARIANTS = {
     "kernel": ProgramModel,
     "sum": functools.partial(ProgramModel, overheads=False),
-    "no-config": functools.partial(ProgramModel, config=False),
+    "config": functools.partial(ProgramModel, config=True),
     "rank": RankModel,
     "measured": functools.partial(ProgramModel, measured=True),
 }

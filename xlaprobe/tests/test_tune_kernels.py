@@ -160,11 +160,11 @@ def test_program_model_ranks_held_out_programs_by_the_learned_rule():
     entries = _synthetic_corpus()
     assert config_features({"pass:cse": True, "knob:x": 3, "pass:fusion": False}) == \
         {"set:pass:cse=True": 1.0}
-    rows = held_out(entries, "program")
+    rows = held_out(entries, "program", make=lambda seed: ProgramModel(seed, config=True))
     assert len(rows) == 6
     assert min(r["model_tau"] for r in rows) > 0.6
     assert max(r["program_error"] for r in rows) < 0.35
-    by_source = held_out(entries, "source")
+    by_source = held_out(entries, "source", make=lambda seed: ProgramModel(seed, config=True))
     assert {r["group"] for r in by_source} == {"zoo", "fuzz"}
     model = ProgramModel().fit(entries[:20])
     assert evaluate(model, entries[20:])["programs"] == 2
@@ -193,13 +193,15 @@ def test_ablations_and_the_rank_model_on_the_known_rule():
     entries = _same_kernels(_synthetic_corpus())
     # without the configuration's indicators the kernel model sees identical kernels in every
     # configuration of a program and cannot rank them; with them, or measured, it can
-    blind = held_out(entries, "program", make=lambda seed: ProgramModel(seed, config=False))
+    blind = held_out(entries, "program")  # the default: HLO features only
     measured = held_out(entries, "program", make=lambda seed: ProgramModel(seed, measured=True))
-    plain = held_out(entries, "program", make=lambda seed: ProgramModel(seed, overheads=False))
+    plain = held_out(entries, "program",
+                     make=lambda seed: ProgramModel(seed, overheads=False, config=True))
     assert all(math.isnan(r["model_tau"]) or abs(r["model_tau"]) < 0.01 for r in blind)
     assert min(r["model_tau"] for r in measured) > 0.6  # program time is the sum: exact order
     assert min(r["model_tau"] for r in plain) > 0.6
-    assert min(r["model_tau"] for r in held_out(entries, "program")) > 0.6
+    assert min(r["model_tau"] for r in held_out(
+        entries, "program", make=lambda seed: ProgramModel(seed, config=True))) > 0.6
     fitted = Composition.fit([[1e-6, 2e-6]] * 3, [5e-7] * 3, [3e-6] * 3, overheads=False)
     assert fitted.c == 0 and fitted.floor == 0
     ranked = held_out(entries, "program", make=RankModel)
