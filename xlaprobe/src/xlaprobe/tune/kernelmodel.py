@@ -54,8 +54,8 @@ def kernel_row(kernel: Mapping[str, Any], candidate: Mapping[str, Any], *,
     return {**kernel["features"], **(config_features(candidate) if config else {})}
 
 
-class KernelModel:
-    """LightGBM regression of ``log(seconds)`` of a kernel timed alone.
+class _Boosted:
+    """A LightGBM booster and its feature columns (untrained until ``fit``).
 
     Args:
         seed: LightGBM's seed; num_trees: boosting rounds.
@@ -65,6 +65,14 @@ class KernelModel:
         self.seed, self.num_trees = seed, num_trees
         self.table: FeatureTable | None = None
         self._model: Any = None
+
+
+class KernelModel(_Boosted):
+    """LightGBM regression of ``log(seconds)`` of a kernel timed alone.
+
+    Args:
+        seed: LightGBM's seed; num_trees: boosting rounds.
+    """
 
     def fit(self, rows: Sequence[Mapping[str, float]], seconds: Sequence[float]) -> KernelModel:
         """Train on kernels' features and measured times (s).
@@ -237,7 +245,7 @@ def program_row(kernels: Sequence[Mapping[str, Any]], candidate: Mapping[str, An
     return {**row, **config_features(candidate)}
 
 
-class RankModel:
+class RankModel(_Boosted):
     """LightGBM LambdaRank over `program_row`, one query group per program: the ranking
     objective instead of regression and composition. ``predict`` returns a score whose order is
     that of predicted time (higher: slower), not seconds.
@@ -246,11 +254,7 @@ class RankModel:
         seed: LightGBM's seed; num_trees: boosting rounds.
     """
 
-    def __init__(self, seed: int = 0, num_trees: int = 200):
-        self.seed, self.num_trees = seed, num_trees
-        self.table: FeatureTable | None = None
-        self._model: Any = None
-        self.kernels = None  # no kernel-level predictions: no kernel error
+    kernels = None  # no kernel-level predictions: no kernel error
 
     def fit(self, entries: Sequence[Mapping[str, Any]]) -> RankModel:
         """Train on the entries, grouped by program; relevance is the rank of speed within
