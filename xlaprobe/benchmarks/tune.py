@@ -11,8 +11,10 @@ the other programs' entries only, never on the program it tunes). Printed:
   predicted and measured program times across each program's configurations, for the kernel
   model and for the roofline of ``cost_analysis()``; the model's median |log error| of program
   and kernel times per source;
-* per program and strategy, the same budget: best speedup, its replication in a fresh process,
-  accepted (only a replicated win beyond the A/A interval counts), candidates rejected by the
+* per program and strategy, the same budget: best speedup, its confirmation (paired,
+  interleaved rounds of the defaults, the candidate and the defaults again in one fresh process,
+  sign-test intervals: `xlaprobe.tune.confirm`) with the A/A interval of those same rounds,
+  accepted (only a confirmed win beyond that A/A interval counts), candidates rejected by the
   guard; where no strategy has a confirmed win, that the defaults are best there;
 * measurements each strategy needed to reach 90% of the best confirmed win (the ratio
   kernel/random is the figure of merit; goal <= 1/3), and the same by single measurement.
@@ -47,6 +49,10 @@ MODELS = ("mlp_mixer,convnet,vit,keras_cnn,keras_mlp,equinox_cnn,haiku_transform
 
 def _fmt(m) -> str:
     return "-" if m is None else f"{m.speedup:.3f} [{m.low:.3f},{m.high:.3f}]"
+
+
+def _fmt_control(c) -> str:
+    return "-" if c is None else f"{c.control:.3f} [{c.control_low:.3f},{c.control_high:.3f}]"
 
 
 def _load() -> str:
@@ -100,13 +106,13 @@ def _searches(args: argparse.Namespace, store: Store, protocol: Protocol) -> dic
                               guard=guard)
                 results[model][strategy] = result
                 print(f"{model:18s} {strategy:7s} best "
-                      f"{_fmt(result.best and result.best.measurement):26s} replicated "
-                      f"{_fmt(result.replicated):26s} accepted {result.accepted!s:5s} "
-                      f"rejected {len(result.findings)}  A/A {_fmt(result.control)}  "
+                      f"{_fmt(result.best and result.best.measurement):26s} confirmed "
+                      f"{_fmt(result.replicated):26s} A/A {_fmt_control(result.replicated):24s} "
+                      f"accepted {result.accepted!s:5s} rejected {len(result.findings)}  "
                       f"{time.perf_counter() - t0:.0f} s, {_load()}", flush=True)
             if not any(r.accepted for r in results[model].values()):
-                print(f"{model:18s} defaults already best here: no strategy's win replicated "
-                      "beyond the A/A interval", flush=True)
+                print(f"{model:18s} defaults already best here: no strategy's best was "
+                      "confirmed beyond the A/A interval of its paired rounds", flush=True)
     return results
 
 
@@ -114,7 +120,8 @@ def _reach_table(results: dict, strategies: list[str], budget: int) -> dict:
     """Measurements each strategy spent until its best-so-far reached 90% of the best speedup any
     strategy found, two ways: the best single measurement (noise included: on this machine a
     lone measurement's "win" of 10-20% can be noise), and the best *confirmed* win (the best
-    whose replication in a fresh process was accepted, valued at its replicated speedup). A
+    whose confirmation in a fresh process was accepted, valued at its confirmed speedup; a
+    strategy reaches it at the measurement that found a configuration so confirmed). A
     program with no confirmed win has nothing to reach for the second and is left out of its
     sums. Prints both tables; returns them."""
     out: dict[str, dict] = {}
@@ -135,7 +142,15 @@ def _reach_table(results: dict, strategies: list[str], budget: int) -> dict:
                 print(f"{model:18s} {'none':>9s} (no speedup to reach)")
                 continue
             target = 1.0 + 0.9 * (best_any - 1.0)
-            reach[model] = {s: r.measurements_to_reach(target) for s, r in by_strategy.items()}
+            if basis == "confirmed win":
+                # the measurement that found a configuration whose *confirmed* win reaches the
+                # target (a search measurement's figure may lie above or below its confirmation)
+                reach[model] = {s: r.best.index if r.accepted and r.best is not None
+                                and r.replicated.speedup >= target else None
+                                for s, r in by_strategy.items()}
+            else:
+                reach[model] = {s: r.measurements_to_reach(target)
+                                for s, r in by_strategy.items()}
             print(f"{model:18s} {best_any:9.3f} " + " ".join(
                 f"{'-' if reach[model][s] is None else reach[model][s]:>8}" for s in by_strategy))
         totals = {s: sum((reach[m][s] or budget + 1) for m in reach) for s in strategies}

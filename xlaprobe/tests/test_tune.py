@@ -279,6 +279,23 @@ def test_tune_measures_knobs_and_stores_every_measurement(pool, tmp_path):
         assert best == sorted(best) and best[0] >= 1.0
 
 
+def test_a_candidate_doing_less_work_is_confirmed_and_accepted(pool, tmp_path):
+    target = tune_target(TARGET.replace(":step", ":padded_step"))
+    space = SearchSpace.for_program(target.knobs, only=["knob:rounds"])
+    events = []
+    with Store(tmp_path / "t.db") as store:
+        # longer samples than QUICK: the search's one measurement must see the win under load
+        result = tune(target, pool, store, strategy="random", budget=1, space=space,
+                      protocol=Protocol(min_rounds=5, max_rounds=8, sample_s=0.01),
+                      on_event=lambda event, payload: events.append(event))
+    confirmation = result.replicated
+    assert confirmation is not None and result.accepted, confirmation
+    # 48 small matmuls against one (24 measured 1.8-2.5x under load): past any threshold
+    assert confirmation.low > 1.2 and confirmation.rounds == 30
+    assert result.knobs == {"rounds": 1} and "replicated" in events
+    assert result.to_json()["replicated"]["method"] == "paired-interleaved-sign-test"
+
+
 def test_a_budget_beyond_the_space_stops_and_stores_the_result(pool, tmp_path):
     target = tune_target(TARGET)
     space = SearchSpace.for_program(target.knobs, only=["pass:algsimp"])

@@ -14,8 +14,8 @@ from xlaprobe.errors import InvalidArgument
 from xlaprobe.program import Program, Provenance
 from xlaprobe.store import Store
 from xlaprobe.tune import corpus as corpus_mod
-from xlaprobe.tune.kernelmodel import (Composition, KernelModel, ProgramModel, config_features,
-                                       evaluate, held_out)
+from xlaprobe.tune.kernelmodel import (Composition, KernelModel, ProgramModel, RankModel,
+                                       config_features, evaluate, held_out, program_row)
 from xlaprobe.tune.kernels import kernels, random_args, with_module
 from xlaprobe.tune.screen import ScreenStrategy, fit_residuals
 from xlaprobe.tune.space import SearchSpace
@@ -96,6 +96,20 @@ def test_profile_times_every_kernel_and_the_store_keeps_the_entry(pool, tmp_path
     assert entry["data"]["floor_s"] == profile["floor_s"] and "text" not in entry["data"]
 
 
+def test_per_kernel_limit_and_entry_budget_leave_kernels_untimed(pool):
+    program = Program.from_function(_step, (X, W), Provenance("user", "kernel-corpus"))
+    for limits, why in (({"kernel_limit_s": 1e-9}, "per-kernel limit"),
+                        ({"budget_s": 0.0}, "kernel budget")):
+        outcome = pool.call(program, "xlaprobe.tune.corpus:profile_in_worker",
+                            {"options": {}, "rounds": 2, "sample_s": 0.0005, **limits},
+                            group=corpus_mod.GROUP)
+        assert outcome.ran, outcome.error
+        kernels_ = outcome.value["kernels"]
+        assert len(kernels_) == 2 and all(k["time_s"] is None and why in k["error"]
+                                          for k in kernels_)
+        assert outcome.value["program_s"] > 0  # the entry itself still has its time
+
+
 def test_corpus_programs_resolve_sources_and_reject_bad_names():
     programs = corpus_mod.corpus_programs(["fuzz:2-3", "mlp_mixer"])
     assert [(p.name, p.source) for p in programs] == [("fuzz:2", "fuzz"), ("fuzz:3", "fuzz"),
@@ -146,18 +160,59 @@ def test_program_model_ranks_held_out_programs_by_the_learned_rule():
     entries = _synthetic_corpus()
     assert config_features({"pass:cse": True, "knob:x": 3, "pass:fusion": False}) == \
         {"set:pass:cse=True": 1.0}
-    rows = held_out(entries, "program")
+    rows = held_out(entries, "program", make=lambda seed: ProgramModel(seed, config=True))
     assert len(rows) == 6
     assert min(r["model_tau"] for r in rows) > 0.6
     assert max(r["program_error"] for r in rows) < 0.35
-    by_source = held_out(entries, "source")
+    by_source = held_out(entries, "source", make=lambda seed: ProgramModel(seed, config=True))
     assert {r["group"] for r in by_source} == {"zoo", "fuzz"}
     model = ProgramModel().fit(entries[:20])
     assert evaluate(model, entries[20:])["programs"] == 2
+    assert model.predict_text(_text(), {"pass:cse": True}) > 0  # what the kernel strategy calls
     with pytest.raises(InvalidArgument, match="at least"):
         KernelModel().fit([{"size": 1.0}], [1e-6])
     with pytest.raises(InvalidArgument, match="'program' or 'source'"):
         held_out(entries, "config")
+
+
+def _same_kernels(entries):
+    """The corpus with every configuration of a program given its first one's kernel sizes:
+    then only the configuration (cse doubles every kernel) tells its configurations apart."""
+    first = {}
+    out = []
+    for e in entries:
+        sizes = first.setdefault(e["program_id"], [k["features"]["size"] for k in e["kernels"]])
+        factor = 2.0 if e["candidate"]["pass:cse"] else 1.0
+        kernels_ = [{**e["kernels"][0], "key": str(i), "time_s": 1e-6 * 2.0 ** s * factor,
+                     "features": {"size": s, "kind:kLoop": 1.0}} for i, s in enumerate(sizes)]
+        out.append({**e, "kernels": kernels_, "program_s": sum(k["time_s"] for k in kernels_)})
+    return out
+
+
+def test_ablations_and_the_rank_model_on_the_known_rule():
+    entries = _same_kernels(_synthetic_corpus())
+    # without the configuration's indicators the kernel model sees identical kernels in every
+    # configuration of a program and cannot rank them; with them, or measured, it can
+    blind = held_out(entries, "program")  # the default: HLO features only
+    measured = held_out(entries, "program", make=lambda seed: ProgramModel(seed, measured=True))
+    plain = held_out(entries, "program",
+                     make=lambda seed: ProgramModel(seed, overheads=False, config=True))
+    assert all(math.isnan(r["model_tau"]) or abs(r["model_tau"]) < 0.01 for r in blind)
+    assert min(r["model_tau"] for r in measured) > 0.6  # program time is the sum: exact order
+    assert min(r["model_tau"] for r in plain) > 0.6
+    assert min(r["model_tau"] for r in held_out(
+        entries, "program", make=lambda seed: ProgramModel(seed, config=True))) > 0.6
+    fitted = Composition.fit([[1e-6, 2e-6]] * 3, [5e-7] * 3, [3e-6] * 3, overheads=False)
+    assert fitted.c == 0 and fitted.floor == 0
+    ranked = held_out(entries, "program", make=RankModel)
+    assert len(ranked) == 6 and min(r["model_tau"] for r in ranked) > 0.3
+    assert all(math.isnan(r["kernel_error"]) and math.isnan(r["program_error"])
+               for r in ranked)  # it predicts an order, not seconds
+    row = program_row([{"features": {"a": 1.0}}, {"features": {"a": 2.0, "b": 1.0}}],
+                      {"pass:cse": True})
+    assert row == {"kernels": 2.0, "sum:a": 3.0, "sum:b": 1.0, "set:pass:cse=True": 1.0}
+    with pytest.raises(InvalidArgument, match="two or more"):
+        RankModel().fit(entries[:1])
 
 
 # ------------------------------------------------------------------------------ screening

@@ -21,3 +21,12 @@ def inputs():
 def nan_step(x, y, w):
     """Every output NaN: the guard cannot judge a candidate by it."""
     return jnp.log(-(x * x) - 1.0) @ w
+
+
+def padded_step(x, y, w, *, rounds: int = xlaprobe.knob(48, (48, 1))):
+    """The default does 48 chained matmuls, the knob's other value one: a known win."""
+    m = (y.T @ x) / 64.0
+    h = x - y
+    for _ in range(rounds):
+        h = jnp.tanh(h @ m)
+    return h @ w

@@ -75,6 +75,8 @@ def tune_corpus(
                                            max=7 * 24 * 3600.0)] = 900.0,
     max_kernels: Annotated[int, typer.Option(min=1, max=100000, help="distinct kernels timed "
                                                                     "per entry at most")] = 400,
+    kernel_limit: Annotated[float, typer.Option(min=0.1, max=3600.0, help="per-kernel limit "
+                                                "on compile and timing (s)")] = 30.0,
     db: DbOption = DEFAULT_DB,
     quiet: QuietOption = False,
 ) -> None:
@@ -82,7 +84,8 @@ def tune_corpus(
     configurations, timed alone with its features (the kernel strategy's training data)."""
     display(quiet)
     raise typer.Exit(corpus_command(programs, configs=configs, seed=seed, db=db, rounds=rounds,
-                                    timeout_s=timeout, max_kernels=max_kernels))
+                                    timeout_s=timeout, max_kernels=max_kernels,
+                                    kernel_limit_s=kernel_limit))
 
 
 def _fmt_interval(speedup: float, low: float, high: float) -> str:
@@ -194,8 +197,10 @@ def _progress(steps: Steps) -> Any:
                        + (f"  ({payload.detail})" if payload.detail else "")
                        + f"  | best so far {payload.best:.3f}x", keep=True)
         elif event == "replicated":
-            steps.note(f"replicated in a fresh process: "
-                       f"{_fmt_interval(payload.speedup, payload.low, payload.high)}")
+            steps.note(f"confirmed in a fresh process (paired, {payload.rounds} rounds): "
+                       f"{_fmt_interval(payload.speedup, payload.low, payload.high)}, A/A "
+                       f"{_fmt_interval(payload.control, payload.control_low, payload.control_high)}"
+                       f", load {payload.load[1]:.1f}")
 
     return on_event
 
@@ -217,8 +222,8 @@ def _print_outcome(result: TuneResult, db: Path | str) -> None:
         tell(f"apply: xlaprobe.tuned(fn, {result.name!r}, db={str(db)!r})")
     else:
         best = result.best
-        threshold = acceptance_threshold(result.control)
         replicated = result.replicated
+        threshold = acceptance_threshold(replicated or result.control)
         why = ("no candidate beat the baseline" if best is None else
                "the best failed the guard when replicated" if replicated is not None
                and replicated.low > threshold else
@@ -229,7 +234,7 @@ def _print_outcome(result: TuneResult, db: Path | str) -> None:
 
 
 def corpus_command(programs: str, *, configs: int, seed: int, db: Path | str, rounds: int,
-                   timeout_s: float, max_kernels: int = 400) -> int:
+                   timeout_s: float, max_kernels: int = 400, kernel_limit_s: float = 30.0) -> int:
     """``xlaprobe tune-corpus PROGRAMS``: grow the kernel corpus, one progress line per entry,
     then its size and rate.
 
@@ -242,6 +247,7 @@ def corpus_command(programs: str, *, configs: int, seed: int, db: Path | str, ro
         rounds: interleaved timing rounds per entry.
         timeout_s: limit on one entry (s).
         max_kernels: distinct kernels timed per entry at most.
+        kernel_limit_s: limit on one kernel's compile and timing (s).
 
     Returns:
         Exit code 0.
@@ -265,7 +271,8 @@ def corpus_command(programs: str, *, configs: int, seed: int, db: Path | str, ro
     with WorkerPool(size=1, timeout_s=timeout_s) as pool, Store(db) as store, \
             Steps("tune-corpus", total=len(items) * configs) as steps:
         for event in grow(items, pool, store, configs=configs, seed=seed, rounds=rounds,
-                          timeout_s=timeout_s, max_kernels=max_kernels):
+                          timeout_s=timeout_s, max_kernels=max_kernels,
+                          kernel_limit_s=kernel_limit_s):
             found, timed = found + event.kernels, timed + event.timed
             what = (f"{event.kernels} kernels ({event.timed} timed), program "
                     f"{event.program_s * 1e3:.3f} ms" if event.program_s is not None

@@ -149,7 +149,8 @@ def _executable_run(executable: Any, args: list[Any]) -> Callable[[], Any]:
 
 def profile_in_worker(closed_jaxpr: Any, inputs: tuple[np.ndarray, ...], *,
                       options: dict[str, Any], rounds: int = 5, sample_s: float = 0.002,
-                      max_kernels: int = 400, seed: int = 0) -> dict[str, Any]:
+                      max_kernels: int = 400, seed: int = 0, kernel_limit_s: float = 30.0,
+                      budget_s: float = math.inf) -> dict[str, Any]:
     """Worker function (`WorkerPool.call`): compile the program with XLA `options`, cut out its
     kernels, compile each alone with the same options and time everything interleaved.
 
@@ -160,6 +161,12 @@ def profile_in_worker(closed_jaxpr: Any, inputs: tuple[np.ndarray, ...], *,
         sample_s: least duration of one sample (s): short kernels repeat inside it.
         max_kernels: distinct kernels timed at most (the rest keep no time).
         seed: of the kernels' random inputs.
+        kernel_limit_s: a kernel whose compile plus its timing (``rounds + 3`` runs, estimated
+            from the first) would exceed this (s) keeps no time (``error`` says so), so one
+            huge kernel cannot eat the entry's time.
+        budget_s: once cutting and compiling kernels has taken this long (s), the remaining
+            kernels keep no time: the entry still finishes with the program's time and the
+            kernels timed so far (a large program no longer hits the entry's timeout).
 
     Returns:
         ``program_s`` (s per run), ``floor_s`` (a trivial executable's), ``cost`` (the
@@ -187,13 +194,20 @@ def profile_in_worker(closed_jaxpr: Any, inputs: tuple[np.ndarray, ...], *,
     for kernel in found:
         if kernel.key in timed or kernel.key in errors or len(timed) >= max_kernels:
             continue
+        if time.perf_counter() - started > budget_s:
+            errors[kernel.key] = f"the entry's kernel budget ({budget_s:.0f} s) was spent"
+            continue
+        kernel_started = time.perf_counter()
         try:
             cut = with_module(text, kernel)
             args = [jax.device_put(a) for a in random_args(cut.params, rng)]
             run = _executable_run(jaxcompat.compile_hlo_text(cut.module, dict(options)), args)
-            _sample(run, 1)
+            first = _sample(run, 1)
         except Exception as exc:  # a kernel XLA will not take alone keeps no time
             errors[kernel.key] = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+            continue
+        if time.perf_counter() - kernel_started + first * (rounds + 3) > kernel_limit_s:
+            errors[kernel.key] = f"over the per-kernel limit ({kernel_limit_s:g} s)"
             continue
         runs.append(run)
         timed[kernel.key] = len(runs) - 1
@@ -234,6 +248,7 @@ class CorpusEvent:
 
 def grow(programs: Sequence[CorpusProgram], pool: Any, store: Any, *, configs: int = 6,
          seed: int = 0, rounds: int = 5, timeout_s: float = 600.0, max_kernels: int = 400,
+         kernel_limit_s: float = 30.0,
          on_event: Callable[[CorpusEvent], None] | None = None) -> Iterator[CorpusEvent]:
     """Add each program under `configs` configurations (the default first, then uniform samples
     of its search space) to the corpus; entries already stored are skipped. Each entry is
@@ -248,6 +263,8 @@ def grow(programs: Sequence[CorpusProgram], pool: Any, store: Any, *, configs: i
         rounds: interleaved timing rounds per entry.
         timeout_s: limit on one entry (s).
         max_kernels: distinct kernels timed per entry at most (the rest are stored untimed).
+        kernel_limit_s: limit on one kernel's compile and timing (s); kernels stop being cut
+            once half of `timeout_s` is spent, so an entry finishes with what it timed.
         on_event: called with each `CorpusEvent` (also yielded).
 
     Yields:
@@ -266,7 +283,8 @@ def grow(programs: Sequence[CorpusProgram], pool: Any, store: Any, *, configs: i
             started = time.perf_counter()
             outcome = pool.call(program, f"{__name__}:profile_in_worker",
                                 {"options": options, "rounds": rounds, "seed": seed,
-                                 "max_kernels": max_kernels},
+                                 "max_kernels": max_kernels, "kernel_limit_s": kernel_limit_s,
+                                 "budget_s": timeout_s / 2},
                                 group=GROUP, timeout_s=timeout_s)
             seconds = time.perf_counter() - started
             if not outcome.ran:

@@ -1,8 +1,11 @@
 """The kernel-level cost model, composed to programs, and its held-out evaluation.
 
 * `KernelModel`: LightGBM gradient-boosted regression trees (Ke et al. 2017) of the log of a
-  kernel's time on its features (`xlaprobe.tune.kernels.kernel_features`) and the configuration's
-  non-default values, trained on the kernel corpus (`xlaprobe.tune.corpus`).
+  kernel's time on its features (`xlaprobe.tune.kernels.kernel_features`), trained on the kernel
+  corpus (`xlaprobe.tune.corpus`). The configuration's non-default values are not features by
+  default: held out on a 113-entry corpus of 12 programs they cost Kendall tau (0.105 with them,
+  0.179 without, by program; 0.069 vs 0.195 by source): the optimized HLO already shows what
+  an option changed, and the indicators let the trees fit other programs' noise.
 * `Composition`: a program's time from its kernels' as in the learned TPU cost model (Kaufman et
   al., MLSys 2021): ``a + b * sum_k max(t_k - floor, 0) + c * kernels``, where ``floor`` is the
   measured cost of calling an executable at all (each kernel timed alone pays it; inside the
@@ -10,6 +13,9 @@
   least squares on the training programs' measured program and kernel times.
 * `ProgramModel`: both, trained on corpus entries; predicts a program's seconds from the kernels
   of its optimized HLO (`predict_text`).
+* `RankModel`: the program-level alternative: LightGBM LambdaRank (Burges 2010) over each
+  entry's kernel features summed over its kernels and the configuration's values, grouped by
+  program (it ranks a program's configurations; it predicts no seconds).
 * `held_out`: Kendall tau between predicted and measured program times across the
   configurations of each held-out group (a program, or a whole source: zoo, ecosystem, capture,
   fuzz), beside the roofline of ``cost_analysis()``; and the held-out errors.
@@ -19,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -42,13 +48,15 @@ def config_features(candidate: Mapping[str, Any]) -> dict[str, float]:
             if not k.startswith("knob:") and v is not None and v is not False}
 
 
-def kernel_row(kernel: Mapping[str, Any], candidate: Mapping[str, Any]) -> dict[str, float]:
-    """The model's features of one kernel under a configuration."""
-    return {**kernel["features"], **config_features(candidate)}
+def kernel_row(kernel: Mapping[str, Any], candidate: Mapping[str, Any], *,
+               config: bool = True) -> dict[str, float]:
+    """The model's features of one kernel under a configuration (without the configuration's
+    indicators when `config` is False)."""
+    return {**kernel["features"], **(config_features(candidate) if config else {})}
 
 
-class KernelModel:
-    """LightGBM regression of ``log(seconds)`` of a kernel timed alone.
+class _Boosted:
+    """A LightGBM booster and its feature columns (untrained until ``fit``).
 
     Args:
         seed: LightGBM's seed; num_trees: boosting rounds.
@@ -58,6 +66,14 @@ class KernelModel:
         self.seed, self.num_trees = seed, num_trees
         self.table: FeatureTable | None = None
         self._model: Any = None
+
+
+class KernelModel(_Boosted):
+    """LightGBM regression of ``log(seconds)`` of a kernel timed alone.
+
+    Args:
+        seed: LightGBM's seed; num_trees: boosting rounds.
+    """
 
     def fit(self, rows: Sequence[Mapping[str, float]], seconds: Sequence[float]) -> KernelModel:
         """Train on kernels' features and measured times (s).
@@ -120,9 +136,10 @@ class Composition:
 
     @classmethod
     def fit(cls, kernel_s: Sequence[Sequence[float]], floors: Sequence[float],
-            program_s: Sequence[float]) -> Composition:
+            program_s: Sequence[float], *, overheads: bool = True) -> Composition:
         """Non-negative least squares over programs, weighted by 1 / program time (relative
-        error: a 10 ms program must not drown a 0.1 ms one).
+        error: a 10 ms program must not drown a 0.1 ms one). Without `overheads` the floor and
+        the per-kernel term are dropped: ``a + b * sum_k t_k`` (the plain sum, for ablation).
 
         Raises:
             InvalidArgument: lengths differ or no programs.
@@ -131,7 +148,10 @@ class Composition:
 
         if not len(kernel_s) == len(floors) == len(program_s) or not len(program_s):
             raise InvalidArgument("need one floor and program time per program's kernel times")
+        floors = list(floors) if overheads else [0.0] * len(floors)
         x = np.stack([cls.design(k, f) for k, f in zip(kernel_s, floors)])
+        if not overheads:
+            x[:, 2] = 0.0
         y = np.asarray(program_s, np.float64)
         w = 1.0 / np.maximum(y, EPS_S)
         coef, _ = nnls(x * w[:, None], y * w)
@@ -143,12 +163,13 @@ class Composition:
         return float(self.a + self.b * work + self.c * n)
 
 
-def _timed(entries: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, float]], list[float]]:
+def _timed(entries: Sequence[Mapping[str, Any]], *, config: bool = True
+           ) -> tuple[list[dict[str, float]], list[float]]:
     rows, seconds = [], []
     for entry in entries:
         for kernel in entry["kernels"]:
             if kernel["time_s"] is not None and kernel["time_s"] > 0:
-                rows.append(kernel_row(kernel, entry["candidate"]))
+                rows.append(kernel_row(kernel, entry["candidate"], config=config))
                 seconds.append(kernel["time_s"])
     return rows, seconds
 
@@ -158,11 +179,19 @@ class ProgramModel:
 
     Args:
         seed: the kernel model's seed.
+        overheads: compose with the floor and per-kernel overhead (``a + b * sum_k max(t_k -
+            floor, 0) + c * n``); False: the plain sum ``a + b * sum_k t_k`` (ablation).
+        config: the configuration's values are kernel features too (default False: the
+            kernel's HLO features alone, which ranked better held out; see the module).
+        measured: compose the held-out entries' *measured* kernel times where they have one
+            (not a predictor: the diagnostic of what a perfect kernel model would reach).
     """
 
-    def __init__(self, seed: int = 0):
+    def __init__(self, seed: int = 0, *, overheads: bool = True, config: bool = False,
+                 measured: bool = False):
         self.kernels = KernelModel(seed)
         self.composition: Composition | None = None
+        self.overheads, self.config, self.measured = overheads, config, measured
 
     def fit(self, entries: Sequence[Mapping[str, Any]]) -> ProgramModel:
         """Train the kernel model on every timed kernel, then the composition on each entry's
@@ -171,16 +200,17 @@ class ProgramModel:
         Raises:
             InvalidArgument: too few timed kernels (see `KernelModel.fit`).
         """
-        rows, seconds = _timed(entries)
+        rows, seconds = _timed(entries, config=self.config)
         self.kernels.fit(rows, seconds)
         per_program = []
         for entry in entries:
-            predicted = self.kernels.predict([kernel_row(k, entry["candidate"])
+            predicted = self.kernels.predict([kernel_row(k, entry["candidate"], config=self.config)
                                               for k in entry["kernels"]])
             per_program.append([k["time_s"] if k["time_s"] else p
                                 for k, p in zip(entry["kernels"], predicted)])
         self.composition = Composition.fit(per_program, [e["data"]["floor_s"] for e in entries],
-                                           [e["program_s"] for e in entries])
+                                           [e["program_s"] for e in entries],
+                                           overheads=self.overheads)
         return self
 
     def predict(self, kernels: Sequence[Mapping[str, Any]], candidate: Mapping[str, Any]) -> float:
@@ -192,12 +222,80 @@ class ProgramModel:
         """
         if self.composition is None:
             raise InvalidArgument("the program model is not trained yet")
-        times = self.kernels.predict([kernel_row(k, candidate) for k in kernels])
+        times = self.kernels.predict([kernel_row(k, candidate, config=self.config)
+                                      for k in kernels])
+        if self.measured:
+            times = np.asarray([k.get("time_s") or t for k, t in zip(kernels, times)])
         return self.composition.program_s(times)
 
     def predict_text(self, text: str, candidate: Mapping[str, Any]) -> float:
         """Predicted seconds of the program whose optimized HLO is `text` under `candidate`."""
         return self.predict([{"features": k.features} for k in kernels(text)], candidate)
+
+
+def program_row(kernels: Sequence[Mapping[str, Any]], candidate: Mapping[str, Any]
+                ) -> dict[str, float]:
+    """A program's features for `RankModel`: each kernel feature summed over its kernels, the
+    kernel count, and the configuration's indicators."""
+    row: dict[str, float] = {"kernels": float(len(kernels))}
+    for kernel in kernels:
+        for key, value in kernel["features"].items():
+            row[f"sum:{key}"] = row.get(f"sum:{key}", 0.0) + float(value)
+    return {**row, **config_features(candidate)}
+
+
+class RankModel(_Boosted):
+    """LightGBM LambdaRank over `program_row`, one query group per program: the ranking
+    objective instead of regression and composition. ``predict`` returns a score whose order is
+    that of predicted time (higher: slower), not seconds.
+
+    Args:
+        seed: LightGBM's seed; num_trees: boosting rounds.
+    """
+
+    kernels = None  # no kernel-level predictions: no kernel error
+
+    def fit(self, entries: Sequence[Mapping[str, Any]]) -> RankModel:
+        """Train on the entries, grouped by program; relevance is the rank of speed within
+        its program (the fastest configuration highest).
+
+        Raises:
+            InvalidArgument: no program with two or more entries.
+        """
+        import lightgbm
+
+        groups: dict[str, list[Mapping[str, Any]]] = {}
+        for entry in entries:
+            groups.setdefault(entry["program_id"], []).append(entry)
+        groups = {k: v for k, v in groups.items() if len(v) >= 2}
+        if not groups:
+            raise InvalidArgument("the rank model needs a program with two or more entries")
+        rows, labels, sizes = [], [], []
+        for members in groups.values():
+            order = np.argsort(np.argsort([-e["program_s"] for e in members]))
+            rows += [program_row(e["kernels"], e["candidate"]) for e in members]
+            labels += [min(int(v), 30) for v in order]  # slowest 0 ... fastest highest
+            sizes.append(len(members))
+        self.table = FeatureTable(rows)
+        params = {"objective": "lambdarank", "learning_rate": 0.05, "num_leaves": 15,
+                  "min_data_in_leaf": 3, "min_data_in_bin": 1, "seed": self.seed,
+                  "deterministic": True, "force_row_wise": True, "verbose": -1,
+                  "num_threads": 1, "label_gain": list(range(32))}
+        data = lightgbm.Dataset(self.table.matrix(rows), np.asarray(labels), group=sizes,
+                                params={"min_data_in_bin": 1, "verbose": -1})
+        self._model = lightgbm.train(params, data, num_boost_round=self.num_trees)
+        return self
+
+    def predict(self, kernels: Sequence[Mapping[str, Any]], candidate: Mapping[str, Any]) -> float:
+        """A score ordered like predicted time (minus the ranker's relevance).
+
+        Raises:
+            InvalidArgument: not trained.
+        """
+        if self._model is None or self.table is None:
+            raise InvalidArgument("the rank model is not trained yet")
+        row = self.table.matrix([program_row(kernels, candidate)])
+        return -float(self._model.predict(row)[0])
 
 
 def _log_error(predicted: float, measured: float) -> float:
@@ -218,16 +316,20 @@ def evaluate(model: ProgramModel, test: Sequence[Mapping[str, Any]]) -> dict[str
     for entry in test:
         by_program.setdefault(entry["program_id"], []).append(entry)
     taus, roofs, errors = [], [], []
+    seconds_out = not isinstance(model, RankModel)
     for entries in by_program.values():
         predicted = [model.predict(e["kernels"], e["candidate"]) for e in entries]
         measured = [e["program_s"] for e in entries]
-        errors += [_log_error(p, m) for p, m in zip(predicted, measured)]
+        if seconds_out:
+            errors += [_log_error(p, m) for p, m in zip(predicted, measured)]
         if len(entries) >= 2 and len(set(measured)) > 1:
             taus.append(kendall_tau(predicted, measured))
             roofline_s = -roofline_scores([e["data"].get("cost", {}) for e in entries])
             roofs.append(kendall_tau(roofline_s, measured))
-    rows, seconds = _timed(test)
-    kernel_errors = [_log_error(p, m) for p, m in zip(model.kernels.predict(rows), seconds)]
+    kernel_errors = []
+    if isinstance(model, ProgramModel):
+        rows, seconds = _timed(test, config=model.config)
+        kernel_errors = [_log_error(p, m) for p, m in zip(model.kernels.predict(rows), seconds)]
     return {"model_tau": float(np.nanmean(taus)) if taus else math.nan,
             "roofline_tau": float(np.nanmean(roofs)) if roofs else math.nan,
             "programs": len(taus), "entries": len(test),
@@ -235,10 +337,17 @@ def evaluate(model: ProgramModel, test: Sequence[Mapping[str, Any]]) -> dict[str
             "kernel_error": float(np.median(kernel_errors)) if kernel_errors else math.nan}
 
 
-def held_out(entries: Sequence[Mapping[str, Any]], by: str = "program", seed: int = 0
-             ) -> list[dict[str, Any]]:
+def held_out(entries: Sequence[Mapping[str, Any]], by: str = "program", seed: int = 0,
+             make: Callable[[int], Any] | None = None) -> list[dict[str, Any]]:
     """Leave-one-group-out evaluation: for each group (``program``: each program; ``source``:
     each source), train on the other groups' entries and `evaluate` on its own.
+
+    Args:
+        entries: corpus entries (`Store.corpus`).
+        by: ``program`` or ``source``.
+        seed: the models' seed.
+        make: seed -> an untrained model with ``fit(entries)`` and ``predict(kernels,
+            candidate)`` (default `ProgramModel`; a variant for ablations, or `RankModel`).
 
     Returns:
         One dict per group that could be evaluated: ``group``, ``source`` and `evaluate`'s keys.
@@ -255,6 +364,6 @@ def held_out(entries: Sequence[Mapping[str, Any]], by: str = "program", seed: in
         test = [e for e in entries if e[key] == group]
         if len(_timed(train)[0]) < MIN_KERNELS:
             continue
-        model = ProgramModel(seed).fit(train)
+        model = (make or ProgramModel)(seed).fit(train)
         out.append({"group": group, "source": test[0]["source"], **evaluate(model, test)})
     return out

@@ -17,6 +17,9 @@ Strategies (all propose one candidate per measurement):
   time predicted from their kernels, and the fastest predicted measured; a residual model
   refitted on each measurement corrects the ranking.
 
+The best candidate is then confirmed by a paired, interleaved comparison against the defaults
+(and the defaults against themselves) in one fresh worker process (`xlaprobe.tune.confirm`).
+
 The correctness guard: every measured candidate's outputs are judged by the oracle against the
 float64 reference of its program with the honest-run error budget, exactly as ``xlaprobe check``
 judges a configuration (`xlaprobe.checking.judge`); a candidate with any finding is rejected, never
@@ -44,6 +47,7 @@ from xlaprobe.errors import InvalidArgument
 from xlaprobe.outcome import Outcome, OutcomeKind
 from xlaprobe.program import Program, Provenance
 from xlaprobe.tune import space as space_mod
+from xlaprobe.tune.confirm import MIN_GAIN, Confirmation, confirm
 from xlaprobe.tune.costmodel import CostModel
 from xlaprobe.tune.features import candidate_features
 from xlaprobe.knobs import Knob, declared_knobs
@@ -60,15 +64,17 @@ PENALTY_SPEEDUP = 0.1
 EPSILON = 0.15
 #: Candidates the model strategy ranks per proposal.
 POOL_SIZE = 384
-#: Smallest speedup worth accepting: below it a "win" is within what noise and a fresh process
-#: give (see `acceptance_threshold`).
-MIN_GAIN = 1.02
+#: Paired rounds of the confirmation of the best candidate (`xlaprobe.tune.confirm`).
+CONFIRM_ROUNDS = 30
 
 
-def acceptance_threshold(control: Measurement) -> float:
-    """The lower end a replicated speedup's interval must exceed to be accepted: the largest of
-    `MIN_GAIN` and how far the A/A control's interval (the baseline timed against itself, so the
-    noise this machine shows now) strays from 1 on either side."""
+def acceptance_threshold(control: Measurement | Confirmation) -> float:
+    """The lower end a confirmed speedup's interval must exceed to be accepted: the largest of
+    `MIN_GAIN` and how far the A/A control's interval strays from 1 on either side. For a
+    `Confirmation` the control is the one timed in the same rounds (`Confirmation.threshold`);
+    for a `Measurement` it is that measurement's own interval."""
+    if isinstance(control, Confirmation):
+        return control.threshold
     return max(MIN_GAIN, control.high, 2.0 - control.low)
 
 
@@ -363,9 +369,10 @@ class TuneResult:
         control: the A/A measurement (baseline against itself): its interval shows the noise.
         trials: every measurement in order.
         best: the best candidate measured (None when nothing beat the baseline).
-        replicated: the best's re-measurement in a fresh worker process (None if not run).
-        accepted: True when the best's replication is faster (its interval above
-            `acceptance_threshold`) and both its runs passed the guard; else the baseline is the
+        replicated: the best's confirmation, paired and interleaved against the defaults and an
+            A/A twin in one fresh worker process (None if not run).
+        accepted: True when the confirmation is faster (its interval above its
+            `Confirmation.threshold`) and both runs passed the guard; else the baseline is the
             result.
         compiler_options, xla_flags, knobs: the accepted configuration ({} / "" / {} if none).
         findings: ``(candidate key, verdict kind)`` of every rejected candidate.
@@ -379,7 +386,7 @@ class TuneResult:
     control: Measurement
     trials: tuple[Trial, ...]
     best: Trial | None
-    replicated: Measurement | None
+    replicated: Confirmation | None
     accepted: bool
     compiler_options: dict[str, Any]
     xla_flags: str
@@ -507,10 +514,11 @@ def tune(target: TuneTarget, pool: Any, store: Any, *, strategy: str = "model", 
         space: the search space (default: XLA:CPU options and passes plus the target's knobs);
             it is validated against XLA first.
         name: the result's name (default: the target).
-        replicate: re-measure the best in a fresh worker process before accepting it.
+        replicate: confirm the best in a fresh worker process before accepting it
+            (`xlaprobe.tune.confirm`, `CONFIRM_ROUNDS` paired rounds).
         timeout_s: limit on one measurement or reference run (s).
         on_event: progress callback, ``(event, payload)``: ``("note", str)``, ``("control",
-            Measurement)``, ``("trial", Trial)``, ``("replicated", Measurement)``.
+            Measurement)``, ``("trial", Trial)``, ``("replicated", Confirmation)``.
         guard: the `Guard` (default: a new one on `pool`); runs on one program may share one,
             so its float64 reference is computed once.
 
@@ -522,7 +530,7 @@ def tune(target: TuneTarget, pool: Any, store: Any, *, strategy: str = "model", 
             baseline does not compile or run, the reference cannot run, or the baseline itself
             fails the guard.
     """
-    _check_request(target, store, strategy, budget)
+    corpus = _check_request(target, store, strategy, budget)
     emit = on_event or (lambda event, payload: None)
     started = time.perf_counter()
     name = name or target.name
@@ -533,7 +541,7 @@ def tune(target: TuneTarget, pool: Any, store: Any, *, strategy: str = "model", 
                      emit)
     run_id = store.start_tuning_run(name, session.baseline.fingerprint, strategy, budget, seed)
     session = dataclasses.replace(session, run_id=run_id, strategy=strategy, space=space)
-    chooser = _chooser(session, seed)
+    chooser = _chooser(session, seed, corpus)
     trials: list[Trial] = []
     findings: list[tuple[str, str]] = []
     best_speedup, best = 1.0, None
@@ -555,7 +563,7 @@ def tune(target: TuneTarget, pool: Any, store: Any, *, strategy: str = "model", 
             best = trial
         trials.append(trial)
         emit("trial", trial)
-    replicated, accepted = _replicate(session, best) if best is not None and replicate \
+    replicated, accepted = _replicate(session, best, emit) if best is not None and replicate \
         else (None, False)
     chosen = best.candidate if accepted and best is not None else space.default()
     result = TuneResult(
@@ -568,8 +576,13 @@ def tune(target: TuneTarget, pool: Any, store: Any, *, strategy: str = "model", 
     return result
 
 
-def _check_request(target: TuneTarget, store: Any, strategy: str, budget: int) -> None:
+def _check_request(target: TuneTarget, store: Any, strategy: str, budget: int
+                   ) -> list[dict[str, Any]] | None:
     """Refuse a run that cannot start before anything is measured or stored.
+
+    Returns:
+        The kernel corpus of the other programs for the ``kernel`` strategy (read once here and
+        handed to its predictor), else None.
 
     Raises:
         InvalidArgument: unknown strategy, budget < 1, or the ``kernel`` strategy without a
@@ -579,11 +592,10 @@ def _check_request(target: TuneTarget, store: Any, strategy: str, budget: int) -
         raise InvalidArgument(f"unknown strategy '{strategy}': use {', '.join(STRATEGIES)}")
     if budget < 1:
         raise InvalidArgument(f"budget must be at least one measurement, got {budget}")
-    if strategy == "kernel":
-        _other_corpus(store, target.build({}).fingerprint)
+    return _other_corpus(store, target.build({}).fingerprint) if strategy == "kernel" else None
 
 
-def _chooser(session: _Session, seed: int) -> Any:
+def _chooser(session: _Session, seed: int, corpus: list[dict[str, Any]] | None) -> Any:
     """The run's strategy, with what it learns from: the store's measurements of other
     programs (``model``) or a kernel model of their kernel corpus (``kernel``)."""
     assert session.space is not None
@@ -591,23 +603,22 @@ def _chooser(session: _Session, seed: int) -> Any:
     history = [(row["program_id"], row["data"]["row_features"], row["speedup"])
                for row in session.store.measurements(exclude_program=program_id)
                if "row_features" in row["data"]]
-    predictor = _kernel_predictor(session.target, session.pool, session.store, seed,
-                                  session.timeout_s, program_id) \
-        if session.strategy == "kernel" else None
+    predictor = _kernel_predictor(session.target, session.pool, corpus, seed,
+                                  session.timeout_s) \
+        if session.strategy == "kernel" and corpus is not None else None
     return make_strategy(session.strategy, session.space, seed,
                          program_features=session.control.features, history=history,
                          program_id=program_id, predictor=predictor)
 
 
-def _kernel_predictor(target: TuneTarget, pool: Any, store: Any, seed: int,
-                      timeout_s: float | None, program_id: str) -> Callable[..., Any]:
-    """The ``kernel`` strategy's predictor: a `ProgramModel` trained on the store's kernel
-    corpus without this program's entries.
+def _kernel_predictor(target: TuneTarget, pool: Any, entries: list[dict[str, Any]], seed: int,
+                      timeout_s: float | None) -> Callable[..., Any]:
+    """The ``kernel`` strategy's predictor: a `ProgramModel` trained on `entries`, the store's
+    kernel corpus without this program's entries (`_other_corpus`, read once per run).
 
     Raises:
         InvalidArgument: the corpus has too few timed kernels of other programs.
     """
-    entries = _other_corpus(store, program_id)
     return model_predictor(ProgramModel(seed).fit(entries), target.build, pool, timeout_s)
 
 
@@ -700,21 +711,26 @@ def _trial(session: _Session, candidate: dict[str, Any]
     return status, m, detail, speedup
 
 
-def _replicate(session: _Session, best: Trial) -> tuple[Measurement | None, bool]:
-    """Re-measure the best candidate in a fresh worker process (a win must not be an artefact of
-    one process) and guard it again: (the measurement, accepted?)."""
+def _replicate(session: _Session, best: Trial, emit: Callable[[str, Any], None]
+               ) -> tuple[Confirmation | None, bool]:
+    """Confirm the best candidate in a fresh worker process (paired, interleaved rounds with an
+    A/A twin: `xlaprobe.tune.confirm`), report it, and guard it again: (the confirmation,
+    accepted?)."""
     for group in session.pool.worker_pids():
         if group == GROUP or group.startswith(GROUP + ":"):
             session.pool.recycle(group)
     program = session.target.build(space_mod.knob_values(best.candidate))
-    replicated, _ = measure(session.pool, session.baseline, {}, compiler_options(
+    mutant = best.candidate.get(space_mod.MUTANT)
+    replicated = confirm(session.pool, session.baseline, compiler_options(
         space_mod.configuration(best.candidate)),
-        None if program is session.baseline else program, protocol=session.protocol,
-        timeout_s=session.timeout_s, mutant=best.candidate.get(space_mod.MUTANT))
+        None if program is session.baseline else program, rounds=CONFIRM_ROUNDS,
+        sample_s=session.protocol.sample_s, timeout_s=session.timeout_s, mutant=mutant,
+        group=f"{GROUP}:confirm" + (f":mutant:{mutant}" if mutant else ""))
     if replicated is None:
         return None, False
+    emit("replicated", replicated)
     check = session.guard.judge(program, space_mod.label(best.candidate), replicated.outputs)
-    accepted = replicated.low > acceptance_threshold(session.control) and not check.findings
+    accepted = replicated.confirmed and not check.findings
     session.store.record_measurement(session.run_id, session.baseline.fingerprint,
                                      best.candidate, "ok" if not check.findings else "rejected",
                                      replicated.to_json(), speedup=replicated.speedup,
