@@ -7,8 +7,11 @@ stored fingerprint ``--labels`` (JSON: fingerprint -> {"class", "bug", ...}, as
 - ``stored``: the fingerprint the campaign stored (the build that ran it);
 - ``cone``: today's key before localization (`xlaprobe.triage.finding_key`: the failing outputs'
   cone), from a fresh check of the row's program under its configuration and ``reference``;
+- ``exposed``: the key of the first wrong intermediate with every intermediate of the cone
+  exposed at once and no walk back (the ablation), the cone key where it names none;
 - ``first wrong``: the key of the first wrong intermediate
-  (`xlaprobe.localization.first_wrong.first_wrong_key`), the cone key where it names none.
+  (`xlaprobe.localization.first_wrong.first_wrong_key`: the full exposure, then the walk back
+  where the exposure hid the fault), the cone key where it names none.
 
 For each keying: fingerprints per distinct bug (goal 1.0: one bug, one key) and bugs per
 fingerprint (goal 1.0: no key shared by two bugs), with the keys that merge or split bugs.
@@ -33,6 +36,9 @@ from xlaprobe.localization import make_pool
 from xlaprobe.localization.first_wrong import first_wrong_key
 from xlaprobe.sources.generator import generate
 
+#: The keyings compared, oldest first.
+KEYINGS = ("stored", "cone", "exposed", "first wrong")
+
 
 def finding_rows(db: Path, labels: dict[str, Any]) -> list[dict[str, Any]]:
     """The store's real-labelled finding rows: program id, seed, config, stored key, bug,
@@ -49,7 +55,8 @@ def finding_rows(db: Path, labels: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def key_rows(rows: list[dict[str, Any]], pool: Any) -> None:
-    """Add the ``cone`` and ``first wrong`` keys to each row (one check per program)."""
+    """Add the ``cone``, ``exposed`` and ``first wrong`` keys to each row (one check per
+    program; the walk back only where the full exposure names nothing)."""
     by_program = collections.defaultdict(list)
     for row in rows:
         by_program[(row["db"], row["program"])].append(row)
@@ -62,10 +69,13 @@ def key_rows(rows: list[dict[str, Any]], pool: Any) -> None:
         for row in group:
             finding = found.get(row["config"])
             row["cone"] = finding.fingerprint if finding else "(no finding now)"
-            deep = first_wrong_key(program, row["config"], check, pool) if finding else None
-            row["first wrong"] = deep or row["cone"]
-            print(json.dumps({k: row[k] for k in ("seed", "config", "bug", "stored", "cone",
-                                                  "first wrong")}), flush=True)
+            exposed = first_wrong_key(program, row["config"], check, pool, walk_back=False) \
+                if finding else None
+            deep = exposed or (first_wrong_key(program, row["config"], check, pool)
+                               if finding else None)
+            row["exposed"], row["first wrong"] = exposed or row["cone"], deep or row["cone"]
+            print(json.dumps({k: row[k] for k in ("seed", "config", "bug", *KEYINGS)}),
+                  flush=True)
 
 
 def figures(rows: list[dict[str, Any]], keying: str) -> dict[str, Any]:
@@ -94,7 +104,7 @@ def main() -> None:
     rows = [r for db in args.db for r in finding_rows(Path(db), labels)]
     with make_pool(size=1, timeout_s=300) as pool:
         key_rows(rows, pool)
-    report = {keying: figures(rows, keying) for keying in ("stored", "cone", "first wrong")}
+    report = {keying: figures(rows, keying) for keying in KEYINGS}
     load = os.getloadavg()
     print(f"{len(rows)} real finding rows; load average {load[0]:.1f} on {os.cpu_count()} cores")
     for keying, f in report.items():

@@ -4,6 +4,7 @@ accepted freedom is ok with its label; a planted fault is never labelled a freed
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pathlib
 
@@ -205,6 +206,26 @@ def test_fma_is_labelled_and_rechecked_without_fma(pool):
                      result.flushed, rechecks=result.rechecks, accept=frozenset({"fma"}))
     assert accepted.ok and accepted.verdicts[0][0].kind is VerdictKind.OK
     assert accepted.verdicts[0][0].freedom == "fma"
+
+
+def test_a_fault_without_fma_too_is_no_fma(pool):
+    """Known answer: XLA's contracted answer is labelled fma while XLA without FMA is right;
+    the same answer from every configuration, op by op and without FMA too, is a fault."""
+    if not HAS_FMA:
+        pytest.skip("this CPU has no FMA instructions: XLA cannot contract")
+    program = _program(difference_of_squares, *_squares_inputs())
+    result = check_program(program, ["xla", "eager", "reference"], pool)
+    assert result.verdicts[0][0].freedom == "fma"  # the control: the recheck is right
+    xla = result.outcomes[0]
+    recheck = "xla[xla_cpu_max_isa=AVX]"
+    shared = [dataclasses.replace(o, outputs=xla.outputs) if o.config == recheck else o
+              for o in result.rechecks]
+    rejudged = judge(program, list(result.configs),
+                     [xla, dataclasses.replace(xla, config="eager"), result.outcomes[2]],
+                     result.budget, result.flushed, rechecks=shared)
+    for verdict in (rejudged.verdicts[0][0], rejudged.verdicts[1][0]):  # xla, eager
+        assert (verdict.kind, verdict.freedom) == (VerdictKind.NAN_MISMATCH, "")  # NaN by FMA
+    assert sorted(f.config for f in rejudged.findings) == ["eager", "xla"]
 
 
 def test_excess_range_is_labelled_and_the_simplifier_off_overflows(pool):

@@ -1,6 +1,7 @@
 """``xlaprobe upstream``: a ready-to-file issue whose reproducer runs alone and shows the fault."""
 
 import ast
+import dataclasses
 import json
 import pathlib
 
@@ -102,6 +103,27 @@ def test_a_nan_or_inf_mismatch_title_says_which_way_it_went():
     assert behaviour(evidence("inf-mismatch", 1.0, inf)) == (
         "returns a finite value where the result is Inf")
     assert behaviour(evidence("mismatch", 1.0, 2.0)) == "returns wrong values"
+
+
+def test_a_nan_mismatch_draft_says_its_relative_error_is_over_finite_elements():
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from xlaprobe.oracle import judge_leaf
+    from xlaprobe.upstream_text import _worst
+
+    # Element 0 is NaN where float64 gives 1; element 2 is off by 20%; element 1 is right.
+    verdict = dataclasses.replace(judge_leaf(np.float32([np.nan, 1.0, 2.0]),
+                                             np.float64([1.0, 1.0, 2.5])), output="out")
+    assert verdict.kind.value == "nan-mismatch" and abs(verdict.max_rel - 0.2) < 1e-6
+    line = _worst(SimpleNamespace(verdicts=(verdict,)))
+    assert "element 0 is **nan**, the right value is **1**" in line
+    assert "66.7% of its elements are off" in line
+    assert "max relative error 0.2 where both values are finite" in line
+    exact = dataclasses.replace(judge_leaf(np.float32([np.nan, 1.0]), np.float64([1.0, 1.0])),
+                                output="out")
+    assert "where both values are finite they agree" in _worst(SimpleNamespace(verdicts=(exact,)))
 
 
 def test_a_partitioned_repro_can_judge_by_the_checks_allowance():

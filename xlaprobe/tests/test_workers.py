@@ -113,6 +113,22 @@ def test_worker_reused_and_program_sent_once(pool):
     assert after.tasks - before.tasks == 3
 
 
+def test_reference_runs_of_one_program_travel_as_one_task(pool):
+    program, other = _mlp_program(seed=2), _mlp_program(seed=3)
+    items = [(program, "reference"), (program, "reference:native"), (program, "wtest"),
+             (program, "reference:ftz"), (other, "reference:ftz")]
+    before = pool.stats
+    outcomes = dict(pool.run_many(items))
+    # [reference, reference:native] one task, wtest, then reference:ftz of each program alone.
+    assert pool.stats.tasks - before.tasks == 4
+    assert [outcomes[i].config for i in range(5)] == [spec for _, spec in items]
+    assert all(o.ran for o in outcomes.values())
+    for index in (0, 1, 4):  # each as a run of its own gives
+        alone = pool.run(*items[index])
+        np.testing.assert_array_equal(outcomes[index].outputs[0], alone.outputs[0])
+    assert not np.array_equal(outcomes[0].outputs[0], outcomes[4].outputs[0])
+
+
 def test_exception_is_one_line_compile_error(pool):
     pool.run(_mlp_program(), "wtest")  # warm
     pid = _only_pid(pool)

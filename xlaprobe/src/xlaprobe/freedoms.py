@@ -14,7 +14,10 @@ from the program's shape alone:
 - ``fma``: the configuration's failing leaf is what the honest run gives when each product
   used once by an add or subtract is contracted into a fused multiply-add (``reference:fma``).
   Recheck: ``xla_cpu_max_isa=AVX`` (an ``XLA_FLAGS`` option: its worker starts XLA with it), which
-  withholds FMA instructions (and AVX2 and AVX-512 with them: reported, not evidence).
+  withholds FMA instructions (and AVX2 and AVX-512 with them: a right answer there is reported,
+  not evidence). Evidence against: a recheck that is still wrong (XLA without FMA gets it wrong
+  too: a fault, not the contraction), and an op-by-op configuration (``eager`` runs every
+  equation as a kernel of its own, so no product and add are contracted across equations).
 - ``ftz``: subnormal inputs or results flushed to zero (the oracle's ``ftz`` evidence: the output
   agrees with ``reference:ftz``, or is zero where the reference is subnormal). XLA:CPU has an
   ``xla_cpu_ftz`` option, but on jaxlib 0.12 it changes nothing, per compile or in ``XLA_FLAGS``
@@ -221,14 +224,39 @@ def diagnose(verdict: Verdict, actual: np.ndarray, evidence: Evidence) -> tuple[
                 where & ~np.isfinite(np.asarray(without, np.float64))))):
             labels.append("excess-range")
     contracted = evidence.leaf(FMA_EVIDENCE, i)
-    # Only the contracted honest run is evidence: the recheck without FMA instructions also
-    # withholds AVX2 and AVX-512, so a fault of their code paths would vanish there too.
-    if verdict.kind.is_numeric and contracted is not None and \
-            _agrees(actual, contracted, honest, dtype, verdict):
+    # Only the contracted honest run is evidence for: the recheck without FMA instructions also
+    # withholds AVX2 and AVX-512, so a fault of their code paths would vanish there too. A
+    # recheck still wrong is evidence against: the fault does not need the contraction.
+    if verdict.kind.is_numeric and contracted is not None and _contracts(verdict.config) and \
+            _agrees(actual, contracted, honest, dtype, verdict) and \
+            not _wrong_without(verdict, "fma", evidence):
         labels.append("fma")
     if verdict.kind is VerdictKind.FTZ:
         labels.append("ftz")
     return tuple(labels)
+
+
+def _contracts(config: str) -> bool:
+    """Whether `config` may contract a product and an add of two equations into one FMA (not
+    the op-by-op ``eager``, whose every equation is a kernel of its own)."""
+    try:
+        return Configuration.parse(config).kind != "eager"
+    except InvalidArgument:
+        return True
+
+
+def _wrong_without(verdict: Verdict, label: str, evidence: Evidence) -> bool:
+    """Whether the recheck of `verdict`'s configuration with `label` off ran and is still a
+    numeric finding against float64 (with the honest budget): the freedom does not explain it."""
+    spec = recheck_config(verdict.config, label)
+    other = None if spec is None else evidence.leaf(spec, verdict.index)
+    if other is None:
+        return False
+    i = verdict.index
+    honest = None if evidence.honest is None else list(evidence.honest[i]) or None
+    again = judge_leaf(other, np.asarray(evidence.reference[i], np.float64), budget=honest,
+                       dtype=evidence.dtypes[i])
+    return again.kind.is_finding and again.kind.is_numeric
 
 
 def _recheck_note(label: str, verdict: Verdict, actual: np.ndarray,

@@ -147,11 +147,22 @@ def _worst(evidence: Any) -> str:
         if v.worst >= 0:
             lines.append(f"- output `{v.output}`: element {v.worst} is **{v.actual:.9g}**, the "
                          f"right value is **{v.expected:.9g}** ({v.frac_over:.1%} of its "
-                         f"elements are off; max relative error {v.max_rel:.3g})")
+                         f"elements are off; {_relative(v)})")
         else:
             lines.append(f"- output `{v.output}`: {v.kind.value}"
                          + (f" ({v.detail[:300]})" if v.detail else ""))
     return "\n".join(lines) or "- (no per-output detail stored)"
+
+
+def _relative(verdict: Any) -> str:
+    """The leaf's max relative error, said over which elements: a NaN or Inf mismatch's is over
+    the elements where both values are finite (the others have no finite error)."""
+    if verdict.kind.value not in ("nan-mismatch", "inf-mismatch"):
+        return f"max relative error {verdict.max_rel:.3g}"
+    what = "NaN" if verdict.kind.value == "nan-mismatch" else "Inf"
+    finite = (f"max relative error {verdict.max_rel:.3g} where both values are finite"
+              if verdict.max_rel else "where both values are finite they agree")
+    return f"a {what} where the other value is not, an error no number measures; {finite}"
 
 
 def _right_value(evidence: Any) -> str:

@@ -20,6 +20,9 @@ Process model:
   buffers, without intermediate copies.
 * The parent's ``jax_enable_x64`` and ``jax_default_matmul_precision`` are applied in the worker
   before every task, so a program runs there as it would in the caller.
+* Runs of `BATCHED_KINDS` (the NumPy reference and its honest runs: a millisecond of work each)
+  that `WorkerPool.run_many` is given one after another for the same program travel as one task,
+  one round trip instead of one each (a round trip costs 7-20 ms on a loaded machine).
 """
 
 from __future__ import annotations
@@ -62,6 +65,9 @@ STDERR_TAIL_CHARS = 2000
 MIRRORED_JAX_FLAGS = ("jax_enable_x64", "jax_default_matmul_precision")
 #: Seconds between a worker's checks that its parent is still alive.
 _PARENT_POLL_S = 1.0
+#: Configuration kinds whose consecutive runs of one program go to a worker as one task
+#: (`WorkerPool.run_many`): cheap, and none compiles with XLA (no per-run coverage log).
+BATCHED_KINDS = ("reference",)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -218,7 +224,6 @@ def _worker_main(conn: mp_connection.Connection, log_path: str, preload: tuple[s
             return
         os.ftruncate(2, 0)  # the log holds this task's output only
         started = time.perf_counter()
-        kind = None
         try:
             if payload is not None:
                 blob, inputs = payload
@@ -240,25 +245,84 @@ def _worker_main(conn: mp_connection.Connection, log_path: str, preload: tuple[s
                 value = function(closed_jaxpr, inputs, **spec[2])
                 _send(conn, ("value", value, time.perf_counter() - started))
                 continue
-            config = Configuration.parse(spec)
-            kind = get_kind(config.kind)
-            started = time.perf_counter()
-            outputs = kind.run(config, closed_jaxpr, inputs)
-            outputs = tuple(np.asarray(x) for x in outputs)
-            # Planted-fault kinds report where their pass fired during this run.
-            sites = tuple(getattr(kind, "fired_sites", tuple)())
-            _send(conn, ("ok", outputs, time.perf_counter() - started, sites,
-                         coverage.of_run(kind.name, log_path)))
-        except Unsupported as exc:  # the configuration cannot run this program: not a finding
-            _send(conn, ("unsupported", _one_line(exc), time.perf_counter() - started))
-        except Exception as exc:  # compiler errors, or xlaprobe's own (a tool error)
-            why = tool_error(exc, kind) if kind is not None else ""
-            _send(conn, ("tool-error", why, time.perf_counter() - started) if why
-                  else ("error", _one_line(exc), time.perf_counter() - started))
+            if isinstance(spec, list):  # a batch (`BATCHED_KINDS`): one reply for all
+                _send(conn, ("batch", [_run_config(s, closed_jaxpr, inputs, log_path)
+                                       for s in spec]))
+                continue
+            _send(conn, _run_config(spec, closed_jaxpr, inputs, log_path))
+        except Exception as exc:  # xlaprobe's own, before any configuration ran
+            _send(conn, ("error", _one_line(exc), time.perf_counter() - started))
+
+
+def _run_config(spec: str, closed_jaxpr: Any, inputs: tuple[np.ndarray, ...],
+                log_path: str) -> tuple[Any, ...]:
+    """Run configuration `spec` on a program in the worker: the reply tuple (``ok``, outputs,
+    seconds, planted sites, coverage), or (``unsupported`` / ``tool-error`` / ``error``,
+    message, seconds)."""
+    kind = None
+    started = time.perf_counter()
+    try:
+        config = Configuration.parse(spec)
+        kind = get_kind(config.kind)
+        started = time.perf_counter()
+        outputs = kind.run(config, closed_jaxpr, inputs)
+        outputs = tuple(np.asarray(x) for x in outputs)
+        # Planted-fault kinds report where their pass fired during this run.
+        sites = tuple(getattr(kind, "fired_sites", tuple)())
+        return ("ok", outputs, time.perf_counter() - started, sites,
+                coverage.of_run(kind.name, log_path))
+    except Unsupported as exc:  # the configuration cannot run this program: not a finding
+        return ("unsupported", _one_line(exc), time.perf_counter() - started)
+    except Exception as exc:  # compiler errors, or xlaprobe's own (a tool error)
+        why = tool_error(exc, kind) if kind is not None else ""
+        return (("tool-error", why, time.perf_counter() - started) if why
+                else ("error", _one_line(exc), time.perf_counter() - started))
 
 
 # --------------------------------------------------------------------------------------------------
 # The parent side.
+
+def _reply_outcome(spec: str, reply: tuple[Any, ...]) -> Outcome | None:
+    """The `Outcome` of configuration `spec` from a worker's reply tuple (None: an unknown
+    reply, a bug)."""
+    if reply[0] == "ok":
+        return Outcome(spec, OutcomeKind.RAN, outputs=reply[1], seconds=reply[2],
+                       mutations=reply[3], coverage=reply[4] or None)
+    if reply[0] == "value":
+        return Outcome(spec, OutcomeKind.RAN, seconds=reply[2], value=reply[1])
+    kinds = {"error": OutcomeKind.COMPILE_ERROR, "unsupported": OutcomeKind.UNSUPPORTED,
+             "tool-error": OutcomeKind.TOOL_ERROR}
+    if reply[0] in kinds:
+        return Outcome(spec, kinds[reply[0]], error=reply[1], seconds=reply[2])
+    return None
+
+
+def _next_batch(pending: collections.deque[int], pairs: Sequence[tuple[Program, Configuration]],
+                lock: threading.Lock) -> list[int]:
+    """Take the next index from `pending` and, where it is a run of `BATCHED_KINDS`, the indices
+    after it of runs of those kinds on the same program ([]: nothing pending); `lock` is held
+    by the group's threads while they take."""
+    with lock:
+        if not pending:
+            return []
+        batch = [pending.popleft()]
+        program, config = pairs[batch[0]]
+        while config.kind in BATCHED_KINDS and pending and pairs[pending[0]][0] is program \
+                and pairs[pending[0]][1].kind in BATCHED_KINDS:
+            batch.append(pending.popleft())
+    return batch
+
+
+def _unbatched(outcome: Outcome, task: Any, size: int) -> list[Outcome]:
+    """The outcome of each configuration of a task of `size` runs (`_next_batch`): a batch that
+    ran gives its own; a crash or timeout of the batch is every configuration's."""
+    if size == 1:
+        return [outcome]
+    if outcome.ran and isinstance(outcome.value, list) and len(outcome.value) == size:
+        return [o if o is not None else Outcome(s, OutcomeKind.TOOL_ERROR,
+                                                error="unexpected reply from worker")
+                for s, o in zip(task, outcome.value)]
+    return [dataclasses.replace(outcome, config=s) for s in task]
 
 #: How much of a dead worker's log is searched for its fatal line (bytes, from the end).
 _FATAL_SEARCH_BYTES = 1 << 20
@@ -525,6 +589,10 @@ class WorkerPool:
                  timeout_s: float | None = None) -> Iterator[tuple[int, Outcome]]:
         """Run many (program, configuration) pairs, up to ``size`` at a time per isolation group.
 
+        Consecutive runs of `BATCHED_KINDS` on the same program go to a worker as one task (one
+        round trip; their time limit is summed; a crash or timeout of the task is each run's
+        outcome).
+
         Closing the iterator early (or an exception in the caller's loop) kills the workers still
         busy with its items.
 
@@ -738,11 +806,14 @@ class WorkerPool:
                 return "died"
         return "died"
 
-    def _execute(self, worker: _Worker, program: Program, config: Configuration | tuple[Any, ...],
-                 timeout_s: float, settings: tuple[tuple[str, Any], ...]) -> Outcome:
-        # A configuration's run, or a ("call", function, kwargs) task (see `call`).
+    def _execute(self, worker: _Worker, program: Program,
+                 config: Configuration | tuple[Any, ...] | list[str], timeout_s: float,
+                 settings: tuple[tuple[str, Any], ...]) -> Outcome:
+        # A configuration's run, a ("call", function, kwargs) task (see `call`), or a batch of
+        # configuration specs (their outcomes in the returned outcome's `value`).
         task_spec: Any = str(config) if isinstance(config, Configuration) else config
-        spec = task_spec if isinstance(task_spec, str) else f"call:{config[1]}"
+        spec = task_spec if isinstance(task_spec, str) else (
+            "batch" if isinstance(task_spec, list) else f"call:{config[1]}")
         fingerprint, blob = self._payload(program)
         try:
             retried_send = resent = False
@@ -803,17 +874,12 @@ class WorkerPool:
                 tail = f"worker process {pid} {how} and wrote nothing to stderr"
             return Outcome(spec, OutcomeKind.CRASH, error=tail, signal=signum,
                            seconds=time.monotonic() - sent_at)
-        if reply[0] == "ok":
-            return Outcome(spec, OutcomeKind.RAN, outputs=reply[1], seconds=reply[2],
-                           mutations=reply[3], coverage=reply[4] or None)
-        if reply[0] == "value":
-            return Outcome(spec, OutcomeKind.RAN, seconds=reply[2], value=reply[1])
-        if reply[0] == "error":
-            return Outcome(spec, OutcomeKind.COMPILE_ERROR, error=reply[1], seconds=reply[2])
-        if reply[0] == "unsupported":
-            return Outcome(spec, OutcomeKind.UNSUPPORTED, error=reply[1], seconds=reply[2])
-        if reply[0] == "tool-error":
-            return Outcome(spec, OutcomeKind.TOOL_ERROR, error=reply[1], seconds=reply[2])
+        if reply[0] == "batch":  # one outcome per configuration, in `value`
+            return Outcome(spec, OutcomeKind.RAN, value=[
+                _reply_outcome(s, r) for s, r in zip(task_spec, reply[1])])
+        outcome = _reply_outcome(spec, reply)
+        if outcome is not None:
+            return outcome
         worker.kill()
         worker.discard()
         raise RuntimeError(f"unexpected reply from worker: {reply[0]!r}")  # a bug in this module
@@ -823,7 +889,7 @@ class WorkerPool:
         settings = _jax_settings()  # read in the caller's thread (jax config contexts are per thread)
         results: queue.SimpleQueue[Any] = queue.SimpleQueue()
         stop = threading.Event()
-        flight_lock = threading.Lock()
+        flight_lock, take_lock = threading.Lock(), threading.Lock()
         in_flight: dict[int, _Worker] = {}
         by_group: dict[str, collections.deque[int]] = {}
         for index, (_, config) in enumerate(pairs):
@@ -832,10 +898,10 @@ class WorkerPool:
         def drain(group: str, pending: collections.deque[int]) -> None:
             me = threading.get_ident()
             while not stop.is_set():
-                try:
-                    index = pending.popleft()  # deque.popleft is atomic
-                except IndexError:
+                batch = _next_batch(pending, pairs, take_lock)
+                if not batch:
                     return
+                index = batch[0]
                 program, config = pairs[index]
                 try:
                     worker = self._acquire(group, self._payload(program)[0])
@@ -847,8 +913,10 @@ class WorkerPool:
                         self._release(worker)
                         return
                     in_flight[me] = worker
+                task: Any = config if len(batch) == 1 else [str(pairs[i][1]) for i in batch]
                 try:
-                    outcome = self._execute(worker, program, config, timeout_s, settings)
+                    outcome = self._execute(worker, program, task, timeout_s * len(batch),
+                                            settings)
                 except BaseException as exc:
                     results.put(exc)
                     return
@@ -856,7 +924,8 @@ class WorkerPool:
                     with flight_lock:
                         in_flight.pop(me, None)
                     self._release(worker)
-                results.put((index, outcome))
+                for i, each in zip(batch, _unbatched(outcome, task, len(batch))):
+                    results.put((i, each))
 
         threads = [threading.Thread(target=drain, args=(group, pending), daemon=True,
                                     name=f"xlaprobe-pool[{group}]")

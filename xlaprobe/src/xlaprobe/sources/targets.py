@@ -1,10 +1,12 @@
-"""Resolve a command-line target (zoo model, case module, FILE:FN, module:fn, artifact) to a Program."""
+"""Resolve a command-line target (zoo model, case module, FILE:FN, module:fn, artifact, fuzz:SEED)
+to a Program."""
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
 import enum
+import re
 from pathlib import Path
 
 from xlaprobe import artifact
@@ -24,6 +26,7 @@ class TargetKind(enum.Enum):
     FUNCTION = "function"    # path/to/file.py:fn or package.module:fn
     CASE = "case"            # a case module path/to/case.py (fn, inputs(), FAULTY_CONFIG, KIND)
     MODEL = "model"          # a zoo model name (our zoo or the third-party one)
+    FUZZ = "fuzz"            # fuzz:SEED, the generator's program of that seed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,12 +53,15 @@ class TargetSpec:
 
 def parse_target(target: str, *, findings: bool = False) -> TargetSpec:
     """Tell what `target` names, tried in this order: a finding id (only where `findings`), an
-    artifact directory, ``X:FN`` (file or module), a case module path (``.py``), a zoo model.
+    artifact directory, ``fuzz:SEED``, ``X:FN`` (file or module), a case module path (``.py``), a
+    zoo model.
 
     >>> parse_target(" 007 ", findings=True)
     TargetSpec(kind=<TargetKind.FINDING: 'finding'>, text='7')
     >>> parse_target("pkg.mod:step").kind
     <TargetKind.FUNCTION: 'function'>
+    >>> parse_target("fuzz:0042")
+    TargetSpec(kind=<TargetKind.FUZZ: 'fuzz'>, text='fuzz:42')
 
     Args:
         target: what the user typed.
@@ -74,6 +80,8 @@ def parse_target(target: str, *, findings: bool = False) -> TargetSpec:
         return TargetSpec(TargetKind.FINDING, str(int(text)))
     if artifact.is_artifact(target):
         return TargetSpec(TargetKind.ARTIFACT, target)
+    if (fuzz := FUZZ_NAME.fullmatch(text)) and not Path(target).exists():
+        return TargetSpec(TargetKind.FUZZ, f"fuzz:{int(fuzz[1])}")
     if ":" in target and not Path(target).exists():
         return TargetSpec(TargetKind.FUNCTION, text)
     if target.endswith(".py") or Path(target).exists():
@@ -90,7 +98,8 @@ def parse_target(target: str, *, findings: bool = False) -> TargetSpec:
     hint = f" (did you mean '{close[0]}'?)" if close else ""
     raise InvalidArgument(
         f"unknown target '{target}'{hint}: give a zoo model (xlaprobe models lists them), "
-        "a case module path/to/case.py, path/to/file.py:fn, package.module:fn, or an artifact directory")
+        "a case module path/to/case.py, path/to/file.py:fn, package.module:fn, fuzz:SEED, or an "
+        "artifact directory")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,6 +145,9 @@ def resolve(target: str | TargetSpec, *, seed: int = 0, input_spec: str = "") ->
             return Target(case.program, (config,) if config else (), case.kind)
         case TargetKind.MODEL:
             return Target(models.build_program(spec.text, seed=seed))
+        case TargetKind.FUZZ:
+            from xlaprobe.sources.generator import generate  # jax tracing only for this kind
+            return Target(generate(int(spec.text.split(":")[1])))
     raise InvalidArgument(f"finding {spec.text} is not a program to check; give its artifact "
                           "directory (xlaprobe findings shows it)")
 
@@ -147,7 +159,11 @@ _NO_INPUTS = {
                       "its own inputs()"),
     TargetKind.MODEL: "--inputs does not apply to zoo model '{target}'",
     TargetKind.FINDING: "--inputs does not apply to finding {target}: its artifact holds its inputs",
+    TargetKind.FUZZ: "--inputs does not apply to fuzz program {target}: its seed makes its inputs",
 }
+
+#: A fuzz program's name (``Provenance.name`` of `xlaprobe.sources.generator.generate`): its seed.
+FUZZ_NAME = re.compile(r"fuzz:(\d+)")
 
 
 def resolve_finding(target: str, config: str, db: Path | str,
@@ -171,13 +187,12 @@ def resolve_finding(target: str, config: str, db: Path | str,
             found = store.finding(spec.finding_id)
         if found is None:
             raise InvalidArgument(f"no finding {spec} in {db}; xlaprobe findings lists them")
-        rerun = f"xlaprobe check {found.name} --configs {found.config},reference"
+        rerun = _rerun_hint(found.name, found.config)
         if not found.artifact:
-            raise InvalidArgument(f"finding {spec} has no artifact directory to rerun; rerun "
-                                  f"{rerun}")
+            raise InvalidArgument(f"finding {spec} has no artifact directory to rerun; {rerun}")
         if not artifact.is_artifact(found.artifact):
             raise InvalidArgument(f"the artifact of finding {spec} is gone "
-                                  f"({found.artifact}); rerun {rerun}")
+                                  f"({found.artifact}); {rerun}")
         return resolve(found.artifact).program, config or found.config, found.id
     resolved = resolve(spec, input_spec=input_spec)
     if not config and spec.kind is TargetKind.ARTIFACT:
@@ -188,6 +203,20 @@ def resolve_finding(target: str, config: str, db: Path | str,
                                   "xlaprobe localize TARGET xla:fastmath")
         config = resolved.extra_configs[0]
     return resolved.program, config, None
+
+
+def _rerun_hint(name: str, config: str) -> str:
+    """How to check the program named `name` again under `config`: ``rerun xlaprobe check ...``
+    where the name is one (a fuzz program by its seed, a zoo model), else why there is no such
+    command."""
+    try:
+        kind = parse_target(name).kind
+    except InvalidArgument:
+        kind = None
+    if kind not in (TargetKind.FUZZ, TargetKind.MODEL):  # a steered mutation reads as FILE:FN
+        return (f"{name} names no target to check again (check the case or function it came "
+                "from; a steered mutation is made from its campaign's history)")
+    return f"rerun xlaprobe check {name} --configs {config},reference"
 
 
 def resolve_faulty(target: str, config: str, db: Path | str, input_spec: str, verb: str
