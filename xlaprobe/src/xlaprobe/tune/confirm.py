@@ -19,7 +19,6 @@ in a fresh process and guards the candidate's outputs as every measurement's.
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 from typing import Any
 
@@ -126,25 +125,16 @@ def confirm_in_worker(closed_jaxpr: Any, inputs: tuple[np.ndarray, ...], *,
     """
     import jax
 
-    from xlaprobe import jaxprs
-    from xlaprobe.tune.measure import _compile, _sample
+    from xlaprobe.tune.measure import _candidate, _compile, _repeats, _sample
 
     load_before = os.getloadavg()[0]
     args = [jax.device_put(x) for x in inputs]
     baseline, _ = _compile(closed_jaxpr, inputs, {})
     twin, _ = _compile(closed_jaxpr, inputs, {})  # compiled again: two executables, as A / B
-    if mutant:
-        from xlaprobe.configs.mutants import MutantKind, get_mutant
-        MutantKind()._register(get_mutant(mutant))
-    program = closed_jaxpr if candidate_jaxpr is None else jaxprs.loads_jaxpr(candidate_jaxpr)
-    candidate, _ = _compile(program, inputs, candidate_options)
-    outputs = tuple(np.asarray(x) for x in candidate(*args))
+    candidate, _, outputs = _candidate(closed_jaxpr, inputs, args, candidate_options,
+                                       candidate_jaxpr, mutant)
     runs = (baseline, candidate, twin)
-    for executable in runs:
-        for _ in range(2):
-            _sample(executable, args, 1)
-    single = max(min(_sample(e, args, 1) for e in runs), 1e-7)
-    repeats = max(1, math.ceil(sample_s / single))
+    repeats = _repeats(runs, args, sample_s)
     times = np.zeros((rounds, 3))
     for r in range(rounds):
         for k in [(r + j) % 3 for j in range(3)]:
