@@ -30,6 +30,12 @@ from xlaprobe.errors import InvalidArgument
 MIN_GAIN = 1.02
 
 
+def noise_threshold(control_low: float, control_high: float) -> float:
+    """What a speedup interval's lower end must exceed: `MIN_GAIN`, or how far an A/A control's
+    interval ``[control_low, control_high]`` (ratios) strays from 1 on either side."""
+    return max(MIN_GAIN, control_high, 2.0 - control_low)
+
+
 def sign_interval(ratios: np.ndarray, confidence: float = 0.95) -> tuple[float, float, float]:
     """Median of paired ratios and its sign-test (order-statistic) confidence interval.
 
@@ -89,7 +95,7 @@ class Confirmation:
     @property
     def threshold(self) -> float:
         """What `low` must exceed: `MIN_GAIN`, or how far the control strays from 1."""
-        return max(MIN_GAIN, self.control_high, 2.0 - self.control_low)
+        return noise_threshold(self.control_low, self.control_high)
 
     @property
     def confirmed(self) -> bool:
