@@ -84,12 +84,7 @@ POPULATION_CALIBRATIONS = ("hand", "fitted")
 def population_calibration(spec: str) -> dict | None:
     """The calibration a ``population:`` spec names (None: the hand-chosen default).
     Raises InputError on an unknown name."""
-    kv = _kv([s for s in spec.partition(":")[2].split(",") if s], spec)
-    name = kv.get("calibration", "hand")
-    if name not in POPULATION_CALIBRATIONS:
-        raise InputError(f"trace spec {spec!r}: unknown calibration {name!r} "
-                         f"({', '.join(POPULATION_CALIBRATIONS)})")
-    if name == "hand":
+    if _population_choice(spec, "calibration", POPULATION_CALIBRATIONS) == "hand":
         return None
     from adares.calibration import fitted
 
@@ -101,11 +96,15 @@ def population_lifetimes(spec: str) -> str:
     default "none": every VM lives the whole trace). Raises InputError on an unknown name."""
     from adares.lifetimes import LIFETIME_MODELS
 
-    kv = _kv([s for s in spec.partition(":")[2].split(",") if s], spec)
-    name = kv.get("lifetimes", "none")
-    if name not in LIFETIME_MODELS:
-        raise InputError(f"trace spec {spec!r}: unknown lifetimes {name!r} "
-                         f"({', '.join(LIFETIME_MODELS)})")
+    return _population_choice(spec, "lifetimes", LIFETIME_MODELS)
+
+
+def _population_choice(spec: str, key: str, choices: tuple[str, ...]) -> str:
+    """The value of ``key`` in a ``population:`` spec, one of ``choices`` (default: the first).
+    Raises InputError on another value."""
+    name = _kv([s for s in spec.partition(":")[2].split(",") if s], spec).get(key, choices[0])
+    if name not in choices:
+        raise InputError(f"trace spec {spec!r}: unknown {key} {name!r} ({', '.join(choices)})")
     return name
 
 

@@ -599,18 +599,9 @@ def _auto_axes(mesh: Any) -> bool:
 
 
 def _named_sharding(decoder: _Decoder, data: dict[str, Any]) -> Any:
-    from jax.sharding import AxisType
-    _, _, _, named_sharding, abstract_mesh = _internals()
-    sizes, names, spec = data.get("sizes"), data.get("names"), data.get("spec")
-    _need(type(sizes) is list and type(names) is list and len(sizes) == len(names) <= 8
-          and all(type(n) is int and n > 0 for n in sizes)
-          and all(type(n) is str and n.isidentifier() for n in names), "bad sharding mesh")
-    _need(type(spec) is list and len(spec) < 64 and all(
-        p is None or (type(p) is list and all(a in names for a in p)) for p in spec),
-        "bad sharding spec")
-    mesh = abstract_mesh(tuple(sizes), tuple(names), axis_types=(AxisType.Auto,) * len(names))
-    entries = [None if p is None else p[0] if len(p) == 1 else tuple(p) for p in spec]
-    return named_sharding(mesh, jax.sharding.PartitionSpec(*entries))
+    sizes, names = _mesh_of(data)
+    spec = _partition_spec(data.get("spec"), names, "bad sharding spec")
+    return _internals()[3](_auto_mesh(sizes, names), spec)
 
 
 def _mesh_of(data: dict[str, Any]) -> tuple[tuple[int, ...], tuple[str, ...]]:
@@ -621,19 +612,27 @@ def _mesh_of(data: dict[str, Any]) -> tuple[tuple[int, ...], tuple[str, ...]]:
     return tuple(sizes), tuple(names)
 
 
-def _abstract_mesh(decoder: _Decoder, data: dict[str, Any]) -> Any:
+def _auto_mesh(sizes: tuple[int, ...], names: tuple[str, ...]) -> Any:
     from jax.sharding import AxisType
-    sizes, names = _mesh_of(data)
     return _internals()[4](sizes, names, axis_types=(AxisType.Auto,) * len(names))
 
 
-def _pspec(decoder: _Decoder, data: dict[str, Any]) -> Any:
-    spec = data.get("spec")
+def _partition_spec(spec: Any, names: tuple[str, ...] | None, what: str) -> Any:
+    """The PartitionSpec of JSON entries (`_spec_entries`), each axis a string (and one of
+    `names` where given); CorruptArtifact(`what`) otherwise."""
     _need(type(spec) is list and len(spec) < 64 and all(
-        p is None or (type(p) is list and all(type(a) is str for a in p)) for p in spec),
-        "bad partition spec")
+        p is None or (type(p) is list and all(type(a) is str and (names is None or a in names)
+                                              for a in p)) for p in spec), what)
     return jax.sharding.PartitionSpec(
         *[None if p is None else p[0] if len(p) == 1 else tuple(p) for p in spec])
+
+
+def _abstract_mesh(decoder: _Decoder, data: dict[str, Any]) -> Any:
+    return _auto_mesh(*_mesh_of(data))
+
+
+def _pspec(decoder: _Decoder, data: dict[str, Any]) -> Any:
+    return _partition_spec(data.get("spec"), None, "bad partition spec")
 
 
 def _str_set(decoder: _Decoder, data: dict[str, Any]) -> Any:

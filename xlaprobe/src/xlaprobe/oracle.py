@@ -289,6 +289,14 @@ def is_float(dtype: np.dtype) -> bool:
     return np.issubdtype(dtype, np.floating) or dtype == np.dtype(ml_dtypes.bfloat16)
 
 
+def _honest_runs(budget: np.ndarray | Sequence[np.ndarray] | None) -> list[Any]:
+    """The honest runs a ``budget`` argument holds: one array, a list or tuple of them, or None
+    (none)."""
+    if budget is None:
+        return []
+    return list(budget) if isinstance(budget, (list, tuple)) else [budget]
+
+
 def judge_leaf(actual: np.ndarray, reference: np.ndarray, *,
                budget: np.ndarray | Sequence[np.ndarray] | None = None,
                flushed: np.ndarray | None = None, tolerance: Tolerance = Tolerance(),
@@ -355,8 +363,7 @@ def _judge_complex(actual: np.ndarray, reference: np.ndarray, budget: Any, flush
         out = np.where(np.isnan(x), np.nan, np.where(np.isinf(x), np.inf, out))
         return np.where(np.isinf(ref) & ~np.isnan(x), np.abs(x), out)
     component = np.dtype(np.float32 if actual.dtype.itemsize <= 8 else np.float64)
-    runs = None if budget is None else [as_float(b) for b in (
-        budget if isinstance(budget, (list, tuple)) else [budget])]
+    runs = None if budget is None else [as_float(b) for b in _honest_runs(budget)]
     with np.errstate(invalid="ignore", over="ignore"):
         leaf = leaf_budget(magnitude, runs, None if flushed is None else as_float(flushed),
                            component)
@@ -378,14 +385,14 @@ def _judge_exact(actual: np.ndarray, reference: np.ndarray, base: dict[str, Any]
     if is_float(reference.dtype) and not np.array_equal(reference, np.round(reference)):
         return Verdict(kind=VerdictKind.MISMATCH, frac_over=1.0, **base,
                        detail=f"dtype {actual.dtype} but the reference is fractional")
-    wrong = actual.astype(np.float64) != reference.astype(np.float64)
+    as_float64 = actual.astype(np.float64)
+    wrong = as_float64 != reference.astype(np.float64)
     if actual.dtype == np.bool_:
         wrong = actual != reference.astype(bool)
-    honest = [] if budget is None else budget if isinstance(budget, (list, tuple)) else [budget]
-    for run in honest:
+    for run in _honest_runs(budget):
         run = np.asarray(run)
         if run.shape == actual.shape:
-            wrong &= actual.astype(np.float64) != run.astype(np.float64)
+            wrong &= as_float64 != run.astype(np.float64)
     exact = dict(max_ulp=math.nan, allowed_abs=0.0, allowed_rel=0.0)
     if not wrong.any():
         return Verdict(kind=VerdictKind.OK, margin=0.0, **exact, **base)
@@ -567,10 +574,8 @@ def leaf_budget(reference: np.ndarray, budget: np.ndarray | Sequence[np.ndarray]
     dtype = np.dtype(dtype)
     with np.errstate(invalid="ignore", over="ignore"):
         ref = np.asarray(reference).astype(np.float64)
-        honest_runs = None
-        if budget is not None:
-            honest_runs = [np.asarray(b, np.float64) for b in
-                           (budget if isinstance(budget, (list, tuple)) else [budget])]
+        honest_runs = None if budget is None else [np.asarray(b, np.float64)
+                                                   for b in _honest_runs(budget)]
         finite = np.isfinite(ref)
         ref_abs = np.abs(np.where(finite, ref, 0.0))
         slack, slack_at = _slack(ref, ref_abs, finite, honest_runs, dtype)

@@ -62,7 +62,7 @@ def special_values(dtype: np.dtype, *, subnormals: bool = False, nan: bool = Tru
         ValueError: `dtype` is not floating.
     """
     dtype = np.dtype(dtype)
-    if dtype.kind != "f" and dtype not in _NARROW:
+    if not is_floating(dtype):
         raise ValueError(f"special values are for floating dtypes, not {dtype}")
     info = ml_dtypes.finfo(dtype)
     tiny, big, eps = float(info.tiny), float(info.max), float(info.eps)

@@ -284,8 +284,9 @@ class SteeredSource:
             if result is None or made is None or arm == "special":
                 return
             items = coverage_items(result)
-            if rewrite_items(items) and self.special_share > 0:
-                self._queue_specials(made, rewrite_items(items), program)
+            rewrites = rewrite_items(items)
+            if rewrites and self.special_share > 0:
+                self._queue_specials(made, rewrites, program)
             novelty = sum(1.0 / (1 + self.hits[item]) for item in items)
             rare = any(self.hits[item] < RARE for item in items)
             self.hits.update(items)

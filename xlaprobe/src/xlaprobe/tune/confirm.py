@@ -19,7 +19,6 @@ in a fresh process and guards the candidate's outputs as every measurement's.
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 from typing import Any
 
@@ -29,6 +28,12 @@ from xlaprobe.errors import InvalidArgument
 
 #: Smallest speedup worth accepting (a win below it is within what a fresh process gives).
 MIN_GAIN = 1.02
+
+
+def noise_threshold(control_low: float, control_high: float) -> float:
+    """What a speedup interval's lower end must exceed: `MIN_GAIN`, or how far an A/A control's
+    interval ``[control_low, control_high]`` (ratios) strays from 1 on either side."""
+    return max(MIN_GAIN, control_high, 2.0 - control_low)
 
 
 def sign_interval(ratios: np.ndarray, confidence: float = 0.95) -> tuple[float, float, float]:
@@ -90,7 +95,7 @@ class Confirmation:
     @property
     def threshold(self) -> float:
         """What `low` must exceed: `MIN_GAIN`, or how far the control strays from 1."""
-        return max(MIN_GAIN, self.control_high, 2.0 - self.control_low)
+        return noise_threshold(self.control_low, self.control_high)
 
     @property
     def confirmed(self) -> bool:
@@ -126,25 +131,16 @@ def confirm_in_worker(closed_jaxpr: Any, inputs: tuple[np.ndarray, ...], *,
     """
     import jax
 
-    from xlaprobe import jaxprs
-    from xlaprobe.tune.measure import _compile, _sample
+    from xlaprobe.tune.measure import _candidate, _compile, _repeats, _sample
 
     load_before = os.getloadavg()[0]
     args = [jax.device_put(x) for x in inputs]
     baseline, _ = _compile(closed_jaxpr, inputs, {})
     twin, _ = _compile(closed_jaxpr, inputs, {})  # compiled again: two executables, as A / B
-    if mutant:
-        from xlaprobe.configs.mutants import MutantKind, get_mutant
-        MutantKind()._register(get_mutant(mutant))
-    program = closed_jaxpr if candidate_jaxpr is None else jaxprs.loads_jaxpr(candidate_jaxpr)
-    candidate, _ = _compile(program, inputs, candidate_options)
-    outputs = tuple(np.asarray(x) for x in candidate(*args))
+    candidate, _, outputs = _candidate(closed_jaxpr, inputs, args, candidate_options,
+                                       candidate_jaxpr, mutant)
     runs = (baseline, candidate, twin)
-    for executable in runs:
-        for _ in range(2):
-            _sample(executable, args, 1)
-    single = max(min(_sample(e, args, 1) for e in runs), 1e-7)
-    repeats = max(1, math.ceil(sample_s / single))
+    repeats = _repeats(runs, args, sample_s)
     times = np.zeros((rounds, 3))
     for r in range(rounds):
         for k in [(r + j) % 3 for j in range(3)]:

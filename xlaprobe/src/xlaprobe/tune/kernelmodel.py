@@ -253,8 +253,6 @@ class RankModel(_Boosted):
         seed: LightGBM's seed; num_trees: boosting rounds.
     """
 
-    kernels = None  # no kernel-level predictions: no kernel error
-
     def fit(self, entries: Sequence[Mapping[str, Any]]) -> RankModel:
         """Train on the entries, grouped by program; relevance is the rank of speed within
         its program (the fastest configuration highest).

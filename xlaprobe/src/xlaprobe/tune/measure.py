@@ -157,6 +157,28 @@ def _sample(executable: Any, args: Any, repeats: int) -> float:
     return (time.perf_counter() - started) / repeats
 
 
+def _candidate(closed_jaxpr: Any, inputs: Any, args: Any, options: dict[str, Any],
+               candidate_jaxpr: bytes | None, mutant: str | None
+               ) -> tuple[Any, float, tuple[np.ndarray, ...]]:
+    """The candidate compiled (after registering `mutant`'s pass, so call it once the baseline
+    compiled) and run once: (executable, compile seconds, its outputs for the guard)."""
+    if mutant:
+        MutantKind()._register(get_mutant(mutant))
+    program = closed_jaxpr if candidate_jaxpr is None else jaxprs.loads_jaxpr(candidate_jaxpr)
+    candidate, compile_s = _compile(program, inputs, options)
+    return candidate, compile_s, tuple(np.asarray(x) for x in candidate(*args))
+
+
+def _repeats(executables: Any, args: Any, sample_s: float) -> int:
+    """Runs per sample so that one lasts at least `sample_s` seconds, after two warm-up runs of
+    each executable."""
+    for _ in range(2):
+        for executable in executables:
+            _sample(executable, args, 1)
+    single = max(min(_sample(e, args, 1) for e in executables), 1e-7)
+    return max(1, math.ceil(sample_s / single))
+
+
 def measure_in_worker(closed_jaxpr: Any, inputs: tuple[np.ndarray, ...], *,
                       baseline_options: dict[str, Any], candidate_options: dict[str, Any],
                       candidate_jaxpr: bytes | None, protocol: Protocol,
@@ -181,16 +203,9 @@ def measure_in_worker(closed_jaxpr: Any, inputs: tuple[np.ndarray, ...], *,
     load_before = os.getloadavg()[0]
     args = [jax.device_put(x) for x in inputs]
     baseline, _ = _compile(closed_jaxpr, inputs, baseline_options)
-    if mutant:
-        MutantKind()._register(get_mutant(mutant))
-    program = closed_jaxpr if candidate_jaxpr is None else jaxprs.loads_jaxpr(candidate_jaxpr)
-    candidate, compile_s = _compile(program, inputs, candidate_options)
-    outputs = tuple(np.asarray(x) for x in candidate(*args))
-    for _ in range(2):
-        _sample(baseline, args, 1)
-        _sample(candidate, args, 1)
-    single = max(min(_sample(baseline, args, 1), _sample(candidate, args, 1)), 1e-7)
-    repeats = max(1, math.ceil(protocol.sample_s / single))
+    candidate, compile_s, outputs = _candidate(closed_jaxpr, inputs, args, candidate_options,
+                                               candidate_jaxpr, mutant)
+    repeats = _repeats((baseline, candidate), args, protocol.sample_s)
     base, cand = [], []
     raced_out = False
     for round_index in range(protocol.max_rounds):

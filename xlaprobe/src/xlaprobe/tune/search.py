@@ -47,7 +47,7 @@ from xlaprobe.errors import InvalidArgument
 from xlaprobe.outcome import Outcome, OutcomeKind
 from xlaprobe.program import Program, Provenance
 from xlaprobe.tune import space as space_mod
-from xlaprobe.tune.confirm import MIN_GAIN, Confirmation, confirm
+from xlaprobe.tune.confirm import MIN_GAIN, Confirmation, confirm, noise_threshold  # noqa: F401
 from xlaprobe.tune.costmodel import CostModel
 from xlaprobe.tune.features import candidate_features
 from xlaprobe.knobs import Knob, declared_knobs
@@ -75,7 +75,7 @@ def acceptance_threshold(control: Measurement | Confirmation) -> float:
     for a `Measurement` it is that measurement's own interval."""
     if isinstance(control, Confirmation):
         return control.threshold
-    return max(MIN_GAIN, control.high, 2.0 - control.low)
+    return noise_threshold(control.low, control.high)
 
 
 # ---------------------------------------------------------------------------------------- targets
