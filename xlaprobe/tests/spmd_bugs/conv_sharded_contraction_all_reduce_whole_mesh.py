@@ -9,7 +9,10 @@ Padding (0, 0) or (2, 1) is right (the partitioner all-gathers the kernel instea
 jax/jaxlib 0.12.0.1, XLA:CPU, Shardy and GSPMD. Found by the sharded-program campaign
 (benchmarks/spmd_hunt.py --seed 7000, seed 7108: a bfloat16 conv_general_dilated with padding
 (-3, -3) on the 4x2 mesh, 3.125 where the float64 reference is 0.77977, in all 60 elements),
-reduced by hand. Exits 1 on the bug. Usage: python THIS [gspmd] [PAD_LO PAD_HI]"""
+reduced by hand. Exits 1 on the bug. Usage: python THIS [gspmd] [PAD_LO PAD_HI]
+Release window (benchmarks/spmd_bug_windows.py --only conv_sharded_contraction, every jaxlib on
+PyPI from 0.4.26): Shardy: 0.4.34 (its first working release) through 0.12.0.1; GSPMD: 0.4.26 (the
+oldest tried) through 0.12.0.1; no fix."""
 import os
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
 import sys
@@ -25,12 +28,13 @@ except AttributeError:
 numbers = [int(a) for a in sys.argv[1:] if a.lstrip("-").isdigit()]
 lo, hi = numbers[:2] if len(numbers) >= 2 else (-1, 0)
 mesh = Mesh(np.array(jax.devices()[:4]).reshape(2, 2), ("x", "y"))
-lhs = np.arange(1, 9, dtype=np.float32).reshape(1, 2, 4)  # (batch, input features, width)
-rhs = np.ones((1, 2, 1), np.float32)                       # (output features, input features, width)
+lhs = np.arange(1, 9, dtype=np.float32).reshape(1, 2, 4)  # (batch, in features, width)
+rhs = np.ones((1, 2, 1), np.float32)                       # (out features, in features, width)
 
 
 def f(l, r):
-    return lax.conv_general_dilated(l, r, (1,), ((lo, hi),), dimension_numbers=("NCH", "OIH", "NCH"))
+    return lax.conv_general_dilated(l, r, (1,), ((lo, hi),),
+                                    dimension_numbers=("NCH", "OIH", "NCH"))
 
 
 # The right value: a 1-wide all-ones kernel sums the two input features of the padded input.
