@@ -46,6 +46,8 @@ CASES = [
     ("gather_int8_indices_abort.py", ("gspmd",), "Unsupported indices type: S8"),
     ("reduce_window_shift_sharded_consumer.py", ("shardy",), ""),
     ("reduce_window_shift_sharded_consumer.py", ("gspmd",), ""),
+    ("conv_sharded_contraction_all_reduce_whole_mesh.py", ("shardy",), ""),
+    ("conv_sharded_contraction_all_reduce_whole_mesh.py", ("gspmd",), ""),
 ]
 
 

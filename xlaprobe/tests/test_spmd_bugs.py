@@ -37,6 +37,12 @@ CASES = [
     ("gather_int8_indices_abort.py", ("gspmd",), ABORT, "stderr", "Unsupported indices type: S8"),
     ("reduce_window_shift_sharded_consumer.py", ("shardy",), 1, "stdout", "2 devices: [0.0, 0.0]"),
     ("reduce_window_shift_sharded_consumer.py", ("gspmd",), 1, "stdout", "2 devices: [0.0, 0.0]"),
+    ("conv_sharded_contraction_all_reduce_whole_mesh.py", (), 1, "stdout",
+     "2x2 mesh: [16.0, 20.0, 24.0]"),
+    ("conv_sharded_contraction_all_reduce_whole_mesh.py", ("gspmd",), 1, "stdout",
+     "2x2 mesh: [16.0, 20.0, 24.0]"),
+    ("conv_sharded_contraction_all_reduce_whole_mesh.py", ("0", "0"), 0, "stdout",
+     "2x2 mesh: [6.0, 8.0, 10.0, 12.0]"),
 ]
 
 
