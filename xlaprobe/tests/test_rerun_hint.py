@@ -44,3 +44,17 @@ def test_steered_finding_hint_names_no_command(tmp_path):
         resolve_finding(str(finding_id), "", db)
     assert "xlaprobe check" not in str(err.value)
     assert "steer:7:mutate names no target to check again" in str(err.value)
+
+
+@pytest.mark.parametrize("text", ["fuzz:", "fuzz:x", "fuzz:-1", "fuzz:99999999999999999999",
+                                  f"fuzz:{2 ** 62 + 1}"])
+def test_a_malformed_or_too_large_fuzz_seed_is_refused_before_any_run(text):
+    # A seed beyond 2**62 once ran a whole check and then crashed storing it (SQLite integer).
+    with pytest.raises(InvalidArgument, match="give fuzz:SEED with a seed from 0 to "):
+        parse_target(text)
+    assert parse_target(f"fuzz:{2 ** 62}").text == f"fuzz:{2 ** 62}"
+
+
+def test_a_steered_program_name_as_a_target_says_why_it_is_none():
+    with pytest.raises(InvalidArgument, match="names a steered program .* no seed regenerates"):
+        parse_target("steer:12:special")

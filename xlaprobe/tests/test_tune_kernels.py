@@ -107,6 +107,9 @@ def test_per_kernel_limit_and_entry_budget_leave_kernels_untimed(pool):
         kernels_ = outcome.value["kernels"]
         assert len(kernels_) == 2 and all(k["time_s"] is None and why in k["error"]
                                           for k in kernels_)
+        # The entry says why (stored in its data, printed by tune-corpus's progress line).
+        ((reason, count),) = corpus_mod.untimed_reasons(kernels_).items()
+        assert why in reason and count == 2
         assert outcome.value["program_s"] > 0  # the entry itself still has its time
 
 
@@ -260,3 +263,11 @@ def test_residual_ridge_known_answer():
     weights = fit_residuals(space, [(on, 1.0)] * 3, ridge=1.0)
     assert weights == {"pass:cse=True": pytest.approx(3.0 / 4.0)}  # 3 * 1 / (3 + 1)
     assert fit_residuals(space, []) == {}
+
+
+def test_untimed_reasons_count_each_reason_most_frequent_first():
+    kernels_ = [{"time_s": None, "error": "over the per-kernel limit (1 s)"},
+                {"time_s": 0.5, "error": ""}, {"time_s": None, "error": ""},
+                {"time_s": None, "error": "over the per-kernel limit (1 s)"}]
+    assert list(corpus_mod.untimed_reasons(kernels_).items()) == [
+        ("over the per-kernel limit (1 s)", 2), ("past --max-kernels", 1)]

@@ -8,6 +8,8 @@ import pathlib
 import pytest
 
 from tests.test_cli import CASES, xlaprobe
+from xlaprobe import upstream
+from xlaprobe.errors import InvalidArgument
 
 DRAFTS = pathlib.Path(__file__).resolve().parent.parent / "docs" / "upstream"
 
@@ -144,7 +146,6 @@ def test_upstream_of_a_partitioned_finding_keeps_its_mesh_and_its_allowance(pool
     """Without a reduction, the draft's reproducer of an spmd finding presents the mesh's devices
     and partitions as the finding did (not a one-device jit), and the artifact's repro judges by
     the check's allowance.npz."""
-    from xlaprobe import upstream
     from xlaprobe.finding_artifacts import save_finding_artifacts
     from xlaprobe.store import Store
     from tests.test_spmd import _dropped_all_reduce
@@ -160,3 +161,13 @@ def test_upstream_of_a_partitioned_finding_keeps_its_mesh_and_its_allowance(pool
     repro = (pathlib.Path(artifacts[spec]) / "repro.py").read_text()
     assert "MESH_SHAPE = (2, 2)" in repro and "load_allowance(__file__)" in repro
     compile(repro, "repro.py", "exec")
+
+
+@pytest.mark.parametrize("spec", ["mutant:swap-subtract-fused",
+                                  "spmd[mesh=2x2,mutant=all-reduce-twice]"])
+def test_a_planted_fault_is_no_upstream_report(spec):
+    # A mutant's finding was drafted as an openxla/xla issue whose repro needs xlaprobe.
+    with pytest.raises(InvalidArgument, match="a fault xlaprobe planted .* nothing to file"):
+        upstream._refuse_planted(spec, 3)
+    upstream._refuse_planted("spmd[mesh=2x2]", 3)  # a real partitioned finding is drafted
+    upstream._refuse_planted("xla:O0", 3)

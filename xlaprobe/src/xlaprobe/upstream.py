@@ -142,6 +142,15 @@ def gather(db: str | Path, finding_id: int) -> Evidence:
                     load_reference(artifact), localization, reduction, bisection)
 
 
+def _refuse_planted(spec: str, finding_id: int) -> None:
+    """Raise InvalidArgument when `spec` plants a fault (``mutant:...`` or an ``spmd[...]`` with
+    ``mutant=``): the finding is xlaprobe's own planted fault, nothing to file upstream."""
+    config = Configuration.parse(spec)
+    if config.kind == "mutant" or any(k == "mutant" for k, _ in config.options):
+        raise InvalidArgument(f"finding {finding_id} is under '{spec}', a fault xlaprobe planted "
+                              "(a mutant), not XLA's: there is nothing to file upstream")
+
+
 def repository(evidence: Evidence) -> str:
     """The tracker the fault belongs on (see module docstring).
 
@@ -166,7 +175,12 @@ def draft(evidence: Evidence, *, run: bool = True) -> UpstreamReport:
 
     Returns:
         The `UpstreamReport`.
+
+    Raises:
+        InvalidArgument: the finding is under a fault xlaprobe planted (a mutant), or has no
+            float64 reference stored.
     """
+    _refuse_planted(evidence.finding.config, evidence.finding.id)
     repro = reproducer(evidence)
     code, output = run_reproducer(repro) if run else (None, "")
     repo = repository(evidence)

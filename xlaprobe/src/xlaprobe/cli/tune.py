@@ -274,7 +274,8 @@ def corpus_command(programs: str, *, configs: int, seed: int, db: Path | str, ro
                           timeout_s=timeout_s, max_kernels=max_kernels,
                           kernel_limit_s=kernel_limit_s):
             found, timed = found + event.kernels, timed + event.timed
-            what = (f"{event.kernels} kernels ({event.timed} timed), program "
+            untimed = "".join(f"; {n} untimed: {why}" for why, n in event.untimed.items())
+            what = (f"{event.kernels} kernels ({event.timed} timed{untimed}), program "
                     f"{event.program_s * 1e3:.3f} ms" if event.program_s is not None
                     else f"failed: {event.error}")
             steps.step(f"{event.program} [{event.source}] {event.config or '(defaults)'}: "

@@ -80,8 +80,8 @@ def parse_target(target: str, *, findings: bool = False) -> TargetSpec:
         return TargetSpec(TargetKind.FINDING, str(int(text)))
     if artifact.is_artifact(target):
         return TargetSpec(TargetKind.ARTIFACT, target)
-    if (fuzz := FUZZ_NAME.fullmatch(text)) and not Path(target).exists():
-        return TargetSpec(TargetKind.FUZZ, f"fuzz:{int(fuzz[1])}")
+    if text.startswith(("fuzz:", "steer:")) and not Path(target).exists():
+        return _fuzz_target(text)
     if ":" in target and not Path(target).exists():
         return TargetSpec(TargetKind.FUNCTION, text)
     if target.endswith(".py") or Path(target).exists():
@@ -100,6 +100,25 @@ def parse_target(target: str, *, findings: bool = False) -> TargetSpec:
         f"unknown target '{target}'{hint}: give a zoo model (xlaprobe models lists them), "
         "a case module path/to/case.py, path/to/file.py:fn, package.module:fn, fuzz:SEED, or an "
         "artifact directory")
+
+
+#: The largest generator seed (`xlaprobe fuzz --seed`'s bound; the store keeps seeds as SQLite
+#: integers).
+MAX_FUZZ_SEED = 2 ** 62
+
+
+def _fuzz_target(text: str) -> TargetSpec:
+    """``fuzz:SEED`` as a target; a steered program's name (``steer:N:...``) or a malformed
+    seed is refused in one line (InvalidArgument)."""
+    if text.startswith("steer:"):
+        raise InvalidArgument(f"'{text}' names a steered program (a pattern, mutation or "
+                              "special-value re-run), which no seed regenerates: check its "
+                              "finding's artifact (xlaprobe findings ID) instead")
+    fuzz = FUZZ_NAME.fullmatch(text)
+    if fuzz is None or int(fuzz[1]) > MAX_FUZZ_SEED:
+        raise InvalidArgument(f"bad fuzz target '{text}': give fuzz:SEED with a seed from 0 to "
+                              f"{MAX_FUZZ_SEED}")
+    return TargetSpec(TargetKind.FUZZ, f"fuzz:{int(fuzz[1])}")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,6 +16,7 @@ Sources (`corpus_programs`): the zoo, the third-party zoo (``ecosystem``), captu
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import math
 import os
@@ -233,6 +234,7 @@ class CorpusEvent:
         kernels: kernels found; timed: those with a time; seconds: the entry's wall time.
         program_s: the program's time (s per run), or None when it failed (then `error`).
         load: 1-minute load average after it.
+        untimed: why kernels kept no time, reason -> count (`untimed_reasons`).
     """
 
     program: str
@@ -244,6 +246,15 @@ class CorpusEvent:
     program_s: float | None
     load: float
     error: str = ""
+    untimed: dict[str, int] = dataclasses.field(default_factory=dict)
+
+
+def untimed_reasons(kernels: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """Why the kernels of one entry (`profile_in_worker`'s ``kernels``) kept no time: reason ->
+    count, most frequent first (a kernel past ``--max-kernels`` has no error of its own)."""
+    reasons = collections.Counter(k.get("error") or "past --max-kernels"
+                                  for k in kernels if k["time_s"] is None)
+    return dict(reasons.most_common())
 
 
 def grow(programs: Sequence[CorpusProgram], pool: Any, store: Any, *, configs: int = 6,
@@ -291,13 +302,16 @@ def grow(programs: Sequence[CorpusProgram], pool: Any, store: Any, *, configs: i
                 event = CorpusEvent(item.name, item.source, key, 0, 0, seconds, None,
                                     os.getloadavg()[0], outcome.last_line[:200])
             else:
-                value = dict(outcome.value, seconds=seconds)
+                # `untimed` goes into the entry's data: the kernels table keeps times only.
+                value = dict(outcome.value, seconds=seconds,
+                             untimed=untimed_reasons(outcome.value["kernels"]))
                 baseline_id = item.target.build({}).fingerprint
                 store.record_corpus_entry(baseline_id, item.name, item.source, key, candidate,
                                           value)
                 event = CorpusEvent(item.name, item.source, key, len(value["kernels"]),
                                     sum(k["time_s"] is not None for k in value["kernels"]),
-                                    seconds, value["program_s"], value["load"][1])
+                                    seconds, value["program_s"], value["load"][1],
+                                    untimed=value["untimed"])
             if on_event is not None:
                 on_event(event)
             yield event
