@@ -57,6 +57,25 @@ def test_bad_logs(tmp_path):
         load_log(tmp_path / "p.npz")
 
 
+def _rewritten(path, **arrays):
+    with np.load(path, allow_pickle=False) as z:
+        data = {k: z[k] for k in z.files}
+    np.savez(path, **(data | arrays))
+
+
+@pytest.mark.parametrize("arrays, needle", [
+    ({"action": np.zeros(10, np.float64)}, "wrong type"),      # was an IndexError traceback
+    ({"context": np.full((10, CONTEXT_DIM), "a")}, "wrong type"),  # was a TypeError traceback
+    ({"prob": np.full(10, np.nan)}, "invalid probabilities")])  # was accepted: nan tables
+def test_a_log_of_wrong_types_or_nan_propensities_is_refused(tmp_path, arrays, needle):
+    save_log(_log(10), tmp_path / "l.npz")
+    _rewritten(tmp_path / "l.npz", **arrays)
+    with pytest.raises(InputError, match=needle):
+        load_log(tmp_path / "l.npz")
+    res = runner.invoke(app, ["evaluate", str(tmp_path / "l.npz")])
+    assert res.exit_code == 2 and needle in res.stderr, res.output
+
+
 def _corrupt(log, how):
     if how == "width":
         log.context = [c[:3] for c in log.context]

@@ -47,6 +47,7 @@ def test_steered_finding_hint_names_no_command(tmp_path):
 
 
 @pytest.mark.parametrize("text", ["fuzz:", "fuzz:x", "fuzz:-1", "fuzz:99999999999999999999",
+                                  "fuzz:\u0661",  # an Arabic-Indic 1, which \d matches
                                   f"fuzz:{2 ** 62 + 1}"])
 def test_a_malformed_or_too_large_fuzz_seed_is_refused_before_any_run(text):
     # A seed beyond 2**62 once ran a whole check and then crashed storing it (SQLite integer).

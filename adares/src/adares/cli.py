@@ -414,7 +414,8 @@ def evaluate(
         lg = load_log(log)
         if len(lg.allowed[0]) != len(MULTIPLIERS):
             raise InputError(f"{log}: {len(lg.allowed[0])} actions, this version has {len(MULTIPLIERS)}")
-        res = evaluate_log(lg, np.asarray(MULTIPLIERS), ms)
+        # A log that records its action set is read with its own multipliers, not this version's.
+        res = evaluate_log(lg, np.asarray(lg.multipliers or MULTIPLIERS), ms)
     except InputError as exc:
         _fail(str(exc))
         return

@@ -105,10 +105,15 @@ def load_log(path: str | Path, context_dim: int | None = None) -> DecisionLog:
     except Exception as exc:
         raise InputError(f"{path}: not a decision log ({type(exc).__name__})") from None
     n = len(a["action"])
+    numeric = {"resource": "iu", "action": "iu", "context": "fiu", "allowed": "biu",
+               "prob": "fiu", "cost": "fiu"}
+    if any(a[k].dtype.kind not in kinds for k, kinds in numeric.items()):
+        raise InputError(f"{path}: decision log arrays of the wrong type (actions and resources "
+                         "are integers, contexts, probabilities and costs numbers)")
     if (a["context"].ndim != 2 or a["allowed"].ndim != 2 or any(len(a[k]) != n for k in keys)
             or n == 0):
         raise InputError(f"{path}: inconsistent decision log arrays")
-    if (np.any(a["prob"] <= 0) or np.any(a["prob"] > 1) or not np.all(np.isfinite(a["cost"]))
+    if (not np.all((a["prob"] > 0) & (a["prob"] <= 1)) or not np.all(np.isfinite(a["cost"]))
             or np.any((a["resource"] < 0) | (a["resource"] > 1))):
         raise InputError(f"{path}: decision log has invalid probabilities, costs or resources")
     if np.any(a["action"] < 0) or np.any(a["action"] >= a["allowed"].shape[1]):

@@ -182,7 +182,7 @@ _NO_INPUTS = {
 }
 
 #: A fuzz program's name (``Provenance.name`` of `xlaprobe.sources.generator.generate`): its seed.
-FUZZ_NAME = re.compile(r"fuzz:(\d+)")
+FUZZ_NAME = re.compile(r"fuzz:([0-9]+)")  # ASCII digits: \d also takes other scripts' digits
 
 
 def resolve_finding(target: str, config: str, db: Path | str,
