@@ -24,6 +24,8 @@ def _kv(items: list[str], spec: str) -> dict[str, str]:
         k, v = (x.strip() for x in it.split("=", 1))
         if not k:
             raise InputError(f"trace spec {spec!r}: expected key=value, got {it!r}")
+        if not v.isascii():  # int() reads full-width digits: "１２" would pass as 12
+            raise InputError(f"trace spec {spec!r}: {k}={v!r} is not ASCII")
         if k in out:  # the last one silently winning hides a typo
             raise InputError(f"trace spec {spec!r}: {k} given twice")
         out[k] = v

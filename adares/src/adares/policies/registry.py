@@ -99,10 +99,14 @@ def get(name: str) -> PolicySpec:
 
 
 def parse_policies(spec: str) -> list[str]:
-    """Comma-separated policy names, checked, duplicates dropped; InputError on unknown or empty."""
-    names = [s.strip() for s in spec.split(",") if s.strip()]
-    if not names:
+    """Comma-separated policy names, checked, duplicates dropped; InputError on an unknown name,
+    an empty list or an empty item (``static,,vpa``: a lost name is more likely than a typo'd
+    comma)."""
+    names = [s.strip() for s in spec.split(",")]
+    if not any(names):
         raise InputError("no policy given")
+    if "" in names:
+        raise InputError(f"--policies {spec!r}: an empty item (two commas, or a comma at an end)")
     for n in names:
         get(n)
     return list(dict.fromkeys(names))
