@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from thesios.errors import ThesiosInputError
+from thesios.load import overload_note
 from thesios.readers import ReadReport, format_names, get_format, read_trace, sniff_format
 from thesios.requests import Requests
 from thesios.samplers import PAPER_RATE, QUICK_RATE, parse_rate
@@ -227,7 +228,8 @@ def whatif_cmd(
             raise ThesiosInputError(f"{', '.join(fleet_only)}: only for the embedded fleet, not with a TRACE")
         if not 0 < rpm <= 30000:
             raise ThesiosInputError("--rpm must be in (0, 30000]")
-        result = {"trace": str(trace)} | run_trace_scenarios(_load_served_trace(trace, fmt, device), scenarios, rpm=rpm, seed=seed)
+        result = {"trace": str(trace)} | run_trace_scenarios(_load_served_trace(trace, fmt, device), scenarios, rpm=rpm, seed=seed,
+                                                              source=str(trace))
         _maybe_whatif_report({"trace": str(trace), "groups": [{"group": str(trace), "disks": 1} | result]}, report)
         if as_json:
             print(json.dumps(result, indent=2))
@@ -328,6 +330,11 @@ def _pct(x: float) -> str:
     return f"{x:.2%}" if x == 0 or x >= 1e-4 else f"{x * 100:.2g}%"
 
 
+def _of_zone(m: dict) -> str:
+    """Which disk a spin-down note's latencies are of: the zone's (not the table's baseline)."""
+    return f" of the {m['zone']}-only disk (always spinning -> spun down)" if m.get("zone") else " (always spinning -> spun down)"
+
+
 def _print_whatif_groups(groups: list[dict]) -> None:
     console = Console()
     for g in groups:
@@ -342,6 +349,8 @@ def _print_whatif_groups(groups: list[dict]) -> None:
             if "utilization" in m:
                 table.add_row(name, _pct(m["utilization"]), _pct(m["peak_hour_utilization"]),
                               f"{m['read_latency_p50_s'] * 1e3:.1f}", f"{m['read_latency_p99_s'] * 1e3:.1f}")
+                if overload_note(m):
+                    notes.append(f"{name}: {overload_note(m)}")
                 if "spin_ups" in m:
                     notes.append(f"{name}: energy saving {m['saving']:.1%}, {m['spin_ups']} spin-ups "
                                  f"(break-even idle gap {m['break_even_s']:.1f} s)")
@@ -349,16 +358,20 @@ def _print_whatif_groups(groups: list[dict]) -> None:
                 notes.append(f"{name}: energy saving {m['saving']:.1%}, {m['spin_ups']} spin-ups, "
                              f"mean idle gap {m['mean_idle_gap_s']:.1f} s vs break-even {m['break_even_s']:.1f} s; "
                              f"{m['requests_delayed']} requests delayed, {m['added_latency_s']:.1f} s added "
-                             f"(max {m['added_latency_max_s']:.1f} s), read p99 {m['baseline_read_latency_p99_s'] * 1e3:.1f} -> "
+                             f"(max {m['added_latency_max_s']:.1f} s), read p99{_of_zone(m)} {m['baseline_read_latency_p99_s'] * 1e3:.1f} -> "
                              f"{m['read_latency_p99_s'] * 1e3:.1f} ms")
             else:
                 check = (f"; a member's full disk-day: {m['full_trace_lru_miss_ratio']:.1%} -> "
                          f"{m['full_trace_lru_miss_ratio_scaled']:.1%}" if "full_trace_lru_miss_ratio" in m else "")
                 notes.append(f"{name}: LRU miss ratio {m['lru_miss_ratio']:.1%} -> {m['lru_miss_ratio_scaled']:.1%} "
                              f"(Belady {m['belady_miss_ratio_scaled']:.1%}){check}")
+        overlap = g.get("recorded_overlap", 0.0)
+        if overlap > 0 and any(n.split(": ", 1)[1].startswith("overloaded") for n in notes if ": " in n):
+            notes.append(f"the trace's own reads overlap ({overlap:.0%} began while an earlier one was in service): its "
+                         "device served several at once, which a disk serving one request at a time cannot")
         console.print(table)
-        for note in notes:
-            console.print(note, highlight=False, soft_wrap=False)
+        for note in notes:  # one line each (a terminal wraps it; a pipe or grep keeps it whole)
+            console.print(note, highlight=False, soft_wrap=True)
 
 
 OUT_HELP = "the file to write (atomically)"
