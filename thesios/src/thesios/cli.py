@@ -24,7 +24,7 @@ from rich.table import Table
 
 from thesios.errors import ThesiosInputError
 from thesios.load import overload_note
-from thesios.readers import ReadReport, format_names, get_format, read_trace, sniff_format
+from thesios.readers import ReadReport, format_names, get_format, read_trace, recognized_format, sniff_format
 from thesios.requests import Requests
 from thesios.samplers import PAPER_RATE, QUICK_RATE, parse_rate
 from thesios.validate import METRICS, PAPER_BANDS, auto_fleet, validate
@@ -272,14 +272,7 @@ def _load_trace(path: Path, fmt: str = "auto", device: str | None = None) -> Req
     if device is not None and not spec.block and spec.name != "parquet":
         blocks = ", ".join(f.name for f in FORMATS.values() if f.block)
         raise ThesiosInputError(f"--device picks a device of a block trace ({blocks}) or a disk_id of a Parquet trace, not of a {spec.name} trace")
-    try:
-        table, spec = read_trace(path, spec.name)
-    except ThesiosInputError as err:
-        if spec.name != "thesios" or ": header " not in str(err):
-            raise
-        # Most likely another trace format: say how to bring it in.
-        headerless = "|".join(f.name for f in FORMATS.values() if f.sniffer is None)
-        raise ThesiosInputError(f"{err}; for other trace formats give --format {headerless}") from None
+    table, spec = _read_hinted(path, spec.name, explicit=fmt != "auto")
     # A many-disk trace (`thesios sample` output) would be served as one disk, silently.
     if "disk_id" in table.column_names and not spec.block:
         table = _one_disk_id(table, path, device)
@@ -288,6 +281,26 @@ def _load_trace(path: Path, fmt: str = "auto", device: str | None = None) -> Req
     if spec.block:
         table = _one_device(table, path, device)
     return Requests.from_table(table)[0]
+
+
+def _read_hinted(path: Path, fmt: str, explicit: bool = True, lenient: bool = False,
+                 report: ReadReport | None = None) -> tuple[pa.Table, object]:
+    """:func:`thesios.readers.read_trace` with a next step in its error: when the file does not
+    follow an ``explicit`` format that a sniffer tells it is not, which format it looks like and
+    --format auto; when it was read as a Thesios shard and its header is wrong, the formats no
+    sniffer recognizes (most likely one of them)."""
+    from thesios.readers import FORMATS
+
+    try:
+        return read_trace(path, fmt, lenient=lenient, report=report)
+    except ThesiosInputError as err:
+        looks = recognized_format(path) if explicit and fmt != "auto" else None
+        if looks is not None and looks != fmt and "--format" not in str(err):
+            raise ThesiosInputError(f"{err}; the file looks like a {looks} trace: give --format auto (or --format {looks})") from None
+        if (sniff_format(path) if fmt == "auto" else fmt) == "thesios" and ": header " in str(err):
+            headerless = "|".join(f.name for f in FORMATS.values() if f.sniffer is None)
+            raise ThesiosInputError(f"{err}; for other trace formats give --format {headerless}") from None
+        raise
 
 
 def _load_served_trace(path: Path, fmt: str = "auto", device: str | None = None) -> Requests:
@@ -429,10 +442,10 @@ def synth_cmd(
 
 @app.command("convert")
 def convert_cmd(
-    inputs: Annotated[list[Path], typer.Argument(help="trace files (Thesios CSV shards .csv, .csv.gz by default)")],
+    inputs: Annotated[list[Path], typer.Argument(help="trace files (each file's format sniffed by default: --format auto)")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Parquet file to write (atomically)")],
     lenient: Annotated[bool, typer.Option(help="skip and count malformed rows instead of failing")] = False,
-    fmt: Annotated[str, typer.Option("--format", help="input format: " + ", ".join(format_names()) + " (auto: sniffed per file)")] = "thesios",
+    fmt: Annotated[str, typer.Option("--format", help="input format: " + ", ".join(format_names()) + " (auto: sniffed per file)")] = "auto",
     as_json: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -442,7 +455,7 @@ def convert_cmd(
     _require_parquet(out)
     check_writable(out)
     report = ReadReport()
-    read = [read_trace(path, fmt, lenient=lenient, report=report) for path in inputs]
+    read = [_read_hinted(path, fmt, lenient=lenient, report=report) for path in inputs]
     write_parquet(_concat_shards([table for table, _ in read]), out)
     formats = sorted({spec.name for _, spec in read})
     msg = f"{report.rows} rows -> {out}"
