@@ -26,7 +26,7 @@ from thesios.errors import ThesiosInputError
 from thesios.load import overload_note
 from thesios.readers import ReadReport, format_names, get_format, read_trace, recognized_format, sniff_format
 from thesios.requests import Requests
-from thesios.samplers import PAPER_RATE, QUICK_RATE, parse_rate
+from thesios.samplers import PAPER_RATE, QUICK_RATE, parse_rate, rate_label
 from thesios.validate import METRICS, PAPER_BANDS, auto_fleet, validate
 from thesios.writers import check_writable, write_parquet
 
@@ -63,6 +63,7 @@ def _progress(quiet: bool, title: str):
 
 @app.command("validate")
 def validate_cmd(
+    ctx: typer.Context,
     rate: Annotated[str, typer.Option(help="sampling rate p, e.g. 1e-4 or 1/10000 (the paper's)")] = PAPER_RATE,
     days: Annotated[int, typer.Option(help="days of samples per disk (disk-days merged across days)")] = 4,
     seed: Annotated[int, typer.Option(help="seed of the fleet and of the sampler")] = 0,
@@ -83,7 +84,9 @@ def validate_cmd(
     p = parse_rate(rate)
     _check_backend(backend, jobs)
     if traces:
-        return _validate_traces(traces, fmt, p, group_by, identify_groups, window, held_out, seed, as_json, report, quiet)
+        rate_given = ctx.get_parameter_source("rate") is not None and ctx.get_parameter_source("rate").name != "DEFAULT"
+        return _validate_traces(traces, fmt, p, group_by, identify_groups, window, held_out, seed, as_json, report, quiet,
+                                rate_given)
     if group_by is not None or window is not None or fmt != "auto" or identify_groups:
         raise ThesiosInputError("--format, --group-by, --identify and --window describe --traces; none was given")
     if report is not None:
@@ -121,7 +124,8 @@ def _print_accuracy(title: str, accuracy: dict[str, float]) -> None:
 
 
 def _validate_traces(paths: list[Path], fmt: str, rate: float, group_by: str | None, identify_groups: bool,
-                     window: float | None, held_out: int, seed: int, as_json: bool, report: Path | None, quiet: bool) -> None:
+                     window: float | None, held_out: int, seed: int, as_json: bool, report: Path | None, quiet: bool,
+                     rate_given: bool = True) -> None:
     """``validate --traces``: the held-out disks of real traces against syntheses from the others."""
     from thesios.trace_validation import load_disks, validate_traces
 
@@ -132,18 +136,19 @@ def _validate_traces(paths: list[Path], fmt: str, rate: float, group_by: str | N
     with _progress(quiet, "validating on traces") as say:
         disks = load_disks(paths, fmt, group_by)
         result = validate_traces(disks, rate, held_out=held_out, seed=seed, window_s=window,
-                                 identify_groups=identify_groups or group_by is None, progress=say)
+                                 identify_groups=identify_groups or group_by is None, progress=say, rate_given=rate_given)
     if as_json:
         print(json.dumps(result, indent=2))
         return
     _print_accuracy(f"thesios validate --traces: {result['disks']} disks in {len(result['groups'])} groups, "
-                    f"{result['seconds']:.1f} s", result["accuracy"])
+                    f"p asked {rate_label(rate)}{'' if rate_given else ' (default)'}, {result['seconds']:.1f} s",
+                    result["accuracy"])
     for name, g in result["groups"].items():
         if "accuracy" not in g:  # a group too small to hold disks out: its note says so
             Console().print(f"{name}: {g['disks']} disks: {g['note']}", highlight=False, soft_wrap=True)
             continue
         acc = ", ".join(f"{m} {v:.1%}" for m, v in g["accuracy"].items() if v == v)
-        Console().print(f"{name}: {g['disks']} disks, p = 1/{round(1 / g['p'])}{' (' + g['note'] + ')' if g.get('note') else ''}: {acc}",
+        Console().print(f"{name}: {g['disks']} disks, p = {rate_label(g['p'])}{' (' + g['note'] + ')' if g.get('note') else ''}: {acc}",
                         highlight=False, soft_wrap=True)
 
 
