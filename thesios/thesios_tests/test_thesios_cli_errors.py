@@ -183,7 +183,7 @@ def test_parquet_read_as_text_a_cut_parquet_and_a_cut_row_say_so_in_one_line(tmp
     good = tmp_path / "good.parquet"
     main(["convert", str(SHARD), "-o", str(good)])
     capsys.readouterr()
-    err = fails(["convert", str(good), "-o", str(tmp_path / "o.parquet")], capsys)
+    err = fails(["convert", str(good), "--format", "thesios", "-o", str(tmp_path / "o.parquet")], capsys)
     assert err == f"thesios: error: {good}: is a Parquet file, not a text trace (give --format parquet, or auto)"
     # whatif knows Parquet by its magic bytes, whatever the name; a cut one says why.
     renamed = tmp_path / "trace.bin"
@@ -200,3 +200,18 @@ def test_parquet_read_as_text_a_cut_parquet_and_a_cut_row_say_so_in_one_line(tmp
     err = fails(["whatif", str(shard), "-s", "rpm:5400", "--report", str(tmp_path / "r.html")], capsys)
     assert ": expected 17 fields, got " in err and err.endswith("; the last line has no line end: the file looks truncated")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cut.csv", "cut.parquet", "good.parquet", "trace.bin"]
+
+
+def test_convert_sniffs_by_default_like_every_command_and_a_wrong_format_says_auto(tmp_path, capsys):
+    # convert's --format defaulted to thesios while whatif, replay and validate sniffed (auto).
+    blk = FIX / "blkparse_sda.txt"
+    out = tmp_path / "x.parquet"
+    main(["convert", str(blk), "-o", str(out)])
+    assert capsys.readouterr().err.startswith("3 rows -> ")  # the fixture holds 3 requests
+    for cmd in (["convert", str(blk), "-o", str(out)], ["whatif", str(blk), "-s", "rpm:5400"]):
+        err = fails([*cmd, "--format", "msr"], capsys)
+        assert err.startswith(f"thesios: error: {blk}:1: ")
+        assert err.endswith("; the file looks like a blkparse trace: give --format auto (or --format blkparse)")
+    # A file no sniffer knows, read as a Thesios shard by default: the formats to name instead.
+    err = fails(["convert", str(FIX / "msr_hm_0_head.csv"), "-o", str(out)], capsys)
+    assert err.endswith("; for other trace formats give --format msr|alibaba|tencent")

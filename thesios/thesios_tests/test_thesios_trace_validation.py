@@ -59,7 +59,9 @@ def test_similar_disks_validate_well_and_p_is_raised_to_what_the_group_supports(
     disks = [_disk(f"d{i}", "g", rng) for i in range(12)] + [_disk(f"x{i}", "h", rng, rate=50.0, n=500) for i in range(2)]
     doc = validate_traces(disks, rate=1e-4, held_out=2)
     g = doc["groups"]["g"]
-    assert g["p"] == 1 / 10 and g["donors"] == 10 and "1/10" in g["note"]
+    assert g["p"] == 1 / 10 and g["donors"] == 10
+    assert g["note"].startswith("the asked p 1/10,000 is below what the group's 10 donor disks support; used 1/10")
+    assert doc["p_asked"] == 1e-4 and doc["p_used"] == {"g": 1 / 10}  # h was skipped: no p
     assert "skipped" in doc["groups"]["h"]["note"]  # 2 disks cannot hold 2 out
     assert "samples in" not in g["note"]  # ~4,000 samples over 10 windows
     sparse = validate_traces(disks[:12], rate=1e-4, held_out=2, window_s=0.05)["groups"]["g"]["note"]
@@ -89,10 +91,14 @@ def test_validate_on_the_committed_recording_of_real_software(capsys):
     main(["validate", "--traces", str(RECORDED), "--group-by", "workload", "--json", "--quiet"])
     doc = json.loads(capsys.readouterr().out)
     assert set(doc["accuracy"]) == {"read_count", "write_count", "utilization", "read_latency_p50", "read_latency_p99"}
-    assert doc["p"] == 1e-4 and doc["disks"] >= 72
+    assert doc["p_asked"] == 1e-4 and doc["disks"] >= 72
+    assert doc["p_used"] == {name: g["p"] for name, g in doc["groups"].items()}
     assert {"rocksdb-readrandom", "rocksdb-readwhilewriting", "rocksdb-mixgraph"} <= set(doc["groups"])
     for g in doc["groups"].values():
         assert g["p"] == 1 / g["donors"] and g["donors"] == g["disks"] - 2  # never extrapolated
+        # No --rate was given: the note says the default was raised, not that a p was asked.
+        assert g["note"].startswith(f"the default p 1/10,000 is below what the group's {g['donors']} donor disks "
+                                    f"support; used 1/{g['donors']}")
         assert all(0.0 <= v <= 1.0 for v in g["accuracy"].values() if v == v)
     # Grouping by identification (purity against the column): test_thesios_vocabulary.
 

@@ -23,9 +23,10 @@ from rich.console import Console
 from rich.table import Table
 
 from thesios.errors import ThesiosInputError
-from thesios.readers import ReadReport, format_names, get_format, read_trace, sniff_format
+from thesios.load import overload_note
+from thesios.readers import ReadReport, format_names, get_format, read_trace, recognized_format, sniff_format
 from thesios.requests import Requests
-from thesios.samplers import PAPER_RATE, QUICK_RATE, parse_rate
+from thesios.samplers import PAPER_RATE, QUICK_RATE, parse_rate, rate_label
 from thesios.validate import METRICS, PAPER_BANDS, auto_fleet, validate
 from thesios.writers import check_writable, write_parquet
 
@@ -62,6 +63,7 @@ def _progress(quiet: bool, title: str):
 
 @app.command("validate")
 def validate_cmd(
+    ctx: typer.Context,
     rate: Annotated[str, typer.Option(help="sampling rate p, e.g. 1e-4 or 1/10000 (the paper's)")] = PAPER_RATE,
     days: Annotated[int, typer.Option(help="days of samples per disk (disk-days merged across days)")] = 4,
     seed: Annotated[int, typer.Option(help="seed of the fleet and of the sampler")] = 0,
@@ -82,7 +84,9 @@ def validate_cmd(
     p = parse_rate(rate)
     _check_backend(backend, jobs)
     if traces:
-        return _validate_traces(traces, fmt, p, group_by, identify_groups, window, held_out, seed, as_json, report, quiet)
+        rate_given = ctx.get_parameter_source("rate") is not None and ctx.get_parameter_source("rate").name != "DEFAULT"
+        return _validate_traces(traces, fmt, p, group_by, identify_groups, window, held_out, seed, as_json, report, quiet,
+                                rate_given)
     if group_by is not None or window is not None or fmt != "auto" or identify_groups:
         raise ThesiosInputError("--format, --group-by, --identify and --window describe --traces; none was given")
     if report is not None:
@@ -120,7 +124,8 @@ def _print_accuracy(title: str, accuracy: dict[str, float]) -> None:
 
 
 def _validate_traces(paths: list[Path], fmt: str, rate: float, group_by: str | None, identify_groups: bool,
-                     window: float | None, held_out: int, seed: int, as_json: bool, report: Path | None, quiet: bool) -> None:
+                     window: float | None, held_out: int, seed: int, as_json: bool, report: Path | None, quiet: bool,
+                     rate_given: bool = True) -> None:
     """``validate --traces``: the held-out disks of real traces against syntheses from the others."""
     from thesios.trace_validation import load_disks, validate_traces
 
@@ -131,18 +136,19 @@ def _validate_traces(paths: list[Path], fmt: str, rate: float, group_by: str | N
     with _progress(quiet, "validating on traces") as say:
         disks = load_disks(paths, fmt, group_by)
         result = validate_traces(disks, rate, held_out=held_out, seed=seed, window_s=window,
-                                 identify_groups=identify_groups or group_by is None, progress=say)
+                                 identify_groups=identify_groups or group_by is None, progress=say, rate_given=rate_given)
     if as_json:
         print(json.dumps(result, indent=2))
         return
     _print_accuracy(f"thesios validate --traces: {result['disks']} disks in {len(result['groups'])} groups, "
-                    f"{result['seconds']:.1f} s", result["accuracy"])
+                    f"p asked {rate_label(rate)}{'' if rate_given else ' (default)'}, {result['seconds']:.1f} s",
+                    result["accuracy"])
     for name, g in result["groups"].items():
         if "accuracy" not in g:  # a group too small to hold disks out: its note says so
             Console().print(f"{name}: {g['disks']} disks: {g['note']}", highlight=False, soft_wrap=True)
             continue
         acc = ", ".join(f"{m} {v:.1%}" for m, v in g["accuracy"].items() if v == v)
-        Console().print(f"{name}: {g['disks']} disks, p = 1/{round(1 / g['p'])}{' (' + g['note'] + ')' if g.get('note') else ''}: {acc}",
+        Console().print(f"{name}: {g['disks']} disks, p = {rate_label(g['p'])}{' (' + g['note'] + ')' if g.get('note') else ''}: {acc}",
                         highlight=False, soft_wrap=True)
 
 
@@ -227,7 +233,8 @@ def whatif_cmd(
             raise ThesiosInputError(f"{', '.join(fleet_only)}: only for the embedded fleet, not with a TRACE")
         if not 0 < rpm <= 30000:
             raise ThesiosInputError("--rpm must be in (0, 30000]")
-        result = {"trace": str(trace)} | run_trace_scenarios(_load_served_trace(trace, fmt, device), scenarios, rpm=rpm, seed=seed)
+        result = {"trace": str(trace)} | run_trace_scenarios(_load_served_trace(trace, fmt, device), scenarios, rpm=rpm, seed=seed,
+                                                              source=str(trace))
         _maybe_whatif_report({"trace": str(trace), "groups": [{"group": str(trace), "disks": 1} | result]}, report)
         if as_json:
             print(json.dumps(result, indent=2))
@@ -270,14 +277,7 @@ def _load_trace(path: Path, fmt: str = "auto", device: str | None = None) -> Req
     if device is not None and not spec.block and spec.name != "parquet":
         blocks = ", ".join(f.name for f in FORMATS.values() if f.block)
         raise ThesiosInputError(f"--device picks a device of a block trace ({blocks}) or a disk_id of a Parquet trace, not of a {spec.name} trace")
-    try:
-        table, spec = read_trace(path, spec.name)
-    except ThesiosInputError as err:
-        if spec.name != "thesios" or ": header " not in str(err):
-            raise
-        # Most likely another trace format: say how to bring it in.
-        headerless = "|".join(f.name for f in FORMATS.values() if f.sniffer is None)
-        raise ThesiosInputError(f"{err}; for other trace formats give --format {headerless}") from None
+    table, spec = _read_hinted(path, spec.name, explicit=fmt != "auto")
     # A many-disk trace (`thesios sample` output) would be served as one disk, silently.
     if "disk_id" in table.column_names and not spec.block:
         table = _one_disk_id(table, path, device)
@@ -286,6 +286,26 @@ def _load_trace(path: Path, fmt: str = "auto", device: str | None = None) -> Req
     if spec.block:
         table = _one_device(table, path, device)
     return Requests.from_table(table)[0]
+
+
+def _read_hinted(path: Path, fmt: str, explicit: bool = True, lenient: bool = False,
+                 report: ReadReport | None = None) -> tuple[pa.Table, object]:
+    """:func:`thesios.readers.read_trace` with a next step in its error: when the file does not
+    follow an ``explicit`` format that a sniffer tells it is not, which format it looks like and
+    --format auto; when it was read as a Thesios shard and its header is wrong, the formats no
+    sniffer recognizes (most likely one of them)."""
+    from thesios.readers import FORMATS
+
+    try:
+        return read_trace(path, fmt, lenient=lenient, report=report)
+    except ThesiosInputError as err:
+        looks = recognized_format(path) if explicit and fmt != "auto" else None
+        if looks is not None and looks != fmt and "--format" not in str(err):
+            raise ThesiosInputError(f"{err}; the file looks like a {looks} trace: give --format auto (or --format {looks})") from None
+        if (sniff_format(path) if fmt == "auto" else fmt) == "thesios" and ": header " in str(err):
+            headerless = "|".join(f.name for f in FORMATS.values() if f.sniffer is None)
+            raise ThesiosInputError(f"{err}; for other trace formats give --format {headerless}") from None
+        raise
 
 
 def _load_served_trace(path: Path, fmt: str = "auto", device: str | None = None) -> Requests:
@@ -328,6 +348,11 @@ def _pct(x: float) -> str:
     return f"{x:.2%}" if x == 0 or x >= 1e-4 else f"{x * 100:.2g}%"
 
 
+def _of_zone(m: dict) -> str:
+    """Which disk a spin-down note's latencies are of: the zone's (not the table's baseline)."""
+    return f" of the {m['zone']}-only disk (always spinning -> spun down)" if m.get("zone") else " (always spinning -> spun down)"
+
+
 def _print_whatif_groups(groups: list[dict]) -> None:
     console = Console()
     for g in groups:
@@ -342,6 +367,8 @@ def _print_whatif_groups(groups: list[dict]) -> None:
             if "utilization" in m:
                 table.add_row(name, _pct(m["utilization"]), _pct(m["peak_hour_utilization"]),
                               f"{m['read_latency_p50_s'] * 1e3:.1f}", f"{m['read_latency_p99_s'] * 1e3:.1f}")
+                if overload_note(m):
+                    notes.append(f"{name}: {overload_note(m)}")
                 if "spin_ups" in m:
                     notes.append(f"{name}: energy saving {m['saving']:.1%}, {m['spin_ups']} spin-ups "
                                  f"(break-even idle gap {m['break_even_s']:.1f} s)")
@@ -349,16 +376,20 @@ def _print_whatif_groups(groups: list[dict]) -> None:
                 notes.append(f"{name}: energy saving {m['saving']:.1%}, {m['spin_ups']} spin-ups, "
                              f"mean idle gap {m['mean_idle_gap_s']:.1f} s vs break-even {m['break_even_s']:.1f} s; "
                              f"{m['requests_delayed']} requests delayed, {m['added_latency_s']:.1f} s added "
-                             f"(max {m['added_latency_max_s']:.1f} s), read p99 {m['baseline_read_latency_p99_s'] * 1e3:.1f} -> "
+                             f"(max {m['added_latency_max_s']:.1f} s), read p99{_of_zone(m)} {m['baseline_read_latency_p99_s'] * 1e3:.1f} -> "
                              f"{m['read_latency_p99_s'] * 1e3:.1f} ms")
             else:
                 check = (f"; a member's full disk-day: {m['full_trace_lru_miss_ratio']:.1%} -> "
                          f"{m['full_trace_lru_miss_ratio_scaled']:.1%}" if "full_trace_lru_miss_ratio" in m else "")
                 notes.append(f"{name}: LRU miss ratio {m['lru_miss_ratio']:.1%} -> {m['lru_miss_ratio_scaled']:.1%} "
                              f"(Belady {m['belady_miss_ratio_scaled']:.1%}){check}")
+        overlap = g.get("recorded_overlap", 0.0)
+        if overlap > 0 and any(n.split(": ", 1)[1].startswith("overloaded") for n in notes if ": " in n):
+            notes.append(f"the trace's own reads overlap ({overlap:.0%} began while an earlier one was in service): its "
+                         "device served several at once, which a disk serving one request at a time cannot")
         console.print(table)
-        for note in notes:
-            console.print(note, highlight=False, soft_wrap=False)
+        for note in notes:  # one line each (a terminal wraps it; a pipe or grep keeps it whole)
+            console.print(note, highlight=False, soft_wrap=True)
 
 
 OUT_HELP = "the file to write (atomically)"
@@ -416,10 +447,10 @@ def synth_cmd(
 
 @app.command("convert")
 def convert_cmd(
-    inputs: Annotated[list[Path], typer.Argument(help="trace files (Thesios CSV shards .csv, .csv.gz by default)")],
+    inputs: Annotated[list[Path], typer.Argument(help="trace files (each file's format sniffed by default: --format auto)")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Parquet file to write (atomically)")],
     lenient: Annotated[bool, typer.Option(help="skip and count malformed rows instead of failing")] = False,
-    fmt: Annotated[str, typer.Option("--format", help="input format: " + ", ".join(format_names()) + " (auto: sniffed per file)")] = "thesios",
+    fmt: Annotated[str, typer.Option("--format", help="input format: " + ", ".join(format_names()) + " (auto: sniffed per file)")] = "auto",
     as_json: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -429,7 +460,7 @@ def convert_cmd(
     _require_parquet(out)
     check_writable(out)
     report = ReadReport()
-    read = [read_trace(path, fmt, lenient=lenient, report=report) for path in inputs]
+    read = [_read_hinted(path, fmt, lenient=lenient, report=report) for path in inputs]
     write_parquet(_concat_shards([table for table, _ in read]), out)
     formats = sorted({spec.name for _, spec in read})
     msg = f"{report.rows} rows -> {out}"

@@ -710,20 +710,26 @@ def format_names() -> list[str]:
     return ["auto", *FORMATS]
 
 
-def sniff_format(path: str | Path) -> str:
-    """The name of the first registered format whose sniffer accepts ``path`` (else the fallback)."""
+def recognized_format(path: str | Path) -> str | None:
+    """The name of the first registered format whose sniffer accepts ``path`` (a ``.parquet``
+    name: parquet), or None for a file no sniffer recognizes or that cannot be read."""
     path = Path(path)
     try:
         with pa.input_stream(str(path), compression="detect") as stream:
             head = stream.read(4096)
     except (OSError, pa.ArrowInvalid):
-        head = b""  # the reader names the problem (a missing file, a folder) in one line
+        return None  # the reader names the problem (a missing file, a folder) in one line
     if path.suffix == ".parquet":
         return "parquet"
     for fmt in FORMATS.values():
         if fmt.sniffer is not None and head and fmt.sniffer(path, head):
             return fmt.name
-    return FALLBACK_FORMAT
+    return None
+
+
+def sniff_format(path: str | Path) -> str:
+    """The name of the first registered format whose sniffer accepts ``path`` (else the fallback)."""
+    return recognized_format(path) or FALLBACK_FORMAT
 
 
 def get_format(name: str) -> TraceFormat:

@@ -165,6 +165,7 @@ def write_whatif_report(result: dict, path: str | Path, title: str = "thesios wh
     groups = result["groups"]
     base_rows = "".join(
         f"<tr><td>{html.escape(str(g['group']))}</td><td>{g['disks']}</td><td>{g['baseline']['utilization']:.2%}</td>"
+        f"<td>{'n/a' if g['baseline'].get('offered_load') is None else format(g['baseline']['offered_load'], '.2%')}</td>"
         f"<td>{g['baseline']['read_latency_p50_s'] * 1e3:.2f}</td><td>{g['baseline']['read_latency_p99_s'] * 1e3:.2f}</td></tr>"
         for g in groups
     )
@@ -177,7 +178,7 @@ def write_whatif_report(result: dict, path: str | Path, title: str = "thesios wh
         "<!doctype html><html><head><meta charset='utf-8'><title>thesios whatif</title>"
         "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto}td,th{padding:2px 10px}</style></head><body>"
         f"<h1>{html.escape(title)}: {where}</h1>"
-        "<h2>baseline</h2><table><tr><th>group</th><th>disks</th><th>utilization</th><th>read p50 ms</th>"
+        "<h2>baseline</h2><table><tr><th>group</th><th>disks</th><th>utilization</th><th>offered load</th><th>read p50 ms</th>"
         f"<th>read p99 ms</th></tr>{base_rows}</table>{''.join(sections)}</body></html>"
     )
     return _atomic_bytes(doc.encode(), Path(path))

@@ -55,6 +55,16 @@ def parse_rate(text: str) -> float:
     return check_rate(value, "--rate", text)
 
 
+def rate_label(rate: float) -> str:
+    """A rate as people write it: ``1/N`` (thousands separated) when 1/rate is a whole number, else ``%g``.
+
+    >>> rate_label(1e-4), rate_label(1 / 22), rate_label(0.3)
+    ('1/10,000', '1/22', '0.3')
+    """
+    inv = 1.0 / rate
+    return f"1/{round(inv):,}" if abs(inv - round(inv)) < 1e-6 * inv else f"{rate:g}"
+
+
 def bernoulli_sample(requests: Requests, rate: float, rng: np.random.Generator) -> Requests:
     """Keep each request independently with probability ``rate`` (per-request Bernoulli sampler).
 

@@ -13,7 +13,6 @@ writes served by seek, rotation and transfer; compare with ``disk:fifo``).
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -24,6 +23,7 @@ from thesios.diskmodel import fit_service_time, split_service_time
 from thesios.errors import ThesiosInputError
 from thesios.fleet import DAY_S, FleetGenerator, FleetSpec
 from thesios.identify import disk_features, identify
+from thesios.load import load_metrics
 from thesios.partitions import Backend, LocalBackend, sample_fleet
 from thesios.reorganizer import NS_PER_S, fifo_schedule, to_ns
 from thesios.requests import Requests
@@ -152,21 +152,16 @@ def positional_metrics(trace: Requests, hdd, scheduler: str = "fifo", cache_byte
     over the schedule's gaps is given beside the always-spinning disk's."""
     from thesios.positional import PositionalDisk, lba_of, serve
 
-    t0, t1 = horizon
     tr = trace.take(trace.is_miss_read | ~trace.is_read).sorted_by_time()
     power = power or PowerModel()
     disk = PositionalDisk(hdd=hdd, write_cache_bytes=cache_bytes, spindown_s=spindown_s, spinup_s=power.spinup_s)
     fid = tr.disk_id.astype(np.int64) * 1_000_003 + tr.file_id
     sched = serve(tr.start_time, lba_of(fid, tr.file_offset, disk.capacity_bytes), tr.size, ~tr.is_read, disk,
                   scheduler, priority=tr.service_class)
-    n_hours = max(1, math.ceil((t1 - t0) / 3600.0))
-    hours = np.bincount(np.clip(((sched.job_start - t0) // 3600).astype(int), 0, n_hours - 1),
-                        weights=sched.job_service, minlength=n_hours)
     lat = sched.latency[tr.is_read]
     return {
         "requests": float(len(trace)),
-        "utilization": float(sched.busy_s / max(t1 - t0, 1e-9)),
-        "peak_hour_utilization": float(hours.max() / min(3600.0, max(t1 - t0, 1e-9))),
+        **load_metrics(sched.job_start, sched.job_start + sched.job_service, horizon),
         "read_latency_p50_s": float(np.percentile(lat, 50)) if len(lat) else float("nan"),
         "read_latency_p99_s": float(np.percentile(lat, 99)) if len(lat) else float("nan"),
         "scheduler": scheduler, "write_cache_bytes": cache_bytes, "destages": sched.destages,
@@ -185,23 +180,20 @@ def _positional_energy(sched, spindown_s: float, power: PowerModel, horizon: tup
 
 
 def serve_metrics(trace: Requests, horizon: tuple[float, float] = (0.0, DAY_S)) -> dict[str, float]:
-    """Service metrics of a trace over ``horizon`` (s): utilization (total service over the
-    horizon), peak-hour utilization, miss-read latency p50/p99 (s), requests."""
-    t0, t1 = horizon
+    """Service metrics of a trace's cache-miss reads served FIFO for their ``disk_time``, arrivals
+    over ``horizon`` (s): requests, the keys of :func:`thesios.load.load_metrics` (utilization over
+    the span including the queue's drain, peak-hour utilization, offered load) and miss-read
+    latency p50/p99 (s)."""
     miss = trace.is_miss_read
     a = to_ns(trace.start_time[miss])
     order = np.argsort(a, kind="stable")
     a = a[order]
     s = to_ns(trace.disk_time[miss])[order]
-    _, finish = fifo_schedule(a, s)
-    n_hours = max(1, math.ceil((t1 - t0) / 3600.0))
-    hour_of = np.clip(((trace.start_time[miss][order] - t0) // 3600).astype(int), 0, n_hours - 1)
-    hours = np.bincount(hour_of, weights=s / NS_PER_S, minlength=n_hours)
+    start, finish = fifo_schedule(a, s)
     lat = (finish - a) / NS_PER_S
     return {
         "requests": float(len(trace)),
-        "utilization": float(s.sum() / NS_PER_S / max(t1 - t0, 1e-9)),
-        "peak_hour_utilization": float(hours.max() / min(3600.0, max(t1 - t0, 1e-9))),
+        **load_metrics(start / NS_PER_S, finish / NS_PER_S, horizon),
         "read_latency_p50_s": float(np.percentile(lat, 50)) if len(lat) else float("nan"),
         "read_latency_p99_s": float(np.percentile(lat, 99)) if len(lat) else float("nan"),
     }
@@ -275,35 +267,83 @@ def _cache(trace: Requests, sc: Scenario, cache_blocks: int, shards_rate: float,
     }
 
 
+def recorded_overlap(trace: Requests) -> float:
+    """Share of a trace's cache-miss reads that began while an earlier one was still in service
+    by the trace's own ``disk_time`` (0 to 1; 0 with fewer than two): above 0 the recorded device
+    served several reads at once (flash, several in flight), which one FIFO disk cannot."""
+    miss = trace.is_miss_read
+    a = trace.start_time[miss]
+    order = np.argsort(a, kind="stable")
+    a, f = a[order], (a + trace.disk_time[miss])[order]
+    if len(a) < 2:
+        return 0.0
+    return float(np.mean(a[1:] < np.maximum.accumulate(f[:-1])))
+
+
+def check_zones(zone: np.ndarray, scenarios: list[Scenario], where: str) -> None:
+    """Refuse a scenario of one zone's data (``zone=Z``) where no request is in zone Z.
+
+    Args:
+        zone: int8 zone codes of the requests (indices into :data:`thesios.schema.IO_ZONES`).
+        scenarios: the parsed scenarios; those without a zone pass.
+        where: the trace's name (a file) or what the requests are, for the message.
+
+    Raises:
+        ThesiosInputError: naming the zone and the zones present (with their request counts).
+    """
+    counts = np.bincount(np.asarray(zone, dtype=np.int64), minlength=len(IO_ZONES))
+    for sc in scenarios:
+        if sc.zone is not None and counts[IO_ZONES.index(sc.zone)] == 0:
+            present = ", ".join(f"{z} ({c:,} requests)" for z, c in zip(IO_ZONES, counts.tolist()) if c) or "none"
+            raise ThesiosInputError(f"{where}: scenario {sc.spec!r}: no request is in zone {sc.zone}; zones present: {present}")
+
+
+def _fit_split(trace: Requests, rpm: float, where: str) -> tuple[Requests, dict]:
+    """``trace`` with the rotation/transfer split of its miss reads' ``disk_time`` from a size-linear
+    fit (:func:`thesios.diskmodel.fit_service_time`), and the fit as a dict; errors begin with ``where``."""
+    miss = trace.is_miss_read
+    try:
+        fit = fit_service_time(trace.disk_time[miss], trace.size[miss])
+    except ThesiosInputError as err:
+        sizes = np.unique(trace.size[miss])
+        seen = f" (all {int(miss.sum()):,} are {int(sizes[0]):,} bytes)" if len(sizes) == 1 else ""
+        raise ThesiosInputError(f"{where}: {err}{seen}; the modelled disk needs no fit: compare "
+                                "`-s disk:fifo` with `--rpm R -s disk:fifo`") from None
+    rot, xfer = split_service_time(trace.disk_time, trace.size, rpm, fit)
+    t = replace(trace, rotation_time=np.where(miss, rot, 0.0), transfer_time=np.where(miss, xfer, 0.0))
+    return t, {"overhead_s": fit.overhead_s, "rate_bps": fit.rate_bps, "residual_s": fit.residual_s}
+
+
 def run_trace_scenarios(
     trace: Requests, scenarios: list[Scenario], rpm: float = 7200.0, power: PowerModel | None = None,
-    cache_blocks: int = 262_144, shards_rate: float = 0.002, seed: int = 0,
+    cache_blocks: int = 262_144, shards_rate: float = 0.002, seed: int = 0, source: str = "the trace",
 ) -> dict:
     """What-ifs on one disk's trace (e.g. a Thesios shard): rpm, spin-down and cache.
 
     The rotation/transfer split of ``disk_time`` comes from the trace when known, else from a
     size-linear fit (:func:`thesios.diskmodel.fit_service_time`) with mean rotation 30/RPM.
+    ``source`` names the trace (its file) in error messages.
 
     Raises:
-        ThesiosInputError: a capacity scenario (it needs a fleet's samples), or an empty trace.
+        ThesiosInputError: a capacity scenario (it needs a fleet's samples), an empty trace, a
+            scenario of a zone no request is in (before any simulation), or an rpm what-if whose
+            fit fails (miss reads of one size).
     """
     power = power or PowerModel()
     if len(trace) == 0:
-        raise ThesiosInputError("the trace has no requests")
+        raise ThesiosInputError(f"{source}: the trace has no requests")
+    check_zones(trace.zone, scenarios, source)
     horizon = (float(trace.start_time.min()), float(trace.start_time.max()))
     trace = trace.sorted_by_time()
-    out: dict = {"requests": len(trace), "horizon_s": list(horizon), "baseline": serve_metrics(trace, horizon), "scenarios": {}}
+    out: dict = {"requests": len(trace), "horizon_s": list(horizon), "baseline": serve_metrics(trace, horizon),
+                 "recorded_overlap": recorded_overlap(trace), "scenarios": {}}
     for sc in scenarios:
         if sc.kind == "capacity":
             raise ThesiosInputError("capacity what-ifs merge samples of more disks: run `thesios whatif` without TRACE")
         if sc.kind == "rpm":
-            miss = trace.is_miss_read
             t = trace
-            if np.isnan(trace.rotation_time[miss]).any():
-                fit = fit_service_time(trace.disk_time[miss], trace.size[miss])
-                rot, xfer = split_service_time(trace.disk_time, trace.size, rpm, fit)
-                t = replace(trace, rotation_time=np.where(miss, rot, 0.0), transfer_time=np.where(miss, xfer, 0.0))
-                out["fit"] = {"overhead_s": fit.overhead_s, "rate_bps": fit.rate_bps, "residual_s": fit.residual_s}
+            if np.isnan(trace.rotation_time[trace.is_miss_read]).any():
+                t, out["fit"] = _fit_split(trace, rpm, f"{source}: scenario {sc.spec!r}")
             out["scenarios"][sc.spec] = serve_metrics(rpm_whatif(t, rpm, sc.rpm), horizon)
         elif sc.kind == "spin-down":
             sub = trace if sc.zone is None else trace.take(trace.zone == IO_ZONES.index(sc.zone))
@@ -382,6 +422,7 @@ def run_scenarios(
     FleetGenerator(spec)  # checks the spec before any task starts
     say(f"sampling {spec.n_disks} disks x {spec.days} days at p={rate:g} ({len(spec.classes) * spec.days} class-day partitions, {backend.name})")
     samples = sample_fleet(spec, rate, seed, backend)
+    check_zones(samples.zone, scenarios, f"the fleet's {len(samples):,} samples")
     say(f"identifying groups from {len(samples)} samples")
     grouping = identify(disk_features(samples, spec.n_disks, spec.days), seed=seed)
     # In process the steps of each group are shown as they run; a worker's would be lost.

@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 
 from thesios.errors import ThesiosInputError
 from thesios.readers import EXTRA_LATENCY, read_trace
-from thesios.samplers import check_rate
+from thesios.samplers import check_rate, rate_label
 from thesios.validate import METRICS, PAPER_BANDS, accuracy, busy_time_until
 
 #: Fewer synthesized requests than this per window and a group's result says so.
@@ -250,8 +250,10 @@ def synthesize_from(donors: list[Disk], rate: float, rng: np.random.Generator, h
     return Disk("synthesized", donors[0].group, *(cat[f][order] for f in fields))
 
 
-def _validate_group(name: str, disks: list[Disk], rate: float, held_out: int, seed: int, window_s: float | None) -> dict:
-    """Hold out ``held_out`` disks of one group, synthesize each from 1/p of the others, compare."""
+def _validate_group(name: str, disks: list[Disk], rate: float, held_out: int, seed: int, window_s: float | None,
+                    rate_given: bool = True) -> dict:
+    """Hold out ``held_out`` disks of one group, synthesize each from 1/p of the others, compare;
+    ``rate_given``: p was asked for (else it is the default), for the note when p is raised."""
     n = len(disks)
     rng = np.random.default_rng([seed, 40, zlib.crc32(name.encode())])  # str hash() is salted per process
     order = rng.permutation(n)
@@ -259,8 +261,9 @@ def _validate_group(name: str, disks: list[Disk], rate: float, held_out: int, se
     want = round(1 / rate)
     note = None
     if want > len(donors):
+        note = (f"the {'asked' if rate_given else 'default'} p {rate_label(rate)} is below what the group's "
+                f"{len(donors)} donor disks support; used 1/{len(donors)}")
         rate, want = 1 / len(donors), len(donors)
-        note = f"{len(donors)} donor disks support p >= 1/{len(donors)}, not the asked p; used 1/{len(donors)}"
     donors = donors[:want]
     horizon = min(d.span_s for d in held + donors)
     if horizon <= 0:
@@ -300,19 +303,22 @@ def _nanmean(values: list[float]) -> float:
 
 
 def validate_traces(disks: list[Disk], rate: float, held_out: int = 2, seed: int = 0, window_s: float | None = None,
-                    identify_groups: bool | None = None, progress: Callable[[str], None] | None = None) -> dict:
+                    identify_groups: bool | None = None, progress: Callable[[str], None] | None = None,
+                    rate_given: bool = True) -> dict:
     """Validate synthesis on real traces; see the module docstring.
 
     Args:
         disks: from :func:`load_disks`.
         rate: the asked sampling rate p in (0, 1]; a group with fewer than 1/p donors uses 1/donors.
+        rate_given: whether the user asked for ``rate`` (False: it is the default), for the notes.
         held_out: disks held out per group (each synthesized from the group's other disks).
         seed: seed of the hold-out choice, the samplers and the identification.
         window_s: window of the metrics, s (None: an hour, or a tenth of a trace shorter than 10 h).
         identify_groups: group by identification (default: when the disks carry no group).
 
     Returns:
-        ``{"accuracy": {metric: mean over groups' held-out disks}, "p", "groups": {name: {...}},
+        ``{"accuracy": {metric: mean over groups' held-out disks}, "p_asked" (``rate``), "p_used"
+        ({group: the p it used}), "groups": {name: {..., "p"}},
         "grouping", "paper", "disks", "seconds"}`` (plain JSON types; NaN where undefined).
 
     Raises:
@@ -335,12 +341,12 @@ def validate_traces(disks: list[Disk], rate: float, held_out: int = 2, seed: int
             result[name] = {"disks": len(idx), "note": f"too few disks to hold {held_out} out and merge the rest: skipped"}
             say(f"{name}: {len(idx)} disks, skipped (too few to hold {held_out} out)")
             continue
-        result[name] = _validate_group(name, [disks[i] for i in idx], rate, held_out, seed, window_s)
-        say(f"{name}: {len(idx)} disks, p = 1/{round(1 / result[name]['p'])}, {held_out} held out")
+        result[name] = _validate_group(name, [disks[i] for i in idx], rate, held_out, seed, window_s, rate_given)
+        say(f"{name}: {len(idx)} disks, p = {rate_label(result[name]['p'])}, {held_out} held out")
     done = [g for g in result.values() if "accuracy" in g]
     if not done:
         raise ThesiosInputError(f"no group has more than {held_out} disks: nothing to hold out and synthesize from")
     acc = {m: _nanmean([v for g in done for v in [g["per_disk"][d][m] for d in g["per_disk"]]]) for m in METRICS}
-    return {"accuracy": acc, "p": rate, "groups": result, "grouping": grouping, "disks": len(disks),
+    return {"accuracy": acc, "p_asked": rate, "p_used": {name: g["p"] for name, g in result.items() if "p" in g}, "groups": result, "grouping": grouping, "disks": len(disks),
             "paper": {m: list(b) for m, b in PAPER_BANDS.items()}, "seconds": time.perf_counter() - t0,
             "accuracy_definition": "per window max(0, 1 - |synth - real| / real), averaged over windows, then over held-out disks of all groups"}

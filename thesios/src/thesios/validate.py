@@ -22,6 +22,7 @@ import numpy as np
 from thesios.errors import ThesiosInputError
 from thesios.fleet import DAY_S, FleetGenerator, FleetSpec, default_fleet
 from thesios.identify import disk_features, identify, purity
+from thesios.load import busy_time_until
 from thesios.partitions import Backend, LocalBackend, sample_fleet
 from thesios.reorganizer import NS_PER_S, fifo_schedule, reorganize, to_ns
 from thesios.requests import Requests
@@ -37,18 +38,6 @@ PAPER_BANDS: dict[str, tuple[float, float]] = {
     "read_latency_p99": (0.80, 0.998),
 }
 METRICS = tuple(PAPER_BANDS)
-
-
-def busy_time_until(start_s: np.ndarray, finish_s: np.ndarray, edges_s: np.ndarray) -> np.ndarray:
-    """Total busy time (s) of a FIFO server in [0, T] for each T in ``edges_s`` (float64).
-
-    ``start_s``/``finish_s`` are the schedule of a single server (sorted, non-overlapping).
-    """
-    service = finish_s - start_s
-    cum = np.concatenate(([0.0], np.cumsum(service)))
-    k = np.searchsorted(finish_s, edges_s, side="right")  # jobs finished by T
-    partial = np.where(k < len(start_s), np.clip(edges_s - start_s[np.minimum(k, len(start_s) - 1)], 0.0, None), 0.0)
-    return cum[k] + partial
 
 
 def window_metrics(trace: Requests, day: int, window_s: float = 3600.0) -> dict[str, np.ndarray]:
