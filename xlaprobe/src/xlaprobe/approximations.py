@@ -31,8 +31,8 @@ Figures: ``benchmarks/special_ulps.py`` measures, per primitive and region, XLA'
 in ULPs and as a share of this allowance, under ``xla`` and ``xla:O0``, against SciPy float64;
 each entry is the measured worst with a margin of about 1.5 (so a regression making an
 approximation 10x worse still lands beyond the oracle's budget). float64 kernels were not
-measured: their entries count the same ULPs of float64. The ordinary transcendentals' entries sit
-in their primitives' records (``lax_rules/elementwise.py``); the special functions' below.
+measured: their entries count the same ULPs of float64. The entries sit in their primitives'
+records (``lax_rules/elementwise.py`` and ``lax_rules/special.py``).
 """
 
 from __future__ import annotations
@@ -41,26 +41,11 @@ from collections.abc import Callable, Sequence
 
 import ml_dtypes
 import numpy as np
-import scipy.special
 
 from xlaprobe.lax_rules import registry
 from xlaprobe.lax_rules.budget import Approximation
 
 __all__ = ["BUDGETS", "DEFAULT", "SAMPLED", "Approximation", "allowed_error", "budget"]
-
-
-def _gamma_terms(args: Sequence[np.ndarray]) -> np.ndarray:
-    """|a log x| + |x| + |lgamma(a)|: the exponent XLA's igamma sums before one exp."""
-    a, x = (np.asarray(v, np.float64) for v in args[:2])
-    return np.abs(a * np.log(np.maximum(x, 1e-300))) + np.abs(x) + np.abs(scipy.special.gammaln(a))
-
-
-def _beta_terms(args: Sequence[np.ndarray]) -> np.ndarray:
-    """|a log x| + |b log(1 - x)| + |log B(a, b)|: the exponent of betainc's prefactor."""
-    a, b, x = (np.asarray(v, np.float64) for v in args[:3])
-    return (np.abs(a * np.log(np.maximum(x, 1e-300))) +
-            np.abs(b * np.log1p(-np.minimum(x, 1.0 - 1e-16))) +
-            np.abs(scipy.special.betaln(a, b)))
 
 
 #: An approximate primitive without an entry (exp, tanh, ...): 2 ULPs, the width the reference's
@@ -78,20 +63,7 @@ SAMPLED = (0.25, 0.5)
 #: allowance, and one 10x worse than XLA's worst (6.7 allowances) lands beyond its ceiling
 #: wherever the dtype's own relative bound (`oracle.DEFAULT_BOUNDS`, 84 float32 ULPs) is not the
 #: larger: near zeros and poles, in erfc's tail, for igamma and betainc.
-BUDGETS: dict[str, Approximation] = {a.name: a for a in [
-    # the ordinary transcendentals' budgets sit in their records (xlaprobe.lax_rules.elementwise)
-    *registry.budgets(),
-    Approximation("igamma", ulps=12.0, abs_eps=2.0, terms=_gamma_terms, term_ulps=1.0, measured=(
-        "relative error <= 0.56 eps per unit of |a log x| + x + |lgamma(a)| for a from 5 "
-        "to 5000 with x near a (308 ULPs at a = 50); 11 ULPs for a < 0.5")),
-    Approximation("igammac", ulps=16.0, abs_eps=2.0, terms=_gamma_terms, term_ulps=1.0,
-                  measured="as igamma (291 ULPs at a = 50, x near a)"),
-    Approximation("regularized_incomplete_beta", ulps=8.0, abs_eps=12.0, terms=_beta_terms,
-                  term_ulps=4.0, measured=(
-                      "92 ULPs, absolute up to 22 eps (a, b in [0.5, 10]; worst for b < 1)")),
-    Approximation("bessel_i0e", ulps=8.0, measured="5.3 ULPs"),
-    Approximation("bessel_i1e", ulps=14.0, measured="9.1 ULPs"),
-]}
+BUDGETS: dict[str, Approximation] = {a.name: a for a in registry.budgets()}
 
 
 def budget(name: str) -> Approximation:

@@ -72,7 +72,8 @@ def by_name(records: Iterable[_Named], table: str) -> dict[str, _Named]:
 
 #: primitive name -> facts.
 PRIMITIVES: dict[str, PrimitiveFacts] = by_name(itertools.chain.from_iterable([
-    # elementwise: transcendentals, IEEE arithmetic, exact ops, conversions (one record each)
+    # elementwise: transcendentals, IEEE arithmetic, exact ops, conversions, special functions
+    # (one record each: xlaprobe.lax_rules)
     registry.facts(),
     # data movement
     _family("reshape squeeze", movement=Movement.RESHAPE),
@@ -96,9 +97,6 @@ PRIMITIVES: dict[str, PrimitiveFacts] = by_name(itertools.chain.from_iterable([
     _family("lu_pivots_to_permutation rng_bit_generator"),
     # FFT: sums of n terms per output element
     _family("fft", rounding=True, accumulates=True),
-    # special functions XLA evaluates by series, continued fractions or polynomials
-    _family("igamma igammac igamma_grad_a regularized_incomplete_beta bessel_i0e bessel_i1e "
-            "polygamma zeta", rounding=True, approximate=True, elementwise=True),
     # control flow, callbacks and annotations: PRNG keys pass through whole
     _family("while scan cond custom_linear_solve pure_callback io_callback debug_callback "
             "debug_print tie optimization_barrier sharding_constraint reshard layout_constraint "

@@ -27,9 +27,10 @@ rounded to the operand's dtype in both modes. Subnormals are never flushed (XLA:
 a legal freedom the oracle labels, not a reference behaviour).
 
 Rules live in `RULES`, keyed by JAX primitive name; the elementwise primitives' rules come from
-their records (``lax_rules/elementwise.py``, beside each primitive's facts, fuzzer rule and
-budget), those that call SciPy's LAPACK, NumPy's FFT and ``scipy.special`` (linear algebra,
-``fft``, the incomplete gamma and beta family) from ``configs/reference_scipy.py``. A rule is ``rule(ctx, *args, **params)``: `ctx`
+their records (``lax_rules/elementwise.py`` and, for the special functions that call
+``scipy.special``, ``lax_rules/special.py``, beside each primitive's facts, fuzzer rule and
+budget), those that call SciPy's LAPACK and NumPy's FFT (linear algebra, ``fft``) from
+``configs/reference_scipy.py``. A rule is ``rule(ctx, *args, **params)``: `ctx`
 (a `_Ctx`) tells the mode and the equation's logical dtypes and shapes, `args` are NumPy arrays
 (floating ones as float64), `params` are the equation's parameters. It returns one array, or a list
 for multiple-result primitives; the interpreter then rounds (native mode) and casts to the outvar
@@ -1427,7 +1428,7 @@ RULES: dict[str, Rule] = {
     "random_seed": _random_seed, "random_split": _random_split, "random_fold_in": _random_fold_in,
     "random_bits": _random_bits, "random_wrap": _random_wrap, "random_unwrap": _random_unwrap,
     "random_gamma": _random_gamma,
-    # linear algebra, FFT and special functions by NumPy's and SciPy's LAPACK, pocketfft, Cephes
+    # linear algebra and FFT by NumPy's and SciPy's LAPACK and pocketfft
     **reference_scipy.RULES,
     # shard_map, its body per device, and the collectives (exact emulation)
     **reference_spmd.RULES,
