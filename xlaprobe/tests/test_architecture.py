@@ -156,3 +156,17 @@ def test_the_library_never_imports_the_cli():
     graph = import_graph()
     library = [m for m in graph if not m.startswith(("xlaprobe.cli", "xlaprobe.__main__"))]
     assert [(m, t) for m in library for t in graph[m] if t.startswith("xlaprobe.cli")] == []
+
+
+def test_primitive_records_sit_below_the_tables():
+    """Data flows one way: the records (`xlaprobe.lax_rules`) import nothing else of xlaprobe,
+    their leaf modules import no family module, and the four tables read the records."""
+    graph = import_graph()
+    records = {m for m in graph if m.startswith("xlaprobe.lax_rules")}
+    assert {"xlaprobe.lax_rules.record", "xlaprobe.lax_rules.elementwise"} <= records
+    assert {(m, t) for m in records for t in graph[m] if t not in records} == set()
+    leaves = {"xlaprobe.lax_rules." + n for n in ("facts", "numeric", "opspec", "budget")}
+    assert {(m, t) for m in leaves for t in graph[m] if t not in leaves} == set()
+    for table in ("xlaprobe.primitives", "xlaprobe.configs.reference", "xlaprobe.sources.ops",
+                  "xlaprobe.approximations"):
+        assert "xlaprobe.lax_rules.registry" in graph[table], table

@@ -13,6 +13,7 @@ from jax import lax
 
 from xlaprobe import jaxcompat, jaxprs, primitives
 from xlaprobe.configs import eager, reference
+from xlaprobe.lax_rules import opspec
 from xlaprobe.localization import equation, inside, repro
 from xlaprobe.primitives import Movement, PrimitiveFacts, facts
 from xlaprobe.program import Program, Provenance
@@ -96,7 +97,7 @@ def test_every_call_like_primitive_has_the_reference_call_rule():
 
 def test_catalogue_notes_agree_on_approximations():
     for name, rule in ops.RULES.items():
-        assert (ops._APPROX in rule.notes) == facts(name).approximate, name
+        assert (opspec.APPROX in rule.notes) == facts(name).approximate, name
 
 
 def _sample_operands(wrapper: str) -> list[np.ndarray]:

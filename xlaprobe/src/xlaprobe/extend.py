@@ -1,14 +1,15 @@
-"""A new primitive in one place: `define_primitive` registers its facts, its reference rule, its
-generator rule and its error budget in one call.
+"""A new primitive in one place: one record (`PrimitiveDef`: its facts, its reference rule, its
+generator rule and its error budget) registered in one call.
 
 This follows JAX's ``jax/_src/lax/lax.py``: a primitive and its rules sit in adjacent statements,
 and each interpreter holds a table keyed by primitive that those statements fill. xlaprobe's
 tables are `xlaprobe.primitives.PRIMITIVES` (the facts every interpreter and localization read),
 `xlaprobe.configs.reference.RULES` (the float64 reference), `xlaprobe.sources.ops.RULES` (the
 fuzzer's catalogue) and `xlaprobe.approximations.BUDGETS` (how far XLA may honestly land on an
-approximate primitive). xlaprobe's own primitives fill them from their own modules; a new
-primitive (one of a newer jax, or a user's own ``jax.extend.core.Primitive``) fills them all
-here::
+approximate primitive). xlaprobe's own primitives are `PrimitiveDef` records too (its elementwise
+families in ``xlaprobe/lax_rules/elementwise.py``), from which those tables are built; a new
+primitive (one of a newer jax, or a user's own ``jax.extend.core.Primitive``) is a record that
+`register` adds to them all, or the same in keywords with `define_primitive`::
 
     cube_p = Primitive("cube")                    # with its impl, abstract eval and lowering
     define_primitive(PrimitiveFacts("cube", rounding=True, elementwise=True), primitive=cube_p,
@@ -33,6 +34,7 @@ from typing import Any
 from xlaprobe import approximations, primitives
 from xlaprobe.configs import reference
 from xlaprobe.errors import InvalidArgument
+from xlaprobe.lax_rules.record import PrimitiveDef
 from xlaprobe.primitives import PrimitiveFacts
 from xlaprobe.sources import ops
 from xlaprobe.sources.ops import OpRule
@@ -40,7 +42,8 @@ from xlaprobe.sources.ops import OpRule
 #: The environment variable naming the modules the command line imports first (comma-separated).
 ENVIRONMENT = "XLAPROBE_EXTENSIONS"
 
-__all__ = ["ENVIRONMENT", "define_primitive", "load_extensions", "unary_rule"]
+__all__ = ["ENVIRONMENT", "PrimitiveDef", "define_primitive", "load_extensions", "register",
+           "unary_rule"]
 
 #: The public factory of a unary elementwise generator rule (floating dtypes by default).
 unary_rule = ops.unary_rule
@@ -49,8 +52,9 @@ unary_rule = ops.unary_rule
 def define_primitive(facts: PrimitiveFacts, *, primitive: Any = None,
                      reference_rule: Callable[..., Any] | None = None,
                      generator: OpRule | None = None,
-                     budget: approximations.Approximation | None = None) -> None:
-    """Register a primitive's facts and rules in every table that reads them.
+                     budget: approximations.Approximation | None = None) -> PrimitiveDef:
+    """Register a primitive's facts and rules in every table that reads them: `register` of the
+    `PrimitiveDef` these arguments make.
 
     Args:
         facts: what interpreters and localization know about it (its ``name`` is the JAX
@@ -66,28 +70,47 @@ def define_primitive(facts: PrimitiveFacts, *, primitive: Any = None,
         budget: its error budget (`xlaprobe.approximations.Approximation`); only for
             ``facts.approximate`` primitives (None: the default 2 ULPs).
 
+    Returns:
+        The record registered.
+
     Raises:
         ValueError: a rule or budget named otherwise than `facts`, a budget for a primitive that
             is not approximate, or a name xlaprobe already defines differently.
     """
-    name = facts.name
-    for what, record in (("generator rule", generator), ("budget", budget)):
-        if record is not None and record.name != name:
-            raise ValueError(f"primitive '{name}': its {what} is named '{record.name}'")
-    if budget is not None and not facts.approximate:
-        raise ValueError(f"primitive '{name}': a budget needs facts.approximate")
+    definition = PrimitiveDef(facts, reference_rule, generator, budget)
+    _register(definition, primitive, sys._getframe(1).f_globals["__name__"])
+    return definition
+
+
+def register(definition: PrimitiveDef, *, primitive: Any = None) -> None:
+    """Add one primitive's record to every table that reads it (facts, reference rule, generator
+    rule, budget), as xlaprobe's own records are.
+
+    Args:
+        definition: the record (`PrimitiveDef`), validated when it was made.
+        primitive: the ``jax.extend.core.Primitive`` it binds, a module-level attribute of the
+            calling module (see `define_primitive`); None for a primitive of jax itself.
+
+    Raises:
+        ValueError: a name xlaprobe already defines with other facts.
+    """
+    _register(definition, primitive, sys._getframe(1).f_globals["__name__"])
+
+
+def _register(definition: PrimitiveDef, primitive: Any, module: str) -> None:
+    name = definition.name
     known = primitives.PRIMITIVES.get(name)
-    if known is not None and known != facts:
+    if known is not None and known != definition.facts:
         raise ValueError(f"primitive '{name}' is already defined with other facts: {known}")
-    primitives.PRIMITIVES[name] = facts
+    primitives.PRIMITIVES[name] = definition.facts
     if primitive is not None:
-        primitives.EXTENSION_PACKAGES.add(sys._getframe(1).f_globals["__name__"].split(".")[0])
-    if reference_rule is not None:
-        reference.RULES[name] = reference_rule
-    if generator is not None:
-        ops.RULES[name] = generator
-    if budget is not None:
-        approximations.BUDGETS[name] = budget
+        primitives.EXTENSION_PACKAGES.add(module.split(".")[0])
+    if definition.reference is not None:
+        reference.RULES[name] = definition.reference
+    if definition.generator is not None:
+        ops.RULES[name] = definition.generator
+    if definition.budget is not None:
+        approximations.BUDGETS[name] = definition.budget
 
 
 def load_extensions(environ: dict[str, str] | None = None) -> list[str]:

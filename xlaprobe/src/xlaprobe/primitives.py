@@ -2,10 +2,12 @@
 
 JAX keeps a primitive's rules beside the primitive; xlaprobe's interpreters and localization need
 a few plain facts about a primitive (does IEEE arithmetic round its result, is it a transcendental
-XLA approximates, is it a call that evaluates a sub-jaxpr, does it only move data), and those live
-here, once, instead of in name sets beside each user. Rule tables stay with their users (the
-reference's float64 rules in ``configs/reference.py``, the fuzzer's ``OpRule`` catalogue in
-``sources/ops.py``, ``repro.py``'s printer): tests check that each of their names is known here.
+XLA approximates, is it a call that evaluates a sub-jaxpr, does it only move data), and this table
+holds them, once, instead of name sets beside each user. The elementwise primitives' facts come
+from their records (`xlaprobe.lax_rules`, one `PrimitiveDef` with facts, reference rule, generator
+rule and budget per primitive); the other families' facts are written here, their rules with
+their users (``configs/reference.py``, ``sources/ops.py``, ``repro.py``'s printer): tests check
+that each of their names is known here.
 
 The call-like table is the one that canonical form (``jaxprs.canonicalize``), ``eager`` and
 ``reference`` all follow: every call-like primitive is evaluated by recursing into its sub-jaxpr,
@@ -21,100 +23,21 @@ parameters, checked by ``tests/test_primitives.py`` against the jax installed).
 
 from __future__ import annotations
 
-import dataclasses
-import enum
 import itertools
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from xlaprobe import jaxcompat
+from xlaprobe.lax_rules import registry
+from xlaprobe.lax_rules.facts import Movement, PrimitiveFacts
+
+__all__ = ["EXTENSION_PACKAGES", "Movement", "PRIMITIVES", "PrimitiveFacts", "by_name",
+           "call_jaxpr", "facts", "is_call_like", "names"]
 
 
-class Movement(enum.Enum):
-    """How a primitive only moves data rather than computing new values."""
-
-    NONE = "none"            #: computes new values
-    RESHAPE = "reshape"      #: the same elements in the same order, another shape
-    BROADCAST = "broadcast"  #: repeats elements into a larger shape
-    CONVERT = "convert"      #: the same elements in another dtype
-    BITCAST = "bitcast"      #: the same bits read as another dtype
-    COPY = "copy"            #: the same array
-    PERMUTE = "permute"      #: the same elements in another order
-    GATHER = "gather"        #: picks or places elements (slices, gathers, padding, concatenation)
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class PrimitiveFacts:
-    """The facts about one JAX primitive that xlaprobe's interpreters and localization read.
-
-    Attributes:
-        name: the primitive's name (``jax.extend.core.Primitive.name``: ``scatter-add``, ``jit``).
-        rounding: IEEE arithmetic rounds its floating results (an exact op -- a max, a select, a
-            slice -- returns one of its operands' values).
-        approximate: XLA:CPU evaluates it with a polynomial or rational approximation a few ULPs
-            wide rather than correctly rounded (transcendentals, ``rsqrt``, ``cbrt``, ``pow``).
-        accumulates: it combines many terms into each output element (sums, products,
-            contractions), in an order XLA may choose.
-        elementwise: each output element depends only on the operands' elements at its index.
-        movement: how it only moves data (`Movement.NONE`: it computes).
-        call_keys: for a call-like primitive (its forward semantics is "evaluate a sub-jaxpr on the
-            operands"), the parameter names that hold the sub-jaxpr, the first present one holding
-            it (names changed between releases); empty for every other primitive.
-        inlined: canonical form inlines this call-like primitive (others stay: ``composite`` is
-            one op to XLA).
-        takes_keys: it takes PRNG key arrays whole; every other primitive that meets a key array
-            works on its uint32 components one at a time (control flow, calls, callbacks and
-            annotations pass keys through whole; call-like primitives do too, see `whole_keys`).
-        wrapper: the ``jax.lax`` function that binds exactly this primitive from its operands
-            alone (``lax.bitwise_and`` for ``and``), or "" where none is recorded.
-        retired: "" for a jax 0.12 primitive; else the releases whose name it is (``pjit``).
-
-    Raises:
-        ValueError: contradictory facts (an inlined or approximate flag without its premise).
-    """
-
-    name: str
-    rounding: bool = False
-    approximate: bool = False
-    accumulates: bool = False
-    elementwise: bool = False
-    movement: Movement = Movement.NONE
-    call_keys: tuple[str, ...] = ()
-    inlined: bool = False
-    takes_keys: bool = False
-    wrapper: str = ""
-    retired: str = ""
-
-    def __post_init__(self) -> None:
-        if self.inlined and not self.call_keys:
-            raise ValueError(f"primitive '{self.name}': only call-like primitives are inlined")
-        if (self.approximate or self.accumulates) and not self.rounding:
-            raise ValueError(f"primitive '{self.name}': approximations and sums round")
-
-    @property
-    def call_like(self) -> bool:
-        """Its forward semantics is evaluating the sub-jaxpr in `call_keys`."""
-        return bool(self.call_keys)
-
-    @property
-    def whole_keys(self) -> bool:
-        """PRNG key arrays reach it whole: it `takes_keys` or calls a jaxpr that does.
-
-        >>> facts("jit").whole_keys, facts("random_bits").whole_keys, facts("add").whole_keys
-        (True, True, False)
-        """
-        return self.takes_keys or self.call_like
-
-
-#: ``jax.lax`` names of the bitwise primitives, which are Python keywords (``lax.and`` is no name).
-_LAX_NAMES = {"and": "bitwise_and", "or": "bitwise_or", "not": "bitwise_not", "xor": "bitwise_xor"}
-
-
-def _family(names: str, *, lax_wrapper: bool = False, **known: Any) -> list[PrimitiveFacts]:
-    """One record per whitespace-separated name, all with the same facts; `lax_wrapper` records
-    ``jax.lax.<name>`` (or its bitwise spelling) as each one's wrapper."""
-    return [PrimitiveFacts(name, wrapper=_LAX_NAMES.get(name, name) if lax_wrapper else "",
-                           **known) for name in names.split()]
+def _family(names: str, **known: Any) -> list[PrimitiveFacts]:
+    """One record per whitespace-separated name, all with the same facts."""
+    return [PrimitiveFacts(name, **known) for name in names.split()]
 
 
 def _call(name: str, *keys: str, inlined: bool = True, retired: str = "") -> PrimitiveFacts:
@@ -149,21 +72,9 @@ def by_name(records: Iterable[_Named], table: str) -> dict[str, _Named]:
 
 #: primitive name -> facts.
 PRIMITIVES: dict[str, PrimitiveFacts] = by_name(itertools.chain.from_iterable([
-    # elementwise arithmetic that IEEE rounds
-    _family("add sub mul div rem sqrt square", rounding=True, elementwise=True, lax_wrapper=True),
-    _family("add_any integer_pow one_minus_square polynomial", rounding=True, elementwise=True),
-    # transcendentals and friends: XLA:CPU approximates them
-    _family("rsqrt cbrt exp exp2 expm1 log log1p logistic tanh sin cos tan asin acos atan atan2 "
-            "sinh cosh asinh acosh atanh erf erfc erf_inv lgamma digamma pow", rounding=True,
-            approximate=True, elementwise=True, lax_wrapper=True),
-    _family("log2", rounding=True, approximate=True, elementwise=True),
-    # exact elementwise ops
-    _family("abs neg sign floor ceil round is_finite nextafter max min clamp select_n real imag "
-            "eq ne lt le gt ge and or not xor shift_left shift_right_logical "
-            "shift_right_arithmetic population_count clz", elementwise=True, lax_wrapper=True),
-    _family("eq_to le_to lt_to mulhi complex conj reduce_precision", elementwise=True),
-    _family("convert_element_type", elementwise=True, movement=Movement.CONVERT),
-    _family("bitcast_convert_type", movement=Movement.BITCAST),
+    # elementwise: transcendentals, IEEE arithmetic, exact ops, conversions, special functions
+    # (one record each: xlaprobe.lax_rules)
+    registry.facts(),
     # data movement
     _family("reshape squeeze", movement=Movement.RESHAPE),
     _family("broadcast_in_dim", movement=Movement.BROADCAST),
@@ -186,9 +97,6 @@ PRIMITIVES: dict[str, PrimitiveFacts] = by_name(itertools.chain.from_iterable([
     _family("lu_pivots_to_permutation rng_bit_generator"),
     # FFT: sums of n terms per output element
     _family("fft", rounding=True, accumulates=True),
-    # special functions XLA evaluates by series, continued fractions or polynomials
-    _family("igamma igammac igamma_grad_a regularized_incomplete_beta bessel_i0e bessel_i1e "
-            "polygamma zeta", rounding=True, approximate=True, elementwise=True),
     # control flow, callbacks and annotations: PRNG keys pass through whole
     _family("while scan cond custom_linear_solve pure_callback io_callback debug_callback "
             "debug_print tie optimization_barrier sharding_constraint reshard layout_constraint "

@@ -26,8 +26,10 @@ about the representation (bitcast_convert_type, nextafter, reduce_precision) act
 rounded to the operand's dtype in both modes. Subnormals are never flushed (XLA:CPU may flush them:
 a legal freedom the oracle labels, not a reference behaviour).
 
-Rules live in `RULES`, keyed by JAX primitive name; those that call SciPy's LAPACK, NumPy's FFT
-and ``scipy.special`` (linear algebra, ``fft``, the incomplete gamma and beta family) come from
+Rules live in `RULES`, keyed by JAX primitive name; the elementwise primitives' rules come from
+their records (``lax_rules/elementwise.py`` and, for the special functions that call
+``scipy.special``, ``lax_rules/special.py``, beside each primitive's facts, fuzzer rule and
+budget), those that call SciPy's LAPACK and NumPy's FFT (linear algebra, ``fft``) from
 ``configs/reference_scipy.py``. A rule is ``rule(ctx, *args, **params)``: `ctx`
 (a `_Ctx`) tells the mode and the equation's logical dtypes and shapes, `args` are NumPy arrays
 (floating ones as float64), `params` are the equation's parameters. It returns one array, or a list
@@ -54,12 +56,18 @@ from typing import TYPE_CHECKING, Any
 import jax
 import ml_dtypes
 import numpy as np
-from jax import dtypes as jdtypes
 from xlaprobe import jaxcompat
 from jax.lax import GatherScatterMode
 
 from xlaprobe import approximations, jaxprs, primitives
 from xlaprobe.configs import reference_scipy, reference_spmd
+from xlaprobe.lax_rules import registry
+from xlaprobe.lax_rules.numeric import Rule
+from xlaprobe.lax_rules.numeric import carrier as _carrier
+from xlaprobe.lax_rules.numeric import dtype_kind as _kind
+from xlaprobe.lax_rules.numeric import fmax as _fmax
+from xlaprobe.lax_rules.numeric import fmin as _fmin
+from xlaprobe.lax_rules.numeric import total_order_key as _total_order_key
 from xlaprobe.errors import InvalidArgument, UnsupportedPrimitive
 
 if TYPE_CHECKING:
@@ -67,42 +75,11 @@ if TYPE_CHECKING:
 
 _WHERE = "xlaprobe/configs/reference.py"
 
-Rule = Callable[..., Any]
-
 __all__ = ["KIND", "RULES", "ReferenceKind", "evaluate"]
 
 
 # ---------------------------------------------------------------------------------------------
 # dtypes and values
-
-
-@functools.cache
-def _kind(dtype: Any) -> str:
-    """'f' float (ml_dtypes included), 'c' complex, 'i' signed, 'u' unsigned, 'b' bool, 'k' key."""
-    if jdtypes.issubdtype(dtype, jdtypes.prng_key):
-        return "k"
-    dtype = np.dtype(dtype)
-    if dtype == np.bool_:
-        return "b"
-    if jdtypes.issubdtype(dtype, np.complexfloating):
-        return "c"
-    if jdtypes.issubdtype(dtype, np.floating):
-        return "f"
-    if jdtypes.issubdtype(dtype, np.signedinteger):
-        return "i"
-    if jdtypes.issubdtype(dtype, np.unsignedinteger):
-        return "u"
-    raise TypeError(f"reference interpreter: unsupported dtype {dtype}")
-
-
-def _carrier(dtype: Any) -> np.dtype:
-    """The dtype a value of logical `dtype` is carried in: float64/complex128 for inexact types."""
-    kind = _kind(dtype)
-    if kind == "f":
-        return np.dtype(np.float64)
-    if kind == "c":
-        return np.dtype(np.complex128)
-    return np.dtype(dtype)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -420,392 +397,12 @@ def _on_key_components(rule: Rule, ctx: _Ctx, args: list[Any], params: dict[str,
 
 
 # ---------------------------------------------------------------------------------------------
-# elementwise: special functions
-
-_frompy = lambda f: (lambda x: np.asarray(np.frompyfunc(f, 1, 1)(x), np.float64))  # noqa: E731
-
-
-def _safe_lgamma(v: float) -> float:
-    try:
-        return math.lgamma(v)
-    except ValueError:  # poles at 0, -1, -2, ...
-        return math.inf
-
-
-_erf = _frompy(math.erf)
-_erfc = _frompy(math.erfc)
-_lgamma = _frompy(_safe_lgamma)
-
-
-def _digamma(x: np.ndarray) -> np.ndarray:
-    """psi(x) by reflection, recurrence up to 10 and the asymptotic series; at the poles -inf at
-    zero (of either sign) and NaN at the negative integers (XLA since jax 0.11; NaN at 0 before)."""
-    x = np.asarray(x, np.float64)
-    poles = (x <= 0) & (x == np.floor(x))
-    reflect = x < 0.5
-    # tan has period pi: x - round(x) is exact and keeps a tiny x whole (x - floor(x) rounded
-    # -1e-38 to 1.0 and gave psi 2.6e16 for 8.5e37: a false alarm at special input values).
-    frac = x - np.round(x)
-    cot_term = np.where(reflect, np.pi / np.tan(np.pi * frac), 0.0)
-    y = np.where(reflect, 1.0 - x, x)
-    acc = np.zeros_like(y)
-    for _ in range(10):
-        small = y < 10
-        acc = acc - np.where(small, 1.0 / y, 0.0)
-        y = np.where(small, y + 1.0, y)
-    inv2 = 1.0 / (y * y)
-    series = np.log(y) - 0.5 / y - inv2 * (1 / 12 - inv2 * (1 / 120 - inv2 * (
-        1 / 252 - inv2 * (1 / 240 - inv2 * (1 / 132 - inv2 * (691 / 32760))))))
-    psi = acc + series
-    psi = np.where(reflect, psi - cot_term, psi)
-    return np.where(x == 0, -np.inf, np.where(poles, np.nan, psi))
-
-
-def _erf_inv(y: np.ndarray) -> np.ndarray:
-    """Inverse error function: Winitzki's approximation, then Halley steps on erfc (float64)."""
-    y = np.asarray(y, np.float64)
-    a = np.abs(y)
-    one_minus = 1.0 - a  # exact for a >= 0.5 (Sterbenz), where erfc keeps the precision
-    ln = np.log(one_minus * (1.0 + a))
-    k = 0.147
-    t = 2 / (np.pi * k) + ln / 2
-    x = np.sqrt(np.maximum(np.sqrt(t * t - ln / k) - t, 0.0))
-    inside = (a > 0) & (a < 1)
-    x = np.where(inside, x, 0.0)
-    for _ in range(4):
-        f = np.where(a < 0.5, _erf(x) - a, one_minus - _erfc(x))  # erf(x) - a, both ways
-        deriv = 2 / math.sqrt(math.pi) * np.exp(-x * x)
-        step = np.where(inside, f / deriv, 0.0)
-        x = x - step / (1 + x * step)
-    x = np.where(a == 1, np.inf, np.where(a > 1, np.nan, x))
-    x = np.where(np.isnan(y), np.nan, x)
-    return np.where(a == 0, y, np.copysign(x, y))
-
-
-def _logistic(x: np.ndarray) -> np.ndarray:
-    e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
-
-
-def _round(ctx: _Ctx, x: np.ndarray, *, rounding_method: Any = 0, **_: Any) -> np.ndarray:
-    if int(rounding_method) == 1:  # TO_NEAREST_EVEN
-        return np.rint(x)
-    t = np.trunc(x)  # AWAY_FROM_ZERO; floor(|x| + 0.5) would round 0.49999999999999994 up
-    return np.copysign(np.where(np.abs(x - t) >= 0.5, t + np.sign(x), t), x)
-
-
-def _sign(ctx: _Ctx, x: np.ndarray, **_: Any) -> np.ndarray:
-    if _kind(ctx.in_dtypes[0]) in "fc":
-        return np.where(x == 0, x, np.sign(x))  # sign(-0.0) is -0.0 on XLA
-    return np.sign(x)
-
-
-def _integer_pow(ctx: _Ctx, x: np.ndarray, *, y: int, **_: Any) -> np.ndarray:
-    if _kind(ctx.in_dtypes[0]) in "fc":
-        return np.power(x, float(y)) if _kind(ctx.in_dtypes[0]) == "f" else x ** y
-    result = np.ones_like(x)
-    base, n = x.copy(), abs(int(y))
-    while n:  # binary powering in the dtype: wraps exactly like XLA's multiply chain
-        if n & 1:
-            result = result * base
-        base = base * base
-        n >>= 1
-    return result
-
-
-def _nextafter(ctx: _Ctx, x: np.ndarray, y: np.ndarray, **_: Any) -> np.ndarray:
-    dtype = ctx.in_dtypes[0]  # the neighbour of x in the program's dtype, not in float64
-    return np.nextafter(x.astype(dtype), y.astype(dtype)).astype(np.float64)
-
-
-def _reduce_precision(ctx: _Ctx, x: np.ndarray, *, exponent_bits: int, mantissa_bits: int,
-                      **_: Any) -> np.ndarray:
-    """XLA's bit-level ReducePrecision on the operand's dtype (denormals of the reduced format flush)."""
-    dtype = np.dtype(ctx.in_dtypes[0])
-    info = jdtypes.finfo(dtype)
-    src_mant, src_exp = int(info.nmant), int(info.nexp)
-    if mantissa_bits >= src_mant and exponent_bits >= src_exp:
-        return x
-    nbits = dtype.itemsize * 8
-    uint = np.dtype(f"uint{nbits}")
-    # astype with order C, not ascontiguousarray: that turns a rank-0 value into shape (1,).
-    bits = np.asarray(x).astype(dtype, order="C").view(uint).astype(np.uint64)
-    one = np.uint64(1)
-    if mantissa_bits < src_mant:
-        shift = np.uint64(src_mant - mantissa_bits)
-        last_bit = (bits >> shift) & one
-        bias = (one << (shift - one)) - one + last_bit
-        bits = (bits + bias) & ~((one << shift) - one)
-    if exponent_bits < src_exp:
-        sign = bits & (one << np.uint64(nbits - 1))
-        exp_mask = np.uint64(((1 << src_exp) - 1) << src_mant)
-        diff = (1 << (src_exp - 1)) - (1 << (exponent_bits - 1))
-        max_exp = diff + (1 << exponent_bits) - 2
-        exponent = bits & exp_mask
-        overflow = exponent > np.uint64(max_exp << src_mant)
-        underflow = exponent <= np.uint64(diff << src_mant)
-        bits = np.where(overflow, sign | exp_mask, np.where(underflow, sign, bits))
-    out = bits.astype(uint).view(dtype).astype(np.float64)
-    return np.where(np.isnan(x), x, out)
-
-
-# ---------------------------------------------------------------------------------------------
-# elementwise: integer semantics
-
-
-def _unsigned(dtype: Any) -> np.dtype:
-    return np.dtype(f"uint{np.dtype(dtype).itemsize * 8}")
-
-
-def _int_div(ctx: _Ctx, x: np.ndarray, y: np.ndarray, **_: Any) -> np.ndarray:
-    kind = _kind(ctx.in_dtypes[0])
-    if kind in "fc":
-        return x / y
-    x, y = np.broadcast_arrays(x, y)
-    zero = y == 0
-    overflow = np.zeros_like(zero)
-    if kind == "i":
-        overflow = (x == np.iinfo(x.dtype).min) & (y == -1)
-    safe = np.where(zero | overflow, np.ones_like(y), y)
-    q = x // safe
-    q = np.where((q * safe != x) & ((x < 0) != (safe < 0)), q + 1, q)  # floor -> truncate
-    q = np.where(overflow, x, q)  # INT_MIN / -1 = INT_MIN
-    return np.where(zero, np.array(-1).astype(x.dtype), q)  # x / 0 = -1 (all ones if unsigned)
-
-
-def _rem(ctx: _Ctx, x: np.ndarray, y: np.ndarray, **_: Any) -> np.ndarray:
-    if _kind(ctx.in_dtypes[0]) in "fc":
-        return np.fmod(x, y)
-    x, y = np.broadcast_arrays(x, y)
-    zero = y == 0
-    overflow = np.zeros_like(zero)
-    if _kind(ctx.in_dtypes[0]) == "i":
-        overflow = (x == np.iinfo(x.dtype).min) & (y == -1)
-    safe = np.where(zero | overflow, np.ones_like(y), y)
-    r = np.fmod(x, safe)  # C semantics: sign of the dividend
-    return np.where(zero, x, np.where(overflow, np.zeros_like(x), r))
-
-
-def _shift(kind: str) -> Rule:
-    def rule(ctx: _Ctx, x: np.ndarray, y: np.ndarray, **_: Any) -> np.ndarray:
-        x, y = np.broadcast_arrays(x, y)
-        nbits = x.dtype.itemsize * 8
-        uint = _unsigned(x.dtype)
-        amount = y.astype(uint)  # XLA reads shift amounts as unsigned
-        ok = amount < nbits
-        s = np.where(ok, amount, 0).astype(uint)
-        if kind == "left":
-            out = (x.astype(uint) << s).astype(x.dtype)
-            return np.where(ok, out, np.zeros_like(x))
-        if kind == "logical":
-            out = (x.astype(uint) >> s).astype(x.dtype)
-            return np.where(ok, out, np.zeros_like(x))
-        signed = x.astype(np.dtype(f"int{nbits}"))
-        out = (signed >> s.astype(signed.dtype)).astype(x.dtype)
-        fill = np.where(signed < 0, -1, 0).astype(signed.dtype).astype(x.dtype)
-        return np.where(ok, out, fill)
-    return rule
-
-
-def _population_count(ctx: _Ctx, x: np.ndarray, **_: Any) -> np.ndarray:
-    return np.bitwise_count(x.astype(_unsigned(x.dtype))).astype(x.dtype)
-
-
-def _clz(ctx: _Ctx, x: np.ndarray, **_: Any) -> np.ndarray:
-    nbits = x.dtype.itemsize * 8
-    v = x.astype(_unsigned(x.dtype)).astype(np.uint64)
-    length = np.zeros(v.shape, np.int64)
-    for s in (32, 16, 8, 4, 2, 1):
-        big = v >= np.uint64(1 << s)
-        length += np.where(big, s, 0)
-        v = np.where(big, v >> np.uint64(s), v)
-    length += (v > 0).astype(np.int64)
-    return (nbits - length).astype(x.dtype)
-
-
-def _mulhi(ctx: _Ctx, x: np.ndarray, y: np.ndarray, **_: Any) -> np.ndarray:
-    nbits = x.dtype.itemsize * 8
-    if nbits < 64:
-        wide = np.int64 if _kind(x.dtype) == "i" else np.uint64
-        return ((x.astype(wide) * y.astype(wide)) >> nbits).astype(x.dtype)
-    prod = np.frompyfunc(lambda a, b: (int(a) * int(b)) >> 64, 2, 1)(x, y)
-    mask = (1 << 64) - 1
-    return np.array([int(v) & mask for v in np.ravel(prod)], np.uint64).reshape(
-        np.shape(prod)).astype(x.dtype)
-
-
-# ---------------------------------------------------------------------------------------------
-# elementwise: float min/max (NaN-propagating; max(-0, +0) = +0, min(-0, +0) = -0 as on XLA)
-
-
-def _fmax(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    r = np.maximum(x, y)
-    both_zero = (x == 0) & (y == 0)
-    return np.where(both_zero, x + y, r)
-
-
-def _fmin(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    r = np.minimum(x, y)
-    both_zero = (x == 0) & (y == 0)
-    return np.where(both_zero, -((-x) + (-y)), r)
-
-
-def _max(ctx: _Ctx, x: np.ndarray, y: np.ndarray, **_: Any) -> np.ndarray:
-    return _fmax(x, y) if _kind(ctx.in_dtypes[0]) == "f" else np.maximum(x, y)
-
-
-def _min(ctx: _Ctx, x: np.ndarray, y: np.ndarray, **_: Any) -> np.ndarray:
-    return _fmin(x, y) if _kind(ctx.in_dtypes[0]) == "f" else np.minimum(x, y)
-
-
-def _clamp(ctx: _Ctx, lo: np.ndarray, x: np.ndarray, hi: np.ndarray, **_: Any) -> np.ndarray:
-    if _kind(ctx.in_dtypes[1]) == "f":
-        return _fmin(_fmax(x, lo), hi)
-    return np.minimum(np.maximum(x, lo), hi)
-
-
-def _total_order_key(x: np.ndarray, dtype: Any) -> np.ndarray:
-    """int64 keys ordering floats as -NaN < -inf < ... < -0 < +0 < ... < inf < NaN (IEEE totalOrder)."""
-    if _kind(dtype) == "u":  # flip the top bit so that uint64 values above 2**63 stay ordered
-        return (x.astype(np.uint64) ^ np.uint64(1 << 63)).view(np.int64)
-    if _kind(dtype) != "f":
-        return x.astype(np.int64)
-    bits = np.asarray(x).astype(np.float64, order="C").view(np.int64)  # keeps rank 0
-    return bits ^ ((bits >> 63) & np.int64(0x7FFFFFFFFFFFFFFF))
-
-
-def _total_compare(op: Callable) -> Rule:
-    def rule(ctx: _Ctx, x: np.ndarray, y: np.ndarray, **_: Any) -> np.ndarray:
-        dtype = ctx.in_dtypes[0]
-        return op(_total_order_key(x, dtype), _total_order_key(y, dtype))
-    return rule
-
-
-def _select_n(ctx: _Ctx, which: np.ndarray, *cases: np.ndarray, **_: Any) -> np.ndarray:
-    if len(cases) == 1:
-        return cases[0]
-    if which.dtype == np.bool_:
-        return np.where(which, cases[1], cases[0])
-    which = np.clip(which.astype(np.int64), 0, len(cases) - 1)
-    out = cases[0]
-    for i, case in enumerate(cases[1:], start=1):
-        out = np.where(which == i, case, out)
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
-# conversions
-
-
-def _convert_element_type(ctx: _Ctx, x: np.ndarray, *, new_dtype: Any, **_: Any) -> np.ndarray:
-    src, dst = ctx.in_dtypes[0], np.dtype(ctx.out_dtype)
-    skind, dkind = _kind(src), _kind(dst)
-    if dkind in "fc":
-        if skind == "c" and dkind == "f":
-            return np.real(x)
-        return x.astype(_carrier(dst))  # float64 mode: no rounding between float dtypes
-    if dkind == "b":
-        return x != 0
-    if skind == "f":  # XLA:CPU: truncate toward zero, saturate, NaN -> 0
-        info = np.iinfo(dst)
-        t = np.trunc(x)
-        hi_excl, lo = float(info.max) + 1.0, float(info.min)
-        bad = np.isnan(t) | (t >= hi_excl) | (t < lo)
-        out = np.where(bad, 0.0, t).astype(dst)
-        out = np.where(t >= hi_excl, info.max, out)
-        return np.where(t < lo, info.min, out).astype(dst)
-    if skind == "c":
-        return _convert_element_type(dataclasses.replace(ctx, in_dtypes=(np.dtype(np.float64),)),
-                                     np.real(x), new_dtype=new_dtype)
-    return x.astype(dst)  # integer narrowing wraps
-
-
-def _bitcast_convert_type(ctx: _Ctx, x: np.ndarray, *, new_dtype: Any, **_: Any) -> np.ndarray:
-    src, dst = np.dtype(ctx.in_dtypes[0]), np.dtype(new_dtype)
-    raw = np.asarray(x).astype(src, order="C")  # ascontiguousarray would make rank 0 shape (1,)
-    if src.itemsize == dst.itemsize:
-        return raw.view(dst)
-    if src.itemsize > dst.itemsize:
-        return raw.reshape(raw.shape + (1,)).view(dst)
-    return raw.view(dst).reshape(raw.shape[:-1])
-
-
-# ---------------------------------------------------------------------------------------------
-# rule factories
-
-
-def _unary(fn: Callable[[np.ndarray], np.ndarray]) -> Rule:
-    return lambda ctx, x, **_: fn(x)
-
-
-def _binary(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Rule:
-    return lambda ctx, x, y, **_: fn(x, y)
+# elementwise rules live in their primitives' records (xlaprobe.lax_rules.elementwise)
 
 
 def _identity(ctx: _Ctx, *args: Any, **_: Any) -> Any:
     return list(args) if ctx.multiple_results else args[0]
 
-
-def _pow(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """IEEE 754 pow (C99 Annex F), as XLA computes it, for any shapes that broadcast.
-
-    NumPy takes shortcuts when the exponent is a scalar or 0-d array (0.5 -> sqrt, 2 -> square):
-    ``np.power(-inf, 0.5)`` is NaN and ``np.power(-0.0, 0.5)`` is -0.0, where pow gives +inf and
-    +0. Contiguous flat copies never take them (a broadcast view, stride 0, still does).
-
-    >>> _pow(np.array([-np.inf, -0.0, 4.0]), np.array(0.5)).tolist()
-    [inf, 0.0, 2.0]
-    >>> float(_pow(np.array(-np.inf), np.array(0.5)))
-    inf
-    """
-    xb, yb = np.broadcast_arrays(x, y)
-    return np.power(np.array(xb, order="C").reshape(-1),
-                    np.array(yb, order="C").reshape(-1)).reshape(xb.shape)
-
-
-def _polynomial(ctx: _Ctx, x: np.ndarray, *coeffs: np.ndarray, **_: Any) -> np.ndarray:
-    """``lax.polynomial`` (jax >= 0.12; ``jax.scipy.special`` and ``odeint`` use it): the sum of
-    ``coeffs[k] * x**k``, lowest degree first, by Horner's rule from the highest coefficient, as
-    XLA's lowering computes it. In native mode every multiply and add is rounded to the output
-    dtype, as the lowering's separate ops are, so the error budget sees Horner's real rounding.
-
-    >>> ctx = type("C", (), {"native": False, "out_dtype": np.dtype(np.float32),
-    ...                      "out_shapes": ((),)})()
-    >>> float(_polynomial(ctx, np.float64(3.0), np.float64(1), np.float64(5), np.float64(2)))
-    34.0
-    """
-    native = ctx.native and _kind(ctx.out_dtype) in "fc"
-
-    def rounded(v: Any) -> Any:
-        v = np.asarray(v)
-        return v.astype(ctx.out_dtype).astype(v.dtype) if native else v
-
-    acc = np.asarray(coeffs[-1])
-    for c in reversed(coeffs[:-1]):
-        acc = rounded(rounded(acc * x) + c)
-    return np.broadcast_to(acc, ctx.out_shapes[0])
-
-
-_UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "neg": np.negative, "floor": np.floor, "ceil": np.ceil, "is_finite": np.isfinite,
-    "exp": np.exp, "exp2": np.exp2, "log": np.log, "log1p": np.log1p, "expm1": np.expm1,
-    "tanh": np.tanh, "logistic": _logistic, "sin": np.sin, "cos": np.cos, "tan": np.tan,
-    "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh,
-    "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh, "sqrt": np.sqrt,
-    "rsqrt": lambda x: 1.0 / np.sqrt(x), "cbrt": np.cbrt, "erf": _erf, "erfc": _erfc,
-    "erf_inv": _erf_inv, "lgamma": _lgamma, "digamma": _digamma, "abs": np.abs,
-    "square": lambda x: x * x, "log2": np.log2,
-    # jax >= 0.11 (tanh's derivative): XLA lowers it as (1 + x) * (1 - x)
-    "one_minus_square": lambda x: (1 + x) * (1 - x), "not": np.invert, "real": np.real, "imag": np.imag,
-    "conj": np.conj,
-}
-
-_BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "pow": _pow, "atan2": np.arctan2,
-    "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor, "eq": np.equal,
-    "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
-    "ge": np.greater_equal, "add_any": np.add, "complex": lambda x, y: x + 1j * y,
-}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1783,16 +1380,8 @@ def _random_unwrap(ctx: _Ctx, keys: _Keys, **_: Any) -> np.ndarray:
 # the rule table
 
 RULES: dict[str, Rule] = {
-    **{name: _unary(fn) for name, fn in _UNARY.items()},
-    **{name: _binary(fn) for name, fn in _BINARY.items()},
-    "sign": _sign, "round": _round, "integer_pow": _integer_pow, "nextafter": _nextafter,
-    "reduce_precision": _reduce_precision, "div": _int_div, "rem": _rem, "max": _max, "min": _min,
-    "clamp": _clamp, "select_n": _select_n, "shift_left": _shift("left"),
-    "shift_right_logical": _shift("logical"), "shift_right_arithmetic": _shift("arithmetic"),
-    "population_count": _population_count, "clz": _clz, "mulhi": _mulhi,
-    "eq_to": _total_compare(np.equal), "le_to": _total_compare(np.less_equal),
-    "lt_to": _total_compare(np.less),
-    "convert_element_type": _convert_element_type, "bitcast_convert_type": _bitcast_convert_type,
+    # elementwise: each rule sits in its primitive's record (xlaprobe.lax_rules.elementwise)
+    **registry.reference_rules(),
     # identities: copies, sharding and scheduling annotations
     **{name: _identity for name in ("copy", "optimization_barrier", "sharding_constraint", "reshard",
                                     "layout_constraint", "device_put", "pvary", "name",
@@ -1824,7 +1413,7 @@ RULES: dict[str, Rule] = {
     "reduce_window_min": _reduce_window_named("min"), "reduce_window": _reduce_window,
     "select_and_scatter_add": _select_and_scatter_add,
     "select_and_gather_add": _select_and_gather_add,
-    "sort": _sort, "top_k": _top_k, "polynomial": _polynomial,
+    "sort": _sort, "top_k": _top_k,
     # contractions
     "dot_general": _dot_general, "conv_general_dilated": _conv_general_dilated,
     # control flow and calls
@@ -1839,7 +1428,7 @@ RULES: dict[str, Rule] = {
     "random_seed": _random_seed, "random_split": _random_split, "random_fold_in": _random_fold_in,
     "random_bits": _random_bits, "random_wrap": _random_wrap, "random_unwrap": _random_unwrap,
     "random_gamma": _random_gamma,
-    # linear algebra, FFT and special functions by NumPy's and SciPy's LAPACK, pocketfft, Cephes
+    # linear algebra and FFT by NumPy's and SciPy's LAPACK and pocketfft
     **reference_scipy.RULES,
     # shard_map, its body per device, and the collectives (exact emulation)
     **reference_spmd.RULES,

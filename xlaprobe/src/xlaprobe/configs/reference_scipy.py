@@ -15,9 +15,9 @@ function), so their rules call the same algorithm XLA:CPU runs, in float64:
 * **rng_bit_generator**: XLA:CPU's Philox-4x32 bit generator (``RNG_DEFAULT`` and
   ``RNG_PHILOX``), bit for bit, with its counter layout and round-robin word order
   (``jax.random`` with ``impl="rbg"`` or ``"unsafe_rbg"``); ``RNG_THREE_FRY`` has no rule yet.
-* **Special functions**: ``scipy.special`` (Cephes) for the incomplete gamma and beta functions,
-  ``igamma_grad_a``, the exponentially scaled Bessel functions, ``polygamma`` and ``zeta``, with
-  XLA's answers outside their domains (NaN where jax's own definition gives NaN).
+* **Special functions** (the incomplete gamma and beta functions, ``igamma_grad_a``, the
+  exponentially scaled Bessel functions, ``polygamma``, ``zeta``): their ``scipy.special``
+  rules sit in their primitives' records, ``lax_rules/special.py``.
 
 In float64 mode every rule computes in float64 (complex128). In native mode
 (``reference:native``, the error budget) the factorizations and FFTs run in the program's own
@@ -29,8 +29,7 @@ A rule is ``rule(ctx, *args, **params)`` as in ``reference.py``; this module rea
 
 Sources: LAPACK Users' Guide (3rd ed.) for the factorizations and their output conventions;
 ``jax/_src/lax/linalg.py`` and ``jax/_src/lax/fft.py`` for the primitives' parameters and
-outputs; ``jax/_src/lax/special.py`` and XLA's ``client/lib/math.cc`` for the special functions'
-values outside their domains; XLA's ``hlo/builder/lib/prng.cc`` and
+outputs; XLA's ``hlo/builder/lib/prng.cc`` and
 ``hlo/transforms/expanders/rng_bit_generator_expander.cc`` for the bit generator (Philox:
 Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC 2011).
 """
@@ -315,103 +314,6 @@ def _fft(ctx: Any, x: np.ndarray, *, fft_type: Any, fft_lengths: Sequence[int],
 
 
 # ---------------------------------------------------------------------------------------------
-# special functions
-
-
-def _igamma_domain_error(a: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """Where jax's definition of igamma and igammac gives NaN."""
-    return ((x < 0) | (a < 0) | ((a == 0) & (x == 0)) | (np.isinf(a) & np.isinf(x))
-            | np.isnan(a) | np.isnan(x))
-
-
-def _igamma(ctx: Any, a: np.ndarray, x: np.ndarray, **_: Any) -> np.ndarray:
-    """Regularized lower incomplete gamma P(a, x), with jax's values at the edges: 0 for
-    a = inf or x = 0, 1 for x = inf, and at a = 0 (where P is 1 in the limit) NaN for x < 1 and
-    1 for x >= 1, as jax's series and continued fraction give there."""
-    a, x = np.broadcast_arrays(a, x)
-    out = scipy.special.gammainc(a, x)
-    out = np.where(a == 0, np.where(x >= 1, 1.0, np.nan), out)
-    out = np.where(np.isposinf(a), 0.0, out)
-    out = np.where(x == 0, 0.0, np.where(np.isposinf(x), 1.0, out))
-    return np.where(_igamma_domain_error(a, x), np.nan, out)
-
-
-def _igammac(ctx: Any, a: np.ndarray, x: np.ndarray, **_: Any) -> np.ndarray:
-    """Regularized upper incomplete gamma Q(a, x) = 1 - P(a, x): 1 for a = inf, 0 for x = inf
-    or a = 0, NaN where jax's definition gives NaN."""
-    a, x = np.broadcast_arrays(a, x)
-    out = scipy.special.gammaincc(a, x)
-    out = np.where(np.isposinf(a), 1.0, out)
-    out = np.where(np.isposinf(x) | (a == 0), 0.0, out)
-    return np.where(_igamma_domain_error(a, x), np.nan, out)
-
-
-def _igamma_grad_a(ctx: Any, a: np.ndarray, x: np.ndarray, **_: Any) -> np.ndarray:
-    """dP(a, x)/da by a five-point central difference in a, Richardson-extrapolated (SciPy has
-    no closed form), of P where P < 1/2 and of -Q = P - 1 elsewhere, so that the differenced
-    values are small and relatively accurate in both tails; the step h = 1e-3 a keeps
-    truncation (h^4) and cancellation (eps / h) near 1e-12 relative. 0 at x = 0; NaN for x < 0,
-    a <= 0, infinite or NaN operands (jax's definition)."""
-    a, x = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(x, np.float64))
-    lower = scipy.special.gammainc(a, x) < 0.5
-
-    def central(h: np.ndarray) -> np.ndarray:
-        def f(t: np.ndarray) -> np.ndarray:
-            return np.where(lower, scipy.special.gammainc(a + t, x),
-                            -scipy.special.gammaincc(a + t, x))
-        return (8 * (f(h) - f(-h)) - (f(2 * h) - f(-2 * h))) / (12 * h)
-    h = 1e-3 * np.where(np.isfinite(a) & (a > 0), a, 1.0)
-    coarse, fine = central(2 * h), central(h)
-    out = fine + (fine - coarse) / 15  # the h^4 terms cancel
-    out = np.where(~np.isfinite(a) | ~np.isfinite(x), np.nan, out)
-    out = np.where(x == 0, 0.0, out)
-    return np.where((x < 0) | (a <= 0) | np.isnan(a) | np.isnan(x), np.nan, out)
-
-
-def _regularized_incomplete_beta(ctx: Any, a: np.ndarray, b: np.ndarray, x: np.ndarray,
-                                 **_: Any) -> np.ndarray:
-    """I_x(a, b), with jax's limits: a = 0 (or b = inf) gives 0 at x = 0 and 1 elsewhere;
-    b = 0 (or a = inf) gives 1 at x = 1 and 0 elsewhere; NaN for negative a or b, x outside
-    [0, 1], both limits at once, or a NaN operand."""
-    a, b, x = np.broadcast_arrays(a, b, x)
-    out = scipy.special.betainc(a, b, x)
-    a_zero = (a == 0) | np.isposinf(b)
-    b_zero = (b == 0) | np.isposinf(a)
-    out = np.where((b_zero & (x != 1)) | (a_zero & (x == 0)), 0.0, out)
-    out = np.where((a_zero & (x != 0)) | (b_zero & (x == 1)), 1.0, out)
-    nan = ((a < 0) | (b < 0) | (x < 0) | (x > 1) | (a_zero & b_zero)
-           | np.isnan(a) | np.isnan(b) | np.isnan(x))
-    return np.where(nan, np.nan, out)
-
-
-def _polygamma(ctx: Any, n: np.ndarray, x: np.ndarray, **_: Any) -> np.ndarray:
-    """psi^(n)(x) for integer n >= 0 (NaN for other n); digamma's -inf at zero of either sign
-    and, as jax's zeta-based definition gives, NaN at x = inf for n >= 1."""
-    n, x = np.broadcast_arrays(n, x)
-    integral = (n == np.floor(n)) & (n >= 0)
-    safe_n = np.where(integral, n, 0).astype(np.int64)
-    out = scipy.special.polygamma(safe_n, x)
-    out = np.where((safe_n == 0) & (x == 0), -np.inf, out)
-    out = np.where((safe_n >= 1) & np.isposinf(x), np.nan, out)
-    return np.where(integral, out, np.nan)
-
-
-def _zeta(ctx: Any, s: np.ndarray, q: np.ndarray, **_: Any) -> np.ndarray:
-    """Hurwitz zeta(s, q) = sum over k >= 0 of (k + q)^-s, with XLA's Zeta at the edges: inf at
-    s = 1 (for every q), NaN for s < 1, for q <= 0 with s not an integer, and for infinite s or q; at the poles
-    (q a non-positive integer) inf for even integer s, else NaN."""
-    s, q = np.broadcast_arrays(s, q)
-    out = scipy.special.zeta(s, q)
-    s_integral = s == np.floor(s)
-    out = np.where((s < 1) | ((q <= 0) & ~s_integral), np.nan, out)
-    pole = (q <= 0) & (q == np.floor(q))
-    even = s_integral & (np.fmod(s, 2) == 0)
-    out = np.where(pole, np.where(even, np.inf, np.nan), out)
-    out = np.where(np.isposinf(s) | np.isposinf(q) | np.isnan(s) | np.isnan(q), np.nan, out)
-    return np.where(s == 1, np.inf, out)  # the harmonic series, whatever q is
-
-
-# ---------------------------------------------------------------------------------------------
 # rng_bit_generator: XLA's bit generators (xla/hlo/builder/lib/prng.cc), bit for bit
 
 _M64 = (1 << 64) - 1
@@ -575,9 +477,5 @@ RULES: dict[str, Rule] = {
     "qr": _qr, "geqrf": _geqrf, "householder_product": _householder_product, "eigh": _eigh,
     "svd": _svd, "triangular_solve": _triangular_solve, "tridiagonal_solve": _tridiagonal_solve,
     "symmetric_product": _symmetric_product, "fft": _fft,
-    "igamma": _igamma, "igammac": _igammac, "igamma_grad_a": _igamma_grad_a,
-    "regularized_incomplete_beta": _regularized_incomplete_beta,
-    "bessel_i0e": lambda ctx, x, **_: scipy.special.i0e(x),
-    "bessel_i1e": lambda ctx, x, **_: scipy.special.i1e(x),
-    "polygamma": _polygamma, "zeta": _zeta, "rng_bit_generator": _rng_bit_generator,
+    "rng_bit_generator": _rng_bit_generator,
 }

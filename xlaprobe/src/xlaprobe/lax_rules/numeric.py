@@ -1,0 +1,122 @@
+"""What the float64 reference's rules are made of: the rule signature, the context a rule reads,
+dtype kinds and carriers, and the float semantics several rules share.
+
+A leaf: the primitive records (`xlaprobe.lax_rules.elementwise`) write their reference rules with
+it, and the interpreter (`xlaprobe.configs.reference`) reads it. A rule is
+``rule(ctx, *operands, **params)`` on NumPy arrays carried as float64 (complex128 for complex
+dtypes; exact integers and booleans) and returns the result, or a list for multiple-result
+primitives; the interpreter rounds and casts it to the outvar dtype.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import numpy as np
+from jax import dtypes as jdtypes
+
+#: A reference rule: ``rule(ctx, *operands, **params) -> result or list of results``.
+Rule = Callable[..., Any]
+
+__all__ = ["Rule", "RuleContext", "carrier", "dtype_kind", "fmax", "fmin", "ref_binary",
+           "ref_unary", "total_order_key", "unsigned"]
+
+
+class RuleContext(Protocol):
+    """What a reference rule may know besides its operands and parameters (the interpreter's
+    context satisfies it).
+
+    Attributes:
+        in_dtypes: logical dtype per operand (float32, not the float64 it is carried in).
+        out_dtypes: logical dtype per result.
+        out_shapes: shape per result.
+    """
+
+    in_dtypes: tuple[np.dtype, ...]
+    out_dtypes: tuple[np.dtype, ...]
+    out_shapes: tuple[tuple[int, ...], ...]
+
+    @property
+    def native(self) -> bool:
+        """Each op is rounded to its dtype (``reference:native``), not kept in float64."""
+
+    @property
+    def out_dtype(self) -> np.dtype:
+        """The first result's logical dtype."""
+
+
+@functools.cache
+def dtype_kind(dtype: Any) -> str:
+    """'f' float (ml_dtypes included), 'c' complex, 'i' signed, 'u' unsigned, 'b' bool, 'k' key.
+
+    Raises:
+        TypeError: a dtype the reference does not carry.
+    """
+    if jdtypes.issubdtype(dtype, jdtypes.prng_key):
+        return "k"
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return "b"
+    if jdtypes.issubdtype(dtype, np.complexfloating):
+        return "c"
+    if jdtypes.issubdtype(dtype, np.floating):
+        return "f"
+    if jdtypes.issubdtype(dtype, np.signedinteger):
+        return "i"
+    if jdtypes.issubdtype(dtype, np.unsignedinteger):
+        return "u"
+    raise TypeError(f"reference interpreter: unsupported dtype {dtype}")
+
+
+def carrier(dtype: Any) -> np.dtype:
+    """The dtype a value of logical `dtype` is carried in: float64/complex128 for inexact types."""
+    kind = dtype_kind(dtype)
+    if kind == "f":
+        return np.dtype(np.float64)
+    if kind == "c":
+        return np.dtype(np.complex128)
+    return np.dtype(dtype)
+
+
+def unsigned(dtype: Any) -> np.dtype:
+    """The unsigned integer dtype of `dtype`'s width (uint32 for int32 and float32)."""
+    return np.dtype(f"uint{np.dtype(dtype).itemsize * 8}")
+
+
+# float min/max as XLA computes them: NaN-propagating; max(-0, +0) = +0, min(-0, +0) = -0
+
+
+def fmax(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Elementwise maximum, NaN-propagating, with max(-0, +0) = +0 (float64 arrays)."""
+    r = np.maximum(x, y)
+    both_zero = (x == 0) & (y == 0)
+    return np.where(both_zero, x + y, r)
+
+
+def fmin(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Elementwise minimum, NaN-propagating, with min(-0, +0) = -0 (float64 arrays)."""
+    r = np.minimum(x, y)
+    both_zero = (x == 0) & (y == 0)
+    return np.where(both_zero, -((-x) + (-y)), r)
+
+
+def total_order_key(x: np.ndarray, dtype: Any) -> np.ndarray:
+    """int64 keys ordering floats as -NaN < -inf < ... < -0 < +0 < ... < inf < NaN (IEEE totalOrder)."""
+    if dtype_kind(dtype) == "u":  # flip the top bit so that uint64 values above 2**63 stay ordered
+        return (x.astype(np.uint64) ^ np.uint64(1 << 63)).view(np.int64)
+    if dtype_kind(dtype) != "f":
+        return x.astype(np.int64)
+    bits = np.asarray(x).astype(np.float64, order="C").view(np.int64)  # keeps rank 0
+    return bits ^ ((bits >> 63) & np.int64(0x7FFFFFFFFFFFFFFF))
+
+
+def ref_unary(fn: Callable[[np.ndarray], np.ndarray]) -> Rule:
+    """The reference rule ``fn(x)`` of a one-operand primitive without parameters."""
+    return lambda ctx, x, **_: fn(x)
+
+
+def ref_binary(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Rule:
+    """The reference rule ``fn(x, y)`` of a two-operand primitive without parameters."""
+    return lambda ctx, x, y, **_: fn(x, y)
