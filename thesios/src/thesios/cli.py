@@ -535,20 +535,21 @@ def replay_cmd(
     device: Annotated[str | None, typer.Option(help="the device of a block TRACE, or the disk_id of a many-disk Parquet TRACE, to replay")] = None,
     size_mib: Annotated[int, typer.Option(help="size of the target file, MiB (each file of the trace gets a 64 MiB region)")] = 1024,
     seconds: Annotated[float | None, typer.Option(help="replay only the first SECONDS of the trace")] = None,
-    jobs: Annotated[int, typer.Option(help="fio jobs replaying side by side: the most requests in flight")] = 4,
+    jobs: Annotated[int, typer.Option(help="fio jobs replaying side by side: the most requests in flight (at most 256)")] = 4,
+    overwrite: Annotated[bool, typer.Option(help="allow replaying onto an existing regular file (its data is overwritten)")] = False,
     as_json: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
     """Replay a trace on a real device with fio (direct I/O) and report the latencies it measured."""
-    from thesios.replay import check_target, replay
+    from thesios.replay import MAX_JOBS, check_target, replay
 
     if size_mib < 64:
         raise ThesiosInputError(f"--size-mib must be >= 64, got {size_mib}")
-    if jobs < 1:
-        raise ThesiosInputError(f"--jobs must be >= 1, got {jobs}")
+    if not 1 <= jobs <= MAX_JOBS:
+        raise ThesiosInputError(f"--jobs must be in [1, {MAX_JOBS}], got {jobs}")
     if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
         raise ThesiosInputError(f"--seconds must be a positive number, got {seconds}")
-    check_target(target)
+    check_target(target, size_mib << 20, overwrite)
     if shutil.which("fio") is None:
         raise ThesiosInputError("replay needs fio on PATH (Debian: apt-get install fio)")
     req = _load_trace(trace, fmt, device).sorted_by_time()
@@ -557,7 +558,7 @@ def replay_cmd(
     with _progress(quiet, "replaying") as say:
         say(f"replaying {len(req)} requests of {trace} on {target} with fio ({jobs} jobs, direct I/O)")
         result = replay(req.start_time, req.is_read, req.file_id, req.file_offset, req.size, target,
-                        target_bytes=size_mib << 20, jobs=jobs)
+                        target_bytes=size_mib << 20, jobs=jobs, overwrite=overwrite)
     summary = {"trace": str(trace), "target": str(target)} | result.summary()
     if as_json:
         print(json.dumps(summary, indent=2))
