@@ -215,3 +215,17 @@ def test_convert_sniffs_by_default_like_every_command_and_a_wrong_format_says_au
     # A file no sniffer knows, read as a Thesios shard by default: the formats to name instead.
     err = fails(["convert", str(FIX / "msr_hm_0_head.csv"), "-o", str(out)], capsys)
     assert err.endswith("; for other trace formats give --format msr|alibaba|tencent")
+
+
+@pytest.mark.parametrize("args", [["validate"], ["whatif", "-s", "cache:x2"], ["synth", "-o", "OUT"], ["sample", "-o", "OUT"]])
+def test_every_command_takes_seeds_0_to_2_32_minus_1(args, tmp_path, capsys):
+    args = [str(tmp_path / "x.parquet") if a == "OUT" else a for a in args]
+    assert fails([*args, "--seed", "-1"], capsys) == "thesios: error: Invalid value for '--seed': Input should be greater than or equal to 0"
+    assert fails([*args, "--seed", "99999999999999999999"], capsys) == (
+        "thesios: error: Invalid value for '--seed': Input should be less than or equal to 4294967295")
+    assert fails([*args, "--seed", str(2**32)], capsys).endswith("less than or equal to 4294967295")
+    fleet = tmp_path / "f.json"
+    fleet.write_text('{"seed": -5}')
+    if args[0] != "sample":
+        assert fails([*args, "--fleet", str(fleet)], capsys) == f"thesios: error: {fleet}: seed must be in [0, 4294967295], got -5"
+    assert list(tmp_path.iterdir()) == [fleet]

@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from thesios.errors import ThesiosInputError
+from thesios.fleet import MAX_SEED
 from thesios.load import overload_note
 from thesios.readers import ReadReport, format_names, get_format, read_trace, recognized_format, sniff_format
 from thesios.requests import Requests
@@ -43,6 +44,8 @@ QuietOpt = Annotated[bool, typer.Option("--quiet", help=QUIET_HELP)]
 BackendOpt = Annotated[str, typer.Option(help=BACKEND_HELP)]
 JobsOpt = Annotated[int, typer.Option(help=JOBS_HELP)]
 FleetOpt = Annotated[Path | None, typer.Option(help=FLEET_HELP)]
+#: numpy's and scikit-learn's seeds are 32-bit: one range for every command (and a fleet file's "seed").
+SeedOpt = Annotated[int, typer.Option(min=0, max=MAX_SEED, help=f"seed of the fleet and of the sampler, 0 to {MAX_SEED}")]
 #: Old spellings of options, kept working (not shown in --help) for one release.
 HIDDEN_ALIASES = {"--output": "--out"}
 
@@ -66,7 +69,7 @@ def validate_cmd(
     ctx: typer.Context,
     rate: Annotated[str, typer.Option(help="sampling rate p, e.g. 1e-4 or 1/10000 (the paper's)")] = PAPER_RATE,
     days: Annotated[int, typer.Option(help="days of samples per disk (disk-days merged across days)")] = 4,
-    seed: Annotated[int, typer.Option(help="seed of the fleet and of the sampler")] = 0,
+    seed: SeedOpt = 0,
     held_out: Annotated[int, typer.Option(help="held-out disks per class (per group with --traces)")] = 2,
     fleet: FleetOpt = None,
     traces: Annotated[list[Path] | None, typer.Option(help="validate on these full-rate traces (files or folders; repeat the option) instead of the embedded fleet")] = None,
@@ -207,7 +210,7 @@ def whatif_cmd(
     rpm: Annotated[float, typer.Option(help="the TRACE's disk RPM")] = 7200.0,
     rate: Annotated[str, typer.Option(help="sampling rate p (1/1000: one synthesized disk per group; see README)")] = QUICK_RATE,
     days: Annotated[int, typer.Option(help="days of samples per disk")] = 4,
-    seed: Annotated[int, typer.Option(help="seed")] = 0,
+    seed: SeedOpt = 0,
     fleet: FleetOpt = None,
     report: Annotated[Path | None, typer.Option(help="also write an HTML report with a section and plot per what-if")] = None,
     as_json: JsonOpt = False,
@@ -401,7 +404,7 @@ def synth_cmd(
     rate: Annotated[str, typer.Option(help="sampling rate p (1/1000: one synthesized disk; see README)")] = QUICK_RATE,
     disk: Annotated[int, typer.Option(help="synthesize a disk like this one (its group, itself excluded)")] = 0,
     days: Annotated[int, typer.Option(help="days of samples per disk")] = 4,
-    seed: Annotated[int, typer.Option(help="seed")] = 0,
+    seed: SeedOpt = 0,
     discipline: Annotated[str, typer.Option(help="queue of the reorganizer: fifo or priority")] = "fifo",
     fio_device: Annotated[str, typer.Option(help="device named in a .iolog output")] = "/dev/sdX",
     fleet: FleetOpt = None,
@@ -499,7 +502,7 @@ def sample_cmd(
     rate: Annotated[str, typer.Option(help="sampling rate p (the paper's 1/10000)")] = PAPER_RATE,
     disks_per_class: Annotated[int, typer.Option(help="disks per class of the default fleet")] = 100,
     days: Annotated[int, typer.Option(help="days")] = 1,
-    seed: Annotated[int, typer.Option(help="seed")] = 0,
+    seed: SeedOpt = 0,
     as_json: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:

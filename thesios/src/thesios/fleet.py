@@ -22,6 +22,8 @@ from thesios.requests import ZONE_COLD, ZONE_WARM, Requests
 from thesios.samplers import check_rate
 
 DAY_S = 86400.0
+#: Largest seed: numpy's legacy and scikit-learn's random_state take 32-bit seeds.
+MAX_SEED = 2**32 - 1
 _BIN_S = 60.0  # intensity grid: one-minute bins, uniform inside a bin
 _N_BINS = int(DAY_S / _BIN_S)
 
@@ -309,4 +311,6 @@ def fleet_from_json(text: str, source: str = "fleet spec") -> FleetSpec:
         raise ThesiosInputError(f"{source}: disks_per_class, days and seed must be integers") from None
     if dpc < 2 or days < 1:
         raise ThesiosInputError(f"{source}: disks_per_class >= 2 and days >= 1 required")
+    if not 0 <= seed <= MAX_SEED:
+        raise ThesiosInputError(f"{source}: seed must be in [0, {MAX_SEED}], got {seed}")
     return FleetSpec(classes, disks_per_class=dpc, days=days, seed=seed, hdd=hdd)
