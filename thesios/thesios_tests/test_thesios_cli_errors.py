@@ -229,3 +229,15 @@ def test_every_command_takes_seeds_0_to_2_32_minus_1(args, tmp_path, capsys):
     if args[0] != "sample":
         assert fails([*args, "--fleet", str(fleet)], capsys) == f"thesios: error: {fleet}: seed must be in [0, 4294967295], got -5"
     assert list(tmp_path.iterdir()) == [fleet]
+
+
+@pytest.mark.parametrize("fmt, fields", [("msr", 7), ("alibaba", 5), ("tencent", 5)])
+def test_binary_garbage_is_one_line_without_an_ignored_exception(fmt, fields, tmp_path, capsys):
+    import numpy as np
+
+    garbage = tmp_path / "garbage.bin"
+    garbage.write_bytes(b"0He5\x9f" + np.random.default_rng(0).bytes(3000))  # not UTF-8 from byte 4
+    err = fails(["convert", str(garbage), "--format", fmt, "-o", str(tmp_path / "g.parquet")], capsys)
+    assert err.startswith(f"thesios: error: {garbage}:1: expected {fields} fields, got ")
+    assert err.endswith("more bad rows)")
+    assert list(tmp_path.iterdir()) == [garbage]

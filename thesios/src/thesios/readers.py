@@ -157,6 +157,12 @@ def _parse_rows(data: bytes, path: Path, lines: np.ndarray, names: list[str], sk
     field count)``; a row with the wrong number of fields is dropped and becomes an error."""
     bad_rows: list[tuple[int, str]] = []  # (1-based non-empty row number, reason)
     try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        # pyarrow decodes a malformed row's text strictly before the handler sees it and prints the
+        # UnicodeDecodeError as "Exception ignored"; U+FFFD keeps every line end, so line numbers hold.
+        data = data.decode("utf-8", errors="replace").encode("utf-8")
+    try:
         raw = pcsv.read_csv(
             io.BytesIO(data),
             read_options=pcsv.ReadOptions(use_threads=False, column_names=names, skip_rows=1 if skip_header else 0),
