@@ -227,7 +227,7 @@ def test_every_command_takes_seeds_0_to_2_32_minus_1(args, tmp_path, capsys):
     fleet = tmp_path / "f.json"
     fleet.write_text('{"seed": -5}')
     if args[0] != "sample":
-        assert fails([*args, "--fleet", str(fleet)], capsys) == f"thesios: error: {fleet}: seed must be in [0, 4294967295], got -5"
+        assert fails([*args, "--fleet", str(fleet)], capsys) == f"thesios: error: {fleet}: seed must be an integer in [0, 4294967295], got -5"
     assert list(tmp_path.iterdir()) == [fleet]
 
 
