@@ -241,3 +241,11 @@ def test_binary_garbage_is_one_line_without_an_ignored_exception(fmt, fields, tm
     assert err.startswith(f"thesios: error: {garbage}:1: expected {fields} fields, got ")
     assert err.endswith("more bad rows)")
     assert list(tmp_path.iterdir()) == [garbage]
+
+
+@pytest.mark.parametrize("args", [["validate"], ["whatif", "-s", "cache:x2"], ["synth", "-o", "OUT"], ["sample", "-o", "OUT"]])
+def test_days_are_bounded_up_front_in_every_command(args, tmp_path, capsys):
+    args = [str(tmp_path / "x.parquet") if a == "OUT" else a for a in args]
+    for days in ("100000", "99999999999999999999", "32"):
+        assert fails([*args, "--days", days], capsys) == "thesios: error: Invalid value for '--days': Input should be less than or equal to 31"
+    assert list(tmp_path.iterdir()) == []

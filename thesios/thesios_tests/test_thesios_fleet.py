@@ -170,7 +170,7 @@ def test_fleet_file_fields_are_checked_for_type_finiteness_and_range(change, mes
     ({"hdd": {"rpm": "x"}}, "hdd: rpm must be a number in (0, 30000], got 'x'"),
     ({"hdd": {"rpm": NAN}}, "hdd: rpm must be a number in (0, 30000], got nan"),
     ({"disks_per_class": 1e9}, "disks_per_class must be an integer in [2, 100000], got 1000000000.0"),
-    ({"days": 100000}, "days must be an integer in [1, 366], got 100000"),
+    ({"days": 100000}, "days must be an integer in [1, 31], got 100000"),
     ({"seed": -5}, "seed must be an integer in [0, 4294967295], got -5"),
 ])
 def test_fleet_file_top_level_and_hdd_fields_are_bounded(doc, message):

@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from thesios.errors import ThesiosInputError
-from thesios.fleet import MAX_SEED
+from thesios.fleet import MAX_DAYS, MAX_SEED
 from thesios.load import overload_note
 from thesios.readers import ReadReport, format_names, get_format, read_trace, recognized_format, sniff_format
 from thesios.requests import Requests
@@ -68,7 +68,7 @@ def _progress(quiet: bool, title: str):
 def validate_cmd(
     ctx: typer.Context,
     rate: Annotated[str, typer.Option(help="sampling rate p, e.g. 1e-4 or 1/10000 (the paper's)")] = PAPER_RATE,
-    days: Annotated[int, typer.Option(help="days of samples per disk (disk-days merged across days)")] = 4,
+    days: Annotated[int, typer.Option(min=1, max=MAX_DAYS, help=f"days of samples per disk (disk-days merged across days) (1 to {MAX_DAYS})")] = 4,
     seed: SeedOpt = 0,
     held_out: Annotated[int, typer.Option(help="held-out disks per class (per group with --traces)")] = 2,
     fleet: FleetOpt = None,
@@ -209,7 +209,7 @@ def whatif_cmd(
     device: Annotated[str | None, typer.Option(help="the device of a block TRACE to use (filename column, e.g. 8,0 for blkparse), or the disk_id of a many-disk Parquet TRACE")] = None,
     rpm: Annotated[float, typer.Option(help="the TRACE's disk RPM")] = 7200.0,
     rate: Annotated[str, typer.Option(help="sampling rate p (1/1000: one synthesized disk per group; see README)")] = QUICK_RATE,
-    days: Annotated[int, typer.Option(help="days of samples per disk")] = 4,
+    days: Annotated[int, typer.Option(min=1, max=MAX_DAYS, help=f"days of samples per disk (1 to {MAX_DAYS})")] = 4,
     seed: SeedOpt = 0,
     fleet: FleetOpt = None,
     report: Annotated[Path | None, typer.Option(help="also write an HTML report with a section and plot per what-if")] = None,
@@ -403,7 +403,7 @@ def synth_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="trace to write: .parquet, .csv (Thesios shard) or .iolog (fio replay log v3)")],
     rate: Annotated[str, typer.Option(help="sampling rate p (1/1000: one synthesized disk; see README)")] = QUICK_RATE,
     disk: Annotated[int, typer.Option(help="synthesize a disk like this one (its group, itself excluded)")] = 0,
-    days: Annotated[int, typer.Option(help="days of samples per disk")] = 4,
+    days: Annotated[int, typer.Option(min=1, max=MAX_DAYS, help=f"days of samples per disk (1 to {MAX_DAYS})")] = 4,
     seed: SeedOpt = 0,
     discipline: Annotated[str, typer.Option(help="queue of the reorganizer: fifo or priority")] = "fifo",
     fio_device: Annotated[str, typer.Option(help="device named in a .iolog output")] = "/dev/sdX",
@@ -501,7 +501,7 @@ def sample_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="Parquet file of samples (+ disk_id)")],
     rate: Annotated[str, typer.Option(help="sampling rate p (the paper's 1/10000)")] = PAPER_RATE,
     disks_per_class: Annotated[int, typer.Option(help="disks per class of the default fleet")] = 100,
-    days: Annotated[int, typer.Option(help="days")] = 1,
+    days: Annotated[int, typer.Option(min=1, max=MAX_DAYS, help=f"days (1 to {MAX_DAYS})")] = 1,
     seed: SeedOpt = 0,
     as_json: JsonOpt = False,
     quiet: QuietOpt = False,
