@@ -249,3 +249,29 @@ def test_days_are_bounded_up_front_in_every_command(args, tmp_path, capsys):
     for days in ("100000", "99999999999999999999", "32"):
         assert fails([*args, "--days", days], capsys) == "thesios: error: Invalid value for '--days': Input should be less than or equal to 31"
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("spin-down:zone=COLD,,timeout=300s", "an empty item between commas"),
+    ("disk:fifo,,writeback=1MiB", "an empty item between commas"),
+    ("disk:fifo,writeback=64MiB,writeback=1MiB", "writeback is given twice"),
+    ("spin-down:zone=COLD,zone=WARM", "zone is given twice"),
+    ("disk:fifo,zone=COLD,zone=WARM", "zone is given twice"),
+    ("spin-down:=3", "'=3' names no parameter"),
+])
+def test_every_scenario_kind_refuses_empty_items_and_repeated_keys(spec, message, capsys):
+    assert fails(["whatif", str(SHARD), "-s", spec], capsys) == f"thesios: error: scenario {spec!r}: {message}"
+
+
+def test_a_trace_file_given_twice_is_refused(tmp_path, capsys):
+    out = tmp_path / "t.parquet"
+    assert fails(["convert", str(SHARD), str(SHARD), "-o", str(out)], capsys) == (
+        f"thesios: error: {SHARD}: given twice; each trace file counts once")
+    assert not out.exists()
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "a.csv").write_bytes(SHARD.read_bytes())
+    assert fails(["validate", "--traces", str(folder), "--traces", str(folder / "a.csv")], capsys) == (
+        f"thesios: error: {folder / 'a.csv'}: given twice; each trace file counts once")
+    assert fails(["validate", "--traces", str(folder / "a.csv"), "--traces", str(folder / ".." / "traces" / "a.csv")], capsys) == (
+        f"thesios: error: {folder / '..' / 'traces' / 'a.csv'}: given twice (also as {folder / 'a.csv'}); each trace file counts once")

@@ -25,7 +25,7 @@ from rich.table import Table
 from thesios.errors import ThesiosInputError
 from thesios.fleet import MAX_DAYS, MAX_SEED
 from thesios.load import overload_note
-from thesios.readers import ReadReport, format_names, get_format, read_trace, recognized_format, sniff_format
+from thesios.readers import ReadReport, check_distinct, format_names, get_format, read_trace, recognized_format, sniff_format
 from thesios.requests import Requests
 from thesios.samplers import PAPER_RATE, QUICK_RATE, parse_rate, rate_label
 from thesios.validate import METRICS, PAPER_BANDS, auto_fleet, validate
@@ -462,6 +462,7 @@ def convert_cmd(
         get_format(fmt)
     _require_parquet(out)
     check_writable(out)
+    check_distinct(inputs)
     report = ReadReport()
     read = [_read_hinted(path, fmt, lenient=lenient, report=report) for path in inputs]
     write_parquet(_concat_shards([table for table, _ in read]), out)
