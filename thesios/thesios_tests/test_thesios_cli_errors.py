@@ -130,7 +130,8 @@ def test_missing_inputs_and_folders_in_plain_words(tmp_path, capsys):
 
 @pytest.mark.parametrize("spec, message", [
     ("spin-down:timeout=-5", "scenario 'spin-down:timeout=-5': timeout '-5' is not a non-negative duration"),
-    ("capacity:x0", "scenario 'capacity:x0': expected a factor above 0 like x2"),
+    ("capacity:x0", "scenario 'capacity:x0': expected a factor in (0, 100] like x2"),
+    ("cache:x1e300", "scenario 'cache:x1e300': expected a factor in (0, 100] like x2"),
     ("rpm:abc", "scenario 'rpm:abc': expected rpm:<number>"),
 ])
 def test_malformed_scenarios_say_which(spec, message, capsys):
@@ -275,3 +276,13 @@ def test_a_trace_file_given_twice_is_refused(tmp_path, capsys):
         f"thesios: error: {folder / 'a.csv'}: given twice; each trace file counts once")
     assert fails(["validate", "--traces", str(folder / "a.csv"), "--traces", str(folder / ".." / "traces" / "a.csv")], capsys) == (
         f"thesios: error: {folder / '..' / 'traces' / 'a.csv'}: given twice (also as {folder / 'a.csv'}); each trace file counts once")
+
+
+@pytest.mark.parametrize("rate, message", [
+    ("1e-300", "p=1e-300 over 4 days needs 2.5e+299 disks per class (limit 50,000); raise --rate or use more days"),
+    ("1e-9", "p=1e-09 over 4 days needs 250,000,002 disks per class (limit 50,000); raise --rate or use more days"),
+    ("-1/-5", "--rate: '-1/-5' has a part that is not above 0; write a fraction like 1/10000"),
+    ("1/-5", "--rate: '1/-5' has a part that is not above 0; write a fraction like 1/10000"),
+])
+def test_tiny_rates_and_negative_fractions_in_plain_words(rate, message, capsys):
+    assert fails(["validate", "--rate", rate], capsys) == f"thesios: error: {message}"

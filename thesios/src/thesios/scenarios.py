@@ -13,6 +13,7 @@ writes served by seek, rotation and transfer; compare with ``disk:fifo``).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -65,11 +66,19 @@ def _duration(text: str) -> float:
     return float(m.group(1)) * {"s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
 
 
+#: Largest capacity:/cache: factor: capacity:xK merges K/p disk-days into one disk.
+MAX_FACTOR = 100.0
+
+
 def _factor(text: str, spec: str) -> float:
-    m = re.match(r"^x(\d+(?:\.\d+)?)$", text.strip())
-    if not m or float(m.group(1)) <= 0:
-        raise ThesiosInputError(f"scenario {spec!r}: expected a factor above 0 like x2")
-    return float(m.group(1))
+    m = re.match(r"^x(.+)$", text.strip())
+    try:
+        factor = float(m.group(1)) if m else math.nan
+    except ValueError:
+        factor = math.nan
+    if not 0 < factor <= MAX_FACTOR:  # NaN fails too
+        raise ThesiosInputError(f"scenario {spec!r}: expected a factor in (0, {MAX_FACTOR:g}] like x2")
+    return factor
 
 
 def _key_values(items: list[str], spec: str) -> list[tuple[str, str | None]]:
