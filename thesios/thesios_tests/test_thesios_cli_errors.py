@@ -130,7 +130,8 @@ def test_missing_inputs_and_folders_in_plain_words(tmp_path, capsys):
 
 @pytest.mark.parametrize("spec, message", [
     ("spin-down:timeout=-5", "scenario 'spin-down:timeout=-5': timeout '-5' is not a non-negative duration"),
-    ("capacity:x0", "scenario 'capacity:x0': expected a factor above 0 like x2"),
+    ("capacity:x0", "scenario 'capacity:x0': expected a factor in (0, 100] like x2"),
+    ("cache:x1e300", "scenario 'cache:x1e300': expected a factor in (0, 100] like x2"),
     ("rpm:abc", "scenario 'rpm:abc': expected rpm:<number>"),
 ])
 def test_malformed_scenarios_say_which(spec, message, capsys):
@@ -215,3 +216,73 @@ def test_convert_sniffs_by_default_like_every_command_and_a_wrong_format_says_au
     # A file no sniffer knows, read as a Thesios shard by default: the formats to name instead.
     err = fails(["convert", str(FIX / "msr_hm_0_head.csv"), "-o", str(out)], capsys)
     assert err.endswith("; for other trace formats give --format msr|alibaba|tencent")
+
+
+@pytest.mark.parametrize("args", [["validate"], ["whatif", "-s", "cache:x2"], ["synth", "-o", "OUT"], ["sample", "-o", "OUT"]])
+def test_every_command_takes_seeds_0_to_2_32_minus_1(args, tmp_path, capsys):
+    args = [str(tmp_path / "x.parquet") if a == "OUT" else a for a in args]
+    assert fails([*args, "--seed", "-1"], capsys) == "thesios: error: Invalid value for '--seed': Input should be greater than or equal to 0"
+    assert fails([*args, "--seed", "99999999999999999999"], capsys) == (
+        "thesios: error: Invalid value for '--seed': Input should be less than or equal to 4294967295")
+    assert fails([*args, "--seed", str(2**32)], capsys).endswith("less than or equal to 4294967295")
+    fleet = tmp_path / "f.json"
+    fleet.write_text('{"seed": -5}')
+    if args[0] != "sample":
+        assert fails([*args, "--fleet", str(fleet)], capsys) == f"thesios: error: {fleet}: seed must be an integer in [0, 4294967295], got -5"
+    assert list(tmp_path.iterdir()) == [fleet]
+
+
+@pytest.mark.parametrize("fmt, fields", [("msr", 7), ("alibaba", 5), ("tencent", 5)])
+def test_binary_garbage_is_one_line_without_an_ignored_exception(fmt, fields, tmp_path, capsys):
+    import numpy as np
+
+    garbage = tmp_path / "garbage.bin"
+    garbage.write_bytes(b"0He5\x9f" + np.random.default_rng(0).bytes(3000))  # not UTF-8 from byte 4
+    err = fails(["convert", str(garbage), "--format", fmt, "-o", str(tmp_path / "g.parquet")], capsys)
+    assert err.startswith(f"thesios: error: {garbage}:1: expected {fields} fields, got ")
+    assert err.endswith("more bad rows)")
+    assert list(tmp_path.iterdir()) == [garbage]
+
+
+@pytest.mark.parametrize("args", [["validate"], ["whatif", "-s", "cache:x2"], ["synth", "-o", "OUT"], ["sample", "-o", "OUT"]])
+def test_days_are_bounded_up_front_in_every_command(args, tmp_path, capsys):
+    args = [str(tmp_path / "x.parquet") if a == "OUT" else a for a in args]
+    for days in ("100000", "99999999999999999999", "32"):
+        assert fails([*args, "--days", days], capsys) == "thesios: error: Invalid value for '--days': Input should be less than or equal to 31"
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("spin-down:zone=COLD,,timeout=300s", "an empty item between commas"),
+    ("disk:fifo,,writeback=1MiB", "an empty item between commas"),
+    ("disk:fifo,writeback=64MiB,writeback=1MiB", "writeback is given twice"),
+    ("spin-down:zone=COLD,zone=WARM", "zone is given twice"),
+    ("disk:fifo,zone=COLD,zone=WARM", "zone is given twice"),
+    ("spin-down:=3", "'=3' names no parameter"),
+])
+def test_every_scenario_kind_refuses_empty_items_and_repeated_keys(spec, message, capsys):
+    assert fails(["whatif", str(SHARD), "-s", spec], capsys) == f"thesios: error: scenario {spec!r}: {message}"
+
+
+def test_a_trace_file_given_twice_is_refused(tmp_path, capsys):
+    out = tmp_path / "t.parquet"
+    assert fails(["convert", str(SHARD), str(SHARD), "-o", str(out)], capsys) == (
+        f"thesios: error: {SHARD}: given twice; each trace file counts once")
+    assert not out.exists()
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "a.csv").write_bytes(SHARD.read_bytes())
+    assert fails(["validate", "--traces", str(folder), "--traces", str(folder / "a.csv")], capsys) == (
+        f"thesios: error: {folder / 'a.csv'}: given twice; each trace file counts once")
+    assert fails(["validate", "--traces", str(folder / "a.csv"), "--traces", str(folder / ".." / "traces" / "a.csv")], capsys) == (
+        f"thesios: error: {folder / '..' / 'traces' / 'a.csv'}: given twice (also as {folder / 'a.csv'}); each trace file counts once")
+
+
+@pytest.mark.parametrize("rate, message", [
+    ("1e-300", "p=1e-300 over 4 days needs 2.5e+299 disks per class (limit 50,000); raise --rate or use more days"),
+    ("1e-9", "p=1e-09 over 4 days needs 250,000,002 disks per class (limit 50,000); raise --rate or use more days"),
+    ("-1/-5", "--rate: '-1/-5' has a part that is not above 0; write a fraction like 1/10000"),
+    ("1/-5", "--rate: '1/-5' has a part that is not above 0; write a fraction like 1/10000"),
+])
+def test_tiny_rates_and_negative_fractions_in_plain_words(rate, message, capsys):
+    assert fails(["validate", "--rate", rate], capsys) == f"thesios: error: {message}"

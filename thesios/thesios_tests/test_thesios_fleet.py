@@ -127,3 +127,63 @@ def test_to_table_is_in_the_trace_schema(gen):
     assert table.num_rows == len(req)
     names = table.column("filename").to_pylist()
     assert names[0] == f"d{req.disk_id[0]}/f{req.file_id[0]}"
+
+
+def _fleet_error(doc: dict) -> str:
+    import json
+
+    from thesios.fleet import fleet_from_json
+
+    with pytest.raises(ThesiosInputError) as exc:
+        fleet_from_json(json.dumps(doc), "f.json")
+    return str(exc.value)
+
+
+NAN = float("nan")
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"read_fraction": "a"}, "classes[0] (serving): read_fraction must be a number in [0, 1], got 'a'"),
+    ({"sizes": 4096}, "classes[0] (serving): sizes must be a non-empty list, got 4096"),
+    ({"diurnal_amplitude": NAN}, "classes[0] (serving): diurnal_amplitude must be a number in [0, 1), got nan"),
+    ({"peak_hour": NAN}, "classes[0] (serving): peak_hour must be a number in [0, 24), got nan"),
+    ({"n_files": 1e12}, "classes[0] (serving): n_files must be an integer in [1, 1000000], got 1000000000000.0"),
+    ({"rate": 1e12}, "classes[0] (serving): rate must be a number in (0, 1000], got 1000000000000.0"),
+    ({"burst_hour": 99}, "classes[0] (serving): burst_hour must be a number in [0, 24), got 99"),
+    ({"burst_minutes": -30}, "classes[0] (serving): burst_minutes must be a number in (0, 1440], got -30"),
+    ({"burst_factor": -2}, "classes[0] (serving): burst_factor must be a number in (0, 100], got -2"),
+    ({"rate_sigma": -1}, "classes[0] (serving): rate_sigma must be a number in [0, 5], got -1"),
+    ({"zipf_s": -3}, "classes[0] (serving): zipf_s must be a number in [0, 10], got -3"),
+    ({"read_jitter": NAN}, "classes[0] (serving): read_jitter must be a number in [0, 1], got nan"),
+    ({"name": None}, "classes[0]: name must be a non-empty string, got None"),
+    ({"rate": True}, "classes[0] (serving): rate must be a number in (0, 1000], got True"),
+])
+def test_fleet_file_fields_are_checked_for_type_finiteness_and_range(change, message):
+    import dataclasses
+
+    from thesios.fleet import DEFAULT_CLASSES
+
+    assert _fleet_error({"classes": [dataclasses.asdict(DEFAULT_CLASSES[0]) | change]}) == f"f.json: {message}"
+
+
+@pytest.mark.parametrize("doc, message", [
+    ({"hdd": {"rpm": "x"}}, "hdd: rpm must be a number in (0, 30000], got 'x'"),
+    ({"hdd": {"rpm": NAN}}, "hdd: rpm must be a number in (0, 30000], got nan"),
+    ({"disks_per_class": 1e9}, "disks_per_class must be an integer in [2, 100000], got 1000000000.0"),
+    ({"days": 100000}, "days must be an integer in [1, 31], got 100000"),
+    ({"seed": -5}, "seed must be an integer in [0, 4294967295], got -5"),
+])
+def test_fleet_file_top_level_and_hdd_fields_are_bounded(doc, message):
+    assert _fleet_error(doc) == f"f.json: {message}"
+
+
+def test_fleet_file_refuses_two_classes_of_one_name_and_round_trips_the_default():
+    import dataclasses
+    import json
+
+    from thesios.fleet import DEFAULT_CLASSES, fleet_from_json
+
+    one = dataclasses.asdict(DEFAULT_CLASSES[0])
+    assert _fleet_error({"classes": [one, one]}) == "f.json: two classes are named 'serving'; names must differ"
+    doc = {"classes": [dataclasses.asdict(c) for c in DEFAULT_CLASSES], "hdd": dataclasses.asdict(HDDModel())}
+    assert fleet_from_json(json.dumps(doc)).classes == DEFAULT_CLASSES

@@ -180,7 +180,9 @@ def test_parquet_writer_leaves_old_file_on_failure(tmp_path):
 
 def test_convert_cli_writes_parquet_and_fails_cleanly(tmp_path, capsys):
     out = tmp_path / "out.parquet"
-    main(["convert", str(SHARD), str(SHARD), "-o", str(out)])
+    second = tmp_path / "second_shard.csv"  # a second shard of the same rows (one file twice is refused)
+    second.write_bytes(SHARD.read_bytes())
+    main(["convert", str(SHARD), str(second), "-o", str(out)])
     assert read_parquet(out).num_rows == 2 * read_thesios_csv(SHARD).num_rows
     capsys.readouterr()
     raw = lines_of(SHARD)

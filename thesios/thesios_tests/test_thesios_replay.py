@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +49,8 @@ def test_replay_bad_inputs_are_one_line(tmp_path, capsys):
     for args, msg in [
         (["--target", str(tmp_path), "--size-mib", "64"], f"{tmp_path}: is a folder; --target names a file"),
         (["--target", str(tmp_path / "t"), "--size-mib", "8"], "--size-mib must be >= 64, got 8"),
-        (["--target", str(tmp_path / "t"), "--jobs", "0"], "--jobs must be >= 1, got 0"),
+        (["--target", str(tmp_path / "t"), "--jobs", "0"], "--jobs must be in [1, 256], got 0"),
+        (["--target", str(tmp_path / "t"), "--jobs", "100000"], "--jobs must be in [1, 256], got 100000"),
         (["--target", str(tmp_path / "t"), "--seconds", "-1"], "--seconds must be a positive number, got -1.0"),
         (["--target", str(tmp_path / "no" / "t")], f"{tmp_path / 'no' / 't'}: its folder {tmp_path / 'no'} does not exist"),
     ]:
@@ -53,3 +59,79 @@ def test_replay_bad_inputs_are_one_line(tmp_path, capsys):
         assert exc.value.code == 2
         err = capsys.readouterr().err
         assert err == f"thesios: error: {msg}\n"  # all checked before fio is looked for
+
+
+def _refused(args: list[str], capsys) -> str:
+    with pytest.raises(SystemExit) as exc:
+        main(["replay", str(FIX / "msr_hm_0_head.csv"), "--format", "msr", *args, "--quiet"])
+    assert exc.value.code == 2
+    return capsys.readouterr().err
+
+
+def test_replay_refuses_a_size_beyond_the_free_space_before_fio(tmp_path, capsys):
+    free_mib = shutil.disk_usage(tmp_path).free >> 20
+    err = _refused(["--target", str(tmp_path / "t"), "--size-mib", "999999999999"], capsys)
+    got = err.removeprefix("thesios: error: --size-mib 999999999999 does not fit: ")
+    assert err.count("\n") == 1 and got != err
+    reported = int(got.split(" has ")[1].split(" MiB free")[0])
+    assert abs(reported - free_mib) < 1024  # the free space it names is the filesystem's (give or take others' writes)
+    assert got.endswith("and replay keeps 1024 MiB spare\n")
+    assert not (tmp_path / "t").exists()  # nothing written
+
+
+def test_replay_never_overwrites_an_existing_file_unasked(tmp_path, capsys):
+    victim = tmp_path / "victim.dat"
+    victim.write_bytes(b"x" * 5000)
+    err = _refused(["--target", str(victim), "--size-mib", "64"], capsys)
+    assert err == f"thesios: error: {victim}: exists (5000 bytes); replay overwrites it with data: give --overwrite or a new file\n"
+    assert victim.read_bytes() == b"x" * 5000
+
+
+@needs_fio
+def test_replay_overwrites_an_existing_file_when_asked(tmp_path, capsys):
+    victim = tmp_path / "victim.dat"
+    victim.write_bytes(b"x" * 5000)
+    main(["replay", str(FIX / "msr_hm_0_head.csv"), "--format", "msr", "--target", str(victim), "--size-mib", "64",
+          "--seconds", "1.5", "--overwrite", "--json", "--quiet"])
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["reads"] + doc["writes"] == 2
+    assert victim.stat().st_size == 64 << 20
+
+
+def _fio_processes(marker: str) -> list[int]:
+    """Pids of live processes whose command line holds ``marker``."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            cmd = (entry / "cmdline").read_bytes()
+        except (OSError, ValueError):
+            continue
+        if entry.name.isdigit() and b"fio" in cmd and marker.encode() in cmd:
+            pids.append(int(entry.name))
+    return pids
+
+
+@needs_fio
+def test_ctrl_c_of_replay_leaves_no_fio_behind(tmp_path):
+    # 40 requests over 20 s: fio is still replaying when SIGINT comes.
+    n = 40
+    t0 = 128166372003061629
+    rows = [f"{t0 + k * 5_000_000},hm,0,{'Read' if k % 2 else 'Write'},{k * 8192},4096,100" for k in range(n)]
+    trace = tmp_path / "slow.csv"
+    trace.write_text("\n".join(rows) + "\n")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = os.environ | {"TMPDIR": str(tmp)}  # fio's job files live here: the marker of its processes
+    proc = subprocess.Popen([sys.executable, "-m", "thesios.cli", "replay", str(trace), "--format", "msr", "--target",
+                             str(tmp_path / "t"), "--size-mib", "64", "--jobs", "8"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not _fio_processes(str(tmp)) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+    assert _fio_processes(str(tmp)), "the replay's fio never started"
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and err.strip().splitlines()[-1] == "thesios: interrupted"
+    assert _fio_processes(str(tmp)) == [] and _fio_processes(str(tmp_path / "t")) == []
+    assert list(tmp.iterdir()) == []  # the replay's temporary folder is gone too

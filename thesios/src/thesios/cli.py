@@ -23,8 +23,9 @@ from rich.console import Console
 from rich.table import Table
 
 from thesios.errors import ThesiosInputError
+from thesios.fleet import MAX_DAYS, MAX_SEED
 from thesios.load import overload_note
-from thesios.readers import ReadReport, format_names, get_format, read_trace, recognized_format, sniff_format
+from thesios.readers import ReadReport, check_distinct, format_names, get_format, read_trace, recognized_format, sniff_format
 from thesios.requests import Requests
 from thesios.samplers import PAPER_RATE, QUICK_RATE, parse_rate, rate_label
 from thesios.validate import METRICS, PAPER_BANDS, auto_fleet, validate
@@ -43,6 +44,8 @@ QuietOpt = Annotated[bool, typer.Option("--quiet", help=QUIET_HELP)]
 BackendOpt = Annotated[str, typer.Option(help=BACKEND_HELP)]
 JobsOpt = Annotated[int, typer.Option(help=JOBS_HELP)]
 FleetOpt = Annotated[Path | None, typer.Option(help=FLEET_HELP)]
+#: numpy's and scikit-learn's seeds are 32-bit: one range for every command (and a fleet file's "seed").
+SeedOpt = Annotated[int, typer.Option(min=0, max=MAX_SEED, help=f"seed of the fleet and of the sampler, 0 to {MAX_SEED}")]
 #: Old spellings of options, kept working (not shown in --help) for one release.
 HIDDEN_ALIASES = {"--output": "--out"}
 
@@ -65,8 +68,8 @@ def _progress(quiet: bool, title: str):
 def validate_cmd(
     ctx: typer.Context,
     rate: Annotated[str, typer.Option(help="sampling rate p, e.g. 1e-4 or 1/10000 (the paper's)")] = PAPER_RATE,
-    days: Annotated[int, typer.Option(help="days of samples per disk (disk-days merged across days)")] = 4,
-    seed: Annotated[int, typer.Option(help="seed of the fleet and of the sampler")] = 0,
+    days: Annotated[int, typer.Option(min=1, max=MAX_DAYS, help=f"days of samples per disk (disk-days merged across days) (1 to {MAX_DAYS})")] = 4,
+    seed: SeedOpt = 0,
     held_out: Annotated[int, typer.Option(help="held-out disks per class (per group with --traces)")] = 2,
     fleet: FleetOpt = None,
     traces: Annotated[list[Path] | None, typer.Option(help="validate on these full-rate traces (files or folders; repeat the option) instead of the embedded fleet")] = None,
@@ -206,8 +209,8 @@ def whatif_cmd(
     device: Annotated[str | None, typer.Option(help="the device of a block TRACE to use (filename column, e.g. 8,0 for blkparse), or the disk_id of a many-disk Parquet TRACE")] = None,
     rpm: Annotated[float, typer.Option(help="the TRACE's disk RPM")] = 7200.0,
     rate: Annotated[str, typer.Option(help="sampling rate p (1/1000: one synthesized disk per group; see README)")] = QUICK_RATE,
-    days: Annotated[int, typer.Option(help="days of samples per disk")] = 4,
-    seed: Annotated[int, typer.Option(help="seed")] = 0,
+    days: Annotated[int, typer.Option(min=1, max=MAX_DAYS, help=f"days of samples per disk (1 to {MAX_DAYS})")] = 4,
+    seed: SeedOpt = 0,
     fleet: FleetOpt = None,
     report: Annotated[Path | None, typer.Option(help="also write an HTML report with a section and plot per what-if")] = None,
     as_json: JsonOpt = False,
@@ -400,8 +403,8 @@ def synth_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="trace to write: .parquet, .csv (Thesios shard) or .iolog (fio replay log v3)")],
     rate: Annotated[str, typer.Option(help="sampling rate p (1/1000: one synthesized disk; see README)")] = QUICK_RATE,
     disk: Annotated[int, typer.Option(help="synthesize a disk like this one (its group, itself excluded)")] = 0,
-    days: Annotated[int, typer.Option(help="days of samples per disk")] = 4,
-    seed: Annotated[int, typer.Option(help="seed")] = 0,
+    days: Annotated[int, typer.Option(min=1, max=MAX_DAYS, help=f"days of samples per disk (1 to {MAX_DAYS})")] = 4,
+    seed: SeedOpt = 0,
     discipline: Annotated[str, typer.Option(help="queue of the reorganizer: fifo or priority")] = "fifo",
     fio_device: Annotated[str, typer.Option(help="device named in a .iolog output")] = "/dev/sdX",
     fleet: FleetOpt = None,
@@ -459,6 +462,7 @@ def convert_cmd(
         get_format(fmt)
     _require_parquet(out)
     check_writable(out)
+    check_distinct(inputs)
     report = ReadReport()
     read = [_read_hinted(path, fmt, lenient=lenient, report=report) for path in inputs]
     write_parquet(_concat_shards([table for table, _ in read]), out)
@@ -498,8 +502,8 @@ def sample_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="Parquet file of samples (+ disk_id)")],
     rate: Annotated[str, typer.Option(help="sampling rate p (the paper's 1/10000)")] = PAPER_RATE,
     disks_per_class: Annotated[int, typer.Option(help="disks per class of the default fleet")] = 100,
-    days: Annotated[int, typer.Option(help="days")] = 1,
-    seed: Annotated[int, typer.Option(help="seed")] = 0,
+    days: Annotated[int, typer.Option(min=1, max=MAX_DAYS, help=f"days (1 to {MAX_DAYS})")] = 1,
+    seed: SeedOpt = 0,
     as_json: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -535,20 +539,21 @@ def replay_cmd(
     device: Annotated[str | None, typer.Option(help="the device of a block TRACE, or the disk_id of a many-disk Parquet TRACE, to replay")] = None,
     size_mib: Annotated[int, typer.Option(help="size of the target file, MiB (each file of the trace gets a 64 MiB region)")] = 1024,
     seconds: Annotated[float | None, typer.Option(help="replay only the first SECONDS of the trace")] = None,
-    jobs: Annotated[int, typer.Option(help="fio jobs replaying side by side: the most requests in flight")] = 4,
+    jobs: Annotated[int, typer.Option(help="fio jobs replaying side by side: the most requests in flight (at most 256)")] = 4,
+    overwrite: Annotated[bool, typer.Option(help="allow replaying onto an existing regular file (its data is overwritten)")] = False,
     as_json: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
     """Replay a trace on a real device with fio (direct I/O) and report the latencies it measured."""
-    from thesios.replay import check_target, replay
+    from thesios.replay import MAX_JOBS, check_target, replay
 
     if size_mib < 64:
         raise ThesiosInputError(f"--size-mib must be >= 64, got {size_mib}")
-    if jobs < 1:
-        raise ThesiosInputError(f"--jobs must be >= 1, got {jobs}")
+    if not 1 <= jobs <= MAX_JOBS:
+        raise ThesiosInputError(f"--jobs must be in [1, {MAX_JOBS}], got {jobs}")
     if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
         raise ThesiosInputError(f"--seconds must be a positive number, got {seconds}")
-    check_target(target)
+    check_target(target, size_mib << 20, overwrite)
     if shutil.which("fio") is None:
         raise ThesiosInputError("replay needs fio on PATH (Debian: apt-get install fio)")
     req = _load_trace(trace, fmt, device).sorted_by_time()
@@ -557,7 +562,7 @@ def replay_cmd(
     with _progress(quiet, "replaying") as say:
         say(f"replaying {len(req)} requests of {trace} on {target} with fio ({jobs} jobs, direct I/O)")
         result = replay(req.start_time, req.is_read, req.file_id, req.file_offset, req.size, target,
-                        target_bytes=size_mib << 20, jobs=jobs)
+                        target_bytes=size_mib << 20, jobs=jobs, overwrite=overwrite)
     summary = {"trace": str(trace), "target": str(target)} | result.summary()
     if as_json:
         print(json.dumps(summary, indent=2))

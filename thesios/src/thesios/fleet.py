@@ -12,6 +12,7 @@ times from the intensity's inverse CDF, then marks. Full traces (p = 1) come fro
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,6 +23,11 @@ from thesios.requests import ZONE_COLD, ZONE_WARM, Requests
 from thesios.samplers import check_rate
 
 DAY_S = 86400.0
+#: Largest seed: numpy's legacy and scikit-learn's random_state take 32-bit seeds.
+MAX_SEED = 2**32 - 1
+#: Most days of a fleet (--days or a fleet file's "days"): the held-out disks' full traces grow with
+#: the days (validate --days 100000 ran for minutes; 1e20 was OOM-killed).
+MAX_DAYS = 31
 _BIN_S = 60.0  # intensity grid: one-minute bins, uniform inside a bin
 _N_BINS = int(DAY_S / _BIN_S)
 
@@ -238,6 +244,71 @@ class FleetGenerator:
         return Requests.concat([self.generate(ids, d, rate, rng) for d in range(self.spec.days)])
 
 
+#: Ranges of a fleet file's numbers: (kind, low, high, brackets); the highs keep a (class, day)
+#: partition's arrays in memory (rate x disks_per_class x 86,400 s requests at full rate).
+CLASS_BOUNDS: dict[str, tuple[type, float, float, str]] = {
+    "rate": (float, 0, 1000, "(]"), "read_fraction": (float, 0, 1, "[]"), "warm_fraction": (float, 0, 1, "[]"),
+    "hit_warm": (float, 0, 1, "[]"), "hit_cold": (float, 0, 1, "[]"), "peak_hour": (float, 0, 24, "[)"),
+    "diurnal_amplitude": (float, 0, 1, "[)"), "burst_minutes": (float, 0, 1440, "(]"),
+    "burst_factor": (float, 0, 100, "(]"), "zipf_s": (float, 0, 10, "[]"), "n_files": (int, 1, 1_000_000, "[]"),
+    "rate_sigma": (float, 0, 5, "[]"), "read_jitter": (float, 0, 1, "[]"),
+}
+HDD_BOUNDS: dict[str, tuple[type, float, float, str]] = {
+    "rpm": (float, 0, 30_000, "(]"), "seek_min_s": (float, 0, 1, "[]"), "seek_max_s": (float, 0, 10, "[]"),
+    "outer_rate_bps": (float, 0, 1e11, "(]"), "inner_rate_bps": (float, 0, 1e11, "(]"),
+}
+SPEC_BOUNDS: dict[str, tuple[type, float, float, str]] = {
+    "disks_per_class": (int, 2, 100_000, "[]"), "days": (int, 1, MAX_DAYS, "[]"), "seed": (int, 0, MAX_SEED, "[]"),
+}
+#: Largest request size of a class, bytes.
+MAX_SIZE = 1 << 30
+
+
+def check_number(value: object, kind: type, low: float, high: float, brackets: str, what: str) -> None:
+    """Refuse ``value`` unless it is a finite number of ``kind`` (int: an integer; float: any
+    number) within ``low``..``high``, each end closed or open as ``brackets`` says (e.g. ``"(]"``).
+
+    Raises:
+        ThesiosInputError: ``what must be a number in (0, 1000], got 'a'``.
+    """
+    is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    ok = is_number and (isinstance(value, int) or kind is float) and math.isfinite(value)
+    if ok:
+        ok = (low < value if brackets[0] == "(" else low <= value) and (value < high if brackets[1] == ")" else value <= high)
+    if not ok:
+        noun = "an integer" if kind is int else "a number"
+        raise ThesiosInputError(f"{what} must be {noun} in {brackets[0]}{low:.12g}, {high:.12g}{brackets[1]}, got {value!r}")
+
+
+def _check_classes(classes: tuple[DiskClass, ...], source: str) -> None:
+    """Every field of every class: type, finiteness and range; names non-empty and distinct."""
+    names = [c.name for c in classes]
+    for i, c in enumerate(classes):
+        if not isinstance(c.name, str) or not c.name.strip():
+            raise ThesiosInputError(f"{source}: classes[{i}]: name must be a non-empty string, got {c.name!r}")
+        if names.count(c.name) > 1:
+            raise ThesiosInputError(f"{source}: two classes are named {c.name!r}; names must differ")
+        where = f"{source}: classes[{i}] ({c.name})"
+        for name, bounds in CLASS_BOUNDS.items():
+            check_number(getattr(c, name), *bounds, f"{where}: {name}")
+        if c.burst_hour is not None:
+            check_number(c.burst_hour, float, 0, 24, "[)", f"{where}: burst_hour")
+        for name in ("sizes", "size_probs", "service_class_probs"):
+            if not isinstance(getattr(c, name), tuple) or not getattr(c, name):
+                raise ThesiosInputError(f"{where}: {name} must be a non-empty list, got {getattr(c, name)!r}")
+        for size in c.sizes:
+            check_number(size, int, 1, MAX_SIZE, "[]", f"{where}: sizes")
+        if len(c.sizes) != len(c.size_probs):
+            raise ThesiosInputError(f"{where}: sizes and size_probs must have the same length")
+        if len(c.service_class_probs) != 3:
+            raise ThesiosInputError(f"{where}: service_class_probs needs 3 entries")
+        for name in ("size_probs", "service_class_probs"):
+            for prob in getattr(c, name):
+                check_number(prob, float, 0, 1, "[]", f"{where}: {name}")
+            if abs(sum(getattr(c, name)) - 1.0) > 1e-9:
+                raise ThesiosInputError(f"{where}: {name} must sum to 1")
+
+
 def fleet_from_json(text: str, source: str = "fleet spec") -> FleetSpec:
     """Parse a fleet spec from JSON (plain data; nothing is executed).
 
@@ -245,8 +316,9 @@ def fleet_from_json(text: str, source: str = "fleet spec") -> FleetSpec:
     "hdd": {HDDModel fields}}``; ``classes`` may also be ``"default"``.
 
     Raises:
-        ThesiosInputError: malformed JSON, unknown or missing fields, probabilities that do not sum
-            to 1, non-positive rates or sizes.
+        ThesiosInputError: malformed JSON, unknown or missing fields, a field of the wrong type,
+            not finite or outside its range (:data:`CLASS_BOUNDS`, :data:`HDD_BOUNDS`,
+            :data:`SPEC_BOUNDS`), probabilities that do not sum to 1, two classes of one name.
     """
     import dataclasses
     import json
@@ -281,32 +353,13 @@ def fleet_from_json(text: str, source: str = "fleet spec") -> FleetSpec:
         classes = tuple(build(DiskClass, c, f"classes[{i}]") for i, c in enumerate(raw_classes))
     else:
         raise ThesiosInputError(f"{source}: classes must be a non-empty list or \"default\"")
-    for i, c in enumerate(classes):
-        where = f"{source}: classes[{i}] ({c.name})"
-        if not (isinstance(c.rate, (int, float)) and c.rate > 0):
-            raise ThesiosInputError(f"{where}: rate must be > 0")
-        if len(c.sizes) != len(c.size_probs) or not c.sizes or min(c.sizes) <= 0:
-            raise ThesiosInputError(f"{where}: sizes must be positive and match size_probs")
-        for name in ("size_probs", "service_class_probs"):
-            probs = np.asarray(getattr(c, name), dtype=np.float64)
-            if (probs < 0).any() or abs(probs.sum() - 1.0) > 1e-9:
-                raise ThesiosInputError(f"{where}: {name} must be non-negative and sum to 1")
-        if len(c.service_class_probs) != 3:
-            raise ThesiosInputError(f"{where}: service_class_probs needs 3 entries")
-        for name in ("read_fraction", "warm_fraction", "hit_warm", "hit_cold"):
-            if not 0.0 <= getattr(c, name) <= 1.0:
-                raise ThesiosInputError(f"{where}: {name} must be in [0, 1]")
-        if c.n_files < 1 or c.diurnal_amplitude < 0 or c.diurnal_amplitude >= 1:
-            raise ThesiosInputError(f"{where}: n_files >= 1 and 0 <= diurnal_amplitude < 1 required")
+    _check_classes(classes, source)
     hdd = build(HDDModel, doc.get("hdd", {}), "hdd")
-    if hdd.rpm <= 0 or hdd.outer_rate_bps <= 0 or hdd.inner_rate_bps <= 0 or hdd.seek_min_s < 0 or hdd.seek_max_s < hdd.seek_min_s:
-        raise ThesiosInputError(f"{source}: hdd: rpm and rates must be > 0, 0 <= seek_min_s <= seek_max_s")
-    try:
-        dpc = int(doc.get("disks_per_class", 100))
-        days = int(doc.get("days", 1))
-        seed = int(doc.get("seed", 0))
-    except (TypeError, ValueError):
-        raise ThesiosInputError(f"{source}: disks_per_class, days and seed must be integers") from None
-    if dpc < 2 or days < 1:
-        raise ThesiosInputError(f"{source}: disks_per_class >= 2 and days >= 1 required")
+    for name, bounds in HDD_BOUNDS.items():
+        check_number(getattr(hdd, name), *bounds, f"{source}: hdd: {name}")
+    if hdd.seek_max_s < hdd.seek_min_s:
+        raise ThesiosInputError(f"{source}: hdd: seek_max_s must be >= seek_min_s")
+    dpc, days, seed = doc.get("disks_per_class", 100), doc.get("days", 1), doc.get("seed", 0)
+    for name, value in (("disks_per_class", dpc), ("days", days), ("seed", seed)):
+        check_number(value, *SPEC_BOUNDS[name], f"{source}: {name}")
     return FleetSpec(classes, disks_per_class=dpc, days=days, seed=seed, hdd=hdd)

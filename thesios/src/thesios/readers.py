@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
-from thesios.errors import TraceFormatError
+from thesios.errors import ThesiosInputError, TraceFormatError
 from thesios.schema import (
     EXTRA_LATENCY,
     IO_ZONES,
@@ -52,6 +52,22 @@ def _collect_invalid(bad_rows: list[tuple[int, str]]) -> Callable[[pcsv.InvalidR
         bad_rows.append((row.number, f"expected {row.expected_columns} fields, got {row.actual_columns}"))
         return "skip"
     return on_invalid
+
+def check_distinct(paths: list[Path]) -> None:
+    """Refuse a trace file named twice (by its resolved path, so ``a.csv`` and ``./a.csv`` are one):
+    its rows, or its disks, would count twice.
+
+    Raises:
+        ThesiosInputError: ``one.csv: given twice; each trace file counts once``.
+    """
+    seen: dict[Path, Path] = {}
+    for path in paths:
+        key = path.resolve()
+        if key in seen:
+            also = f" (also as {seen[key]})" if str(seen[key]) != str(path) else ""
+            raise ThesiosInputError(f"{path}: given twice{also}; each trace file counts once")
+        seen[key] = path
+
 
 def _read_bytes(path: Path) -> bytes:
     # Plain words for the common cases; pyarrow's own messages repeat the path and the errno.
@@ -156,6 +172,12 @@ def _parse_rows(data: bytes, path: Path, lines: np.ndarray, names: list[str], sk
     """Parse CSV text as strings: ``(rows, each row's physical line, errors, rows of a wrong
     field count)``; a row with the wrong number of fields is dropped and becomes an error."""
     bad_rows: list[tuple[int, str]] = []  # (1-based non-empty row number, reason)
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        # pyarrow decodes a malformed row's text strictly before the handler sees it and prints the
+        # UnicodeDecodeError as "Exception ignored"; U+FFFD keeps every line end, so line numbers hold.
+        data = data.decode("utf-8", errors="replace").encode("utf-8")
     try:
         raw = pcsv.read_csv(
             io.BytesIO(data),

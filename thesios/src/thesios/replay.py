@@ -13,7 +13,11 @@ each request's total latency (submission plus completion).
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+import signal
+import stat
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -48,27 +52,56 @@ class ReplayResult:
         return out
 
 
-def check_target(target: Path) -> None:
-    """Refuse a ``--target`` that cannot be a file before any work starts.
+#: Free space a replay leaves on the target's filesystem, bytes.
+SPARE_BYTES = 1 << 30
+#: Most fio jobs of one replay: each is a thread with its own log; beyond a few hundred requests in
+#: flight no disk queue (SATA NCQ 32, a typical NVMe benchmark's 256) tells anything new.
+MAX_JOBS = 256
+#: Seconds fio gets to stop its jobs after SIGINT before it is killed.
+STOP_GRACE_S = 5.0
+
+
+def check_target(target: Path, size_bytes: int | None = None, overwrite: bool = False) -> None:
+    """Refuse a ``--target`` before any work starts: one that cannot be a file, an existing file
+    the user did not allow overwriting, or a size the target's filesystem cannot hold.
+
+    Args:
+        target: the file (or block device) to replay on.
+        size_bytes: the size it will be laid out to, bytes; ``None`` skips the free-space check.
+        overwrite: an existing regular file may be overwritten.
 
     Raises:
-        ThesiosInputError: ``target`` is a folder or its folder is missing.
+        ThesiosInputError: ``target`` is a folder or its folder is missing; it is an existing
+            regular file and ``overwrite`` is false; laying it out to ``size_bytes`` would leave
+            less than :data:`SPARE_BYTES` free on its filesystem.
     """
     if target.is_dir():
         raise ThesiosInputError(f"{target}: is a folder; --target names a file")
     if not target.parent.is_dir():
         raise ThesiosInputError(f"{target}: its folder {target.parent} does not exist")
+    mode = target.stat().st_mode if target.exists() else None
+    if mode is not None and stat.S_ISBLK(mode):
+        return  # a device is the point of replaying; its size bounds fio, not free space
+    if mode is not None and not overwrite:
+        raise ThesiosInputError(f"{target}: exists ({target.stat().st_size} bytes); replay overwrites it with data: "
+                                "give --overwrite or a new file")
+    if size_bytes is not None:
+        have = target.stat().st_size if mode is not None else 0
+        free = shutil.disk_usage(target.parent).free
+        if size_bytes - have > free - SPARE_BYTES:
+            raise ThesiosInputError(f"--size-mib {size_bytes >> 20} does not fit: {target.parent} has {free >> 20} MiB "
+                                    f"free and replay keeps {SPARE_BYTES >> 20} MiB spare")
 
 
-def prepare_target(target: Path, size_bytes: int) -> None:
+def prepare_target(target: Path, size_bytes: int, overwrite: bool = True) -> None:
     """Make ``target`` a file of at least ``size_bytes`` written with data (sequential direct
     writes by fio), so replayed reads reach the device (reads of holes or unwritten extents
     return zeros without any I/O).
 
     Raises:
-        ThesiosInputError: ``target`` is a folder or its folder is missing; fio fails.
+        ThesiosInputError: see :func:`check_target`; fio fails.
     """
-    check_target(target)
+    check_target(target, size_bytes, overwrite)
     if target.exists() and target.stat().st_size >= size_bytes:
         return
     _fio(["--name=layout", f"--filename={target}", f"--size={size_bytes}", "--rw=write", "--bs=1M", "--direct=1",
@@ -76,39 +109,61 @@ def prepare_target(target: Path, size_bytes: int) -> None:
 
 
 def _fio(args: list[str]) -> None:
+    """Run fio with its jobs as threads of one process (``--thread``) in a session of its own, so
+    that Ctrl-C here stops all of it: fio is sent SIGINT, waited for, then killed."""
     fio = shutil.which("fio")
     if fio is None:
         raise ThesiosInputError("replay needs fio on PATH (Debian: apt-get install fio)")
-    done = subprocess.run([fio, *args], capture_output=True, text=True)
-    if done.returncode != 0:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise ThesiosInputError(f"fio failed (exit {done.returncode}): {tail[0][:200]}")
+    proc = subprocess.Popen([fio, "--thread", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate()
+    except BaseException:
+        _stop(proc)
+        raise
+    if proc.returncode != 0:
+        tail = (err or out).strip().splitlines()[-1:] or ["no output"]
+        raise ThesiosInputError(f"fio failed (exit {proc.returncode}): {tail[0][:200]}")
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Stop fio's process group: SIGINT (fio ends its jobs), then SIGKILL after the grace period."""
+    for sig, grace in ((signal.SIGINT, STOP_GRACE_S), (signal.SIGKILL, None)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.communicate(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def replay(start_s: np.ndarray, is_read: np.ndarray, file_id: np.ndarray, offset: np.ndarray, size: np.ndarray,
-           target: Path, target_bytes: int = 1 << 30, jobs: int = 4, region_bytes: int = 64 << 20) -> ReplayResult:
+           target: Path, target_bytes: int = 1 << 30, jobs: int = 4, region_bytes: int = 64 << 20,
+           overwrite: bool = True) -> ReplayResult:
     """Replay requests on ``target`` with fio; see the module docstring.
 
     Args:
         start_s: float64 arrival times, s; is_read: bool; file_id, offset, size: int64 (bytes).
         target: the file to replay on (laid out to ``target_bytes`` first when smaller).
-        jobs: fio jobs replaying side by side (the most requests in flight).
+        jobs: fio jobs replaying side by side (the most requests in flight), at most :data:`MAX_JOBS`.
+        overwrite: an existing regular ``target`` may be overwritten (the command asks ``--overwrite``).
 
     Returns:
         A :class:`ReplayResult` with one latency per request.
 
     Raises:
-        ThesiosInputError: no requests, ``jobs < 1``, a target smaller than one region, no fio,
-            or fio failing.
+        ThesiosInputError: no requests, ``jobs`` outside [1, :data:`MAX_JOBS`], a target smaller
+            than one region or refused by :func:`check_target`, no fio, or fio failing.
     """
     import time
 
     n = len(start_s)
     if n == 0:
         raise ThesiosInputError("nothing to replay: the trace has no requests")
-    if jobs < 1 or target_bytes < region_bytes:
-        raise ThesiosInputError(f"--jobs must be >= 1 and the target at least {region_bytes >> 20} MiB")
-    prepare_target(target, target_bytes)
+    if not 1 <= jobs <= MAX_JOBS or target_bytes < region_bytes:
+        raise ThesiosInputError(f"--jobs must be in [1, {MAX_JOBS}] and the target at least {region_bytes >> 20} MiB")
+    prepare_target(target, target_bytes, overwrite)
     size = np.minimum((np.maximum(size, 1) + BLOCK - 1) // BLOCK * BLOCK, region_bytes)
     t0 = float(np.min(start_s))
     with tempfile.TemporaryDirectory(prefix="thesios-replay-") as tmp:

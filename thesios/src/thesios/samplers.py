@@ -52,6 +52,8 @@ def parse_rate(text: str) -> float:
         value = float(text.split("/")[0]) / float(text.split("/")[1]) if "/" in text else float(text)
     except (ValueError, ZeroDivisionError, IndexError):
         raise ThesiosInputError(f"--rate: {text!r} is not a number or a fraction like 1/10000") from None
+    if "/" in text and not all(float(part) > 0 for part in text.split("/")):
+        raise ThesiosInputError(f"--rate: {text!r} has a part that is not above 0; write a fraction like 1/10000")
     return check_rate(value, "--rate", text)
 
 

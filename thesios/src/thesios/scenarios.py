@@ -13,6 +13,7 @@ writes served by seek, rotation and transfer; compare with ``disk:fifo``).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -65,11 +66,40 @@ def _duration(text: str) -> float:
     return float(m.group(1)) * {"s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
 
 
+#: Largest capacity:/cache: factor: capacity:xK merges K/p disk-days into one disk.
+MAX_FACTOR = 100.0
+
+
 def _factor(text: str, spec: str) -> float:
-    m = re.match(r"^x(\d+(?:\.\d+)?)$", text.strip())
-    if not m or float(m.group(1)) <= 0:
-        raise ThesiosInputError(f"scenario {spec!r}: expected a factor above 0 like x2")
-    return float(m.group(1))
+    m = re.match(r"^x(.+)$", text.strip())
+    try:
+        factor = float(m.group(1)) if m else math.nan
+    except ValueError:
+        factor = math.nan
+    if not 0 < factor <= MAX_FACTOR:  # NaN fails too
+        raise ThesiosInputError(f"scenario {spec!r}: expected a factor in (0, {MAX_FACTOR:g}] like x2")
+    return factor
+
+
+def _key_values(items: list[str], spec: str) -> list[tuple[str, str | None]]:
+    """The ``key=value`` items of a scenario as (key, value) pairs, value ``None`` for an item
+    without ``=``; one parser for every kind, so all refuse the same things.
+
+    Raises:
+        ThesiosInputError: an empty item (``a,,b``) or a key given twice (``zone=COLD,zone=WARM``).
+    """
+    pairs = []
+    for item in items:
+        key, eq, value = item.strip().partition("=")
+        key = key.strip()
+        if not item.strip():
+            raise ThesiosInputError(f"scenario {spec!r}: an empty item between commas")
+        if not key:
+            raise ThesiosInputError(f"scenario {spec!r}: {item.strip()!r} names no parameter")
+        if any(key == k for k, _ in pairs):
+            raise ThesiosInputError(f"scenario {spec!r}: {key} is given twice")
+        pairs.append((key, value.strip() if eq else None))
+    return pairs
 
 
 def parse_scenario(spec: str) -> Scenario:
@@ -93,10 +123,11 @@ def parse_scenario(spec: str) -> Scenario:
             raise ThesiosInputError(f"scenario {spec!r}: RPM must be in (0, 30000]")
         return Scenario("rpm", rpm=rpm, spec=spec)
     if kind == "spin-down":
-        params = dict(p.split("=", 1) for p in arg.split(",") if "=" in p)
-        unknown = set(params) - {"zone", "timeout"} or ({p for p in arg.split(",") if p and "=" not in p})
+        pairs = _key_values(arg.split(",") if arg.strip() else [], spec)
+        unknown = sorted(k for k, v in pairs if k not in ("zone", "timeout") or v is None)
         if unknown:
-            raise ThesiosInputError(f"scenario {spec!r}: unknown parameter(s) {sorted(unknown)}")
+            raise ThesiosInputError(f"scenario {spec!r}: unknown parameter(s) {unknown}")
+        params = dict(pairs)
         zone = params.get("zone")
         if zone is not None and zone not in IO_ZONES:
             raise ThesiosInputError(f"scenario {spec!r}: zone must be one of {', '.join(IO_ZONES)}")
@@ -118,8 +149,9 @@ def _disk_scenario(arg: str, spec: str) -> Scenario:
     if scheduler not in SCHEDULERS:
         raise ThesiosInputError(f"scenario {spec!r}: the scheduler must be one of {', '.join(SCHEDULERS)}")
     cache, spindown, zone = 0, None, None
-    for p in params:
-        key, _, value = p.partition("=")
+    for key, value in _key_values(params, spec):
+        p = key if value is None else f"{key}={value}"
+        value = value or ""
         m = re.match(r"^(\d+)(KiB|MiB|GiB)?$", value)
         if key == "writeback" and m:
             cache = int(m.group(1)) << {None: 0, "KiB": 10, "MiB": 20, "GiB": 30}[m.group(2)]

@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from thesios.errors import ThesiosInputError
-from thesios.readers import EXTRA_LATENCY, read_trace
+from thesios.readers import EXTRA_LATENCY, check_distinct, read_trace
 from thesios.samplers import check_rate, rate_label
 from thesios.validate import METRICS, PAPER_BANDS, accuracy, busy_time_until
 
@@ -75,7 +75,8 @@ def trace_files(paths: list[Path]) -> list[Path]:
     hidden, not documentation).
 
     Raises:
-        ThesiosInputError: a path that does not exist, or a folder without trace files.
+        ThesiosInputError: a path that does not exist, a folder without trace files, or a file
+            named twice (directly or by its folder).
     """
     files: list[Path] = []
     for path in paths:
@@ -89,6 +90,7 @@ def trace_files(paths: list[Path]) -> list[Path]:
             files.append(path)
         else:
             raise ThesiosInputError(f"{path}: no such file or folder")
+    check_distinct(files)
     return files
 
 

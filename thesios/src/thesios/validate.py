@@ -126,8 +126,11 @@ def auto_fleet(rate: float, days: int = 4, seed: int = 0, held_out_per_class: in
     if days < 1 or held_out_per_class < 1:
         raise ThesiosInputError("days and held-out disks per class must be >= 1")
     per_class = math.ceil(scale / (rate * days)) + held_out_per_class
-    if per_class * len(default_fleet().classes) > 200_000:
-        raise ThesiosInputError(f"p={rate:g} over {days} days needs {per_class} disks per class; use more days")
+    limit = 200_000 // len(default_fleet().classes)
+    if per_class > limit:
+        need = f"{per_class:,}" if per_class < 1e9 else f"{per_class:.3g}"  # not a 300-digit integer at p = 1e-300
+        raise ThesiosInputError(f"p={rate:g} over {days} days needs {need} disks per class (limit {limit:,}); "
+                                "raise --rate or use more days")
     return default_fleet(disks_per_class=max(per_class, 2), days=days, seed=seed)
 
 
