@@ -100,7 +100,13 @@ def test_plan_json_recommends_and_gives_crossover(geodml):
     (["compare", "--data", "sklearn:breast_cancer", "--lr", "inf"], "--lr"),
     (["compare", "--data", "sklearn:breast_cancer", "--ray", "--flower"], "choose one"),
     (["compare", "--data", "sklearn:breast_cancer", "--flower", "--flower-timeout", "0"], "--flower-timeout must be a positive"),
-    (["compare", "--data", "sklearn:breast_cancer", "--flower-timeout", "nan"], "--flower-timeout must be a positive"),
+    (["compare", "--data", "sklearn:breast_cancer", "--flower-timeout", "nan"], "--flower-timeout must be a finite number, got nan"),
+    # one callback serves every float option: inf, nan and an overflowing 1e309 (float() reads it as inf)
+    (["compare", "--data", "sklearn:breast_cancer", "--algos", "oneshot", "--l2", "inf"], "--l2 must be a finite number, got inf"),
+    (["plan", "--l2", "inf"], "--l2 must be a finite number, got inf"),
+    (["plan", "--lr", "nan"], "--lr must be a finite number, got nan"),
+    (["plan", "--nnz-per-row", "1e309"], "--nnz-per-row must be a finite number, got inf"),
+    (["compare", "--data", "sklearn:breast_cancer", "--weight-decay", "-inf"], "--weight-decay must be a finite number, got -inf"),
 ])
 def test_bad_input_one_line_exit_2(geodml, args, needle):
     r = geodml(*args)

@@ -7,6 +7,7 @@ option) prints one line on stderr and exits 2.
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 
@@ -52,6 +53,15 @@ def _algo_names(s: str) -> tuple[str, ...]:
     if not names:
         raise GeodmlError("--algos is empty: name at least one algorithm")
     return names
+
+
+def _finite(param: typer.CallbackParam, value: float | None) -> float | None:
+    """Option callback of every float option: refuses inf and nan (float() accepts "inf", "nan"
+    and "1e309"), which no option means and which otherwise ran with a RuntimeWarning and a
+    meaningless result. Raises GeodmlError naming the option."""
+    if value is not None and not math.isfinite(value):
+        raise GeodmlError(f"{param.opts[0]} must be a finite number, got {value}")
+    return value
 
 
 MAX_ITERATIONS = 100_000
@@ -154,14 +164,14 @@ def compare(
     rounds: int = typer.Option(20, help="rounds of FedAvg, FedProx, DiLoCo"),
     local_steps: int = typer.Option(50, help="local SGD steps per round"),
     batch_size: int = typer.Option(256, help="local mini-batch rows (0: full batch)"),
-    lr: float = typer.Option(0.0, help="local SGD step size (0: 1/L of each DC's local objective)"),
-    l2: float = typer.Option(1e-4, help="L2 strength lam of the objective"),
+    lr: float = typer.Option(0.0, help="local SGD step size (0: 1/L of each DC's local objective)", callback=_finite),
+    l2: float = typer.Option(1e-4, help="L2 strength lam of the objective", callback=_finite),
     flat: bool = typer.Option(False, "--flat", help="no hierarchical aggregation: every worker talks to the hub"),
     compress: str = typer.Option("none", help="uplink of fedavg/fedprox/diloco: none, q8 or topk:FRACTION (error feedback)"),
     compress_down: str = typer.Option("none", help="downlink (the hub's broadcast) of fedavg/fedprox/diloco: none, q8 or topk:FRACTION"),
     inner: str = typer.Option("sgd", help="local optimizer of fedavg/fedprox/diloco: sgd, adam or adamw (decoupled weight decay)"),
     model: str = typer.Option("logreg", help="logreg, or mlp[:HIDDEN] (one hidden ReLU layer, default 32 units; centralize, fedavg, fedprox, diloco)"),
-    weight_decay: float = typer.Option(0.1, "--weight-decay", help="AdamW's decoupled weight decay (--inner adamw)"),
+    weight_decay: float = typer.Option(0.1, "--weight-decay", help="AdamW's decoupled weight decay (--inner adamw)", callback=_finite),
     seed: int = typer.Option(0, help="seed of the data, the partition, local sampling and the MLP's initial weights"),
     out: str = typer.Option(None, "--out", help="also write an HTML report with plots to this file"),
     backend: str = typer.Option("local", "--backend", help="where the data centers compute: local (this process), ray (one Ray actor each; "
@@ -169,7 +179,7 @@ def compare(
                                 "pip install 'geodml[flower]') or flower-deployment (a Flower SuperLink and one SuperNode process "
                                 "each, bytes counted on the wire); all but local add measured wall time and bytes"),
     jobs: int = typer.Option(None, "--jobs", help="CPUs the ray or flower backend may use (default: Ray's default; Flower: 1)"),
-    flower_timeout: float = typer.Option(300.0, "--flower-timeout", help="seconds each data center's ClientApp has to answer one message under --backend flower or flower-deployment; a hung one ends the run with an error"),
+    flower_timeout: float = typer.Option(300.0, "--flower-timeout", help="seconds each data center's ClientApp has to answer one message under --backend flower or flower-deployment; a hung one ends the run with an error", callback=_finite),
     as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress on stderr"),
     report: str = typer.Option(None, "--report", hidden=True, help="old spelling of --out"),
@@ -323,7 +333,7 @@ def plan(
     sample: int = typer.Option(None, "--sample", help="with --dataset or csv:/parquet: data, a seeded sample of this many rows"),
     rows: int = typer.Option(10_000_000, help="total training rows (without --data)"),
     features: int = typer.Option(65536, help="features d (without --data)"),
-    nnz_per_row: float = typer.Option(20.0, help="non-zeros per row of CSR data (without --data)"),
+    nnz_per_row: float = typer.Option(20.0, help="non-zeros per row of CSR data (without --data)", callback=_finite),
     dcs: int = typer.Option(None, "--dcs", help="number of data centers (default: every region, or one per place group)"),
     partition: str = typer.Option(None, help="with --data: " + _PARTITION_HELP + "; else iid or unequal:W1,..,WK"),
     wan: str = typer.Option(None, help="WAN YAML file (default: the data's packaged WAN, else the 4-region default)"),
@@ -335,8 +345,8 @@ def plan(
     rounds: int = typer.Option(20, help="rounds of FedAvg, FedProx, DiLoCo"),
     local_steps: int = typer.Option(50, help="local SGD steps per round"),
     batch_size: int = typer.Option(256, help="local mini-batch rows (0: full batch)"),
-    lr: float = typer.Option(0.0, help="local SGD step size (0: automatic)"),
-    l2: float = typer.Option(1e-4, help="L2 strength lam of the objective"),
+    lr: float = typer.Option(0.0, help="local SGD step size (0: automatic)", callback=_finite),
+    l2: float = typer.Option(1e-4, help="L2 strength lam of the objective", callback=_finite),
     flat: bool = typer.Option(False, "--flat", help="no hierarchical aggregation: every worker talks to the hub"),
     compress: str = typer.Option("none", help="none, q8 or topk:FRACTION"),
     compress_down: str = typer.Option("none", help="downlink of fedavg/fedprox/diloco: none, q8 or topk:FRACTION"),
