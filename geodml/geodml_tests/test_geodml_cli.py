@@ -91,7 +91,7 @@ def test_plan_json_recommends_and_gives_crossover(geodml):
     (["compare", "--data", "sklearn:breast_cancer", "--seed", "-1"], "--seed"),
     (["plan", "--seed", "-1"], "--seed"),
     (["compare", "--data", "sklearn:breast_cancer", "--batch-size", "-1"], "--batch-size"),
-    (["compare", "--data", "sklearn:breast_cancer", "--algos", " , "], "--algos is empty"),
+    (["compare", "--data", "sklearn:breast_cancer", "--algos", " , "], "--algos ' , ' has an empty item"),
     (["plan", "--algos", ""], "--algos is empty"),
     (["plan", "--lbfgs-rounds", "0"], "--lbfgs-rounds"),
     (["plan", "--local-passes", "-1"], "--local-passes"),
@@ -107,6 +107,12 @@ def test_plan_json_recommends_and_gives_crossover(geodml):
     (["plan", "--lr", "nan"], "--lr must be a finite number, got nan"),
     (["plan", "--nnz-per-row", "1e309"], "--nnz-per-row must be a finite number, got inf"),
     (["compare", "--data", "sklearn:breast_cancer", "--weight-decay", "-inf"], "--weight-decay must be a finite number, got -inf"),
+    # one parser serves every comma list: an empty item or a repeated name is refused, not skipped or merged
+    (["compare", "--data", "sklearn:breast_cancer", "--algos", "oneshot,oneshot"], "--algos 'oneshot,oneshot' names oneshot twice"),
+    (["compare", "--data", "sklearn:breast_cancer", "--algos", "oneshot,,fedavg"], "--algos 'oneshot,,fedavg' has an empty item"),
+    (["plan", "--algos", "oneshot,"], "--algos 'oneshot,' has an empty item"),
+    (["compare", "--data", "sklearn:breast_cancer", "--sovereign", "us-east,us-east"], "--sovereign 'us-east,us-east' names us-east twice"),
+    (["plan", "--sovereign", "us-east,,eu-west"], "--sovereign 'us-east,,eu-west' has an empty item"),
 ])
 def test_bad_input_one_line_exit_2(geodml, args, needle):
     r = geodml(*args)

@@ -44,12 +44,23 @@ app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_mar
                   help="Geo-distributed training: move models instead of data; exact bytes, time and dollars; when centralizing wins.")
 
 
-def _split_names(s: str) -> tuple[str, ...]:
-    return tuple(x.strip() for x in s.split(",") if x.strip())
+def _split_names(s: str, option: str) -> tuple[str, ...]:
+    """The names of a comma-separated option (--algos, --sovereign), blanks stripped; "" is no
+    names. Raises GeodmlError for an empty item ("a,,b", "a,") or a name given twice: either is
+    a typo that would otherwise run something other than what was asked, silently."""
+    if not s.strip():
+        return ()
+    names = tuple(x.strip() for x in s.split(","))
+    if "" in names:
+        raise GeodmlError(f"{option} {s!r} has an empty item: separate names with single commas")
+    twice = sorted({x for x in names if names.count(x) > 1})
+    if twice:
+        raise GeodmlError(f"{option} {s!r} names {', '.join(twice)} twice")
+    return names
 
 
 def _algo_names(s: str) -> tuple[str, ...]:
-    names = _split_names(s)
+    names = _split_names(s, "--algos")
     if not names:
         raise GeodmlError("--algos is empty: name at least one algorithm")
     return names
@@ -189,7 +200,7 @@ def compare(
     """Train with each algorithm on the same federation; report bytes, rounds, time, dollars, accuracy."""
     from geodml.compare import CompareConfig, compare as run_compare
 
-    cfg = CompareConfig(data=_data_spec(data, dataset, sample), k=dcs, partition=partition, wan=wan, sovereign=_split_names(sovereign),
+    cfg = CompareConfig(data=_data_spec(data, dataset, sample), k=dcs, partition=partition, wan=wan, sovereign=_split_names(sovereign, "--sovereign"),
                         algos=None if algos is None else _algo_names(algos),
                         settings=_settings(l2, rounds, local_steps, batch_size, lr, seed, compress, inner, compress_down, model, weight_decay),
                         seed=seed, hierarchical=not flat, backend=_backend(backend, ray, flower), jobs=jobs,
@@ -368,7 +379,7 @@ def plan(
     for a in cands:
         if kind not in registry.get(a).models:
             raise GeodmlError(f"{a} trains {' or '.join(registry.get(a).models)} only, not {model}")
-    sov = _split_names(sovereign)
+    sov = _split_names(sovereign, "--sovereign")
     if data or dataset:
         sizes, d, w, hub_m, hub_c = _plan_from_data(_data_spec(data, dataset, sample), partition, dcs, wan, sov, seed)
     else:
