@@ -251,9 +251,11 @@ def test_unwritable_report_folder_fails_before_training(geodml):
     assert "cannot write report" in r.stderr and "geodml: running" not in r.stderr
 
 
-def test_libsvm_folder_is_refused(geodml, tmp_path):
-    r = geodml("compare", "--data", f"libsvm:{tmp_path}", "--algos", "oneshot")
-    assert r.returncode == 2 and "is a folder" in r.stderr
+@pytest.mark.parametrize("kind, keys", [("libsvm", ""), ("csv", ",label=y,region=r"), ("parquet", ",label=y,region=r")])
+def test_a_folder_given_as_data_file_is_named_a_folder(geodml, tmp_path, kind, keys):
+    # csv: and parquet: said "file not found" for a folder that exists
+    r = geodml("compare", "--data", f"{kind}:{tmp_path}{keys}", "--algos", "oneshot")
+    assert r.returncode == 2 and r.stderr.strip() == f"geodml: error: {kind} file is a folder: {str(tmp_path)!r}"
 
 
 def test_one_data_center_has_no_crossover_and_no_traceback(geodml):

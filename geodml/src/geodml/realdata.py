@@ -26,6 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from geodml.errors import GeodmlError
+from geodml.paths import existing_file
 
 
 @dataclass(frozen=True)
@@ -227,9 +228,7 @@ def read_user_table(kind: str, body: str, spec: str) -> Table:
         kv[k.strip()] = v.strip()
     if "label" not in kv or "region" not in kv:
         raise GeodmlError(f"data spec {spec!r}: name the label and region columns ({kind}:FILE,label=COL,region=COL)")
-    p = Path(path)
-    if not p.is_file():
-        raise GeodmlError(f"{kind} file not found: {path!r}")
+    p = existing_file(path, kind)
     try:
         if kind == "csv":
             import pyarrow.csv as pcsv
