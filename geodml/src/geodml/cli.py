@@ -450,8 +450,8 @@ def datasets(as_json: bool = typer.Option(False, "--json", help="print JSON on s
 
 def _stdout_closed() -> bool:
     """Whether click has met a closed stdout pipe (EPIPE, as under ``geodml plan | head -1``): it
-    then wraps stdout in its PacifyFlushWrapper (so the flush at exit stays quiet) and exits 1."""
-    return type(sys.stdout).__name__ == "PacifyFlushWrapper"
+    then wraps stdout in its (_)PacifyFlushWrapper (so the flush at exit stays quiet) and exits 1."""
+    return type(sys.stdout).__name__.lstrip("_") == "PacifyFlushWrapper"  # click 8.5 (typer 0.20) names it _PacifyFlushWrapper
 
 
 def main() -> None:
