@@ -91,7 +91,7 @@ def test_plan_json_recommends_and_gives_crossover(geodml):
     (["compare", "--data", "sklearn:breast_cancer", "--seed", "-1"], "--seed"),
     (["plan", "--seed", "-1"], "--seed"),
     (["compare", "--data", "sklearn:breast_cancer", "--batch-size", "-1"], "--batch-size"),
-    (["compare", "--data", "sklearn:breast_cancer", "--algos", " , "], "--algos is empty"),
+    (["compare", "--data", "sklearn:breast_cancer", "--algos", " , "], "--algos ' , ' has an empty item"),
     (["plan", "--algos", ""], "--algos is empty"),
     (["plan", "--lbfgs-rounds", "0"], "--lbfgs-rounds"),
     (["plan", "--local-passes", "-1"], "--local-passes"),
@@ -100,7 +100,19 @@ def test_plan_json_recommends_and_gives_crossover(geodml):
     (["compare", "--data", "sklearn:breast_cancer", "--lr", "inf"], "--lr"),
     (["compare", "--data", "sklearn:breast_cancer", "--ray", "--flower"], "choose one"),
     (["compare", "--data", "sklearn:breast_cancer", "--flower", "--flower-timeout", "0"], "--flower-timeout must be a positive"),
-    (["compare", "--data", "sklearn:breast_cancer", "--flower-timeout", "nan"], "--flower-timeout must be a positive"),
+    (["compare", "--data", "sklearn:breast_cancer", "--flower-timeout", "nan"], "--flower-timeout must be a finite number, got nan"),
+    # one callback serves every float option: inf, nan and an overflowing 1e309 (float() reads it as inf)
+    (["compare", "--data", "sklearn:breast_cancer", "--algos", "oneshot", "--l2", "inf"], "--l2 must be a finite number, got inf"),
+    (["plan", "--l2", "inf"], "--l2 must be a finite number, got inf"),
+    (["plan", "--lr", "nan"], "--lr must be a finite number, got nan"),
+    (["plan", "--nnz-per-row", "1e309"], "--nnz-per-row must be a finite number, got inf"),
+    (["compare", "--data", "sklearn:breast_cancer", "--weight-decay", "-inf"], "--weight-decay must be a finite number, got -inf"),
+    # one parser serves every comma list: an empty item or a repeated name is refused, not skipped or merged
+    (["compare", "--data", "sklearn:breast_cancer", "--algos", "oneshot,oneshot"], "--algos 'oneshot,oneshot' names oneshot twice"),
+    (["compare", "--data", "sklearn:breast_cancer", "--algos", "oneshot,,fedavg"], "--algos 'oneshot,,fedavg' has an empty item"),
+    (["plan", "--algos", "oneshot,"], "--algos 'oneshot,' has an empty item"),
+    (["compare", "--data", "sklearn:breast_cancer", "--sovereign", "us-east,us-east"], "--sovereign 'us-east,us-east' names us-east twice"),
+    (["plan", "--sovereign", "us-east,,eu-west"], "--sovereign 'us-east,,eu-west' has an empty item"),
 ])
 def test_bad_input_one_line_exit_2(geodml, args, needle):
     r = geodml(*args)
@@ -239,9 +251,11 @@ def test_unwritable_report_folder_fails_before_training(geodml):
     assert "cannot write report" in r.stderr and "geodml: running" not in r.stderr
 
 
-def test_libsvm_folder_is_refused(geodml, tmp_path):
-    r = geodml("compare", "--data", f"libsvm:{tmp_path}", "--algos", "oneshot")
-    assert r.returncode == 2 and "is a folder" in r.stderr
+@pytest.mark.parametrize("kind, keys", [("libsvm", ""), ("csv", ",label=y,region=r"), ("parquet", ",label=y,region=r")])
+def test_a_folder_given_as_data_file_is_named_a_folder(geodml, tmp_path, kind, keys):
+    # csv: and parquet: said "file not found" for a folder that exists
+    r = geodml("compare", "--data", f"{kind}:{tmp_path}{keys}", "--algos", "oneshot")
+    assert r.returncode == 2 and r.stderr.strip() == f"geodml: error: {kind} file is a folder: {str(tmp_path)!r}"
 
 
 def test_one_data_center_has_no_crossover_and_no_traceback(geodml):
@@ -292,3 +306,14 @@ def test_progress_prints_one_line_per_round_when_stderr_is_not_a_terminal(geodml
     assert fed[-1].split("WAN ")[1].split(" B")[0] == str(out["fedavg"]["bytes"])
     cen = [ln for ln in lines if ln.startswith("geodml: centralize round ")]
     assert len(cen) == 1 and f"WAN {out['centralize']['bytes']} B" in cen[0]
+
+
+@pytest.mark.parametrize("args", [("plan",), ("plan", "--json")])
+def test_a_closed_stdout_pipe_ends_quietly_with_exit_0(args):
+    # `geodml plan | head -1`: the reader is gone before geodml writes (rich's table, print's JSON);
+    # it exited 1 (click's and rich's EPIPE handlers); cat and grep end with 0 and say nothing
+    p = subprocess.Popen([sys.executable, "-c", "from geodml.cli import main; main()", *args],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p.stdout.close()
+    err = p.stderr.read()
+    assert p.wait(timeout=120) == 0 and err == ""

