@@ -56,7 +56,7 @@ def _deps() -> tuple[Any, Any, Any, Any]:
     """
     try:
         import optax  # optional: the models extra
-        from flax import nnx
+        from flax import nnx  # optional: the models extra
     except ImportError as exc:
         raise InvalidArgument(f"the model zoo needs flax and optax ({exc}): "
                               f"pip install 'xlaprobe[models]'") from exc
