@@ -11,6 +11,7 @@ import typer
 
 from xlaprobe.cli.app import app, display
 from xlaprobe.cli.console import Steps, seconds
+from xlaprobe.cli.paths import check_folder_of
 from xlaprobe.cli.options import (DEFAULT_DB, DbOption, FaultyConfig, FindingTarget,
                                   InputsOption, JobsOption, JsonOption, QuietOption,
                                   RunTimeoutOption)
@@ -83,6 +84,7 @@ def reduce_command(target: str, config: str, *, db: Path | str, out: Path | str 
     if max_tests < 1:
         raise InvalidArgument(f"--max-tests must be at least 1, not {max_tests}")
     if out is not None:
+        check_folder_of(Path(out), flag="--out")
         check_out_dir(Path(out))
     program, parsed, finding_id = resolve_faulty(target, config, db, input_spec, "reduce")
     validated_store(db)  # a bad store fails now, not after the run
