@@ -65,23 +65,33 @@ def test_a_missing_folder_is_refused_in_one_line(tmp_path, args):
     assert run.stdout == "" and not (tmp_path / "missing").exists()
 
 
-def test_a_configuration_refused_for_the_program_leaves_no_store(tmp_path):
-    # fuzz:1 has 4 inputs: donating input 7 is refused once the program is built, before the
-    # store is opened (it used to leave an empty x.db behind).
-    run = xlaprobe("check", "fuzz:1", "--configs", "spmd[mesh=2x2,donate=7]", "--db", "x.db",
-                   cwd=tmp_path)
-    assert run.returncode == 2, run.stdout + run.stderr
-    assert run.stderr.strip().splitlines() == [
-        "xlaprobe: error: spmd[donate=7,mesh=2x2]: donated input 7 does not exist; the program "
-        "has 4 inputs (0..3)"]
-    assert list(tmp_path.iterdir()) == []
+#: fuzz:1 has 4 inputs: donating input 7 is refused once the program is built.
+REFUSED = "spmd[mesh=2x2,donate=7]"
+MESSAGE = ("spmd[donate=7,mesh=2x2]: donated input 7 does not exist; the program has 4 inputs "
+           "(0..3)")
 
 
-def test_localize_refuses_a_configuration_before_any_progress_line(tmp_path):
-    # The error is the only output: no "localizing ..." line on stdout first, no store.
-    run = xlaprobe("localize", "fuzz:1", "spmd[mesh=2x2,donate=7]", "--db", "x.db", cwd=tmp_path)
-    assert run.returncode == 2 and run.stdout == "", run.stdout + run.stderr
-    assert run.stderr.strip().splitlines() == [
-        "xlaprobe: error: spmd[donate=7,mesh=2x2]: donated input 7 does not exist; the program "
-        "has 4 inputs (0..3)"]
+def _commands():
+    from xlaprobe.cli.bisect import bisect_command
+    from xlaprobe.cli.check import check_command
+    from xlaprobe.cli.localize import localize_command
+    from xlaprobe.cli.reduce import reduce_command
+    return {
+        "check": lambda db: check_command("fuzz:1", REFUSED, input_spec="", seed=0, db=db, jobs=1,
+                                          timeout_s=60.0, json_output=False, all_outputs=False),
+        "localize": lambda db: localize_command("fuzz:1", REFUSED, db=db, json_output=False),
+        "reduce": lambda db: reduce_command("fuzz:1", REFUSED, db=db),
+        "bisect": lambda db: bisect_command("fuzz:1", REFUSED, releases=None, db=db,
+                                            json_output=False, timeout_s=60.0),
+    }
+
+
+@pytest.mark.parametrize("command", ["check", "localize", "reduce", "bisect"])
+def test_a_configuration_refused_for_the_program_says_only_that(tmp_path, capsys, command):
+    # Refused after the build, before the store is opened (check left an empty x.db behind) and
+    # before the first progress line (localize printed "localizing ...", bisect "bisecting ...").
+    with pytest.raises(InvalidArgument) as error:
+        _commands()[command](tmp_path / "x.db")
+    assert str(error.value) == MESSAGE
+    assert capsys.readouterr() == ("", "")
     assert list(tmp_path.iterdir()) == []

@@ -74,6 +74,8 @@ def reduce_command(target: str, config: str, *, db: Path | str, out: Path | str 
         InvalidArgument: bad target, configuration, budget or output directory.
         NotReproducible: the configuration gives no finding on the target.
     """
+    if out is not None:
+        check_folder_of(Path(out), flag="--out")  # before seconds of imports
     # Reduction imports jax: loaded when it runs, not for `xlaprobe --help`.
     from xlaprobe.api import Reduced, check_out_dir, store_reduction, validated_store
     from xlaprobe.localization import fusion as fusion_mod
@@ -84,7 +86,6 @@ def reduce_command(target: str, config: str, *, db: Path | str, out: Path | str 
     if max_tests < 1:
         raise InvalidArgument(f"--max-tests must be at least 1, not {max_tests}")
     if out is not None:
-        check_folder_of(Path(out), flag="--out")
         check_out_dir(Path(out))
     program, parsed, finding_id = resolve_faulty(target, config, db, input_spec, "reduce")
     validated_store(db)  # a bad store fails now, not after the run
