@@ -86,7 +86,7 @@ def test_the_in_process_pool_is_a_declared_pool(cancer_dcs):
 def test_no_function_is_longer_than_80_lines():
     src = Path(__file__).resolve().parents[1] / "src" / "geodml"
     long = []
-    for f in sorted(src.glob("*.py")):
+    for f in sorted(src.rglob("*.py")):
         for node in ast.walk(ast.parse(f.read_text())):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 n = node.end_lineno - node.lineno + 1

@@ -50,3 +50,16 @@ def test_jobs_give_the_same_samples_as_one_process():
     assert len(one) > 0
     for name in ("disk_id", "start_time", "file_offset", "disk_time"):
         np.testing.assert_array_equal(getattr(one, name), getattr(two, name))
+
+
+@pytest.mark.parametrize("command", [["validate"], ["whatif", "-s", "rpm:5400"]])
+def test_the_html_report_is_out_and_report_its_hidden_old_spelling(tmp_path, capsys, command):
+    # validate and whatif wrote their report with --report while adares and geodml use --out.
+    for flag in ("--out", "--report"):
+        with pytest.raises(SystemExit) as code:
+            main([*command, flag, str(tmp_path)])
+        assert code.value.code == 2
+        assert capsys.readouterr().err == f"thesios: error: {tmp_path}: is a folder, not a file\n"
+    main([command[0], "--help"])
+    shown = capsys.readouterr().out
+    assert "--out" in shown and "--report" not in shown

@@ -34,6 +34,7 @@ import pathlib
 import re
 import tempfile
 import time
+from typing import Any
 
 from xlaprobe.checking import check_program, judge
 from xlaprobe.configs.mutants import MUTANTS
@@ -41,7 +42,7 @@ from xlaprobe.localization import cycle_bound, localize, make_pool
 from xlaprobe.sources.models import MODELS, build_program
 
 
-def main() -> None:
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(MODELS), help="comma-separated zoo models")
     parser.add_argument("--mutants", default=",".join(MUTANTS), help="comma-separated mutants")
@@ -53,7 +54,11 @@ def main() -> None:
     parser.add_argument("--json", help="also write the rows to this file")
     parser.add_argument("--cases", action="store_true",
                         help="the real bug cases of tests/cases instead of the zoo")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = _arguments()
     if args.cases:
         rows = real_cases(args.jobs)
         if args.json:
@@ -96,30 +101,43 @@ def main() -> None:
                     print(f"{name:15s} {mutant:31s} error: {type(exc).__name__}: {exc}")
                     rows.append({"model": name, "mutant": mutant, "error": str(exc)})
                     continue
-                n = loc.equations
-                # An instruction XLA merged from several equations (two transposes into one)
-                # names each in its op_name: any of them is the mutated equation.
-                truths = {int(k) for k in re.findall(r"eqn(\d+)", site.op_name)} or {site.equation}
-                row = {"model": name, "mutant": mutant, "n": n, "truth": site.equation,
-                       "found": loc.equation.index, "exact": loc.equation.index in truths,
-                       "fusion": not site.fusion or site.fusion in loc.kernels.fusions,
-                       "site_fusion": site.fusion, "fusions": list(loc.kernels.fusions[:4]),
-                       "segment": list(loc.equation.segment), "named_exactly": loc.equation.exact,
-                       "method": loc.equation.method,
-                       "op": site.instruction in (loc.op.instruction, *loc.op.with_instructions),
-                       "op_exact": loc.op.instruction == site.instruction,
-                       "op_named": loc.op.instruction, "op_cycles": loc.op.cycles,
-                       "cycles": loc.cycles, "bound": round(cycle_bound(n), 1),
-                       "seconds": round(loc.seconds, 1), "flaky": loc.flaky}
-                rows.append(row)
-                print(f"{name:15s} {mutant:31s} {n:5d} {site.equation:6d} {loc.equation.index:6d} "
-                      f"{'yes' if row['exact'] else 'NO':>5s} {'yes' if row['fusion'] else 'NO':>6s} "
-                      f"{'yes' if row['op_exact'] else 'with' if row['op'] else 'NO':>4s} "
-                      f"{len(loc.equation.segment) if loc.equation.segment else '-':>5} "
-                      f"{loc.cycles:6d} {loc.op.cycles:4d} {row['bound']:5.1f} {loc.seconds:6.1f}  "
-                      f"{site.fusion or '-'} / {', '.join(loc.kernels.fusions[:3]) or '-'}"
-                      + (" FLAKY" if loc.flaky else ""), flush=True)
+                rows.append(_row(name, mutant, site, loc))
 
+    _summary(rows, not_applicable, started)
+    if args.json:
+        with open(args.json, "w") as file:
+            json.dump(rows, file, indent=2)
+
+
+def _row(name: str, mutant: str, site: Any, loc: Any) -> dict[str, Any]:
+    """One localization's row of the JSON, its line of the table printed."""
+    n = loc.equations
+    # An instruction XLA merged from several equations (two transposes into one)
+    # names each in its op_name: any of them is the mutated equation.
+    truths = {int(k) for k in re.findall(r"eqn(\d+)", site.op_name)} or {site.equation}
+    row = {"model": name, "mutant": mutant, "n": n, "truth": site.equation,
+           "found": loc.equation.index, "exact": loc.equation.index in truths,
+           "fusion": not site.fusion or site.fusion in loc.kernels.fusions,
+           "site_fusion": site.fusion, "fusions": list(loc.kernels.fusions[:4]),
+           "segment": list(loc.equation.segment), "named_exactly": loc.equation.exact,
+           "method": loc.equation.method,
+           "op": site.instruction in (loc.op.instruction, *loc.op.with_instructions),
+           "op_exact": loc.op.instruction == site.instruction,
+           "op_named": loc.op.instruction, "op_cycles": loc.op.cycles,
+           "cycles": loc.cycles, "bound": round(cycle_bound(n), 1),
+           "seconds": round(loc.seconds, 1), "flaky": loc.flaky}
+    print(f"{name:15s} {mutant:31s} {n:5d} {site.equation:6d} {loc.equation.index:6d} "
+          f"{'yes' if row['exact'] else 'NO':>5s} {'yes' if row['fusion'] else 'NO':>6s} "
+          f"{'yes' if row['op_exact'] else 'with' if row['op'] else 'NO':>4s} "
+          f"{len(loc.equation.segment) if loc.equation.segment else '-':>5} "
+          f"{loc.cycles:6d} {loc.op.cycles:4d} {row['bound']:5.1f} {loc.seconds:6.1f}  "
+          f"{site.fusion or '-'} / {', '.join(loc.kernels.fusions[:3]) or '-'}"
+          + (" FLAKY" if loc.flaky else ""), flush=True)
+    return row
+
+
+def _summary(rows: list[dict[str, Any]], not_applicable: list[str], started: float) -> None:
+    """The scores over every localized (model, mutant) pair."""
     scored = [r for r in rows if "error" not in r]
     print()
     if scored:
@@ -138,9 +156,6 @@ def main() -> None:
               f"{sum(r['seconds'] for r in scored) / len(scored):.1f} s per localization")
     print(f"not applicable: {', '.join(not_applicable)} (crash / below tolerance)")
     print(f"total {time.perf_counter() - started:.0f} s")
-    if args.json:
-        with open(args.json, "w") as file:
-            json.dump(rows, file, indent=2)
 
 
 def real_cases(jobs: int) -> list[dict]:

@@ -1,4 +1,5 @@
-"""The package's shape: no import cycle (function-local imports count), no function over 80 lines.
+"""The package's shape: no import cycle (function-local imports count), no function over 80 lines,
+every function-local import says why it is not at module level.
 
 The import graph is read from the source with `ast`, so an import inside a function is an edge like
 any other: a cycle hidden by a deferred import fails here. Importing ``pkg.mod`` from ``pkg`` is an
@@ -6,7 +7,9 @@ edge to ``pkg.mod`` only (Python runs ``pkg/__init__`` first for every submodule
 """
 
 import ast
+import io
 import pathlib
+import tokenize
 
 import pytest
 
@@ -170,3 +173,78 @@ def test_primitive_records_sit_below_the_tables():
     for table in ("xlaprobe.primitives", "xlaprobe.configs.reference", "xlaprobe.sources.ops",
                   "xlaprobe.approximations"):
         assert "xlaprobe.lax_rules.registry" in graph[table], table
+
+
+def _comment_lines(text: str) -> dict[int, str]:
+    """Line number -> the comment on it (directives such as ``noqa`` or ``type:`` say no why)."""
+    found = {}
+    for token in tokenize.generate_tokens(io.StringIO(text).readline):
+        if token.type == tokenize.COMMENT:
+            words = token.string.lstrip("#").strip()
+            if words and not words.startswith(("noqa", "type:", "pragma", "fmt:")):
+                found[token.start[0]] = words
+    return found
+
+
+def unexplained_local_imports(text: str) -> list[int]:
+    """Lines of the imports inside a function that give no reason: a reason is a comment on the
+    import's own lines, or a comment line right above it, which also explains the imports that
+    follow it with no other statement between (one comment may explain a block)."""
+    comments, lines = _comment_lines(text), text.splitlines()
+    bare: list[int] = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            body = getattr(node, field, None)
+            if not isinstance(body, list):
+                continue
+            block = False  # a comment line above explains this run of imports
+            for stmt in body:
+                if not isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                    block = False
+                elif any(n in comments for n in range(stmt.lineno, stmt.end_lineno + 1)):
+                    pass
+                elif stmt.lineno - 1 in comments and \
+                        lines[stmt.lineno - 2].lstrip().startswith("#"):
+                    block = True
+                elif in_function and not block:
+                    bare.append(stmt.lineno)
+                visit(stmt, in_function or isinstance(stmt, (ast.FunctionDef,
+                                                             ast.AsyncFunctionDef)))
+
+    visit(ast.parse(text), False)
+    return bare
+
+
+def test_reason_finder_on_known_source():
+    text = (
+        "import os\n"                                  # 1 module level: needs nothing
+        "def f():\n"
+        "    import jax  # heavy: only f needs it\n"    # 3 its own line
+        "    import numpy as np\n"                     # 4 a trailing comment explains one line
+        "    # optional: the extra\n"
+        "    import optax\n"                           # 6 the line above
+        "    from flax import nnx\n"                   # 7 the same block
+        "    x = 1\n"
+        "    import numpy\n"                           # 9 code between: no reason
+        "    if x:\n"
+        "        from a import b  # noqa: F401\n"      # 11 a directive is no reason
+        "    try:\n"
+        "        import ray  # optional\n"             # 13
+        "    except ImportError:\n"
+        "        import json\n"                        # 15 no reason
+        "class C:\n"
+        "    def m(self):\n"
+        "        x = 2  # a comment on another statement\n"
+        "        import re\n")                         # 19 the line above is code
+    assert unexplained_local_imports(text) == [4, 9, 11, 15, 19]
+
+
+def test_every_function_local_import_says_why():
+    """An import inside a function is heavy (jax, matplotlib, lightgbm kept out of `xlaprobe
+    --help` and light modules), optional (an extra), breaks a cycle, or runs where it must (a
+    worker, another release's interpreter): the comment says which. Anything else belongs at the
+    top of the module."""
+    bare = [f"{path.relative_to(SRC)}:{line}" for path in sorted(SRC.rglob("*.py"))
+            for line in unexplained_local_imports(path.read_text())]
+    assert bare == []

@@ -313,9 +313,10 @@ def test_check_of_a_crafted_artifact_writes_nothing_one_line_exit_2(tmp_path, cr
     sentinel = tmp_path / "written"
     tamper(directory, sentinel)
     before = _tree_bytes(tmp_path)
-    run = xlaprobe("check", str(directory), "--db", str(tmp_path / "db" / "x.db"), cwd=tmp_path)
+    run = xlaprobe("check", str(directory), "--db", str(tmp_path / "x.db"), cwd=tmp_path)
     assert run.returncode == 2, run.stdout + run.stderr
     assert len(run.stderr.strip().splitlines()) == 1 and run.stdout == "", run.stderr
+    assert "--db" not in run.stderr  # refused for the artifact, not for the store's folder
     assert not sentinel.exists()
     assert _tree_bytes(tmp_path) == before  # nothing written anywhere under the test's folder
 

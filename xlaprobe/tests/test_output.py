@@ -203,6 +203,7 @@ def test_check_quiet_and_json(checked):
 
 def test_findings_print_created_time_and_whole_paths(tmp_path):
     db = tmp_path / "a-long-directory-name-for-the-store" / "x.db"
+    db.parent.mkdir()  # a folder named with --db must exist (only .xlaprobe/ is created)
     run = xlaprobe("check", str(CASES / "dus_shifted_self_update.py"), "--json", "--db", str(db))
     assert run.returncode == 1, run.stderr
     artifact = {f["config"]: f for f in json.loads(run.stdout)["findings"]}["xla"]["artifact"]

@@ -2,7 +2,7 @@
 
 Bad input prints one line on stderr and exits with code 2 (never a traceback). Every command
 shares one vocabulary: ``--out``/``-o``, ``--json``, ``--seed``, ``--quiet``, ``--backend local|ray``
-and ``--jobs``; ``--output`` is kept as a hidden alias of ``--out`` for one release.
+and ``--jobs``; ``--output`` and ``--report`` are kept as hidden aliases of ``--out`` for one release.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ FleetOpt = Annotated[Path | None, typer.Option(help=FLEET_HELP)]
 #: numpy's and scikit-learn's seeds are 32-bit: one range for every command (and a fleet file's "seed").
 SeedOpt = Annotated[int, typer.Option(min=0, max=MAX_SEED, help=f"seed of the fleet and of the sampler, 0 to {MAX_SEED}")]
 #: Old spellings of options, kept working (not shown in --help) for one release.
-HIDDEN_ALIASES = {"--output": "--out"}
+HIDDEN_ALIASES = {"--output": "--out", "--report": "--out"}
 
 
 @contextlib.contextmanager
@@ -77,7 +77,7 @@ def validate_cmd(
     group_by: Annotated[str | None, typer.Option(help="--traces: group disks by this column (e.g. workload); default: thesios's identification")] = None,
     identify_groups: Annotated[bool, typer.Option("--identify", help="--traces: group by thesios's identification (purity against --group-by when given)")] = False,
     window: Annotated[float | None, typer.Option(help="--traces: window of the metrics, s (default: an hour, or a tenth of a shorter trace)")] = None,
-    report: Annotated[Path | None, typer.Option(help="also write an HTML report with plots here")] = None,
+    report: Annotated[Path | None, typer.Option("--out", help="also write an HTML report with plots here")] = None,
     as_json: JsonOpt = False,
     backend: BackendOpt = "local",
     jobs: JobsOpt = 1,
@@ -133,7 +133,7 @@ def _validate_traces(paths: list[Path], fmt: str, rate: float, group_by: str | N
     from thesios.trace_validation import load_disks, validate_traces
 
     if report is not None:
-        raise ThesiosInputError("--report is for the embedded fleet; with --traces use --json")
+        raise ThesiosInputError("--out (the HTML report) is for the embedded fleet; with --traces use --json")
     if window is not None and not (math.isfinite(window) and window > 0):
         raise ThesiosInputError(f"--window must be a positive number of seconds, got {window}")
     with _progress(quiet, "validating on traces") as say:
@@ -212,7 +212,7 @@ def whatif_cmd(
     days: Annotated[int, typer.Option(min=1, max=MAX_DAYS, help=f"days of samples per disk (1 to {MAX_DAYS})")] = 4,
     seed: SeedOpt = 0,
     fleet: FleetOpt = None,
-    report: Annotated[Path | None, typer.Option(help="also write an HTML report with a section and plot per what-if")] = None,
+    report: Annotated[Path | None, typer.Option("--out", help="also write an HTML report with a section and plot per what-if")] = None,
     as_json: JsonOpt = False,
     backend: BackendOpt = "local",
     jobs: JobsOpt = 1,

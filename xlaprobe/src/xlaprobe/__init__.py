@@ -19,12 +19,12 @@ _API = ("check", "localize", "reduce", "bisect")
 def __getattr__(name: str) -> Any:
     # These import jax and the store: only when asked for, so `import xlaprobe` stays light.
     if name in _API:
-        from xlaprobe import api
+        from xlaprobe import api  # imports jax and the store (above)
         return getattr(api, name)
     if name == "tuned":
-        from xlaprobe.tune.api import tuned
+        from xlaprobe.tune.api import tuned  # imports jax and the store (above)
         return tuned
     if name == "capture":
-        from xlaprobe.captures import capture
+        from xlaprobe.captures import capture  # imports numpy (above)
         return capture
     raise AttributeError(f"module 'xlaprobe' has no attribute {name!r}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -26,7 +27,8 @@ from rich.console import Console
 from rich.text import Text
 
 from xlaprobe import artifact
-from xlaprobe.checking import DEFAULT_CONFIGS, CheckResult, Finding, check_program
+from xlaprobe.checking import (DEFAULT_CONFIGS, CheckResult, Finding, check_program,
+                               validate_for)
 from xlaprobe.configs.registry import Configuration, parse_configs
 from xlaprobe.errors import InvalidArgument, XlaprobeError
 from xlaprobe.finding_artifacts import save_finding_artifacts
@@ -198,7 +200,8 @@ def _checked_options(configs: Any, jobs: Any, timeout_s: Any) -> None:
 def check_out_dir(out: Path) -> None:
     """Refuse an output directory for a reduction before it runs: a file, one that cannot be
     made, or a non-empty one that holds no earlier reduction (its ``repro.py`` would be
-    replaced).
+    replaced). Nothing is created here (the reduction's writer makes the directory), so a
+    reduction refused later leaves no empty directory behind.
 
     Raises:
         InvalidArgument: as above.
@@ -208,10 +211,11 @@ def check_out_dir(out: Path) -> None:
     if out.is_dir() and any(out.iterdir()) and not (out / "reduction.json").exists():
         raise InvalidArgument(f"--out {out} is not empty and holds no earlier reduction: its "
                               "files (a repro.py) would be replaced; give a new directory")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InvalidArgument(f"cannot create --out {out}: {exc}") from exc
+    if not out.exists():
+        ancestor = next(p for p in out.absolute().parents if p.exists())
+        if not ancestor.is_dir() or not os.access(ancestor, os.W_OK | os.X_OK):
+            raise InvalidArgument(f"cannot create --out {out}: {ancestor} is not a folder this "
+                                  "user can write in")
 
 
 @contextmanager
@@ -303,9 +307,10 @@ def run_check(program: Program, configs: list[Any], *, db: Path | None, jobs: in
         The `Checked` result, with finding ids and artifacts when recorded.
 
     Raises:
+        InvalidArgument: a configuration cannot run `program` (nothing is stored then).
         CorruptArtifact: `db` is not an xlaprobe store.
     """
-
+    validate_for(program, configs)  # before the store: a refused configuration leaves no file
     store = Store(db) if db is not None else None  # a bad store fails before minutes of runs
     try:
         with _pool(pool, jobs, timeout_s) as running:

@@ -24,6 +24,7 @@ def check_backend(backend: str, address: str | None = None) -> None:
         if address is not None:
             raise InvalidArgument("--address names a Ray cluster: use it with --backend ray")
         return
+    # Ray's pool imports jax and ray: the CLI loads this module for `--help` too.
     from xlaprobe.ray_pool import check_address, check_reachable, import_ray
     if address is not None:
         check_address(address)  # a malformed address is wrong whether or not Ray is here
@@ -51,7 +52,7 @@ def make_pool(backend: str = "local", size: int = 1, timeout_s: float = 600.0, *
     """
     check_backend(backend, address)
     if backend == "local":
-        from xlaprobe.workers import WorkerPool
+        from xlaprobe.workers import WorkerPool  # imports jax: loaded to run, not for --help
         return WorkerPool(size=size, timeout_s=timeout_s, preload=preload)
-    from xlaprobe.ray_pool import RayPool
+    from xlaprobe.ray_pool import RayPool  # imports jax (and ray): loaded to run only
     return RayPool(size=size, timeout_s=timeout_s, preload=preload, address=address)

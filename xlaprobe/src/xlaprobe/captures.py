@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from xlaprobe.errors import InvalidArgument
+
 #: Programs with fewer equations (nested ones included) are not captured: op-by-op dispatch.
 MIN_EQUATIONS = 2
 #: Equations op-by-op dispatch puts around the primitive it runs (operand conversions).
@@ -81,6 +83,7 @@ def keys_as_data(closed: Any, args: tuple[Any, ...]) -> tuple[Any, tuple[Any, ..
         Exception: whatever JAX raises tracing the wrapped function (a key of an implementation
             it cannot wrap).
     """
+    # jax loads when a capture starts: `import xlaprobe` and `xlaprobe --help` stay light.
     import jax
 
     from xlaprobe import jaxcompat
@@ -124,6 +127,7 @@ class Capture:
     def record(self, jaxpr: Any, args: tuple[Any, ...], name: str) -> None:
         """Save the program `jaxpr` called with `args` unless its structure was seen (then
         count the call). Never raises: a program that cannot be saved keeps its reason."""
+        # These import jax: loaded at the first capture, as above.
         from xlaprobe import jaxcompat, jaxprs
         from xlaprobe.artifact import save_artifact
         from xlaprobe.program import Program, Provenance
@@ -198,8 +202,7 @@ def capture(directory: str | Path = "captured", *,
     Raises:
         InvalidArgument: `directory` cannot be created, or this jax has no hook for it.
     """
-    from xlaprobe import jaxcompat
-    from xlaprobe.errors import InvalidArgument
+    from xlaprobe import jaxcompat  # imports jax: loaded when a capture starts
 
     root = Path(directory)
     try:

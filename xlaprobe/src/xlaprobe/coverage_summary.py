@@ -30,7 +30,7 @@ def source_label(source: str, name: str) -> str:
     ('zoo', 'fuzz')
     """
     if source == "model":
-        from xlaprobe.sources.ecosystem import ECOSYSTEM
+        from xlaprobe.sources.ecosystem import ECOSYSTEM  # zoo only: the CLI loads this module
         return "third-party zoo" if name.split("[", 1)[0] in ECOSYSTEM else "zoo"
     return SOURCE_NAMES.get(source, source)
 
@@ -130,7 +130,7 @@ def store_coverage(db: Path | str, *, campaign: int | None = None) -> tuple[list
         InvalidArgument: no store at `db`, or no campaign `campaign` in it.
         CorruptArtifact: `db` is not an xlaprobe store, or holds corrupt coverage.
     """
-    from xlaprobe.store import Store
+    from xlaprobe.store import Store  # imports jax: the CLI loads this module for --help
 
     if not Path(db).is_file():
         raise InvalidArgument(f"no xlaprobe store at {db}; run xlaprobe check or fuzz first, or "

@@ -4,6 +4,11 @@ The command line turns every `XlaprobeError` into one line on stderr and exit co
 is a bug in xlaprobe.
 """
 
+import importlib.util
+import os
+import sysconfig
+import traceback
+
 
 class XlaprobeError(Exception):
     """Base class of all errors xlaprobe raises on purpose."""
@@ -58,12 +63,7 @@ def raised_at(exc: BaseException) -> str:
     >>> raised_at(ValueError("never raised"))
     ''
     """
-    import os
-    import sysconfig
-    import traceback
-
     def root(module: str) -> str | None:
-        import importlib.util
         spec = importlib.util.find_spec(module)
         origin = spec.origin if spec is not None else None
         return os.path.dirname(origin) + os.sep if origin else None

@@ -11,10 +11,12 @@ trees ``ft_in``/``ft_out`` instead of ``num_consts``/``num_carry``.
 from __future__ import annotations
 
 import importlib
+import inspect
 import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import jax
 from jax._src import core as _core  # join_effects, DebugInfo: building jaxprs (not in jax.extend)
 from jax.extend import core as _extend
 
@@ -127,7 +129,6 @@ def shaped_array(shape: Sequence[int], dtype: Any, weak_type: bool = False) -> A
 def device_array(value: Any, weak_type: bool = False) -> Any:
     """A `jax.Array` holding `value` as it is (no dtype canonicalization), optionally weakly
     typed (as jax's own constants of Python scalars are)."""
-    import jax
     from jax._src.lax import lax as lax_internal  # weak-typed arrays: no public constructor
     array = jax.device_put(value)
     return lax_internal._convert_element_type(array, weak_type=True) if weak_type else array
@@ -144,19 +145,19 @@ def source_summary(eqn: Any) -> str:
 
 def hlo_module_from_text(text: str) -> Any:
     """Parse HLO text into an ``HloModule`` (jaxlib's parser; no public wrapper exists)."""
-    from jax._src.lib import xla_client
+    from jax._src.lib import xla_client  # private (no public wrapper): a moved one fails here
     return xla_client.hlo.hlo_module_from_text(text)
 
 
 def hlo_module_from_proto(serialized: bytes) -> Any:
     """An ``HloModule`` from a serialized HloModuleProto (what module transformations receive)."""
-    from jax._src.lib import xla_client
+    from jax._src.lib import xla_client  # private: a moved one fails here only
     return xla_client.hlo.HloModule.from_serialized_hlo_module_proto(serialized)
 
 
 def hlo_print_options_with_constants() -> Any:
     """HLO print options that keep large constants (the default elides them as ``{...}``)."""
-    from jax._src.lib import xla_client
+    from jax._src.lib import xla_client  # private: a moved one fails here only
     options = xla_client.hlo.HloPrintOptions()
     options.print_large_constants = True
     return options
@@ -171,7 +172,7 @@ def compile_hlo_text(text: str, options: dict[str, Any]) -> Any:
     Raises:
         Exception: whatever XLA raises on a module it rejects.
     """
-    import jax
+    # Private jax modules (no public API): a jax that moved them fails here only.
     from jax._src import compiler
     from jax._src.lib import xla_client
     from jax.extend.mlir import hlo_to_stablehlo
@@ -196,6 +197,7 @@ def portable_stablehlo(text: str) -> str:
     every location form; without them the text compiles on every release since 0.4.33. Uses
     jax's MLIR context (`jax._src.interpreters.mlir`: it registers the dialects).
     """
+    # Private jax modules (no public API): a jax that moved them fails here only.
     from jax._src.interpreters import mlir
     from jax.extend.mlir import ir
 
@@ -219,6 +221,7 @@ def portable_stablehlo(text: str) -> str:
 def prng_internals() -> tuple[Any, Any]:
     """(`jax._src.random.core`, `jax._src.random.prng`): JAX's own definitions of the PRNG
     primitives on raw key data, which the reference evaluates (no public API exposes them)."""
+    # Private jax modules (no public API): a jax that moved them fails here only.
     from jax._src.random import core as random_core
     from jax._src.random import prng
     return random_core, prng
@@ -228,8 +231,6 @@ def expand_hi_primitive(eqn: Any, invals: Sequence[Any]) -> list[Any]:
     """Bind the lower-level definition of a ``call_hi_primitive`` equation (jax >= 0.11's
     user-level primitives, e.g. ``SearchSorted``): its ``_prim.expand`` on the unflattened
     operands, flattened again."""
-    import jax
-
     prim = eqn.params["_prim"]
     args = jax.tree_util.tree_unflatten(prim.in_tree, list(invals))
     return list(jax.tree_util.tree_leaves(prim.expand(*args)))
@@ -239,8 +240,6 @@ def build_option_names() -> frozenset[str]:
     """Names of the compile options jax sets on ``ExecutableBuildOptions`` rather than on XLA's
     DebugOptions (jax 0.10 had four, 0.12 two): read off jax's own `get_compile_options`, which
     lists them in ``overrides_on_build_options``."""
-    import inspect
-
     from jax._src import compiler  # the list is a local of get_compile_options
     source = inspect.getsource(compiler.get_compile_options)
     names = {"optimization_level", "memory_fitting_level", "exec_time_optimization_effort",
@@ -292,7 +291,7 @@ def hook_jit_calls(on_call: Any) -> Any:
     Raises:
         RuntimeError: this jax has no such function (capture is unavailable).
     """
-    from jax._src import pjit as _pjit
+    from jax._src import pjit as _pjit  # private: capture's hook, checked below
 
     original = getattr(_pjit, "_pjit_call_impl_python", None)
     if original is None:

@@ -43,6 +43,7 @@ from typing import Any
 
 import jax
 from jax.extend.core import Primitive
+from jax.sharding import AxisType, NamedSharding
 import ml_dtypes
 import numpy as np
 
@@ -95,6 +96,7 @@ def _primitives() -> dict[str, Any]:
 @functools.cache
 def _types() -> dict[str, Any]:
     """Tag -> the enum or record class it stands for (fixed jax classes, never named by a file)."""
+    # Private jax modules (no public API): a jax that moved them fails here only.
     from jax._src.lax import convolution, fft, lax, slicing
     from jax._src.lax.control_flow import solves
     return {
@@ -112,8 +114,7 @@ def _types() -> dict[str, Any]:
 def _internals() -> tuple[Any, Any, Any, Any, Any]:
     """(flattree module, Either, prng module, NamedSharding, AbstractMesh): jax internals that
     scan's, random_wrap's and convert_element_type's parameters are made of (no public names)."""
-    from jax._src import flattree, mesh, util
-    from jax.sharding import NamedSharding
+    from jax._src import flattree, mesh, util  # private (no public names): fails here only
     prng = jaxcompat.prng_internals()[1]
     return flattree, util.Either, prng, NamedSharding, mesh.AbstractMesh
 
@@ -594,7 +595,6 @@ def _primitive(decoder: _Decoder, data: dict[str, Any]) -> Any:
 
 
 def _auto_axes(mesh: Any) -> bool:
-    from jax.sharding import AxisType
     return bool(mesh.axis_names) and all(t == AxisType.Auto for t in mesh.axis_types)
 
 
@@ -613,7 +613,6 @@ def _mesh_of(data: dict[str, Any]) -> tuple[tuple[int, ...], tuple[str, ...]]:
 
 
 def _auto_mesh(sizes: tuple[int, ...], names: tuple[str, ...]) -> Any:
-    from jax.sharding import AxisType
     return _internals()[4](sizes, names, axis_types=(AxisType.Auto,) * len(names))
 
 

@@ -143,7 +143,7 @@ def merge_stores(sources: list[Path], dest: Path) -> list[MergeResult]:
         CorruptArtifact: the destination exists and is not an xlaprobe store.
     """
     from xlaprobe.campaign import CAMPAIGN_SCHEMA  # campaign and store import jax: not at import
-    from xlaprobe.store import Store
+    from xlaprobe.store import Store  # imports jax: as above
 
     if not sources:
         raise InvalidArgument("give at least one source store to merge")

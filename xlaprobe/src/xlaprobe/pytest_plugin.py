@@ -27,6 +27,8 @@ from typing import Any
 
 import pytest
 
+from xlaprobe.errors import XlaprobeError
+
 #: The configurations checked when nothing else is given (`xlaprobe.checking.DEFAULT_CONFIGS`).
 DEFAULT_CONFIGS = "xla,xla:O0,eager,reference"
 
@@ -68,8 +70,8 @@ def pytest_configure(config: pytest.Config) -> None:
                                 f"not {timeout}")
     given = config.getoption("--xlaprobe-configs", None)
     if given:
+        # The plugin loads in every pytest session: numpy and jax only once xlaprobe is used.
         from xlaprobe.configs.registry import parse_configs
-        from xlaprobe.errors import XlaprobeError
         try:
             parse_configs(given)
         except XlaprobeError as exc:
@@ -86,7 +88,7 @@ def _store(config: pytest.Config) -> Path | None:
 @pytest.fixture(scope="session")
 def xlaprobe_pool(pytestconfig: pytest.Config) -> Iterator[Any]:
     """The session's `xlaprobe.workers.WorkerPool` (started on first use; ~2 s per worker)."""
-    from xlaprobe.workers import WorkerPool
+    from xlaprobe.workers import WorkerPool  # imports jax: as above
 
     jobs = pytestconfig.getoption("--xlaprobe-jobs")
     with WorkerPool(size=jobs, timeout_s=pytestconfig.getoption("--xlaprobe-timeout")) as pool:
@@ -112,8 +114,7 @@ def xlaprobe_check(request: pytest.FixtureRequest, xlaprobe_pool: Any) -> Callab
     Returns:
         The callable; it returns the `xlaprobe.api.Checked` result when the check passes.
     """
-    from xlaprobe import api
-    from xlaprobe.errors import XlaprobeError
+    from xlaprobe import api  # imports jax: as above
 
     marker = request.node.get_closest_marker("xlaprobe")
     options = request.config

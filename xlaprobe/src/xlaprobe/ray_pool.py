@@ -26,12 +26,14 @@ import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import jax
+
 from xlaprobe.configs.registry import Configuration, get_kind
 from xlaprobe.errors import InvalidArgument
 from xlaprobe.outcome import Outcome, OutcomeKind
 from xlaprobe.program import Program
-from xlaprobe.workers import (STARTUP_TIMEOUT_S, PoolStats, ShippedProgram, _jax_settings,
-                              drained, ship)
+from xlaprobe.workers import (STARTUP_TIMEOUT_S, PoolStats, ShippedProgram, WorkerPool,
+                              _jax_settings, drained, ship)
 
 #: Times a run is retried on a fresh actor after the actor hosting it died.
 ACTOR_RETRIES = 2
@@ -51,7 +53,7 @@ def import_ray() -> Any:
         InvalidArgument: Ray is not installed (the message names the extra to install).
     """
     try:
-        import ray
+        import ray  # optional: the ray extra
     except ImportError:
         raise InvalidArgument("--backend ray needs Ray, which is not installed here: "
                               "pip install 'xlaprobe[ray]'") from None
@@ -135,7 +137,6 @@ class NodeWorker:
     """
 
     def __init__(self, timeout_s: float, preload: Sequence[str] = ()):
-        from xlaprobe.workers import WorkerPool
         self.pool = WorkerPool(size=1, timeout_s=timeout_s, preload=preload)
 
     def where(self) -> tuple[str, int]:
@@ -146,7 +147,6 @@ class NodeWorker:
             settings: tuple[tuple[str, Any], ...]) -> Any:
         """`WorkerPool.run` (``spec`` a configuration string) or `WorkerPool.call` (``spec`` a
         ``(function, kwargs, group)`` tuple) under the driver's jax `settings`."""
-        import jax
         try:
             for name, value in settings:  # the local pool mirrors them into its worker
                 if getattr(jax.config, name) != value:

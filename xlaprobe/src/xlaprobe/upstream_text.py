@@ -9,6 +9,8 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from xlaprobe.configs.registry import Configuration
+
 #: What each verdict kind means, in an issue title.
 WHAT = {"mismatch": "returns wrong values", "nan-mismatch": "returns NaN where the result is finite",
         "inf-mismatch": "returns Inf where the result is finite", "crash": "aborts the process",
@@ -84,7 +86,6 @@ def subnormal_inputs(evidence: Any) -> bool:
 
 def options(evidence: Any) -> dict[str, Any]:
     """The failing configuration's XLA options ({} for default jit)."""
-    from xlaprobe.configs.registry import Configuration
     config = Configuration.parse(evidence.finding.config)
     return dict(config.compiler_options) if config.kind == "xla" else {}
 

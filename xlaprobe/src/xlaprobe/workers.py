@@ -47,11 +47,13 @@ from collections.abc import Iterator, Sequence
 from multiprocessing import connection as mp_connection
 from typing import Any
 
+import jax
 import numpy as np
 
 from xlaprobe import coverage
 from xlaprobe.configs.registry import Configuration, get_kind
 from xlaprobe.errors import InvalidArgument, Unsupported, UnsupportedPrimitive, WorkerCrashed
+from xlaprobe.jaxprs import dumps_jaxpr
 from xlaprobe.outcome import Outcome, OutcomeKind
 from xlaprobe.program import Program
 
@@ -144,7 +146,6 @@ def drained(threads: list[threading.Thread], results: queue.SimpleQueue[Any],
 
 
 def _jax_settings() -> tuple[tuple[str, Any], ...]:
-    import jax
     return tuple((name, getattr(jax.config, name)) for name in MIRRORED_JAX_FLAGS)
 
 
@@ -202,6 +203,7 @@ def _worker_main(conn: mp_connection.Connection, log_path: str, preload: tuple[s
     threading.Thread(target=_watch_parent, args=(parent_pid, own_group, log_path), daemon=True,
                      name="xlaprobe-parent-watch").start()
     try:
+        # In the try: a jax that fails to load or start is reported to the parent.
         import jax
         from xlaprobe import jaxprs
         jax.devices()  # initialise the backend now, outside any task's time limit
@@ -473,7 +475,6 @@ def ship(program: Program) -> ShippedProgram:
     Raises:
         pickle.PicklingError: the jaxpr holds an object that cannot be serialized.
     """
-    from xlaprobe.jaxprs import dumps_jaxpr
     return ShippedProgram(program.fingerprint, dumps_jaxpr(program.jaxpr), tuple(program.inputs))
 
 
@@ -714,7 +715,6 @@ class WorkerPool:
             self._counts[name] += 1
 
     def _payload(self, program: Program | ShippedProgram) -> tuple[str, bytes]:
-        from xlaprobe.jaxprs import dumps_jaxpr
         if isinstance(program, ShippedProgram):
             return program.fingerprint, program.blob
         with self._payload_lock:

@@ -62,6 +62,7 @@ def bisect_command(target: str, config: str, *, releases: str | None, db: Path, 
         EnvironmentUnavailable: a release environment cannot be made.
     """
     # Bisection imports jax: loaded when it runs, not for `xlaprobe --help`.
+    from xlaprobe.checking import validate_for
     from xlaprobe.configs.registry import Configuration
     from xlaprobe.localization.spmd_repro import emit_spmd_repro
     from xlaprobe.releases.bisection import run_bound
@@ -76,6 +77,7 @@ def bisect_command(target: str, config: str, *, releases: str | None, db: Path, 
     parsed = Configuration.parse(spec)
     if parsed.kind != "spmd":  # spmd: each release runs the finding's reproducer
         release_options(parsed)  # fail on a non-XLA configuration before any work
+    validate_for(program, [parsed])  # a mesh that does not fit: before any line or store
     say = (lambda text: None) if json_output else (lambda text: print(text, flush=True))
     versions, known_bad = releases_to_bisect(parsed, releases, say)
 

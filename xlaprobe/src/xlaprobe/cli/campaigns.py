@@ -14,12 +14,12 @@ from rich.table import Table
 
 from xlaprobe.cli.app import app
 from xlaprobe.cli.console import out
-from xlaprobe.cli.options import DEFAULT_DB, DbOption
+from xlaprobe.cli.options import DEFAULT_DB, DbOption, JsonOption
 
 
 @app.command()
 def campaigns(db: DbOption = DEFAULT_DB,
-              as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+              as_json: JsonOption = False) -> None:
     """List the fuzz campaigns of the store: programs, seeds, rate, coverage, findings."""
     campaigns_command(db=db, json_output=as_json)
 

@@ -15,6 +15,7 @@ from rich.markup import escape
 
 from xlaprobe.cli.app import app
 from xlaprobe.cli.console import err, out
+from xlaprobe.cli.paths import check_folder_of
 from xlaprobe.errors import InvalidArgument
 
 
@@ -73,6 +74,7 @@ def capture_command(command: list[str], *, out_dir: Path, min_equations: int) ->
         raise InvalidArgument(f"no script {argv[0]} to run")
     if module is not None and not _module_exists(module):
         raise InvalidArgument(f"no module named {module} to run")
+    check_folder_of(out_dir, flag="--out")
     code = 0
     saved_argv, saved_path = sys.argv, list(sys.path)
     with capture(out_dir, min_equations=min_equations) as captured:

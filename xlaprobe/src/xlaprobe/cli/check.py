@@ -64,16 +64,18 @@ def check_command(target: str, configs: str, *, input_spec: str, seed: int, db: 
     # The checker imports jax: loaded when a check runs, not for `xlaprobe --help`.
     from xlaprobe.allowance import wide_allowances
     from xlaprobe.api import program_of, run_check, validated_store, with_oracle
-    from xlaprobe.checking import HONEST, REFERENCE
+    from xlaprobe.checking import HONEST, REFERENCE, validate_for
     from xlaprobe.verdicts import INCOMPLETE, print_result
 
     with_oracle(configs)  # a bad list fails before the build
     with Steps("check") as steps:
         steps.status(f"building {target} ...")
         program, named, _ = program_of(target, seed=seed, inputs=input_spec, db=db)
-    # After the build (a target that cannot be built leaves no store behind), before any run.
-    store = validated_store(db)
     parsed = with_oracle(configs, named)
+    validate_for(program, parsed)
+    # After the build and the configurations' checks (a target that cannot be built or a
+    # configuration refused for it leaves no store behind), before any run.
+    store = validated_store(db)
     specs = {str(c) for c in parsed}
     runs = len(parsed) + (len(HONEST) if REFERENCE in specs else 0)
     planned = {*specs, *HONEST}

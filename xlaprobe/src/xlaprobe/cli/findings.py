@@ -13,7 +13,7 @@ from rich.table import Table
 
 from xlaprobe.cli.app import app, display
 from xlaprobe.cli.console import local_time, out
-from xlaprobe.cli.options import DEFAULT_DB, DbOption, WideOption
+from xlaprobe.cli.options import DEFAULT_DB, DbOption, JsonOption, WideOption
 from xlaprobe.errors import InvalidArgument
 
 
@@ -21,7 +21,7 @@ from xlaprobe.errors import InvalidArgument
 def findings(finding_id: Annotated[int | None, typer.Argument(
                  help="show this finding with its localization, reduction and release window")] = None,
              db: DbOption = DEFAULT_DB,
-             as_json: Annotated[bool, typer.Option("--json")] = False,
+             as_json: JsonOption = False,
              wide: WideOption = False) -> None:
     """List stored findings, newest first, and how many distinct bugs they are; or show one."""
     display(False, wide)

@@ -82,7 +82,7 @@ def fuzz(
 
 def _progress_view(summary: CampaignSummary) -> Any:
     from xlaprobe.campaign import SKIPPED  # the campaign and oracle import jax: not for --help
-    from xlaprobe.oracle import SEVERITY
+    from xlaprobe.oracle import SEVERITY  # imports numpy: not for --help
 
     head = Text.from_markup(
         f"[bold]fuzz[/] campaign {summary.campaign}: {summary.programs} programs "
@@ -272,7 +272,7 @@ def _checked_request(time_s: float, configs: str, db: Path, resume: bool,
         InvalidArgument: a bad time or configuration; a campaign or resume without a store.
     """
     from xlaprobe.checking import REFERENCE  # imports jax: not for --help
-    from xlaprobe.configs.registry import parse_configs
+    from xlaprobe.configs.registry import parse_configs  # imports numpy: not for --help
 
     if not (isinstance(time_s, (int, float)) and math.isfinite(time_s) and time_s > 0):
         raise InvalidArgument(f"--time must be a positive number of seconds, got {time_s}")

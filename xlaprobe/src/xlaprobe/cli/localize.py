@@ -93,11 +93,11 @@ def localize_command(target: str, config: str, *, db: Path | str, json_output: b
 
     db = Path(db)
     check_backend(backend, address)  # before building the target, which can take a while
+    if method not in METHODS:
+        raise InvalidArgument(f"unknown localization method '{method}': use {', '.join(METHODS)}")
     program, parsed, finding_id = resolve_faulty(target, config, db, input_spec, "localize")
     validated_store(db)  # a bad store fails now, not after the run
     config = str(parsed)
-    if method not in METHODS:
-        raise InvalidArgument(f"unknown localization method '{method}': use {', '.join(METHODS)}")
     say = (lambda text: None) if json_output else print
     say(f"localizing {config} on {program.provenance.name} ({len(program.jaxpr.jaxpr.eqns)} "
         "top-level equations)")

@@ -8,6 +8,8 @@ from typing import Annotated
 
 import typer
 
+from xlaprobe.cli.paths import check_folder_of
+
 # The store's default path (`xlaprobe.store.DEFAULT_DB`), spelled here so --help needs no store import.
 DEFAULT_DB = Path(".xlaprobe/xlaprobe.db")
 
@@ -19,6 +21,7 @@ def _store_path(value: Path) -> Path:
         raise typer.BadParameter("the command line always records its results: give a file "
                                  "path (db=None in Python and --xlaprobe-db none in pytest "
                                  "keep nothing)")
+    check_folder_of(value, flag="--db", default_folder=DEFAULT_DB.parent)
     return value
 
 

@@ -11,6 +11,7 @@ import typer
 
 from xlaprobe.cli.app import app, display
 from xlaprobe.cli.console import Steps, seconds
+from xlaprobe.cli.paths import check_folder_of
 from xlaprobe.cli.options import (DEFAULT_DB, DbOption, FaultyConfig, FindingTarget,
                                   InputsOption, JobsOption, JsonOption, QuietOption,
                                   RunTimeoutOption)
@@ -73,6 +74,8 @@ def reduce_command(target: str, config: str, *, db: Path | str, out: Path | str 
         InvalidArgument: bad target, configuration, budget or output directory.
         NotReproducible: the configuration gives no finding on the target.
     """
+    if out is not None:
+        check_folder_of(Path(out), flag="--out")  # before seconds of imports
     # Reduction imports jax: loaded when it runs, not for `xlaprobe --help`.
     from xlaprobe.api import Reduced, check_out_dir, store_reduction, validated_store
     from xlaprobe.localization import fusion as fusion_mod

@@ -26,7 +26,10 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import ml_dtypes
 import numpy as np
+
+from xlaprobe.errors import UnsupportedPrimitive
 
 #: Seconds a device waits at a collective for the others before the run is declared stuck.
 RENDEZVOUS_TIMEOUT_S = 120.0
@@ -75,7 +78,6 @@ def _linear(coords: dict[str, int], sizes: dict[str, int], names: Sequence[str])
 def _device() -> _Device:
     device = getattr(_LOCAL, "device", None)
     if device is None:
-        from xlaprobe.errors import UnsupportedPrimitive
         raise UnsupportedPrimitive("a collective outside shard_map", "configs/reference_spmd.py")
     return device
 
@@ -104,7 +106,6 @@ def _summation_error(ctx: Any, parts: Sequence[np.ndarray], dtype: Any) -> Any:
     sqrt(n) u sum|parts| (Higham and Mary, SIAM J. Sci. Comput. 2019); XLA's all-reduce adds
     the devices' values in `dtype`, one rounding per add. 0 outside Monte Carlo runs and for
     integers."""
-    import ml_dtypes
     rng = getattr(ctx.interp, "rng", None)
     if rng is None or np.dtype(dtype).kind not in "fc" or len(parts) < 2:
         return 0.0
@@ -251,7 +252,6 @@ def _run_devices(ctx: Any, jaxpr: Any, per_device: list[list[Any]],
 def _shard_map(ctx: Any, *args: Any, mesh: Any, in_specs: Any, out_specs: Any, jaxpr: Any,
                **params: Any) -> list[Any]:
     if getattr(_LOCAL, "device", None) is not None:
-        from xlaprobe.errors import UnsupportedPrimitive
         raise UnsupportedPrimitive("shard_map inside shard_map", "configs/reference_spmd.py")
     manual = params.get("newly_manual_axes") or params.get("manual_axes") or mesh.axis_names
     sizes = {n: s for n, s in zip(mesh.axis_names, mesh.axis_sizes) if n in manual}

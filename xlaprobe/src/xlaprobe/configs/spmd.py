@@ -42,10 +42,15 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+import jax
 import numpy as np
+from jax.sharding import AbstractMesh, AxisType, NamedSharding, PartitionSpec
 
+from xlaprobe import jaxcompat, jaxprs
 from xlaprobe.configs import xla_options
 from xlaprobe.configs.registry import Configuration
+from xlaprobe.configs.spmd_mutants import get_spmd_mutant, install
+from xlaprobe.configs.xla import EQUATION_SCOPE
 from xlaprobe.errors import InvalidArgument
 
 #: The most host devices a worker presents: every device is a client with its own thread pool,
@@ -147,7 +152,6 @@ def settings(config: Configuration) -> Settings:
                               f"{', '.join(PARTITIONERS)}")
     mutant = own.get("mutant")
     if mutant is not None:
-        from xlaprobe.configs.spmd_mutants import get_spmd_mutant
         get_spmd_mutant(mutant)
     xla_options.compiler_options(list(xla))
     return Settings(parse_mesh(own["mesh"]), partitioner, _donate(own.get("donate", "none")),
@@ -187,9 +191,6 @@ def generated_spec(shape: Sequence[int], mesh: Sequence[tuple[str, int]]) -> Spe
 
 def _abstract_meshes(closed: Any) -> list[Any]:
     """Every AbstractMesh a parameter of the program names (nested jaxprs included)."""
-    from jax.sharding import AbstractMesh, NamedSharding
-
-    from xlaprobe import jaxcompat
     found: list[Any] = []
 
     def visit(value: Any) -> None:
@@ -315,7 +316,6 @@ def plan(config: Configuration, closed: Any) -> Plan:
 # ---------------------------------------------------------------------------------------- running
 
 def _named(mesh: Any, spec: Spec | None) -> Any:
-    from jax.sharding import NamedSharding, PartitionSpec
     if spec is None:
         return NamedSharding(mesh, PartitionSpec())
     return NamedSharding(mesh, PartitionSpec(*[a if a else None for a in spec]))
@@ -328,8 +328,6 @@ def make_mesh(axes: Sequence[tuple[str, int]]) -> Any:
         InvalidArgument: this process presents fewer devices (it was started without the
             device-count flag of `isolation_group`).
     """
-    import jax
-    from jax.sharding import AxisType
     needed = math.prod(s for _, s in axes)
     if jax.device_count() < needed:
         raise InvalidArgument(f"this process has {jax.device_count()} devices; the mesh needs "
@@ -342,10 +340,6 @@ def make_mesh(axes: Sequence[tuple[str, int]]) -> Any:
 def _rebound_shard_map(eqn: Any, invals: list[Any], mesh: Any) -> list[Any]:
     """A top-level ``shard_map`` equation run on the concrete `mesh`: its body re-traced there
     (values the body made over the abstract mesh would not match the concrete one's)."""
-    import jax
-
-    from xlaprobe import jaxcompat, jaxprs
-
     params = eqn.params
     body = params["jaxpr"]
     manual = params.get("newly_manual_axes") or frozenset(mesh.axis_names)
@@ -374,11 +368,6 @@ def partitioned_function(closed: Any, mesh: Any) -> Any:
     """`xlaprobe.configs.xla.scoped_function` of `closed` with every top-level sharding
     constraint and ``shard_map`` rebound on `mesh` (the program traced them over an abstract
     mesh)."""
-    import jax
-
-    from xlaprobe import jaxprs
-    from xlaprobe.configs.xla import EQUATION_SCOPE
-
     jaxpr, consts = closed.jaxpr, closed.consts
     index = {id(eqn): k for k, eqn in enumerate(jaxpr.eqns)}
 
@@ -408,7 +397,6 @@ def compile_partitioned(config: Configuration, closed: Any, inputs: Sequence[np.
         InvalidArgument: as `plan` and `make_mesh`.
         jax.errors.JaxRuntimeError: XLA failed to partition or compile.
     """
-    import jax
     options = settings(config)
     layout = plan(config, closed)
     mesh = make_mesh(layout.axes)
@@ -445,7 +433,6 @@ def _with_mutant(config: Configuration, closed: Any) -> Any:
     options = settings(config)
     if options.mutant is None:
         return None
-    from xlaprobe.configs.spmd_mutants import install
     registry = install(options.mutant)
     registry.begin(id(closed))
     return registry

@@ -35,7 +35,7 @@ def _reply(directory, **fields):
 
 
 def _dtype(name):
-    import numpy as np
+    import numpy as np  # the parent imports this file for its path: no numpy there
     try:
         return np.dtype(name)
     except TypeError:
@@ -57,16 +57,17 @@ def _warm_up_linear_algebra():
 
 
 def main(directory):
-    import numpy as np
+    import numpy as np  # as in _dtype
 
     with open(os.path.join(directory, "request.json")) as handle:
         request = json.load(handle)
     with open(os.path.join(directory, "module.mlir")) as handle:
         text = handle.read()
 
-    import jax
+    import jax  # the release's own jax, only in its interpreter (as numpy above)
     jax.config.update("jax_enable_x64", True)  # else device_put narrows 64-bit inputs
     try:
+        # Private modules: a release with another layout is answered, not crashed.
         from jax._src import compiler
         from jax._src.lib import xla_client
     except ImportError as exc:  # pragma: no cover - a release with another layout

@@ -8,6 +8,7 @@ import base64
 import io
 import math
 
+import matplotlib
 import numpy as np
 from matplotlib import colormaps
 from matplotlib.colors import Normalize
@@ -34,12 +35,10 @@ class _svg_text:
     """Context: SVG text as ``<text>`` elements (smaller, selectable) instead of paths."""
 
     def __enter__(self) -> None:
-        import matplotlib
         self._saved = matplotlib.rcParams["svg.fonttype"]
         matplotlib.rcParams["svg.fonttype"] = "none"
 
     def __exit__(self, *exc: object) -> None:
-        import matplotlib
         matplotlib.rcParams["svg.fonttype"] = self._saved
 
 

@@ -56,7 +56,7 @@ def _deps() -> tuple[Any, Any, Any, Any]:
     """
     try:
         import optax  # optional: the models extra
-        from flax import nnx
+        from flax import nnx  # optional: the models extra
     except ImportError as exc:
         raise InvalidArgument(f"the model zoo needs flax and optax ({exc}): "
                               f"pip install 'xlaprobe[models]'") from exc
@@ -191,12 +191,12 @@ def build_transformer_lm(seed: int) -> tuple[Callable[..., Any], tuple[Any, ...]
     return transformer_lm_builder()(seed)
 
 
-@functools.cache
-def transformer_lm_builder(batch_size: int = 2) -> BuildFn:
-    """The model, its pure function and the build closure of `build_transformer_lm` with a
-    batch of `batch_size` sequences (the sharded zoo's is 8), made once per batch size."""
-    jax, jnp, nnx, optax = _deps()
-    vocab, seq, width, heads, depth = 64, 16, 32, 4, 2
+def _prenorm_block(width: int, heads: int, hidden: int) -> type:
+    """The pre-norm transformer block of the zoo's transformer LM and ViT: ``x + attn(ln1(x))``,
+    then ``x + fc2(gelu(fc1(ln2(x))))`` with an MLP of `hidden` units; called as ``block(x)``
+    or ``block(x, mask)`` (an attention mask, e.g. causal, of shape [batch, 1, seq, seq]).
+    Every parameter float32; `x` is [batch, seq, width]."""
+    jax, _, nnx, _ = _deps()
 
     class Block(nnx.Module):
         def __init__(self, rngs: Any):
@@ -204,12 +204,24 @@ def transformer_lm_builder(batch_size: int = 2) -> BuildFn:
             self.attn = nnx.MultiHeadAttention(num_heads=heads, in_features=width, decode=False,
                                                rngs=rngs)
             self.ln2 = nnx.LayerNorm(width, rngs=rngs)
-            self.fc1 = nnx.Linear(width, 4 * width, rngs=rngs)
-            self.fc2 = nnx.Linear(4 * width, width, rngs=rngs)
+            self.fc1 = nnx.Linear(width, hidden, rngs=rngs)
+            self.fc2 = nnx.Linear(hidden, width, rngs=rngs)
 
-        def __call__(self, x: Any, mask: Any) -> Any:
+        def __call__(self, x: Any, mask: Any = None) -> Any:
             x = x + self.attn(self.ln1(x), mask=mask)
             return x + self.fc2(jax.nn.gelu(self.fc1(self.ln2(x))))
+
+    return Block
+
+
+@functools.cache
+def transformer_lm_builder(batch_size: int = 2) -> BuildFn:
+    """The model, its pure function and the build closure of `build_transformer_lm` with a
+    batch of `batch_size` sequences (the sharded zoo's is 8), made once per batch size."""
+    jax, jnp, nnx, optax = _deps()
+    vocab, seq, width, heads, depth = 64, 16, 32, 4, 2
+
+    Block = _prenorm_block(width, heads, 4 * width)
 
     class LM(nnx.Module):
         def __init__(self, rngs: Any):
@@ -496,18 +508,7 @@ def _vit() -> BuildFn:
     batch_size, size, patch, width, heads, num_classes, depth = 2, 16, 4, 32, 4, 10, 2
     grid = size // patch
 
-    class Block(nnx.Module):
-        def __init__(self, rngs: Any):
-            self.ln1 = nnx.LayerNorm(width, rngs=rngs)
-            self.attn = nnx.MultiHeadAttention(num_heads=heads, in_features=width, decode=False,
-                                               rngs=rngs)
-            self.ln2 = nnx.LayerNorm(width, rngs=rngs)
-            self.fc1 = nnx.Linear(width, 2 * width, rngs=rngs)
-            self.fc2 = nnx.Linear(2 * width, width, rngs=rngs)
-
-        def __call__(self, x: Any) -> Any:
-            x = x + self.attn(self.ln1(x))
-            return x + self.fc2(jax.nn.gelu(self.fc1(self.ln2(x))))
+    Block = _prenorm_block(width, heads, 2 * width)
 
     class ViT(nnx.Module):
         def __init__(self, rngs: Any):

@@ -20,6 +20,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.sharding import AbstractMesh, AxisType
+from jax.sharding import PartitionSpec as P
+
 from xlaprobe.sources.zoospec import ModelSpec
 
 STAGES, MICROBATCHES, ROWS, WIDTH = 4, 6, 4, 16
@@ -27,11 +34,6 @@ LEARNING_RATE = 0.05
 
 
 def _forward(mesh: Any) -> Callable[..., Any]:
-    import jax
-    import jax.numpy as jnp
-    from jax import lax
-    from jax.sharding import PartitionSpec as P
-
     def body(w: Any, b: Any, xs: Any) -> Any:
         stage = lax.axis_index("stage")
         last = STAGES - 1
@@ -56,11 +58,6 @@ def _forward(mesh: Any) -> Callable[..., Any]:
 
 
 def _build(seed: int) -> tuple[Callable[..., Any], tuple[Any, ...]]:
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-    from jax.sharding import AbstractMesh, AxisType
-
     mesh = AbstractMesh((STAGES,), ("stage",), axis_types=(AxisType.Auto,))
     forward = _forward(mesh)
     rng = np.random.default_rng(seed)

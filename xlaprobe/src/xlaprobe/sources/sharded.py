@@ -28,6 +28,13 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import AbstractMesh, AxisType, NamedSharding, PartitionSpec
+
+from xlaprobe.configs.spmd import generated_spec
+from xlaprobe.program import Program, Provenance
 from xlaprobe.sources.zoospec import BuildFn, ModelSpec
 
 #: The mesh the sharded models are written for (``spmd[mesh=4x2]`` runs them as written).
@@ -51,7 +58,6 @@ def _batch_over(*axes: str) -> SpecRule:
 
 
 def _fsdp(path: str, shape: tuple[int, ...]) -> tuple[tuple[str, ...], ...]:
-    from xlaprobe.configs.spmd import generated_spec
     return generated_spec(shape, list(zip(MESH_AXES, MESH_SHAPE)))
 
 
@@ -72,9 +78,6 @@ def _tensor_parallel(path: str, shape: tuple[int, ...]) -> tuple[tuple[str, ...]
 
 def _constrain(tree: Any, rule: SpecRule) -> Any:
     """`tree` with every array leaf constrained to ``rule(path, shape)`` on the abstract mesh."""
-    import jax
-    from jax.sharding import AbstractMesh, AxisType, NamedSharding, PartitionSpec
-
     mesh = AbstractMesh(MESH_SHAPE, MESH_AXES, axis_types=(AxisType.Auto,) * len(MESH_AXES))
 
     def leaf(path: Any, x: Any) -> Any:
@@ -130,23 +133,19 @@ def sharded_models(lm_builder: Callable[[int], BuildFn]) -> dict[str, ModelSpec]
 # --------------------------------------------------------------------------------- small programs
 
 def _matmul_tanh_sum(a: Any, b: Any) -> Any:
-    import jax.numpy as jnp
     return jnp.tanh(a @ b).sum(0), jnp.cumsum(a, axis=0)
 
 
 def _conv_halo(x: Any, w: Any) -> Any:
-    import jax
     # A 1-D convolution along a sharded axis: each device needs its neighbours' edge rows.
     return jax.lax.conv_general_dilated(x, w, (1,), "SAME", dimension_numbers=("NWC", "WIO", "NWC"))
 
 
 def _donated_update(a: Any, b: Any) -> Any:
-    import jax.numpy as jnp
     return a * 2.0 + jnp.tanh(b).sum(), b + 1.0
 
 
 def _normal(shape: tuple[int, ...], seed: int) -> Any:
-    import numpy as np
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
 
@@ -169,6 +168,5 @@ def spmd_program(name: str) -> Any:
     Raises:
         KeyError: unknown name.
     """
-    from xlaprobe.program import Program, Provenance
     fn, inputs = SPMD_CORPUS[name]
     return Program.from_function(fn, inputs(), Provenance("corpus", f"spmd/{name}"))

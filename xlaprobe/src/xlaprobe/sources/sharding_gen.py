@@ -23,9 +23,14 @@ import collections
 from collections.abc import Sequence
 from typing import Any
 
+import jax
 import numpy as np
+from jax.sharding import AbstractMesh, AxisType, NamedSharding, PartitionSpec
 
+from xlaprobe import jaxprs
+from xlaprobe.configs.spmd import spec_of
 from xlaprobe.program import Program, Provenance
+from xlaprobe.sources.generator import generate
 
 #: The abstract mesh of generated constraints: (axis name, size).
 MESH = (("x", 4), ("y", 2))
@@ -54,7 +59,6 @@ def random_spec(rng: np.random.Generator, shape: Sequence[int],
 
 
 def _sharding(spec: tuple[tuple[str, ...], ...]) -> Any:
-    from jax.sharding import AbstractMesh, AxisType, NamedSharding, PartitionSpec
     mesh = AbstractMesh(tuple(s for _, s in MESH), tuple(n for n, _ in MESH),
                         axis_types=(AxisType.Auto,) * len(MESH))
     return NamedSharding(mesh, PartitionSpec(*[(a[0] if len(a) == 1 else a) if a else None
@@ -67,10 +71,6 @@ def constrain(program: Program, seed: int) -> Program:
     Raises:
         InvalidArgument: the re-trace fails (as `xlaprobe.program.Program.from_function`).
     """
-    import jax
-
-    from xlaprobe import jaxprs
-
     rng = np.random.default_rng([seed, 0x5A4D])
     closed = program.jaxpr
     outvars = set(closed.jaxpr.outvars)
@@ -99,7 +99,6 @@ def constrain(program: Program, seed: int) -> Program:
 
 def sharded_generate(seed: int, *, max_equations: int = 30) -> Program:
     """`xlaprobe.sources.generator.generate`'s program for `seed`, with constraints planted."""
-    from xlaprobe.sources.generator import generate
     return constrain(generate(seed, max_equations=max_equations), seed)
 
 
@@ -107,8 +106,6 @@ def coverage(closed: Any) -> collections.Counter[str]:
     """Sharding patterns of a program's top-level constraints: where (``input``,
     ``intermediate``, ``output``), ``uneven`` (an axis product that does not divide its
     dimension), ``two-axes-one-dim``, and each axis used (``axis:x``)."""
-    from xlaprobe.configs.spmd import spec_of
-
     counts: collections.Counter[str] = collections.Counter()
     invars, outvars = set(closed.jaxpr.invars), set(closed.jaxpr.outvars)
     for eqn in closed.jaxpr.eqns:

@@ -27,9 +27,16 @@ import collections
 from collections.abc import Callable
 from typing import Any
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+from jax import lax
+from jax.sharding import AbstractMesh, AxisType
+from jax.sharding import PartitionSpec as P
 
+from xlaprobe import jaxprs
 from xlaprobe.program import Program, Provenance
+from xlaprobe.sources.generator import generate
 
 #: The shard_map's mesh: (axis name, size).
 MESH = (("x", 4), ("y", 2))
@@ -56,8 +63,6 @@ def _admits(name: str, x: Any) -> bool:
 
 def _collective(name: str) -> Callable[[Any], tuple[Any, bool]]:
     """``value -> (result, differs per device)`` for collective `name`."""
-    from jax import lax
-
     both = tuple(n for n, _ in MESH)
     size_x = dict(MESH)["x"]
 
@@ -87,13 +92,6 @@ def shard_mapped(program: Program, seed: int) -> Program:
     Raises:
         InvalidArgument: the re-trace fails (as `xlaprobe.program.Program.from_function`).
     """
-    import jax
-    import jax.numpy as jnp
-    from jax import lax
-    from jax.sharding import AbstractMesh, AxisType, PartitionSpec as P
-
-    from xlaprobe import jaxprs
-
     rng = np.random.default_rng([seed, 0x534D])
     closed = program.jaxpr
     avals = [v.aval for v in closed.jaxpr.outvars]
@@ -124,7 +122,6 @@ def shard_mapped(program: Program, seed: int) -> Program:
 
 def shard_map_generate(seed: int, *, max_equations: int = 20) -> Program:
     """`xlaprobe.sources.generator.generate`'s program for `seed` as a shard_map body."""
-    from xlaprobe.sources.generator import generate
     return shard_mapped(generate(seed, max_equations=max_equations), seed)
 
 

@@ -46,6 +46,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from xlaprobe.jaxprs import primitives_used
 from xlaprobe.program import Program, Provenance
 from xlaprobe.sources import generator
 from xlaprobe.sources.patterns import PATTERNS
@@ -249,7 +250,6 @@ class SteeredSource:
 
     def _queue_specials(self, made: _Seed, rewrites: frozenset[str], program: Any) -> None:
         """Queue `made`'s special-value variants, rarest rewrites first (lock held)."""
-        from xlaprobe.jaxprs import primitives_used
         priority = sum(1.0 / max(self.hits[item], 1) for item in rewrites)
         rng = np.random.default_rng(next(self._order))
         nan = not (primitives_used(program.jaxpr) & READS_NAN_BITS)

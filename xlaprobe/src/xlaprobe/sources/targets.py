@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 from xlaprobe import artifact
+from xlaprobe.checking import validate_for
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.errors import InvalidArgument
 from xlaprobe.program import Program
@@ -241,7 +242,9 @@ def _rerun_hint(name: str, config: str) -> str:
 def resolve_faulty(target: str, config: str, db: Path | str, input_spec: str, verb: str
                    ) -> tuple[Program, Configuration, int | None]:
     """`resolve_finding` for a command that works on a failing configuration (``localize``,
-    ``reduce``): the configuration parsed, and the reference (the oracle itself) refused.
+    ``reduce``): the configuration parsed and checked against the program (an ``spmd`` mesh
+    that does not fit it is refused here, before the command prints or stores anything), and
+    the reference (the oracle itself) refused.
 
     Args:
         target, config, db, input_spec: as for `resolve_finding`.
@@ -251,7 +254,10 @@ def resolve_faulty(target: str, config: str, db: Path | str, input_spec: str, ve
         (the Program, the parsed configuration, the finding id or None).
 
     Raises:
-        InvalidArgument: as `resolve_finding`, a malformed configuration, or ``reference``.
+        InvalidArgument: as `resolve_finding`, a malformed configuration, one that cannot run
+            the program, or ``reference``.
     """
     program, spec, finding_id = resolve_finding(target, config, db, input_spec)
-    return program, Configuration.judged(spec, verb), finding_id
+    parsed = Configuration.judged(spec, verb)
+    validate_for(program, [parsed])
+    return program, parsed, finding_id

@@ -44,8 +44,8 @@ def plot_search(result: Any, path: Path) -> None:
     try:
         import matplotlib  # heavy (seconds to import): only a plot needs it
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        import matplotlib.ticker
+        import matplotlib.pyplot as plt  # after use('Agg'): no display needed
+        import matplotlib.ticker  # as above
     except ImportError as exc:
         raise InvalidArgument(f"--plot needs matplotlib ({exc}): pip install 'xlaprobe[plot]'") \
             from exc

@@ -51,7 +51,7 @@ def sign_interval(ratios: np.ndarray, confidence: float = 0.95) -> tuple[float, 
         InvalidArgument: not 1-d, non-positive or non-finite values, or too few ratios for the
             confidence asked.
     """
-    from scipy.stats import binom
+    from scipy.stats import binom  # heavy (seconds to import): only an interval needs it
 
     values = np.sort(np.asarray(ratios, np.float64))
     if values.ndim != 1 or not (np.all(np.isfinite(values)) and np.all(values > 0)):
@@ -129,6 +129,7 @@ def confirm_in_worker(closed_jaxpr: Any, inputs: tuple[np.ndarray, ...], *,
     Returns:
         The fields of `Confirmation` as a dict.
     """
+    # The worker's side imports jax: the intervals above load without it.
     import jax
 
     from xlaprobe.tune.measure import _candidate, _compile, _repeats, _sample
@@ -178,7 +179,7 @@ def confirm(pool: Any, baseline: Any, candidate_options: dict[str, Any],
     Raises:
         InvalidArgument: fewer than 6 rounds.
     """
-    from xlaprobe import jaxprs
+    from xlaprobe import jaxprs  # imports jax: as above
 
     if rounds < 6:
         raise InvalidArgument(f"a confirmation needs at least 6 rounds, got {rounds}")

@@ -260,7 +260,7 @@ class RankModel(_Boosted):
         Raises:
             InvalidArgument: no program with two or more entries.
         """
-        import lightgbm
+        import lightgbm  # heavy (seconds to import): only a fit needs it
 
         groups: dict[str, list[Mapping[str, Any]]] = {}
         for entry in entries:
