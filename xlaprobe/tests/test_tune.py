@@ -432,12 +432,27 @@ def _cli(*args, cwd=None):
     (["tune-corpus", "fuzz:1-x"], "malformed fuzz programs"),
     (["tune-corpus", "fuzz:5-2"], "FIRST <= LAST"),
     (["tune-corpus", "fuzz:1-100000000,convnet"], "at most 10,000 seeds"),
+    (["tune-corpus", "fuzz:1", "--kernel-limit", "60", "--timeout", "50"],
+     "--kernel-limit 60 s is above --timeout 50 s"),
 ])
 def test_tune_bad_input_is_one_line(tmp_path, args, words):
     proc = _cli(*args, "--db", str(tmp_path / "t.db"))
     assert proc.returncode == 2, proc.stderr
     assert words in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("args", [["tune", TARGET, "--budget", "1"],
+                                  ["tune-corpus", "fuzz:1", "--configs", "1"]])
+def test_a_db_that_is_not_a_store_is_the_only_line(tmp_path, args):
+    db = tmp_path / "notes.db"
+    db.write_text("not a database\n" * 100)
+    proc = _cli(*args, "--db", str(db))
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"xlaprobe: error: {db} is not an xlaprobe database (file is not a database); move it "
+        "away or pass another --db"]
+    assert db.read_text() == "not a database\n" * 100  # untouched
 
 
 def test_the_kernel_strategy_without_a_corpus_is_refused_before_any_measurement(tmp_path):
