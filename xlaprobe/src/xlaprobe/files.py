@@ -1,4 +1,5 @@
-"""Files written whole or not at all (the one atomic writer of the package)."""
+"""Files written whole or not at all (the one atomic writer of the package), and `.npz` archives
+read without pickles."""
 
 from __future__ import annotations
 
@@ -6,8 +7,7 @@ import os
 import tempfile
 import zipfile
 from pathlib import Path
-
-import numpy as np
+from typing import Any
 
 from xlaprobe.errors import CorruptArtifact
 
@@ -36,13 +36,15 @@ def write_atomic(path: str | Path, text: str | bytes) -> Path:
     return path
 
 
-def read_npz(path: str | Path) -> dict[str, np.ndarray]:
-    """Every array of an ``.npz`` archive by name, read without pickles.
+def read_npz(path: str | Path) -> dict[str, Any]:
+    """Every array of an ``.npz`` archive by name (NumPy arrays), read without pickles.
 
     Raises:
         CorruptArtifact: not a zip archive (`np.load` would try to unpickle it), or an archive
             NumPy cannot read (names the file and why).
     """
+    import numpy as np  # here: the command line imports this module and must not load numpy
+
     path = Path(path)
     if path.is_file() and not zipfile.is_zipfile(path):
         raise CorruptArtifact(f"cannot read {path}: not an .npz (zip) archive; the artifact is "
