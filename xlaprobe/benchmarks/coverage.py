@@ -203,8 +203,8 @@ def _print_bugs(rows: dict[str, dict]) -> None:
     for r in rows.values():
         detail = r["bug_detail"]
         for key, example in detail["examples"].items():
-            label = ("known: " + ", ".join(detail["known"][key]) if key in detail["known"]
-                     else "NEW")
+            known = {r["key"]: r["cases"] for r in detail["known"]}
+            label = "known: " + ", ".join(known[key]) if key in known else "NEW"
             print(f"  {r['arm']:10} {key} {label}: {example}")
 
 

@@ -3,6 +3,7 @@ standalone repro.py that shows the mismatch."""
 
 import json
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -121,3 +122,79 @@ def test_malformed_metadata_is_a_corrupt_artifact(tmp_path, edit, words):
     (directory / "metadata.json").write_text(json.dumps(edit(metadata)))
     with pytest.raises(CorruptArtifact, match=words):
         load_artifact(directory)
+
+
+# ------------------------------------------- a real finding's artifact: kept, and its files checked
+
+@pytest.fixture
+def finding_artifact(pool, tmp_path):
+    """A real check's finding artifact (``xla`` on the shifted dynamic_update_slice case) and
+    its store: (artifact directory, store path, finding id)."""
+    from xlaprobe.api import check
+
+    db = tmp_path / "x.db"
+    checked = check(str(CASES / "dus_shifted_self_update.py"), configs="xla,reference", db=db,
+                    pool=pool)
+    return pathlib.Path(checked.artifacts["xla"]), db, checked.ids["xla"]
+
+
+def _files(directory):
+    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in directory.iterdir()}
+
+
+def test_checking_an_artifact_writes_to_the_store_only(finding_artifact, pool):
+    from xlaprobe.api import check
+
+    directory, db, _ = finding_artifact
+    before = _files(directory)
+    checked = check(str(directory), configs="xla,xla:O0,reference", db=db, pool=pool)
+    assert {f.config for f in checked.findings} == {"xla", "xla:O0"}
+    assert checked.artifacts["xla"] == str(directory)  # the input, named, not rewritten
+    assert _files(directory) == before  # bytes and modification times
+    assert pathlib.Path(checked.artifacts["xla:O0"]).parent == directory.parent  # a new one
+
+
+@pytest.mark.parametrize("name, corrupt, words", [
+    ("inputs.npz", lambda p: np.savez(p, arg0=np.zeros(8, np.int32)),
+     "input 0 is int32[8], the jaxpr's int32[4, 1, 1]; the artifact's files disagree"),
+    ("reference.npz", lambda p: p.write(b"\x13" * 300), "not an .npz (zip) archive"),
+    ("reference.npz", lambda p: np.savez(p, arg0=np.zeros(3, np.int32)),
+     "output 0 is [3], the jaxpr's [1, 4, 1]; the artifact's files disagree"),
+    ("allowance.npz", lambda p: p.write(b"PK" + b"\x00" * 100), "not an .npz (zip) archive"),
+    ("allowance.npz", lambda p: np.savez(p, allowed_0=np.zeros(2)),
+     "array 'allowed_0' has shape [2], its output's is [1, 4, 1]"),
+    ("allowance.npz", lambda p: np.savez(p, allowed_7=np.zeros(2)),
+     "array 'allowed_7' is not an allowance of one of the program's 1 outputs"),
+])
+def test_an_artifact_whose_files_disagree_is_refused_naming_the_file(finding_artifact, name,
+                                                                      corrupt, words):
+    from xlaprobe.cli.localize import localize_command
+    from xlaprobe.cli.reduce import reduce_command
+    from xlaprobe.cli.upstream import upstream_command
+
+    directory, db, finding_id = finding_artifact
+    path = directory / name
+    with open(path, "wb") as handle:  # np.savez to an open file keeps the name
+        corrupt(handle)
+    match = f"{re.escape(str(path))}.*{re.escape(words)}"
+    with pytest.raises(CorruptArtifact, match=match):
+        load_artifact(directory)
+    # localize and reduce of the artifact, upstream of its finding: refused before any run.
+    with pytest.raises(CorruptArtifact, match=match):
+        localize_command(str(directory), "", db=db, json_output=True)
+    with pytest.raises(CorruptArtifact, match=match):
+        reduce_command(str(directory), "", db=db, out=directory.parent / "r")
+    with pytest.raises(CorruptArtifact, match=match):
+        upstream_command(finding_id, out=None, db=db, run=False, json_output=True)
+
+
+def test_the_cli_refuses_a_disagreeing_artifact_in_one_line(finding_artifact):
+    from tests.test_cli import xlaprobe
+
+    directory, db, _ = finding_artifact
+    with open(directory / "reference.npz", "wb") as handle:
+        np.savez(handle, arg0=np.zeros(3, np.int32))
+    run = xlaprobe("localize", str(directory), "--db", str(db))
+    assert run.returncode == 2 and run.stderr.splitlines() == [
+        f"xlaprobe: error: {directory / 'reference.npz'}: output 0 is [3], the jaxpr's "
+        "[1, 4, 1]; the artifact's files disagree"], run.stderr

@@ -156,7 +156,7 @@ def _subtract_program(seed: int) -> Program:
                                  Provenance("fuzz", f"fuzz:{seed}", seed))
 
 
-def test_mutant_findings_are_stored_and_deduplicated(tmp_path):
+def test_mutant_findings_are_stored_and_deduplicated(tmp_path, capsys):
     db = tmp_path / "fuzz.db"
     configs = ["xla", "reference", "mutant:swap-subtract-fused"]
     campaign = Campaign(db, configs, seed=0, jobs=1, source=_subtract_program)
@@ -173,6 +173,16 @@ def test_mutant_findings_are_stored_and_deduplicated(tmp_path):
     saved = [r["artifact"] for r in rows if r["artifact"]]
     assert len(saved) == 1 and (Path(saved[0]) / "repro.py").is_file()
     assert summary.verdicts["xla"] == {"ok": 3}
+    # `fuzz --json` and its text end count the planted fault's finding apart, never as a new bug.
+    from xlaprobe.cli.fuzz import _finish
+    assert _finish(summary, campaign.state.bugs, db, False, True, 120.0) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["known_bugs"] == [] and data["new_bugs"] == []
+    assert [r["fingerprints"] for r in data["mutant_findings"]] == [[fingerprint]]
+    assert set(data["mutant_findings"][0]) == {"key", "cases", "fingerprints"}
+    _finish(summary, campaign.state.bugs, db, False, False, 120.0)
+    assert "distinct bugs: 0 (0 known, 0 new: xlaprobe.known_bugs; 1 planted by a mutant, " \
+        "not bugs)" in capsys.readouterr().out
 
 
 def test_generated_programs_find_a_mutant(tmp_path):

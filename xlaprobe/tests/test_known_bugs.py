@@ -53,7 +53,13 @@ def test_bugs_split_into_known_and_new_by_key():
     bugs = {"aaaa": log_key, "bbbb": log_key, "cccc": localized_key("sinh", ["bfloat16"])}
     split = split_bugs(fingerprints, bugs)
     assert split["distinct"] == 3  # aaaa and bbbb are one bug; dddd (no key) its own
-    assert split["known"] == {log_key: ["fuzz_cases/log_rsqrt_negative_zero.py"]}
-    assert split["new"] == sorted([bugs["cccc"], "dddd"])
+    assert split["known"] == [{"key": log_key, "cases": ["fuzz_cases/log_rsqrt_negative_zero.py"],
+                               "fingerprints": ["aaaa", "bbbb"]}]
+    assert [r["key"] for r in split["new"]] == sorted([bugs["cccc"], "dddd"])
+    assert all(r["cases"] == [] for r in split["new"]) and split["mutant"] == []
+    # A planted mutant's findings are counted apart: never a new bug, even under a new key.
+    planted = split_bugs(fingerprints | {"eeee": 1}, bugs, planted={"dddd", "eeee"})
+    assert planted["distinct"] == 2 and [r["key"] for r in planted["new"]] == [bugs["cccc"]]
+    assert [r["fingerprints"] for r in planted["mutant"]] == [["dddd"], ["eeee"]]
     crash = KnownBug("x.py", fingerprint="0123456789abcdef")
     assert crash.key == "0123456789abcdef" and len(known_keys()) <= len(KNOWN_BUGS)

@@ -265,18 +265,70 @@ def test_guard_rejects_a_planted_miscompile_and_stores_it_as_a_finding(pool, tmp
 
 def test_tune_measures_knobs_and_stores_every_measurement(pool, tmp_path):
     target = tune_target(TARGET)
-    assert set(target.knobs) == {"scale"}
-    space = SearchSpace.for_program(target.knobs, only=["knob:scale", "pass:algsimp"])
+    assert set(target.knobs) == {"chunks"}
+    space = SearchSpace.for_program(target.knobs, only=["knob:chunks", "pass:algsimp"])
     with Store(tmp_path / "t.db") as store:
         result = tune(target, pool, store, strategy="model", budget=3, space=space,
                       protocol=QUICK, replicate=False)
-        assert {t.key for t in result.trials} == {"pass:algsimp=True", "knob:scale=4.0",
-                                                  "pass:algsimp=True,knob:scale=4.0"}
-        assert all(t.status == "ok" for t in result.trials)  # same math: the guard passes
+        assert {t.key for t in result.trials} == {"pass:algsimp=True", "knob:chunks=4",
+                                                  "pass:algsimp=True,knob:chunks=4"}
+        # A re-associated contraction and a pass toggle: same math, the guard passes both.
+        assert all(t.status == "ok" for t in result.trials), result.trials
         assert store.count("measurements") == 3 and store.count("findings") == 0
         assert [t.index for t in result.trials] == [1, 2, 3]
         best = [t.best for t in result.trials]
         assert best == sorted(best) and best[0] >= 1.0
+
+
+@pytest.mark.parametrize("function, knob_key, reason", [
+    ("precision_step", "knob:dtype=bfloat16", "mismatch in out against the default"),
+    ("biased_step", "knob:bias=0.01", "mismatch in out against the default"),
+])
+def test_a_knob_that_changes_the_math_is_rejected_with_its_reason(pool, tmp_path, capsys,
+                                                                   function, knob_key, reason):
+    """XLA computes the bfloat16 contraction (or the added term) right against the candidate's
+    own reference: only the default configuration's reference shows the result changed."""
+    target = tune_target(TARGET.replace(":step", f":{function}"))
+    (name,) = target.knobs
+    space = SearchSpace.for_program(target.knobs, only=[f"knob:{name}"])
+    with Store(tmp_path / "t.db") as store:
+        result = tune(target, pool, store, strategy="random", budget=1, space=space,
+                      protocol=QUICK, name="changed")
+        (trial,) = result.trials
+        assert (trial.key, trial.status) == (knob_key, "rejected")
+        assert trial.detail.startswith("changes-result: " + reason), trial.detail
+        assert result.findings == ((knob_key, "changes-result"),)
+        assert not result.accepted and result.knobs == {}
+        stored = store.tuning_result("changed")
+        assert stored["rejected"] == [{"candidate": knob_key, "kind": "changes-result"}]
+        assert stored["trials"][0]["detail"] == trial.detail
+        assert store.count("findings") == 0  # XLA computed the new math right: no finding
+        # Its own reference passes it: the old guard accepted it.
+        program = target.build(space_mod.knob_values(trial.candidate))
+        from xlaprobe.tune.search import Guard
+        assert not Guard(pool).judge(program, "xla", trial.measurement.outputs).findings
+    # `xlaprobe tune` prints the reason on the trial's progress line.
+    from xlaprobe.cli.console import Steps
+    from xlaprobe.cli.tune import _progress
+    with Steps("tune", total=1, quiet=False) as steps:
+        _progress(steps)("trial", trial)
+    line = capsys.readouterr().err
+    assert line.startswith("tune: rejected") and f"{knob_key}  (changes-result: {reason}" in line
+
+
+def test_the_guard_refuses_another_output_dtype_or_shape_before_judging():
+    from xlaprobe.program import Program, Provenance
+    from xlaprobe.tune.search import Guard
+
+    x = np.ones((4, 3), np.float32)
+    default = Program.from_function(lambda a: (a * 2.0, a.sum()), (x,), Provenance("user", "d"))
+    guard = Guard(pool=None)  # no run: both answers come before the reference is needed
+    assert guard.changed(default, "xla", (x.astype(jax.numpy.bfloat16), np.float32(1))) == (
+        "output [0] is bfloat16[4, 3], the default configuration's float32[4, 3]")
+    assert guard.changed(default, "xla", (x[:2], np.float32(1))) == (
+        "output [0] is float32[2, 3], the default configuration's float32[4, 3]")
+    assert guard.changed(default, "xla", (x,)) == (
+        "it returns 1 outputs, the default configuration 2")
 
 
 def test_a_candidate_doing_less_work_is_confirmed_and_accepted(pool, tmp_path):
@@ -292,7 +344,7 @@ def test_a_candidate_doing_less_work_is_confirmed_and_accepted(pool, tmp_path):
     assert confirmation is not None and result.accepted, confirmation
     # 48 small matmuls against one (24 measured 1.8-2.5x under load): past any threshold
     assert confirmation.low > 1.2 and confirmation.rounds == 30
-    assert result.knobs == {"rounds": 1} and "replicated" in events
+    assert result.knobs == {"rounds": 0} and "replicated" in events
     assert result.to_json()["replicated"]["method"] == "paired-interleaved-sign-test"
 
 
@@ -380,12 +432,27 @@ def _cli(*args, cwd=None):
     (["tune-corpus", "fuzz:1-x"], "malformed fuzz programs"),
     (["tune-corpus", "fuzz:5-2"], "FIRST <= LAST"),
     (["tune-corpus", "fuzz:1-100000000,convnet"], "at most 10,000 seeds"),
+    (["tune-corpus", "fuzz:1", "--kernel-limit", "60", "--timeout", "50"],
+     "--kernel-limit 60 s is above --timeout 50 s"),
 ])
 def test_tune_bad_input_is_one_line(tmp_path, args, words):
     proc = _cli(*args, "--db", str(tmp_path / "t.db"))
     assert proc.returncode == 2, proc.stderr
     assert words in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("args", [["tune", TARGET, "--budget", "1"],
+                                  ["tune-corpus", "fuzz:1", "--configs", "1"]])
+def test_a_db_that_is_not_a_store_is_the_only_line(tmp_path, args):
+    db = tmp_path / "notes.db"
+    db.write_text("not a database\n" * 100)
+    proc = _cli(*args, "--db", str(db))
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"xlaprobe: error: {db} is not an xlaprobe database (file is not a database); move it "
+        "away or pass another --db"]
+    assert db.read_text() == "not a database\n" * 100  # untouched
 
 
 def test_the_kernel_strategy_without_a_corpus_is_refused_before_any_measurement(tmp_path):
@@ -405,7 +472,7 @@ def test_the_kernel_strategy_without_a_corpus_is_refused_before_any_measurement(
 def test_tune_cli_json_and_plot(tmp_path):
     plot = tmp_path / "search.svg"
     proc = _cli("tune", TARGET, "--budget", "2", "--strategy", "tpe", "--only",
-                "pass:algsimp,knob:scale", "--max-rounds", "4", "--db", str(tmp_path / "t.db"),
+                "pass:algsimp,knob:chunks", "--max-rounds", "4", "--db", str(tmp_path / "t.db"),
                 "--json", "--plot", str(plot))
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)

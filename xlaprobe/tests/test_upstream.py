@@ -171,3 +171,39 @@ def test_a_planted_fault_is_no_upstream_report(spec):
         upstream._refuse_planted(spec, 3)
     upstream._refuse_planted("spmd[mesh=2x2]", 3)  # a real partitioned finding is drafted
     upstream._refuse_planted("xla:O0", 3)
+
+
+def test_a_title_names_the_failing_operations_dtypes_not_the_programs():
+    # A draft titled "conv_general_dilated (int16/bfloat16) ..." for a bfloat16-only conv: the
+    # dtypes were the program's inputs'.
+    from types import SimpleNamespace
+
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from xlaprobe.program import Program, Provenance
+    from xlaprobe.upstream_text import search_terms, title
+
+    def program(counts, image, kernel):
+        out = jax.lax.conv_general_dilated(image, kernel, (1, 1), "SAME")
+        return out, counts * 2
+
+    args = (np.arange(4, dtype=np.int16), np.ones((1, 2, 5, 5), jnp.bfloat16),
+            np.ones((3, 2, 3, 3), jnp.bfloat16))
+    p = Program.from_function(program, args, Provenance("user", "t"))
+    (index,) = [k for k, e in enumerate(p.jaxpr.jaxpr.eqns)
+                if e.primitive.name == "conv_general_dilated"]
+
+    def evidence(localization):
+        return SimpleNamespace(program=p, localization=localization, error="", verdicts=(),
+                               finding=SimpleNamespace(kind="mismatch", config="xla"))
+
+    localized = evidence({"equation": {"index": index, "primitive": "conv_general_dilated"}})
+    assert title(localized) == "[XLA:CPU] conv_general_dilated (bfloat16) returns wrong values"
+    assert "conv_general_dilated bfloat16" in search_terms(localized)
+    # Localized by the instruction tier only: its equation's dtypes too.
+    by_op = evidence({"op": {"equation": index, "primitive": "conv_general_dilated"}})
+    assert title(by_op) == title(localized)
+    # Nothing localized: the last non-layout equation (the int16 multiply) names the title.
+    assert title(evidence(None)) == "[XLA:CPU] mul (int16) returns wrong values"

@@ -32,7 +32,8 @@ import numpy as np
 
 from xlaprobe.checking import REFERENCE
 from xlaprobe.configs.reference_scipy import output_gauges
-from xlaprobe.files import write_atomic
+from xlaprobe.errors import CorruptArtifact
+from xlaprobe.files import read_npz, write_atomic
 from xlaprobe.oracle import (ILL_CONDITIONED_EPS, bounds, flush_allowance, honest_non_finite,
                              is_float, leaf_budget)
 
@@ -145,6 +146,36 @@ def save_allowances(path: str | Path, arrays: dict[str, np.ndarray]) -> None:
     archive = io.BytesIO()
     np.savez_compressed(archive, **arrays)
     write_atomic(path, archive.getvalue())
+
+
+#: The arrays of one float leaf ``i`` in the file (``NAME_i``), and whether each has the
+#: leaf's shape (else it is a scalar).
+_ARRAYS = {"allowed": True, "max_ulps": False, "honest_nf": True, "ftz": True,
+           "ftz_allowed": True}
+
+
+def check_allowance_file(path: str | Path, shapes: list[tuple[int, ...]]) -> None:
+    """Refuse an ``allowance.npz`` that is not what `save_allowances` writes for outputs of
+    `shapes`: not an .npz archive, an array of another name, of an output that does not exist,
+    or of another shape than its output leaf.
+
+    Args:
+        path: the file (it exists).
+        shapes: the program's output leaf shapes, in order.
+
+    Raises:
+        CorruptArtifact: as above, naming the file and the array.
+    """
+    arrays = read_npz(path)
+    for name, array in arrays.items():
+        kind, _, index = name.rpartition("_")
+        if kind not in _ARRAYS or not index.isdigit() or int(index) >= len(shapes):
+            raise CorruptArtifact(f"{path}: array '{name}' is not an allowance of one of the "
+                                  f"program's {len(shapes)} outputs; the artifact is corrupt")
+        want = shapes[int(index)] if _ARRAYS[kind] else ()
+        if array.shape != want:
+            raise CorruptArtifact(f"{path}: array '{name}' has shape {list(array.shape)}, its "
+                                  f"output's is {list(want)}; the artifact is corrupt")
 
 
 #: An allowance is wide when it exceeds this many times its dtype's relative bound, and at

@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import shlex
 import time
-import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -35,10 +34,12 @@ import jax
 import numpy as np
 
 from xlaprobe import jaxpr_json
-from xlaprobe.allowance import REPRO_JUDGE
+from xlaprobe.allowance import FILE_NAME as ALLOWANCE_FILE
+from xlaprobe.allowance import REPRO_JUDGE, check_allowance_file
 from xlaprobe.jaxpr_json import dtype_by_name
 from xlaprobe.version import __version__
 from xlaprobe.errors import CorruptArtifact, InvalidArgument
+from xlaprobe.files import read_npz
 from xlaprobe.program import Program, Provenance, Tolerance, enable_x64_for, export_module
 
 #: 2: the jaxpr as data (jaxpr.json, consts.npz); 1: a pickled jaxpr.pkl (no longer loaded).
@@ -59,15 +60,12 @@ def _pack(arrays: Sequence[np.ndarray]) -> tuple[dict[str, np.ndarray], list[str
 
 
 def _unpack(path: Path, dtypes: Sequence[str]) -> tuple[np.ndarray, ...]:
-    # np.load calls anything that is not a zip or .npy "pickled data": say what it is not.
-    if path.is_file() and not zipfile.is_zipfile(path):
-        raise CorruptArtifact(f"cannot read {path}: not an .npz (zip) archive; the artifact is "
+    data = read_npz(path)
+    missing = [f"arg{i}" for i in range(len(dtypes)) if f"arg{i}" not in data]
+    if missing:
+        raise CorruptArtifact(f"cannot read {path}: no array {missing[0]}; the artifact is "
                               "corrupt")
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = [data[f"arg{i}"] for i in range(len(dtypes))]
-    except Exception as exc:
-        raise CorruptArtifact(f"cannot read {path}: {type(exc).__name__}: {exc}") from exc
+    arrays = [data[f"arg{i}"] for i in range(len(dtypes))]
     out = []
     for array, name in zip(arrays, dtypes):
         try:
@@ -205,14 +203,52 @@ def load_artifact(directory: str | Path) -> Program:
         closed = jaxpr_json.loads(jaxpr_text, consts)
     except CorruptArtifact as exc:
         raise CorruptArtifact(f"{root / 'jaxpr.json'}: {exc}") from None
-    avals = [v.aval for v in closed.jaxpr.invars]
-    if len(avals) != len(inputs) or any(
-            tuple(a.shape) != x.shape or np.dtype(a.dtype) != x.dtype for a, x in zip(avals, inputs)):
-        raise CorruptArtifact(f"{directory}: inputs.npz does not match the jaxpr's inputs")
+    _check_arrays(root / "inputs.npz", inputs, [v.aval for v in closed.jaxpr.invars], "input",
+                  dtypes=True)
     if len(output_names) != len(closed.jaxpr.outvars):
         raise CorruptArtifact(f"{directory}: metadata lists {len(output_names)} outputs, the jaxpr "
                               f"has {len(closed.jaxpr.outvars)}")
-    return Program(closed, inputs, provenance, output_names, tolerance, expected)
+    _check_companions(root, metadata, closed.out_avals, expected)
+    return Program(closed, inputs, provenance, output_names, tolerance, expected,
+                   origin=str(root.resolve()))
+
+
+def _check_arrays(path: Path, arrays: Sequence[np.ndarray], avals: Sequence[Any], what: str, *,
+                  dtypes: bool) -> None:
+    """Refuse arrays of `path` whose count or shapes (and, with `dtypes`, dtypes) are not the
+    jaxpr's `avals`: one line naming the file and the first that differs.
+
+    Raises:
+        CorruptArtifact: as above.
+    """
+    if len(arrays) != len(avals):
+        raise CorruptArtifact(f"{path} holds {len(arrays)} {what}s, the jaxpr has {len(avals)}; "
+                              "the artifact's files disagree")
+    for k, (array, aval) in enumerate(zip(arrays, avals)):
+        want, got = np.dtype(aval.dtype), np.asarray(array).dtype
+        if tuple(aval.shape) != np.shape(array) or (dtypes and want != got):
+            raise CorruptArtifact(
+                f"{path}: {what} {k} is {got if dtypes else ''}{list(np.shape(array))}, the "
+                f"jaxpr's {want if dtypes else ''}{list(aval.shape)}; the artifact's files "
+                "disagree")
+
+
+def _check_companions(root: Path, metadata: dict[str, Any], out_avals: Sequence[Any],
+                      expected: Sequence[np.ndarray] | None) -> None:
+    """Refuse the output files of an artifact (``reference.npz``, ``expected.npz``,
+    ``allowance.npz``) that are unreadable or of other shapes than the jaxpr's outputs, before
+    a command reads (or silently ignores) them.
+
+    Raises:
+        CorruptArtifact: one line naming the file.
+    """
+    if expected is not None:
+        _check_arrays(root / "expected.npz", expected, out_avals, "output", dtypes=False)
+    if (root / "reference.npz").is_file() and "reference_dtypes" in metadata:
+        reference = _unpack(root / "reference.npz", metadata["reference_dtypes"])
+        _check_arrays(root / "reference.npz", reference, out_avals, "output", dtypes=False)
+    if (root / ALLOWANCE_FILE).is_file():
+        check_allowance_file(root / ALLOWANCE_FILE, [tuple(a.shape) for a in out_avals])
 
 
 def _old_artifact(root: Path) -> str:

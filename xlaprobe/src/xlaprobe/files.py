@@ -1,10 +1,15 @@
-"""Files written whole or not at all (the one atomic writer of the package)."""
+"""Files written whole or not at all (the one atomic writer of the package), and `.npz` archives
+read without pickles."""
 
 from __future__ import annotations
 
 import os
 import tempfile
+import zipfile
 from pathlib import Path
+from typing import Any
+
+from xlaprobe.errors import CorruptArtifact
 
 
 def write_atomic(path: str | Path, text: str | bytes) -> Path:
@@ -29,3 +34,23 @@ def write_atomic(path: str | Path, text: str | bytes) -> Path:
         Path(temporary).unlink(missing_ok=True)
         raise
     return path
+
+
+def read_npz(path: str | Path) -> dict[str, Any]:
+    """Every array of an ``.npz`` archive by name (NumPy arrays), read without pickles.
+
+    Raises:
+        CorruptArtifact: not a zip archive (`np.load` would try to unpickle it), or an archive
+            NumPy cannot read (names the file and why).
+    """
+    import numpy as np  # here: the command line imports this module and must not load numpy
+
+    path = Path(path)
+    if path.is_file() and not zipfile.is_zipfile(path):
+        raise CorruptArtifact(f"cannot read {path}: not an .npz (zip) archive; the artifact is "
+                              "corrupt")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return {name: data[name] for name in data.files}
+    except Exception as exc:
+        raise CorruptArtifact(f"cannot read {path}: {type(exc).__name__}: {exc}") from exc

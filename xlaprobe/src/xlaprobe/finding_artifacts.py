@@ -41,9 +41,10 @@ def save_finding_artifacts(result: Any, root: str | Path,
         configs: the failing configurations to save; None: every finding's.
 
     Returns:
-        configuration spec -> artifact directory. A write that fails (OSError, a program the
-        artifact format does not describe) is left out with a warning on stderr: the finding
-        itself is still stored.
+        configuration spec -> artifact directory. The directory a program was loaded from
+        (`Program.origin`: ``xlaprobe check ARTIFACT``) is named, never rewritten. A write that
+        fails (OSError, a program the artifact format does not describe) is left out with a
+        warning on stderr: the finding itself is still stored.
     """
     reference = next((o.outputs for c, o in zip(result.configs, result.outcomes)
                       if c == REFERENCE and o.ran), None)
@@ -59,6 +60,11 @@ def save_finding_artifacts(result: Any, root: str | Path,
         options = Configuration.parse(finding.config).compiler_options
         safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in finding.config)
         directory = Path(root) / f"{result.program.fingerprint}-{safe}"[:120]
+        if result.program.origin and directory.resolve() == Path(result.program.origin):
+            # The checked artifact itself: it holds this program already, and a check never
+            # modifies its input (its results go to the store).
+            saved[finding.config] = str(directory)
+            continue
         try:
             source = _finding_repro(result.program, finding.config, reference, honest,
                                     crash=finding.kind.value == "crash")

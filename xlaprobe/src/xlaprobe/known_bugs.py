@@ -13,7 +13,7 @@ each still gets triaged by hand.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from xlaprobe.triage import localized_key
@@ -77,23 +77,40 @@ def known_keys() -> dict[str, list[str]]:
     return keys
 
 
-def split_bugs(fingerprints: Mapping[str, Any], bugs: Mapping[str, str]) -> dict[str, Any]:
-    """A campaign's distinct bugs, known apart from new.
+def split_bugs(fingerprints: Mapping[str, Any], bugs: Mapping[str, str],
+               planted: Collection[str] = ()) -> dict[str, Any]:
+    """A campaign's distinct bugs, known apart from new, and a planted mutant's findings apart
+    from both.
 
     Args:
         fingerprints: the campaign's finding fingerprints (`CampaignState.fingerprints`; only
             the keys are read).
         bugs: fingerprint -> first-wrong bug key (``""`` or absent: the fingerprint is its own).
+        planted: the fingerprints found under a planted fault (a ``mutant:NAME`` configuration,
+            `xlaprobe.triage.planted_fault`): the mutant doing what it was built to do, never a
+            bug of XLA, known or new.
 
     Returns:
-        ``{"distinct": N, "known": {bug key: [cases]}, "new": [bug keys], "fingerprints":
-        {bug key: [fingerprints]}}``.
+        ``{"distinct": N, "known": [record], "new": [record], "mutant": [record]}``, each list
+        sorted by key, every record of one shape: ``{"key": bug key, "cases": [regression
+        cases of a known bug; [] for the others], "fingerprints": [its fingerprints]}``.
+        ``distinct`` counts the known and new bugs (mutant findings are not bugs).
+
+    >>> split = split_bugs({"aaaa": 1, "bbbb": 1}, {}, planted={"bbbb"})
+    >>> split["distinct"], split["new"], [r["key"] for r in split["mutant"]]
+    (1, [{'key': 'aaaa', 'cases': [], 'fingerprints': ['aaaa']}], ['bbbb'])
     """
-    grouped: dict[str, list[str]] = {}
-    for fingerprint in fingerprints:
-        grouped.setdefault(bugs.get(fingerprint) or fingerprint, []).append(fingerprint)
     known = known_keys()
-    return {"distinct": len(grouped),
-            "known": {key: known[key] for key in grouped if key in known},
-            "new": sorted(key for key in grouped if key not in known),
-            "fingerprints": grouped}
+
+    def records(which: Collection[str]) -> list[dict[str, Any]]:
+        grouped: dict[str, list[str]] = {}
+        for fingerprint in which:
+            grouped.setdefault(bugs.get(fingerprint) or fingerprint, []).append(fingerprint)
+        return [{"key": key, "cases": known.get(key, []), "fingerprints": grouped[key]}
+                for key in sorted(grouped)]
+
+    real = records([f for f in fingerprints if f not in planted])
+    return {"distinct": len(real),
+            "known": [r for r in real if r["cases"]],
+            "new": [r for r in real if not r["cases"]],
+            "mutant": records([f for f in fingerprints if f in planted])}

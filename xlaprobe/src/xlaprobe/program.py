@@ -110,6 +110,8 @@ class Program:
         output_names: one readable name per flat output (pytree key paths, e.g. ``"[0]['loss']"``).
         tolerance: oracle overrides for this program.
         expected: known right outputs (flat), e.g. from a case's ``expected()``, or ``None``.
+        origin: the artifact directory it was loaded from (`xlaprobe.artifact.load_artifact`),
+            else "": a check of it never rewrites that directory, its input.
     """
 
     jaxpr: jaxprs.ClosedJaxpr
@@ -118,6 +120,7 @@ class Program:
     output_names: tuple[str, ...]
     tolerance: Tolerance = Tolerance()
     expected: tuple[np.ndarray, ...] | None = None
+    origin: str = ""
 
     @classmethod
     def from_function(cls, fn: Callable[..., Any], args: Sequence[Any], provenance: Provenance, *,

@@ -43,26 +43,41 @@ def behaviour(evidence: Any) -> str:
     return WHAT.get(kind, kind)
 
 
-def primitive(evidence: Any) -> str:
-    """The faulty operation: the localized equation's (the HLO instruction tier may name another
-    equation fused into its kernel), else the last equation's primitive of the program that is
-    not a layout operation (`LAYOUT`)."""
+def _failing_equation(evidence: Any) -> tuple[str, Any]:
+    """(the faulty operation's primitive name, its top-level equation or None): the localized
+    equation (the HLO instruction tier may name another equation fused into its kernel), else
+    the program's last equation that is not a layout operation (`LAYOUT`)."""
     loc = evidence.localization or {}
-    named = (loc.get("equation") or {}).get("primitive") or (loc.get("op") or {}).get("primitive")
-    if named:
-        return str(named)
-    names = [e.primitive.name for e in evidence.program.jaxpr.jaxpr.eqns]
-    return next((n for n in reversed(names) if n not in LAYOUT), names[-1] if names else "program")
+    eqns = evidence.program.jaxpr.jaxpr.eqns
+    for tier in ("equation", "op"):
+        named = loc.get(tier) or {}
+        if named.get("primitive"):
+            index = named.get("index", named.get("equation", -1))
+            eqn = eqns[index] if isinstance(index, int) and 0 <= index < len(eqns) and \
+                eqns[index].primitive.name == named["primitive"] else None
+            return str(named["primitive"]), eqn
+    for eqn in reversed(eqns):
+        if eqn.primitive.name not in LAYOUT:
+            return eqn.primitive.name, eqn
+    return (eqns[-1].primitive.name, eqns[-1]) if eqns else ("program", None)
+
+
+def primitive(evidence: Any) -> str:
+    """The faulty operation's primitive name (see `_failing_equation`)."""
+    return _failing_equation(evidence)[0]
 
 
 def dtypes(evidence: Any) -> list[str]:
-    """The program's input dtypes, in order of first appearance."""
-    seen: list[str] = []
-    for x in evidence.program.inputs:
-        name = np.asarray(x).dtype.name
-        if name not in seen:
-            seen.append(name)
-    return seen
+    """The faulty operation's dtypes, operands then results, in order of first appearance: a
+    bfloat16 convolution's in a program that also holds int16 is ``["bfloat16"]``. The
+    program's input dtypes when no equation is known."""
+    _, eqn = _failing_equation(evidence)
+    if eqn is not None:
+        found = [np.dtype(v.aval.dtype).name for v in (*eqn.invars, *eqn.outvars)
+                 if hasattr(v.aval, "dtype")]
+    else:
+        found = [np.asarray(x).dtype.name for x in evidence.program.inputs]
+    return list(dict.fromkeys(found))
 
 
 #: Inputs are "subnormal inputs" in a title when at least this share of their nonzero float

@@ -215,11 +215,14 @@ def _finish(summary: CampaignSummary, bugs_by_fingerprint: Any, db: Path, interr
     """Print a campaign's end (JSON or the summary, with its distinct bugs known and new) and
     return `fuzz_command`'s exit code."""
     from xlaprobe.known_bugs import split_bugs  # imports the oracle (numpy): not for --help
+    from xlaprobe.triage import planted_fault
 
-    bugs = split_bugs(summary.fingerprints, bugs_by_fingerprint)
+    planted = {f for f, (_, _, config, _) in summary.fingerprints.items() if planted_fault(config)}
+    bugs = split_bugs(summary.fingerprints, bugs_by_fingerprint, planted)
     if json_output:
         print(json.dumps(summary.to_json() | {"known_bugs": bugs["known"],
-                                              "new_bugs": bugs["new"]}, indent=2))
+                                              "new_bugs": bugs["new"],
+                                              "mutant_findings": bugs["mutant"]}, indent=2))
     else:
         _print_end(summary, db, interrupted, bugs)
     if interrupted:
@@ -311,8 +314,10 @@ def _print_end(summary: CampaignSummary, db: Path, interrupted: bool,
         out.print(escape(f"finding {fingerprint}: {config} {kind} x{count} (first seed "
                          f"{first}); replay: {replay}"), highlight=False, soft_wrap=True)
     if summary.fingerprints:
+        planted = (f"; {len(bugs['mutant'])} planted by a mutant, not bugs"
+                   if bugs["mutant"] else "")
         out.print(f"distinct bugs: {bugs['distinct']} ({len(bugs['known'])} known, "
-                  f"{len(bugs['new'])} new: xlaprobe.known_bugs)", highlight=False)
+                  f"{len(bugs['new'])} new: xlaprobe.known_bugs{planted})", highlight=False)
     if interrupted:
         err.print(escape(f"interrupted: {summary.programs} programs stored; continue with "
                          f"xlaprobe fuzz --campaign {summary.campaign} --db {db}"),

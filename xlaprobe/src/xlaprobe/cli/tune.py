@@ -146,15 +146,17 @@ def tune_command(target: str, *, budget: int, strategy: str, seed: int, db: Path
     def plural(n: int, word: str) -> str:
         return f"{n:,} {word}{'' if n == 1 else 's'}"
 
-    say(f"tuning {target} ({strategy}, {plural(budget, 'measurement')}, "
-        f"{plural(len(space.dimensions), 'dimension')}, {plural(space.size, 'candidate')}; "
-        "pass:NAME=True means the pass is disabled; a candidate that passed the numerics guard "
-        "is faster, slower or same (its speedup interval against 1))")
-    with make_pool(backend, 1, timeout_s, address=address) as pool, Store(db) as store, \
-            Steps("tune", total=budget) as steps:
-        result = tune(tuned_target, pool, store, strategy=strategy, budget=budget, seed=seed,
-                      protocol=protocol, space=space, name=name or target, timeout_s=timeout_s,
-                      on_event=_progress(steps))
+    # The store opens first: a --db that is not a store is the only line printed.
+    with Store(db) as store:
+        say(f"tuning {target} ({strategy}, {plural(budget, 'measurement')}, "
+            f"{plural(len(space.dimensions), 'dimension')}, {plural(space.size, 'candidate')}; "
+            "pass:NAME=True means the pass is disabled; a candidate that passed the numerics "
+            "guard is faster, slower or same (its speedup interval against 1))")
+        with make_pool(backend, 1, timeout_s, address=address) as pool, \
+                Steps("tune", total=budget) as steps:
+            result = tune(tuned_target, pool, store, strategy=strategy, budget=budget,
+                          seed=seed, protocol=protocol, space=space, name=name or target,
+                          timeout_s=timeout_s, on_event=_progress(steps))
     if json_output:
         print(json.dumps(result.to_json(), indent=2))
     if plot is not None:
@@ -253,22 +255,48 @@ def corpus_command(programs: str, *, configs: int, seed: int, db: Path | str, ro
         Exit code 0.
 
     Raises:
-        InvalidArgument: an unknown program or malformed name.
+        InvalidArgument: an unknown program or malformed name, or `kernel_limit_s` above
+            `timeout_s`.
+        CorruptArtifact: `db` is not an xlaprobe store (before anything is printed).
     """
     # The corpus, store and workers import jax: loaded when it runs, not for `xlaprobe --help`.
     from xlaprobe.store import Store
-    from xlaprobe.tune.corpus import corpus_programs, grow
-    from xlaprobe.workers import WorkerPool
+    from xlaprobe.tune.corpus import corpus_programs
 
     names = [n.strip() for n in programs.split(",") if n.strip()]
     if not names:
         raise InvalidArgument("name at least one corpus program (zoo model, fuzz:SEED, ...)")
+    if kernel_limit_s > timeout_s:
+        raise InvalidArgument(f"--kernel-limit {kernel_limit_s:g} s is above --timeout "
+                              f"{timeout_s:g} s, the limit on a whole entry (kernels stop being "
+                              f"timed once half of it is spent): lower --kernel-limit or raise "
+                              f"--timeout")
     items = corpus_programs(names, seed=seed)
     started, found, timed = time.perf_counter(), 0, 0
     load = os.getloadavg()[0]
-    say(f"kernel corpus: {len(items)} programs x {configs} configurations into {db} "
-        f"(load {load:.1f})")
-    with WorkerPool(size=1, timeout_s=timeout_s) as pool, Store(db) as store, \
+    with Store(db) as store:  # first: a --db that is not a store is the only line printed
+        say(f"kernel corpus: {len(items)} programs x {configs} configurations into {db} "
+            f"(load {load:.1f})")
+        found, timed = _grow_corpus(items, store, configs=configs, seed=seed, rounds=rounds,
+                                    timeout_s=timeout_s, max_kernels=max_kernels,
+                                    kernel_limit_s=kernel_limit_s)
+        total = store.count("kernels")
+    minutes = (time.perf_counter() - started) / 60
+    tell(f"added {found} kernels ({timed} timed) in {minutes:.1f} min: "
+         f"{found / max(minutes, 1e-9):.0f} kernels/min at load {os.getloadavg()[0]:.1f} "
+         f"(started at {load:.1f}); the corpus holds {total} kernels")
+    return 0
+
+
+def _grow_corpus(items: list[Any], store: Any, *, configs: int, seed: int, rounds: int,
+                 timeout_s: float, max_kernels: int, kernel_limit_s: float) -> tuple[int, int]:
+    """Run `xlaprobe.tune.corpus.grow` into `store` with one progress line per entry: (kernels
+    found, kernels timed)."""
+    from xlaprobe.tune.corpus import grow
+    from xlaprobe.workers import WorkerPool
+
+    found = timed = 0
+    with WorkerPool(size=1, timeout_s=timeout_s) as pool, \
             Steps("tune-corpus", total=len(items) * configs) as steps:
         for event in grow(items, pool, store, configs=configs, seed=seed, rounds=rounds,
                           timeout_s=timeout_s, max_kernels=max_kernels,
@@ -280,10 +308,4 @@ def corpus_command(programs: str, *, configs: int, seed: int, db: Path | str, ro
                     else f"failed: {event.error}")
             steps.step(f"{event.program} [{event.source}] {event.config or '(defaults)'}: "
                        f"{what}, {event.seconds:.0f} s, load {event.load:.1f}", keep=True)
-        total = store.count("kernels")
-    minutes = (time.perf_counter() - started) / 60
-    tell(f"added {found} kernels ({timed} timed) in {minutes:.1f} min: "
-         f"{found / max(minutes, 1e-9):.0f} kernels/min at load {os.getloadavg()[0]:.1f} "
-         f"(started at {load:.1f}); the corpus holds {total} kernels")
-    return 0
-
+    return found, timed

@@ -23,7 +23,11 @@ The best candidate is then confirmed by a paired, interleaved comparison against
 The correctness guard: every measured candidate's outputs are judged by the oracle against the
 float64 reference of its program with the honest-run error budget, exactly as ``xlaprobe check``
 judges a configuration (`xlaprobe.checking.judge`); a candidate with any finding is rejected, never
-accepted, and stored as a finding (a tuning run doubles as a configuration fuzzer).
+accepted, and stored as a finding (a tuning run doubles as a configuration fuzzer). A candidate
+whose knobs change the traced program is judged a second time, against the DEFAULT program's
+reference and budget (`Guard.changed`): a knob that changes the math (a narrower dtype, another
+algorithm) is rejected with kind `CHANGED` and its reason, though XLA computes the new math right;
+one that only re-associates or re-fuses stays inside the default's error budget and passes.
 """
 
 from __future__ import annotations
@@ -62,6 +66,9 @@ STRATEGIES = ("model", "kernel", "tpe", "random")
 PENALTY_SPEEDUP = 0.1
 #: Share of the model strategy's proposals taken at random from its pool (epsilon-greedy).
 EPSILON = 0.15
+#: The kind of a candidate rejected because its knobs change the result (`Guard.changed`): not a
+#: compiler finding, so not stored as one.
+CHANGED = "changes-result"
 #: Candidates the model strategy ranks per proposal.
 POOL_SIZE = 384
 #: Paired rounds of the confirmation of the best candidate (`xlaprobe.tune.confirm`).
@@ -121,7 +128,14 @@ def tune_target(target: str, *, seed: int = 0, input_spec: str = "") -> TuneTarg
 # ------------------------------------------------------------------------------------------ guard
 
 class Guard:
-    """Judges candidates' outputs against their program's float64 reference (cached per program).
+    """Judges candidates' outputs against the float64 reference (cached per program).
+
+    Two questions, both asked of a candidate whose knobs change the traced program: does XLA
+    compute the candidate's own program right (`judge`: a wrong answer is a compiler finding),
+    and is the candidate's result the default configuration's result (`changed`: a knob that
+    changes the math, such as a narrower dtype or an extra term, computes a different result
+    however right XLA computes it)? Compiler options and passes leave the program as it is, so
+    for them the first question is the second.
 
     Args:
         pool: the worker pool the reference and the honest runs of the budget run in.
@@ -134,7 +148,8 @@ class Guard:
         self._references: dict[str, tuple[Outcome, list[Outcome], Outcome | None]] = {}
 
     def judge(self, program: Program, spec: str, outputs: tuple[np.ndarray, ...]) -> Any:
-        """`xlaprobe.checking.CheckResult` of configuration `spec` having produced `outputs`.
+        """`xlaprobe.checking.CheckResult` of configuration `spec` having produced `outputs`
+        (of `program`), judged against `program`'s own float64 reference and error budget.
 
         Raises:
             InvalidArgument: the reference cannot run on this program (so nothing can be judged).
@@ -151,6 +166,41 @@ class Guard:
         reference, budget, flushed = self._references[program.fingerprint]
         mine = Outcome(spec, OutcomeKind.RAN, outputs=tuple(outputs))
         return judge(program, [REFERENCE, spec], [reference, mine], budget, flushed)
+
+    def changed(self, default: Program, spec: str, outputs: tuple[np.ndarray, ...]) -> str:
+        """Why `outputs` (of a candidate whose knobs changed the program) are not the default
+        configuration's result; "" when they are.
+
+        The outputs must have the default program's output shapes and dtypes, and pass the
+        oracle against the default program's float64 reference with the default's honest-run
+        error budget: a re-association or fusion change (a chunked sum, another block size, a
+        layout) stays inside that budget, a changed computation (bfloat16 for float32, an added
+        term) does not.
+
+        Args:
+            default: the program of the default configuration (every knob at its default).
+            spec: the candidate's label (for the verdicts).
+            outputs: the candidate's outputs, flat, in its program's output order.
+
+        Returns:
+            One line naming what differs (output leaf, verdict kind or shape/dtype), or "".
+
+        Raises:
+            InvalidArgument: the reference cannot run on `default`.
+        """
+        avals = default.jaxpr.out_avals
+        if len(outputs) != len(avals):
+            return f"it returns {len(outputs)} outputs, the default configuration {len(avals)}"
+        for name, aval, leaf in zip(default.output_names, avals, outputs):
+            leaf = np.asarray(leaf)
+            if leaf.shape != tuple(aval.shape) or leaf.dtype != aval.dtype:
+                return (f"output {name} is {leaf.dtype}{list(leaf.shape)}, the default "
+                        f"configuration's {np.dtype(aval.dtype)}{list(aval.shape)}")
+        findings = self.judge(default, spec, outputs).findings
+        if not findings:
+            return ""
+        return (f"{findings[0].kind.value} in {', '.join(findings[0].outputs[:3])} against the "
+                f"default configuration's float64 reference")
 
 
 # ------------------------------------------------------------------------------------- strategies
@@ -334,10 +384,12 @@ class Trial:
     Attributes:
         index: 1-based number of the measurement.
         candidate: the candidate; ``key`` its non-default values.
-        status: ``ok``, ``rejected`` (the guard found a finding), ``compile-error``, ``crash``
+        status: ``ok``, ``rejected`` (the guard found a finding, or the candidate's knobs change
+            the default configuration's result: `Guard.changed`), ``compile-error``, ``crash``
             or ``timeout``.
         measurement: the timing (None unless it ran).
-        detail: why it was rejected or failed.
+        detail: why it was rejected or failed (``changes-result: ...`` with the reason for a
+            knob that changes the result).
         best: the best accepted-so-far speedup after this trial (1.0: the baseline).
     """
 
@@ -375,7 +427,8 @@ class TuneResult:
             `Confirmation.threshold`) and both runs passed the guard; else the baseline is the
             result.
         compiler_options, xla_flags, knobs: the accepted configuration ({} / "" / {} if none).
-        findings: ``(candidate key, verdict kind)`` of every rejected candidate.
+        findings: ``(candidate key, verdict kind)`` of every rejected candidate (`CHANGED` for
+            one whose knobs change the result; its reason is its trial's ``detail``).
         run_id: the store's tuning run id.
     """
 
@@ -554,7 +607,7 @@ def tune(target: TuneTarget, pool: Any, store: Any, *, strategy: str = "model", 
             break
         status, m, detail, speedup = _trial(session, candidate)
         if status == "rejected":
-            findings.append((space.key(candidate), detail.split(" in ")[0]))
+            findings.append((space.key(candidate), detail.split(":")[0].split(" in ")[0]))
         chooser.observe(candidate, speedup)
         trial = Trial(index, candidate, space.key(candidate), status, m, detail, best_speedup)
         if speedup is not None and speedup > best_speedup:
@@ -693,12 +746,14 @@ def _trial(session: _Session, candidate: dict[str, Any]
                          mutant=candidate.get(space_mod.MUTANT))
     status, detail, speedup = outcome.kind.value, outcome.error.strip()[-300:], None
     if m is not None:
-        check = session.guard.judge(program, space_mod.label(candidate), m.outputs)
+        check, changed = _guard(session, program, space_mod.label(candidate), m.outputs)
         if check.findings:
             status = "rejected"
             finding = check.findings[0]
             detail = f"{finding.kind.value} in {', '.join(finding.outputs[:3])}"
             session.store.record_check(check)
+        elif changed:
+            status, detail = "rejected", f"{CHANGED}: {changed}"
         else:
             status, detail, speedup = "ok", "", m.speedup
     features = row_features(session.control.features, candidate, session.space.default())
@@ -709,6 +764,17 @@ def _trial(session: _Session, candidate: dict[str, Any]
                                      low=None if m is None else m.low,
                                      high=None if m is None else m.high)
     return status, m, detail, speedup
+
+
+def _guard(session: _Session, program: Program, label: str, outputs: tuple[np.ndarray, ...]
+           ) -> tuple[Any, str]:
+    """The guard's two answers on a candidate's outputs: its `Guard.judge` check against its own
+    program's reference, and (when that passes and its knobs changed the program) why its
+    result is not the default configuration's (`Guard.changed`; "" when it is)."""
+    check = session.guard.judge(program, label, outputs)
+    if check.findings or program.fingerprint == session.baseline.fingerprint:
+        return check, ""
+    return check, session.guard.changed(session.baseline, label, outputs)
 
 
 def _replicate(session: _Session, best: Trial, emit: Callable[[str, Any], None]
@@ -729,10 +795,12 @@ def _replicate(session: _Session, best: Trial, emit: Callable[[str, Any], None]
     if replicated is None:
         return None, False
     emit("replicated", replicated)
-    check = session.guard.judge(program, space_mod.label(best.candidate), replicated.outputs)
-    accepted = replicated.confirmed and not check.findings
+    check, changed = _guard(session, program, space_mod.label(best.candidate),
+                            replicated.outputs)
+    accepted = replicated.confirmed and not check.findings and not changed
     session.store.record_measurement(session.run_id, session.baseline.fingerprint,
-                                     best.candidate, "ok" if not check.findings else "rejected",
+                                     best.candidate, "rejected" if check.findings or changed
+                                     else "ok",
                                      replicated.to_json(), speedup=replicated.speedup,
                                      low=replicated.low, high=replicated.high, replicate=True)
     return replicated, accepted
