@@ -214,7 +214,8 @@ def _finish(summary: CampaignSummary, bugs_by_fingerprint: Any, db: Path, interr
             json_output: bool, time_s: float) -> int:
     """Print a campaign's end (JSON or the summary, with its distinct bugs known and new) and
     return `fuzz_command`'s exit code."""
-    from xlaprobe.known_bugs import split_bugs  # imports the oracle (numpy): not for --help
+    # both import the oracle (numpy): not for --help
+    from xlaprobe.known_bugs import split_bugs
     from xlaprobe.triage import planted_fault
 
     planted = {f for f, (_, _, config, _) in summary.fingerprints.items() if planted_fault(config)}

@@ -292,6 +292,7 @@ def _grow_corpus(items: list[Any], store: Any, *, configs: int, seed: int, round
                  timeout_s: float, max_kernels: int, kernel_limit_s: float) -> tuple[int, int]:
     """Run `xlaprobe.tune.corpus.grow` into `store` with one progress line per entry: (kernels
     found, kernels timed)."""
+    # the corpus imports jax and the models: not for --help
     from xlaprobe.tune.corpus import grow
     from xlaprobe.workers import WorkerPool
 
