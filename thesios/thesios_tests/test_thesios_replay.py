@@ -124,7 +124,10 @@ def test_ctrl_c_of_replay_leaves_no_fio_behind(tmp_path):
     env = os.environ | {"TMPDIR": str(tmp)}  # fio's job files live here: the marker of its processes
     proc = subprocess.Popen([sys.executable, "-m", "thesios.cli", "replay", str(trace), "--format", "msr", "--target",
                              str(tmp_path / "t"), "--size-mib", "64", "--jobs", "8"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            # a runner started in the background (`cmd &`) ignores SIGINT, and
+                            # Python keeps an ignored SIGINT ignored: give the child the default
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     while not _fio_processes(str(tmp)) and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.1)
