@@ -1,8 +1,10 @@
 """The command line, as a user runs it: exit codes, JSON, one-line errors, crashes as outcomes."""
 
+import errno
 import json
 import os
 import pathlib
+import sqlite3
 import subprocess
 import sys
 
@@ -236,6 +238,36 @@ def test_an_internal_error_exits_3_never_1(capsys):
     assert len(lines) == 1 and lines[0].startswith("xlaprobe: internal error: KeyError") and "KeyError" in lines[0]
     path = lines[0].split("traceback in ")[1].split(":")[0]
     assert "KeyError" in pathlib.Path(path).read_text()
+
+
+@pytest.mark.parametrize("exc", [sqlite3.OperationalError("database or disk is full"),
+                                 OSError(errno.ENOSPC, "No space left on device")])
+def test_a_full_disk_is_one_error_line_not_an_internal_error(monkeypatch, capsys, exc):
+    # The machine ran out of disk: not a bug of xlaprobe (exit 3), and no traceback file is
+    # written onto the full disk.
+    from xlaprobe.cli import commands as cli
+
+    def full(**_):
+        raise exc
+    monkeypatch.setattr(cli, "app", full)
+    monkeypatch.setattr(cli.tempfile, "NamedTemporaryFile", None)  # any traceback file: TypeError
+    with pytest.raises(SystemExit) as info:
+        cli.main()
+    assert info.value.code == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("xlaprobe: error: the disk is full ("), lines
+    assert lines[0].endswith("free space and run again; results stored so far are kept")
+
+
+def test_an_unrelated_operational_error_is_still_an_internal_error(monkeypatch, capsys):
+    from xlaprobe.cli import commands as cli
+
+    def locked(**_):
+        raise sqlite3.OperationalError("no such table: findings")
+    monkeypatch.setattr(cli, "app", locked)
+    with pytest.raises(SystemExit) as info:
+        cli.main()
+    assert info.value.code == 3
 
 
 def test_findings_shows_one_finding_and_counts_distinct_bugs(tmp_path):

@@ -48,7 +48,7 @@ from xlaprobe.lax_rules.budget import Approximation
 __all__ = ["BUDGETS", "DEFAULT", "SAMPLED", "Approximation", "allowed_error", "budget"]
 
 
-#: An approximate primitive without an entry (exp, tanh, ...): 2 ULPs, the width the reference's
+#: An approximate primitive without an entry (exp, log, sin, ...): 2 ULPs, the width the reference's
 #: Monte Carlo arithmetic samples uniformly for them (`reference.APPROXIMATION_ULPS`).
 DEFAULT = Approximation("default", ulps=2.0)
 

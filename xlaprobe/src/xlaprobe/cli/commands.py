@@ -14,6 +14,8 @@ not run the program), 130 on Ctrl-C (everything stored so far is kept).
 
 from __future__ import annotations
 
+import errno
+import sqlite3
 import sys
 import tempfile
 import traceback
@@ -33,6 +35,15 @@ __all__ = ["EXIT_INTERNAL_ERROR", "app", "main"]
 
 #: Exit code of an internal error of xlaprobe (never 1, which means "findings").
 EXIT_INTERNAL_ERROR = 3
+
+
+def _disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` is the disk (or its quota) running out under a write: SQLite's "database
+    or disk is full" or an OSError ENOSPC/EDQUOT. That is the machine, not a bug of xlaprobe, and
+    writing a traceback file onto the full disk would fail too."""
+    if isinstance(exc, sqlite3.OperationalError):
+        return "disk is full" in str(exc)
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 def _internal_error(exc: BaseException) -> None:
@@ -73,6 +84,10 @@ def main() -> None:
         if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):
             err.print(f"[red]xlaprobe: error:[/] {escape(exc.format_message())} (see xlaprobe --help)",
                       highlight=False, soft_wrap=True)
+            sys.exit(2)
+        if _disk_full(exc):
+            err.print(f"[red]xlaprobe: error:[/] the disk is full ({escape(str(exc))}): free space "
+                      "and run again; results stored so far are kept", highlight=False, soft_wrap=True)
             sys.exit(2)
         _internal_error(exc)
     if code == 130:  # typer turns Ctrl-C into Exit(130)
