@@ -59,8 +59,8 @@ def _internal_error(exc: BaseException) -> None:
 
 
 def main() -> None:
-    """Entry point: run the app; XlaprobeError -> one line and exit 2; Ctrl-C -> exit 130; any
-    other exception (a bug of xlaprobe) -> one line and exit 3."""
+    """Entry point: run the app; XlaprobeError or a full disk -> one line and exit 2; Ctrl-C ->
+    exit 130; any other exception (a bug of xlaprobe) -> one line and exit 3."""
     try:
         code = app(standalone_mode=False)
     except typer.Exit as exc:
