@@ -67,7 +67,10 @@ def test_more_work_is_refused_less_work_confirmed_and_identical_straddles_one(po
     same = confirm(pool, light, {}, None, rounds=12, sample_s=0.01)
     assert slower is not None and faster is not None and same is not None
     assert slower.high < 1 and not slower.confirmed, slower
-    assert faster.low > 2 and faster.confirmed, faster
+    # nine matmuls against one: the median is far from 1 even under load, but the interval's low
+    # end is an order statistic a busy 2-core runner drags down (1.96 seen in a clean-clone CI run
+    # at load 2), so the test asks for a confirmation clear of the noise, not for a figure
+    assert faster.confirmed and faster.low > 1.2 and faster.speedup > 2, faster
     assert same.low <= 1.03 and same.high >= 0.97 and not same.confirmed, same
     assert 0.8 < same.speedup < 1.25
     assert len({slower.pid, faster.pid, same.pid}) == 3  # each in a fresh process
