@@ -84,13 +84,11 @@ PRIMITIVES: dict[str, PrimitiveFacts] = by_name(itertools.chain.from_iterable([
     _family("copy", movement=Movement.COPY, takes_keys=True),
     _family("iota empty zeros_like iota_2x32_shape threefry2x32 platform_index sort top_k "
             "stop_gradient with_memory_space_constraint"),
-    # reductions, sums and contractions
-    _family("reduce_sum reduce_prod cumsum cumprod cumlogsumexp reduce_window_sum dot_general "
-            "conv_general_dilated scatter-add scatter-sub scatter-mul select_and_scatter_add",
-            rounding=True, accumulates=True),
-    _family("reduce_max reduce_min reduce_and reduce_or reduce_xor argmax argmin cummax cummin "
-            "reduce_window_max reduce_window_min scatter-min scatter-max select_and_gather_add"),
-    _family("reduce reduce_window"),  # the combiner is a jaxpr parameter
+    # windowed sums, scatters and contractions (reductions are records: xlaprobe.lax_rules.reductions)
+    _family("reduce_window_sum dot_general conv_general_dilated scatter-add scatter-sub "
+            "scatter-mul select_and_scatter_add", rounding=True, accumulates=True),
+    _family("reduce_window_max reduce_window_min scatter-min scatter-max select_and_gather_add"),
+    _family("reduce_window"),  # the combiner is a jaxpr parameter
     # linear algebra: factorizations and solves (LAPACK on XLA:CPU; triangular_solve is XLA's)
     _family("cholesky lu qr geqrf householder_product eigh svd triangular_solve "
             "tridiagonal_solve symmetric_product", rounding=True, accumulates=True),

@@ -66,7 +66,13 @@ from xlaprobe.lax_rules.numeric import Rule
 from xlaprobe.lax_rules.numeric import carrier as _carrier
 from xlaprobe.lax_rules.numeric import dtype_kind as _kind
 from xlaprobe.lax_rules.numeric import fmax as _fmax
+from xlaprobe.lax_rules.numeric import flushed as _flushed
+from xlaprobe.lax_rules.numeric import flushed_in_some_order as _flushed_in_some_order
 from xlaprobe.lax_rules.numeric import fmin as _fmin
+from xlaprobe.lax_rules.numeric import highest as _highest
+from xlaprobe.lax_rules.numeric import lowest as _lowest
+from xlaprobe.lax_rules.numeric import rounded as _rounded
+from xlaprobe.lax_rules.numeric import small_factors as _small_factors
 from xlaprobe.lax_rules.numeric import total_order_key as _total_order_key
 from xlaprobe.errors import InvalidArgument, UnsupportedPrimitive
 
@@ -130,18 +136,6 @@ def _finish(value: Any, aval: Any, native: bool, flush: bool = False,
     return np.asarray(value).astype(dtype, copy=False)
 
 
-def _flushed(x: np.ndarray, dtype: Any) -> np.ndarray:
-    """`x` (float64) with values below `dtype`'s smallest normal flushed to zero of their sign."""
-    tiny = float(ml_dtypes.finfo(dtype).tiny)
-    return np.where(np.abs(x) < tiny, np.copysign(0.0, x), x).astype(x.dtype)
-
-
-def _rounded(x: np.ndarray, dtype: Any, flush: bool) -> np.ndarray:
-    """`x` (float64) rounded to float `dtype` and carried as float64; flushed with `flush`."""
-    out = np.asarray(x, np.float64).astype(dtype).astype(np.float64)
-    return _flushed(out, dtype) if flush else out
-
-
 # ---------------------------------------------------------------------------------------------
 # the interpreter
 
@@ -167,6 +161,14 @@ class _Ctx:
     @property
     def native(self) -> bool:
         return self.interp.native
+
+    @property
+    def flush(self) -> bool:
+        return self.interp.flush
+
+    @property
+    def rng(self) -> np.random.Generator | None:
+        return self.interp.rng
 
     @property
     def out_dtype(self) -> np.dtype:
@@ -518,177 +520,6 @@ def _empty(ctx: _Ctx, *, shape: Sequence[int], dtype: Any, **_: Any) -> np.ndarr
 
 def _zeros_like(ctx: _Ctx, x: np.ndarray, **_: Any) -> np.ndarray:
     return np.zeros(ctx.out_shapes[0], _carrier(ctx.out_dtype))
-
-
-# ---------------------------------------------------------------------------------------------
-# reductions
-
-
-def _reduce_sum(ctx: _Ctx, x: np.ndarray, *, axes: Sequence[int], **_: Any) -> np.ndarray:
-    acc = ctx.acc_dtype()  # integers: a 64-bit sum wraps to the same low bits as the narrow one
-    return np.sum(x.astype(acc), axis=tuple(axes), dtype=acc)
-
-
-def _reduce_prod(ctx: _Ctx, x: np.ndarray, *, axes: Sequence[int], **_: Any) -> np.ndarray:
-    acc = ctx.acc_dtype()
-    if ctx.interp.flush and _kind(acc) == "f":
-        out = _flushed_product(x.astype(acc), tuple(axes))
-        return _flushed_in_some_order(out, np.prod(_small_factors(x), axis=tuple(axes)), acc)
-    return np.prod(x.astype(acc), axis=tuple(axes), dtype=acc)
-
-
-def _small_factors(x: np.ndarray) -> np.ndarray:
-    """|x| where it is below 1, else 1 (float64): their product is the smallest partial product
-    any order of multiplying the factors can reach."""
-    magnitude = np.abs(np.asarray(x, np.float64))
-    return np.where(magnitude < 1.0, magnitude, 1.0)
-
-
-def _flushed_in_some_order(out: np.ndarray, smallest_partial: np.ndarray, dtype: Any) -> np.ndarray:
-    """A product's result (``reference:ftz``) as zero of its sign wherever *some* order of its
-    factors passes through a partial product below `dtype`'s smallest normal, which XLA:CPU
-    flushes: the order of a reduction or of a cumulative product (an associative scan) is XLA's
-    to choose. `smallest_partial` is the product of the small factors (`_small_factors`), the
-    smallest partial product over every order (campaign seed 52001072: XLA's cumprod of
-    -0.205, -2, -2, 1.1755e-38, 1.82 is -0 at the end, float64 -1.76e-38)."""
-    tiny = float(ml_dtypes.finfo(dtype).tiny)
-    out = np.asarray(out, np.float64)
-    return np.where(smallest_partial < tiny, np.copysign(0.0, out), out)
-
-
-def _flushed_product(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
-    """Product over `axes`, in order, flushing subnormal partial products to zero (``reference:ftz``).
-
-    XLA:CPU may flush subnormal intermediates of a reduction, and in a product one flushed partial
-    product zeroes the result: 0.543 * 1.1755e-38 (subnormal in float32) * 1.64 * -1.375 is
-    -1.44e-38, but -0 after flushing (fuzz seed 7100246, a bfloat16 reduce_prod).
-
-    >>> x = np.array([0.54296875, 1.1754943508222875e-38, 1.640625, -1.375], np.float32)
-    >>> float(_flushed_product(x, (0,)))
-    -0.0
-    """
-    kept = [d for d in range(x.ndim) if d not in axes]
-    flat = np.transpose(x, kept + list(axes)).reshape(
-        tuple(x.shape[d] for d in kept) + (-1,))
-    tiny = np.finfo(x.dtype).tiny
-    out = np.ones(flat.shape[:-1], x.dtype)
-    for k in range(flat.shape[-1]):
-        out = out * flat[..., k]
-        out = np.where(np.abs(out) < tiny, np.copysign(np.zeros((), x.dtype), out), out)
-    return out
-
-
-def _lowest(dtype: Any) -> Any:
-    kind = _kind(dtype)
-    return -np.inf if kind == "f" else (False if kind == "b" else np.iinfo(dtype).min)
-
-
-def _highest(dtype: Any) -> Any:
-    kind = _kind(dtype)
-    return np.inf if kind == "f" else (True if kind == "b" else np.iinfo(dtype).max)
-
-
-def _reduce_max(ctx: _Ctx, x: np.ndarray, *, axes: Sequence[int], **_: Any) -> np.ndarray:
-    axes = tuple(axes)
-    dtype = ctx.in_dtypes[0]
-    r = np.max(x, axis=axes, initial=_lowest(dtype))
-    if _kind(dtype) == "f":
-        has_pos_zero = np.any((x == 0) & ~np.signbit(x), axis=axes)
-        r = np.where((r == 0) & has_pos_zero, 0.0, r)
-    return r
-
-
-def _reduce_min(ctx: _Ctx, x: np.ndarray, *, axes: Sequence[int], **_: Any) -> np.ndarray:
-    axes = tuple(axes)
-    dtype = ctx.in_dtypes[0]
-    r = np.min(x, axis=axes, initial=_highest(dtype))
-    if _kind(dtype) == "f":
-        has_neg_zero = np.any((x == 0) & np.signbit(x), axis=axes)
-        r = np.where((r == 0) & has_neg_zero, -0.0, r)
-    return r
-
-
-def _reduce_bitwise(ufunc: np.ufunc, identity: int) -> Rule:
-    def rule(ctx: _Ctx, x: np.ndarray, *, axes: Sequence[int], **_: Any) -> np.ndarray:
-        initial = np.array(identity).astype(x.dtype) if x.dtype != np.bool_ else bool(identity)
-        return ufunc.reduce(x, axis=tuple(axes), initial=initial)
-    return rule
-
-
-def _argminmax(fn: Callable) -> Rule:
-    def rule(ctx: _Ctx, x: np.ndarray, *, axes: Sequence[int], index_dtype: Any,
-             **_: Any) -> np.ndarray:
-        return fn(x, axis=axes[0]).astype(index_dtype)  # NumPy, like XLA: first NaN wins
-    return rule
-
-
-def _cumulative(kind: str) -> Rule:
-    def rule(ctx: _Ctx, x: np.ndarray, *, axis: int, reverse: bool = False, **_: Any) -> np.ndarray:
-        float_ = _kind(ctx.out_dtype) == "f"
-        if kind in ("sum", "prod", "logsumexp") and float_:
-            x = x.astype(ctx.acc_dtype())
-        if reverse:
-            x = np.flip(x, axis)
-        if kind == "sum":
-            out = np.cumsum(x, axis=axis, dtype=x.dtype)
-        elif kind == "prod":
-            out = np.cumprod(x, axis=axis, dtype=x.dtype)
-            if ctx.interp.flush and float_:
-                out = _flushed_in_some_order(out, np.cumprod(_small_factors(x), axis=axis), x.dtype)
-        elif kind == "logsumexp" and ctx.native and float_:
-            out = _cumlogsumexp_rounded(x, axis, ctx.out_dtype, ctx.interp.rng)
-        elif kind == "logsumexp":
-            out = np.logaddexp.accumulate(x, axis=axis)
-        elif kind == "max":
-            out = (np.maximum if x.dtype != np.bool_ else np.logical_or).accumulate(x, axis=axis)
-        else:
-            out = (np.minimum if x.dtype != np.bool_ else np.logical_and).accumulate(x, axis=axis)
-        return np.flip(out, axis) if reverse else out
-    return rule
-
-
-def _cumlogsumexp_rounded(x: np.ndarray, axis: int, dtype: Any,
-                          rng: np.random.Generator | None) -> np.ndarray:
-    """cumlogsumexp in native mode, as JAX lowers it: a reduce_window whose combiner is
-    ``max(a, b) + log1p(exp(-|a - b|))`` in the output dtype, every op rounded to it (in
-    bfloat16 the log1p term near 0.69 is off by up to 0.002, which cancellation against a
-    negative max leaves as the whole answer: campaign seed 52001125 gave 0.00977 where float64
-    gives 0.00919); with `rng` (Monte Carlo arithmetic) each op is first perturbed by up to one
-    unit roundoff."""
-    roundoff = float(ml_dtypes.finfo(dtype).eps) / 2
-
-    def op(value: np.ndarray) -> np.ndarray:
-        value = np.asarray(value, np.float64)
-        if rng is not None:
-            value = value * (1.0 + roundoff * rng.uniform(-1.0, 1.0, value.shape))
-        return _rounded(value, dtype, False)
-    moved = np.moveaxis(np.asarray(x, np.float64), axis, 0)
-    out = np.empty_like(moved)
-    acc = _rounded(moved[0], dtype, False) if moved.shape[0] else moved[:0]
-    for k in range(moved.shape[0]):
-        if k:
-            b = moved[k]
-            diff = op(acc - b)
-            step = op(np.maximum(acc, b) + op(np.log1p(op(np.exp(-np.abs(diff))))))
-            acc = np.where(np.isnan(diff), acc + b, step)
-        out[k] = acc
-    return np.moveaxis(out, 0, axis)
-
-
-def _generic_reduce(ctx: _Ctx, *args: np.ndarray, jaxpr: Any, dimensions: Sequence[int],
-                    **_: Any) -> list[np.ndarray]:
-    """`reduce` with a user computation: fold sequentially, vectorized over the kept positions."""
-    n = len(args) // 2
-    operands, inits = args[:n], args[n:]
-    dims = tuple(dimensions)
-    kept = [d for d in range(operands[0].ndim) if d not in dims]
-    moved = [np.transpose(x, kept + list(dims)) for x in operands]
-    out_shape = tuple(operands[0].shape[d] for d in kept)
-    flat = [m.reshape(out_shape + (-1,)) for m in moved]
-    acc = [np.broadcast_to(i, out_shape) for i in inits]
-    for k in range(flat[0].shape[-1]):
-        acc = ctx.eval(jaxpr, acc + [f[..., k] for f in flat])
-    return acc
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1380,7 +1211,8 @@ def _random_unwrap(ctx: _Ctx, keys: _Keys, **_: Any) -> np.ndarray:
 # the rule table
 
 RULES: dict[str, Rule] = {
-    # elementwise: each rule sits in its primitive's record (xlaprobe.lax_rules.elementwise)
+    # elementwise, special functions, reductions: each rule sits in its primitive's record
+    # (xlaprobe.lax_rules)
     **registry.reference_rules(),
     # identities: copies, sharding and scheduling annotations
     **{name: _identity for name in ("copy", "optimization_barrier", "sharding_constraint", "reshard",
@@ -1402,13 +1234,7 @@ RULES: dict[str, Rule] = {
     "gather": _gather, "scatter": _scatter_named(None), "scatter-add": _scatter_named(np.add),
     "scatter-sub": _scatter_named(np.subtract), "scatter-mul": _scatter_named(np.multiply),
     "scatter-min": _scatter_named(np.minimum), "scatter-max": _scatter_named(np.maximum),
-    # reductions
-    "reduce_sum": _reduce_sum, "reduce_prod": _reduce_prod, "reduce_max": _reduce_max,
-    "reduce_min": _reduce_min, "reduce_and": _reduce_bitwise(np.bitwise_and, -1),
-    "reduce_or": _reduce_bitwise(np.bitwise_or, 0), "reduce_xor": _reduce_bitwise(np.bitwise_xor, 0),
-    "argmax": _argminmax(np.argmax), "argmin": _argminmax(np.argmin), "reduce": _generic_reduce,
-    "cumsum": _cumulative("sum"), "cumprod": _cumulative("prod"), "cummax": _cumulative("max"),
-    "cummin": _cumulative("min"), "cumlogsumexp": _cumulative("logsumexp"),
+    # windowed reductions
     "reduce_window_sum": _reduce_window_named("sum"), "reduce_window_max": _reduce_window_named("max"),
     "reduce_window_min": _reduce_window_named("min"), "reduce_window": _reduce_window,
     "select_and_scatter_add": _select_and_scatter_add,

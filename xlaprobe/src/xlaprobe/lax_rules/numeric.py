@@ -11,17 +11,19 @@ primitives; the interpreter rounds and casts it to the outvar dtype.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+import ml_dtypes
 import numpy as np
 from jax import dtypes as jdtypes
 
 #: A reference rule: ``rule(ctx, *operands, **params) -> result or list of results``.
 Rule = Callable[..., Any]
 
-__all__ = ["Rule", "RuleContext", "carrier", "dtype_kind", "fmax", "fmin", "ref_binary",
-           "ref_unary", "total_order_key", "unsigned"]
+__all__ = ["Rule", "RuleContext", "carrier", "dtype_kind", "flushed", "flushed_in_some_order",
+           "fmax", "fmin", "highest", "lowest", "ref_binary", "ref_unary", "rounded",
+           "small_factors", "total_order_key", "unsigned"]
 
 
 class RuleContext(Protocol):
@@ -43,8 +45,23 @@ class RuleContext(Protocol):
         """Each op is rounded to its dtype (``reference:native``), not kept in float64."""
 
     @property
+    def flush(self) -> bool:
+        """Subnormal results are flushed to zero (``reference:ftz``)."""
+
+    @property
+    def rng(self) -> np.random.Generator | None:
+        """The Monte Carlo arithmetic's generator (``reference:mca``), else None."""
+
+    @property
     def out_dtype(self) -> np.dtype:
         """The first result's logical dtype."""
+
+    def acc_dtype(self, dtype: Any = None) -> np.dtype:
+        """The dtype a sum producing `dtype` (default: the first result's) accumulates in."""
+
+    def eval(self, closed: Any, args: Sequence[Any]) -> list[Any]:
+        """The results of the closed jaxpr `closed` (a parameter: a combiner, a body) on
+        `args` in carried form."""
 
 
 @functools.cache
@@ -100,6 +117,49 @@ def fmin(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     r = np.minimum(x, y)
     both_zero = (x == 0) & (y == 0)
     return np.where(both_zero, -((-x) + (-y)), r)
+
+
+def lowest(dtype: Any) -> Any:
+    """The identity of a maximum over `dtype`: -inf, False or the integer minimum."""
+    kind = dtype_kind(dtype)
+    return -np.inf if kind == "f" else (False if kind == "b" else np.iinfo(dtype).min)
+
+
+def highest(dtype: Any) -> Any:
+    """The identity of a minimum over `dtype`: inf, True or the integer maximum."""
+    kind = dtype_kind(dtype)
+    return np.inf if kind == "f" else (True if kind == "b" else np.iinfo(dtype).max)
+
+
+def flushed(x: np.ndarray, dtype: Any) -> np.ndarray:
+    """`x` (float64) with values below `dtype`'s smallest normal flushed to zero of their sign."""
+    tiny = float(ml_dtypes.finfo(dtype).tiny)
+    return np.where(np.abs(x) < tiny, np.copysign(0.0, x), x).astype(x.dtype)
+
+
+def rounded(x: np.ndarray, dtype: Any, flush: bool) -> np.ndarray:
+    """`x` (float64) rounded to float `dtype` and carried as float64; flushed with `flush`."""
+    out = np.asarray(x, np.float64).astype(dtype).astype(np.float64)
+    return flushed(out, dtype) if flush else out
+
+
+def small_factors(x: np.ndarray) -> np.ndarray:
+    """|x| where it is below 1, else 1 (float64): their product is the smallest partial product
+    any order of multiplying the factors can reach."""
+    magnitude = np.abs(np.asarray(x, np.float64))
+    return np.where(magnitude < 1.0, magnitude, 1.0)
+
+
+def flushed_in_some_order(out: np.ndarray, smallest_partial: np.ndarray, dtype: Any) -> np.ndarray:
+    """A product's result (``reference:ftz``) as zero of its sign wherever *some* order of its
+    factors passes through a partial product below `dtype`'s smallest normal, which XLA:CPU
+    flushes: the order of a reduction, of a cumulative product (an associative scan) or of a
+    scatter's combines is XLA's to choose. `smallest_partial` is the product of the small factors
+    (`small_factors`), the smallest partial product over every order (campaign seed 52001072:
+    XLA's cumprod of -0.205, -2, -2, 1.1755e-38, 1.82 is -0 at the end, float64 -1.76e-38)."""
+    tiny = float(ml_dtypes.finfo(dtype).tiny)
+    out = np.asarray(out, np.float64)
+    return np.where(smallest_partial < tiny, np.copysign(0.0, out), out)
 
 
 def total_order_key(x: np.ndarray, dtype: Any) -> np.ndarray:

@@ -250,6 +250,14 @@ class OpRule:
         return bool(self.exact_result)
 
 
+def factor_domain(dtype: np.dtype) -> Domain:
+    """The domain of the factors of a floating product (see `PRODUCT`); any value otherwise."""
+    if not is_float(dtype):
+        return ANY
+    bound = 1.5 if dtype.name == "float16" else 2.0
+    return Domain(f"[-{bound}, {bound}]", -bound, bound)
+
+
 # ---------------------------------------------------------------------------------------------
 # small helpers for samplers
 

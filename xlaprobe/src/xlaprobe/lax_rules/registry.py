@@ -3,13 +3,13 @@
 The tables read this module: `xlaprobe.primitives.PRIMITIVES` takes `facts`, the reference's
 `RULES` takes `reference_rules`, the fuzzer's catalogue takes `generator_rules` (in record order,
 which steers the generator) and `xlaprobe.approximations.BUDGETS` takes `budgets`. Families not
-yet written as records (movement, reductions, contractions, linear algebra, FFT, control flow,
+yet written as records (data movement, contractions, windows, linear algebra, FFT, control flow,
 PRNG, collectives) still fill those tables from their own modules.
 """
 
 from __future__ import annotations
 
-from xlaprobe.lax_rules import elementwise, special
+from xlaprobe.lax_rules import elementwise, reductions, special
 from xlaprobe.lax_rules.budget import Approximation
 from xlaprobe.lax_rules.facts import PrimitiveFacts
 from xlaprobe.lax_rules.numeric import Rule
@@ -19,7 +19,8 @@ from xlaprobe.lax_rules.record import PrimitiveDef
 __all__ = ["DEFINITIONS", "budgets", "facts", "generator_rules", "reference_rules"]
 
 #: xlaprobe's own primitive records, family by family (the fuzzer's catalogue order first).
-DEFINITIONS: tuple[PrimitiveDef, ...] = (*elementwise.DEFINITIONS, *special.DEFINITIONS)
+DEFINITIONS: tuple[PrimitiveDef, ...] = (*elementwise.DEFINITIONS, *special.DEFINITIONS,
+                                         *reductions.DEFINITIONS)
 
 
 def facts() -> list[PrimitiveFacts]:

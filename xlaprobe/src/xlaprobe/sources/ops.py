@@ -4,10 +4,11 @@ A rule says what the generator (`xlaprobe.sources.generator`) needs to emit its 
 valid program: the dtypes of its primary operand, how to sample the other operands (as `Operand`
 requirements: abstract value, value `Domain`, exactness) and the parameters from a NumPy
 ``Generator``, and how to build it with JAX's public lax function (so the jaxpr holds JAX's own
-primitive). The elementwise primitives' rules sit in their records (``lax_rules/elementwise.py``,
-beside each one's facts, reference rule and budget), built from `OpRule` and the sampler factories
-of ``lax_rules/opspec.py``; this module adds the other families (family factories such as
-`_reduction` make the simple ops one line each) and keys the catalogue. Its ORDER matters: the
+primitive). The rules of the elementwise primitives and the reductions sit in their records
+(``lax_rules/elementwise.py``, ``lax_rules/reductions.py``, beside each one's facts, reference
+rule and budget), built from `OpRule` and the sampler factories of ``lax_rules/opspec.py``; this
+module adds the other families (family factories such as `_scatter_rule` make the simple ops one
+line each) and keys the catalogue. Its ORDER matters: the
 generator draws a rule by its position.
 
 Exactness (why `Operand.exact` exists). The oracle judges integer and boolean outputs exactly and
@@ -26,7 +27,6 @@ specification (https://openxla.org/stablehlo/spec) for what is implementation-de
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -39,13 +39,14 @@ from jax import lax
 from xlaprobe import primitives
 from xlaprobe.lax_rules import registry
 from xlaprobe.lax_rules.opspec import (
-    ABOVE_MINUS_ONE, ALL, ANGLE, ANY, AT_LEAST_ONE, BOOL, FLOATS, GAMMA, INDEX_DTYPES, INTS,
+    ABOVE_MINUS_ONE, ALL, ANGLE, ANY, AT_LEAST_ONE, FLOATS, GAMMA, INDEX_DTYPES, INTS,
     MODERATE, NO_NAN, NONZERO, NUMERIC, POSITIVE, SIGNED, UNIT, UNSIGNED, X64, Aval, Context,
     Domain, Operand, OpRule, Sample, dtype_of, is_float, is_int, unary_rule)
 from xlaprobe.lax_rules.opspec import DISCONTINUOUS as _DISCONTINUOUS
 from xlaprobe.lax_rules.opspec import PRODUCT as _PRODUCT
 from xlaprobe.lax_rules.opspec import call as _call
 from xlaprobe.lax_rules.opspec import choice as _choice
+from xlaprobe.lax_rules.opspec import factor_domain as _factor_domain
 from xlaprobe.lax_rules.opspec import hull as _hull
 from xlaprobe.lax_rules.opspec import int_exact as _int_exact
 from xlaprobe.lax_rules.opspec import int_range as _int_range
@@ -57,70 +58,6 @@ __all__ = ["Aval", "Domain", "Operand", "OpRule", "Sample", "RULES", "FLOATS", "
            "UNSIGNED", "INTS", "NUMERIC", "ALL", "X64", "dtype_of", "is_float", "is_int",
            "unary_rule", "ANY", "POSITIVE", "ABOVE_MINUS_ONE", "AT_LEAST_ONE", "UNIT", "MODERATE",
            "ANGLE", "NONZERO", "GAMMA", "NO_NAN"]
-
-# ---------------------------------------------------------------------------------------------
-# reductions and cumulative ops
-
-
-def _factor_domain(dtype: np.dtype) -> Domain:
-    """Operands of floating products (see `_PRODUCT`)."""
-    if not is_float(dtype):
-        return ANY
-    bound = 1.5 if dtype.name == "float16" else 2.0
-    return Domain(f"[-{bound}, {bound}]", -bound, bound)
-
-
-def _reduction(name: str, fn: Callable[..., Any], dtypes: Sequence[str], *,
-               exact_result: bool | Callable[..., bool] = _int_exact,
-               notes: Sequence[str] = (), product: bool = False) -> OpRule:
-    def sample(rng: np.random.Generator, aval: Aval, ctx: Context) -> Sample | None:
-        domain = _factor_domain(aval.dtype) if product else ANY
-        return Sample((Operand(aval, domain),), {"axes": _subset(rng, aval.ndim)})
-    return OpRule(name, "reduce", 1, tuple(dtypes), sample, lambda x, *, axes: fn(x, axes),
-                  exact_result=exact_result, min_rank=1, notes=tuple(notes),
-                  bounds=_structural_bounds if exact_result is True else None)
-
-
-def _arg_reduction(name: str, fn: Callable[..., Any]) -> OpRule:
-    def sample(rng: np.random.Generator, aval: Aval, ctx: Context) -> Sample | None:
-        axis = int(rng.integers(aval.ndim))
-        # An index dtype that holds every index of the axis (else implementation-defined).
-        fits = [d for d in INDEX_DTYPES if _int_range(d)[1] >= aval.shape[axis] - 1]
-        return Sample((Operand(aval, exact=True),),
-                      {"axis": axis, "index_dtype": dtype_of(_choice(rng, fits))})
-    return OpRule(name, "reduce", 1, ALL, sample, _call(fn), exact_result=True, min_rank=1,
-                  notes=(_DISCONTINUOUS + " (ties pick the first index)",))
-
-
-def _cumulative(name: str, fn: Callable[..., Any], dtypes: Sequence[str], *,
-                exact_result: bool | Callable[..., bool] = _int_exact,
-                product: bool = False) -> OpRule:
-    def sample(rng: np.random.Generator, aval: Aval, ctx: Context) -> Sample | None:
-        domain = _factor_domain(aval.dtype) if product else ANY
-        return Sample((Operand(aval, domain),), {"axis": int(rng.integers(aval.ndim)),
-                                                 "reverse": bool(rng.random() < 0.3)})
-    return OpRule(name, "cumulative", 1, tuple(dtypes), sample, _call(fn),
-                  exact_result=exact_result, min_rank=1, notes=(_PRODUCT,) if product else ())
-
-
-_REDUCE_RULES = [
-    _reduction("reduce_sum", lax.reduce_sum, NUMERIC, notes=(
-        "XLA may reassociate floating sums (covered by the oracle's accumulation budget)",)),
-    _reduction("reduce_prod", lax.reduce_prod, NUMERIC, product=True, notes=(_PRODUCT,)),
-    _reduction("reduce_max", lax.reduce_max, ALL, exact_result=True),
-    _reduction("reduce_min", lax.reduce_min, ALL, exact_result=True),
-    _reduction("reduce_and", lax.reduce_and, INTS + BOOL),
-    _reduction("reduce_or", lax.reduce_or, INTS + BOOL),
-    _reduction("reduce_xor", lax.reduce_xor, INTS + BOOL),
-    _arg_reduction("argmax", lax.argmax),
-    _arg_reduction("argmin", lax.argmin),
-    _cumulative("cumsum", lax.cumsum, NUMERIC),
-    _cumulative("cumprod", lax.cumprod, NUMERIC, product=True),
-    _cumulative("cummax", lax.cummax, NUMERIC, exact_result=True),
-    _cumulative("cummin", lax.cummin, NUMERIC, exact_result=True),
-    dataclasses.replace(_cumulative("cumlogsumexp", lax.cumlogsumexp, FLOATS), excluded=tuple(
-        (d, "JAX accepts integers but computes exp and log in the integer dtype") for d in INTS)),
-]
 
 # ---------------------------------------------------------------------------------------------
 # contractions
@@ -860,8 +797,8 @@ _RANDOM_RULES = [
 
 #: primitive name -> rule.
 RULES: dict[str, OpRule] = primitives.by_name([
-    # elementwise: each rule sits in its primitive's record (xlaprobe.lax_rules.elementwise)
+    # elementwise and reductions: each rule sits in its primitive's record (xlaprobe.lax_rules)
     *registry.generator_rules(),
-    *_REDUCE_RULES, *_CONTRACT_RULES, *_WINDOW_RULES, *_SHAPE_RULES, *_INDEX_RULES,
+    *_CONTRACT_RULES, *_WINDOW_RULES, *_SHAPE_RULES, *_INDEX_RULES,
     *_SORT_RULES, *_CONTROL_RULES, *_RANDOM_RULES,
 ], "op catalogue")
