@@ -43,7 +43,7 @@ import ml_dtypes
 import numpy as np
 
 from xlaprobe.lax_rules import registry
-from xlaprobe.lax_rules.budget import Approximation
+from xlaprobe.lax_rules.budget import SAMPLED, Approximation
 
 __all__ = ["BUDGETS", "DEFAULT", "SAMPLED", "Approximation", "allowed_error", "budget"]
 
@@ -52,9 +52,6 @@ __all__ = ["BUDGETS", "DEFAULT", "SAMPLED", "Approximation", "allowed_error", "b
 #: Monte Carlo arithmetic samples uniformly for them (`reference.APPROXIMATION_ULPS`).
 DEFAULT = Approximation("default", ulps=2.0)
 
-#: The share of the allowance a Monte Carlo sample moves an approximate result by (a random
-#: sign times a uniform draw in this range): times the oracle's factor 4, one to two allowances.
-SAMPLED = (0.25, 0.5)
 
 #: primitive name -> its budget (jax 0.12, XLA:CPU, float32; float16 and bfloat16 are computed in
 #: float32 and rounded, float64 kernels are more accurate in the same units). Each is about 1.5x

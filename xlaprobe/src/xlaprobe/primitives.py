@@ -72,22 +72,17 @@ def by_name(records: Iterable[_Named], table: str) -> dict[str, _Named]:
 
 #: primitive name -> facts.
 PRIMITIVES: dict[str, PrimitiveFacts] = by_name(itertools.chain.from_iterable([
-    # elementwise: transcendentals, IEEE arithmetic, exact ops, conversions, special functions
-    # (one record each: xlaprobe.lax_rules)
+    # elementwise, special functions, reductions, shapes, indexing, sorting: one record each
+    # (xlaprobe.lax_rules)
     registry.facts(),
     # data movement
-    _family("reshape squeeze", movement=Movement.RESHAPE),
-    _family("broadcast_in_dim", movement=Movement.BROADCAST),
-    _family("transpose rev", movement=Movement.PERMUTE),
-    _family("slice dynamic_slice dynamic_update_slice gather scatter concatenate pad split stack "
-            "unstack tile", movement=Movement.GATHER),
     _family("copy", movement=Movement.COPY, takes_keys=True),
-    _family("iota empty zeros_like iota_2x32_shape threefry2x32 platform_index sort top_k "
-            "stop_gradient with_memory_space_constraint"),
-    # windowed sums, scatters and contractions (reductions are records: xlaprobe.lax_rules.reductions)
-    _family("reduce_window_sum dot_general conv_general_dilated scatter-add scatter-sub "
-            "scatter-mul select_and_scatter_add", rounding=True, accumulates=True),
-    _family("reduce_window_max reduce_window_min scatter-min scatter-max select_and_gather_add"),
+    _family("iota_2x32_shape threefry2x32 platform_index stop_gradient "
+            "with_memory_space_constraint"),
+    # windowed sums and contractions
+    _family("reduce_window_sum dot_general conv_general_dilated select_and_scatter_add",
+            rounding=True, accumulates=True),
+    _family("reduce_window_max reduce_window_min select_and_gather_add"),
     _family("reduce_window"),  # the combiner is a jaxpr parameter
     # linear algebra: factorizations and solves (LAPACK on XLA:CPU; triangular_solve is XLA's)
     _family("cholesky lu qr geqrf householder_product eigh svd triangular_solve "

@@ -57,7 +57,6 @@ import jax
 import ml_dtypes
 import numpy as np
 from xlaprobe import jaxcompat
-from jax.lax import GatherScatterMode
 
 from xlaprobe import approximations, jaxprs, primitives
 from xlaprobe.configs import reference_scipy, reference_spmd
@@ -67,13 +66,10 @@ from xlaprobe.lax_rules.numeric import carrier as _carrier
 from xlaprobe.lax_rules.numeric import dtype_kind as _kind
 from xlaprobe.lax_rules.numeric import fmax as _fmax
 from xlaprobe.lax_rules.numeric import flushed as _flushed
-from xlaprobe.lax_rules.numeric import flushed_in_some_order as _flushed_in_some_order
 from xlaprobe.lax_rules.numeric import fmin as _fmin
 from xlaprobe.lax_rules.numeric import highest as _highest
 from xlaprobe.lax_rules.numeric import lowest as _lowest
-from xlaprobe.lax_rules.numeric import rounded as _rounded
-from xlaprobe.lax_rules.numeric import small_factors as _small_factors
-from xlaprobe.lax_rules.numeric import total_order_key as _total_order_key
+from xlaprobe.lax_rules.numeric import pad_general as _pad_general
 from xlaprobe.errors import InvalidArgument, UnsupportedPrimitive
 
 if TYPE_CHECKING:
@@ -190,7 +186,9 @@ class _Ctx:
             return np.dtype(np.float32)
         return dtype
 
-    def eval(self, closed: Any, args: Sequence[Any]) -> list[Any]:
+    def eval(self, closed: Any, args: Sequence[Any], consts: Sequence[Any] = ()) -> list[Any]:
+        if consts:
+            closed = jaxcompat.close(closed, consts)
         return self.interp.eval_closed(closed, args)
 
 
@@ -399,127 +397,12 @@ def _on_key_components(rule: Rule, ctx: _Ctx, args: list[Any], params: dict[str,
 
 
 # ---------------------------------------------------------------------------------------------
-# elementwise rules live in their primitives' records (xlaprobe.lax_rules.elementwise)
+# identities: copies, sharding and scheduling annotations (the other families' rules live in
+# their primitives' records, xlaprobe.lax_rules)
 
 
 def _identity(ctx: _Ctx, *args: Any, **_: Any) -> Any:
     return list(args) if ctx.multiple_results else args[0]
-
-
-
-# ---------------------------------------------------------------------------------------------
-# shape and structure
-
-
-def _broadcast_in_dim(ctx: _Ctx, x: np.ndarray, *dyn: Any, shape: Sequence[int],
-                      broadcast_dimensions: Sequence[int], **_: Any) -> np.ndarray:
-    expanded = [1] * len(shape)
-    for i, d in enumerate(broadcast_dimensions):
-        expanded[d] = x.shape[i]
-    return np.broadcast_to(x.reshape(expanded), tuple(shape))
-
-
-def _reshape(ctx: _Ctx, x: np.ndarray, *dyn: Any, new_sizes: Sequence[int],
-             dimensions: Sequence[int] | None = None, **_: Any) -> np.ndarray:
-    if dimensions is not None:
-        x = np.transpose(x, dimensions)
-    return x.reshape(tuple(new_sizes))
-
-
-def _slice(ctx: _Ctx, x: np.ndarray, *, start_indices: Sequence[int], limit_indices: Sequence[int],
-           strides: Sequence[int] | None = None, **_: Any) -> np.ndarray:
-    strides = strides or (1,) * x.ndim
-    return x[tuple(slice(s, e, st) for s, e, st in zip(start_indices, limit_indices, strides))]
-
-
-def _clamped_starts(shape: Sequence[int], sizes: Sequence[int], starts: Sequence[Any]) -> list[int]:
-    """XLA clamps dynamic start indices (of any integer dtype) so that the slice fits."""
-    return [min(max(int(s), 0), dim - size) for s, dim, size in zip(starts, shape, sizes)]
-
-
-def _dynamic_slice(ctx: _Ctx, x: np.ndarray, *starts: np.ndarray, slice_sizes: Sequence[int],
-                   **_: Any) -> np.ndarray:
-    begin = _clamped_starts(x.shape, slice_sizes, starts[:x.ndim])
-    return x[tuple(slice(b, b + n) for b, n in zip(begin, slice_sizes))]
-
-
-def _dynamic_update_slice(ctx: _Ctx, x: np.ndarray, update: np.ndarray, *starts: np.ndarray,
-                          **_: Any) -> np.ndarray:
-    begin = _clamped_starts(x.shape, update.shape, starts)
-    out = np.array(x, copy=True)
-    out[tuple(slice(b, b + n) for b, n in zip(begin, update.shape))] = update
-    return out
-
-
-def _pad_general(x: np.ndarray, value: Any, config: Sequence[tuple[int, int, int]]) -> np.ndarray:
-    """Pad with (low, high, interior) per dim; negative low/high crop (StableHLO pad).
-
-    Interior padding first, then the positive edges, then the crop: a negative edge may crop
-    through the operand into the padding of the other edge (``(3, -4, 0)`` on 2 elements keeps
-    one padding value). The result has ``lo + n + (n - 1) * interior + hi`` elements per dim.
-
-    >>> _pad_general(np.array([1.0, 2.0]), 0.0, [(3, -4, 0)]).tolist()
-    [0.0]
-    >>> _pad_general(np.array([1.0, 2.0]), 0.0, [(-3, 2, 0)]).tolist()
-    [0.0]
-    >>> _pad_general(np.array([1.0, 2.0, 3.0]), 9.0, [(-1, 1, 1)]).tolist()
-    [9.0, 2.0, 9.0, 3.0, 9.0]
-    """
-    for axis, (lo, hi, interior) in enumerate(config):
-        lo, hi, interior = int(lo), int(hi), int(interior)
-        n = x.shape[axis]
-        if interior > 0 and n > 1:
-            shape = list(x.shape)
-            shape[axis] = n + (n - 1) * interior
-            y = np.full(shape, value, dtype=x.dtype)
-            index = [slice(None)] * x.ndim
-            index[axis] = slice(None, None, interior + 1)
-            y[tuple(index)] = x
-            x = y
-        parts = []
-        for edge in (lo, None, hi):
-            if edge is None:
-                parts.append(x)
-            elif edge > 0:
-                shape = list(x.shape)
-                shape[axis] = edge
-                parts.append(np.full(shape, value, dtype=x.dtype))
-        padded = np.concatenate(parts, axis=axis) if len(parts) > 1 else parts[0]
-        # Crop on the padded axis with explicit bounds: a negative stop would wrap around.
-        start = max(-lo, 0)
-        stop = max(padded.shape[axis] - max(-hi, 0), start)
-        index = [slice(None)] * x.ndim
-        index[axis] = slice(start, stop)
-        x = padded[tuple(index)]
-    return x
-
-
-def _pad(ctx: _Ctx, x: np.ndarray, value: np.ndarray, *, padding_config: Any, **_: Any) -> np.ndarray:
-    return _pad_general(x, value, padding_config)
-
-
-def _iota(ctx: _Ctx, *dyn: Any, dtype: Any, shape: Sequence[int], dimension: int,
-          **_: Any) -> np.ndarray:
-    expanded = [1] * len(shape)
-    expanded[dimension] = shape[dimension]
-    values = np.arange(shape[dimension]).astype(_carrier(dtype))
-    return np.broadcast_to(values.reshape(expanded), tuple(shape))
-
-
-def _split(ctx: _Ctx, x: np.ndarray, *, sizes: Sequence[int], axis: int, **_: Any) -> list[np.ndarray]:
-    return np.split(x, np.cumsum([int(s) for s in sizes])[:-1], axis=axis)
-
-
-def _unstack(ctx: _Ctx, x: np.ndarray, *, axis: int, **_: Any) -> list[np.ndarray]:
-    return [np.take(x, i, axis=axis) for i in range(x.shape[axis])]
-
-
-def _empty(ctx: _Ctx, *, shape: Sequence[int], dtype: Any, **_: Any) -> np.ndarray:
-    return np.zeros(tuple(shape), _carrier(dtype))
-
-
-def _zeros_like(ctx: _Ctx, x: np.ndarray, **_: Any) -> np.ndarray:
-    return np.zeros(ctx.out_shapes[0], _carrier(ctx.out_dtype))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -712,285 +595,6 @@ def _conv_general_dilated(ctx: _Ctx, lhs: np.ndarray, rhs: np.ndarray, *, window
     out = out.reshape((n // bg, o) + out.shape[4:])
     out = np.transpose(out, np.argsort(out_spec))
     return _finish_contraction(ctx, out)
-
-
-# ---------------------------------------------------------------------------------------------
-# gather and scatter (StableHLO semantics with batching dims; index_vector_dim is the last)
-
-
-def _as_index(indices: np.ndarray) -> np.ndarray:
-    """Indices of any integer dtype as int64 (uint8 200 stays 200: XLA bound checks are not done in
-    the narrow index dtype)."""
-    if _kind(indices.dtype) == "u" and indices.dtype.itemsize == 8:
-        indices = np.minimum(indices, np.uint64(2**62))
-    return indices.astype(np.int64)
-
-
-def _batch_coordinate(batch_shape: Sequence[int], dim: int) -> np.ndarray:
-    shape = [1] * len(batch_shape)
-    shape[dim] = batch_shape[dim]
-    return np.broadcast_to(np.arange(batch_shape[dim]).reshape(shape), tuple(batch_shape))
-
-
-def _gather_fill(dtype: Any) -> Any:
-    kind = _kind(dtype)
-    if kind in "fc":
-        return np.nan
-    if kind == "i":
-        return np.iinfo(dtype).min
-    if kind == "u":
-        return np.iinfo(dtype).max
-    return True
-
-
-def _gather(ctx: _Ctx, operand: np.ndarray, indices: np.ndarray, *, dimension_numbers: Any,
-            slice_sizes: Sequence[int], mode: Any, fill_value: Any = None, **_: Any) -> np.ndarray:
-    dn = dimension_numbers
-    mode = GatherScatterMode.from_any(mode)
-    out_shape = ctx.out_shapes[0]
-    idx = _as_index(indices)
-    batch_shape = idx.shape[:-1]
-    offset_dims = tuple(dn.offset_dims)
-    batch_out = [d for d in range(len(out_shape)) if d not in offset_dims]
-    offset_operand = [d for d in range(operand.ndim)
-                      if d not in dn.collapsed_slice_dims and d not in dn.operand_batching_dims]
-
-    def place(a: np.ndarray) -> np.ndarray:
-        shape = [1] * len(out_shape)
-        for pos, size in zip(batch_out, batch_shape):
-            shape[pos] = size
-        return np.asarray(a).reshape(shape)
-
-    starts: dict[int, np.ndarray] = {}
-    in_bounds = np.ones(batch_shape, bool)
-    for k, d in enumerate(dn.start_index_map):
-        upper = operand.shape[d] - slice_sizes[d]
-        s = idx[..., k]
-        in_bounds &= (s >= 0) & (s <= upper)
-        starts[d] = np.clip(s, 0, upper)  # XLA gather clamps (CLIP and PROMISE_IN_BOUNDS)
-    for d, idim in zip(dn.operand_batching_dims, dn.start_indices_batching_dims):
-        starts[d] = _batch_coordinate(batch_shape, idim)
-    index_arrays = []
-    for d in range(operand.ndim):
-        a = place(starts[d]) if d in starts else np.zeros((1,) * len(out_shape), np.int64)
-        if d in offset_operand:
-            shape = [1] * len(out_shape)
-            shape[offset_dims[offset_operand.index(d)]] = slice_sizes[d]
-            a = a + np.arange(slice_sizes[d]).reshape(shape)
-        index_arrays.append(np.broadcast_to(a, out_shape))
-    out = operand[tuple(index_arrays)]
-    if mode == GatherScatterMode.FILL_OR_DROP:
-        fill = _gather_fill(ctx.out_dtype) if fill_value is None else fill_value
-        out = np.where(np.broadcast_to(place(in_bounds), out_shape), out,
-                       np.asarray(fill).astype(out.dtype))
-    return out
-
-
-def _scatter_targets(operand: np.ndarray, indices: np.ndarray, updates: np.ndarray, dn: Any,
-                     mode: Any) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
-    """Operand index tuples and the mask of updates that land (whole out-of-bounds windows drop)."""
-    mode = GatherScatterMode.from_any(mode)
-    idx = _as_index(indices)
-    batch_shape = idx.shape[:-1]
-    window_dims = tuple(dn.update_window_dims)
-    scatter_dims = [d for d in range(updates.ndim) if d not in window_dims]
-    window_operand = [d for d in range(operand.ndim)
-                      if d not in dn.inserted_window_dims and d not in dn.operand_batching_dims]
-    window_size = {d: updates.shape[u] for d, u in zip(window_operand, window_dims)}
-
-    def place(a: np.ndarray) -> np.ndarray:
-        shape = [1] * updates.ndim
-        for pos, size in zip(scatter_dims, batch_shape):
-            shape[pos] = size
-        return np.asarray(a).reshape(shape)
-
-    starts: dict[int, np.ndarray] = {}
-    valid = np.ones(batch_shape, bool)
-    for k, d in enumerate(dn.scatter_dims_to_operand_dims):
-        upper = operand.shape[d] - window_size.get(d, 1)
-        s = idx[..., k]
-        if mode == GatherScatterMode.CLIP:
-            s = np.clip(s, 0, upper)
-        else:
-            valid &= (s >= 0) & (s <= upper)
-        starts[d] = s
-    for d, idim in zip(dn.operand_batching_dims, dn.scatter_indices_batching_dims):
-        starts[d] = _batch_coordinate(batch_shape, idim)
-    index_arrays = []
-    for d in range(operand.ndim):
-        a = place(starts[d]) if d in starts else np.zeros((1,) * updates.ndim, np.int64)
-        if d in window_size:
-            shape = [1] * updates.ndim
-            shape[window_dims[window_operand.index(d)]] = window_size[d]
-            a = a + np.arange(window_size[d]).reshape(shape)
-        index_arrays.append(np.broadcast_to(a, updates.shape))
-    mask = np.broadcast_to(place(valid), updates.shape)
-    return tuple(a[mask] for a in index_arrays), mask
-
-
-def _scatter_named(ufunc: np.ufunc | None) -> Rule:
-    def rule(ctx: _Ctx, operand: np.ndarray, indices: np.ndarray, updates: np.ndarray, *,
-             dimension_numbers: Any, mode: Any, update_jaxpr: Any = None, update_consts: Any = (),
-             **_: Any) -> np.ndarray:
-        targets, mask = _scatter_targets(operand, indices, updates, dimension_numbers, mode)
-        values = updates[mask]
-        if ufunc is None and update_jaxpr is not None:
-            return _scatter_apply(ctx, operand, targets, values, update_jaxpr, update_consts)
-        if ufunc in _ROUNDING_COMBINERS and _kind(ctx.out_dtype) == "f":
-            return _scatter_rounding(ctx, operand, targets, values, ufunc)
-        out = np.array(operand, copy=True, order="C")  # `_apply_at_rounds` writes a flat view
-        if ufunc is None:
-            out[targets] = values  # duplicate indices: XLA leaves the winner unspecified
-        elif ufunc is np.maximum and _kind(ctx.out_dtype) == "f":
-            _apply_at_rounds(out, targets, values, _fmax)
-        elif ufunc is np.minimum and _kind(ctx.out_dtype) == "f":
-            _apply_at_rounds(out, targets, values, _fmin)
-        else:
-            ufunc.at(out, targets, values.astype(out.dtype))
-        return out
-    return rule
-
-
-#: Scatter combiners that round. XLA:CPU applies a scatter's updates one at a time, in the order
-#: of the updates (the operand's value first), each combine rounded to the output dtype -- also
-#: float16 and bfloat16, whose scatter-add does not accumulate in float32 (measured on jaxlib
-#: 0.12.0.1: bfloat16 256 plus eight ones is 256; float32 scatter-adds of 64 updates of mixed
-#: magnitude onto 3 elements equal the sequential sum bit for bit, not the reversed one).
-_ROUNDING_COMBINERS = (np.add, np.subtract, np.multiply)
-
-
-def _scatter_rounding(ctx: _Ctx, operand: np.ndarray, targets: tuple[np.ndarray, ...],
-                      values: np.ndarray, ufunc: np.ufunc) -> np.ndarray:
-    """A floating scatter-add, -sub or -mul. float64 mode: exact enough, in float64. Native
-    modes: XLA:CPU's order (`_ROUNDING_COMBINERS`), each combine rounded to the output dtype and,
-    in ``reference:ftz``, flushed, so that a product flushed to zero part way (-0.998 x 1.1755e-38
-    -> 0, then x 1.49 -> -0) shows as XLA:CPU computes it. Monte Carlo samples: the float64 result
-    moved by a random share of the bound on every order's error (`_any_order_error`), so that
-    the oracle's budget covers any order XLA might choose, cancellation included."""
-    out = np.array(operand, np.float64, copy=True, order="C")
-    interp = ctx.interp
-    if not interp.native or interp.rng is not None:
-        ufunc.at(out, targets, values)
-        if interp.rng is None:
-            return out
-        return out + _any_order_error(interp.rng, operand, targets, values, ufunc, out,
-                                      ctx.out_dtype)
-    dtype, flush = ctx.out_dtype, interp.flush
-    _apply_at_rounds(out, targets, values, lambda a, b: _rounded(ufunc(a, b), dtype, flush))
-    if flush and ufunc is np.multiply:
-        smallest = _small_factors(operand)
-        np.multiply.at(smallest, targets, _small_factors(values))
-        return _flushed_in_some_order(out, smallest, dtype)
-    return out
-
-
-def _any_order_error(rng: np.random.Generator, operand: np.ndarray,
-                     targets: tuple[np.ndarray, ...], values: np.ndarray, ufunc: np.ufunc,
-                     exact: np.ndarray, dtype: Any) -> np.ndarray:
-    """A Monte Carlo sample of the error of a scatter's combines in any order, per element.
-
-    With k updates landing on an element, recursive summation in any order is off by at most
-    about ``k * u * sum|terms|`` (u the unit roundoff of the output dtype, the terms the
-    operand's value and the updates; Higham, "Accuracy and Stability of Numerical Algorithms",
-    2nd ed., section 4.2), which covers catastrophic cancellation (float16 0 - 65504 + 3.03 +
-    65504 is 0 in XLA's order and 3.03 in float64); a product of k factors in any order is off by
-    at most ``k * u * |product|`` (section 3.1). The sample is a random sign times a share of that
-    bound in `approximations.SAMPLED`, so the oracle (4x the largest honest error) allows one to
-    two bounds, and everything downstream sees it.
-
-    Returns:
-        float64 array of the operand's shape (units of the value).
-    """
-    shape = np.shape(operand)
-    flat = _flat_targets(targets, shape, values.size)
-    counts = np.bincount(flat, minlength=max(math.prod(shape), 1)).reshape(shape)
-    if ufunc is np.multiply:
-        scale = np.abs(exact)
-    else:
-        scale = np.abs(np.asarray(operand, np.float64)).copy()
-        np.add.at(scale, targets, np.abs(values))
-    roundoff = float(ml_dtypes.finfo(dtype).eps) / 2
-    share = rng.uniform(*approximations.SAMPLED, shape) * rng.choice([-1.0, 1.0], shape)
-    return counts * roundoff * scale * share
-
-
-def _flat_targets(targets: tuple[np.ndarray, ...], shape: tuple[int, ...], size: int) -> np.ndarray:
-    """The flat operand index of each scatter update (zeros for a 0-d operand)."""
-    if not shape:
-        return np.zeros(size, np.int64)
-    return np.ravel_multi_index(targets, shape).ravel()
-
-
-def _apply_at_rounds(out: np.ndarray, targets: tuple[np.ndarray, ...], values: np.ndarray,
-                     combine: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> None:
-    """out[t] = combine(out[t], v) for each update in order; duplicates go in successive rounds
-    (round r applies the r-th update of every element, vectorized). `out` must be C-contiguous:
-    a copy with NumPy's default order keeps a transposed or broadcast operand's strides, its
-    flat reshape is then a copy, and every update was lost (campaign seeds 52001359 and
-    52001844: scatter-max onto a transpose and a broadcast, flagged although XLA was right)."""
-    if not values.size:
-        return
-    if not out.flags.c_contiguous:
-        raise ValueError("scatter rounds need a C-contiguous operand copy")
-    flat = _flat_targets(targets, out.shape, values.size)
-    view = out.reshape(-1)
-    by_target = np.argsort(flat, kind="stable")
-    sorted_flat = flat[by_target]
-    first = np.r_[True, sorted_flat[1:] != sorted_flat[:-1]]
-    group_start = np.maximum.accumulate(np.where(first, np.arange(flat.size), 0))
-    rank = np.empty(flat.size, np.int64)
-    rank[by_target] = np.arange(flat.size) - group_start
-    by_round = np.argsort(rank, kind="stable")
-    edges = np.searchsorted(rank[by_round], np.arange(int(rank.max()) + 2))
-    for r in range(int(rank.max()) + 1):
-        chosen = by_round[edges[r]:edges[r + 1]]
-        view[flat[chosen]] = combine(view[flat[chosen]], values[chosen])
-
-
-def _scatter_apply(ctx: _Ctx, operand: np.ndarray, targets: tuple[np.ndarray, ...],
-                   values: np.ndarray, update_jaxpr: Any, update_consts: Any) -> np.ndarray:
-    closed = (jaxcompat.close(update_jaxpr, update_consts) if update_consts
-              else jaxcompat.as_closed(update_jaxpr))
-    out = np.array(operand, copy=True, order="C")
-    _apply_at_rounds(out, targets, values, lambda a, b: ctx.eval(closed, [a, b])[0])
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
-# sort and top_k
-
-
-def _sort(ctx: _Ctx, *operands: np.ndarray, dimension: int, is_stable: bool = True, num_keys: int = 1,
-          **_: Any) -> list[np.ndarray]:
-    """JAX's comparator: lexicographic on the first `num_keys` operands; floats with -0 == +0 and
-    every NaN equal and last. Always stable (ties are unspecified when is_stable is false)."""
-    moved = [np.moveaxis(x, dimension, -1) for x in operands]
-    significance = []  # most significant first
-    for x, dtype in zip(moved[:num_keys], ctx.in_dtypes):
-        if _kind(dtype) == "f":
-            nan = np.isnan(x)
-            significance += [nan, np.where(nan, 0.0, x + 0.0)]
-        elif _kind(dtype) == "c":
-            for part in (np.real(x), np.imag(x)):
-                nan = np.isnan(part)
-                significance += [nan, np.where(nan, 0.0, part + 0.0)]
-        else:
-            significance.append(x)
-    if moved[0].ndim == 0:
-        return list(operands)
-    keys = [np.broadcast_to(k, moved[0].shape) for k in reversed(significance)]
-    perm = np.lexsort(keys, axis=-1)
-    return [np.moveaxis(np.take_along_axis(x, perm, axis=-1), -1, dimension) for x in moved]
-
-
-def _top_k(ctx: _Ctx, x: np.ndarray, *, k: int, axis: int = -1, **_: Any) -> list[np.ndarray]:
-    """XLA TopK: descending in IEEE total order (NaN largest, -NaN smallest, +0 > -0), ties by index."""
-    moved = np.moveaxis(x, axis, -1)
-    key = _total_order_key(moved, ctx.in_dtypes[0])
-    perm = np.argsort(~key, axis=-1, kind="stable")[..., :k]
-    values = np.take_along_axis(moved, perm, axis=-1)
-    return [np.moveaxis(values, -1, axis),
-            np.moveaxis(perm, -1, axis).astype(ctx.out_dtypes[1])]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1211,8 +815,8 @@ def _random_unwrap(ctx: _Ctx, keys: _Keys, **_: Any) -> np.ndarray:
 # the rule table
 
 RULES: dict[str, Rule] = {
-    # elementwise, special functions, reductions: each rule sits in its primitive's record
-    # (xlaprobe.lax_rules)
+    # elementwise, special functions, reductions, shapes, indexing, sorting: each rule sits in
+    # its primitive's record (xlaprobe.lax_rules)
     **registry.reference_rules(),
     # identities: copies, sharding and scheduling annotations
     **{name: _identity for name in ("copy", "optimization_barrier", "sharding_constraint", "reshard",
@@ -1221,25 +825,11 @@ RULES: dict[str, Rule] = {
                                     "with_memory_space_constraint")},
     "tie": _tie,
     # structure
-    "broadcast_in_dim": _broadcast_in_dim, "reshape": _reshape,
-    "transpose": lambda ctx, x, *, permutation, **_: np.transpose(x, permutation),
-    "rev": lambda ctx, x, *, dimensions, **_: np.flip(x, tuple(dimensions)) if dimensions else x,
-    "squeeze": lambda ctx, x, *, dimensions, **_: np.squeeze(x, tuple(dimensions)),
-    "slice": _slice, "dynamic_slice": _dynamic_slice, "dynamic_update_slice": _dynamic_update_slice,
-    "concatenate": lambda ctx, *xs, dimension, **_: np.concatenate(xs, axis=dimension),
-    "pad": _pad, "iota": _iota, "split": _split,
-    "stack": lambda ctx, *xs, axis, **_: np.stack(xs, axis=axis),
-    "unstack": _unstack, "tile": lambda ctx, x, *, reps, **_: np.tile(x, tuple(reps)),
-    "empty": _empty, "zeros_like": _zeros_like,
-    "gather": _gather, "scatter": _scatter_named(None), "scatter-add": _scatter_named(np.add),
-    "scatter-sub": _scatter_named(np.subtract), "scatter-mul": _scatter_named(np.multiply),
-    "scatter-min": _scatter_named(np.minimum), "scatter-max": _scatter_named(np.maximum),
     # windowed reductions
     "reduce_window_sum": _reduce_window_named("sum"), "reduce_window_max": _reduce_window_named("max"),
     "reduce_window_min": _reduce_window_named("min"), "reduce_window": _reduce_window,
     "select_and_scatter_add": _select_and_scatter_add,
     "select_and_gather_add": _select_and_gather_add,
-    "sort": _sort, "top_k": _top_k,
     # contractions
     "dot_general": _dot_general, "conv_general_dilated": _conv_general_dilated,
     # control flow and calls

@@ -12,6 +12,14 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+__all__ = ["SAMPLED", "Approximation"]
+
+#: The share of an allowance a Monte Carlo sample of the reference (``reference:mca``) moves an
+#: approximate result by (a random sign times a uniform draw in this range): times the oracle's
+#: factor 4, one to two allowances. Scatters sample their any-order error bound the same way.
+SAMPLED = (0.25, 0.5)
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Approximation:
     """The error budget of one approximate primitive (units of the result's dtype).

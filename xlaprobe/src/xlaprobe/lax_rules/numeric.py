@@ -22,7 +22,7 @@ from jax import dtypes as jdtypes
 Rule = Callable[..., Any]
 
 __all__ = ["Rule", "RuleContext", "carrier", "dtype_kind", "flushed", "flushed_in_some_order",
-           "fmax", "fmin", "highest", "lowest", "ref_binary", "ref_unary", "rounded",
+           "fmax", "fmin", "highest", "lowest", "pad_general", "ref_binary", "ref_unary", "rounded",
            "small_factors", "total_order_key", "unsigned"]
 
 
@@ -59,9 +59,9 @@ class RuleContext(Protocol):
     def acc_dtype(self, dtype: Any = None) -> np.dtype:
         """The dtype a sum producing `dtype` (default: the first result's) accumulates in."""
 
-    def eval(self, closed: Any, args: Sequence[Any]) -> list[Any]:
-        """The results of the closed jaxpr `closed` (a parameter: a combiner, a body) on
-        `args` in carried form."""
+    def eval(self, closed: Any, args: Sequence[Any], consts: Sequence[Any] = ()) -> list[Any]:
+        """The results of the jaxpr `closed` (a parameter: a combiner, a body), closed over
+        `consts` when given, on `args` in carried form."""
 
 
 @functools.cache
@@ -160,6 +160,49 @@ def flushed_in_some_order(out: np.ndarray, smallest_partial: np.ndarray, dtype: 
     tiny = float(ml_dtypes.finfo(dtype).tiny)
     out = np.asarray(out, np.float64)
     return np.where(smallest_partial < tiny, np.copysign(0.0, out), out)
+
+
+def pad_general(x: np.ndarray, value: Any, config: Sequence[tuple[int, int, int]]) -> np.ndarray:
+    """Pad with (low, high, interior) per dim; negative low/high crop (StableHLO pad).
+
+    Interior padding first, then the positive edges, then the crop: a negative edge may crop
+    through the operand into the padding of the other edge (``(3, -4, 0)`` on 2 elements keeps
+    one padding value). The result has ``lo + n + (n - 1) * interior + hi`` elements per dim.
+
+    >>> pad_general(np.array([1.0, 2.0]), 0.0, [(3, -4, 0)]).tolist()
+    [0.0]
+    >>> pad_general(np.array([1.0, 2.0]), 0.0, [(-3, 2, 0)]).tolist()
+    [0.0]
+    >>> pad_general(np.array([1.0, 2.0, 3.0]), 9.0, [(-1, 1, 1)]).tolist()
+    [9.0, 2.0, 9.0, 3.0, 9.0]
+    """
+    for axis, (lo, hi, interior) in enumerate(config):
+        lo, hi, interior = int(lo), int(hi), int(interior)
+        n = x.shape[axis]
+        if interior > 0 and n > 1:
+            shape = list(x.shape)
+            shape[axis] = n + (n - 1) * interior
+            y = np.full(shape, value, dtype=x.dtype)
+            index = [slice(None)] * x.ndim
+            index[axis] = slice(None, None, interior + 1)
+            y[tuple(index)] = x
+            x = y
+        parts = []
+        for edge in (lo, None, hi):
+            if edge is None:
+                parts.append(x)
+            elif edge > 0:
+                shape = list(x.shape)
+                shape[axis] = edge
+                parts.append(np.full(shape, value, dtype=x.dtype))
+        padded = np.concatenate(parts, axis=axis) if len(parts) > 1 else parts[0]
+        # Crop on the padded axis with explicit bounds: a negative stop would wrap around.
+        start = max(-lo, 0)
+        stop = max(padded.shape[axis] - max(-hi, 0), start)
+        index = [slice(None)] * x.ndim
+        index[axis] = slice(start, stop)
+        x = padded[tuple(index)]
+    return x
 
 
 def total_order_key(x: np.ndarray, dtype: Any) -> np.ndarray:

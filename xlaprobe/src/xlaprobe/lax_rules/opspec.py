@@ -261,6 +261,22 @@ def factor_domain(dtype: np.dtype) -> Domain:
 # ---------------------------------------------------------------------------------------------
 # small helpers for samplers
 
+#: The most elements a generated value may have.
+MAX_ELEMENTS = 4096
+
+
+def crop_ok(size: int, lo: int, hi: int) -> bool:
+    """Negative padding of `lo` and `hi` crops within the `size` (dilated) elements of the data.
+
+    The fuzzer's pads and convolutions keep to such crops: the reference's pad once mis-sized a
+    crop that reached into the opposite side's padding (``pad(f32[2], (-3, 3))`` gave 3 elements,
+    not 2). ``lax_rules.numeric.pad_general`` crops through since (its doctests); the check
+    stays because dropping it changes every program a seed makes (the notes of ``pad`` still
+    name it ``_crop_ok``)."""
+    return max(-lo, 0) + max(-hi, 0) <= size
+
+
+
 
 def choice(rng: np.random.Generator, items: Sequence[Any], p: Sequence[float] | None = None) -> Any:
     """One of `items`, drawn with probabilities proportional to `p` (uniform if None)."""

@@ -38,6 +38,7 @@ import numpy as np
 
 from xlaprobe import jaxprs
 from xlaprobe.errors import InvalidArgument
+from xlaprobe.lax_rules import opspec, shapes
 from xlaprobe.program import Program, Provenance
 from xlaprobe.sources import ops
 from xlaprobe.sources.ops import Aval, Domain, Operand, OpRule, dtype_of, is_float, is_int
@@ -47,7 +48,7 @@ __all__ = ["Graph", "Node", "generate", "generate_graph", "sample_input", "MAX_I
 #: Most program inputs (fresh values) a program gets.
 MAX_INPUTS = 8
 #: Largest number of elements of any value.
-MAX_ELEMENTS = ops.MAX_ELEMENTS
+MAX_ELEMENTS = opspec.MAX_ELEMENTS
 #: Whole-program attempts before `generate` gives up (each attempt resamples everything).
 MAX_ATTEMPTS = 20
 #: Chance that a float input gets special values injected.
@@ -566,7 +567,7 @@ class _Builder:
         shape = self.values[source].aval.shape
         if len(shape) != aval.ndim or any(n > d for n, d in zip(aval.shape, shape)):
             raise _Reject("slice larger than its source")
-        params = ops._slice_params(self.rng, shape, out=aval.shape)
+        params = shapes.slice_params(self.rng, shape, out=aval.shape)
         if params["start_indices"] == (0,) * len(shape) and tuple(params["limit_indices"]) == shape:
             return source  # the whole value: update it with itself
         return self._add(ops.RULES["slice"], [source], params, budget=MAX_ELEMENTS)[0]

@@ -4,11 +4,11 @@ A rule says what the generator (`xlaprobe.sources.generator`) needs to emit its 
 valid program: the dtypes of its primary operand, how to sample the other operands (as `Operand`
 requirements: abstract value, value `Domain`, exactness) and the parameters from a NumPy
 ``Generator``, and how to build it with JAX's public lax function (so the jaxpr holds JAX's own
-primitive). The rules of the elementwise primitives and the reductions sit in their records
-(``lax_rules/elementwise.py``, ``lax_rules/reductions.py``, beside each one's facts, reference
+primitive). The rules of the elementwise primitives, reductions, shapes, indexing and sorting
+primitives sit in their records (``lax_rules/<family>.py``, beside each one's facts, reference
 rule and budget), built from `OpRule` and the sampler factories of ``lax_rules/opspec.py``; this
-module adds the other families (family factories such as `_scatter_rule` make the simple ops one
-line each) and keys the catalogue. Its ORDER matters: the
+module adds the other families (contractions, windows, control flow, random bits) and keys the
+catalogue. Its ORDER matters: the
 generator draws a rule by its position.
 
 Exactness (why `Operand.exact` exists). The oracle judges integer and boolean outputs exactly and
@@ -27,8 +27,7 @@ specification (https://openxla.org/stablehlo/spec) for what is implementation-de
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -39,20 +38,16 @@ from jax import lax
 from xlaprobe import primitives
 from xlaprobe.lax_rules import registry
 from xlaprobe.lax_rules.opspec import (
-    ABOVE_MINUS_ONE, ALL, ANGLE, ANY, AT_LEAST_ONE, FLOATS, GAMMA, INDEX_DTYPES, INTS,
-    MODERATE, NO_NAN, NONZERO, NUMERIC, POSITIVE, SIGNED, UNIT, UNSIGNED, X64, Aval, Context,
-    Domain, Operand, OpRule, Sample, dtype_of, is_float, is_int, unary_rule)
-from xlaprobe.lax_rules.opspec import DISCONTINUOUS as _DISCONTINUOUS
+    ABOVE_MINUS_ONE, ALL, ANGLE, ANY, AT_LEAST_ONE, FLOATS, GAMMA, INTS, MODERATE, NO_NAN, NONZERO,
+    NUMERIC, POSITIVE, SIGNED, UNIT, UNSIGNED, X64, Aval, Context, Domain, Operand, OpRule,
+    Sample, dtype_of, is_float, is_int, unary_rule)
 from xlaprobe.lax_rules.opspec import PRODUCT as _PRODUCT
 from xlaprobe.lax_rules.opspec import call as _call
 from xlaprobe.lax_rules.opspec import choice as _choice
+from xlaprobe.lax_rules.opspec import crop_ok as _crop_ok
 from xlaprobe.lax_rules.opspec import factor_domain as _factor_domain
-from xlaprobe.lax_rules.opspec import hull as _hull
 from xlaprobe.lax_rules.opspec import int_exact as _int_exact
 from xlaprobe.lax_rules.opspec import int_range as _int_range
-from xlaprobe.lax_rules.opspec import mantissa_bits as _mantissa_bits
-from xlaprobe.lax_rules.opspec import structural_bounds as _structural_bounds
-from xlaprobe.lax_rules.opspec import subset as _subset
 
 __all__ = ["Aval", "Domain", "Operand", "OpRule", "Sample", "RULES", "FLOATS", "SIGNED",
            "UNSIGNED", "INTS", "NUMERIC", "ALL", "X64", "dtype_of", "is_float", "is_int",
@@ -158,13 +153,6 @@ _CONTRACT_RULES = [
 # windowed reductions
 
 
-def _crop_ok(size: int, lo: int, hi: int) -> bool:
-    """Negative padding crops within the (dilated) data: the reference's pad mis-sizes a crop
-    that reaches into the opposite side's padding (pad(f32[2], (-3, 3)) gives 3 elements, not 2);
-    drop this check when xlaprobe/configs/reference.py _pad_general is fixed."""
-    return max(-lo, 0) + max(-hi, 0) <= size
-
-
 def _window_params(rng: np.random.Generator, aval: Aval, *,
                    dilations: bool = True) -> dict[str, Any] | None:
     window, strides, padding, base, wdil = [], [], [], [], []
@@ -246,387 +234,6 @@ _WINDOW_RULES = [
            notes=("generic bodies (mul; and, or for integers and bools), each with its identity as "
                   "init: XLA may apply a non-identity init any number of times, and pads with it "
                   "or skips the padding (undefined, see jax.lax.reduce)", _PRODUCT)),
-]
-
-# ---------------------------------------------------------------------------------------------
-# shape ops
-
-MAX_ELEMENTS = 4096
-
-
-def _broadcast_sample(rng: np.random.Generator, aval: Aval, ctx: Context) -> Sample | None:
-    out: list[int] = []
-    dims: list[int] = []
-    for d in aval.shape:
-        while rng.random() < 0.3:
-            out.append(int(rng.integers(1, 5)))
-        dims.append(len(out))
-        out.append(d if d != 1 or rng.random() < 0.5 else int(rng.integers(2, 5)))
-    while rng.random() < 0.4 or len(out) == aval.ndim and tuple(out) == aval.shape:
-        out.append(int(rng.integers(1, 5)))
-    if math.prod(out) > MAX_ELEMENTS:
-        return None
-    return Sample((Operand(aval),), {"shape": tuple(out), "broadcast_dimensions": tuple(dims)})
-
-
-def _factor(rng: np.random.Generator, size: int) -> tuple[int, ...]:
-    dims = []
-    rest = size
-    while rest > 1 and len(dims) < 3:
-        divisors = [d for d in range(2, rest + 1) if rest % d == 0]
-        d = int(_choice(rng, divisors))
-        dims.append(d)
-        rest //= d
-    if rest > 1:
-        dims.append(rest)
-    while rng.random() < 0.2:
-        dims.insert(int(rng.integers(len(dims) + 1)), 1)
-    return tuple(int(d) for d in rng.permutation(dims)) if dims else ()
-
-
-def _reshape_sample(rng: np.random.Generator, aval: Aval, ctx: Context) -> Sample | None:
-    for _ in range(5):
-        shape = _factor(rng, aval.size)
-        if shape != aval.shape:
-            return Sample((Operand(aval),), {"new_sizes": shape})
-    return None
-
-
-def _transpose_sample(rng: np.random.Generator, aval: Aval, ctx: Context) -> Sample | None:
-    perm = tuple(int(i) for i in rng.permutation(aval.ndim))
-    if perm == tuple(range(aval.ndim)):
-        perm = perm[1:] + perm[:1]
-    return Sample((Operand(aval),), {"permutation": perm})
-
-
-def _rev_sample(rng: np.random.Generator, aval: Aval, ctx: Context) -> Sample | None:
-    return Sample((Operand(aval),), {"dimensions": _subset(rng, aval.ndim)})
-
-
-def _squeeze_sample(rng: np.random.Generator, aval: Aval, ctx: Context) -> Sample | None:
-    ones = [i for i, d in enumerate(aval.shape) if d == 1]
-    if not ones:  # ask for the same value with a unit dimension inserted
-        at = int(rng.integers(aval.ndim + 1))
-        operand = aval.with_shape(aval.shape[:at] + (1,) + aval.shape[at:])
-        return Sample((Operand(operand),), {"dimensions": (at,)})
-    return Sample((Operand(aval),), {"dimensions": tuple(i for i in ones if rng.random() < 0.7)
-                                     or (ones[0],)})
-
-
-def _slice_params(rng: np.random.Generator, shape: Sequence[int], out: Sequence[int] | None = None,
-                  strides: bool = True) -> dict[str, Any]:
-    start, limit, step = [], [], []
-    for k, d in enumerate(shape):
-        s = int(_choice(rng, [1, 1, 1, 2, 3])) if strides else 1
-        if out is not None:
-            n = out[k]
-            s = 1
-        else:
-            n = int(rng.integers(1, d + 1))
-            n = max(1, min(n, (d - 1) // s + 1))
-        first = int(rng.integers(0, d - (n - 1) * s))
-        start.append(first)
-        limit.append(first + (n - 1) * s + 1)
-        step.append(s)
-    return {"start_indices": tuple(start), "limit_indices": tuple(limit),
-            "strides": tuple(step) if any(x != 1 for x in step) else None}
-
-
-def _slice_sample(rng: np.random.Generator, aval: Aval, ctx: Context) -> Sample | None:
-    params = _slice_params(rng, aval.shape)
-    if params["start_indices"] == (0,) * aval.ndim and params["limit_indices"] == aval.shape \
-            and params["strides"] is None:
-        return None
-    return Sample((Operand(aval),), params)
-
-
-def _slice_build(x: Any, *, start_indices: Any, limit_indices: Any, strides: Any = None) -> Any:
-    return lax.slice(x, start_indices, limit_indices, strides)
-
-
-def _pad_sample(rng: np.random.Generator, aval: Aval, ctx: Context) -> Sample | None:
-    config = []
-    for d in aval.shape:
-        interior = int(_choice(rng, [0, 0, 0, 1, 2]))
-        full = d + max(d - 1, 0) * interior
-        for _ in range(10):
-            lo, hi = (int(x) for x in rng.integers(-3, 4, 2))
-            if full + lo + hi >= 1 and _crop_ok(full, lo, hi):
-                break
-        else:
-            lo = hi = 0
-        config.append((lo, hi, interior))
-    out = [d + max(d - 1, 0) * i + lo + hi for d, (lo, hi, i) in zip(aval.shape, config)]
-    if math.prod(out) > MAX_ELEMENTS or all(c == (0, 0, 0) for c in config):
-        return None
-    scalar = Aval((), aval.dtype)
-    value = (Operand(scalar, const=ctx.constant(scalar, ANY, rng)) if rng.random() < 0.7
-             else Operand(scalar))
-    return Sample((Operand(aval), value), {"padding_config": tuple(config)})
-
-
-def _concatenate_sample(rng: np.random.Generator, aval: Aval, ctx: Context) -> Sample | None:
-    dim = int(rng.integers(aval.ndim))
-    operands = [Operand(aval)]
-    for _ in range(int(rng.integers(1, 3))):
-        shape = list(aval.shape)
-        shape[dim] = int(_choice(rng, [aval.shape[dim], int(rng.integers(1, 5))]))
-        operands.append(Operand(aval.with_shape(shape)))
-    return Sample(tuple(operands), {"dimension": dim})
-
-
-def _split_sample(rng: np.random.Generator, aval: Aval, ctx: Context) -> Sample | None:
-    axes = [i for i, d in enumerate(aval.shape) if d >= 2]
-    if not axes:
-        return None
-    axis = int(_choice(rng, axes))
-    size = aval.shape[axis]
-    cuts = sorted({int(c) for c in rng.integers(1, size, int(rng.integers(1, 3)))})
-    sizes = tuple(b - a for a, b in zip([0] + cuts, cuts + [size]))
-    return Sample((Operand(aval),), {"sizes": sizes, "axis": axis})
-
-
-def _iota_sample(rng: np.random.Generator, aval: Aval, ctx: Context) -> Sample | None:
-    shape = aval.shape if aval.ndim else (int(rng.integers(1, 9)),)
-    return Sample((), {"dtype": aval.dtype, "shape": shape, "dimension": int(rng.integers(len(shape)))})
-
-
-def _iota_exact(avals: Sequence[Aval], params: dict[str, Any]) -> bool:
-    dtype = dtype_of(params["dtype"])
-    return not is_float(dtype) or max(params["shape"]) <= 2 ** _mantissa_bits(dtype)
-
-
-_SHAPE_RULES = [
-    OpRule("broadcast_in_dim", "shape", 1, ALL, _broadcast_sample,
-           lambda x, *, shape, broadcast_dimensions: lax.broadcast_in_dim(x, shape,
-                                                                          broadcast_dimensions),
-           exact_result=True, bounds=_structural_bounds),
-    OpRule("reshape", "shape", 1, ALL, _reshape_sample,
-           lambda x, *, new_sizes: lax.reshape(x, new_sizes), exact_result=True,
-           bounds=_structural_bounds),
-    OpRule("transpose", "shape", 1, ALL, _transpose_sample, _call(lax.transpose), exact_result=True,
-           bounds=_structural_bounds, min_rank=2),
-    OpRule("rev", "shape", 1, ALL, _rev_sample, _call(lax.rev), exact_result=True,
-           bounds=_structural_bounds, min_rank=1),
-    OpRule("squeeze", "shape", 1, ALL, _squeeze_sample, _call(lax.squeeze), exact_result=True,
-           bounds=_structural_bounds, weight=0.5),
-    OpRule("slice", "shape", 1, ALL, _slice_sample, _slice_build, exact_result=True,
-           bounds=_structural_bounds, min_rank=1),
-    OpRule("pad", "shape", 2, ALL, _pad_sample, _call(lax.pad), exact_result=True,
-           bounds=_structural_bounds, min_rank=1, weight=1.5,
-           notes=("negative (cropping) and interior padding; crops stay within the data until "
-                  "the reference's pad is fixed (see _crop_ok)",)),
-    OpRule("concatenate", "shape", -1, ALL, _concatenate_sample,
-           lambda *xs, dimension: lax.concatenate(xs, dimension), exact_result=True,
-           bounds=_structural_bounds, min_rank=1,
-           notes=("often concatenates a value with itself (several consumers)",)),
-    OpRule("split", "shape", 1, ALL, _split_sample, _call(lax.split), exact_result=True,
-           bounds=_structural_bounds, min_rank=1, weight=0.5),
-    OpRule("iota", "shape", 0, NUMERIC, _iota_sample,
-           lambda *, dtype, shape, dimension: lax.broadcasted_iota(dtype, shape, dimension),
-           exact_result=_iota_exact, weight=0.5,
-           notes=("floating iotas beyond 2**mantissa bits are rounded (then inexact)",)),
-]
-
-# ---------------------------------------------------------------------------------------------
-# indexing: dynamic slices, gathers, scatters
-
-
-def _index_dtype(rng: np.random.Generator, x64: bool = False) -> np.dtype:
-    names = INDEX_DTYPES + (("int64",) if x64 else ())
-    weights = [3, 3, 2, 2, 3, 1] + ([1] if x64 else [])
-    return dtype_of(_choice(rng, names, weights))
-
-
-def _start_operands(rng: np.random.Generator, shape: Sequence[int], sizes: Sequence[int],
-                    ctx: Context) -> tuple[list[Operand], np.dtype]:
-    dtype = _index_dtype(rng, getattr(ctx, "x64", False))
-    lo_t, hi_t = _int_range(dtype)
-    operands = []
-    for d, n in zip(shape, sizes):
-        # Starts around the valid range: clamped by the op when out of bounds.
-        domain = Domain("start index", lo=max(lo_t, -d - 2), hi=min(hi_t, d + 2), specials=False)
-        if rng.random() < 0.4:
-            value = int(rng.integers(max(lo_t, 0), min(hi_t, max(d - n, 0)) + 1))
-            operands.append(Operand(Aval((), dtype), domain, const=np.asarray(value, dtype)))
-        else:
-            operands.append(Operand(Aval((), dtype), domain))
-    return operands, dtype
-
-
-def _dynamic_slice_sample(rng: np.random.Generator, aval: Aval, ctx: Context) -> Sample | None:
-    sizes = tuple(int(rng.integers(1, d + 1)) for d in aval.shape)
-    starts, _ = _start_operands(rng, aval.shape, sizes, ctx)
-    return Sample((Operand(aval), *starts), {"slice_sizes": sizes,
-                                             "allow_negative_indices": bool(rng.random() < 0.5)})
-
-
-def _dynamic_slice_build(x: Any, *starts: Any, slice_sizes: Any, allow_negative_indices: bool) -> Any:
-    return lax.dynamic_slice(x, starts, slice_sizes, allow_negative_indices=allow_negative_indices)
-
-
-def _dynamic_update_slice_sample(rng: np.random.Generator, aval: Aval, ctx: Context) -> Sample | None:
-    sizes = tuple(int(rng.integers(1, d + 1)) for d in aval.shape)
-    update = Aval(sizes, aval.dtype)
-    # In-place update of a slice of itself (a buffer-aliasing hazard for fusion) half the time.
-    operand = Operand(update, slice_of=0) if rng.random() < 0.7 else Operand(update)
-    starts, _ = _start_operands(rng, aval.shape, sizes, ctx)
-    return Sample((Operand(aval), operand, *starts),
-                  {"allow_negative_indices": bool(rng.random() < 0.5)})
-
-
-def _dynamic_update_slice_build(x: Any, update: Any, *starts: Any, allow_negative_indices: bool) -> Any:
-    return lax.dynamic_update_slice(x, update, starts, allow_negative_indices=allow_negative_indices)
-
-
-_MODES = (lax.GatherScatterMode.CLIP, lax.GatherScatterMode.FILL_OR_DROP,
-          lax.GatherScatterMode.PROMISE_IN_BOUNDS)
-
-
-def _index_domain(dim: int, dtype: np.dtype, *, oob: bool, unique: bool) -> Domain:
-    lo_t, hi_t = _int_range(dtype)
-    return Domain("index", lo=0, hi=min(dim - 1, hi_t), specials=False, oob=oob, unique=unique)
-
-
-def _gather_form(rng: np.random.Generator, aval: Aval, form: str, k: int,
-                 dtype: np.dtype) -> tuple[Aval, dict[str, Any], Aval, int]:
-    """(indices aval, dimension numbers and slice sizes, updates/result aval, number of in-bounds
-    start indices per coordinate) of one indexing form."""
-    rest = aval.shape[1:]
-    if form == "rows":  # x[idx] along axis 0
-        idx = Aval((k, 1), dtype)
-        dn = dict(offset_dims=tuple(range(1, aval.ndim)), collapsed_slice_dims=(0,),
-                  start_index_map=(0,))
-        return idx, dict(dn=dn, slice_sizes=(1,) + rest), aval.with_shape((k,) + rest), aval.shape[0]
-    if form == "points":  # x[i, j, ...] for full index tuples
-        idx = Aval((k, aval.ndim), dtype)
-        dn = dict(offset_dims=(), collapsed_slice_dims=tuple(range(aval.ndim)),
-                  start_index_map=tuple(range(aval.ndim)))
-        return idx, dict(dn=dn, slice_sizes=(1,) * aval.ndim), aval.with_shape((k,)), min(aval.shape)
-    # windows: slices of length w along axis 0 (they may overlap)
-    w = int(rng.integers(1, aval.shape[0] + 1))
-    idx = Aval((k, 1), dtype)
-    dn = dict(offset_dims=tuple(range(1, aval.ndim + 1)), collapsed_slice_dims=(),
-              start_index_map=(0,))
-    # A window fits when it starts at most at dim - w (else clamped, dropped or undefined).
-    return (idx, dict(dn=dn, slice_sizes=(w,) + rest), aval.with_shape((k, w) + rest),
-            aval.shape[0] - w + 1)
-
-
-def _gather_sample(rng: np.random.Generator, aval: Aval, ctx: Context) -> Sample | None:
-    form = _choice(rng, ["rows", "points", "windows"])
-    mode = _choice(rng, _MODES)
-    dtype = _index_dtype(rng, getattr(ctx, "x64", False))
-    k = int(rng.integers(1, 9))
-    idx, spec, _, dim = _gather_form(rng, aval, form, k, dtype)
-    in_bounds = mode is lax.GatherScatterMode.PROMISE_IN_BOUNDS
-    if in_bounds or rng.random() < 0.6:
-        # Out-of-bounds indices are implementation-defined under PROMISE_IN_BOUNDS.
-        indices = Operand(idx, _index_domain(dim, dtype, oob=not in_bounds, unique=False))
-    else:
-        indices = Operand(idx)  # any values: clamped (CLIP) or dropped (FILL_OR_DROP)
-    return Sample((Operand(aval), indices),
-                  {"dimension_numbers": lax.GatherDimensionNumbers(**spec["dn"]),
-                   "slice_sizes": spec["slice_sizes"], "mode": mode})
-
-
-def _scatter_rule(name: str, fn: Callable[..., Any], dtypes: Sequence[str]) -> OpRule:
-    combine = name != "scatter"
-
-    def sample(rng: np.random.Generator, aval: Aval, ctx: Context) -> Sample | None:
-        forms = ["rows", "points"] + (["windows"] if combine else [])
-        form = _choice(rng, forms)
-        mode = _choice(rng, _MODES)
-        dtype = _index_dtype(rng, getattr(ctx, "x64", False))
-        k = int(rng.integers(1, 9))
-        if not combine:
-            # Without a combiner, duplicate (or clamped) indices leave the order of updates
-            # implementation-defined: unique in-bounds indices, out-of-bounds ones only dropped.
-            k = min(k, min(aval.shape) if form == "points" else aval.shape[0])
-        idx, spec, upd, dim = _gather_form(rng, aval, form, k, dtype)
-        in_bounds = mode is not lax.GatherScatterMode.FILL_OR_DROP
-        unique = not combine or rng.random() < 0.2
-        if not combine or mode is lax.GatherScatterMode.PROMISE_IN_BOUNDS or rng.random() < 0.7:
-            domain = _index_domain(dim, dtype, oob=not in_bounds and rng.random() < 0.5,
-                                   unique=unique)
-            indices = Operand(idx, domain, fresh=True)
-        else:
-            unique = False
-            indices = Operand(idx)
-        if form == "points" and unique:
-            return None  # uniqueness of index tuples is not planned; use another form
-        dn = lax.ScatterDimensionNumbers(
-            update_window_dims=spec["dn"]["offset_dims"],
-            inserted_window_dims=spec["dn"]["collapsed_slice_dims"],
-            scatter_dims_to_operand_dims=spec["dn"]["start_index_map"])
-        factors = _factor_domain(aval.dtype) if name == "scatter-mul" else ANY
-        return Sample((Operand(aval, factors), indices, Operand(upd, factors)),
-                      {"dimension_numbers": dn, "mode": mode,
-                       "unique_indices": bool(unique and form != "windows" and rng.random() < 0.5)})
-
-    exact = True if name in ("scatter", "scatter-min", "scatter-max") else _int_exact
-    return OpRule(name, "scatter", 3, tuple(dtypes), sample, _call(fn), exact_result=exact,
-                  min_rank=1, weight=1.5, notes=(
-                      "index dtypes uint8..int32 (narrow ones with long axes), all modes",
-                      "scatter without combiner: unique in-bounds indices (the order of "
-                      "duplicate updates is implementation-defined)"))
-
-
-_INDEX_RULES = [
-    OpRule("dynamic_slice", "index", -1, ALL, _dynamic_slice_sample, _dynamic_slice_build,
-           exact_result=True, bounds=_structural_bounds, min_rank=1,
-           notes=("start indices of narrow dtypes, out of range (clamped), constant or computed",)),
-    OpRule("dynamic_update_slice", "index", -1, ALL, _dynamic_update_slice_sample,
-           _dynamic_update_slice_build, exact_result=True, bounds=_structural_bounds, min_rank=1,
-           weight=3.0, notes=("most updates are slices of the operand itself",)),
-    OpRule("gather", "index", 2, ALL, _gather_sample, _call(lax.gather), exact_result=True,
-           bounds=lambda b, p: _hull(b[:1], 0.0), min_rank=1,
-           notes=("rows, points and windows; all modes; PROMISE_IN_BOUNDS only with in-range "
-                  "indices (else implementation-defined)",
-                  "FILL_OR_DROP fills NaN for floats")),
-    _scatter_rule("scatter", lax.scatter, ALL),
-    _scatter_rule("scatter-add", lax.scatter_add, NUMERIC),
-    _scatter_rule("scatter-sub", lax.scatter_sub, NUMERIC),
-    _scatter_rule("scatter-mul", lax.scatter_mul, NUMERIC),
-    _scatter_rule("scatter-min", lax.scatter_min, ALL),
-    _scatter_rule("scatter-max", lax.scatter_max, ALL),
-]
-
-# ---------------------------------------------------------------------------------------------
-# sorting
-
-
-def _sort_sample(rng: np.random.Generator, aval: Aval, ctx: Context) -> Sample | None:
-    n = int(_choice(rng, [1, 1, 2, 3]))
-    num_keys = int(rng.integers(1, n + 1))
-    operands = [Operand(aval, exact=n > 1)]
-    for i in range(1, n):
-        other = aval.with_dtype(_choice(rng, ALL))
-        operands.append(Operand(other, exact=i < num_keys))
-    return Sample(tuple(operands), {"dimension": int(rng.integers(aval.ndim)),
-                                    "is_stable": bool(n > 1 or rng.random() < 0.5),
-                                    "num_keys": num_keys})
-
-
-def _sort_build(*xs: Any, dimension: int, is_stable: bool, num_keys: int) -> Any:
-    out = lax.sort(xs, dimension=dimension, is_stable=is_stable, num_keys=num_keys)
-    return tuple(out)
-
-
-def _top_k_sample(rng: np.random.Generator, aval: Aval, ctx: Context) -> Sample | None:
-    axis = int(rng.integers(aval.ndim))
-    return Sample((Operand(aval, NO_NAN, exact=True),),
-                  {"k": int(rng.integers(1, aval.shape[axis] + 1)), "axis": axis})
-
-
-_SORT_RULES = [
-    OpRule("sort", "sort", -1, ALL, _sort_sample, _sort_build, exact_result=True, min_rank=1,
-           notes=("keys of a multi-operand sort are " + _DISCONTINUOUS,
-                  "unstable sorts only of a single operand (ties of payloads are unordered)")),
-    OpRule("top_k", "sort", 1, ALL, _top_k_sample, _call(lax.top_k), exact_result=True,
-           min_rank=1, notes=(
-               "no NaN: top_k orders NaNs by their sign bit, and NaN payloads are not preserved",
-               _DISCONTINUOUS)),
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -798,7 +405,9 @@ _RANDOM_RULES = [
 #: primitive name -> rule.
 RULES: dict[str, OpRule] = primitives.by_name([
     # elementwise and reductions: each rule sits in its primitive's record (xlaprobe.lax_rules)
-    *registry.generator_rules(),
-    *_CONTRACT_RULES, *_WINDOW_RULES, *_SHAPE_RULES, *_INDEX_RULES,
-    *_SORT_RULES, *_CONTROL_RULES, *_RANDOM_RULES,
+    *registry.generator_rules("elementwise", "special", "reductions"),
+    *_CONTRACT_RULES, *_WINDOW_RULES,
+    # shapes, indexing, sorting: records too (xlaprobe.lax_rules.shapes, .indexing, .sorting)
+    *registry.generator_rules("shapes", "indexing", "sorting"),
+    *_CONTROL_RULES, *_RANDOM_RULES,
 ], "op catalogue")
