@@ -72,18 +72,13 @@ def by_name(records: Iterable[_Named], table: str) -> dict[str, _Named]:
 
 #: primitive name -> facts.
 PRIMITIVES: dict[str, PrimitiveFacts] = by_name(itertools.chain.from_iterable([
-    # elementwise, special functions, reductions, shapes, indexing, sorting: one record each
-    # (xlaprobe.lax_rules)
+    # elementwise, special functions, reductions, contractions and windows, shapes, indexing,
+    # sorting: one record each (xlaprobe.lax_rules)
     registry.facts(),
     # data movement
     _family("copy", movement=Movement.COPY, takes_keys=True),
     _family("iota_2x32_shape threefry2x32 platform_index stop_gradient "
             "with_memory_space_constraint"),
-    # windowed sums and contractions
-    _family("reduce_window_sum dot_general conv_general_dilated select_and_scatter_add",
-            rounding=True, accumulates=True),
-    _family("reduce_window_max reduce_window_min select_and_gather_add"),
-    _family("reduce_window"),  # the combiner is a jaxpr parameter
     # linear algebra: factorizations and solves (LAPACK on XLA:CPU; triangular_solve is XLA's)
     _family("cholesky lu qr geqrf householder_product eigh svd triangular_solve "
             "tridiagonal_solve symmetric_product", rounding=True, accumulates=True),

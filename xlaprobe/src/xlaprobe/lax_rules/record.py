@@ -19,7 +19,7 @@ from xlaprobe.lax_rules.facts import PrimitiveFacts
 from xlaprobe.lax_rules.numeric import Rule
 from xlaprobe.lax_rules.opspec import OpRule
 
-__all__ = ["PrimitiveDef"]
+__all__ = ["PrimitiveDef", "accumulating", "plain"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -59,3 +59,16 @@ class PrimitiveDef:
     def name(self) -> str:
         """The JAX primitive name (``exp``, ``scatter-add``)."""
         return self.facts.name
+
+
+def accumulating(name: str, reference: Rule, generator: OpRule | None = None) -> PrimitiveDef:
+    """The record of a sum, product or contraction: it rounds, and combines many terms into each
+    result element in an order XLA may choose (`PrimitiveFacts.accumulates`)."""
+    return PrimitiveDef(PrimitiveFacts(name, rounding=True, accumulates=True), reference,
+                        generator)
+
+
+def plain(name: str, reference: Rule, generator: OpRule | None = None) -> PrimitiveDef:
+    """The record of a primitive with no facts to tell (it neither rounds nor only moves data):
+    a max, an argmax, a sort, or one whose combiner's own equations round (``reduce``)."""
+    return PrimitiveDef(PrimitiveFacts(name), reference, generator)

@@ -30,14 +30,13 @@ import ml_dtypes
 import numpy as np
 from jax import lax
 
-from xlaprobe.lax_rules.facts import PrimitiveFacts
 from xlaprobe.lax_rules.numeric import (Rule, RuleContext, dtype_kind, flushed_in_some_order,
                                         highest, lowest, rounded, small_factors)
 from xlaprobe.lax_rules.opspec import (ALL, ANY, BOOL, DISCONTINUOUS, FLOATS, INDEX_DTYPES, INTS,
                                        NUMERIC, PRODUCT, Aval, Context, Operand, OpRule, Sample,
                                        call, choice, dtype_of, factor_domain, int_exact,
                                        int_range, structural_bounds, subset)
-from xlaprobe.lax_rules.record import PrimitiveDef
+from xlaprobe.lax_rules.record import PrimitiveDef, accumulating, plain
 
 __all__ = ["DEFINITIONS"]
 
@@ -224,47 +223,35 @@ def _cumulative(name: str, fn: Callable[..., Any], dtypes: Sequence[str], *,
 # the records
 
 
-def _accumulating(name: str, reference: Rule, generator: OpRule | None = None) -> PrimitiveDef:
-    """A sum or product: rounds, and combines many terms in an order XLA may choose."""
-    return PrimitiveDef(PrimitiveFacts(name, rounding=True, accumulates=True), reference,
-                        generator)
-
-
-def _exact(name: str, reference: Rule, generator: OpRule | None = None) -> PrimitiveDef:
-    """A reduction whose result its operands determine exactly (a max, an argmax, a bitwise
-    combine; the generic ``reduce``, whose combiner's own equations round)."""
-    return PrimitiveDef(PrimitiveFacts(name), reference, generator)
-
-
 #: Every reduction's record, in the fuzzer's catalogue order (module docstring).
 DEFINITIONS: tuple[PrimitiveDef, ...] = (
-    _accumulating("reduce_sum", _reduce_sum, _reduction(
+    accumulating("reduce_sum", _reduce_sum, _reduction(
         "reduce_sum", lax.reduce_sum, NUMERIC, notes=(
             "XLA may reassociate floating sums (covered by the oracle's accumulation budget)",))),
-    _accumulating("reduce_prod", _reduce_prod, _reduction(
+    accumulating("reduce_prod", _reduce_prod, _reduction(
         "reduce_prod", lax.reduce_prod, NUMERIC, product=True, notes=(PRODUCT,))),
-    _exact("reduce_max", _reduce_max,
-           _reduction("reduce_max", lax.reduce_max, ALL, exact_result=True)),
-    _exact("reduce_min", _reduce_min,
-           _reduction("reduce_min", lax.reduce_min, ALL, exact_result=True)),
-    _exact("reduce_and", _reduce_bitwise(np.bitwise_and, -1),
-           _reduction("reduce_and", lax.reduce_and, INTS + BOOL)),
-    _exact("reduce_or", _reduce_bitwise(np.bitwise_or, 0),
-           _reduction("reduce_or", lax.reduce_or, INTS + BOOL)),
-    _exact("reduce_xor", _reduce_bitwise(np.bitwise_xor, 0),
-           _reduction("reduce_xor", lax.reduce_xor, INTS + BOOL)),
-    _exact("argmax", _argminmax(np.argmax), _arg_reduction("argmax", lax.argmax)),
-    _exact("argmin", _argminmax(np.argmin), _arg_reduction("argmin", lax.argmin)),
-    _accumulating("cumsum", _cumulative_rule("sum"), _cumulative("cumsum", lax.cumsum, NUMERIC)),
-    _accumulating("cumprod", _cumulative_rule("prod"),
+    plain("reduce_max", _reduce_max,
+          _reduction("reduce_max", lax.reduce_max, ALL, exact_result=True)),
+    plain("reduce_min", _reduce_min,
+          _reduction("reduce_min", lax.reduce_min, ALL, exact_result=True)),
+    plain("reduce_and", _reduce_bitwise(np.bitwise_and, -1),
+          _reduction("reduce_and", lax.reduce_and, INTS + BOOL)),
+    plain("reduce_or", _reduce_bitwise(np.bitwise_or, 0),
+          _reduction("reduce_or", lax.reduce_or, INTS + BOOL)),
+    plain("reduce_xor", _reduce_bitwise(np.bitwise_xor, 0),
+          _reduction("reduce_xor", lax.reduce_xor, INTS + BOOL)),
+    plain("argmax", _argminmax(np.argmax), _arg_reduction("argmax", lax.argmax)),
+    plain("argmin", _argminmax(np.argmin), _arg_reduction("argmin", lax.argmin)),
+    accumulating("cumsum", _cumulative_rule("sum"), _cumulative("cumsum", lax.cumsum, NUMERIC)),
+    accumulating("cumprod", _cumulative_rule("prod"),
                   _cumulative("cumprod", lax.cumprod, NUMERIC, product=True)),
-    _exact("cummax", _cumulative_rule("max"),
-           _cumulative("cummax", lax.cummax, NUMERIC, exact_result=True)),
-    _exact("cummin", _cumulative_rule("min"),
-           _cumulative("cummin", lax.cummin, NUMERIC, exact_result=True)),
-    _accumulating("cumlogsumexp", _cumulative_rule("logsumexp"), dataclasses.replace(
+    plain("cummax", _cumulative_rule("max"),
+          _cumulative("cummax", lax.cummax, NUMERIC, exact_result=True)),
+    plain("cummin", _cumulative_rule("min"),
+          _cumulative("cummin", lax.cummin, NUMERIC, exact_result=True)),
+    accumulating("cumlogsumexp", _cumulative_rule("logsumexp"), dataclasses.replace(
         _cumulative("cumlogsumexp", lax.cumlogsumexp, FLOATS), excluded=tuple(
             (d, "JAX accepts integers but computes exp and log in the integer dtype")
             for d in INTS))),
-    _exact("reduce", _generic_reduce),  # the combiner is a jaxpr parameter
+    plain("reduce", _generic_reduce),  # the combiner is a jaxpr parameter
 )

@@ -4,14 +4,14 @@ table slices built from them.
 The tables read this module: `xlaprobe.primitives.PRIMITIVES` takes `facts`, the reference's
 `RULES` takes `reference_rules`, the fuzzer's catalogue takes `generator_rules` (in record order,
 which steers the generator) and `xlaprobe.approximations.BUDGETS` takes `budgets`. Families not
-yet written as records (contractions, windows, linear algebra, FFT, control flow, PRNG,
-collectives) still fill those tables from their own modules; the catalogue places its records'
-rules family by family around theirs (`generator_rules` with family names).
+yet written as records (linear algebra, FFT, control flow, PRNG, collectives, calls and
+annotations) still fill those tables from their own modules.
 """
 
 from __future__ import annotations
 
-from xlaprobe.lax_rules import elementwise, indexing, reductions, shapes, sorting, special
+from xlaprobe.lax_rules import (contractions, elementwise, indexing, reductions, shapes, sorting,
+                                special)
 from xlaprobe.lax_rules.budget import Approximation
 from xlaprobe.lax_rules.facts import PrimitiveFacts
 from xlaprobe.lax_rules.numeric import Rule
@@ -25,6 +25,7 @@ FAMILIES: dict[str, tuple[PrimitiveDef, ...]] = {
     "elementwise": elementwise.DEFINITIONS,
     "special": special.DEFINITIONS,
     "reductions": reductions.DEFINITIONS,
+    "contractions": contractions.DEFINITIONS,
     "shapes": shapes.DEFINITIONS,
     "indexing": indexing.DEFINITIONS,
     "sorting": sorting.DEFINITIONS,
@@ -44,15 +45,9 @@ def reference_rules() -> dict[str, Rule]:
     return {d.name: d.reference for d in DEFINITIONS if d.reference is not None}
 
 
-def generator_rules(*families: str) -> list[OpRule]:
-    """The fuzzer rules of the records of `families` (every family when none is named), in
-    record order (the catalogue's order).
-
-    Raises:
-        KeyError: an unknown family name.
-    """
-    chosen = [FAMILIES[f] for f in families] if families else list(FAMILIES.values())
-    return [d.generator for family in chosen for d in family if d.generator is not None]
+def generator_rules() -> list[OpRule]:
+    """The records' fuzzer rules, in record order (the catalogue's order)."""
+    return [d.generator for d in DEFINITIONS if d.generator is not None]
 
 
 def budgets() -> list[Approximation]:

@@ -18,11 +18,10 @@ from typing import Any
 import numpy as np
 from jax import lax
 
-from xlaprobe.lax_rules.facts import PrimitiveFacts
 from xlaprobe.lax_rules.numeric import RuleContext, dtype_kind, total_order_key
 from xlaprobe.lax_rules.opspec import (ALL, DISCONTINUOUS, NO_NAN, Aval, Context, Operand, OpRule,
                                        Sample, call, choice)
-from xlaprobe.lax_rules.record import PrimitiveDef
+from xlaprobe.lax_rules.record import PrimitiveDef, plain
 
 __all__ = ["DEFINITIONS"]
 
@@ -96,11 +95,11 @@ def _top_k_sample(rng: np.random.Generator, aval: Aval, ctx: Context) -> Sample 
 
 #: Both sorting primitives' records, in the fuzzer's catalogue order (module docstring).
 DEFINITIONS: tuple[PrimitiveDef, ...] = (
-    PrimitiveDef(PrimitiveFacts("sort"), _sort, OpRule(
+    plain("sort", _sort, OpRule(
         "sort", "sort", -1, ALL, _sort_sample, _sort_build, exact_result=True, min_rank=1,
         notes=("keys of a multi-operand sort are " + DISCONTINUOUS,
                "unstable sorts only of a single operand (ties of payloads are unordered)"))),
-    PrimitiveDef(PrimitiveFacts("top_k"), _top_k, OpRule(
+    plain("top_k", _top_k, OpRule(
         "top_k", "sort", 1, ALL, _top_k_sample, call(lax.top_k), exact_result=True, min_rank=1,
         notes=("no NaN: top_k orders NaNs by their sign bit, and NaN payloads are not preserved",
                DISCONTINUOUS))),

@@ -31,7 +31,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import jax
-import ml_dtypes
 import numpy as np
 from jax import lax
 
@@ -41,200 +40,13 @@ from xlaprobe.lax_rules.opspec import (
     ABOVE_MINUS_ONE, ALL, ANGLE, ANY, AT_LEAST_ONE, FLOATS, GAMMA, INTS, MODERATE, NO_NAN, NONZERO,
     NUMERIC, POSITIVE, SIGNED, UNIT, UNSIGNED, X64, Aval, Context, Domain, Operand, OpRule,
     Sample, dtype_of, is_float, is_int, unary_rule)
-from xlaprobe.lax_rules.opspec import PRODUCT as _PRODUCT
-from xlaprobe.lax_rules.opspec import call as _call
 from xlaprobe.lax_rules.opspec import choice as _choice
-from xlaprobe.lax_rules.opspec import crop_ok as _crop_ok
-from xlaprobe.lax_rules.opspec import factor_domain as _factor_domain
-from xlaprobe.lax_rules.opspec import int_exact as _int_exact
 from xlaprobe.lax_rules.opspec import int_range as _int_range
 
 __all__ = ["Aval", "Domain", "Operand", "OpRule", "Sample", "RULES", "FLOATS", "SIGNED",
            "UNSIGNED", "INTS", "NUMERIC", "ALL", "X64", "dtype_of", "is_float", "is_int",
            "unary_rule", "ANY", "POSITIVE", "ABOVE_MINUS_ONE", "AT_LEAST_ONE", "UNIT", "MODERATE",
            "ANGLE", "NONZERO", "GAMMA", "NO_NAN"]
-
-# ---------------------------------------------------------------------------------------------
-# contractions
-
-
-def _dot_sample(rng: np.random.Generator, aval: Aval, ctx: Context) -> Sample | None:
-    dims = list(range(aval.ndim))
-    batch = [d for d in dims if rng.random() < 0.25][: max(aval.ndim - 1, 0)]
-    rest = [d for d in dims if d not in batch]
-    if not rest:
-        return None
-    contract = [d for d in rest if rng.random() < 0.5] or [int(_choice(rng, rest))]
-    free_rhs = [int(rng.integers(1, 7)) for _ in range(int(rng.integers(0, 3)))]
-    # rhs dims: batch dims first, then contracting and free dims in a random order.
-    body = [("c", d) for d in contract] + [("f", n) for n in free_rhs]
-    order = rng.permutation(len(body))
-    rhs_shape = [aval.shape[d] for d in batch] + [
-        aval.shape[body[i][1]] if body[i][0] == "c" else body[i][1] for i in order]
-    rhs_contract = [len(batch) + int(np.where(order == k)[0][0]) for k in range(len(contract))]
-    rhs_batch = list(range(len(batch)))
-    dnums = ((tuple(contract), tuple(rhs_contract)), (tuple(batch), tuple(rhs_batch)))
-    preferred = None
-    if aval.dtype.name in ("float16", "bfloat16") and rng.random() < 0.5:
-        preferred = dtype_of("float32")
-    elif aval.dtype.name in ("int8", "uint8", "int16") and rng.random() < 0.5:
-        preferred = dtype_of("int32")
-    return Sample((Operand(aval), Operand(aval.with_shape(rhs_shape))),
-                  {"dimension_numbers": dnums, "preferred_element_type": preferred})
-
-
-def _conv_sample(rng: np.random.Generator, aval: Aval, ctx: Context) -> Sample | None:
-    if aval.ndim not in (3, 4):
-        return None
-    nspatial = aval.ndim - 2
-    lhs_spec = tuple(int(i) for i in rng.permutation(aval.ndim))  # (batch, feature, spatial...)
-    batch, features = aval.shape[lhs_spec[0]], aval.shape[lhs_spec[1]]
-    spatial = [aval.shape[d] for d in lhs_spec[2:]]
-    groups = int(_choice(rng, [g for g in (1, 2, 3) if features % g == 0]))
-    batch_groups = 1
-    if groups == 1 and rng.random() < 0.15:
-        batch_groups = int(_choice(rng, [g for g in (1, 2) if batch % g == 0]))
-    out_features = groups * batch_groups * int(rng.integers(1, 4))
-    window = [int(rng.integers(1, 4)) for _ in range(nspatial)]
-    strides = [int(_choice(rng, [1, 1, 2])) for _ in range(nspatial)]
-    lhs_dil = [int(_choice(rng, [1, 1, 2])) for _ in range(nspatial)]
-    rhs_dil = [int(_choice(rng, [1, 1, 2])) for _ in range(nspatial)]
-    padding = []
-    for size, w, ld, rd in zip(spatial, window, lhs_dil, rhs_dil):
-        dilated_in, dilated_w = (size - 1) * ld + 1, (w - 1) * rd + 1
-        for _ in range(10):
-            lo, hi = (int(x) for x in rng.integers(-3, 3, 2))  # negative padding crops
-            if dilated_in + lo + hi >= dilated_w and _crop_ok(dilated_in, lo, hi):
-                break
-        else:
-            return None
-        padding.append((lo, hi))
-    # rhs: (out feature, in feature, spatial...)
-    rhs_spec = tuple(int(i) for i in rng.permutation(aval.ndim))
-    rhs_shape = [0] * aval.ndim
-    rhs_shape[rhs_spec[0]] = out_features
-    rhs_shape[rhs_spec[1]] = features // groups
-    for d, w in zip(rhs_spec[2:], window):
-        rhs_shape[d] = w
-    out_spec = tuple(int(i) for i in rng.permutation(aval.ndim))
-    dnums = lax.ConvDimensionNumbers(lhs_spec, rhs_spec, out_spec)
-    narrow = aval.dtype.name in ("float16", "bfloat16")
-    preferred = dtype_of("float32") if narrow and rng.random() < 0.3 else None
-    kernel = ANY
-    if is_float(aval.dtype) and (any(lo > 0 or hi > 0 for lo, hi in padding) or max(lhs_dil) > 1):
-        # Padding and lhs-dilation holes are zeros that StableHLO multiplies with the kernel
-        # (0 * Inf = NaN) while XLA skips them: a kernel without Inf and NaN then.
-        big = float(ml_dtypes.finfo(aval.dtype).max)
-        kernel = Domain("finite", lo=-big, hi=big, nan=False)
-    return Sample((Operand(aval), Operand(aval.with_shape(rhs_shape), kernel)),
-                  {"window_strides": tuple(strides), "padding": tuple(padding),
-                   "lhs_dilation": tuple(lhs_dil), "rhs_dilation": tuple(rhs_dil),
-                   "dimension_numbers": dnums, "feature_group_count": groups,
-                   "batch_group_count": batch_groups, "preferred_element_type": preferred})
-
-
-_CONTRACT_RULES = [
-    OpRule("dot_general", "contract", 2, ALL, _dot_sample, _call(lax.dot_general),
-           exact_result=_int_exact, min_rank=1, weight=2.0,
-           notes=("batch dimensions, several contracting dimensions, preferred_element_type",
-                  "floating sums may be reassociated (covered by the accumulation budget)")),
-    OpRule("conv_general_dilated", "contract", 2, FLOATS + ("int32",), _conv_sample,
-           _call(lax.conv_general_dilated), exact_result=_int_exact, min_rank=3, weight=2.0,
-           notes=("layouts, strides, negative padding, lhs and rhs dilation, feature and batch "
-                  "groups",
-                  "a finite kernel where the input is padded or lhs-dilated: StableHLO pads with "
-                  "zeros that multiply the kernel (0 * Inf = NaN), XLA:CPU skips them"),
-           excluded=tuple((d, "integer and boolean convolutions other than int32: rare in real "
-                              "programs, kept out to spend the time on float convolutions")
-                          for d in ("int8", "int16", "uint8", "uint16", "uint32", "bool"))),
-]
-
-# ---------------------------------------------------------------------------------------------
-# windowed reductions
-
-
-def _window_params(rng: np.random.Generator, aval: Aval, *,
-                   dilations: bool = True) -> dict[str, Any] | None:
-    window, strides, padding, base, wdil = [], [], [], [], []
-    for size in aval.shape:
-        w = int(_choice(rng, [1, 1, 2, 3]))
-        b = int(_choice(rng, [1, 1, 1, 2])) if dilations else 1
-        d = int(_choice(rng, [1, 1, 1, 2])) if dilations else 1
-        dilated_in, dilated_w = (size - 1) * b + 1, (w - 1) * d + 1
-        for _ in range(10):
-            lo, hi = (int(x) for x in rng.integers(-1, 3, 2))
-            if dilated_in + lo + hi >= dilated_w:
-                break
-        else:
-            return None
-        window.append(w)
-        strides.append(int(_choice(rng, [1, 1, 2])))
-        padding.append((lo, hi))
-        base.append(b)
-        wdil.append(d)
-    return {"window_dimensions": tuple(window), "window_strides": tuple(strides),
-            "padding": tuple(padding), "base_dilation": tuple(base), "window_dilation": tuple(wdil)}
-
-
-_MONOIDS = {"reduce_window_sum": lax.add, "reduce_window_max": lax.max, "reduce_window_min": lax.min}
-
-
-def _identity(name: str, dtype: np.dtype) -> Any:
-    if name == "reduce_window_sum":
-        return np.asarray(0, dtype)
-    if is_float(dtype):
-        return np.asarray(-np.inf if name == "reduce_window_max" else np.inf, dtype)
-    lo, hi = _int_range(dtype)
-    return np.asarray(lo if name == "reduce_window_max" else hi, dtype)
-
-
-def _reduce_window_rule(name: str) -> OpRule:
-    def sample(rng: np.random.Generator, aval: Aval, ctx: Context) -> Sample | None:
-        params = _window_params(rng, aval)
-        return None if params is None else Sample((Operand(aval),), params)
-
-    def build(x: Any, **params: Any) -> Any:
-        return lax.reduce_window(x, _identity(name, x.dtype), _MONOIDS[name], **params)
-    return OpRule(name, "window", 1, NUMERIC, sample, build, min_rank=1,
-                  exact_result=True if name != "reduce_window_sum" else _int_exact,
-                  notes=("padding (negative too), base and window dilation",))
-
-
-#: Generic reduce_window bodies with their identities, per dtype kind ('f', 'i', 'b').
-_GENERIC_WINDOW = {"f": ("mul",), "i": ("mul", "and", "or"), "b": ("and", "or")}
-_GENERIC_FN = {"mul": lax.mul, "and": lax.bitwise_and, "or": lax.bitwise_or}
-
-
-def _generic_identity(combiner: str, dtype: np.dtype) -> np.ndarray:
-    if combiner == "mul":
-        return np.asarray(1, dtype)
-    if combiner == "and":
-        return np.asarray(True) if dtype == np.bool_ else np.asarray(-1).astype(dtype)
-    return np.asarray(0, dtype)
-
-
-def _generic_window_sample(rng: np.random.Generator, aval: Aval, ctx: Context) -> Sample | None:
-    params = _window_params(rng, aval)
-    if params is None:
-        return None
-    kind = "f" if is_float(aval.dtype) else ("b" if aval.dtype == np.bool_ else "i")
-    params["combiner"] = _choice(rng, _GENERIC_WINDOW[kind])
-    return Sample((Operand(aval, _factor_domain(aval.dtype)),), params)
-
-
-def _generic_window_build(x: Any, *, combiner: str, **params: Any) -> Any:
-    return lax.reduce_window(x, _generic_identity(combiner, np.dtype(x.dtype)),
-                             _GENERIC_FN[combiner], **params)
-
-
-_WINDOW_RULES = [
-    *(_reduce_window_rule(name) for name in _MONOIDS),
-    OpRule("reduce_window", "window", 1, ALL, _generic_window_sample, _generic_window_build,
-           exact_result=_int_exact, min_rank=1,
-           notes=("generic bodies (mul; and, or for integers and bools), each with its identity as "
-                  "init: XLA may apply a non-identity init any number of times, and pads with it "
-                  "or skips the padding (undefined, see jax.lax.reduce)", _PRODUCT)),
-]
 
 # ---------------------------------------------------------------------------------------------
 # control flow
@@ -404,10 +216,8 @@ _RANDOM_RULES = [
 
 #: primitive name -> rule.
 RULES: dict[str, OpRule] = primitives.by_name([
-    # elementwise and reductions: each rule sits in its primitive's record (xlaprobe.lax_rules)
-    *registry.generator_rules("elementwise", "special", "reductions"),
-    *_CONTRACT_RULES, *_WINDOW_RULES,
-    # shapes, indexing, sorting: records too (xlaprobe.lax_rules.shapes, .indexing, .sorting)
-    *registry.generator_rules("shapes", "indexing", "sorting"),
+    # every family but control flow and random bits: each rule sits in its primitive's record
+    # (xlaprobe.lax_rules)
+    *registry.generator_rules(),
     *_CONTROL_RULES, *_RANDOM_RULES,
 ], "op catalogue")
