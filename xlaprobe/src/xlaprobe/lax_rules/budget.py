@@ -1,6 +1,7 @@
 """The error budget record of one approximate primitive (`Approximation`).
 
-A leaf: the primitive records (`xlaprobe.lax_rules.elementwise`) carry their budgets in it, and
+A leaf: the primitive records (`xlaprobe.lax_rules.elementwise`, ``special``) carry their budgets
+in it, and
 `xlaprobe.approximations` (the table, the default budget and the allowance arithmetic) reads them.
 What each part means and how the figures were measured: `xlaprobe.approximations`.
 """

@@ -440,7 +440,7 @@ def _select_n_sample(rng: np.random.Generator, aval: Aval, ctx: Context) -> Samp
 def _clamp_sample(rng: np.random.Generator, aval: Aval, ctx: Context) -> Sample | None:
     scalar = Aval((), aval.dtype)
     if rng.random() < 0.6:
-        lo = ctx.constant(scalar, ANY if is_float(aval.dtype) else ANY, rng)
+        lo = ctx.constant(scalar, ANY, rng)
         hi = ctx.constant(scalar, ANY, rng)
         lo, hi = (lo, hi) if (lo <= hi or rng.random() < 0.1) else (hi, lo)
         return Sample((Operand(scalar, const=lo), Operand(aval), Operand(scalar, const=hi)), {})
@@ -483,7 +483,7 @@ def _convert_exact(avals: Sequence[Aval], params: dict[str, Any]) -> bool:
 
 def _bitcast_sample(rng: np.random.Generator, aval: Aval, ctx: Context) -> Sample | None:
     width = aval.dtype.itemsize
-    same = [d for d in NUMERIC if dtype_of(d).itemsize == width and d != aval.dtype.name]
+    same_width = [d for d in NUMERIC if dtype_of(d).itemsize == width and d != aval.dtype.name]
     narrower = [d for d in NUMERIC if dtype_of(d).itemsize < width]
     wider = [d for d in NUMERIC if dtype_of(d).itemsize > width]
     kind = choice(rng, ["same", "narrower", "wider"], [0.6, 0.25, 0.15])
@@ -494,8 +494,8 @@ def _bitcast_sample(rng: np.random.Generator, aval: Aval, ctx: Context) -> Sampl
         target = choice(rng, wider)
         ratio = dtype_of(target).itemsize // width
         operand_aval = aval.with_shape(aval.shape[:-1] + (ratio,))
-    elif same:
-        target = choice(rng, same)
+    elif same_width:
+        target = choice(rng, same_width)
     else:
         return None
     # Bits of a float: exact operands; NaN payloads are not preserved by every XLA op.

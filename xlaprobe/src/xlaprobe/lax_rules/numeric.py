@@ -1,8 +1,8 @@
 """What the float64 reference's rules are made of: the rule signature, the context a rule reads,
 dtype kinds and carriers, and the float semantics several rules share.
 
-A leaf: the primitive records (`xlaprobe.lax_rules.elementwise`) write their reference rules with
-it, and the interpreter (`xlaprobe.configs.reference`) reads it. A rule is
+A leaf: the primitive records (the family modules of `xlaprobe.lax_rules`) write their reference
+rules with it, and the interpreter (`xlaprobe.configs.reference`) reads it. A rule is
 ``rule(ctx, *operands, **params)`` on NumPy arrays carried as float64 (complex128 for complex
 dtypes; exact integers and booleans) and returns the result, or a list for multiple-result
 primitives; the interpreter rounds and casts it to the outvar dtype.

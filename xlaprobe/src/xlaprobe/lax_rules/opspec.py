@@ -1,8 +1,8 @@
 """The fuzzer's op rule and what samplers are made of: dtypes, abstract values, operand domains,
 `OpRule`, bounds helpers and the elementwise sampler factories.
 
-A leaf: the primitive records (`xlaprobe.lax_rules.elementwise`) build their generator rules from
-it, and `xlaprobe.sources.ops` (the catalogue) and `xlaprobe.sources.generator` read it. Exactness,
+A leaf: the primitive records (the family modules of `xlaprobe.lax_rules`) build their generator
+rules from it, and `xlaprobe.sources.ops` (the catalogue) and `xlaprobe.sources.generator` read it. Exactness,
 domains and notes are explained in `xlaprobe.sources.ops`.
 """
 

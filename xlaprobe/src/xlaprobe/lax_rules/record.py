@@ -4,7 +4,8 @@ error budget (`PrimitiveDef`).
 JAX keeps a primitive and its rules in adjacent statements (``jax/_src/lax/lax.py``) and each
 interpreter holds a table keyed by primitive that those statements fill. xlaprobe's records are
 the same: its own primitives are records in the family modules of this package
-(`xlaprobe.lax_rules.elementwise`), a user's are records registered by
+(`xlaprobe.lax_rules.elementwise`, ``reductions``, ``shapes``, ...: `xlaprobe.lax_rules.registry`
+lists them), a user's are records registered by
 `xlaprobe.extend.define_primitive`, and the four tables -- `xlaprobe.primitives.PRIMITIVES`,
 `xlaprobe.configs.reference.RULES`, `xlaprobe.sources.ops.RULES` and
 `xlaprobe.approximations.BUDGETS` -- are built from them.

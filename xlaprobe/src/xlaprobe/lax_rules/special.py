@@ -19,7 +19,7 @@ import scipy.special
 
 from xlaprobe.lax_rules.budget import Approximation
 from xlaprobe.lax_rules.facts import PrimitiveFacts
-from xlaprobe.lax_rules.numeric import Rule
+from xlaprobe.lax_rules.numeric import Rule, RuleContext
 from xlaprobe.lax_rules.record import PrimitiveDef
 
 __all__ = ["DEFINITIONS"]
@@ -35,7 +35,7 @@ def _igamma_domain_error(a: np.ndarray, x: np.ndarray) -> np.ndarray:
             | np.isnan(a) | np.isnan(x))
 
 
-def _igamma(ctx: Any, a: np.ndarray, x: np.ndarray, **_: Any) -> np.ndarray:
+def _igamma(ctx: RuleContext, a: np.ndarray, x: np.ndarray, **_: Any) -> np.ndarray:
     """Regularized lower incomplete gamma P(a, x), with jax's values at the edges: 0 for
     a = inf or x = 0, 1 for x = inf, and at a = 0 (where P is 1 in the limit) NaN for x < 1 and
     1 for x >= 1, as jax's series and continued fraction give there."""
@@ -47,7 +47,7 @@ def _igamma(ctx: Any, a: np.ndarray, x: np.ndarray, **_: Any) -> np.ndarray:
     return np.where(_igamma_domain_error(a, x), np.nan, out)
 
 
-def _igammac(ctx: Any, a: np.ndarray, x: np.ndarray, **_: Any) -> np.ndarray:
+def _igammac(ctx: RuleContext, a: np.ndarray, x: np.ndarray, **_: Any) -> np.ndarray:
     """Regularized upper incomplete gamma Q(a, x) = 1 - P(a, x): 1 for a = inf, 0 for x = inf
     or a = 0, NaN where jax's definition gives NaN."""
     a, x = np.broadcast_arrays(a, x)
@@ -57,7 +57,7 @@ def _igammac(ctx: Any, a: np.ndarray, x: np.ndarray, **_: Any) -> np.ndarray:
     return np.where(_igamma_domain_error(a, x), np.nan, out)
 
 
-def _igamma_grad_a(ctx: Any, a: np.ndarray, x: np.ndarray, **_: Any) -> np.ndarray:
+def _igamma_grad_a(ctx: RuleContext, a: np.ndarray, x: np.ndarray, **_: Any) -> np.ndarray:
     """dP(a, x)/da by a five-point central difference in a, Richardson-extrapolated (SciPy has
     no closed form), of P where P < 1/2 and of -Q = P - 1 elsewhere, so that the differenced
     values are small and relatively accurate in both tails; the step h = 1e-3 a keeps
@@ -79,7 +79,7 @@ def _igamma_grad_a(ctx: Any, a: np.ndarray, x: np.ndarray, **_: Any) -> np.ndarr
     return np.where((x < 0) | (a <= 0) | np.isnan(a) | np.isnan(x), np.nan, out)
 
 
-def _regularized_incomplete_beta(ctx: Any, a: np.ndarray, b: np.ndarray, x: np.ndarray,
+def _regularized_incomplete_beta(ctx: RuleContext, a: np.ndarray, b: np.ndarray, x: np.ndarray,
                                  **_: Any) -> np.ndarray:
     """I_x(a, b), with jax's limits: a = 0 (or b = inf) gives 0 at x = 0 and 1 elsewhere;
     b = 0 (or a = inf) gives 1 at x = 1 and 0 elsewhere; NaN for negative a or b, x outside
@@ -95,7 +95,7 @@ def _regularized_incomplete_beta(ctx: Any, a: np.ndarray, b: np.ndarray, x: np.n
     return np.where(nan, np.nan, out)
 
 
-def _polygamma(ctx: Any, n: np.ndarray, x: np.ndarray, **_: Any) -> np.ndarray:
+def _polygamma(ctx: RuleContext, n: np.ndarray, x: np.ndarray, **_: Any) -> np.ndarray:
     """psi^(n)(x) for integer n >= 0 (NaN for other n); digamma's -inf at zero of either sign
     and, as jax's zeta-based definition gives, NaN at x = inf for n >= 1."""
     n, x = np.broadcast_arrays(n, x)
@@ -107,7 +107,7 @@ def _polygamma(ctx: Any, n: np.ndarray, x: np.ndarray, **_: Any) -> np.ndarray:
     return np.where(integral, out, np.nan)
 
 
-def _zeta(ctx: Any, s: np.ndarray, q: np.ndarray, **_: Any) -> np.ndarray:
+def _zeta(ctx: RuleContext, s: np.ndarray, q: np.ndarray, **_: Any) -> np.ndarray:
     """Hurwitz zeta(s, q) = sum over k >= 0 of (k + q)^-s, with XLA's Zeta at the edges: inf at
     s = 1 (for every q), NaN for s < 1, for q <= 0 with s not an integer, and for infinite s or q; at the poles
     (q a non-positive integer) inf for even integer s, else NaN."""
