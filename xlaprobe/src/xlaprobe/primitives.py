@@ -3,10 +3,11 @@
 JAX keeps a primitive's rules beside the primitive; xlaprobe's interpreters and localization need
 a few plain facts about a primitive (does IEEE arithmetic round its result, is it a transcendental
 XLA approximates, is it a call that evaluates a sub-jaxpr, does it only move data), and this table
-holds them, once, instead of name sets beside each user. The elementwise primitives' facts come
-from their records (`xlaprobe.lax_rules`, one `PrimitiveDef` with facts, reference rule, generator
-rule and budget per primitive); the other families' facts are written here, their rules with
-their users (``configs/reference.py``, ``sources/ops.py``, ``repro.py``'s printer): tests check
+holds them, once, instead of name sets beside each user. Most primitives' facts come from their
+records (`xlaprobe.lax_rules`, one `PrimitiveDef` with facts, reference rule, generator rule and
+budget per primitive: elementwise, special functions, reductions, contractions and windows,
+shapes, indexing, sorting); the other families' facts (control flow, calls, annotations, linear
+algebra, FFT, PRNG, collectives) are written here, their rules with their users (``configs/reference.py``, ``sources/ops.py``, ``repro.py``'s printer): tests check
 that each of their names is known here.
 
 The call-like table is the one that canonical form (``jaxprs.canonicalize``), ``eager`` and

@@ -26,12 +26,14 @@ about the representation (bitcast_convert_type, nextafter, reduce_precision) act
 rounded to the operand's dtype in both modes. Subnormals are never flushed (XLA:CPU may flush them:
 a legal freedom the oracle labels, not a reference behaviour).
 
-Rules live in `RULES`, keyed by JAX primitive name; the elementwise primitives' rules come from
-their records (``lax_rules/elementwise.py`` and, for the special functions that call
-``scipy.special``, ``lax_rules/special.py``, beside each primitive's facts, fuzzer rule and
-budget), those that call SciPy's LAPACK and NumPy's FFT (linear algebra, ``fft``) from
-``configs/reference_scipy.py``. A rule is ``rule(ctx, *args, **params)``: `ctx`
-(a `_Ctx`) tells the mode and the equation's logical dtypes and shapes, `args` are NumPy arrays
+Rules live in `RULES`, keyed by JAX primitive name. The rules of the elementwise primitives, the
+special functions, reductions, contractions and windows, shapes, indexing and sorting come from
+their records (``lax_rules/<family>.py``, beside each primitive's facts, fuzzer rule and budget),
+those that call SciPy's LAPACK and NumPy's FFT (linear algebra, ``fft``) from
+``configs/reference_scipy.py``, the collectives' from ``configs/reference_spmd.py``; control flow,
+calls, callbacks, annotations and the PRNG are written below (they evaluate sub-jaxprs and carry
+key arrays whole, with the interpreter). A rule is ``rule(ctx, *args, **params)``: `ctx`
+(a `_Ctx`, which satisfies `xlaprobe.lax_rules.numeric.RuleContext`) tells the mode and the equation's logical dtypes and shapes, `args` are NumPy arrays
 (floating ones as float64), `params` are the equation's parameters. It returns one array, or a list
 for multiple-result primitives; the interpreter then rounds (native mode) and casts to the outvar
 dtype. PRNG key arrays are carried as `_Keys` (impl plus uint32 key data); structural primitives
