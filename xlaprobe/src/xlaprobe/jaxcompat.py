@@ -88,18 +88,6 @@ def new_closed_jaxpr(constvars: Sequence[Any], invars: Sequence[Any], outvars: S
     return _core.ClosedJaxpr(open_jaxpr, list(consts))
 
 
-def scan_layout(params: dict[str, Any]) -> tuple[int, int]:
-    """(number of constant operands, number of carry operands) of a ``scan`` equation.
-
-    jax <= 0.10 names them ``num_consts``/``num_carry``; jax >= 0.11 packs the operands as a flat
-    tree ``ft_in`` of three parts (consts, carry, xs).
-    """
-    if "num_consts" in params:
-        return int(params["num_consts"]), int(params["num_carry"])
-    consts, carry, _ = params["ft_in"].unpack()
-    return len(consts), len(carry)
-
-
 def typed_ndarray(value: Any, aval: Any) -> Any:
     """A literal array with its aval (how jax >= 0.10 stores array literals in jaxprs)."""
     from jax._src.literals import TypedNdArray  # literal arrays: no public constructor

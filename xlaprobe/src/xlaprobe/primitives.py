@@ -6,8 +6,8 @@ XLA approximates, is it a call that evaluates a sub-jaxpr, does it only move dat
 holds them, once, instead of name sets beside each user. Most primitives' facts come from their
 records (`xlaprobe.lax_rules`, one `PrimitiveDef` with facts, reference rule, generator rule and
 budget per primitive: elementwise, special functions, reductions, contractions and windows,
-shapes, indexing, sorting); the other families' facts (control flow, calls, annotations, linear
-algebra, FFT, PRNG, collectives) are written here, their rules with their users (``configs/reference.py``, ``sources/ops.py``, ``repro.py``'s printer): tests check
+shapes, indexing, sorting, control flow); the other families' facts (calls, callbacks,
+annotations, linear algebra, FFT, PRNG, collectives) are written here, their rules with their users (``configs/reference.py``, ``sources/ops.py``, ``repro.py``'s printer): tests check
 that each of their names is known here.
 
 The call-like table is the one that canonical form (``jaxprs.canonicalize``), ``eager`` and
@@ -74,7 +74,7 @@ def by_name(records: Iterable[_Named], table: str) -> dict[str, _Named]:
 #: primitive name -> facts.
 PRIMITIVES: dict[str, PrimitiveFacts] = by_name(itertools.chain.from_iterable([
     # elementwise, special functions, reductions, contractions and windows, shapes, indexing,
-    # sorting: one record each (xlaprobe.lax_rules)
+    # sorting, control flow: one record each (xlaprobe.lax_rules)
     registry.facts(),
     # data movement
     _family("copy", movement=Movement.COPY, takes_keys=True),
@@ -86,10 +86,10 @@ PRIMITIVES: dict[str, PrimitiveFacts] = by_name(itertools.chain.from_iterable([
     _family("lu_pivots_to_permutation rng_bit_generator"),
     # FFT: sums of n terms per output element
     _family("fft", rounding=True, accumulates=True),
-    # control flow, callbacks and annotations: PRNG keys pass through whole
-    _family("while scan cond custom_linear_solve pure_callback io_callback debug_callback "
-            "debug_print tie optimization_barrier sharding_constraint reshard layout_constraint "
-            "device_put pvary name", takes_keys=True),
+    # callbacks and annotations: PRNG keys pass through whole
+    _family("pure_callback io_callback debug_callback debug_print tie optimization_barrier "
+            "sharding_constraint reshard layout_constraint device_put pvary name",
+            takes_keys=True),
     # shard_map and its collectives (the reference runs the body per device)
     _family("psum psum_invariant reduce_scatter", rounding=True, accumulates=True),
     _family("shard_map pmax pmin all_gather all_gather_invariant ppermute all_to_all axis_index "

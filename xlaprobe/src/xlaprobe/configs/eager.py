@@ -31,9 +31,10 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from xlaprobe import jaxcompat, jaxprs, primitives
+from xlaprobe import jaxprs, primitives
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.errors import InvalidArgument
+from xlaprobe.lax_rules.control import scan_layout
 
 #: ``record(path, eqn, outputs)``: called after each equation with its outputs as NumPy arrays.
 Recorder = Callable[[str, jaxprs.JaxprEqn, list[np.ndarray]], None]
@@ -133,7 +134,7 @@ def _select_leading(pred: Any, new: Any, old: Any) -> Any:
 
 def _scan(eqn: jaxprs.JaxprEqn, invals: list[Any], path: str, record: Recorder | None) -> list[Any]:
     params = eqn.params
-    (num_consts, num_carry), length = jaxcompat.scan_layout(params), params["length"]
+    (num_consts, num_carry), length = scan_layout(params), params["length"]
     consts = invals[:num_consts]
     carry = list(invals[num_consts:num_consts + num_carry])
     xs = invals[num_consts + num_carry:]

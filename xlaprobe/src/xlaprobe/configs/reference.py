@@ -27,16 +27,16 @@ rounded to the operand's dtype in both modes. Subnormals are never flushed (XLA:
 a legal freedom the oracle labels, not a reference behaviour).
 
 Rules live in `RULES`, keyed by JAX primitive name. The rules of the elementwise primitives, the
-special functions, reductions, contractions and windows, shapes, indexing and sorting come from
-their records (``lax_rules/<family>.py``, beside each primitive's facts, fuzzer rule and budget),
-those that call SciPy's LAPACK and NumPy's FFT (linear algebra, ``fft``) from
-``configs/reference_scipy.py``, the collectives' from ``configs/reference_spmd.py``; control flow,
-calls, callbacks, annotations and the PRNG are written below (they evaluate sub-jaxprs and carry
-key arrays whole, with the interpreter). A rule is ``rule(ctx, *args, **params)``: `ctx`
+special functions, reductions, contractions and windows, shapes, indexing, sorting and control
+flow come from their records (``lax_rules/<family>.py``, beside each primitive's facts, fuzzer
+rule and budget), those that call SciPy's LAPACK and NumPy's FFT (linear algebra, ``fft``) from
+``configs/reference_scipy.py``, the collectives' from ``configs/reference_spmd.py``; calls,
+callbacks, annotations and the PRNG are written below (they read the equation itself or trace
+JAX's own PRNG definition). A rule is ``rule(ctx, *args, **params)``: `ctx`
 (a `_Ctx`, which satisfies `xlaprobe.lax_rules.numeric.RuleContext`) tells the mode and the equation's logical dtypes and shapes, `args` are NumPy arrays
 (floating ones as float64), `params` are the equation's parameters. It returns one array, or a list
 for multiple-result primitives; the interpreter then rounds (native mode) and casts to the outvar
-dtype. PRNG key arrays are carried as `_Keys` (impl plus uint32 key data); structural primitives
+dtype. PRNG key arrays are carried as `Keys` (``lax_rules.numeric``: impl plus uint32 key data); structural primitives
 work on them component by component, and the ``random_*`` primitives evaluate JAX's own definition
 of the PRNG (traced to a jaxpr) with these same rules, so ``jax.random`` is bit-exact.
 
@@ -63,6 +63,7 @@ from xlaprobe import jaxcompat
 from xlaprobe import approximations, jaxprs, primitives
 from xlaprobe.configs import reference_scipy, reference_spmd
 from xlaprobe.lax_rules import registry
+from xlaprobe.lax_rules.numeric import Keys as _Keys
 from xlaprobe.lax_rules.numeric import Rule
 from xlaprobe.lax_rules.numeric import carrier as _carrier
 from xlaprobe.lax_rules.numeric import dtype_kind as _kind
@@ -79,18 +80,6 @@ __all__ = ["KIND", "RULES", "ReferenceKind", "evaluate"]
 
 # ---------------------------------------------------------------------------------------------
 # dtypes and values
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Keys:
-    """A PRNG key array: `data` is uint32[*shape, *impl.key_shape]."""
-
-    impl: Any
-    data: np.ndarray
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.data.shape[:self.data.ndim - len(self.impl.key_shape)]
 
 
 def _prepare(value: Any, aval: Any) -> Any:
@@ -406,85 +395,9 @@ def _identity(ctx: _Ctx, *args: Any, **_: Any) -> Any:
 # control flow and calls
 
 
-def _index0(value: Any, i: int) -> Any:
-    if isinstance(value, _Keys):
-        return _Keys(value.impl, value.data[i])
-    return value[i]
-
-
-def _stack0(values: list[Any], aval: Any) -> Any:
-    if _kind(aval.dtype) == "k":
-        if not values:
-            return _Keys(aval.dtype._impl, np.zeros(tuple(aval.shape) + tuple(
-                aval.dtype._impl.key_shape), np.uint32))
-        return _Keys(values[0].impl, np.stack([v.data for v in values]))
-    if not values:
-        return np.zeros(tuple(aval.shape), _carrier(aval.dtype))
-    return np.stack(values)
-
-
-def _while(ctx: _Ctx, *args: Any, cond_jaxpr: Any, body_jaxpr: Any, cond_nconsts: int,
-           body_nconsts: int, **_: Any) -> list[Any]:
-    cond_consts = list(args[:cond_nconsts])
-    body_consts = list(args[cond_nconsts:cond_nconsts + body_nconsts])
-    carry = list(args[cond_nconsts + body_nconsts:])
-    while True:
-        (pred,) = ctx.eval(cond_jaxpr, cond_consts + carry)
-        pred = np.asarray(pred)
-        if not pred.any():
-            return carry
-        new = ctx.eval(body_jaxpr, body_consts + carry)
-        if pred.ndim == 0:
-            carry = new
-        else:
-            # A batched predicate (vmap of a while loop): JAX lowers it to "loop while any", with
-            # each carry's leading (batch) elements advanced only where their predicate holds.
-            carry = [_select_leading(pred, n, c) for n, c in zip(new, carry)]
-
-
-def _select_leading(pred: np.ndarray, new: Any, old: Any) -> Any:
-    if isinstance(new, _Keys):
-        return _Keys(new.impl, _select_leading(pred, new.data, old.data))
-    return np.where(pred.reshape(pred.shape + (1,) * (np.ndim(new) - pred.ndim)), new, old)
-
-
-def _scan(ctx: _Ctx, *args: Any, jaxpr: Any, length: int, reverse: bool = False,
-          **params: Any) -> list[Any]:
-    num_consts, num_carry = jaxcompat.scan_layout(params)
-    consts = list(args[:num_consts])
-    carry = list(args[num_consts:num_consts + num_carry])
-    xs = list(args[num_consts + num_carry:])
-    ys: list[list[Any]] = []
-    order = range(length - 1, -1, -1) if reverse else range(length)
-    for i in order:
-        outs = ctx.eval(jaxpr, consts + carry + [_index0(x, i) for x in xs])
-        carry, y = outs[:num_carry], outs[num_carry:]
-        ys.append(y)
-    if reverse:
-        ys.reverse()
-    y_avals = [v.aval for v in ctx.eqn.outvars[num_carry:]]
-    stacked = [_stack0([y[j] for y in ys], aval) for j, aval in enumerate(y_avals)]
-    return carry + stacked
-
-
-def _cond(ctx: _Ctx, index: np.ndarray, *args: Any, branches: Sequence[Any], **_: Any) -> list[Any]:
-    i = min(max(int(np.asarray(index)), 0), len(branches) - 1)  # XLA clamps the branch index
-    return ctx.eval(branches[i], list(args))
-
-
 def _call(ctx: _Ctx, *args: Any, **params: Any) -> list[Any]:
     outs = ctx.eval(primitives.call_jaxpr(ctx.eqn), list(args))
     return outs if ctx.multiple_results else outs[0]
-
-
-def _custom_linear_solve(ctx: _Ctx, *args: Any, const_lengths: Any, jaxprs: Any,
-                         **_: Any) -> list[Any]:
-    counts = list(const_lengths)
-    offsets = np.cumsum([0] + counts)
-    solve_consts = list(args[offsets[2]:offsets[3]])
-    b = list(args[offsets[-1]:])
-    solve = jaxprs.solve if hasattr(jaxprs, "solve") else jaxprs[2]  # a plain tuple once rebuilt
-    return ctx.eval(solve, solve_consts + b)
 
 
 def _logical_args(ctx: _Ctx, args: Sequence[Any]) -> list[Any]:
@@ -620,8 +533,8 @@ def _random_unwrap(ctx: _Ctx, keys: _Keys, **_: Any) -> np.ndarray:
 # the rule table
 
 RULES: dict[str, Rule] = {
-    # elementwise, special functions, reductions, shapes, indexing, sorting: each rule sits in
-    # its primitive's record (xlaprobe.lax_rules)
+    # elementwise, special functions, reductions, contractions and windows, shapes, indexing,
+    # sorting, control flow: each rule sits in its primitive's record (xlaprobe.lax_rules)
     **registry.reference_rules(),
     # identities: copies, sharding and scheduling annotations
     **{name: _identity for name in ("copy", "optimization_barrier", "sharding_constraint", "reshard",
@@ -631,9 +544,7 @@ RULES: dict[str, Rule] = {
     "tie": _tie,
     # structure
     # control flow and calls
-    "while": _while, "scan": _scan, "cond": _cond,
     **{name: _call for name in sorted(primitives.names(lambda p: p.call_like))},
-    "custom_linear_solve": _custom_linear_solve,
     "pure_callback": _pure_callback, "io_callback": _pure_callback,
     "debug_callback": _debug_callback, "debug_print": _no_output,
     "platform_index": _platform_index,

@@ -10,6 +10,7 @@ primitives; the interpreter rounds and casts it to the outvar dtype.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
@@ -21,7 +22,7 @@ from jax import dtypes as jdtypes
 #: A reference rule: ``rule(ctx, *operands, **params) -> result or list of results``.
 Rule = Callable[..., Any]
 
-__all__ = ["Rule", "RuleContext", "carrier", "dtype_kind", "flushed", "flushed_in_some_order",
+__all__ = ["Keys", "Rule", "RuleContext", "carrier", "dtype_kind", "flushed", "flushed_in_some_order",
            "fmax", "fmin", "highest", "lowest", "pad_general", "ref_binary", "ref_unary", "rounded",
            "small_factors", "total_order_key", "unsigned"]
 
@@ -62,6 +63,19 @@ class RuleContext(Protocol):
     def eval(self, closed: Any, args: Sequence[Any], consts: Sequence[Any] = ()) -> list[Any]:
         """The results of the jaxpr `closed` (a parameter: a combiner, a body), closed over
         `consts` when given, on `args` in carried form."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Keys:
+    """A PRNG key array as the reference carries it: `impl` (the PRNG implementation, e.g.
+    threefry2x32) and `data`, uint32[*shape, *impl.key_shape]."""
+
+    impl: Any
+    data: np.ndarray
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.data.shape[:self.data.ndim - len(self.impl.key_shape)]
 
 
 @functools.cache

@@ -4,14 +4,14 @@ table slices built from them.
 The tables read this module: `xlaprobe.primitives.PRIMITIVES` takes `facts`, the reference's
 `RULES` takes `reference_rules`, the fuzzer's catalogue takes `generator_rules` (in record order,
 which steers the generator) and `xlaprobe.approximations.BUDGETS` takes `budgets`. Families not
-yet written as records (linear algebra, FFT, control flow, PRNG, collectives, calls and
+yet written as records (linear algebra, FFT, PRNG, collectives, calls, callbacks and
 annotations) still fill those tables from their own modules.
 """
 
 from __future__ import annotations
 
-from xlaprobe.lax_rules import (contractions, elementwise, indexing, reductions, shapes, sorting,
-                                special)
+from xlaprobe.lax_rules import (contractions, control, elementwise, indexing, reductions, shapes,
+                                sorting, special)
 from xlaprobe.lax_rules.budget import Approximation
 from xlaprobe.lax_rules.facts import PrimitiveFacts
 from xlaprobe.lax_rules.numeric import Rule
@@ -29,6 +29,7 @@ FAMILIES: dict[str, tuple[PrimitiveDef, ...]] = {
     "shapes": shapes.DEFINITIONS,
     "indexing": indexing.DEFINITIONS,
     "sorting": sorting.DEFINITIONS,
+    "control": control.DEFINITIONS,
 }
 
 #: xlaprobe's own primitive records, family by family.

@@ -32,6 +32,7 @@ from xlaprobe import jaxcompat, primitives
 from xlaprobe.allowance import REPRO_JUDGE
 from xlaprobe.artifact import CRASH_ENTRY
 from xlaprobe.oracle import BUDGET_FACTOR, DEFAULT_BOUNDS
+from xlaprobe.lax_rules.control import scan_layout
 from xlaprobe.program import Program, export_module
 
 #: Arrays with at most this many elements are written as literals; larger ones as base64.
@@ -285,7 +286,7 @@ class _Printer:
         p = eqn.params
         fn = self.fresh("step")
         self.function(p["jaxpr"], fn)
-        nconsts, ncarry = jaxcompat.scan_layout(p)
+        nconsts, ncarry = scan_layout(p)
         consts, carry, xs = args[:nconsts], args[nconsts:nconsts + ncarry], args[nconsts + ncarry:]
         pre = "".join(f"{c}, " for c in consts)
         wrapper = self.fresh("scan_body")

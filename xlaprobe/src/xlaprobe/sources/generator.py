@@ -288,7 +288,7 @@ def _sample_float(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dt
     size = math.prod(shape)
     # A domain of finite but huge width ("finite": [-max, max]) samples as an unbounded one.
     interval = math.isfinite(domain.lo) and math.isfinite(domain.hi) and hi - lo <= 1e6
-    mode = ops._choice(rng, ["normal", "uniform", "integers", "wide"], [4, 2, 2, 1])
+    mode = opspec.choice(rng, ["normal", "uniform", "integers", "wide"], [4, 2, 2, 1])
     if mode == "normal":
         data = rng.standard_normal(size) * 10 ** rng.uniform(-1, 1.5)
     elif mode == "uniform":  # over the domain, or over [-4, 4] moved inside a half-bounded one
@@ -396,7 +396,7 @@ class _Builder:
         """A constant of `aval` inside `domain`: a nice scalar, or random values."""
         if aval.ndim == 0 or rng.random() < 0.7:
             for _ in range(10):
-                value = float(ops._choice(rng, _NICE_CONSTANTS))
+                value = float(opspec.choice(rng, _NICE_CONSTANTS))
                 if not is_float(aval.dtype):
                     value = float(round(value)) if aval.dtype != np.bool_ else float(value != 0)
                     lo, hi = _dtype_range(aval.dtype)
@@ -421,7 +421,7 @@ class _Builder:
             computed = [v for v in child.values if v.aval == aval and v.computed]
             params = [v for v in child.values[:len(in_avals)] if v.aval == aval]
             if computed and rng.random() < 0.85:
-                chosen = computed[-1] if rng.random() < 0.7 else ops._choice(rng, computed)
+                chosen = computed[-1] if rng.random() < 0.7 else opspec.choice(rng, computed)
             elif params:
                 chosen = params[0]
             elif computed:
@@ -659,11 +659,11 @@ def _new_shape(rng: np.random.Generator, rule: OpRule) -> tuple[int, ...]:
         long = int(rng.integers(129, 301))
         return (long,) if rng.random() < 0.6 else (long, int(rng.integers(1, 4)))
     if rule.name == "conv_general_dilated":
-        rank = int(ops._choice(rng, [3, 4]))
+        rank = int(opspec.choice(rng, [3, 4]))
     else:
-        rank = int(ops._choice(rng, [0, 1, 2, 3, 4], [1, 4, 4, 2, 0.5]))
+        rank = int(opspec.choice(rng, [0, 1, 2, 3, 4], [1, 4, 4, 2, 0.5]))
         rank = max(rank, rule.min_rank)
-    return tuple(int(ops._choice(rng, [1, 2, 3, 4, 5, 6, 7, 8, 16])) for _ in range(rank))
+    return tuple(int(opspec.choice(rng, [1, 2, 3, 4, 5, 6, 7, 8, 16])) for _ in range(rank))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -694,7 +694,7 @@ def generate_graph(seed: int, *, max_equations: int = 30,
         sinks = [v.id for v in computed if v.uses == 0]
         used = [v.id for v in computed if v.uses > 0 and v.id not in sinks]
         if used and rng.random() < 0.3:  # observe an intermediate value too
-            sinks.append(int(ops._choice(rng, used)))
+            sinks.append(int(opspec.choice(rng, used)))
         graph = builder.graph(sorted(sinks))
         return graph, tuple(builder.input_arrays)
     raise RuntimeError(f"fuzz seed {seed}: no program after {MAX_ATTEMPTS} attempts "
