@@ -78,6 +78,16 @@ def _batch_coordinate(batch_shape: Sequence[int], dim: int) -> np.ndarray:
     return np.broadcast_to(np.arange(batch_shape[dim]).reshape(shape), tuple(batch_shape))
 
 
+def _placed(a: np.ndarray, ndim: int, positions: Sequence[int]) -> np.ndarray:
+    """`a`, of the indices' batch shape, reshaped to rank `ndim` with its axes at `positions` (the
+    batch dimensions of a gather's result or a scatter's updates) and 1 elsewhere."""
+    a = np.asarray(a)
+    shape = [1] * ndim
+    for pos, size in zip(positions, a.shape):
+        shape[pos] = size
+    return a.reshape(shape)
+
+
 def _gather_fill(dtype: Any) -> Any:
     kind = dtype_kind(dtype)
     if kind in "fc":
@@ -102,10 +112,7 @@ def _gather(ctx: RuleContext, operand: np.ndarray, indices: np.ndarray, *, dimen
                       if d not in dn.collapsed_slice_dims and d not in dn.operand_batching_dims]
 
     def place(a: np.ndarray) -> np.ndarray:
-        shape = [1] * len(out_shape)
-        for pos, size in zip(batch_out, batch_shape):
-            shape[pos] = size
-        return np.asarray(a).reshape(shape)
+        return _placed(a, len(out_shape), batch_out)
 
     starts: dict[int, np.ndarray] = {}
     in_bounds = np.ones(batch_shape, bool)
@@ -145,10 +152,7 @@ def _scatter_targets(operand: np.ndarray, indices: np.ndarray, updates: np.ndarr
     window_size = {d: updates.shape[u] for d, u in zip(window_operand, window_dims)}
 
     def place(a: np.ndarray) -> np.ndarray:
-        shape = [1] * updates.ndim
-        for pos, size in zip(scatter_dims, batch_shape):
-            shape[pos] = size
-        return np.asarray(a).reshape(shape)
+        return _placed(a, updates.ndim, scatter_dims)
 
     starts: dict[int, np.ndarray] = {}
     valid = np.ones(batch_shape, bool)

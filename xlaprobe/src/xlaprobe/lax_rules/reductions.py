@@ -79,24 +79,19 @@ def _flushed_product(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
     return out
 
 
-def _reduce_max(ctx: RuleContext, x: np.ndarray, *, axes: Sequence[int], **_: Any) -> np.ndarray:
-    axes = tuple(axes)
-    dtype = ctx.in_dtypes[0]
-    r = np.max(x, axis=axes, initial=lowest(dtype))
-    if dtype_kind(dtype) == "f":
-        has_pos_zero = np.any((x == 0) & ~np.signbit(x), axis=axes)
-        r = np.where((r == 0) & has_pos_zero, 0.0, r)
-    return r
-
-
-def _reduce_min(ctx: RuleContext, x: np.ndarray, *, axes: Sequence[int], **_: Any) -> np.ndarray:
-    axes = tuple(axes)
-    dtype = ctx.in_dtypes[0]
-    r = np.min(x, axis=axes, initial=highest(dtype))
-    if dtype_kind(dtype) == "f":
-        has_neg_zero = np.any((x == 0) & np.signbit(x), axis=axes)
-        r = np.where((r == 0) & has_neg_zero, -0.0, r)
-    return r
+def _reduce_extreme(fn: Callable[..., np.ndarray], identity: Callable[[Any], Any],
+                    negative_zero_wins: bool) -> Rule:
+    """reduce_max (`fn` np.max from `lowest`; +0 beats -0) or reduce_min (np.min from `highest`;
+    -0 beats +0), NaN-propagating as NumPy's and XLA's are."""
+    def rule(ctx: RuleContext, x: np.ndarray, *, axes: Sequence[int], **_: Any) -> np.ndarray:
+        axes = tuple(axes)
+        dtype = ctx.in_dtypes[0]
+        r = fn(x, axis=axes, initial=identity(dtype))
+        if dtype_kind(dtype) == "f":
+            winner = np.any((x == 0) & (np.signbit(x) == negative_zero_wins), axis=axes)
+            r = np.where((r == 0) & winner, -0.0 if negative_zero_wins else 0.0, r)
+        return r
+    return rule
 
 
 def _reduce_bitwise(ufunc: np.ufunc, identity: int) -> Rule:
@@ -230,9 +225,9 @@ DEFINITIONS: tuple[PrimitiveDef, ...] = (
             "XLA may reassociate floating sums (covered by the oracle's accumulation budget)",))),
     accumulating("reduce_prod", _reduce_prod, _reduction(
         "reduce_prod", lax.reduce_prod, NUMERIC, product=True, notes=(PRODUCT,))),
-    plain("reduce_max", _reduce_max,
+    plain("reduce_max", _reduce_extreme(np.max, lowest, False),
           _reduction("reduce_max", lax.reduce_max, ALL, exact_result=True)),
-    plain("reduce_min", _reduce_min,
+    plain("reduce_min", _reduce_extreme(np.min, highest, True),
           _reduction("reduce_min", lax.reduce_min, ALL, exact_result=True)),
     plain("reduce_and", _reduce_bitwise(np.bitwise_and, -1),
           _reduction("reduce_and", lax.reduce_and, INTS + BOOL)),
