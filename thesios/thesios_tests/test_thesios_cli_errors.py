@@ -283,6 +283,9 @@ def test_a_trace_file_given_twice_is_refused(tmp_path, capsys):
     ("1e-9", "p=1e-09 over 4 days needs 250,000,002 disks per class (limit 50,000); raise --rate or use more days"),
     ("-1/-5", "--rate: '-1/-5' has a part that is not above 0; write a fraction like 1/10000"),
     ("1/-5", "--rate: '1/-5' has a part that is not above 0; write a fraction like 1/10000"),
+    # the third part was ignored: 1/2/3 ran at p = 0.5
+    ("1/2/3", "--rate: '1/2/3' is not a number or a fraction like 1/10000"),
+    ("1/", "--rate: '1/' is not a number or a fraction like 1/10000"),
 ])
 def test_tiny_rates_and_negative_fractions_in_plain_words(rate, message, capsys):
     assert fails(["validate", "--rate", rate], capsys) == f"thesios: error: {message}"
