@@ -41,3 +41,29 @@ def test_evaluate_recovers_known_costs(tmp_path):
             assert row[f"{est}_low"] <= m <= row[f"{est}_high"], (m, est, row)
     bad = runner.invoke(app, ["evaluate", str(tmp_path / "l.npz"), "--targets", "a,b"])
     assert bad.exit_code == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_evaluate_reads_a_log_with_its_own_recorded_action_set(tmp_path):
+    # A log that records its sizes (x1, x3) is read with them; the count check against this
+    # version's sizes came first and refused it ("2 actions, this version has 8").
+    log = DecisionLog(multipliers=(1.0, 3.0), floor_action=False)
+    for i in range(40):
+        log.resource.append("cpu")
+        log.context.append(np.array([float(i % 7), 1.0]))
+        log.allowed.append(np.ones(2, dtype=bool))
+        log.action.append(i % 2)
+        log.prob.append(0.5)
+        log.cost.append((1.0, 3.0)[i % 2])  # cost = the size, exactly
+    save_log(log, tmp_path / "own.npz")
+    res = runner.invoke(app, ["evaluate", str(tmp_path / "own.npz"), "--targets", "1,3", "--json"])
+    assert res.exit_code == 0, res.output
+    cpu = json.loads(res.stdout)["cpu"]
+    # IPS: 20 of 40 decisions took each size with p = 1/2, so each size's mean cost comes back exactly
+    assert cpu["x1"]["ips"] == 1.0 and cpu["x3"]["ips"] == 3.0
+    assert cpu["x1"]["snips"] == 1.0 and cpu["x3"]["snips"] == 3.0
+    unrecorded = DecisionLog(resource=log.resource, context=log.context, allowed=log.allowed, action=log.action,
+                             prob=log.prob, cost=log.cost)
+    save_log(unrecorded, tmp_path / "bare.npz")
+    bad = runner.invoke(app, ["evaluate", str(tmp_path / "bare.npz")])
+    assert bad.exit_code == 2
+    assert bad.stderr.strip() == f"adares: error: {tmp_path / 'bare.npz'}: 2 actions, this version has {K}"

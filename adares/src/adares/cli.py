@@ -412,9 +412,10 @@ def evaluate(
         from adares.policies.bandit import MULTIPLIERS, load_log
 
         lg = load_log(log)
-        if len(lg.allowed[0]) != len(MULTIPLIERS):
+        # A log that records its action set (load_log checked it against the log's actions) is
+        # read with its own multipliers; one that does not is read with this version's.
+        if lg.multipliers is None and len(lg.allowed[0]) != len(MULTIPLIERS):
             raise InputError(f"{log}: {len(lg.allowed[0])} actions, this version has {len(MULTIPLIERS)}")
-        # A log that records its action set is read with its own multipliers, not this version's.
         res = evaluate_log(lg, np.asarray(lg.multipliers or MULTIPLIERS), ms)
     except InputError as exc:
         _fail(str(exc))
