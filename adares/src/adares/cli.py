@@ -20,6 +20,7 @@ from adares.cli_checks import alias, check_out, check_seed
 from adares.console import Reporter
 from adares.errors import InputError
 from adares.files import write_atomic
+from adares.items import split_items
 from adares.policies import compare_names, policy_names
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -402,8 +403,9 @@ def evaluate(
     try:
         import numpy as np
 
+        items = split_items(targets, "--targets")
         try:
-            ms = [float(v) for v in targets.split(",") if v.strip()]
+            ms = [float(v) for v in items]
         except ValueError:
             raise InputError(f"--targets: not numbers: {targets!r}") from None
         if not ms or min(ms) <= 0 or not all(map(math.isfinite, ms)):
