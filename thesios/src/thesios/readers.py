@@ -168,13 +168,22 @@ def read_thesios_csv(path: str | Path, lenient: bool = False, report: ReadReport
     return table
 
 
+def _is_utf8(data: bytes) -> bool:
+    """Whether ``data`` is UTF-8, checked by Arrow in place (``bytes.decode`` made a str as large
+    as the file to find out: 0.36 s and 200 MB for a 200 MB trace, Arrow 0.016 s and no copy)."""
+    offsets = pa.py_buffer(np.array([0, len(data)], dtype=np.int64))
+    try:
+        pa.Array.from_buffers(pa.large_binary(), 1, [None, offsets, pa.py_buffer(data)]).cast(pa.large_string())
+    except pa.ArrowInvalid:
+        return False
+    return True
+
+
 def _parse_rows(data: bytes, path: Path, lines: np.ndarray, names: list[str], skip_header: bool) -> tuple[pa.Table, np.ndarray, list[tuple[int, str]], int]:
     """Parse CSV text as strings: ``(rows, each row's physical line, errors, rows of a wrong
     field count)``; a row with the wrong number of fields is dropped and becomes an error."""
     bad_rows: list[tuple[int, str]] = []  # (1-based non-empty row number, reason)
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
+    if not _is_utf8(data):
         # pyarrow decodes a malformed row's text strictly before the handler sees it and prints the
         # UnicodeDecodeError as "Exception ignored"; U+FFFD keeps every line end, so line numbers hold.
         data = data.decode("utf-8", errors="replace").encode("utf-8")
