@@ -67,3 +67,40 @@ def test_evaluate_reads_a_log_with_its_own_recorded_action_set(tmp_path):
     bad = runner.invoke(app, ["evaluate", str(tmp_path / "bare.npz")])
     assert bad.exit_code == 2
     assert bad.stderr.strip() == f"adares: error: {tmp_path / 'bare.npz'}: 2 actions, this version has {K}"
+
+
+def _noisy_log(path):
+    rng = np.random.default_rng(1)
+    log = DecisionLog(multipliers=MULTIPLIERS, floor_action=False)
+    for _ in range(600):
+        a = int(rng.integers(0, K))
+        log.resource.append("cpu")
+        log.context.append(rng.normal(size=3))
+        log.allowed.append(np.ones(K, dtype=bool))
+        log.action.append(a)
+        log.prob.append(1.0 / K)
+        log.cost.append(float(MULTIPLIERS[a]) + rng.normal())
+    save_log(log, path)
+    return log
+
+
+def test_evaluate_seed_is_the_doubly_robust_folds_seed_and_quiet_drops_its_lines(tmp_path):
+    from adares.ope import evaluate_log
+
+    log = _noisy_log(tmp_path / "l.npz")
+    got = {}
+    for seed in ("0", "7"):
+        res = runner.invoke(app, ["evaluate", str(tmp_path / "l.npz"), "--targets", "1.5", "--seed", seed, "--json"])
+        assert res.exit_code == 0, res.output
+        got[seed] = json.loads(res.stdout)["cpu"]["x1.5"]
+        # stderr: one line per step, e.g. "[12:00:00] decision log ...: 600 decisions (cpu 600, mem 0), 8 sizes"
+        assert f"decision log {tmp_path / 'l.npz'}: 600 decisions (cpu 600, mem 0), 8 sizes" in res.stderr
+    # the seed is the cross-fitting folds' (what evaluate_log computes with it), not ignored
+    want = evaluate_log(log, np.asarray(MULTIPLIERS), [1.5], seed=7)["cpu"]["x1.5"]
+    assert got["7"]["dr"] == want["dr"] and got["0"]["dr"] != got["7"]["dr"]
+    assert got["0"]["ips"] == got["7"]["ips"]  # IPS fits no model: no seed in it
+    quiet = runner.invoke(app, ["evaluate", str(tmp_path / "l.npz"), "--targets", "1.5", "--quiet", "--json"])
+    assert quiet.exit_code == 0 and quiet.stderr == ""
+    assert json.loads(quiet.stdout)["cpu"]["x1.5"] == got["0"]
+    bad = runner.invoke(app, ["evaluate", str(tmp_path / "l.npz"), "--seed", "-1"])
+    assert bad.exit_code == 2 and bad.stderr == "adares: error: --seed must be >= 0, got -1\n"
