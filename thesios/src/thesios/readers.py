@@ -258,11 +258,7 @@ def _thesios_value_checks(columns: dict[str, pa.Array], ok: pa.ChunkedArray, row
     for size_col in ("file_offset", "request_io_size_bytes", "disk_io_size_bytes", "response_io_size_bytes"):
         checks.append((f"{size_col} negative", pc.greater_equal(columns[size_col], 0)))
     for reason, good in checks:
-        bad = pc.and_(ok, pc.invert(pc.fill_null(good, False)))
-        if pc.any(bad).as_py():
-            idx = np.flatnonzero(bad.to_numpy(zero_copy_only=False))
-            errors.extend((int(row_lines[i]), reason) for i in idx[:5])
-            ok = pc.and_(ok, pc.invert(bad))
+        ok = _flag_rows(pc.and_(ok, pc.invert(pc.fill_null(good, False))), ok, row_lines, errors, lambda v, r=reason: r)
     return ok
 
 
