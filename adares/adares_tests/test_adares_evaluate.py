@@ -20,18 +20,23 @@ def test_fixed_policy_picks_smallest_allowed_at_least_m():
     assert (t.sum(axis=1) == 1).all()
 
 
-def test_evaluate_recovers_known_costs(tmp_path):
-    rng = np.random.default_rng(0)
-    log = DecisionLog()
-    for i in range(4000):
+def _uniform_log(n: int, seed: int, noise: float, width: int, recorded: bool = False) -> DecisionLog:
+    """n cpu decisions, each size drawn uniformly (p = 1/K), cost = the multiplier + noise."""
+    rng = np.random.default_rng(seed)
+    log = DecisionLog(multipliers=MULTIPLIERS, floor_action=False) if recorded else DecisionLog()
+    for _ in range(n):
         a = int(rng.integers(0, K))
         log.resource.append("cpu")
-        log.context.append(rng.normal(size=4))
+        log.context.append(rng.normal(size=width))
         log.allowed.append(np.ones(K, dtype=bool))
         log.action.append(a)
         log.prob.append(1.0 / K)
-        log.cost.append(float(MULTIPLIERS[a]) + rng.normal() * 0.1)  # cost = the multiplier
-    save_log(log, tmp_path / "l.npz")
+        log.cost.append(float(MULTIPLIERS[a]) + rng.normal() * noise)
+    return log
+
+
+def test_evaluate_recovers_known_costs(tmp_path):
+    save_log(_uniform_log(4000, seed=0, noise=0.1, width=4), tmp_path / "l.npz")
     res = runner.invoke(app, ["evaluate", str(tmp_path / "l.npz"), "--targets", "1.25,2", "--json"])
     assert res.exit_code == 0, res.output
     cpu = json.loads(res.stdout)["cpu"]
@@ -69,25 +74,11 @@ def test_evaluate_reads_a_log_with_its_own_recorded_action_set(tmp_path):
     assert bad.stderr.strip() == f"adares: error: {tmp_path / 'bare.npz'}: 2 actions, this version has {K}"
 
 
-def _noisy_log(path):
-    rng = np.random.default_rng(1)
-    log = DecisionLog(multipliers=MULTIPLIERS, floor_action=False)
-    for _ in range(600):
-        a = int(rng.integers(0, K))
-        log.resource.append("cpu")
-        log.context.append(rng.normal(size=3))
-        log.allowed.append(np.ones(K, dtype=bool))
-        log.action.append(a)
-        log.prob.append(1.0 / K)
-        log.cost.append(float(MULTIPLIERS[a]) + rng.normal())
-    save_log(log, path)
-    return log
-
-
 def test_evaluate_seed_is_the_doubly_robust_folds_seed_and_quiet_drops_its_lines(tmp_path):
     from adares.ope import evaluate_log
 
-    log = _noisy_log(tmp_path / "l.npz")
+    log = _uniform_log(600, seed=1, noise=1.0, width=3, recorded=True)
+    save_log(log, tmp_path / "l.npz")
     got = {}
     for seed in ("0", "7"):
         res = runner.invoke(app, ["evaluate", str(tmp_path / "l.npz"), "--targets", "1.5", "--seed", seed, "--json"])
