@@ -147,8 +147,10 @@ def _fio_processes(marker: str) -> list[int]:
 
 
 @needs_fio
-def test_ctrl_c_of_replay_leaves_no_fio_behind(tmp_path):
-    # 40 requests over 20 s: fio is still replaying when SIGINT comes.
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 130)])
+def test_ctrl_c_or_kill_of_replay_leaves_no_fio_behind(tmp_path, sig, code):
+    # 40 requests over 20 s: fio is still replaying when the signal comes. SIGTERM (kill, a job
+    # scheduler) ended Python at once and left fio, in its own session, replaying to the end.
     n = 40
     t0 = 128166372003061629
     rows = [f"{t0 + k * 5_000_000},hm,0,{'Read' if k % 2 else 'Write'},{k * 8192},4096,100" for k in range(n)]
@@ -168,8 +170,8 @@ def test_ctrl_c_of_replay_leaves_no_fio_behind(tmp_path):
         time.sleep(0.1)
     assert _fio_processes(str(tmp)), "the replay's fio never started"
     time.sleep(0.5)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 130 and err.strip().splitlines()[-1] == "thesios: interrupted"
+    assert proc.returncode == code and err.strip().splitlines()[-1] == "thesios: interrupted"
     assert _fio_processes(str(tmp)) == [] and _fio_processes(str(tmp_path / "t")) == []
     assert list(tmp.iterdir()) == []  # the replay's temporary folder is gone too

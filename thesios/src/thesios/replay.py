@@ -131,13 +131,33 @@ def _fio(args: list[str]) -> None:
     proc = subprocess.Popen([fio, "--thread", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:
-        out, err = proc.communicate()
+        with _sigterm_as_interrupt():
+            out, err = proc.communicate()
     except BaseException:
         _stop(proc)
         raise
     if proc.returncode != 0:
         tail = (err or out).strip().splitlines()[-1:] or ["no output"]
         raise ThesiosInputError(f"fio failed (exit {proc.returncode}): {tail[0][:200]}")
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """SIGTERM (kill, a job scheduler) raises KeyboardInterrupt while fio runs, so it is stopped as
+    on Ctrl-C: by default Python ends at once and fio, in a session of its own, replays on. Only
+    the main thread may set a handler; elsewhere this does nothing."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    try:
+        old = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 def _stop(proc: subprocess.Popen) -> None:
