@@ -99,7 +99,8 @@ def validate_cmd(
     p = parse_rate(rate)
     _check_backend(backend, jobs)
     if traces:
-        rate_given = ctx.get_parameter_source("rate") is not None and ctx.get_parameter_source("rate").name != "DEFAULT"
+        source = ctx.get_parameter_source("rate")
+        rate_given = source is not None and source.name != "DEFAULT"
         return _validate_traces(traces, fmt, p, group_by, identify_groups, window, held_out, seed, as_json, report, quiet,
                                 rate_given)
     if group_by is not None or window is not None or fmt != "auto" or identify_groups:
