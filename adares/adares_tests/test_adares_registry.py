@@ -116,3 +116,17 @@ def test_no_function_over_80_lines():
                 if n > 80:
                     long.append(f"{p.name}:{node.name} {n}")
     assert not long, long
+
+
+def test_every_command_has_seed_and_quiet_of_one_declaration():
+    # issue 33's vocabulary: evaluate had neither
+    import typer
+
+    from adares.cli import QUIET_HELP, SEED_HELP, app
+
+    group = typer.main.get_command(app)
+    for name in ("replay", "compare", "recommend", "evaluate"):
+        params = {p.name: p for p in group.commands[name].params}
+        assert params["seed"].opts == ["--seed"] and params["seed"].help == SEED_HELP, name
+        assert params["seed"].default == 0, name
+        assert sorted(params["quiet"].opts) == ["--quiet", "-q"] and params["quiet"].help == QUIET_HELP, name

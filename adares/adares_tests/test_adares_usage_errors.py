@@ -31,6 +31,11 @@ def _run(monkeypatch, capsys, *args):
      "adares: error: trace spec 'population:vms=5,days=1,lifetimes=weibull': unknown lifetimes"),
     (["replay", "--policies", "static,,vpa"],
      "adares: error: --policies 'static,,vpa': an empty item"),
+    # --targets and --sweep-margin skipped the empty item that --policies refuses
+    (["evaluate", "missing.npz", "--targets", "1.0,,2.0"],
+     "adares: error: --targets '1.0,,2.0': an empty item (two commas, or a comma at an end)"),
+    (["compare", "--sweep-margin", "0.1,"],
+     "adares: error: --sweep-margin '0.1,': an empty item (two commas, or a comma at an end)"),
     (["replay", "--trace", "synthetic:vms=\uff11\uff12"],
      "adares: error: trace spec 'synthetic:vms=\uff11\uff12': vms='\uff11\uff12' is not ASCII"),
     (["replay", "--policies", "threshold", "--knob", "vpa.safety_margin=0.1"],

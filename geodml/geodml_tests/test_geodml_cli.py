@@ -317,3 +317,14 @@ def test_a_closed_stdout_pipe_ends_quietly_with_exit_0(args):
     p.stdout.close()
     err = p.stderr.read()
     assert p.wait(timeout=120) == 0 and err == ""
+
+
+def test_plan_says_what_it_loaded_unless_quiet(geodml):
+    # plan had no --quiet; with --data it now says what it loaded, as compare does
+    loud = geodml("plan", "--data", "sklearn:breast_cancer", "--json")
+    assert loud.returncode == 0, loud.stderr
+    n = sum(dc["n"] for dc in json.loads(loud.stdout)["sizes"]["dcs"])
+    assert loud.stderr == f"geodml: loaded sklearn:breast_cancer: {n} training rows over 4 data centers (iid)\n"
+    for flag in ("--quiet", "-q"):
+        quiet = geodml("plan", "--data", "sklearn:breast_cancer", "--json", flag)
+        assert quiet.returncode == 0 and quiet.stderr == "" and quiet.stdout == loud.stdout

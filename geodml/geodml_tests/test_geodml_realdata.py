@@ -161,3 +161,40 @@ def test_malformed_user_tables_are_one_printable_line_exit_2(geodml, tmp_path, b
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("geodml: error: ") and needle in lines[0], r.stderr
     assert lines[0].isprintable() and len(lines[0]) < 400, lines[0]
+
+
+def _region_table(path, regions):
+    n = 300
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=n)
+    t = pa.table({"x": x, "y": (x + rng.normal(size=n) > 0).astype(np.int64), "region": [regions[i % 3] for i in range(n)]})
+    pcsv.write_csv(t, path)
+
+
+def test_region_values_say_where_their_data_centers_are(geodml, tmp_path):
+    # A csv's region values were placed on the WAN's regions in sorted order, unsaid by plan:
+    # "US" sat in eu-west, and a column that names WAN regions was ignored ("eu-west" -> us-east).
+    _region_table(tmp_path / "named.csv", ["eu-west", "us-east", "ap-southeast"])
+    spec = f"csv:{tmp_path / 'named.csv'},label=y,region=region"
+    j = json.loads(geodml("compare", "--data", spec, "--algos", "centralize", "--json", "-q").stdout)
+    assert {dc["name"]: dc["place"] for dc in j["dcs"]} == {"eu-west": "eu-west", "us-east": "us-east",
+                                                           "ap-southeast": "ap-southeast"}
+    assert j["placement"] == "by name"
+    plan = geodml("plan", "--data", spec, "--algos", "centralize,fedavg", "-q")
+    assert plan.returncode == 0, plan.stderr
+    text = " ".join(plan.stdout.split())  # rich wraps at 80 columns
+    assert "data centers (placed by name): ap-southeast = ap-southeast (" in text
+    assert "eu-west = eu-west (" in text and "us-east = us-east (" in text
+    _region_table(tmp_path / "countries.csv", ["US", "EU", "JP"])
+    spec = f"csv:{tmp_path / 'countries.csv'},label=y,region=region"
+    j = json.loads(geodml("compare", "--data", spec, "--algos", "centralize", "--json", "-q").stdout)
+    # not the WAN's names: its first three regions, in the values' sorted order (EU, JP, US)
+    assert [(dc["name"], dc["place"]) for dc in j["dcs"]] == [("us-east", "EU"), ("us-west", "JP"), ("eu-west", "US")]
+    assert j["placement"] == "in order"
+    plan = json.loads(geodml("plan", "--data", spec, "--algos", "centralize,fedavg", "--json").stdout)
+    assert [(dc["name"], dc["place"]) for dc in plan["sizes"]["dcs"]] == [("us-east", "EU"), ("us-west", "JP"),
+                                                                          ("eu-west", "US")]
+    assert plan["placement"] == "in order"
+    text = geodml("compare", "--data", spec, "--algos", "centralize", "-q").stdout
+    assert ("data centers (the values are not the WAN's region names: its regions in order): us-east = EU ("
+            in " ".join(text.split()))

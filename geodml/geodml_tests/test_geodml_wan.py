@@ -89,6 +89,15 @@ def test_yaml_syntax_error_names_the_problem_and_line(tmp_path):
         load_wan(p)
 
 
+def test_an_integer_beyond_pythons_digit_limit_is_one_line(tmp_path):
+    # yaml.safe_load's int() raised ValueError past CPython's 4300 digits: a traceback, exit 1
+    p = tmp_path / "wan.yaml"
+    p.write_text("regions: []\nlinks: []\nx: 1" + "0" * 5000 + "\n")
+    with pytest.raises(GeodmlError) as exc:
+        load_wan(p)
+    assert str(exc.value) == "malformed WAN file: a number of more than 4300 digits"
+
+
 def test_folder_is_not_a_wan_file(tmp_path):
     with pytest.raises(GeodmlError, match="is a folder"):
         load_wan(tmp_path)

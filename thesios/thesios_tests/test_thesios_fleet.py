@@ -157,6 +157,8 @@ NAN = float("nan")
     ({"read_jitter": NAN}, "classes[0] (serving): read_jitter must be a number in [0, 1], got nan"),
     ({"name": None}, "classes[0]: name must be a non-empty string, got None"),
     ({"rate": True}, "classes[0] (serving): rate must be a number in (0, 1000], got True"),
+    # JSON integers have any number of digits; one beyond a float's range was an OverflowError traceback
+    ({"rate": 10**400}, "classes[0] (serving): rate must be a number in (0, 1000], got an integer of 401 digits"),
 ])
 def test_fleet_file_fields_are_checked_for_type_finiteness_and_range(change, message):
     import dataclasses
@@ -172,9 +174,20 @@ def test_fleet_file_fields_are_checked_for_type_finiteness_and_range(change, mes
     ({"disks_per_class": 1e9}, "disks_per_class must be an integer in [2, 100000], got 1000000000.0"),
     ({"days": 100000}, "days must be an integer in [1, 31], got 100000"),
     ({"seed": -5}, "seed must be an integer in [0, 4294967295], got -5"),
+    ({"seed": 10**400}, "seed must be an integer in [0, 4294967295], got an integer of 401 digits"),
+    ({"days": -10**400}, "days must be an integer in [1, 31], got a negative integer of 401 digits"),
 ])
 def test_fleet_file_top_level_and_hdd_fields_are_bounded(doc, message):
     assert _fleet_error(doc) == f"f.json: {message}"
+
+
+def test_fleet_file_with_an_integer_beyond_pythons_digit_limit_is_one_line():
+    # json.loads raised ValueError (not JSONDecodeError) past CPython's 4300 digits: a traceback
+    from thesios.fleet import fleet_from_json
+
+    with pytest.raises(ThesiosInputError) as exc:
+        fleet_from_json('{"seed": 1' + "0" * 5000 + "}", "f.json")
+    assert str(exc.value) == "f.json: a number of more than 4300 digits"
 
 
 def test_fleet_file_refuses_two_classes_of_one_name_and_round_trips_the_default():

@@ -543,3 +543,47 @@ def test_blkparse_reader_recovers_random_requests(tmp_path_factory, reqs):
     assert table.column("start_time").to_pylist() == [r[0] / 1e9 for r in want]
     assert table.column("latency").to_pylist() == [r[1] / 1e9 for r in want]
     assert table.column("application").to_pylist() == [f"proc{i}" for i in idx]
+
+
+def test_nulls_of_optional_columns_round_trip_parquet_csv_parquet(tmp_path, capsys):
+    # The recorded Parquet traces hold nulls (c_time among them); pyarrow writes them to CSV as
+    # empty cells, which convert refused ("c_time: '' is not a number").
+    import pyarrow.compute as pc
+    import pyarrow.csv as pcsv
+    import pyarrow.parquet as pq
+
+
+    table = read_thesios_csv(SHARD)
+    n = table.num_rows
+    nullable = [f.name for f in table.schema if f.nullable]
+    assert nullable == ["application", "c_time", "redundancy_type", "service_class", "from_flash_cache",
+                        "simulated_disk_start_time", "simulated_latency"]
+    holes = pa.array([i % 3 == 0 for i in range(n)])  # a null in every third row of each
+    for name in nullable:
+        col = table.column(name)
+        table = table.set_column(table.schema.get_field_index(name), table.schema.field(name),
+                                 pc.if_else(holes, pa.scalar(None, col.type), col))
+    pq.write_table(table, tmp_path / "recorded.parquet")
+    pcsv.write_csv(pq.read_table(tmp_path / "recorded.parquet"), tmp_path / "recorded.csv")
+    main(["convert", str(tmp_path / "recorded.csv"), "-o", str(tmp_path / "back.parquet"), "--quiet"])
+    back = pq.read_table(tmp_path / "back.parquet")
+    assert back.num_rows == n and back.schema.equals(table.schema)
+    for name in table.column_names:  # every value equal, every null still null
+        assert back.column(name).to_pylist() == table.column(name).to_pylist(), name
+    assert back.column("c_time").null_count == (n + 2) // 3
+
+
+def test_an_empty_cell_of_a_required_column_is_one_line_naming_column_and_row(tmp_path, capsys):
+
+    lines = (SHARD).read_text().splitlines()
+    cells = lines[2].split(",")
+    for name in ("start_time", "file_offset", "cache_hit"):
+        bad = cells.copy()
+        bad[THESIOS_COLUMNS.index(name)] = ""
+        path = tmp_path / f"{name}.csv"
+        path.write_text("\n".join([*lines[:2], ",".join(bad), *lines[3:]]) + "\n")
+        with pytest.raises(SystemExit) as exc:
+            main(["convert", str(path), "-o", str(tmp_path / "x.parquet"), "--quiet"])
+        assert exc.value.code == 2
+        assert capsys.readouterr().err == f"thesios: error: {path}:3: {name}: empty, but the column is required\n"
+    assert not (tmp_path / "x.parquet").exists()

@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import numpy as np
 import pytest
 
 from thesios.cli import main
-from thesios.replay import replay
+from thesios.replay import prepare_target, replay
 
 FIX = Path(__file__).parent / "fixtures"
 needs_fio = pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed (Debian: apt-get install fio; .ci/run installs it as root)")
@@ -98,6 +99,40 @@ def test_replay_overwrites_an_existing_file_when_asked(tmp_path, capsys):
     assert victim.stat().st_size == 64 << 20
 
 
+def _interrupted_layout(target: Path, size: int, overwrite: bool) -> None:
+    """prepare_target with a SIGINT sent to this process once fio has made ``target``."""
+    def interrupt():
+        deadline = time.monotonic() + 30
+        while not (target.exists() and target.stat().st_size >= size) and time.monotonic() < deadline:
+            time.sleep(0.005)  # fio allocates the file whole before it writes it
+        os.kill(os.getpid(), signal.SIGINT)
+
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)  # a background runner ignores SIGINT
+    try:
+        threading.Thread(target=interrupt, daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            prepare_target(target, size, overwrite)
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+@needs_fio
+def test_an_interrupted_layout_leaves_no_file_a_later_replay_would_trust(tmp_path):
+    # fio allocates the whole file before it writes it: a layout stopped by Ctrl-C left a file of
+    # full size, mostly unwritten extents, and the next replay (--overwrite) skipped the layout and
+    # measured reads that return zeros without reaching the device.
+    size = 2 << 30  # seconds of direct writes even on a fast disk: the SIGINT comes well before the end
+    if shutil.disk_usage(tmp_path).free < size + (3 << 30):
+        pytest.skip("needs 5 GiB free")
+    new = tmp_path / "new"
+    _interrupted_layout(new, size, overwrite=False)
+    assert not new.exists()  # made by the layout: removed
+    old = tmp_path / "old"
+    old.write_bytes(b"x" * 5000)
+    _interrupted_layout(old, size, overwrite=True)
+    assert old.stat().st_size == 5000  # an existing file goes back to its size: the next replay lays it out
+
+
 def _fio_processes(marker: str) -> list[int]:
     """Pids of live processes whose command line holds ``marker``."""
     pids = []
@@ -112,8 +147,10 @@ def _fio_processes(marker: str) -> list[int]:
 
 
 @needs_fio
-def test_ctrl_c_of_replay_leaves_no_fio_behind(tmp_path):
-    # 40 requests over 20 s: fio is still replaying when SIGINT comes.
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 130)])
+def test_ctrl_c_or_kill_of_replay_leaves_no_fio_behind(tmp_path, sig, code):
+    # 40 requests over 20 s: fio is still replaying when the signal comes. SIGTERM (kill, a job
+    # scheduler) ended Python at once and left fio, in its own session, replaying to the end.
     n = 40
     t0 = 128166372003061629
     rows = [f"{t0 + k * 5_000_000},hm,0,{'Read' if k % 2 else 'Write'},{k * 8192},4096,100" for k in range(n)]
@@ -133,8 +170,8 @@ def test_ctrl_c_of_replay_leaves_no_fio_behind(tmp_path):
         time.sleep(0.1)
     assert _fio_processes(str(tmp)), "the replay's fio never started"
     time.sleep(0.5)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 130 and err.strip().splitlines()[-1] == "thesios: interrupted"
+    assert proc.returncode == code and err.strip().splitlines()[-1] == "thesios: interrupted"
     assert _fio_processes(str(tmp)) == [] and _fio_processes(str(tmp_path / "t")) == []
     assert list(tmp.iterdir()) == []  # the replay's temporary folder is gone too

@@ -20,6 +20,7 @@ from adares.cli_checks import alias, check_out, check_seed
 from adares.console import Reporter
 from adares.errors import InputError
 from adares.files import write_atomic
+from adares.items import split_items
 from adares.policies import compare_names, policy_names
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -33,6 +34,10 @@ TRACE_HELP = ("synthetic[:vms=N,days=D,seed=S], population[:vms=N,days=D,seed=S,
 PRICE_HELP = ("P or CPU,MEM: money per resize of a VM's CPU / memory allocation "
               "(a vCPU-hour costs 1)")
 CAP_HELP = "resizes allowed per VM-hour (a resize sooner is refused); 0: no cap"
+#: --seed and --quiet mean the same in every command (and in the workspace's four tools).
+SEED_HELP = ("seed of what the command draws at random: the bandit's exploration (replay, compare, "
+             "recommend), the doubly robust model's folds (evaluate); >= 0")
+QUIET_HELP = "no progress lines or bars on stderr (errors still print)"
 KNOB_HELP = ("POLICY.KNOB=VALUE, repeatable: set a policy's knob (e.g. vpa.safety_margin=0.3; "
              "each knob's range is checked; the policy must be in --policies)")
 
@@ -136,7 +141,7 @@ def replay(
     trace: str = typer.Option("synthetic:vms=500,days=8,seed=0", "--trace", help=TRACE_HELP),
     policies: str = typer.Option(",".join(policy_names()), "--policies",
                                  help=f"comma-separated, of: {', '.join(policy_names())}"),
-    seed: int = typer.Option(0, "--seed", help="bandit exploration seed"),
+    seed: int = typer.Option(0, "--seed", help=SEED_HELP),
     knob: list[str] = typer.Option([], "--knob", help=KNOB_HELP),
     transfer_from: str = typer.Option("", "--transfer-from",
                                       help="warm-start the bandit from a decision log (.npz)"),
@@ -166,7 +171,7 @@ def replay(
     resize_price: str = typer.Option("0.01,0.05", "--resize-price", help=PRICE_HELP),
     resize_cap: float = typer.Option(0.0, "--resize-cap", help=CAP_HELP),
     as_json: bool = typer.Option(False, "--json", help="print JSON for machines"),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress lines or bars"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
 ) -> None:
     """Replay a trace under each policy; print vCPU-hours, GB-hours, throttled share, OOM
     kills, resizes, reward, and savings against the threshold and predictive baselines."""
@@ -300,7 +305,7 @@ def compare(
     sweep_margin: str = typer.Option("", "--sweep-margin",
                                      help="also replay each policy at these margins "
                                           "(e.g. 0,0.05,0.1,0.2) for the frontier"),
-    seed: int = typer.Option(0, "--seed", help="bandit exploration seed"),
+    seed: int = typer.Option(0, "--seed", help=SEED_HELP),
     knob: list[str] = typer.Option([], "--knob", help=KNOB_HELP),
     bandit: str = typer.Option("numpy", "--bandit", help="ADARES learner: numpy or vw"),
     cluster: str = typer.Option("", "--cluster", help="nodes=K,cpu=CORES,mem=GIB[,overcommit=R]"),
@@ -320,7 +325,7 @@ def compare(
     jobs: int = typer.Option(0, "--jobs", help="CPUs of the Ray instance started for "
                                                "--backend ray (0: every core)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON for machines"),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress lines or bars"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
 ) -> None:
     """For each policy, bisect a CPU and a memory margin on top of its allocations until its CPU
     throttled share and OOM kills per VM-day meet the targets; compare vCPU-hours and GB-hours
@@ -351,8 +356,8 @@ def recommend(
     yaml_old: str = typer.Option("", "--yaml", hidden=True, help="old spelling of --out"),
     plan_out: str = typer.Option("", "--plan", help="write a per-VM resize plan here"),
     plan_format: str = typer.Option("csv", "--format", help="plan format: csv or json"),
-    seed: int = typer.Option(0, "--seed", help="bandit exploration seed"),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="no lines saying what was written"),
+    seed: int = typer.Option(0, "--seed", help=SEED_HELP),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
 ) -> None:
     """Replay a trace under one policy and emit its final recommendations: VPA
     status.recommendation objects (YAML) and a resize plan (CSV/JSON)."""
@@ -395,15 +400,20 @@ def evaluate(
     log: str = typer.Argument(..., help="a decision log written by adares replay --save-log"),
     targets: str = typer.Option("1.0,1.25,1.5,2.0", "--targets",
                                 help="fixed size multipliers to evaluate off-policy"),
+    seed: int = typer.Option(0, "--seed", help=SEED_HELP),
     as_json: bool = typer.Option(False, "--json", help="print JSON for machines"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
 ) -> None:
     """Off-policy evaluation (IPS, SNIPS, doubly robust) of fixed-size policies from a bandit
     decision log: the mean cost per decision each would have had, with 95% intervals."""
+    say = Reporter(quiet)
     try:
         import numpy as np
 
+        check_seed(seed)
+        items = split_items(targets, "--targets")
         try:
-            ms = [float(v) for v in targets.split(",") if v.strip()]
+            ms = [float(v) for v in items]
         except ValueError:
             raise InputError(f"--targets: not numbers: {targets!r}") from None
         if not ms or min(ms) <= 0 or not all(map(math.isfinite, ms)):
@@ -412,10 +422,17 @@ def evaluate(
         from adares.policies.bandit import MULTIPLIERS, load_log
 
         lg = load_log(log)
-        if len(lg.allowed[0]) != len(MULTIPLIERS):
+        # A log that records its action set (load_log checked it against the log's actions) is
+        # read with its own multipliers; one that does not is read with this version's.
+        if lg.multipliers is None and len(lg.allowed[0]) != len(MULTIPLIERS):
             raise InputError(f"{log}: {len(lg.allowed[0])} actions, this version has {len(MULTIPLIERS)}")
-        # A log that records its action set is read with its own multipliers, not this version's.
-        res = evaluate_log(lg, np.asarray(lg.multipliers or MULTIPLIERS), ms)
+        mult = lg.multipliers or MULTIPLIERS
+        per = {r: lg.resource.count(r) for r in ("cpu", "mem")}
+        whose = "" if lg.multipliers else " (this version's: the log records none)"
+        say.line(f"decision log {log}: {len(lg.action)} decisions (cpu {per['cpu']}, mem {per['mem']}), "
+                 f"{len(mult)} sizes{whose}")
+        res = evaluate_log(lg, np.asarray(mult), ms, seed=seed)
+        say.line(f"evaluated {len(ms)} fixed sizes with IPS, SNIPS and DR")
     except InputError as exc:
         _fail(str(exc))
         return

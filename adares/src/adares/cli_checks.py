@@ -11,6 +11,7 @@ from pathlib import Path
 
 from adares.costs import CostModel
 from adares.errors import InputError
+from adares.items import split_items
 from adares.learner import check_backend
 from adares.policies import get, parse_knobs, parse_policies
 
@@ -215,8 +216,9 @@ class CompareRequest:
 def _check_sweep(sweep_margin: str) -> list[float]:
     if not sweep_margin:
         return []
+    items = split_items(sweep_margin, "--sweep-margin")
     try:
-        ms = [float(v) for v in sweep_margin.split(",") if v.strip()]
+        ms = [float(v) for v in items]
     except ValueError:
         raise InputError(f"--sweep-margin {sweep_margin!r}: not numbers") from None
     from adares.replay import MAX_MARGIN

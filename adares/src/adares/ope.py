@@ -122,12 +122,12 @@ def fixed_policy(allowed: np.ndarray, multipliers: np.ndarray, m: float) -> np.n
     return out
 
 
-def evaluate_log(log, multipliers: np.ndarray, targets: list[float], level: float = 0.95
-                 ) -> dict[str, dict[str, dict[str, float]]]:
+def evaluate_log(log, multipliers: np.ndarray, targets: list[float], level: float = 0.95,
+                 seed: int = 0) -> dict[str, dict[str, dict[str, float]]]:
     """Off-policy estimates of the cost of each fixed-multiplier target (and of the logging
     policy itself, "logged") from a bandit decision log, per resource: IPS, SNIPS and DR
-    (cross-fitted ridge on the logged contexts). Values are mean costs per decision (lower is
-    better), with their intervals."""
+    (cross-fitted ridge on the logged contexts, its folds drawn with ``seed``). Values are mean
+    costs per decision (lower is better), with their intervals."""
     res = np.asarray(log.resource)
     out: dict[str, dict[str, dict[str, float]]] = {}
     for r in ("cpu", "mem"):
@@ -140,7 +140,7 @@ def evaluate_log(log, multipliers: np.ndarray, targets: list[float], level: floa
         p = np.asarray(log.prob)[rows]
         c = np.asarray(log.cost)[rows]
         k = allowed.shape[1]
-        q = ridge_reward_model(x, a, c, k)
+        q = ridge_reward_model(x, a, c, k, seed=seed)
         per: dict[str, dict[str, float]] = {"logged": {"mean": float(c.mean()), "n": float(len(c))}}
         for m in targets:
             tgt = fixed_policy(allowed, multipliers, m)

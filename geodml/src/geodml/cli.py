@@ -257,15 +257,26 @@ def _crossover_line(a: str, c: dict) -> str:
     return f"crossover {a}: centralizing moves fewer bytes {', or '.join(parts)}" if parts else f"crossover {a}: none in bytes"
 
 
+_PLACEMENT = {"by name": "placed by name",
+              "in order": "the values are not the WAN's region names: its regions in order"}
+
+
+def _print_placement(out: Console, placement: str | None, dcs: list[tuple]) -> None:
+    """The line that says which WAN region holds which of the data's places (compare and plan):
+    ``dcs`` is (region, place, rows, raw bytes) per data center; nothing without places."""
+    if placement is None or not any(place for _, place, _, _ in dcs):
+        return
+    out.print(f"data centers ({_PLACEMENT[placement]}): "
+              + ", ".join(f"{name} = {place} ({rows} rows, {_fmt_bytes(raw)})" for name, place, rows, raw in dcs), highlight=False)
+
+
 def _print_compare(res: dict) -> None:
     """The human-readable compare result: a header, the table, notes, crossovers."""
     out = _Stdout()
     d = res["data"]
     out.print(f"data {d['spec']}: {d['n_train']} train rows, {d['features']} features, raw {_fmt_bytes(d['raw_bytes'])}, model {_fmt_bytes(d['model_bytes'])}; "
               f"partition {res['partition']}; hubs: model {res['hubs']['model']}, centralize {res['hubs']['centralize']}")
-    if any(dc.get("place") for dc in res["dcs"]):
-        out.print("data centers: " + ", ".join(f"{dc['name']} = {dc['place']} ({dc['rows']} rows, {_fmt_bytes(dc['raw_bytes'])})"
-                                               for dc in res["dcs"]), highlight=False)
+    _print_placement(out, res.get("placement"), [(dc["name"], dc.get("place"), dc["rows"], dc["raw_bytes"]) for dc in res["dcs"]])
     # Eight narrow columns fit an 80-column terminal; the planner's predictions are in --json.
     t = Table("algorithm", "WAN", "ratio", "rounds", "sim s", "$", "acc", "logloss")
     t.columns[0].min_width = 10
@@ -305,17 +316,22 @@ def _print_compare(res: dict) -> None:
     out.print(f"wall {res['wall_seconds']:.1f} s")
 
 
-def _plan_from_data(spec: str, partition: str | None, k: int | None, wan: str | None, sov: tuple, seed: int) -> tuple:
-    """(sizes, d, WAN, model hub, centralize hub) of a real federation (compare.build_federation)."""
+def _plan_from_data(spec: str, partition: str | None, k: int | None, wan: str | None, sov: tuple, seed: int,
+                    quiet: bool) -> tuple:
+    """(sizes, d, WAN, model hub, centralize hub, (each DC's place, placement)) of a real federation
+    (compare.build_federation)."""
     from geodml.compare import build_federation
     from geodml.data import load_dataset
 
-    fed = build_federation(load_dataset(spec, seed=seed), partition, k, wan, sov, seed)
-    return fed.sizes, fed.d, fed.wan, fed.hub_m, fed.hub_c
+    with Console(stderr=True, quiet=quiet).status("geodml plan: loading the data") as status:
+        fed = build_federation(load_dataset(spec, seed=seed), partition, k, wan, sov, seed)
+        # Said once every input is valid, so bad input stays a single line (as in compare).
+        _progress(status, quiet)(fed.loaded_line(spec))
+    return fed.sizes, fed.d, fed.wan, fed.hub_m, fed.hub_c, ([dc.place for dc in fed.dcs], fed.placement)
 
 
 def _plan_from_sizes(rows, features, nnz_per_row, k, partition, wan, sov, seed) -> tuple:
-    """(sizes, d, WAN, model hub, centralize hub) of CSR one-hot data given by size alone;
+    """(sizes, d, WAN, model hub, centralize hub, (no places, no placement)) of CSR one-hot data given by size alone;
     centralizing is charged the measured encoding of a make_ctr sample per row
     (costs.ctr_encoding). Raises GeodmlError on bad input."""
     from geodml.costs import csr_sizes, ctr_encoding
@@ -349,7 +365,7 @@ def _plan_from_sizes(rows, features, nnz_per_row, k, partition, wan, sov, seed) 
     if min(per) < 1:
         raise GeodmlError(f"partition {partition!r} leaves a data center empty")
     sizes = csr_sizes(w.names[:k], per, nnz_per_row, sov, ctr_encoding(features, nnz_per_row, min(sum(per), 20_000), seed))
-    return sizes, features, w, model_hub(w, w.names[:k]), central_hub(w, sizes)
+    return sizes, features, w, model_hub(w, w.names[:k]), central_hub(w, sizes), ([None] * k, None)
 
 
 @app.command()
@@ -379,6 +395,7 @@ def plan(
     model: str = typer.Option("logreg", help="logreg or mlp[:HIDDEN]: message sizes and compute of the model"),
     seed: int = typer.Option(0, help="seed of the data and the partition (with --data)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress on stderr"),
 ):
     """Predict each strategy's bytes, time and dollars without training; recommend one; give the crossover."""
     from geodml.planner import PlanCounts, plan as run_plan
@@ -396,14 +413,15 @@ def plan(
             raise GeodmlError(f"{a} trains {' or '.join(registry.get(a).models)} only, not {model}")
     sov = _split_names(sovereign, "--sovereign")
     if data or dataset:
-        sizes, d, w, hub_m, hub_c = _plan_from_data(_data_spec(data, dataset, sample), partition, dcs, wan, sov, seed)
+        sizes, d, w, hub_m, hub_c, (places, placement) = _plan_from_data(_data_spec(data, dataset, sample), partition, dcs, wan, sov, seed, quiet)
     else:
-        sizes, d, w, hub_m, hub_c = _plan_from_sizes(rows, features, nnz_per_row, dcs, partition, wan, sov, seed)
+        sizes, d, w, hub_m, hub_c, (places, placement) = _plan_from_sizes(rows, features, nnz_per_row, dcs, partition, wan, sov, seed)
     counts = PlanCounts(lbfgs_rounds=lbfgs_rounds, oneshot_passes=local_passes, central_iters=local_passes)
     dm = get_model(model).n_params(d) - 1  # the cost model sees a P-parameter model as d = P - 1
     res = run_plan(sizes, dm, w, s, hub_m, hub_c, strategies=cands, counts=counts, objective=objective, hierarchical=not flat)
-    res["sizes"] = {"dcs": [z.__dict__ for z in sizes], "features": d, "model_bytes": 8 * (dm + 1),
+    res["sizes"] = {"dcs": [z.__dict__ | {"place": p} for z, p in zip(sizes, places)], "features": d, "model_bytes": 8 * (dm + 1),
                     "raw_bytes": sum(z.raw_nbytes for z in sizes)}
+    res["placement"] = placement
     res["hubs"] = {"model": hub_m, "centralize": hub_c}
     if as_json:
         print(json.dumps(res, indent=2))
@@ -416,6 +434,7 @@ def _print_plan(res: dict, objective: str) -> None:
     out = _Stdout()
     sz = res["sizes"]
     out.print(f"{len(sz['dcs'])} data centers, {sum(z['n'] for z in sz['dcs'])} rows, raw {_fmt_bytes(sz['raw_bytes'])}, model {_fmt_bytes(sz['model_bytes'])}")
+    _print_placement(out, res.get("placement"), [(z["name"], z["place"], z["n"], z["raw_nbytes"]) for z in sz["dcs"]])
     t = Table("strategy", "WAN bytes", "rounds", "sim s", "dollars", "centralize wins below rows (bytes / s / $)")
     for a, p in res["predictions"].items():
         if p["refused"]:

@@ -72,6 +72,14 @@ class Federation:
     d: int
     hub_m: str
     hub_c: str | None
+    #: How the data's places became data centers: "by name" (each in the WAN region it names or
+    #: maps to), "in order" (on the WAN's regions in order: not all are its region names), or
+    #: None (no place partition: the WAN's first k regions).
+    placement: str | None = None
+
+    def loaded_line(self, spec: str) -> str:
+        """The progress line once the federation stands (compare and plan)."""
+        return f"loaded {spec}: {len(self.ds.y_train)} training rows over {len(self.dcs)} data centers ({self.partition})"
 
 
 def _counts(c: dict) -> PlanCounts:
@@ -150,7 +158,9 @@ def build_federation(ds: Dataset, partition_spec: str | None, k: int | None, wan
     places = ds.place_values if spec == "place" else ()
     dcs = build_dcs(ds.X_train, ds.y_train, parts, wan, sovereign, ds.source_train, regions, places)
     sizes = [DCSize.of(dc) for dc in dcs]
-    return Federation(ds, spec, dcs, wan, sizes, ds.n_features, model_hub(wan, [dc.name for dc in dcs]), central_hub(wan, dcs))
+    placement = None if not places else "by name" if regions is not None else "in order"
+    return Federation(ds, spec, dcs, wan, sizes, ds.n_features, model_hub(wan, [dc.name for dc in dcs]), central_hub(wan, dcs),
+                      placement)
 
 
 def _compare(cfg: CompareConfig, progress: Callable[[str], None]) -> dict:
@@ -165,12 +175,13 @@ def _compare(cfg: CompareConfig, progress: Callable[[str], None]) -> dict:
     ds, dcs, d = fed.ds, fed.dcs, fed.d
     n_params = get_model(cfg.settings.model).n_params(d)
     # Progress starts only once every input is validated, so bad input stays a single line.
-    progress(f"loaded {cfg.data}: {len(ds.y_train)} training rows over {len(dcs)} data centers ({fed.partition})")
+    progress(fed.loaded_line(cfg.data))
     out: dict = {
         "data": {"spec": cfg.data, "n_train": int(len(ds.y_train)), "n_test": int(len(ds.y_test)), "features": d,
                  "raw_bytes": sum(dc.raw_nbytes for dc in dcs), "raw_encoding": ENCODING_NAME,
                  "memory_bytes": raw_nbytes(ds.X_train, ds.y_train), "model": cfg.settings.model, "model_bytes": 8 * n_params},
         "partition": fed.partition,
+        "placement": fed.placement,
         "dcs": [{"name": dc.name, "place": dc.place, "rows": dc.n, "raw_bytes": dc.raw_nbytes, "sovereign": dc.sovereign,
                  "positive_rate": float(dc.y.mean())} for dc in dcs],
         "hubs": {"model": fed.hub_m, "centralize": fed.hub_c},

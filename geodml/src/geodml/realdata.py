@@ -312,8 +312,9 @@ def featurize(tab: Table, train: np.ndarray, test: np.ndarray) -> tuple[sp.csr_m
 
 def _groups(tab: Table) -> tuple[np.ndarray, tuple[str, ...], tuple[str, ...], tuple[str, ...] | None]:
     """(group index per row, group names, the place values of each group joined by '+', WAN region
-    of each group or None). With a placement the groups are its regions in first-seen order;
-    without, the sorted distinct place values."""
+    of each group). With a placement the groups are its regions in first-seen order; without, the
+    sorted distinct place values, each its own region name (build_federation places them by name
+    when the WAN has them all, else on the WAN's regions in order)."""
     places = tab.t["place"].to_numpy(zero_copy_only=False).astype(str)
     if tab.placement:
         unknown = sorted(set(places) - set(tab.placement))
@@ -326,7 +327,7 @@ def _groups(tab: Table) -> tuple[np.ndarray, tuple[str, ...], tuple[str, ...], t
         members = tuple("+".join(v for v in tab.placement if tab.placement[v] == r and v in set(values)) for r in regions)
         return idx, regions, members, regions
     values = tuple(sorted(set(places)))
-    return np.searchsorted(values, places), values, values, None
+    return np.searchsorted(values, places), values, values, values
 
 
 def split_table(tab: Table, spec: str, seed: int, test_fraction: float, sample: int | None):

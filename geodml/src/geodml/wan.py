@@ -9,6 +9,7 @@ link share its bandwidth. Egress dollars: B/1e9 * the sending region's (or the l
 from __future__ import annotations
 
 import itertools
+import sys
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -183,4 +184,6 @@ def load_wan(path: str | Path | None = None, packaged: str = "wan_default.yaml")
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         raise GeodmlError(f"malformed WAN file: not valid YAML ({what}{where})") from None
+    except ValueError:  # CPython refuses to convert an integer literal of more digits than its limit
+        raise GeodmlError(f"malformed WAN file: a number of more than {sys.get_int_max_str_digits()} digits") from None
     return parse_wan(doc)

@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from thesios.errors import ThesiosInputError
-from thesios.fleet import MAX_DAYS, MAX_SEED
+from thesios.fleet import MAX_DAYS, MAX_SEED, check_number
 from thesios.load import overload_note
 from thesios.readers import ReadReport, check_distinct, format_names, get_format, read_trace, recognized_format, sniff_format
 from thesios.requests import Requests
@@ -44,8 +44,20 @@ QuietOpt = Annotated[bool, typer.Option("--quiet", help=QUIET_HELP)]
 BackendOpt = Annotated[str, typer.Option(help=BACKEND_HELP)]
 JobsOpt = Annotated[int, typer.Option(help=JOBS_HELP)]
 FleetOpt = Annotated[Path | None, typer.Option(help=FLEET_HELP)]
+def _integer_in(low: int, high: int):
+    """An option callback refusing an integer outside [low, high] in the tool's own one line, the
+    words of a fleet file's fields (``--seed must be an integer in [0, 4294967295], got -1``), not
+    the option parser's, before any work."""
+    def check(param: typer.CallbackParam, value: int) -> int:
+        check_number(value, int, low, high, "[]", param.opts[0])
+        return value
+    return check
+
+
 #: numpy's and scikit-learn's seeds are 32-bit: one range for every command (and a fleet file's "seed").
-SeedOpt = Annotated[int, typer.Option(min=0, max=MAX_SEED, help=f"seed of the fleet and of the sampler, 0 to {MAX_SEED}")]
+SeedOpt = Annotated[int, typer.Option(callback=_integer_in(0, MAX_SEED), help=f"seed of the fleet and of the sampler, 0 to {MAX_SEED}")]
+#: --days of validate, whatif, synth and sample (and a fleet file's "days").
+_DAYS = _integer_in(1, MAX_DAYS)
 #: Old spellings of options, kept working (not shown in --help) for one release.
 HIDDEN_ALIASES = {"--output": "--out", "--report": "--out"}
 
@@ -68,7 +80,7 @@ def _progress(quiet: bool, title: str):
 def validate_cmd(
     ctx: typer.Context,
     rate: Annotated[str, typer.Option(help="sampling rate p, e.g. 1e-4 or 1/10000 (the paper's)")] = PAPER_RATE,
-    days: Annotated[int, typer.Option(min=1, max=MAX_DAYS, help=f"days of samples per disk (disk-days merged across days) (1 to {MAX_DAYS})")] = 4,
+    days: Annotated[int, typer.Option(callback=_DAYS, help=f"days of samples per disk (disk-days merged across days) (1 to {MAX_DAYS})")] = 4,
     seed: SeedOpt = 0,
     held_out: Annotated[int, typer.Option(help="held-out disks per class (per group with --traces)")] = 2,
     fleet: FleetOpt = None,
@@ -87,7 +99,8 @@ def validate_cmd(
     p = parse_rate(rate)
     _check_backend(backend, jobs)
     if traces:
-        rate_given = ctx.get_parameter_source("rate") is not None and ctx.get_parameter_source("rate").name != "DEFAULT"
+        source = ctx.get_parameter_source("rate")
+        rate_given = source is not None and source.name != "DEFAULT"
         return _validate_traces(traces, fmt, p, group_by, identify_groups, window, held_out, seed, as_json, report, quiet,
                                 rate_given)
     if group_by is not None or window is not None or fmt != "auto" or identify_groups:
@@ -209,7 +222,7 @@ def whatif_cmd(
     device: Annotated[str | None, typer.Option(help="the device of a block TRACE to use (filename column, e.g. 8,0 for blkparse), or the disk_id of a many-disk Parquet TRACE")] = None,
     rpm: Annotated[float, typer.Option(help="the TRACE's disk RPM")] = 7200.0,
     rate: Annotated[str, typer.Option(help="sampling rate p (1/1000: one synthesized disk per group; see README)")] = QUICK_RATE,
-    days: Annotated[int, typer.Option(min=1, max=MAX_DAYS, help=f"days of samples per disk (1 to {MAX_DAYS})")] = 4,
+    days: Annotated[int, typer.Option(callback=_DAYS, help=f"days of samples per disk (1 to {MAX_DAYS})")] = 4,
     seed: SeedOpt = 0,
     fleet: FleetOpt = None,
     report: Annotated[Path | None, typer.Option("--out", help="also write an HTML report with a section and plot per what-if")] = None,
@@ -403,7 +416,7 @@ def synth_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="trace to write: .parquet, .csv (Thesios shard) or .iolog (fio replay log v3)")],
     rate: Annotated[str, typer.Option(help="sampling rate p (1/1000: one synthesized disk; see README)")] = QUICK_RATE,
     disk: Annotated[int, typer.Option(help="synthesize a disk like this one (its group, itself excluded)")] = 0,
-    days: Annotated[int, typer.Option(min=1, max=MAX_DAYS, help=f"days of samples per disk (1 to {MAX_DAYS})")] = 4,
+    days: Annotated[int, typer.Option(callback=_DAYS, help=f"days of samples per disk (1 to {MAX_DAYS})")] = 4,
     seed: SeedOpt = 0,
     discipline: Annotated[str, typer.Option(help="queue of the reorganizer: fifo or priority")] = "fifo",
     fio_device: Annotated[str, typer.Option(help="device named in a .iolog output")] = "/dev/sdX",
@@ -502,7 +515,7 @@ def sample_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="Parquet file of samples (+ disk_id)")],
     rate: Annotated[str, typer.Option(help="sampling rate p (the paper's 1/10000)")] = PAPER_RATE,
     disks_per_class: Annotated[int, typer.Option(help="disks per class of the default fleet")] = 100,
-    days: Annotated[int, typer.Option(min=1, max=MAX_DAYS, help=f"days (1 to {MAX_DAYS})")] = 1,
+    days: Annotated[int, typer.Option(callback=_DAYS, help=f"days (1 to {MAX_DAYS})")] = 1,
     seed: SeedOpt = 0,
     as_json: JsonOpt = False,
     quiet: QuietOpt = False,

@@ -13,6 +13,7 @@ times from the intensity's inverse CDF, then marks. Full traces (p = 1) come fro
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -271,13 +272,17 @@ def check_number(value: object, kind: type, low: float, high: float, brackets: s
     Raises:
         ThesiosInputError: ``what must be a number in (0, 1000], got 'a'``.
     """
-    is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    ok = is_number and (isinstance(value, int) or kind is float) and math.isfinite(value)
+    is_int = isinstance(value, int) and not isinstance(value, bool)
+    # An int is always finite (and math.isfinite cannot take one beyond a float's range: JSON's
+    # integers have any number of digits).
+    ok = is_int or (kind is float and isinstance(value, float) and math.isfinite(value))
     if ok:
         ok = (low < value if brackets[0] == "(" else low <= value) and (value < high if brackets[1] == ")" else value <= high)
     if not ok:
         noun = "an integer" if kind is int else "a number"
-        raise ThesiosInputError(f"{what} must be {noun} in {brackets[0]}{low:.12g}, {high:.12g}{brackets[1]}, got {value!r}")
+        sign = "a negative" if is_int and value < 0 else "an"
+        got = f"{sign} integer of {len(str(abs(value)))} digits" if is_int and abs(value) >= 10**15 else repr(value)
+        raise ThesiosInputError(f"{what} must be {noun} in {brackets[0]}{low:.12g}, {high:.12g}{brackets[1]}, got {got}")
 
 
 def _check_classes(classes: tuple[DiskClass, ...], source: str) -> None:
@@ -327,6 +332,8 @@ def fleet_from_json(text: str, source: str = "fleet spec") -> FleetSpec:
         doc = json.loads(text)
     except json.JSONDecodeError as err:
         raise ThesiosInputError(f"{source}: not JSON ({err.msg} at line {err.lineno})") from None
+    except ValueError:  # CPython refuses to convert an integer literal of more digits than its limit
+        raise ThesiosInputError(f"{source}: a number of more than {sys.get_int_max_str_digits()} digits") from None
     if not isinstance(doc, dict):
         raise ThesiosInputError(f"{source}: expected a JSON object")
     unknown = set(doc) - {"classes", "disks_per_class", "days", "seed", "hdd"}

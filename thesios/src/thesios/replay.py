@@ -98,14 +98,28 @@ def prepare_target(target: Path, size_bytes: int, overwrite: bool = True) -> Non
     writes by fio), so replayed reads reach the device (reads of holes or unwritten extents
     return zeros without any I/O).
 
+    A layout cut short (fio failing, Ctrl-C) leaves no file that looks laid out: fio allocates
+    the whole file before writing it, and the next replay would take that file's unwritten
+    extents for data. A file the layout made is removed; an existing regular file is truncated
+    back to its size.
+
     Raises:
         ThesiosInputError: see :func:`check_target`; fio fails.
     """
     check_target(target, size_bytes, overwrite)
-    if target.exists() and target.stat().st_size >= size_bytes:
+    mode = target.stat().st_mode if target.exists() else None
+    had = target.stat().st_size if mode is not None else 0
+    if had >= size_bytes:
         return
-    _fio(["--name=layout", f"--filename={target}", f"--size={size_bytes}", "--rw=write", "--bs=1M", "--direct=1",
-          "--ioengine=psync", "--output=/dev/null"])
+    try:
+        _fio(["--name=layout", f"--filename={target}", f"--size={size_bytes}", "--rw=write", "--bs=1M",
+              "--direct=1", "--ioengine=psync", "--output=/dev/null"])
+    except BaseException:
+        if mode is None:
+            target.unlink(missing_ok=True)
+        elif stat.S_ISREG(mode):
+            os.truncate(target, had)
+        raise
 
 
 def _fio(args: list[str]) -> None:
@@ -117,13 +131,33 @@ def _fio(args: list[str]) -> None:
     proc = subprocess.Popen([fio, "--thread", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:
-        out, err = proc.communicate()
+        with _sigterm_as_interrupt():
+            out, err = proc.communicate()
     except BaseException:
         _stop(proc)
         raise
     if proc.returncode != 0:
         tail = (err or out).strip().splitlines()[-1:] or ["no output"]
         raise ThesiosInputError(f"fio failed (exit {proc.returncode}): {tail[0][:200]}")
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """SIGTERM (kill, a job scheduler) raises KeyboardInterrupt while fio runs, so it is stopped as
+    on Ctrl-C: by default Python ends at once and fio, in a session of its own, replays on. Only
+    the main thread may set a handler; elsewhere this does nothing."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    try:
+        old = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 def _stop(proc: subprocess.Popen) -> None:

@@ -49,10 +49,13 @@ def parse_rate(text: str) -> float:
         ThesiosInputError: not a number or fraction, or outside (0, 1].
     """
     try:
-        value = float(text.split("/")[0]) / float(text.split("/")[1]) if "/" in text else float(text)
-    except (ValueError, ZeroDivisionError, IndexError):
+        parts = [float(part) for part in text.split("/")]
+        if len(parts) > 2:  # 1/2/3 is no fraction (its third part was ignored: p = 0.5)
+            raise ValueError(text)
+        value = parts[0] / parts[1] if len(parts) == 2 else parts[0]
+    except (ValueError, ZeroDivisionError):
         raise ThesiosInputError(f"--rate: {text!r} is not a number or a fraction like 1/10000") from None
-    if "/" in text and not all(float(part) > 0 for part in text.split("/")):
+    if len(parts) == 2 and not all(part > 0 for part in parts):
         raise ThesiosInputError(f"--rate: {text!r} has a part that is not above 0; write a fraction like 1/10000")
     return check_rate(value, "--rate", text)
 

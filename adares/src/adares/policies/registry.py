@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from adares.errors import InputError
+from adares.items import split_items
 from adares.policies.autopilot import AutopilotLike
 from adares.policies.bandit import Adares
 from adares.policies.base import Knob, Policy, PolicyOptions
@@ -102,11 +103,9 @@ def parse_policies(spec: str) -> list[str]:
     """Comma-separated policy names, checked, duplicates dropped; InputError on an unknown name,
     an empty list or an empty item (``static,,vpa``: a lost name is more likely than a typo'd
     comma)."""
-    names = [s.strip() for s in spec.split(",")]
-    if not any(names):
+    names = split_items(spec, "--policies")
+    if not names:
         raise InputError("no policy given")
-    if "" in names:
-        raise InputError(f"--policies {spec!r}: an empty item (two commas, or a comma at an end)")
     for n in names:
         get(n)
     return list(dict.fromkeys(names))
