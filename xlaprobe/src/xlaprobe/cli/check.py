@@ -82,11 +82,14 @@ def check_command(target: str, configs: str, *, input_spec: str, seed: int, db: 
     for spec, label in plan:
         labels.setdefault(spec, []).append(label)
     with Steps("check", total=len(plan)) as steps:
-        steps.note(_plan_line(plan))
         steps.status(f"compiling and running {len(plan)} configurations "
                      f"({program.num_equations} equations)")
 
         def on_outcome(outcome: Any) -> None:
+            # The plan is said with the first result, not before: a program the workers refuse
+            # (bad input) stays one line on stderr.
+            if not steps.done:
+                steps.note(_plan_line(plan))
             ran = "done" if outcome.ran else outcome.kind.value
             if not labels.get(outcome.config):  # a freedom's evidence run, asked for later
                 steps.note(f"freedom evidence {outcome.config} {ran} in "

@@ -19,6 +19,7 @@ from rich.text import Text
 from xlaprobe.cli.app import app, display
 from xlaprobe.cli.console import Steps, err, is_quiet, out, seconds
 from xlaprobe.cli.options import (DEFAULT_DB, AddressOption, DbOption, JobsOption, QuietOption)
+from xlaprobe.coverage_summary import steered_arm
 from xlaprobe.errors import InvalidArgument
 
 if TYPE_CHECKING:
@@ -109,8 +110,6 @@ def _progress_view(summary: CampaignSummary) -> Any:
 def _made_by(program: Any) -> str:
     """What made a steered campaign's program, for its progress line: `steered_arm`'s kind and
     detail, ``fresh`` for the plain generator's."""
-    from xlaprobe.coverage_summary import steered_arm
-
     arm = steered_arm(program.provenance.name)
     return "fresh" if arm is None else " ".join(part for part in arm if part)
 
