@@ -35,10 +35,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 
 from xlaprobe.store import Store
-from xlaprobe.tune.kernelmodel import held_out
+from xlaprobe.tune.kernelmodel import held_out, mean_defined
 from xlaprobe.tune.search import Guard, tune, tune_target
 from xlaprobe.tune.measure import Protocol
 from xlaprobe.workers import WorkerPool
@@ -80,12 +79,13 @@ def _corpus_tables(entries: list[dict]) -> dict:
               f"{'err prog':>8s} {'err kern':>8s}")
         for r in rows:
             print(f"{r['group'][:22]:22s} {r['source']:10s} {r['programs']:5d} "
-                  f"{r['model_tau']:9.3f} {r['roofline_tau']:9.3f} {r['program_error']:8.3f} "
-                  f"{r['kernel_error']:8.3f}")
+                  + (f"{r['model_tau']:9.3f} {r['roofline_tau']:9.3f} " if r["programs"] else
+                     f"{'nothing to rank':>19s} ")
+                  + f"{r['program_error']:8.3f} {r['kernel_error']:8.3f}")
         ranked = [r for r in rows if r["programs"]]
         if ranked:
-            model = float(np.nanmean([r["model_tau"] for r in ranked]))
-            roof = float(np.nanmean([r["roofline_tau"] for r in ranked]))
+            model = mean_defined([r["model_tau"] for r in ranked])
+            roof = mean_defined([r["roofline_tau"] for r in ranked])
             print(f"{'mean':22s} {'':10s} {'':5s} {model:9.3f} {roof:9.3f}   tau gain "
                   f"{model - roof:+.3f} (goal >= +0.2)")
     return out

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from xlaprobe.store import Store
-from xlaprobe.tune.kernelmodel import ProgramModel, RankModel, held_out
+from xlaprobe.tune.kernelmodel import ProgramModel, RankModel, held_out, mean_defined
 
 VARIANTS = {
     "kernel": ProgramModel,
@@ -69,8 +69,8 @@ def _table(entries: list[dict], by: str, variants: list[str], seed: int) -> dict
         print(f"{g[:18]:18s} {first['source']:9s} "
               + " ".join(f"{rows[v][g]['model_tau']:9.3f}" for v in variants)
               + f" {first['roofline_tau']:9.3f}")
-    means = {v: float(np.nanmean([rows[v][g]["model_tau"] for g in groups])) for v in variants}
-    roof = float(np.nanmean([rows[variants[0]][g]["roofline_tau"] for g in groups]))
+    means = {v: mean_defined([rows[v][g]["model_tau"] for g in groups]) for v in variants}
+    roof = mean_defined([rows[variants[0]][g]["roofline_tau"] for g in groups])
     print(f"{'mean':18s} {'':9s} " + " ".join(f"{means[v]:9.3f}" for v in variants)
           + f" {roof:9.3f}")
     print("gain over the roofline: " + ", ".join(f"{v} {means[v] - roof:+.3f}" for v in variants)

@@ -44,11 +44,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
 from xlaprobe.store import Store
 from xlaprobe.tune.costmodel import kendall_tau, roofline_scores
-from xlaprobe.tune.kernelmodel import ProgramModel, held_out
+from xlaprobe.tune.kernelmodel import ProgramModel, held_out, mean_defined
 
 
 def trace_kernel_times(trace: dict | list, names: set[str], runs: int,
@@ -190,8 +189,7 @@ def _fresh_tau(entries: list[dict], make: Any, by: str) -> tuple[float, float]:
                                      for e in members], fresh))
             roofs.append(kendall_tau(-roofline_scores([e["data"].get("cost", {})
                                                        for e in members]), fresh))
-    return (float(np.nanmean(taus)) if taus else float("nan"),
-            float(np.nanmean(roofs)) if roofs else float("nan"))
+    return mean_defined(taus), mean_defined(roofs)
 
 
 def retest_tau(entries: list[dict]) -> float:
@@ -203,7 +201,7 @@ def retest_tau(entries: list[dict]) -> float:
         by_program[e["name"]].append(e)
     taus = [kendall_tau([e["program_s"] for e in m], [e["data"]["fresh_s"] for e in m])
             for m in by_program.values() if len(m) >= 2]
-    return float(np.nanmean(taus)) if taus else float("nan")
+    return mean_defined(taus)
 
 
 def evaluate(entries: list[dict], profiles: dict[str, dict], stat: str = "") -> dict[str, Any]:
@@ -231,9 +229,9 @@ def evaluate(entries: list[dict], profiles: dict[str, dict], stat: str = "") -> 
             print(f"{g[:18]:18s} " + " ".join(f"{rows[v][g]['model_tau']:15.3f}"
                                              for v in variants)
                   + f" {rows['alone'][g]['roofline_tau']:9.3f}")
-        means = {v: float(np.nanmean([rows[v][g]["model_tau"] for g in groups]))
+        means = {v: mean_defined([rows[v][g]["model_tau"] for g in groups])
                  for v in variants}
-        roof = float(np.nanmean([rows["alone"][g]["roofline_tau"] for g in groups]))
+        roof = mean_defined([rows["alone"][g]["roofline_tau"] for g in groups])
         print(f"{'mean':18s} " + " ".join(f"{means[v]:15.3f}" for v in variants)
               + f" {roof:9.3f}")
         fresh = {v: _fresh_tau(data, make, by)

@@ -343,6 +343,37 @@ def test_a_planted_fault_is_its_own_bug_unless_plain_xla_shares_it():
     assert planted.fingerprint == hashlib.sha256(b"planted|swap-subtract-fused").hexdigest()[:16]
 
 
+def test_two_partitioning_mutants_wrong_on_one_output_are_two_planted_faults():
+    # spmd[...,mutant=NAME] findings were keyed by their failing outputs' cone like real ones:
+    # all-reduce-dropped and all-reduce-twice breaking the same output shared one fingerprint
+    import hashlib
+
+    import jax.numpy as jnp
+
+    program = _two_outputs(jnp.sin)
+    from xlaprobe.configs.reference import evaluate
+    right = [np.asarray(o) for o in evaluate(program.jaxpr, program.inputs)]
+    wrong = tuple(np.asarray(o + 1.0, np.float32) for o in right)
+    fine = tuple(np.asarray(o, np.float32) for o in right)
+    dropped, twice = ("spmd[mesh=2,mutant=all-reduce-dropped]",
+                      "spmd[mesh=2,mutant=all-reduce-twice]")
+
+    def findings(plain_outputs):
+        configs = ["spmd[mesh=2]", dropped, twice, "reference"]
+        return judge(program, configs, [Outcome(configs[0], OutcomeKind.RAN, plain_outputs),
+                                        Outcome(dropped, OutcomeKind.RAN, wrong),
+                                        Outcome(twice, OutcomeKind.RAN, wrong),
+                                        Outcome("reference", OutcomeKind.RAN, tuple(right))]
+                     ).findings
+    keys = {f.config: f.fingerprint for f in findings(fine)}
+    assert keys == {c: hashlib.sha256(f"planted|{n}".encode()).hexdigest()[:16]
+                    for c, n in ((dropped, "all-reduce-dropped"), (twice, "all-reduce-twice"))}
+    # the unmutated partitioned compile wrong alike: a real fault all three share, one key
+    assert len({f.fingerprint for f in findings(wrong)}) == 1
+    from xlaprobe.configs.mutants import MUTANTS
+    from xlaprobe.configs.spmd_mutants import SPMD_MUTANTS
+    assert not set(MUTANTS) & set(SPMD_MUTANTS)  # a planted name says which mutant it is
+
 def test_stop_ends_a_session_early(tmp_path):
     campaign = Campaign(tmp_path / "fuzz.db", FAST, seed=30, jobs=1)
     try:

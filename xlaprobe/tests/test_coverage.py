@@ -144,6 +144,17 @@ def test_groups_by_campaign_and_source():
         store_coverage("/nonexistent/x.db")
 
 
+def test_steered_runs_are_grouped_by_what_made_them():
+    # pattern, mutation and special-value re-runs of a steered campaign were all "fuzz"
+    data = parse_log(LOG).dumps()
+    names = ["fuzz:1", "steer:2:pattern:pow", "steer:3:mutate:dup", "steer:4:mutate:loop",
+             "steer:5:special"]
+    groups, total = summarize([(7, "fuzz", n, f"p{i}", data) for i, n in enumerate(names)])
+    assert [(g.source, g.runs) for g in groups] == [
+        ("fuzz", 1), ("fuzz (mutation)", 2), ("fuzz (pattern)", 1),
+        ("fuzz (special-value re-run)", 1)]
+    assert total.runs == 5
+
 def _cli(monkeypatch, capsys, *args):
     from xlaprobe.cli.commands import main
     monkeypatch.setattr(sys, "argv", ["xlaprobe", *args])
@@ -155,6 +166,14 @@ def _cli(monkeypatch, capsys, *args):
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
+
+def test_cli_labels_a_steered_campaigns_runs(tmp_path, monkeypatch, capsys):
+    db = _stored(tmp_path, "steer:5:special", campaign=None)
+    code, out, _ = _cli(monkeypatch, capsys, "coverage", "--db", str(db))
+    assert code == 0
+    row = next(line for line in out.splitlines() if "special" in line and "│" in line)
+    assert [c.strip() for c in row.split("│")[1:3]] == ["-", "fuzz (special-value re-run)"]
+    assert "no campaign, fuzz (special-value re-run)" in out  # the matrix's column
 
 def test_cli_summary_and_one_line_errors(tmp_path, monkeypatch, capsys):
     db = _stored(tmp_path, "c")

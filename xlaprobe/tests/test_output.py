@@ -57,6 +57,27 @@ def test_steps_print_one_plain_line_per_step_when_not_a_terminal():
         "check: eager crash in 0.30 s (2/3)"]
 
 
+def test_the_default_check_plans_four_asked_and_four_added_runs_labelled_so():
+    # "(1/8)" for 4 configurations asked surprised users: the 4 added runs are named as added
+    from xlaprobe.checking import DEFAULT_CONFIGS, run_plan
+    from xlaprobe.cli.check import _plan_line
+
+    asked = DEFAULT_CONFIGS.split(",")
+    plan = run_plan(asked, asked)
+    assert [label for spec, label in plan[:4]] == asked
+    assert [spec for spec, _ in plan[4:]] == ["reference:ftz", "reference:native",
+                                               "reference:mca[seed=1]", "reference:mca[seed=2]"]
+    assert all(label.startswith(f"{spec} (added reference variant: ") for spec, label in plan[4:])
+    assert _plan_line(plan) == (
+        "8 runs: 4 asked (xla, xla:O0, eager, reference), 4 added by the check (reference:ftz, "
+        "reference:native, reference:mca[seed=1], reference:mca[seed=2])")
+    # a configuration the target names (a case's faulty one) is added too, and says why
+    named = run_plan(["eager"], ["eager", "xla:O0", "reference"])
+    assert [label for _, label in named[:3]] == [
+        "eager", "xla:O0 (added: named by the target)", "reference (added: the float64 oracle)"]
+    assert len(named) == 7
+
+
 def test_steps_on_a_terminal_keep_only_kept_lines_and_quiet_prints_nothing():
     buffer = io.StringIO()
     console = Console(file=buffer, force_terminal=True, width=100)
@@ -167,10 +188,20 @@ def checked(tmp_path_factory):
 def test_check_piped_prints_a_line_per_configuration_and_the_allowance(checked):
     tmp, run = checked
     assert run.returncode == 0, run.stdout + run.stderr
-    # xla and reference:native, then the reference and its four honest runs.
-    steps = re.findall(r"^check: (\S+) done in \d+\.\d\d s \((\d)/7\)$", run.stderr, re.M)
-    assert len(steps) == 7 and [n for _, n in steps] == [str(i) for i in range(1, 8)]
-    assert {"xla", "reference", "reference:native"} <= {c for c, _ in steps}
+    # xla and reference:native asked; the reference and its four honest runs added, said
+    # first and labelled on their lines, so that the count of 7 is no surprise
+    assert ("check: 7 runs: 2 asked (xla, reference:native), 5 added by the check (reference, "
+            "reference:ftz, reference:native, reference:mca[seed=1], reference:mca[seed=2])\n"
+            ) in run.stderr
+    steps = re.findall(r"^check: (.+) done in \d+\.\d\d s \((\d)/7\)$", run.stderr, re.M)
+    assert [n for _, n in steps] == [str(i) for i in range(1, 8)]
+    variant = "(added reference variant: "
+    assert sorted(label for label, _ in steps) == sorted([
+        "xla", "reference:native", "reference (added: the float64 oracle)",
+        f"reference:ftz {variant}subnormals flushed, explains ftz differences)",
+        f"reference:native {variant}error budget in the program's own dtypes)",
+        f"reference:mca[seed=1] {variant}error budget, Monte Carlo rounding sample 1)",
+        f"reference:mca[seed=2] {variant}error budget, Monte Carlo rounding sample 2)"])
     header = next(line for line in run.stdout.splitlines() if "configuration" in line)
     assert "max rel" in header and "allowed rel" in header and "error/allowed" in header
     # ULPs: float32 ones for reference:native (its float64 array counted 1e10 before); an

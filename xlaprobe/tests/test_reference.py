@@ -929,3 +929,22 @@ def test_digamma_keeps_a_tiny_negative_argument_whole():
     from xlaprobe.lax_rules.elementwise import _digamma
     x = np.array([-1.1754944e-38, -1e-300, -0.3, -2.5, -7.25, 0.25, 3.0, -1e7 - 0.5])
     np.testing.assert_allclose(_digamma(x), scipy.special.digamma(x), rtol=1e-12)
+
+
+def test_digamma_at_the_poles_warns_nothing_and_keeps_its_values():
+    # The reflection's cot(pi x) divides by tan(0) at the integers (CI saw "divide by zero
+    # encountered in divide"): the poles are masked after, so the values stay -inf at zero and
+    # NaN at the negative integers, with no warning.
+    import warnings
+
+    from xlaprobe.lax_rules.elementwise import _digamma
+    x = np.array([0.0, -0.0, -1.0, -2.0, -3.0, -0.5, 1.0, 2.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        psi = _digamma(x)
+    euler = 0.5772156649015329
+    assert psi[0] == psi[1] == -np.inf
+    assert np.isnan(psi[2:5]).all()
+    # psi(-1/2) = 2 - gamma - 2 ln 2 + ... = psi(1/2) + 2 = -gamma - 2 ln 2 + 2; psi(1) = -gamma
+    np.testing.assert_allclose(psi[5:], [2 - euler - 2 * np.log(2), -euler, 1 - euler],
+                               rtol=1e-12)

@@ -3,6 +3,7 @@ program whose compile fired a rewrite is re-run at them and the oracle then catc
 is wrong at a signed zero (log(rsqrt(x)) -> -0.5*log(x), the known fuzz case)."""
 
 import math
+import re
 import types
 
 import jax.numpy as jnp
@@ -84,6 +85,40 @@ def test_a_program_that_fired_a_rewrite_is_queued_and_rerun_at_special_values_on
     source.observe(2, special, _observed(["algsimp:[A*1 => A]"]))  # no specials of specials
     assert source.stats()["special_queue"] == queued - 1 and source.special_runs == 1
 
+
+def test_steered_progress_lines_say_what_made_each_program():
+    # Pattern, mutation and special-value re-runs were printed like plain programs: the line
+    # says which arm made the program, a plain one is "fresh"
+    import io
+
+    from rich.console import Console
+
+    from xlaprobe.cli.console import Steps
+    from xlaprobe.cli.fuzz import _program_line
+
+    source = SteeredSource(max_equations=5, arms=("pattern:pow",), fresh_share=0.0,
+                           special_share=1.0)
+    pattern = source(0)
+    source.observe(0, pattern, _observed(["algsimp:[pow(A, 2) => A*A]"]))
+    special = source(1)  # the queued special-value re-run of the pattern's program
+    mutant = SteeredSource(max_equations=5, arms=("mutate:dup",), fresh_share=0.0)
+    mutant.corpus = list(source.corpus)  # the pattern's program, kept as a seed
+    dup = mutant(2)
+    plain = SteeredSource(max_equations=5, arms=("fresh",), fresh_share=1.0)(3)
+    buffer = io.StringIO()
+    ok = types.SimpleNamespace(findings=[], incomplete=False)
+    with Steps("fuzz", console=Console(file=buffer, width=200), quiet=False) as steps:
+        line = _program_line(steps, steered=True)
+        for seed, program in enumerate((pattern, special, dup, plain)):
+            line(seed, program, ok)
+    made = [re.sub(r", [0-9.]+ programs/s$", "", text)
+            for text in buffer.getvalue().splitlines()]
+    eqs = [f"{p.num_equations} equation{'s' if p.num_equations != 1 else ''}"
+           for p in (pattern, special, dup, plain)]
+    assert made == [f"fuzz: program 1 seed 0 (pattern pow): {eqs[0]}, ok",
+                    f"fuzz: program 2 seed 1 (special-value re-run): {eqs[1]}, ok",
+                    f"fuzz: program 3 seed 2 (mutation dup): {eqs[2]}, ok",
+                    f"fuzz: program 4 seed 3 (fresh): {eqs[3]}, ok"]
 
 def test_a_rewrite_wrong_at_minus_zero_is_caught_by_the_special_rerun(pool):
     # log(rsqrt(x)) on positive inputs is right under XLA (the rewrite to -0.5*log(x) holds

@@ -15,7 +15,8 @@ from xlaprobe.program import Program, Provenance
 from xlaprobe.store import Store
 from xlaprobe.tune import corpus as corpus_mod
 from xlaprobe.tune.kernelmodel import (Composition, KernelModel, ProgramModel, RankModel,
-                                       config_features, evaluate, held_out, program_row)
+                                       config_features, evaluate, held_out, mean_defined,
+                                       program_row)
 from xlaprobe.tune.kernels import kernels, random_args, with_module
 from xlaprobe.tune.screen import ScreenStrategy, fit_residuals
 from xlaprobe.tune.space import SearchSpace
@@ -216,6 +217,39 @@ def test_ablations_and_the_rank_model_on_the_known_rule():
     assert row == {"kernels": 2.0, "sum:a": 3.0, "sum:b": 1.0, "set:pass:cse=True": 1.0}
     with pytest.raises(InvalidArgument, match="two or more"):
         RankModel().fit(entries[:1])
+
+
+
+class _Fixed:
+    """A model that predicts `predict(entry)`: a known answer for `evaluate`."""
+
+    def __init__(self, seconds):
+        self.seconds = seconds
+
+    def predict(self, kernels_, candidate):
+        return self.seconds(kernels_, candidate)
+
+
+def test_a_group_with_nothing_to_rank_is_nan_without_a_warning():
+    # CI saw "RuntimeWarning: Mean of empty slice" from the ablations above: a group whose
+    # every tau is undefined (tied predictions, or no program with two configurations)
+    import warnings
+
+    entries = _same_kernels(_synthetic_corpus())
+    one_each = list({e["program_id"]: e for e in entries}.values())  # one configuration each
+    exact = _Fixed(lambda ks, c: sum(k["time_s"] for k in ks))  # the measured program time
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        alone = evaluate(exact, one_each)
+        tied = evaluate(_Fixed(lambda ks, c: 1e-3), entries)
+        right = evaluate(exact, entries)
+        assert math.isnan(mean_defined([])) and math.isnan(mean_defined([math.nan]))
+    assert alone["programs"] == 0 and math.isnan(alone["model_tau"])  # nothing to rank
+    assert alone["program_error"] == 0.0
+    # six programs with configurations of different times; a constant model ties them all
+    assert tied["programs"] == 6 and math.isnan(tied["model_tau"])
+    assert right["programs"] == 6 and right["model_tau"] == 1.0
+    assert mean_defined([0.5, math.nan, 1.0]) == 0.75
 
 
 # ------------------------------------------------------------------------------ screening

@@ -31,6 +31,37 @@ MCA_SAMPLES = ("reference:mca[seed=1]", "reference:mca[seed=2]")
 #: (`split_honest`): the flushed run, then the error budget (native, then Monte Carlo samples).
 HONEST = (FLUSHED, BUDGET, *MCA_SAMPLES)
 DEFAULT_CONFIGS = "xla,xla:O0,eager,reference"
+#: Why each honest run is there, as progress lines label it (`run_plan`).
+HONEST_ROLES = {FLUSHED: "subnormals flushed, explains ftz differences",
+                BUDGET: "error budget in the program's own dtypes",
+                **{s: f"error budget, Monte Carlo rounding sample {i}"
+                   for i, s in enumerate(MCA_SAMPLES, 1)}}
+
+
+def run_plan(asked: Sequence[str], checked: Sequence[str]) -> list[tuple[str, str]]:
+    """Every run a check makes, in order, as ``(spec, label)``: what the user asked for
+    labelled as itself, and what the check adds labelled as added, with why.
+
+    >>> run_plan(["xla"], ["xla", "reference"])[:3]  # doctest: +NORMALIZE_WHITESPACE
+    [('xla', 'xla'), ('reference', 'reference (added: the float64 oracle)'),
+     ('reference:ftz', 'reference:ftz (added reference variant: subnormals flushed, explains
+     ftz differences)')]
+
+    Args:
+        asked: the specs the user gave (``--configs``).
+        checked: the configurations the check runs (`xlaprobe.api.with_oracle`: `asked`, then
+            those the target names and ``reference``); with ``reference`` the `HONEST` runs
+            follow, as `check_program` runs them.
+    """
+    given = set(asked)
+    plan = []
+    for spec in checked:
+        why = None if spec in given else (
+            "the float64 oracle" if spec == REFERENCE else "named by the target")
+        plan.append((spec, spec if why is None else f"{spec} (added: {why})"))
+    if REFERENCE in checked:
+        plan += [(s, f"{s} (added reference variant: {HONEST_ROLES[s]})") for s in HONEST]
+    return plan
 
 
 def split_honest(outcomes: Sequence[Outcome]) -> tuple[Outcome | None, tuple[Outcome, ...]]:

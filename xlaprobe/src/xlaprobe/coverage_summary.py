@@ -22,16 +22,43 @@ SOURCE_NAMES = {"fuzz": "fuzz", "capture": "captures", "corpus": "corpus", "pyth
                 "user": "user", "case": "case", "artifact": "artifact"}
 
 
+#: What a steered fuzz program's arm is called (``steer:<seed>:<arm>``, the names
+#: `xlaprobe.sources.steered.SteeredSource` gives): the kind of run it is.
+STEERED_KINDS = {"pattern": "pattern", "mutate": "mutation", "special": "special-value re-run"}
+
+
+def steered_arm(name: str) -> tuple[str, str] | None:
+    """(kind, detail) of a steered fuzz program's name, None for any other name (the plain
+    generator's ``fuzz:<seed>``, which a steered campaign's ``fresh`` arm makes too).
+
+    >>> steered_arm("steer:4:pattern:cse_dup"), steered_arm("steer:5:mutate:loop")
+    (('pattern', 'cse_dup'), ('mutation', 'loop'))
+    >>> steered_arm("steer:6:special"), steered_arm("fuzz:7")
+    (('special-value re-run', ''), None)
+    """
+    head, _, rest = name.partition(":")
+    if head != "steer":
+        return None
+    arm, _, detail = rest.partition(":")[2].partition(":")
+    return STEERED_KINDS.get(arm, arm), detail
+
+
 def source_label(source: str, name: str) -> str:
     """What the report calls a program's source: ``zoo`` for xlaprobe's own models, ``third-party
-    zoo`` for the ecosystem's (`xlaprobe.sources.ecosystem.ECOSYSTEM`), else the stored source.
+    zoo`` for the ecosystem's (`xlaprobe.sources.ecosystem.ECOSYSTEM`), a steered fuzz program's
+    kind after ``fuzz`` (`steered_arm`), else the stored source.
 
     >>> source_label("model", "transformer_lm"), source_label("fuzz", "fuzz:3")
     ('zoo', 'fuzz')
+    >>> source_label("fuzz", "steer:3:special")
+    'fuzz (special-value re-run)'
     """
     if source == "model":
         from xlaprobe.sources.ecosystem import ECOSYSTEM  # zoo only: the CLI loads this module
         return "third-party zoo" if name.split("[", 1)[0] in ECOSYSTEM else "zoo"
+    arm = steered_arm(name) if source == "fuzz" else None
+    if arm is not None:
+        return f"fuzz ({arm[0]})"
     return SOURCE_NAMES.get(source, source)
 
 

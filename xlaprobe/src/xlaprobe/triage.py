@@ -11,8 +11,8 @@ A finding's fingerprint names its failure, never the circumstances of the run:
   - otherwise the primitives of the failing outputs' cone of influence and the classes of the
     input dtypes it reads (`xlaprobe.jaxprs.output_cone`, `dtype_class`);
   Which configurations failed alike is data stored with the finding, not part of the key.
-* a planted fault (a ``mutant:`` configuration's finding that no configuration without one
-  shares, `planted_fault`) is one defect by construction, whatever it breaks and wherever: its
+* a planted fault (a ``mutant:`` or ``spmd[...,mutant=]`` configuration's finding that no
+  configuration without one shares, `planted_fault`) is one defect by construction, whatever it breaks and wherever: its
   key is its name alone, before and after localization.
 * after localization (`localized_key`): the failing operation itself (jaxpr primitive or HLO
   opcode, its dtypes' classes, the guilty pass), so a crash and a mismatch of one operation, one
@@ -115,19 +115,42 @@ def _digest(*parts: str) -> str:
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
 
+_SPMD_MUTANT = re.compile(r"^spmd\[(?:.*,)?mutant=([^,\]]+)")
+
+
+def planted_name(config: str) -> str:
+    """The planted fault of a configuration spec: ``NAME`` of ``mutant:NAME`` and of a
+    partitioning mutant ``spmd[...,mutant=NAME]`` (`xlaprobe.configs.spmd_mutants`; its names
+    are not the single-device mutants'), ``""`` for a configuration without one.
+
+    >>> planted_name("mutant:reduce-wrong-init")
+    'reduce-wrong-init'
+    >>> planted_name("spmd[mesh=2x2,mutant=halo-off-by-one]")
+    'halo-off-by-one'
+    >>> planted_name("spmd[mesh=2x2]"), planted_name("xla:O0")
+    ('', '')
+    """
+    if config.startswith("mutant:"):
+        return config.split(":", 1)[1]
+    match = _SPMD_MUTANT.match(config)
+    return match.group(1) if match else ""
+
+
 def planted_fault(config: str, alike: Sequence[str] = ()) -> str:
-    """The planted fault a finding of `config` is attributed to: the name of a ``mutant:NAME``
-    configuration, unless a configuration without a planted fault failed the same way (`alike`):
-    then it is a real fault the mutant compiler (XLA plus one pass) shares, not the planted one.
+    """The planted fault a finding of `config` is attributed to: its `planted_name` (a
+    ``mutant:NAME`` or ``spmd[...,mutant=NAME]`` configuration), unless a configuration without a
+    planted fault failed the same way (`alike`): then it is a real fault the mutant compiler (XLA
+    plus one pass) shares, not the planted one.
 
     >>> planted_fault("mutant:reduce-wrong-init"), planted_fault("xla:O0")
     ('reduce-wrong-init', '')
     >>> planted_fault("mutant:reduce-wrong-init", ["mutant:reduce-wrong-init", "xla"])
     ''
     """
-    if not config.startswith("mutant:") or any(not c.startswith("mutant:") for c in alike):
+    name = planted_name(config)
+    if not name or any(not planted_name(c) for c in alike):
         return ""
-    return config.split(":", 1)[1]
+    return name
 
 
 def finding_key(program: Any, config: str, kind: VerdictKind, outputs: Sequence[int],

@@ -64,7 +64,8 @@ def check_command(target: str, configs: str, *, input_spec: str, seed: int, db: 
     # The checker imports jax: loaded when a check runs, not for `xlaprobe --help`.
     from xlaprobe.allowance import wide_allowances
     from xlaprobe.api import program_of, run_check, validated_store, with_oracle
-    from xlaprobe.checking import HONEST, REFERENCE, validate_for
+    from xlaprobe.checking import run_plan, validate_for
+    from xlaprobe.configs.registry import parse_configs
     from xlaprobe.verdicts import INCOMPLETE, print_result
 
     with_oracle(configs)  # a bad list fails before the build
@@ -76,20 +77,28 @@ def check_command(target: str, configs: str, *, input_spec: str, seed: int, db: 
     # After the build and the configurations' checks (a target that cannot be built or a
     # configuration refused for it leaves no store behind), before any run.
     store = validated_store(db)
-    specs = {str(c) for c in parsed}
-    runs = len(parsed) + (len(HONEST) if REFERENCE in specs else 0)
-    planned = {*specs, *HONEST}
-    with Steps("check", total=runs) as steps:
-        steps.status(f"compiling and running {runs} configurations "
+    plan = run_plan([str(c) for c in parse_configs(configs)], [str(c) for c in parsed])
+    labels: dict[str, list[str]] = {}
+    for spec, label in plan:
+        labels.setdefault(spec, []).append(label)
+    with Steps("check", total=len(plan)) as steps:
+        steps.status(f"compiling and running {len(plan)} configurations "
                      f"({program.num_equations} equations)")
 
         def on_outcome(outcome: Any) -> None:
+            # The plan is said with the first result, not before: a program the workers refuse
+            # (bad input) stays one line on stderr.
+            if not steps.done:
+                steps.note(_plan_line(plan))
             ran = "done" if outcome.ran else outcome.kind.value
-            if outcome.config not in planned:  # a freedom's evidence run, asked for later
+            if not labels.get(outcome.config):  # a freedom's evidence run, asked for later
                 steps.note(f"freedom evidence {outcome.config} {ran} in "
                            f"{seconds(outcome.seconds)}")
                 return
-            steps.step(f"{outcome.config} {ran} in {seconds(outcome.seconds)}")
+            # A spec asked for and added too (reference:native) runs twice, alike: either
+            # outcome may take either label.
+            label = labels[outcome.config].pop(0)
+            steps.step(f"{label} {ran} in {seconds(outcome.seconds)}")
 
         checked = run_check(program, parsed, db=store, jobs=jobs, timeout_s=timeout_s,
                             on_outcome=on_outcome, accept=accept)
@@ -105,3 +114,12 @@ def check_command(target: str, configs: str, *, input_spec: str, seed: int, db: 
         print_result(result, dict(checked.artifacts), all_outputs, dict(checked.ids), db,
                      console=consoles.out)
     return 1 if result.findings else INCOMPLETE if result.incomplete else 0
+
+
+def _plan_line(plan: list[tuple[str, str]]) -> str:
+    """What a check will run, said before it runs: ``8 runs: 4 asked (xla, ...), 4 added
+    (reference:ftz, ...)``, so that the step count (5/8) is no surprise."""
+    asked = [spec for spec, label in plan if label == spec]
+    added = [spec for spec, label in plan if label != spec]
+    return (f"{len(plan)} runs: {len(asked)} asked ({', '.join(asked)})"
+            + (f", {len(added)} added by the check ({', '.join(added)})" if added else ""))

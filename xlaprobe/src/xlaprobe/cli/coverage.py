@@ -1,6 +1,8 @@
 """``xlaprobe coverage``: the optimization coverage of a store, per fuzz campaign and per program
-source (fuzz, zoo, third-party zoo, captures): the XLA passes that changed a module and in how many
-runs, the algebraic-simplifier rewrites that fired, and the passes never seen changing anything."""
+source (fuzz, a steered campaign's runs by kind: ``fuzz (pattern)``, ``fuzz (mutation)``,
+``fuzz (special-value re-run)``; zoo, third-party zoo, captures): the XLA passes that changed a
+module and in how many runs, the algebraic-simplifier rewrites that fired, and the passes never
+seen changing anything."""
 
 from __future__ import annotations
 

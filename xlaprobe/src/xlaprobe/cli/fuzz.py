@@ -19,6 +19,7 @@ from rich.text import Text
 from xlaprobe.cli.app import app, display
 from xlaprobe.cli.console import Steps, err, is_quiet, out, seconds
 from xlaprobe.cli.options import (DEFAULT_DB, AddressOption, DbOption, JobsOption, QuietOption)
+from xlaprobe.coverage_summary import steered_arm
 from xlaprobe.errors import InvalidArgument
 
 if TYPE_CHECKING:
@@ -106,9 +107,17 @@ def _progress_view(summary: CampaignSummary) -> Any:
     return Group(*parts)
 
 
-def _program_line(steps: Steps) -> Callable[[int, Any, Any], None]:
+def _made_by(program: Any) -> str:
+    """What made a steered campaign's program, for its progress line: `steered_arm`'s kind and
+    detail, ``fresh`` for the plain generator's."""
+    arm = steered_arm(program.provenance.name)
+    return "fresh" if arm is None else " ".join(part for part in arm if part)
+
+
+def _program_line(steps: Steps, steered: bool = False) -> Callable[[int, Any, Any], None]:
     """The campaign's ``on_program`` callback: one step per program (`Steps`), e.g.
-    ``program 12 seed 612: 10 equations, ok, 0.41 programs/s``."""
+    ``program 12 seed 612: 10 equations, ok, 0.41 programs/s``; with `steered`, what made the
+    program after its seed (``seed 612 (mutation loop)``, ``(special-value re-run)``)."""
     start = time.monotonic()
     count = 0
 
@@ -122,7 +131,8 @@ def _program_line(steps: Steps) -> Callable[[int, Any, Any], None]:
             "ok" if not result.incomplete else "incomplete")
         rate = count / max(time.monotonic() - start, 1e-9)
         eqs = program.num_equations
-        steps.step(f"program {count} seed {seed}: {eqs} equation{'s' if eqs != 1 else ''}, "
+        made = f" ({_made_by(program)})" if steered else ""
+        steps.step(f"program {count} seed {seed}{made}: {eqs} equation{'s' if eqs != 1 else ''}, "
                    f"{verdict}, {rate:.2f} programs/s")
 
     return on_program
@@ -198,7 +208,8 @@ def fuzz_command(*, time_s: float, configs: str, jobs: int, seed: int, db: Path,
             # CI logs and pipes: one line per program as it is recorded (stderr), then the
             # summary, the result, on stdout.
             with Steps("fuzz") as steps:
-                summary = campaign.run(time_s, on_program=_both(_program_line(steps), observe))
+                lines = _program_line(steps, steered=steered is not None)
+                summary = campaign.run(time_s, on_program=_both(lines, observe))
             if not json_output:
                 out.print(_progress_view(summary))
     except KeyboardInterrupt:

@@ -79,7 +79,8 @@ def _digamma(x: np.ndarray) -> np.ndarray:
     # tan has period pi: x - round(x) is exact and keeps a tiny x whole (x - floor(x) rounded
     # -1e-38 to 1.0 and gave psi 2.6e16 for 8.5e37: a false alarm at special input values).
     frac = x - np.round(x)
-    cot_term = np.where(reflect, np.pi / np.tan(np.pi * frac), 0.0)
+    with np.errstate(divide="ignore"):  # tan is 0 at the integers: poles, masked below
+        cot_term = np.where(reflect, np.pi / np.tan(np.pi * frac), 0.0)
     y = np.where(reflect, 1.0 - x, x)
     acc = np.zeros_like(y)
     for _ in range(10):

@@ -71,7 +71,7 @@ from xlaprobe.localization.passes import PassBlame, blame_pass
 from xlaprobe.localization.segments import Segmenter, recording_program
 from xlaprobe.oracle import VerdictKind, summary_kind
 from xlaprobe.program import Program
-from xlaprobe.triage import localized_key, planted_fault, result_dtypes
+from xlaprobe.triage import localized_key, planted_fault, planted_name, result_dtypes
 
 METHODS = ("auto", "cuts", "segments")
 #: Longest failing-kernel HLO text kept in a localization (characters; the store keeps it).
@@ -220,7 +220,7 @@ class Localization:
         dtypes = result_dtypes(program.jaxpr.jaxpr.eqns[self.equation.index])
         planted = planted_fault(self.config, alike)
         guilty = self.compiler_pass if self.compiler_pass not in ("", "none") else ""
-        if self.config.startswith("mutant:") and not planted:
+        if planted_name(self.config) and not planted:
             guilty = ""
         return localized_key(self.operation, dtypes, guilty, planted)
 

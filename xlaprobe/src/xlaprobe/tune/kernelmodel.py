@@ -300,14 +300,28 @@ def _log_error(predicted: float, measured: float) -> float:
     return abs(math.log(max(predicted, EPS_S)) - math.log(max(measured, EPS_S)))
 
 
+def mean_defined(values: Sequence[float]) -> float:
+    """The mean of the values that are not NaN; NaN when none is (no values, or all NaN: a
+    Kendall tau of tied predictions), without numpy's "Mean of empty slice" warning.
+
+    >>> mean_defined([0.5, math.nan, 1.0]), mean_defined([math.nan]), mean_defined([])
+    (0.75, nan, nan)
+    """
+    defined = [float(v) for v in values if not math.isnan(v)]
+    return sum(defined) / len(defined) if defined else math.nan
+
+
 def evaluate(model: ProgramModel, test: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     """Ranking and error of a trained model on entries it did not see, grouped by program.
 
     Returns:
         ``model_tau`` and ``roofline_tau``: mean over programs (with two or more
-        configurations) of Kendall tau between predicted and measured program times across
-        the program's configurations; ``programs``: how many such programs; ``entries``;
-        ``program_error``: median |log(predicted / measured)| of program times;
+        configurations of different measured times) of Kendall tau between predicted and
+        measured program times across the program's configurations, over the programs whose
+        tau is defined (`mean_defined`: NaN, without a warning, when there is none: no program
+        to rank, or predictions tied across every program's configurations); ``programs``: how
+        many programs had configurations to rank (0: the group had nothing to rank);
+        ``entries``; ``program_error``: median |log(predicted / measured)| of program times;
         ``kernel_error``: the same over timed kernels.
     """
     by_program: dict[str, list[Mapping[str, Any]]] = {}
@@ -328,8 +342,7 @@ def evaluate(model: ProgramModel, test: Sequence[Mapping[str, Any]]) -> dict[str
     if isinstance(model, ProgramModel):
         rows, seconds = _timed(test, config=model.config)
         kernel_errors = [_log_error(p, m) for p, m in zip(model.kernels.predict(rows), seconds)]
-    return {"model_tau": float(np.nanmean(taus)) if taus else math.nan,
-            "roofline_tau": float(np.nanmean(roofs)) if roofs else math.nan,
+    return {"model_tau": mean_defined(taus), "roofline_tau": mean_defined(roofs),
             "programs": len(taus), "entries": len(test),
             "program_error": float(np.median(errors)) if errors else math.nan,
             "kernel_error": float(np.median(kernel_errors)) if kernel_errors else math.nan}
