@@ -218,7 +218,7 @@ class CampaignSummary:
         schedule: ``adaptive`` or ``all`` (`xlaprobe.schedule`); under ``adaptive``, `verdicts`
             counts the programs a configuration was skipped on as ``skipped``.
         distinct_bugs: fingerprints grouped by the key of their first wrong intermediate
-            (`CampaignState.bugs`).
+            (`CampaignState.bugs`), a planted fault's left out (`CampaignState.distinct_bugs`).
     """
 
     campaign: int
