@@ -194,7 +194,7 @@ def unexplained_local_imports(text: str) -> list[int]:
     bare: list[int] = []
 
     def visit(node: ast.AST, in_function: bool) -> None:
-        for field in ("body", "orelse", "finalbody", "handlers"):
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
             body = getattr(node, field, None)
             if not isinstance(body, list):
                 continue
@@ -236,8 +236,14 @@ def test_reason_finder_on_known_source():
         "class C:\n"
         "    def m(self):\n"
         "        x = 2  # a comment on another statement\n"
-        "        import re\n")                         # 19 the line above is code
-    assert unexplained_local_imports(text) == [4, 9, 11, 15, 19]
+        "        import re\n"                         # 19 the line above is code
+        "def g(k):\n"
+        "    match k:\n"
+        "        case 1:\n"
+        "            import csv\n"                    # 23 inside a case: no reason
+        "        case _:\n"
+        "            import abc  # light, but only g needs it\n")  # 25
+    assert unexplained_local_imports(text) == [4, 9, 11, 15, 19, 23]
 
 
 def test_every_function_local_import_says_why():

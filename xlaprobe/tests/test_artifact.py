@@ -15,6 +15,7 @@ from xlaprobe.configs import reference
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.configs.xla import compiler_options
 from xlaprobe.errors import CorruptArtifact, InvalidArgument
+from xlaprobe.program import Program, Provenance
 from xlaprobe.sources.user import load_case
 from xlaprobe.workers import WorkerPool  # noqa: F401  (the pool fixture)
 
@@ -122,6 +123,33 @@ def test_malformed_metadata_is_a_corrupt_artifact(tmp_path, edit, words):
     (directory / "metadata.json").write_text(json.dumps(edit(metadata)))
     with pytest.raises(CorruptArtifact, match=words):
         load_artifact(directory)
+
+
+@pytest.mark.parametrize("stored", [np.uint8, np.float32, np.int16])
+def test_an_inputs_file_of_another_dtype_is_refused_not_reinterpreted(tmp_path, stored):
+    # The case's input is int8[5]. Its bits read as int8 would be another program's inputs
+    # (uint8: silently; float32: "int8[20]", a shape the file does not hold), and int8 bits
+    # read as a wider dtype a ValueError (exit 3). The file says what it holds.
+    case = load_case(str(CASES / "int8_square_select_abs.py"))
+    directory = save_artifact(case.program, tmp_path / "w")
+    np.savez(directory / "inputs.npz", arg0=np.ones(5, stored))
+    with pytest.raises(CorruptArtifact, match=re.escape(
+            f"{directory / 'inputs.npz'}: arg0 is {np.dtype(stored).name}, metadata.json says "
+            "int8; the artifact's files disagree")):
+        load_artifact(directory)
+    wide = save_artifact(Program.from_function(lambda x: x + 1, (np.ones((4, 1), np.int32),),
+                                               Provenance("user", "wide")), tmp_path / "i32")
+    np.savez(wide / "inputs.npz", arg0=np.ones((4, 1), np.int8))
+    with pytest.raises(CorruptArtifact, match="arg0 is int8, metadata.json says int32"):
+        load_artifact(wide)
+
+
+def test_narrow_floats_still_round_trip_through_their_bits(tmp_path):
+    import ml_dtypes
+    x = np.linspace(-2, 2, 6).astype(ml_dtypes.bfloat16)
+    loaded = load_artifact(save_artifact(Program.from_function(
+        lambda a: a * 2, (x,), Provenance("user", "bf16")), tmp_path / "b"))
+    assert loaded.inputs[0].dtype == x.dtype and loaded.inputs[0].tobytes() == x.tobytes()
 
 
 # ------------------------------------------- a real finding's artifact: kept, and its files checked

@@ -18,6 +18,7 @@ from xlaprobe.errors import InvalidArgument
 from xlaprobe.program import Program, Provenance
 from xlaprobe.sources.generator import generate
 from xlaprobe.store import Store
+from xlaprobe.triage import finding_key
 
 FAST = ["xla", "reference"]
 
@@ -180,9 +181,24 @@ def test_mutant_findings_are_stored_and_deduplicated(tmp_path, capsys):
     assert data["known_bugs"] == [] and data["new_bugs"] == []
     assert [r["fingerprints"] for r in data["mutant_findings"]] == [[fingerprint]]
     assert set(data["mutant_findings"][0]) == {"key", "cases", "fingerprints"}
+    assert data["distinct_bugs"] == 0  # as the text end counts them
     _finish(summary, campaign.state.bugs, db, False, False, 120.0)
     assert "distinct bugs: 0 (0 known, 0 new: xlaprobe.known_bugs; 1 planted by a mutant, " \
         "not bugs)" in capsys.readouterr().out
+    # A fingerprint first counted under the mutant but keyed as a real fault (xla failed alike,
+    # `triage.planted_fault`) is a bug of XLA's the mutant compiler shares: a new bug.
+    real = finding_key(_subtract_program(0), "mutant:swap-subtract-fused", VerdictKind.MISMATCH,
+                       (0,), alike=("mutant:swap-subtract-fused", "xla"))
+    state = CampaignState(1, (), 0, 0, fingerprints={
+        real: [1, 0, "mutant:swap-subtract-fused", "mismatch"],
+        fingerprint: [3, 0, "mutant:swap-subtract-fused", "mismatch"]})
+    assert state.distinct_bugs == 1
+    shared = dataclasses.replace(summary, distinct_bugs=state.distinct_bugs, fingerprints={
+        k: tuple(v) for k, v in state.fingerprints.items()})
+    _finish(shared, {}, db, False, True, 120.0)
+    data = json.loads(capsys.readouterr().out)
+    assert [r["key"] for r in data["new_bugs"]] == [real] and data["distinct_bugs"] == 1
+    assert [r["fingerprints"] for r in data["mutant_findings"]] == [[fingerprint]]
 
 
 def test_generated_programs_find_a_mutant(tmp_path):

@@ -107,6 +107,19 @@ def test_a_busy_store_is_called_busy_not_corrupt(tmp_path, monkeypatch):
         holder.close()
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux's /dev/full")
+def test_a_full_disk_is_called_full_not_a_foreign_database(tmp_path):
+    # /dev/full fails every write with ENOSPC: SQLite's own SQLITE_FULL on a real device. The
+    # store is not "not an xlaprobe database" (move it away, and its results were lost for
+    # nothing): the error stays the disk's, which the command line prints as one line.
+    from xlaprobe.errors import disk_full
+    path = tmp_path / "x.db"
+    path.symlink_to("/dev/full")
+    with pytest.raises(sqlite3.OperationalError, match="disk is full") as raised:
+        Store(path)
+    assert disk_full(raised.value)
+
+
 def test_rechecking_a_finding_keeps_its_id_and_draws_no_new_one(tmp_path):
     """Finding ids are dense: a re-check updates its finding in place, and the next new finding
     gets the next id (SQLite's upsert used to draw an id each time: 1, 2, 5, ...). Ids already

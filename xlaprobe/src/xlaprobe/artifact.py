@@ -47,15 +47,19 @@ ARTIFACT_SCHEMA = 2
 _FILES = ("metadata.json", "inputs.npz", "jaxpr.json", "consts.npz")
 
 
+def _stored_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype an array of `dtype` has in an .npz archive: np.savez cannot round-trip ml_dtypes
+    (bfloat16 loads as raw void), so their bits are stored as unsigned integers of their width."""
+    return np.dtype(f"u{dtype.itemsize}") if dtype.type.__module__.startswith("ml_dtypes") \
+        else dtype
+
+
 def _pack(arrays: Sequence[np.ndarray]) -> tuple[dict[str, np.ndarray], list[str]]:
-    # np.savez cannot round-trip ml_dtypes (bfloat16 loads as raw void): store their bits.
     packed, dtypes = {}, []
     for i, array in enumerate(arrays):
         array = np.asarray(array)
         dtypes.append(array.dtype.name)
-        if array.dtype.type.__module__.startswith("ml_dtypes"):
-            array = array.view(f"u{array.dtype.itemsize}")
-        packed[f"arg{i}"] = array
+        packed[f"arg{i}"] = array.view(_stored_dtype(array.dtype))
     return packed, dtypes
 
 
@@ -65,13 +69,17 @@ def _unpack(path: Path, dtypes: Sequence[str]) -> tuple[np.ndarray, ...]:
     if missing:
         raise CorruptArtifact(f"cannot read {path}: no array {missing[0]}; the artifact is "
                               "corrupt")
-    arrays = [data[f"arg{i}"] for i in range(len(dtypes))]
     out = []
-    for array, name in zip(arrays, dtypes):
+    for i, name in enumerate(dtypes):
+        array = data[f"arg{i}"]
         try:
             dtype = dtype_by_name(name)
         except TypeError as exc:
             raise CorruptArtifact(f"{path}: {exc}") from exc
+        # Any other dtype's bits read as this one would be other values (or a ValueError).
+        if array.dtype not in (dtype, _stored_dtype(dtype)):
+            raise CorruptArtifact(f"{path}: arg{i} is {array.dtype}, metadata.json says {name}; "
+                                  "the artifact's files disagree")
         out.append(array.view(dtype) if array.dtype != dtype else array)
     return tuple(out)
 

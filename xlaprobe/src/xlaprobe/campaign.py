@@ -49,7 +49,7 @@ from xlaprobe.schedule import DEFAULT_SCHEDULE, check_schedule, check_scheduled,
 from xlaprobe.sources.generator import generate
 from xlaprobe.sources.ops import RULES
 from xlaprobe.store import Store
-from xlaprobe.triage import planted_fault
+from xlaprobe.triage import is_planted, planted_fault
 
 #: Artifacts saved per finding fingerprint (later findings with it are counted, not saved).
 ARTIFACTS_PER_FINGERPRINT = 1
@@ -139,8 +139,10 @@ class CampaignState:
 
     @property
     def distinct_bugs(self) -> int:
-        """Distinct bugs: fingerprints grouped by their first wrong intermediate's key."""
-        return len({self.bugs.get(fp) or fp for fp in self.fingerprints})
+        """Distinct bugs: fingerprints grouped by their first wrong intermediate's key; a planted
+        fault's (`xlaprobe.triage.is_planted`) is none."""
+        return len({self.bugs.get(fp) or fp for fp, (_, _, config, _) in self.fingerprints.items()
+                    if not is_planted(fp, config)})
 
     @property
     def duplicates(self) -> int:
@@ -216,7 +218,7 @@ class CampaignSummary:
         schedule: ``adaptive`` or ``all`` (`xlaprobe.schedule`); under ``adaptive``, `verdicts`
             counts the programs a configuration was skipped on as ``skipped``.
         distinct_bugs: fingerprints grouped by the key of their first wrong intermediate
-            (`CampaignState.bugs`).
+            (`CampaignState.bugs`), a planted fault's left out (`CampaignState.distinct_bugs`).
     """
 
     campaign: int

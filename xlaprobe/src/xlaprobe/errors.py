@@ -4,8 +4,10 @@ The command line turns every `XlaprobeError` into one line on stderr and exit co
 is a bug in xlaprobe.
 """
 
+import errno
 import importlib.util
 import os
+import sqlite3
 import sysconfig
 import traceback
 
@@ -53,6 +55,21 @@ class WorkerCrashed(XlaprobeError):
 class Unsupported(XlaprobeError):
     """A configuration cannot run this program at all (e.g. an older XLA release cannot load the
     module); an *unsupported* outcome, which is never a finding."""
+
+
+def disk_full(exc: BaseException) -> bool:
+    """Whether `exc` is the disk (or its quota) running out under a write: SQLite's "database or
+    disk is full" or an OSError ENOSPC/EDQUOT. That is the machine, neither a bug of xlaprobe nor
+    a corrupt file: the command line says so in one line (exit 2).
+
+    >>> disk_full(OSError(errno.ENOSPC, "No space left on device"))
+    True
+    >>> disk_full(sqlite3.OperationalError("no such table: findings"))
+    False
+    """
+    if isinstance(exc, sqlite3.OperationalError):
+        return "disk is full" in str(exc)
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 def raised_at(exc: BaseException) -> str:

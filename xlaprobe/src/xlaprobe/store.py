@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from xlaprobe.checking import CheckResult
-from xlaprobe.errors import CorruptArtifact, InvalidArgument
+from xlaprobe.errors import CorruptArtifact, InvalidArgument, disk_full
 from xlaprobe.oracle import Verdict
 
 #: 2: findings carry the configurations failing alike and the localized bug key; localizations
@@ -153,6 +153,7 @@ class Store:
     Raises:
         InvalidArgument: the path is a directory or cannot be created.
         CorruptArtifact: the file is not an xlaprobe database (or is of a newer schema).
+        sqlite3.OperationalError: the disk is full (`xlaprobe.errors.disk_full`).
     """
 
     def __init__(self, path: str | Path = DEFAULT_DB, *, readonly: bool = False):
@@ -187,6 +188,8 @@ class Store:
                 self._db.execute("CREATE INDEX IF NOT EXISTS checks_by_campaign ON "
                                  "checks(campaign)")
         except sqlite3.OperationalError as exc:
+            if disk_full(exc):  # the disk's, not the file's: `xlaprobe.cli.commands.main` says so
+                raise
             if "unable to open" in str(exc) or "readonly" in str(exc):
                 raise InvalidArgument(f"cannot open {self.path} for writing ({exc}): a read-only "
                                       "location or no permission; pass another --db") from exc

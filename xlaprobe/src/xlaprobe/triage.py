@@ -153,6 +153,24 @@ def planted_fault(config: str, alike: Sequence[str] = ()) -> str:
     return name
 
 
+def planted_key(name: str) -> str:
+    """The fingerprint (and bug key) of every finding of the planted fault `name` (hex, 16
+    characters): one defect by construction."""
+    return _digest("planted", name)
+
+
+def is_planted(fingerprint: str, config: str) -> bool:
+    """Whether a finding of `config` with `fingerprint` is its planted fault's. A ``mutant:``
+    configuration's finding that a configuration without the fault failed alike is keyed as a
+    real fault (`planted_fault`), which the mutant compiler shares: not planted.
+
+    >>> is_planted(planted_key("swap"), "mutant:swap"), is_planted("0123456789abcdef", "mutant:swap")
+    (True, False)
+    """
+    name = planted_fault(config)
+    return bool(name) and fingerprint == planted_key(name)
+
+
 def finding_key(program: Any, config: str, kind: VerdictKind, outputs: Sequence[int],
                 error: str = "", alike: Sequence[str] = ()) -> str:
     """The fingerprint of a finding before localization (hex, 16 characters).
@@ -170,7 +188,7 @@ def finding_key(program: Any, config: str, kind: VerdictKind, outputs: Sequence[
     """
     planted = planted_fault(config, alike)
     if planted:
-        return _digest("planted", planted)
+        return planted_key(planted)
     if kind is VerdictKind.CRASH:
         return _digest("crash", crash_signature(error))
     if kind is VerdictKind.COMPILE_ERROR:
@@ -211,6 +229,6 @@ def localized_key(operation: str, dtypes: Sequence[str], guilty_pass: str = "",
     True
     """
     if planted:
-        return _digest("planted", planted)
+        return planted_key(planted)
     classes = {dtype_class(d) for d in dtypes}
     return _digest("op", operation, ",".join(sorted(classes)), guilty_pass, "")

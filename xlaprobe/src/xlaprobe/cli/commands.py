@@ -14,8 +14,6 @@ not run the program), 130 on Ctrl-C (everything stored so far is kept).
 
 from __future__ import annotations
 
-import errno
-import sqlite3
 import sys
 import tempfile
 import traceback
@@ -29,21 +27,12 @@ from xlaprobe.cli import (check, fuzz, campaigns, coverage, merge, localize,  # 
                           report, capture)
 from xlaprobe.cli.app import SHOW_TRACEBACK, app
 from xlaprobe.cli.console import err
-from xlaprobe.errors import XlaprobeError
+from xlaprobe.errors import XlaprobeError, disk_full
 
 __all__ = ["EXIT_INTERNAL_ERROR", "app", "main"]
 
 #: Exit code of an internal error of xlaprobe (never 1, which means "findings").
 EXIT_INTERNAL_ERROR = 3
-
-
-def _disk_full(exc: BaseException) -> bool:
-    """Whether ``exc`` is the disk (or its quota) running out under a write: SQLite's "database
-    or disk is full" or an OSError ENOSPC/EDQUOT. That is the machine, not a bug of xlaprobe, and
-    writing a traceback file onto the full disk would fail too."""
-    if isinstance(exc, sqlite3.OperationalError):
-        return "disk is full" in str(exc)
-    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 def _internal_error(exc: BaseException) -> None:
@@ -85,7 +74,7 @@ def main() -> None:
             err.print(f"[red]xlaprobe: error:[/] {escape(exc.format_message())} (see xlaprobe --help)",
                       highlight=False, soft_wrap=True)
             sys.exit(2)
-        if _disk_full(exc):
+        if disk_full(exc):  # the machine, not a bug: no traceback file onto the full disk
             err.print(f"[red]xlaprobe: error:[/] the disk is full ({escape(str(exc))}): free space "
                       "and run again; results stored so far are kept", highlight=False, soft_wrap=True)
             sys.exit(2)

@@ -227,9 +227,9 @@ def _finish(summary: CampaignSummary, bugs_by_fingerprint: Any, db: Path, interr
     return `fuzz_command`'s exit code."""
     # both import the oracle (numpy): not for --help
     from xlaprobe.known_bugs import split_bugs
-    from xlaprobe.triage import planted_fault
+    from xlaprobe.triage import is_planted
 
-    planted = {f for f, (_, _, config, _) in summary.fingerprints.items() if planted_fault(config)}
+    planted = {f for f, (_, _, config, _) in summary.fingerprints.items() if is_planted(f, config)}
     bugs = split_bugs(summary.fingerprints, bugs_by_fingerprint, planted)
     if json_output:
         print(json.dumps(summary.to_json() | {"known_bugs": bugs["known"],

@@ -51,7 +51,7 @@ from xlaprobe.errors import InvalidArgument
 from xlaprobe.outcome import Outcome, OutcomeKind
 from xlaprobe.program import Program, Provenance
 from xlaprobe.tune import space as space_mod
-from xlaprobe.tune.confirm import MIN_GAIN, Confirmation, confirm, noise_threshold  # noqa: F401
+from xlaprobe.tune.confirm import Confirmation, confirm, noise_threshold
 from xlaprobe.tune.costmodel import CostModel
 from xlaprobe.tune.features import candidate_features
 from xlaprobe.knobs import Knob, declared_knobs
