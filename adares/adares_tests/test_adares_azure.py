@@ -68,6 +68,7 @@ def test_maxcpu_column_gz_and_spec(tmp_path):
     ("0,a,1,2,-3\n300,a,1,2,4\n", "negative usage"),
     ("0,a,1,2,300\n300,a,1,2,4\n", "above 100%"),
     ("0,a,1,2,x\n300,a,1,2,4\n", "not a number"),
+    ("0,a,1,2,3\ninf,a,1,2,4\n", "row 2: timestamp is not finite: 'inf'"),
     ("0,a,1,2,3\n", "less than 2 steps"),
 ])
 def test_bad_readings(tmp_path, rows, needle):

@@ -52,6 +52,9 @@ def test_alibaba_without_meta_uses_defaults(tmp_path):
     (lambda r: r[:9], "missing columns"),
     (lambda r: r[:3] + ["-5"] + r[4:], "negative usage"),
     (lambda r: r[:4] + ["abc"] + r[5:], "not a number"),
+    # an infinite time stamp crashed the step grid's int cast (a traceback, exit 1)
+    (lambda r: r[:2] + ["inf"] + r[3:], "row 6: time_stamp is not finite: 'inf'"),
+    (lambda r: r[:3] + ["-Infinity"] + r[4:], "row 6: cpu_util_percent is not finite"),
 ])
 def test_alibaba_bad_input(tmp_path, mutate, message):
     lines = (FIX / "container_usage.csv").read_text().splitlines()

@@ -68,7 +68,13 @@ def _numeric(df: pd.DataFrame, col: str, path: Path) -> pd.Series:
     if bad.any():
         i = int(np.flatnonzero(bad.to_numpy())[0])
         raise InputError(f"{path}: row {i + 1}: {col} is not a number: {raw.iloc[i]!r}")
-    return vals.astype(np.float64)
+    vals = vals.astype(np.float64)
+    # NaN is a gap the loaders fill; an infinity is a corrupt cell (no step or usage it could be)
+    infinite = np.isinf(vals.to_numpy())
+    if infinite.any():
+        i = int(np.flatnonzero(infinite)[0])
+        raise InputError(f"{path}: row {i + 1}: {col} is not finite: {raw.iloc[i]!r}")
+    return vals
 
 
 def load_container_usage(path: str | Path, meta_path: str | Path | None = None,
