@@ -31,6 +31,10 @@ def test_options_are_sorted_and_list_split_respects_brackets():
     ("xla[fast]", "malformed option"),
     ("xla[a=1,a=2]", "twice"),
     ("xla,xla", "twice"),
+    ("xla,,eager", "an empty item in configuration list 'xla,,eager'"),
+    ("xla, ,eager", "an empty item"),
+    ("xla,", "an empty item"),
+    (",", "empty configuration list"),
     ("XLA!", "malformed configuration"),
     ("eager[xla_cpu_enable_fast_math=true]", "eager"),
 ])

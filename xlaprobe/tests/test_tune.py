@@ -434,6 +434,8 @@ def _cli(*args, cwd=None):
     (["tune-corpus", "fuzz:1-100000000,convnet"], "at most 10,000 seeds"),
     (["tune-corpus", "fuzz:1", "--kernel-limit", "60", "--timeout", "50"],
      "--kernel-limit 60 s is above --timeout 50 s"),
+    (["tune-corpus", "fuzz:1,,fuzz:2"], "an empty item in PROGRAMS 'fuzz:1,,fuzz:2'"),
+    (["tune-corpus", "fuzz:1,fuzz:1"], "PROGRAMS lists 'fuzz:1' twice"),
 ])
 def test_tune_bad_input_is_one_line(tmp_path, args, words):
     proc = _cli(*args, "--db", str(tmp_path / "t.db"))

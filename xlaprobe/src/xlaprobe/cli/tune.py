@@ -15,6 +15,7 @@ from xlaprobe.cli.app import app, display
 from xlaprobe.cli.console import Steps, say, tell
 from xlaprobe.cli.options import (DEFAULT_DB, AddressOption, DbOption, JsonOption, QuietOption)
 from xlaprobe.errors import InvalidArgument
+from xlaprobe.items import split_items
 
 if TYPE_CHECKING:
     from xlaprobe.tune.search import TuneResult
@@ -263,7 +264,7 @@ def corpus_command(programs: str, *, configs: int, seed: int, db: Path | str, ro
     from xlaprobe.store import Store
     from xlaprobe.tune.corpus import corpus_programs
 
-    names = [n.strip() for n in programs.split(",") if n.strip()]
+    names = split_items(programs, "PROGRAMS")
     if not names:
         raise InvalidArgument("name at least one corpus program (zoo model, fuzz:SEED, ...)")
     if kernel_limit_s > timeout_s:

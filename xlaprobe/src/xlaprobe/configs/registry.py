@@ -203,9 +203,12 @@ def parse_configs(text: str | Sequence[str]) -> list[Configuration]:
     if depth != 0:
         raise InvalidArgument(f"unbalanced '[' in configuration list '{text}'")
     specs.append(current)
-    specs = [s.strip() for s in specs if s.strip()]
-    if not specs:
+    specs = [s.strip() for s in specs]
+    if not any(specs):
         raise InvalidArgument("empty configuration list; e.g. --configs xla,xla:O0,eager,reference")
+    if not all(specs):
+        # 'xla,,eager' is a typo more often than a wish for two configurations
+        raise InvalidArgument(f"an empty item in configuration list '{text}'")
     configs = [Configuration.parse(s) for s in specs]
     if len({str(c) for c in configs}) != len(configs):
         raise InvalidArgument(f"a configuration is listed twice in '{text}'")

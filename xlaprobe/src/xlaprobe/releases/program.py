@@ -18,6 +18,7 @@ from xlaprobe.checker import Checker, Failure
 from xlaprobe.configs.registry import Configuration
 from xlaprobe.releases.kind import release_config, release_options
 from xlaprobe.errors import InvalidArgument, NotReproducible
+from xlaprobe.items import split_items
 from xlaprobe.oracle import summary_kind
 from xlaprobe.program import Program
 from xlaprobe.releases import envs
@@ -29,9 +30,9 @@ def parse_releases(text: str) -> list[str]:
     """A comma-separated release list, checked (``0.4.33,0.5.3``).
 
     Raises:
-        InvalidArgument: an empty list or a malformed version.
+        InvalidArgument: an empty list, an empty or repeated item, or a malformed version.
     """
-    versions = [envs.check_version(v.strip()) for v in text.split(",") if v.strip()]
+    versions = [envs.check_version(v) for v in split_items(text, "--releases")]
     if not versions:
         raise InvalidArgument("empty --releases list; e.g. --releases 0.4.33,0.5.3,0.12.0.1")
     return versions
