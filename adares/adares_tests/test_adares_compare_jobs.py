@@ -2,6 +2,7 @@
 ``--backend local|ray`` and ``--jobs`` vocabulary, and the bandit's exploration and floor."""
 
 import json
+import re
 import sys
 
 import numpy as np
@@ -130,3 +131,16 @@ def test_the_floor_is_one_of_the_bandit_sizes():
     off.reset(pol._info)
     off._decide("cpu", ctx, base, floor)
     assert not off._pending["cpu"][2][0, 1]
+
+
+def test_compare_table_in_a_file_is_not_cut():
+    # off a terminal the table once got 150 columns and cut headers and cells ("-63/-1…")
+    res = runner.invoke(app, ["compare", "--trace", "synthetic:vms=4,days=1,seed=1", "--policies",
+                              "threshold,vpa,autopilot,resource-central,adares-nolearn",
+                              "--iters", "1", "--quiet"])
+    assert res.exit_code == 0, res.output
+    assert "…" not in res.stdout
+    rows = [line.split() for line in res.stdout.splitlines() if "+0.50/" in line or "+1.50/" in line]
+    assert [row[0] for row in rows] == ["threshold", "vpa", "autopilot", "resource-central",
+                                        "adares-nolearn"]
+    assert all(re.fullmatch(r"-|[+-]\d+/[+-]\d+", cell) for row in rows for cell in row[-5:])

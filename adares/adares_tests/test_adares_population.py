@@ -35,3 +35,10 @@ def test_seeded_and_loadable_by_spec():
     assert planned_size("population:vms=20,days=1") == (20, 288)
     with pytest.raises(InputError):
         load_trace("population:vms=0")
+
+
+def test_an_empty_synthetic_spec_names_its_key():
+    # the message named the generator's parameter n_vms, not the spec's key vms
+    with pytest.raises(InputError, match=r"synthetic: needs at least 1 VM \(vms=\) and 2 steps, "
+                                         r"got 0 VMs"):
+        load_trace("synthetic:vms=0")

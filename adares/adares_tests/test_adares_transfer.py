@@ -141,3 +141,15 @@ def test_a_log_of_another_floor_action_is_refused_in_one_line(tmp_path):
                               "adares", "--transfer-from", str(path), "--quiet"])
     assert res.exit_code == 2
     assert res.output.strip().count("\n") == 0 and "floor_action=0" in res.output
+
+
+def test_bad_log_messages_name_the_problem(tmp_path):
+    (tmp_path / "x.npz").write_bytes(b"not a zip")
+    with pytest.raises(InputError) as info:
+        load_log(tmp_path / "x.npz")
+    assert str(info.value) == f"{tmp_path / 'x.npz'}: not a decision log (not a .npz archive of arrays)"
+    np.savez(tmp_path / "y.npz", resource=np.zeros(3), context=np.zeros((3, 2)))
+    with pytest.raises(InputError) as info:
+        load_log(tmp_path / "y.npz")
+    assert str(info.value) == (f"{tmp_path / 'y.npz'}: not a decision log "
+                               "(no array allowed, action, prob, cost)")

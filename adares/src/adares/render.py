@@ -11,6 +11,7 @@ from dataclasses import asdict
 
 from rich import box
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 
 from adares.policies import REPLAY_BASELINES, baseline_names
@@ -45,9 +46,14 @@ def _trace_doc(spec: str, tr: Trace) -> dict:
     return {"spec": spec, "vms": tr.n_vms, "steps": tr.n_steps, "step_s": tr.step_s}
 
 
-def _out(width: int) -> Console:
-    # Pipes get 80 columns from rich by default, less than the tables: give them ``width``.
-    return Console(width=None if sys.stdout.isatty() else width)
+def _print(table: Table) -> None:
+    # Pipes get 80 columns from rich by default and a fixed wider width still cut compare's
+    # cells ("-63/-1…"): a file gets each table at its natural width, without padding.
+    if sys.stdout.isatty():
+        Console().print(table)
+        return
+    wide = Console(width=10_000)
+    Console(width=Measurement.get(wide, wide.options, table).maximum).print(table)
 
 
 def replay_json(spec: str, tr: Trace, results: dict[str, Result], sav: dict) -> str:
@@ -100,11 +106,10 @@ def nodes_table(results: dict[str, Result], n_nodes: int) -> Table:
 
 
 def print_replay(tr: Trace, results: dict[str, Result], sav: dict, n_nodes: int | None) -> None:
-    """Print the replay's table(s) to stdout (100 columns off a terminal)."""
-    out = _out(100)
-    out.print(replay_table(tr, results, sav))
+    """Print the replay's table(s) to stdout (at their natural width off a terminal)."""
+    _print(replay_table(tr, results, sav))
     if n_nodes is not None:
-        out.print(nodes_table(results, n_nodes))
+        _print(nodes_table(results, n_nodes))
 
 
 def _cap(cap: float | None) -> float | None:
@@ -156,5 +161,5 @@ def compare_table(res: dict, sav: dict, target_throttle: float, target_oom: floa
 
 
 def print_compare(res: dict, sav: dict, target_throttle: float, target_oom: float) -> None:
-    """Print the equal-violation table to stdout (150 columns off a terminal)."""
-    _out(150).print(compare_table(res, sav, target_throttle, target_oom))
+    """Print the equal-violation table to stdout (at its natural width off a terminal)."""
+    _print(compare_table(res, sav, target_throttle, target_oom))

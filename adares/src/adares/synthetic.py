@@ -56,7 +56,8 @@ def generate(n_vms: int = 500, days: float = 8.0, seed: int = 0, step_s: int = S
     """
     t_steps = int(round(days * 86400 / step_s))
     if n_vms < 1 or t_steps < 2:
-        raise InputError(f"synthetic: needs n_vms >= 1 and >= 2 steps, got {n_vms} VMs, {t_steps} steps")
+        raise InputError(f"synthetic: needs at least 1 VM (vms=) and 2 steps, got {n_vms} VMs, "
+                         f"{t_steps} steps")
     rng = np.random.default_rng(seed)
     n = n_vms
     hours = (start_s + step_s * np.arange(t_steps)) / 3600.0

@@ -97,13 +97,18 @@ def load_log(path: str | Path, context_dim: int | None = None) -> DecisionLog:
         raise InputError(f"{path}: is a folder, give a decision log (.npz)")
     try:
         with np.load(path, allow_pickle=False) as z:
+            missing = [k for k in keys if k not in z.files]
+            if missing:
+                raise InputError(f"{path}: not a decision log (no array {', '.join(missing)})")
             a = {k: z[k] for k in keys}
             meaning = ((z["multipliers"], z["floor_action"]) if "multipliers" in z.files
                        and "floor_action" in z.files else None)
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
-    except Exception as exc:
-        raise InputError(f"{path}: not a decision log ({type(exc).__name__})") from None
+    except InputError:
+        raise
+    except Exception:
+        raise InputError(f"{path}: not a decision log (not a .npz archive of arrays)") from None
     n = len(a["action"])
     numeric = {"resource": "iu", "action": "iu", "context": "fiu", "allowed": "biu",
                "prob": "fiu", "cost": "fiu"}
