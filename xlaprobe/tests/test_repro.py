@@ -4,6 +4,7 @@ computes bit for bit what the program it came from computes (known answer: the p
 XLA outputs)."""
 
 import ast
+import re
 
 import jax
 import ml_dtypes
@@ -166,6 +167,9 @@ def test_a_mutant_repro_needs_xlaprobe_and_shows_the_planted_fault(tmp_path):
     (tmp_path / "repro.py").write_text(source)
     run = _run_script(tmp_path / "repro.py")
     assert run.returncode == 1 and "MISMATCH output 0" in run.stdout, run.stdout + run.stderr
+    # plain numbers, not NumPy reprs (np.float32(5.436...)): exp(1) * 2 against exp(-1) * 2
+    assert re.search(r"first at flat index 0: got 5\.43656\d*, expected 0\.73575888\d*$",
+                     run.stdout, re.M), run.stdout
     healthy = emit_repro(program, "xla", {}, reference)  # the same program, no mutant: clean
     (tmp_path / "healthy.py").write_text(healthy)
     assert _run_script(tmp_path / "healthy.py").returncode == 0

@@ -417,7 +417,8 @@ def main():
             failed += 1
             index = int(np.argmax(bad.ravel()))
             print("MISMATCH %s: %d of %d elements; first at flat index %d: got %r, reference %r"
-                  % (name, int(bad.sum()), bad.size, index, out.ravel()[index], ref.ravel()[index]))
+                  % (name, int(bad.sum()), bad.size, index, out.ravel()[index].item(),
+                     ref.ravel()[index].item()))
         else:
             print("ok       %s" % name)
     print("%d of %d outputs mismatch" % (failed, len(outputs)))

@@ -563,8 +563,8 @@ RUN
             failed += 1
             index = int(np.argmax(bad.ravel()))
             print("MISMATCH output %d: %d of %d elements; first at flat index %d: got %r, "
-                  "expected %r" % (k, int(bad.sum()), bad.size, index, out.ravel()[index],
-                                   np.asarray(ref).ravel()[index]))
+                  "expected %r" % (k, int(bad.sum()), bad.size, index, out.ravel()[index].item(),
+                                   np.asarray(ref).ravel()[index].item()))
         else:
             print("ok       output %d" % k)
     return 1 if failed else 0
