@@ -3,6 +3,7 @@ Markdown body, from a finding's `xlaprobe.upstream.Evidence`. Pure functions of 
 
 from __future__ import annotations
 
+import re
 import urllib.parse
 from typing import Any
 
@@ -10,6 +11,7 @@ import ml_dtypes
 import numpy as np
 
 from xlaprobe.configs.registry import Configuration
+from xlaprobe.outcome import crash_message
 
 #: What each verdict kind means, in an issue title.
 WHAT = {"mismatch": "returns wrong values", "nan-mismatch": "returns NaN where the result is finite",
@@ -139,7 +141,8 @@ def search_terms(evidence: Any) -> list[str]:
     op = primitive(evidence)
     loc = evidence.localization or {}
     opcode = (loc.get("op") or {}).get("opcode") or ""
-    terms = [f"{op} CPU wrong"]
+    crashed = evidence.finding.kind == "crash"
+    terms = [f"{op} CPU crash" if crashed else f"{op} CPU wrong"]
     if subnormal_inputs(evidence):
         terms = [f"{op} subnormal", f"{op} denormal"]
     if any("fast_math" in k for k in options(evidence)):
@@ -147,27 +150,90 @@ def search_terms(evidence: Any) -> list[str]:
     if opcode and opcode != op:
         terms.append(f"{opcode} CPU")
     if evidence.error:
-        terms.append(" ".join(error_line(evidence.error).split(":")[-1].split()[:6]))
+        message = crash_message(evidence.error) if crashed else error_line(evidence.error, 400)
+        terms += check_terms(message) or [" ".join(message.rsplit(": ", 1)[-1].split()[:6])]
     for dtype in dtypes(evidence):
         if dtype in ("bfloat16", "float16", "int8", "uint8"):
             terms.append(f"{op} {dtype}")
     return list(dict.fromkeys(t for t in terms if t.strip()))
 
 
+#: A failed check's source file and condition, and an XLA RET_CHECK's, in a crash message.
+_CHECK = re.compile(r"(\w+)\.(?:cc|h|cpp):\d+\] Check failed: (.*?)(?: \(|$)")
+_RET_CHECK = re.compile(r"RET_CHECK failure \(\S*?(\w+)\.(?:cc|h|cpp):\d+\) ([\w:]+)")
+
+
+def check_terms(message: str) -> list[str]:
+    """Search terms of a failed check in an error or crash message (`error_line`,
+    `xlaprobe.outcome.crash_message`): the failed check with its source file, and the
+    RET_CHECK's file and condition, without values; [] when it names no check.
+
+    >>> check_terms('algebraic_simplifier.cc:650] Check failed: computation->Accept(this) is OK '
+    ...             '(INTERNAL: RET_CHECK failure (external/xla/hlo_computation.cc:1975) '
+    ...             'ShapeUtil::Compatible(old->shape()) "reduce-window" (f32[1,1]))')
+    ... # doctest: +NORMALIZE_WHITESPACE
+    ['algebraic_simplifier Check failed computation->Accept(this) is OK',
+     'RET_CHECK hlo_computation ShapeUtil::Compatible']
+    >>> check_terms("munmap_chunk(): invalid pointer")
+    []
+    """
+    terms = []
+    if check := _CHECK.search(message):
+        terms.append(" ".join(f"{check.group(1)} Check failed {check.group(2)}".split()[:8]))
+    if ret := _RET_CHECK.search(message):
+        terms.append(f"RET_CHECK {ret.group(1)} {ret.group(2)}")
+    return terms
+
+
+def _crash_detail(evidence: Any, verdict: Any) -> str:
+    """A crash verdict's detail with its stored text (a stack frame, in findings stored before
+    `Outcome.last_line` picked the check line) replaced by the error's `crash_message`."""
+    if verdict.kind.value != "crash" or not evidence.error:
+        return verdict.detail
+    signal = re.match(r"signal \d+: ", verdict.detail or "")
+    return (signal.group(0) if signal else "") + crash_message(evidence.error, 300)
+
+
 def _worst(evidence: Any) -> str:
-    """The failing leaves' worst elements as Markdown bullets."""
-    lines = []
+    """The failing leaves' worst elements as Markdown bullets; outputs that failed alike with
+    no element to show (a crash, a hang) share one bullet."""
+    lines: list[str] = []
+    alike: dict[str, list[str]] = {}
     for v in evidence.verdicts:
         if not v.kind.is_finding:
             continue
-        if v.worst >= 0:
+        if v.worst < 0:
+            detail = _crash_detail(evidence, v)
+            text = v.kind.value + (f" ({detail[:300]})" if detail else "")
+            if text not in alike:
+                lines.append(text)
+            alike.setdefault(text, []).append(v.output)
+        else:
             lines.append(f"- output `{v.output}`: element {v.worst} is **{v.actual:.9g}**, the "
                          f"right value is **{v.expected:.9g}** ({v.frac_over:.1%} of its "
                          f"elements are off; {_relative(v)})")
-        else:
-            lines.append(f"- output `{v.output}`: {v.kind.value}"
-                         + (f" ({v.detail[:300]})" if v.detail else ""))
+    lines = [f"- {_outputs(alike[line])}: {line}" if line in alike else line for line in lines]
     return "\n".join(lines) or "- (no per-output detail stored)"
+
+
+def _outputs(names: list[str]) -> str:
+    """``output `y` `` or ``outputs `a`, `b` (2)``, at most six named."""
+    if len(names) == 1:
+        return f"output `{names[0]}`"
+    shown = ", ".join(f"`{n}`" for n in names[:6]) + (", ..." if len(names) > 6 else "")
+    return f"{len(names)} outputs {shown}"
+
+
+def error_text(evidence: Any, limit: int = 1500) -> str:
+    """The finding's error for the issue's Error section, at most about `limit` characters: a
+    crash's check-failure line (`crash_message`) first, then the tail of its stderr; any other
+    error's tail."""
+    text = evidence.error.strip()
+    if evidence.finding.kind != "crash" or len(text) <= limit:
+        return text[-limit:]
+    message = crash_message(text, limit // 2)
+    tail = text[-(limit - len(message)):].partition("\n")[2]  # from a line's start
+    return f"{message}\n...\n{tail}"
 
 
 def _relative(verdict: Any) -> str:
@@ -260,7 +326,7 @@ def body(evidence: Any, repo: str, heading: str, terms: list[str], repro: str,
         *(f"- {url}" for url in search_urls(repo, terms)), ""]
     if evidence.error:
         sections[sections.index("## Release window"):sections.index("## Release window")] = [
-            "## Error", "", "```", evidence.error.strip()[-1500:], "```", ""]
+            "## Error", "", "```", error_text(evidence), "```", ""]
     return "\n".join(sections)
 
 

@@ -216,7 +216,7 @@ def blame_pass(program: Any, config: Configuration, pool: Any, check: Any, *,
     outcome = dump_compile(pool, program, config, timeout_s=timeout_s)
     if not outcome.ran:
         return PassBlame("", (), (), f"the dump compile failed: {outcome.kind.value} "
-                         f"{outcome.error.strip()[-200:]}", 1, time.perf_counter() - started)
+                         f"{outcome.last_line[:200]}", 1, time.perf_counter() - started)
     # Disabling passes can make XLA loop or the program hang: a test may take a few times the
     # dump compile, not the pool's limit.
     limit = max(TEST_TIMEOUT_S, 10 * outcome.seconds)

@@ -63,6 +63,7 @@ from xlaprobe.localization.segments import Segmenter, cone_of_influence, recordi
 from xlaprobe.oracle import VerdictKind
 from xlaprobe.program import Program, Provenance
 from xlaprobe.search import ddmin
+from xlaprobe.workers import crash_excerpt
 
 #: Reference outputs and honest runs' outputs of a check.
 Evidence = tuple[tuple[np.ndarray, ...], tuple[tuple[np.ndarray, ...], ...]]
@@ -653,7 +654,8 @@ def run_repro(path: str | Path, timeout_s: float = REPRO_TIMEOUT_S) -> tuple[int
     """Run a ``repro.py`` in a fresh Python process (this interpreter), on the CPU.
 
     Returns:
-        (exit code, its stdout and stderr tail); exit code 124 on timeout.
+        (exit code, its stdout and stderr tail led by an abort's fatal line:
+        `xlaprobe.workers.crash_excerpt`); exit code 124 on timeout.
     """
     env = dict(os.environ, JAX_PLATFORMS=os.environ.get("JAX_PLATFORMS", "cpu"))
     path = Path(path).resolve()  # it runs in its own directory: a relative path would not resolve
@@ -662,7 +664,8 @@ def run_repro(path: str | Path, timeout_s: float = REPRO_TIMEOUT_S) -> tuple[int
                               timeout=timeout_s, env=env, cwd=str(path.parent))
     except subprocess.TimeoutExpired:
         return 124, f"repro.py ran past {timeout_s} s"
-    return done.returncode, (done.stdout + done.stderr)[-2000:]
+    # An abort's check-failure line comes before a stack trace that fills the tail: keep it.
+    return done.returncode, crash_excerpt(done.stdout + done.stderr, 2000)
 
 
 def _run_stable(path: Path) -> tuple[int, str]:
@@ -815,7 +818,7 @@ def _write_hlo(root: Path, program: Program, pool: Any, config: Configuration,
         notes += more
         (root / "fusion.hlo").write_text(kernel_text(text, kernels))
     else:
-        notes.append(f"no optimized HLO: {outcome.kind.value} {outcome.error[-200:]}")
+        notes.append(f"no optimized HLO: {outcome.kind.value} {outcome.last_line[:200]}")
     return kernels, notes
 
 
