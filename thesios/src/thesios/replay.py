@@ -107,8 +107,8 @@ def prepare_target(target: Path, size_bytes: int, overwrite: bool = True) -> Non
         ThesiosInputError: see :func:`check_target`; fio fails.
     """
     check_target(target, size_bytes, overwrite)
-    mode = target.stat().st_mode if target.exists() else None
-    had = target.stat().st_size if mode is not None else 0
+    st = target.stat() if target.exists() else None
+    mode, had = (st.st_mode, st.st_size) if st is not None else (None, 0)
     if had >= size_bytes:
         return
     try:
