@@ -217,7 +217,7 @@ def _worst(evidence: Any) -> str:
 
 
 def _outputs(names: list[str]) -> str:
-    """``output `y` `` or ``outputs `a`, `b` (2)``, at most six named."""
+    """``output `y` `` or ``2 outputs `a`, `b` ``, at most six named."""
     if len(names) == 1:
         return f"output `{names[0]}`"
     shown = ", ".join(f"`{n}`" for n in names[:6]) + (", ..." if len(names) > 6 else "")
